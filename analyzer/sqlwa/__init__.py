@@ -1,0 +1,1 @@
+"""sqlwa: what one SQLite commit really costs the storage device."""

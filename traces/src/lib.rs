@@ -1,0 +1,1 @@
+//! blktrace-parse (skeleton: being implemented)
