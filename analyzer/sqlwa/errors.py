@@ -1,0 +1,67 @@
+"""sqlwa's exception hierarchy.
+
+Every error sqlwa raises for a user mistake or an unusable environment derives from
+:class:`SqlwaError`. Errors raised in the Rust core arrive as the classes defined in the
+native module; the ones defined here are raised by the Python layers (lab, capture,
+analysis). An error may carry ``hint``: the one-line fix the CLI prints after the message.
+"""
+
+from __future__ import annotations
+
+from sqlwa._native import (
+    ConfigError,
+    Interrupted,
+    ScenarioError,
+    SqlwaError,
+    TraceParseError,
+    WorkloadError,
+)
+
+
+class UsageError(SqlwaError):
+    """The command line or an input file asks for something that cannot be done."""
+
+
+class LabError(SqlwaError):
+    """Making, mounting or removing a lab filesystem failed."""
+
+
+class UnsupportedFilesystem(LabError):
+    """This machine cannot provide the requested filesystem (kernel module or mkfs missing)."""
+
+
+class NeedsRoot(SqlwaError):
+    """The operation needs root (loop devices, mounts, tracefs)."""
+
+
+class CaptureError(SqlwaError):
+    """Setting up or reading the tracefs capture failed."""
+
+
+class TraceLossError(CaptureError):
+    """The trace lost events (ring-buffer overrun) and loss was not allowed."""
+
+
+def hint_of(err: BaseException) -> str | None:
+    """The fix to show for ``err``, if it carries one."""
+    hint = getattr(err, "hint", None)
+    if hint is None and len(getattr(err, "args", ())) > 1:
+        hint = err.args[1]
+    return str(hint) if hint else None
+
+
+__all__ = [
+    "SqlwaError",
+    "ScenarioError",
+    "ConfigError",
+    "WorkloadError",
+    "TraceParseError",
+    "Interrupted",
+    "UsageError",
+    "LabError",
+    "UnsupportedFilesystem",
+    "NeedsRoot",
+    "CaptureError",
+    "TraceLossError",
+    "hint_of",
+]
