@@ -1,3 +1,19 @@
-//! sqlwa's workload engine. See `API.md` beside this crate for the contract the
-//! Python layer relies on.
-//! (skeleton: being implemented)
+//! sqlwa's workload engine: app-like SQLite scenarios on rusqlite (bundled SQLite), a
+//! counting VFS shim and commit markers. See `API.md` beside this crate for the
+//! contract the Python layer relies on, `MARKERS.md` for the marker format and
+//! `scenarios/README.md` for the scenario format.
+
+pub mod counts;
+pub mod engine;
+pub mod error;
+pub mod markers;
+pub mod scenario;
+pub mod settings;
+pub mod vfs;
+
+pub use counts::{FileKind, KindCounts, VfsCounts};
+pub use engine::{run, CommitRecord, Progress, RunInfo, RunOutput};
+pub use error::EngineError;
+pub use markers::MarkerSink;
+pub use scenario::{builtin_names, Scenario};
+pub use settings::{JournalMode, LockingMode, RunSettings, SyncMode};

@@ -1,0 +1,130 @@
+//! VFS call counts per file kind (plain data; the counting itself is in `vfs`).
+
+use serde::Serialize;
+
+/// Which file a VFS call went to, from the xOpen flags (or, for xDelete, the name suffix).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    Db,
+    Journal,
+    Wal,
+    Shm,
+    Temp,
+    Other,
+}
+
+impl FileKind {
+    pub const ALL: [FileKind; 6] =
+        [FileKind::Db, FileKind::Journal, FileKind::Wal, FileKind::Shm, FileKind::Temp, FileKind::Other];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileKind::Db => "db",
+            FileKind::Journal => "journal",
+            FileKind::Wal => "wal",
+            FileKind::Shm => "shm",
+            FileKind::Temp => "temp",
+            FileKind::Other => "other",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counts of one file kind. For `shm` see `vfs` (xShmMap is counted as `open_calls`,
+/// xShmUnmap with delete as `delete_calls`; shared-memory stores are invisible).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Serialize)]
+pub struct KindCounts {
+    pub write_calls: u64,
+    pub write_bytes: u64,
+    pub read_calls: u64,
+    pub read_bytes: u64,
+    /// every xSync
+    pub sync_calls: u64,
+    /// xSync with SQLITE_SYNC_FULL
+    pub sync_full: u64,
+    /// xSync with SQLITE_SYNC_DATAONLY
+    pub sync_dataonly: u64,
+    pub truncate_calls: u64,
+    /// xDelete, kind from the file name suffix
+    pub delete_calls: u64,
+    pub open_calls: u64,
+}
+
+impl KindCounts {
+    fn zip(&self, other: &KindCounts, f: impl Fn(u64, u64) -> u64) -> KindCounts {
+        KindCounts {
+            write_calls: f(self.write_calls, other.write_calls),
+            write_bytes: f(self.write_bytes, other.write_bytes),
+            read_calls: f(self.read_calls, other.read_calls),
+            read_bytes: f(self.read_bytes, other.read_bytes),
+            sync_calls: f(self.sync_calls, other.sync_calls),
+            sync_full: f(self.sync_full, other.sync_full),
+            sync_dataonly: f(self.sync_dataonly, other.sync_dataonly),
+            truncate_calls: f(self.truncate_calls, other.truncate_calls),
+            delete_calls: f(self.delete_calls, other.delete_calls),
+            open_calls: f(self.open_calls, other.open_calls),
+        }
+    }
+
+    pub fn add(&self, other: &KindCounts) -> KindCounts {
+        self.zip(other, |a, b| a + b)
+    }
+
+    /// `self - earlier`, for counter snapshots taken before and after a commit.
+    pub fn since(&self, earlier: &KindCounts) -> KindCounts {
+        self.zip(earlier, u64::wrapping_sub)
+    }
+}
+
+/// One `KindCounts` per `FileKind`.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Serialize)]
+pub struct VfsCounts {
+    pub db: KindCounts,
+    pub journal: KindCounts,
+    pub wal: KindCounts,
+    pub shm: KindCounts,
+    pub temp: KindCounts,
+    pub other: KindCounts,
+}
+
+impl VfsCounts {
+    pub fn get(&self, kind: FileKind) -> &KindCounts {
+        match kind {
+            FileKind::Db => &self.db,
+            FileKind::Journal => &self.journal,
+            FileKind::Wal => &self.wal,
+            FileKind::Shm => &self.shm,
+            FileKind::Temp => &self.temp,
+            FileKind::Other => &self.other,
+        }
+    }
+
+    pub fn get_mut(&mut self, kind: FileKind) -> &mut KindCounts {
+        match kind {
+            FileKind::Db => &mut self.db,
+            FileKind::Journal => &mut self.journal,
+            FileKind::Wal => &mut self.wal,
+            FileKind::Shm => &mut self.shm,
+            FileKind::Temp => &mut self.temp,
+            FileKind::Other => &mut self.other,
+        }
+    }
+
+    /// All kinds added up.
+    pub fn total(&self) -> KindCounts {
+        FileKind::ALL.iter().fold(KindCounts::default(), |acc, k| acc.add(self.get(*k)))
+    }
+
+    /// `self - earlier`, per kind.
+    pub fn since(&self, earlier: &VfsCounts) -> VfsCounts {
+        let mut out = VfsCounts::default();
+        for kind in FileKind::ALL {
+            *out.get_mut(kind) = self.get(kind).since(earlier.get(kind));
+        }
+        out
+    }
+}

@@ -1,0 +1,338 @@
+//! Runs a scenario: creates the database, applies the settings, sets up the schema (not
+//! measured), then runs warm-up and measured transactions, recording per commit its
+//! CLOCK_MONOTONIC window, payload bytes and VFS counts.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rusqlite::{params_from_iter, Connection, OpenFlags};
+use serde::Serialize;
+
+use crate::markers::{current_tid, monotonic_ns, MarkerSink};
+use crate::scenario::{Operation, Scenario, Statement, Workload};
+use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
+use crate::vfs::{CountingVfs, VfsShared};
+use crate::{EngineError, RunSettings, VfsCounts};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CommitRecord {
+    /// 0-based over all transactions, warm-up included
+    pub index: u64,
+    /// warm-up transactions are run but not measured
+    pub warmup: bool,
+    /// CLOCK_MONOTONIC just before the transaction starts
+    pub start_ns: u64,
+    /// CLOCK_MONOTONIC just after COMMIT returns
+    pub end_ns: u64,
+    /// payload the app asked to store (value bytes of inserted/updated columns)
+    pub logical_bytes: u64,
+    pub statements: u64,
+    /// VFS calls made between start and end (all zero when counting is off)
+    pub vfs: VfsCounts,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunInfo {
+    pub scenario: String,
+    pub seed: u64,
+    pub sqlite_version: String,
+    pub sqlite_source_id: String,
+    pub compile_options: Vec<String>,
+    /// effective values read back after setup: journal_mode, synchronous, page_size, ...
+    pub pragmas: Vec<(String, String)>,
+    pub vfs_counting: bool,
+    pub db_path: PathBuf,
+    /// the process and thread that ran the SQL (for syscall filters)
+    pub pid: u32,
+    pub tid: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunOutput {
+    pub info: RunInfo,
+    pub commits: Vec<CommitRecord>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+}
+
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Runs `scenario` with `settings` in `dir` (creating `dir/<scenario>.db`, never
+/// overwriting one). Markers go to `markers` when given. `progress` returning false stops
+/// the run at the next transaction boundary with `EngineError::Interrupted`.
+pub fn run(
+    scenario: &Scenario,
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<RunOutput, EngineError> {
+    let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
+    let shared = VfsShared::new(sink.clone());
+    let db_path = create_db_file(dir, &scenario.name)?;
+    // Declared before the connection so it is dropped (unregistered) after it.
+    let vfs = settings.count_vfs.then(|| CountingVfs::register(shared.clone())).transpose()?;
+    let (pid, tid) = (std::process::id(), current_tid());
+    mark(&sink, |m| m.run_begin(pid, tid))?;
+    let conn = open(&db_path, vfs.as_ref())?;
+    let result = Runner { scenario, settings, conn: &conn, shared: &shared, sink: &sink }.run_all(progress);
+    shared.set_current_txn(-1);
+    let closed = conn.close().map_err(|(_, e)| EngineError::sql("(closing the database)", e));
+    drop(vfs);
+    mark(&sink, |m| m.run_end())?;
+    let (commits, mut info) = result?;
+    closed?;
+    if shared.marker_errors() > 0 {
+        let path = sink.as_ref().map(|s| s.path().to_path_buf()).unwrap_or_default();
+        return Err(EngineError::io(path, format!("{} marker lines could not be written", shared.marker_errors())));
+    }
+    info.db_path = db_path;
+    info.pid = pid;
+    info.tid = tid;
+    info.vfs_counting = settings.count_vfs;
+    Ok(RunOutput { info, commits })
+}
+
+fn mark(sink: &Option<Arc<MarkerSink>>, write: impl FnOnce(&MarkerSink) -> std::io::Result<()>) -> Result<(), EngineError> {
+    match sink {
+        Some(s) => write(s).map_err(|e| EngineError::io(s.path(), format!("cannot write marker: {e}"))),
+        None => Ok(()),
+    }
+}
+
+/// Creates the (empty) database file; refuses an existing one so no result is ever
+/// measured on a database left over from another run.
+fn create_db_file(dir: &Path, name: &str) -> Result<PathBuf, EngineError> {
+    std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, format!("cannot create directory: {e}")))?;
+    let path = dir.join(format!("{name}.db"));
+    OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => EngineError::io(&path, "database already exists; refusing to overwrite it"),
+        _ => EngineError::io(&path, format!("cannot create database: {e}")),
+    })?;
+    Ok(path)
+}
+
+fn open(path: &Path, vfs: Option<&CountingVfs>) -> Result<Connection, EngineError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = match vfs {
+        Some(v) => Connection::open_with_flags_and_vfs(path, flags, v.name()),
+        None => Connection::open_with_flags(path, flags),
+    };
+    conn.map_err(|e| EngineError::io(path, format!("cannot open database: {e}")))
+}
+
+struct Runner<'a> {
+    scenario: &'a Scenario,
+    settings: &'a RunSettings,
+    conn: &'a Connection,
+    shared: &'a VfsShared,
+    sink: &'a Option<Arc<MarkerSink>>,
+}
+
+impl Runner<'_> {
+    fn run_all(&self, progress: &mut dyn FnMut(Progress) -> bool) -> Result<(Vec<CommitRecord>, RunInfo), EngineError> {
+        let seed = self.settings.seed.unwrap_or(self.scenario.seed);
+        self.apply_pragmas()?;
+        self.create_schema(seed)?;
+        let info = self.run_info(seed)?;
+        let commits = self.transactions(seed, progress)?;
+        Ok((commits, info))
+    }
+
+    fn warmup_count(&self) -> u64 {
+        self.settings.warmup.unwrap_or(self.scenario.warmup)
+    }
+
+    fn total_txns(&self) -> u64 {
+        self.warmup_count() + self.settings.txns.unwrap_or(self.scenario.txns)
+    }
+
+    /// page_size first (it must precede the first write), then the scenario's defaults,
+    /// then the run's settings, then free-form extras.
+    fn apply_pragmas(&self) -> Result<(), EngineError> {
+        let s = self.settings;
+        let mut pragmas: Vec<String> = Vec::new();
+        for (name, value) in &self.scenario.pragmas {
+            if !(name == "page_size" && s.page_size.is_some()) {
+                pragmas.push(format!("PRAGMA {name}={value}"));
+            }
+        }
+        if let Some(p) = s.page_size {
+            pragmas.insert(0, format!("PRAGMA page_size={p}"));
+        }
+        pragmas.push(format!("PRAGMA journal_mode={}", s.journal.as_str()));
+        pragmas.push(format!("PRAGMA synchronous={}", s.sync.as_str()));
+        let optional = [
+            ("cache_size", s.cache_size.map(|v| v.to_string())),
+            ("wal_autocheckpoint", s.wal_autocheckpoint.map(|v| v.to_string())),
+            ("journal_size_limit", s.journal_size_limit.map(|v| v.to_string())),
+            ("locking_mode", s.locking_mode.map(|v| v.as_str().to_string())),
+            ("mmap_size", s.mmap_size.map(|v| v.to_string())),
+        ];
+        pragmas.extend(optional.iter().filter_map(|(n, v)| v.as_ref().map(|v| format!("PRAGMA {n}={v}"))));
+        for extra in &s.extra_pragmas {
+            pragmas.push(pragma_statement(extra)?);
+        }
+        for sql in &pragmas {
+            self.query_all(sql)?;
+        }
+        self.check_journal_mode()
+    }
+
+    /// SQLite silently keeps another journal mode when it cannot switch; say so instead.
+    fn check_journal_mode(&self) -> Result<(), EngineError> {
+        let mode = self.pragma_value("journal_mode")?;
+        let wanted = self.settings.journal.as_str();
+        if mode != wanted {
+            return Err(EngineError::InvalidSetting {
+                name: "journal_mode".into(),
+                value: wanted.into(),
+                allowed: vec![format!("(SQLite kept '{mode}' for this database)")],
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs a statement to completion, discarding rows (PRAGMAs may return some).
+    fn query_all(&self, sql: &str) -> Result<(), EngineError> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| EngineError::sql(sql, e))?;
+        let mut rows = stmt.query([]).map_err(|e| EngineError::sql(sql, e))?;
+        while rows.next().map_err(|e| EngineError::sql(sql, e))?.is_some() {}
+        Ok(())
+    }
+
+    fn pragma_value(&self, name: &str) -> Result<String, EngineError> {
+        let sql = format!("PRAGMA {name}");
+        self.conn
+            .query_row(&sql, [], |row| row.get::<_, rusqlite::types::Value>(0).map(value_text))
+            .map_err(|e| EngineError::sql(sql, e))
+    }
+
+    /// Schema and setup rows in one transaction, outside any measured window.
+    fn create_schema(&self, seed: u64) -> Result<(), EngineError> {
+        self.exec("BEGIN")?;
+        for sql in &self.scenario.schema {
+            self.conn.execute_batch(sql).map_err(|e| EngineError::sql(sql, e))?;
+        }
+        let mut setup = Workload::setup(self.scenario, seed);
+        for (i, op) in self.scenario.setup.iter().enumerate() {
+            for _ in 0..op.repeat + op.repeat_per_txn * self.total_txns() {
+                self.execute(op, &setup.statement(i))?;
+            }
+        }
+        self.exec("COMMIT")
+    }
+
+    fn exec(&self, sql: &str) -> Result<(), EngineError> {
+        self.conn.execute_batch(sql).map_err(|e| EngineError::sql(sql, e))
+    }
+
+    fn execute(&self, op: &Operation, stmt: &Statement) -> Result<(), EngineError> {
+        let fail = |e| EngineError::sql(&op.sql, e);
+        let mut prepared = self.conn.prepare_cached(&op.sql).map_err(fail)?;
+        let mut rows = prepared.query(params_from_iter(stmt.params.iter())).map_err(fail)?;
+        while rows.next().map_err(fail)?.is_some() {}
+        Ok(())
+    }
+
+    fn run_info(&self, seed: u64) -> Result<RunInfo, EngineError> {
+        let source_id = self
+            .conn
+            .query_row("SELECT sqlite_source_id()", [], |r| r.get::<_, String>(0))
+            .map_err(|e| EngineError::sql("SELECT sqlite_source_id()", e))?;
+        let mut options = Vec::new();
+        let mut stmt = self.conn.prepare("PRAGMA compile_options").map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
+        let mut rows = stmt.query([]).map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
+        while let Some(row) = rows.next().map_err(|e| EngineError::sql("PRAGMA compile_options", e))? {
+            options.push(row.get::<_, String>(0).map_err(|e| EngineError::sql("PRAGMA compile_options", e))?);
+        }
+        let pragmas = REPORTED_PRAGMAS
+            .iter()
+            .map(|name| Ok((name.to_string(), self.pragma_value(name)?)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        Ok(RunInfo {
+            scenario: self.scenario.name.clone(),
+            seed,
+            sqlite_version: rusqlite::version().to_string(),
+            sqlite_source_id: source_id,
+            compile_options: options,
+            pragmas,
+            vfs_counting: false,
+            db_path: PathBuf::new(),
+            pid: 0,
+            tid: 0,
+        })
+    }
+
+    fn transactions(&self, seed: u64, progress: &mut dyn FnMut(Progress) -> bool) -> Result<Vec<CommitRecord>, EngineError> {
+        let (warmup, total) = (self.warmup_count(), self.total_txns());
+        let think = self.settings.think_time_ms.unwrap_or(self.scenario.think_time_ms);
+        let mut workload = Workload::new(self.scenario, seed);
+        let mut commits = Vec::with_capacity(total as usize);
+        let mut last_report: Option<Instant> = None;
+        for index in 0..total {
+            if last_report.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL) {
+                last_report = Some(Instant::now());
+                if !progress(Progress { done: index, total }) {
+                    return Err(EngineError::Interrupted);
+                }
+            }
+            if index > 0 && think > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(think / 1000.0));
+            }
+            commits.push(self.transaction(index, index < warmup, &workload.next_txn())?);
+        }
+        progress(Progress { done: total, total });
+        Ok(commits)
+    }
+
+    /// One transaction between its markers; VFS counts are the snapshot difference.
+    fn transaction(&self, index: u64, warmup: bool, statements: &[Statement]) -> Result<CommitRecord, EngineError> {
+        self.shared.set_current_txn(index as i64);
+        let before = self.shared.snapshot();
+        let start_ns = match self.sink {
+            Some(s) => s.txn_begin(index, warmup).map_err(|e| EngineError::io(s.path(), e))?,
+            None => monotonic_ns(),
+        };
+        let explicit = !self.scenario.autocommit;
+        if explicit {
+            self.exec("BEGIN")?;
+        }
+        for stmt in statements {
+            self.execute(&self.scenario.txn[stmt.op], stmt)?;
+        }
+        if explicit {
+            self.exec("COMMIT")?;
+        }
+        let end_ns = monotonic_ns();
+        mark(self.sink, |m| m.txn_end(index, end_ns))?;
+        let vfs = self.shared.snapshot().since(&before);
+        self.shared.set_current_txn(-1);
+        Ok(CommitRecord {
+            index,
+            warmup,
+            start_ns,
+            end_ns,
+            logical_bytes: statements.iter().map(|s| s.logical_bytes).sum(),
+            statements: statements.len() as u64,
+            vfs,
+        })
+    }
+}
+
+fn value_text(v: rusqlite::types::Value) -> String {
+    use rusqlite::types::Value;
+    match v {
+        Value::Null => String::new(),
+        Value::Integer(i) => i.to_string(),
+        Value::Real(r) => r.to_string(),
+        Value::Text(t) => t,
+        Value::Blob(b) => format!("<{} bytes>", b.len()),
+    }
+}

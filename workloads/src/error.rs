@@ -1,0 +1,66 @@
+//! The one error type of the engine. Every variant carries what the user needs to fix
+//! the problem; `Display` is one line, `hint()` the suggested fix.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("unknown scenario '{name}' (available: {})", available.join(", "))]
+    UnknownScenario { name: String, available: Vec<String> },
+
+    #[error("scenario file {origin}, line {line}, column {column}: {message}")]
+    ScenarioParse { origin: String, line: usize, column: usize, message: String },
+
+    #[error("scenario {origin}: {message}")]
+    InvalidScenario { origin: String, message: String },
+
+    #[error("invalid value '{value}' for {name} (allowed: {})", allowed.join(", "))]
+    InvalidSetting { name: String, value: String, allowed: Vec<String> },
+
+    #[error("{}: {message}", path.display())]
+    Io { path: PathBuf, message: String },
+
+    #[error("SQL failed: {message} (statement: {statement})")]
+    Sql { statement: String, message: String },
+
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl EngineError {
+    /// The one-line fix shown to the user below the error.
+    pub fn hint(&self) -> String {
+        match self {
+            EngineError::UnknownScenario { .. } => {
+                "pass one of the built-in names, or the path of a scenario .toml file".into()
+            }
+            EngineError::ScenarioParse { .. } => {
+                "fix the TOML at that position; workloads/scenarios/README.md documents the format".into()
+            }
+            EngineError::InvalidScenario { .. } => {
+                "correct the scenario; workloads/scenarios/README.md documents every field".into()
+            }
+            EngineError::InvalidSetting { name, allowed, .. } if allowed.is_empty() => {
+                format!("check the value given for {name}")
+            }
+            EngineError::InvalidSetting { name, allowed, .. } => {
+                format!("use one of: {} for {name}", allowed.join(", "))
+            }
+            EngineError::Io { .. } => {
+                "choose a writable directory that does not already hold this scenario's database".into()
+            }
+            EngineError::Sql { .. } => {
+                "fix the statement in the scenario (schema or operation) or the extra PRAGMA".into()
+            }
+            EngineError::Interrupted => "the run was stopped before it finished; run it again".into(),
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, err: impl std::fmt::Display) -> Self {
+        EngineError::Io { path: path.into(), message: err.to_string() }
+    }
+
+    pub(crate) fn sql(statement: impl Into<String>, err: impl std::fmt::Display) -> Self {
+        EngineError::Sql { statement: statement.into(), message: err.to_string() }
+    }
+}

@@ -1,0 +1,142 @@
+//! Marker lines written into the trace (the tracefs `trace_marker` file, or a regular
+//! file in tests). The format is documented in `../MARKERS.md` and nowhere else; the
+//! trace parser relies on it. Each marker is exactly one `write()` of one line.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::{EngineError, FileKind};
+
+/// CLOCK_MONOTONIC in nanoseconds: the same clock as tracefs's `mono` trace_clock.
+pub fn monotonic_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The kernel thread id of the calling thread (what syscall tracepoints record).
+pub fn current_tid() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
+}
+
+/// Writes marker lines unbuffered; one line per `write()` so lines never interleave or split.
+#[derive(Debug)]
+pub struct MarkerSink {
+    file: File,
+    path: PathBuf,
+}
+
+/// The `flags=` field of a sync marker, from xSync's flags argument.
+pub fn sync_flags_label(flags: i32) -> &'static str {
+    let full = flags & 0x0F == rusqlite::ffi::SQLITE_SYNC_FULL;
+    let dataonly = flags & rusqlite::ffi::SQLITE_SYNC_DATAONLY != 0;
+    match (full, dataonly) {
+        (false, false) => "normal",
+        (true, false) => "full",
+        (false, true) => "dataonly",
+        (true, true) => "full+dataonly",
+    }
+}
+
+impl MarkerSink {
+    /// Opens `path` write-only (creating a regular file if missing, appending to it).
+    pub fn open(path: &Path) -> Result<MarkerSink, EngineError> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| EngineError::io(path, format!("cannot open marker file: {e}")))?;
+        Ok(MarkerSink { file, path: path.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes one line in a single write(). Marker failures must not change the workload,
+    /// so they are reported to the caller, who decides.
+    pub fn write_line(&self, line: &str) -> std::io::Result<()> {
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        let written = (&self.file).write(&buf)?;
+        if written != buf.len() {
+            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "short marker write"));
+        }
+        Ok(())
+    }
+
+    pub fn run_begin(&self, pid: u32, tid: u32) -> std::io::Result<()> {
+        self.write_line(&format!("sqlwa run_begin pid={pid} tid={tid} t={}", monotonic_ns()))
+    }
+
+    pub fn run_end(&self) -> std::io::Result<()> {
+        self.write_line(&format!("sqlwa run_end t={}", monotonic_ns()))
+    }
+
+    /// Written just before the transaction starts; returns the timestamp it carries.
+    pub fn txn_begin(&self, index: u64, warmup: bool) -> std::io::Result<u64> {
+        let t = monotonic_ns();
+        self.write_line(&format!("sqlwa txn_begin i={index} warmup={} t={t}", u8::from(warmup)))?;
+        Ok(t)
+    }
+
+    /// Written just after COMMIT returns, with the timestamp taken then.
+    pub fn txn_end(&self, index: u64, t: u64) -> std::io::Result<()> {
+        self.write_line(&format!("sqlwa txn_end i={index} t={t}"))
+    }
+
+    pub fn sync_begin(&self, txn: i64, kind: FileKind, flags: i32) -> std::io::Result<()> {
+        let (k, f, t) = (kind.as_str(), sync_flags_label(flags), monotonic_ns());
+        self.write_line(&format!("sqlwa sync_begin i={txn} kind={k} flags={f} t={t}"))
+    }
+
+    /// The end marker of a sync, truncate or delete (`op` = "sync", "trunc", "delete").
+    pub fn op_end(&self, op: &str, txn: i64, kind: FileKind, rc: i32) -> std::io::Result<()> {
+        let t = monotonic_ns();
+        self.write_line(&format!("sqlwa {op}_end i={txn} kind={} rc={rc} t={t}", kind.as_str()))
+    }
+
+    /// The begin marker of a truncate or delete (`op` = "trunc", "delete").
+    pub fn op_begin(&self, op: &str, txn: i64, kind: FileKind) -> std::io::Result<()> {
+        let t = monotonic_ns();
+        self.write_line(&format!("sqlwa {op}_begin i={txn} kind={} t={t}", kind.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_labels() {
+        assert_eq!(sync_flags_label(2), "normal");
+        assert_eq!(sync_flags_label(3), "full");
+        assert_eq!(sync_flags_label(2 | 0x10), "dataonly");
+        assert_eq!(sync_flags_label(3 | 0x10), "full+dataonly");
+    }
+
+    #[test]
+    fn one_line_per_marker_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m");
+        std::fs::write(&path, "existing\n").unwrap();
+        let sink = MarkerSink::open(&path).unwrap();
+        sink.run_begin(1, 2).unwrap();
+        sink.sync_begin(-1, FileKind::Journal, 3).unwrap();
+        sink.op_end("sync", -1, FileKind::Journal, 0).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "existing");
+        assert!(lines[1].starts_with("sqlwa run_begin pid=1 tid=2 t="));
+        assert!(lines[2].starts_with("sqlwa sync_begin i=-1 kind=journal flags=full t="));
+        assert!(lines[3].starts_with("sqlwa sync_end i=-1 kind=journal rc=0 t="));
+    }
+
+    #[test]
+    fn monotonic_clock_advances() {
+        let a = monotonic_ns();
+        let b = monotonic_ns();
+        assert!(b >= a && a > 0);
+    }
+}

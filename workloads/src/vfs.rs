@@ -1,0 +1,590 @@
+//! The counting VFS shim: the only module with `unsafe` code.
+//!
+//! Like SQLite's `ext/misc/vfsstat.c`, it registers a new `sqlite3_vfs` whose xOpen
+//! calls the default (unix) VFS's xOpen into the tail of a larger `sqlite3_file`
+//! (`ShimFile` + the real file) and installs wrapping io methods of the same iVersion.
+//! Every wrapper counts, optionally writes markers, and forwards to the real method.
+//!
+//! What is counted, per `FileKind` (kind from the xOpen flags; for xDelete from the
+//! name suffix):
+//! - xWrite / xRead: calls and bytes; xSync: calls, and how many had SQLITE_SYNC_FULL
+//!   and SQLITE_SYNC_DATAONLY; xTruncate, xDelete and (successful) xOpen: calls.
+//! - shm (WAL index): xShmMap calls are counted as `shm.open_calls` (each maps one
+//!   32 KiB region), xShmUnmap with deleteFlag as `shm.delete_calls`. Stores into the
+//!   mapping, xShmLock and xShmBarrier do no file I/O and are not counted; the -shm
+//!   file is never synced. xFetch/xUnfetch (mmap reads) are forwarded, not counted.
+//!
+//! Counters are relaxed atomics (no locks on the hot path). The state they live in is
+//! reached from `pAppData`, kept alive by the `CountingVfs` guard that unregisters the
+//! VFS on drop; the engine drops the connection before the guard.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ptr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use rusqlite::ffi;
+
+use crate::markers::MarkerSink;
+use crate::{EngineError, FileKind, KindCounts, VfsCounts};
+
+// ---------------------------------------------------------------------------------------
+// Safe part: shared counters and markers.
+
+#[derive(Default)]
+struct AtomicKindCounts {
+    write_calls: AtomicU64,
+    write_bytes: AtomicU64,
+    read_calls: AtomicU64,
+    read_bytes: AtomicU64,
+    sync_calls: AtomicU64,
+    sync_full: AtomicU64,
+    sync_dataonly: AtomicU64,
+    truncate_calls: AtomicU64,
+    delete_calls: AtomicU64,
+    open_calls: AtomicU64,
+}
+
+impl AtomicKindCounts {
+    fn snapshot(&self) -> KindCounts {
+        KindCounts {
+            write_calls: self.write_calls.load(Relaxed),
+            write_bytes: self.write_bytes.load(Relaxed),
+            read_calls: self.read_calls.load(Relaxed),
+            read_bytes: self.read_bytes.load(Relaxed),
+            sync_calls: self.sync_calls.load(Relaxed),
+            sync_full: self.sync_full.load(Relaxed),
+            sync_dataonly: self.sync_dataonly.load(Relaxed),
+            truncate_calls: self.truncate_calls.load(Relaxed),
+            delete_calls: self.delete_calls.load(Relaxed),
+            open_calls: self.open_calls.load(Relaxed),
+        }
+    }
+}
+
+/// Per-run state the shim shares with the engine: counters, the marker sink and the
+/// index of the transaction in progress (-1 outside transactions).
+pub struct VfsShared {
+    counts: [AtomicKindCounts; 6],
+    current_txn: AtomicI64,
+    markers: Option<Arc<MarkerSink>>,
+    marker_errors: AtomicU64,
+}
+
+impl VfsShared {
+    pub fn new(markers: Option<Arc<MarkerSink>>) -> Arc<VfsShared> {
+        Arc::new(VfsShared {
+            counts: Default::default(),
+            current_txn: AtomicI64::new(-1),
+            markers,
+            marker_errors: AtomicU64::new(0),
+        })
+    }
+
+    /// The counters now; per-commit counts are the difference of two snapshots.
+    pub fn snapshot(&self) -> VfsCounts {
+        let mut out = VfsCounts::default();
+        for kind in FileKind::ALL {
+            *out.get_mut(kind) = self.counts[kind.index()].snapshot();
+        }
+        out
+    }
+
+    pub fn set_current_txn(&self, index: i64) {
+        self.current_txn.store(index, Relaxed);
+    }
+
+    /// Marker lines the shim failed to write (it cannot report errors through SQLite).
+    pub fn marker_errors(&self) -> u64 {
+        self.marker_errors.load(Relaxed)
+    }
+
+    fn of(&self, kind: FileKind) -> &AtomicKindCounts {
+        &self.counts[kind.index()]
+    }
+
+    fn mark(&self, write: impl FnOnce(&MarkerSink, i64) -> std::io::Result<()>) {
+        if let Some(sink) = &self.markers {
+            if write(sink, self.current_txn.load(Relaxed)).is_err() {
+                self.marker_errors.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+/// The file kind SQLite announces in xOpen's flags.
+pub fn kind_from_open_flags(flags: c_int) -> FileKind {
+    const TEMP: c_int = ffi::SQLITE_OPEN_TEMP_DB
+        | ffi::SQLITE_OPEN_TEMP_JOURNAL
+        | ffi::SQLITE_OPEN_SUBJOURNAL
+        | ffi::SQLITE_OPEN_TRANSIENT_DB;
+    if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+        FileKind::Db
+    } else if flags & ffi::SQLITE_OPEN_MAIN_JOURNAL != 0 {
+        FileKind::Journal
+    } else if flags & ffi::SQLITE_OPEN_WAL != 0 {
+        FileKind::Wal
+    } else if flags & TEMP != 0 {
+        FileKind::Temp
+    } else {
+        FileKind::Other
+    }
+}
+
+/// The file kind of a name passed to xDelete, from SQLite's suffixes.
+pub fn kind_from_name(name: &str) -> FileKind {
+    if name.ends_with("-journal") {
+        FileKind::Journal
+    } else if name.ends_with("-wal") {
+        FileKind::Wal
+    } else if name.ends_with("-shm") {
+        FileKind::Shm
+    } else {
+        FileKind::Other
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Registration.
+
+/// What `pAppData` of the registered VFS points to.
+struct ShimContext {
+    real: *mut ffi::sqlite3_vfs,
+    shared: Arc<VfsShared>,
+}
+
+/// A registered counting VFS; unregisters itself on drop. Every connection opened with
+/// `name()` must be closed before this is dropped.
+pub struct CountingVfs {
+    vfs: Box<ffi::sqlite3_vfs>,
+    name: String,
+    _c_name: CString,
+    _context: Box<ShimContext>,
+}
+
+impl CountingVfs {
+    /// Registers a new shim around the default VFS under a process-unique name.
+    pub fn register(shared: Arc<VfsShared>) -> Result<CountingVfs, EngineError> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        let name = format!("sqlwa-count-{}-{}", std::process::id(), NEXT_ID.fetch_add(1, Relaxed));
+        let c_name = CString::new(name.clone()).expect("no NUL in generated name");
+        // SAFETY: sqlite3_vfs_find(NULL) returns the default VFS, a static owned by
+        // SQLite that lives for the whole process (initialising SQLite if needed).
+        let real = unsafe { ffi::sqlite3_vfs_find(ptr::null()) };
+        if real.is_null() {
+            return Err(EngineError::sql("sqlite3_vfs_find(NULL)", "no default VFS"));
+        }
+        let context = Box::new(ShimContext { real, shared });
+        // SAFETY: `real` is valid (above); we only read two integer fields.
+        let (real_sz, max_path) = unsafe { ((*real).szOsFile, (*real).mxPathname) };
+        let vfs = Box::new(ffi::sqlite3_vfs {
+            iVersion: 2,
+            szOsFile: std::mem::size_of::<ShimFile>() as c_int + real_sz,
+            mxPathname: max_path,
+            pNext: ptr::null_mut(),
+            zName: c_name.as_ptr(),
+            pAppData: &*context as *const ShimContext as *mut c_void,
+            xOpen: Some(shim_open),
+            xDelete: Some(shim_delete),
+            xAccess: Some(shim_access),
+            xFullPathname: Some(shim_full_pathname),
+            xDlOpen: Some(shim_dl_open),
+            xDlError: Some(shim_dl_error),
+            xDlSym: Some(shim_dl_sym),
+            xDlClose: Some(shim_dl_close),
+            xRandomness: Some(shim_randomness),
+            xSleep: Some(shim_sleep),
+            xCurrentTime: Some(shim_current_time),
+            xGetLastError: Some(shim_get_last_error),
+            xCurrentTimeInt64: Some(shim_current_time_int64),
+            xSetSystemCall: None,
+            xGetSystemCall: None,
+            xNextSystemCall: None,
+        });
+        let vfs_ptr = &*vfs as *const ffi::sqlite3_vfs as *mut ffi::sqlite3_vfs;
+        // SAFETY: the struct, its name and its context are heap allocations owned by the
+        // returned guard, which unregisters before freeing them.
+        let rc = unsafe { ffi::sqlite3_vfs_register(vfs_ptr, 0) };
+        if rc != ffi::SQLITE_OK {
+            return Err(EngineError::sql("sqlite3_vfs_register", format!("error code {rc}")));
+        }
+        Ok(CountingVfs { vfs, name, _c_name: c_name, _context: context })
+    }
+
+    /// The name to pass to `Connection::open_with_flags_and_vfs`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for CountingVfs {
+    fn drop(&mut self) {
+        let vfs_ptr = &*self.vfs as *const ffi::sqlite3_vfs as *mut ffi::sqlite3_vfs;
+        // SAFETY: registered in `register`; no connection uses it any more (see type doc).
+        unsafe { ffi::sqlite3_vfs_unregister(vfs_ptr) };
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// VFS methods. All of them are called by SQLite with the `sqlite3_vfs` we registered.
+
+/// SAFETY (for all helpers below): `vfs` is our registered VFS, so pAppData is the
+/// live `ShimContext` owned by its `CountingVfs`.
+unsafe fn context<'a>(vfs: *mut ffi::sqlite3_vfs) -> &'a ShimContext {
+    &*((*vfs).pAppData as *const ShimContext)
+}
+
+unsafe fn real_vfs(vfs: *mut ffi::sqlite3_vfs) -> *mut ffi::sqlite3_vfs {
+    context(vfs).real
+}
+
+/// Our file object: SQLite allocates `szOsFile` bytes; the real VFS's file follows it.
+#[repr(C)]
+struct ShimFile {
+    base: ffi::sqlite3_file,
+    kind: FileKind,
+    context: *const ShimContext,
+}
+
+/// The real file living right after our header (8-byte aligned: `ShimFile` is).
+unsafe fn real_file(file: *mut ffi::sqlite3_file) -> *mut ffi::sqlite3_file {
+    (file as *mut u8).add(std::mem::size_of::<ShimFile>()) as *mut ffi::sqlite3_file
+}
+
+unsafe extern "C" fn shim_open(
+    vfs: *mut ffi::sqlite3_vfs,
+    name: ffi::sqlite3_filename,
+    file: *mut ffi::sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+) -> c_int {
+    let ctx = context(vfs);
+    let shim = file as *mut ShimFile;
+    let real = real_file(file);
+    (*shim).base.pMethods = ptr::null();
+    (*real).pMethods = ptr::null();
+    let rc = ((*ctx.real).xOpen.unwrap())(ctx.real, name, real, flags, out_flags);
+    // SQLite calls xClose iff pMethods is set, even after a failed open: mirror the real file.
+    if (*real).pMethods.is_null() {
+        return rc;
+    }
+    let kind = kind_from_open_flags(flags);
+    (*shim).kind = kind;
+    (*shim).context = ctx;
+    (*shim).base.pMethods = io_methods_for((*(*real).pMethods).iVersion);
+    if rc == ffi::SQLITE_OK {
+        ctx.shared.of(kind).open_calls.fetch_add(1, Relaxed);
+    }
+    rc
+}
+
+unsafe extern "C" fn shim_delete(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, sync_dir: c_int) -> c_int {
+    let ctx = context(vfs);
+    let kind = if name.is_null() { FileKind::Other } else { kind_from_name(&CStr::from_ptr(name).to_string_lossy()) };
+    ctx.shared.of(kind).delete_calls.fetch_add(1, Relaxed);
+    ctx.shared.mark(|m, txn| m.op_begin("delete", txn, kind));
+    let rc = ((*ctx.real).xDelete.unwrap())(ctx.real, name, sync_dir);
+    ctx.shared.mark(|m, txn| m.op_end("delete", txn, kind, rc));
+    rc
+}
+
+unsafe extern "C" fn shim_access(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, flags: c_int, out: *mut c_int) -> c_int {
+    let real = real_vfs(vfs);
+    ((*real).xAccess.unwrap())(real, name, flags, out)
+}
+
+unsafe extern "C" fn shim_full_pathname(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, n: c_int, out: *mut c_char) -> c_int {
+    let real = real_vfs(vfs);
+    ((*real).xFullPathname.unwrap())(real, name, n, out)
+}
+
+unsafe extern "C" fn shim_dl_open(vfs: *mut ffi::sqlite3_vfs, name: *const c_char) -> *mut c_void {
+    let real = real_vfs(vfs);
+    ((*real).xDlOpen.unwrap())(real, name)
+}
+
+unsafe extern "C" fn shim_dl_error(vfs: *mut ffi::sqlite3_vfs, n: c_int, msg: *mut c_char) {
+    let real = real_vfs(vfs);
+    ((*real).xDlError.unwrap())(real, n, msg)
+}
+
+type DlSym = Option<unsafe extern "C" fn(*mut ffi::sqlite3_vfs, *mut c_void, *const c_char)>;
+
+unsafe extern "C" fn shim_dl_sym(vfs: *mut ffi::sqlite3_vfs, handle: *mut c_void, sym: *const c_char) -> DlSym {
+    let real = real_vfs(vfs);
+    ((*real).xDlSym.unwrap())(real, handle, sym)
+}
+
+unsafe extern "C" fn shim_dl_close(vfs: *mut ffi::sqlite3_vfs, handle: *mut c_void) {
+    let real = real_vfs(vfs);
+    ((*real).xDlClose.unwrap())(real, handle)
+}
+
+unsafe extern "C" fn shim_randomness(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+    let real = real_vfs(vfs);
+    ((*real).xRandomness.unwrap())(real, n, out)
+}
+
+unsafe extern "C" fn shim_sleep(vfs: *mut ffi::sqlite3_vfs, micros: c_int) -> c_int {
+    let real = real_vfs(vfs);
+    ((*real).xSleep.unwrap())(real, micros)
+}
+
+unsafe extern "C" fn shim_current_time(vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
+    let real = real_vfs(vfs);
+    ((*real).xCurrentTime.unwrap())(real, out)
+}
+
+unsafe extern "C" fn shim_get_last_error(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+    let real = real_vfs(vfs);
+    ((*real).xGetLastError.unwrap())(real, n, out)
+}
+
+unsafe extern "C" fn shim_current_time_int64(vfs: *mut ffi::sqlite3_vfs, out: *mut ffi::sqlite3_int64) -> c_int {
+    let real = real_vfs(vfs);
+    match (*real).xCurrentTimeInt64 {
+        Some(f) if (*real).iVersion >= 2 => f(real, out),
+        _ => ffi::SQLITE_ERROR,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// io methods. SQLite calls them only on files our xOpen set up (pMethods non-null), so
+// `parts` may assume a valid ShimFile header, context and real file with real methods.
+
+unsafe fn parts<'a>(file: *mut ffi::sqlite3_file) -> (&'a ShimFile, *mut ffi::sqlite3_file, &'a ffi::sqlite3_io_methods) {
+    let shim = &*(file as *const ShimFile);
+    let real = real_file(file);
+    (shim, real, &*(*real).pMethods)
+}
+
+unsafe fn shared<'a>(shim: &ShimFile) -> &'a VfsShared {
+    &(*shim.context).shared
+}
+
+unsafe extern "C" fn io_close(file: *mut ffi::sqlite3_file) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xClose.unwrap())(real)
+}
+
+unsafe extern "C" fn io_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, off: ffi::sqlite3_int64) -> c_int {
+    let (shim, real, m) = parts(file);
+    let c = shared(shim).of(shim.kind);
+    c.read_calls.fetch_add(1, Relaxed);
+    c.read_bytes.fetch_add(amt as u64, Relaxed);
+    (m.xRead.unwrap())(real, buf, amt, off)
+}
+
+unsafe extern "C" fn io_write(file: *mut ffi::sqlite3_file, buf: *const c_void, amt: c_int, off: ffi::sqlite3_int64) -> c_int {
+    let (shim, real, m) = parts(file);
+    let c = shared(shim).of(shim.kind);
+    c.write_calls.fetch_add(1, Relaxed);
+    c.write_bytes.fetch_add(amt as u64, Relaxed);
+    (m.xWrite.unwrap())(real, buf, amt, off)
+}
+
+unsafe extern "C" fn io_truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
+    let (shim, real, m) = parts(file);
+    let (s, kind) = (shared(shim), shim.kind);
+    s.of(kind).truncate_calls.fetch_add(1, Relaxed);
+    s.mark(|mk, txn| mk.op_begin("trunc", txn, kind));
+    let rc = (m.xTruncate.unwrap())(real, size);
+    s.mark(|mk, txn| mk.op_end("trunc", txn, kind, rc));
+    rc
+}
+
+unsafe extern "C" fn io_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
+    let (shim, real, m) = parts(file);
+    let (s, kind) = (shared(shim), shim.kind);
+    let c = s.of(kind);
+    c.sync_calls.fetch_add(1, Relaxed);
+    if flags & 0x0F == ffi::SQLITE_SYNC_FULL {
+        c.sync_full.fetch_add(1, Relaxed);
+    }
+    if flags & ffi::SQLITE_SYNC_DATAONLY != 0 {
+        c.sync_dataonly.fetch_add(1, Relaxed);
+    }
+    s.mark(|mk, txn| mk.sync_begin(txn, kind, flags));
+    let rc = (m.xSync.unwrap())(real, flags);
+    s.mark(|mk, txn| mk.op_end("sync", txn, kind, rc));
+    rc
+}
+
+unsafe extern "C" fn io_file_size(file: *mut ffi::sqlite3_file, size: *mut ffi::sqlite3_int64) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xFileSize.unwrap())(real, size)
+}
+
+unsafe extern "C" fn io_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xLock.unwrap())(real, level)
+}
+
+unsafe extern "C" fn io_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xUnlock.unwrap())(real, level)
+}
+
+unsafe extern "C" fn io_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xCheckReservedLock.unwrap())(real, out)
+}
+
+unsafe extern "C" fn io_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xFileControl.unwrap())(real, op, arg)
+}
+
+unsafe extern "C" fn io_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xSectorSize.unwrap())(real)
+}
+
+unsafe extern "C" fn io_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xDeviceCharacteristics.unwrap())(real)
+}
+
+unsafe extern "C" fn io_shm_map(file: *mut ffi::sqlite3_file, region: c_int, size: c_int, extend: c_int, out: *mut *mut c_void) -> c_int {
+    let (shim, real, m) = parts(file);
+    shared(shim).of(FileKind::Shm).open_calls.fetch_add(1, Relaxed);
+    (m.xShmMap.unwrap())(real, region, size, extend, out)
+}
+
+unsafe extern "C" fn io_shm_lock(file: *mut ffi::sqlite3_file, offset: c_int, n: c_int, flags: c_int) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xShmLock.unwrap())(real, offset, n, flags)
+}
+
+unsafe extern "C" fn io_shm_barrier(file: *mut ffi::sqlite3_file) {
+    let (_, real, m) = parts(file);
+    (m.xShmBarrier.unwrap())(real)
+}
+
+unsafe extern "C" fn io_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
+    let (shim, real, m) = parts(file);
+    if delete != 0 {
+        shared(shim).of(FileKind::Shm).delete_calls.fetch_add(1, Relaxed);
+    }
+    (m.xShmUnmap.unwrap())(real, delete)
+}
+
+unsafe extern "C" fn io_fetch(file: *mut ffi::sqlite3_file, off: ffi::sqlite3_int64, amt: c_int, out: *mut *mut c_void) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xFetch.unwrap())(real, off, amt, out)
+}
+
+unsafe extern "C" fn io_unfetch(file: *mut ffi::sqlite3_file, off: ffi::sqlite3_int64, p: *mut c_void) -> c_int {
+    let (_, real, m) = parts(file);
+    (m.xUnfetch.unwrap())(real, off, p)
+}
+
+/// Our io methods with the real file's iVersion, so SQLite sees exactly the optional
+/// methods (shm: v2, fetch: v3) the real file has.
+const fn io_methods(version: c_int) -> ffi::sqlite3_io_methods {
+    ffi::sqlite3_io_methods {
+        iVersion: version,
+        xClose: Some(io_close),
+        xRead: Some(io_read),
+        xWrite: Some(io_write),
+        xTruncate: Some(io_truncate),
+        xSync: Some(io_sync),
+        xFileSize: Some(io_file_size),
+        xLock: Some(io_lock),
+        xUnlock: Some(io_unlock),
+        xCheckReservedLock: Some(io_check_reserved_lock),
+        xFileControl: Some(io_file_control),
+        xSectorSize: Some(io_sector_size),
+        xDeviceCharacteristics: Some(io_device_characteristics),
+        xShmMap: if version >= 2 { Some(io_shm_map) } else { None },
+        xShmLock: if version >= 2 { Some(io_shm_lock) } else { None },
+        xShmBarrier: if version >= 2 { Some(io_shm_barrier) } else { None },
+        xShmUnmap: if version >= 2 { Some(io_shm_unmap) } else { None },
+        xFetch: if version >= 3 { Some(io_fetch) } else { None },
+        xUnfetch: if version >= 3 { Some(io_unfetch) } else { None },
+    }
+}
+
+static IO_METHODS_V1: ffi::sqlite3_io_methods = io_methods(1);
+static IO_METHODS_V2: ffi::sqlite3_io_methods = io_methods(2);
+static IO_METHODS_V3: ffi::sqlite3_io_methods = io_methods(3);
+
+fn io_methods_for(version: c_int) -> *const ffi::sqlite3_io_methods {
+    match version {
+        ..=1 => &IO_METHODS_V1,
+        2 => &IO_METHODS_V2,
+        _ => &IO_METHODS_V3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::{Connection, OpenFlags};
+
+    fn open(vfs: &CountingVfs, path: &std::path::Path) -> Connection {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+        Connection::open_with_flags_and_vfs(path, flags, vfs.name()).unwrap()
+    }
+
+    #[test]
+    fn kinds_from_flags_and_names() {
+        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_MAIN_DB | ffi::SQLITE_OPEN_CREATE), FileKind::Db);
+        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_MAIN_JOURNAL), FileKind::Journal);
+        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_WAL), FileKind::Wal);
+        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_SUBJOURNAL), FileKind::Temp);
+        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_TEMP_DB), FileKind::Temp);
+        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_SUPER_JOURNAL), FileKind::Other);
+        assert_eq!(kind_from_name("/x/a.db-journal"), FileKind::Journal);
+        assert_eq!(kind_from_name("/x/a.db-wal"), FileKind::Wal);
+        assert_eq!(kind_from_name("/x/a.db-shm"), FileKind::Shm);
+        assert_eq!(kind_from_name("/x/a.db"), FileKind::Other);
+    }
+
+    #[test]
+    fn counts_writes_syncs_and_deletes_per_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = VfsShared::new(None);
+        let vfs = CountingVfs::register(shared.clone()).unwrap();
+        let conn = open(&vfs, &dir.path().join("t.db"));
+        conn.execute_batch("PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; CREATE TABLE t(x)").unwrap();
+        let before = shared.snapshot();
+        conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        let d = shared.snapshot().since(&before);
+        assert_eq!(d.journal.sync_calls, 2, "{d:?}");
+        assert_eq!(d.db.sync_calls, 1, "{d:?}");
+        assert_eq!(d.journal.delete_calls, 1, "{d:?}");
+        assert_eq!(d.journal.open_calls, 1, "{d:?}");
+        assert!(d.db.write_calls >= 2 && d.db.write_bytes >= 2 * 4096, "{d:?}");
+        drop(conn);
+    }
+
+    #[test]
+    fn wal_mode_counts_shm_maps_and_wal_frames() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = VfsShared::new(None);
+        let vfs = CountingVfs::register(shared.clone()).unwrap();
+        let conn = open(&vfs, &dir.path().join("w.db"));
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(x)").unwrap();
+        conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        let before = shared.snapshot();
+        conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        let d = shared.snapshot().since(&before);
+        assert_eq!(d.wal.sync_calls, 1, "{d:?}");
+        assert_eq!(d.db.sync_calls + d.journal.sync_calls, 0, "{d:?}");
+        assert!(shared.snapshot().shm.open_calls >= 1);
+        drop(conn);
+    }
+
+    #[test]
+    fn two_shims_coexist_and_unregister() {
+        let a = CountingVfs::register(VfsShared::new(None)).unwrap();
+        let b = CountingVfs::register(VfsShared::new(None)).unwrap();
+        assert_ne!(a.name(), b.name());
+        let name = CString::new(a.name()).unwrap();
+        drop(a);
+        // SAFETY: lookup by name only.
+        assert!(unsafe { ffi::sqlite3_vfs_find(name.as_ptr()) }.is_null());
+        drop(b);
+    }
+}
