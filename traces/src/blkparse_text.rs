@@ -1,0 +1,182 @@
+//! blkparse default text output:
+//! `maj,min cpu seq sec.nsec pid action rwbs body`, plus header comments and the
+//! trailing per-CPU / total summary blocks, which are skipped and counted.
+use std::path::Path;
+
+use crate::error::ParseError;
+use crate::report::ParseReport;
+use crate::rwbs::parse_rwbs;
+use crate::table::{Action, Event, EventTable, RecordKind};
+use crate::text::{bad_line, for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64, Cursor};
+
+pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
+    let mut in_summary = false;
+    for_each_line(path, |line_no, line| {
+        match classify(line, &mut in_summary) {
+            LineKind::Skip => {
+                report.skipped_lines += 1;
+                return Ok(());
+            }
+            LineKind::Event => {}
+        }
+        match parse_event_line(line, table) {
+            Ok(()) => Ok(()),
+            Err(_) if in_summary => {
+                report.skipped_lines += 1;
+                Ok(())
+            }
+            Err(reason) => {
+                let err = bad_line(path, line_no, format!("not a blkparse event line ({reason}): {}", preview(line)));
+                if lenient {
+                    report.note_bad(err.to_string());
+                    Ok(())
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    })
+}
+
+pub fn preview(line: &[u8]) -> String {
+    let cut = &line[..line.len().min(80)];
+    String::from_utf8_lossy(cut).into_owned()
+}
+
+enum LineKind {
+    Skip,
+    Event,
+}
+
+/// Comment, blank and summary lines are not events; summary begins at `CPUn (dev):` or
+/// `Total (dev):` and lasts to the end of the output.
+fn classify(line: &[u8], in_summary: &mut bool) -> LineKind {
+    let trimmed = line.trim_ascii_start();
+    // `Input file NAME added` is what blkparse says about each file it opened.
+    if trimmed.is_empty() || trimmed[0] == b'#' || trimmed.starts_with(b"Input file ") {
+        return LineKind::Skip;
+    }
+    if trimmed[0].is_ascii_digit() {
+        return LineKind::Event;
+    }
+    if line.starts_with(b"CPU") || line.starts_with(b"Total (") {
+        *in_summary = true;
+    }
+    if *in_summary {
+        LineKind::Skip
+    } else {
+        LineKind::Event
+    }
+}
+
+fn parse_event_line(line: &[u8], table: &mut EventTable) -> Result<(), &'static str> {
+    let mut c = Cursor::new(line);
+    let (dev_major, dev_minor) = c.word().and_then(parse_dev).ok_or("bad device")?;
+    let cpu = c.word().and_then(parse_u32).ok_or("bad cpu")?;
+    let sequence = c.word().and_then(parse_u64).ok_or("bad sequence")?;
+    let time_ns = c.word().and_then(parse_time_ns).ok_or("bad time")?;
+    let pid = c.word().and_then(parse_u32).ok_or("bad pid")?;
+    let letters = c.word().ok_or("missing action")?;
+    let action = Action::from_letters(letters).ok_or("unknown action")?;
+    let rwbs = c.word().ok_or("missing RWBS")?;
+    let mut e = Event { time_ns, dev_major, dev_minor, cpu, sequence, pid, ..Event::default() };
+    if action == Action::Notify {
+        // Message records: `m N <text>`; the text is kept, not interpreted.
+        e.kind = RecordKind::Message;
+        e.action = Action::Notify;
+        c.skip_spaces();
+        let rwbs_code = table.rwbs_values.intern(rwbs);
+        table.push(&e, 0, rwbs_code, 0, c.rest());
+        return Ok(());
+    }
+    push_block_event(table, e, action, rwbs, c.rest(), b"", 0)
+}
+
+/// Fills a block event from its action, RWBS and body text and appends it. Used by the
+/// blkparse reader and by ftrace's block tracepoints and `blk` tracer lines.
+/// `fallback_comm` names the task when the body has no `[comm]` group.
+pub fn push_block_event(
+    table: &mut EventTable,
+    mut e: Event,
+    action: Action,
+    rwbs: &[u8],
+    body_text: &[u8],
+    fallback_comm: &[u8],
+    name: u32,
+) -> Result<(), &'static str> {
+    let (operation, flags) = parse_rwbs(rwbs).ok_or("bad RWBS")?;
+    let body = parse_body(body_text)?;
+    e.kind = RecordKind::Block;
+    e.action = action;
+    e.operation = operation;
+    e.flags = flags;
+    e.sector = body.sector.unwrap_or(0);
+    e.sectors = body.sectors.unwrap_or(0);
+    e.bytes = body.bytes.unwrap_or(e.sectors as u64 * 512);
+    let mut comm = fallback_comm;
+    if let Some(b) = body.bracket {
+        if matches!(action, Action::Complete | Action::Requeue) {
+            e.error = parse_i64(b).and_then(|v| i32::try_from(v).ok()).ok_or("bad error code")?;
+        } else {
+            comm = b;
+        }
+    }
+    if let Some((maj, min, from)) = body.remap {
+        e.remap_major = maj;
+        e.remap_minor = min;
+        e.remap_sector = from;
+    }
+    e.aux = match action {
+        Action::Split => body.split_to.unwrap_or(0),
+        Action::Unplug | Action::UnplugTimer => body.trailing.unwrap_or(0),
+        _ => 0,
+    };
+    let comm_code = table.comms.intern(comm);
+    let rwbs_code = table.rwbs_values.intern(rwbs);
+    table.push(&e, comm_code, rwbs_code, name, b"");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{flags, Operation};
+
+    fn parse_lines(text: &str) -> EventTable {
+        let mut t = EventTable::new();
+        let mut summary = false;
+        for line in text.lines() {
+            if let LineKind::Event = classify(line.as_bytes(), &mut summary) {
+                parse_event_line(line.as_bytes(), &mut t).unwrap();
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn every_body_form() {
+        let t = parse_lines(
+            "259,0    3        1     0.000000000  1867  A   W 746579600 + 8 <- (253,3) 578805392\n\
+             259,0    3        5     0.000005809  1867  P   N [dmcrypt_write/2]\n\
+             259,0    3       11     0.023558761     0  C   W 763360912 + 16 [0]\n\
+             259,0    3       12     1.000000001   100  C  FN 0 [-5]\n\
+             259,0    3       13     1.000000002   100  U   N [kworker/1:1] 4\n\
+             259,0    3       14     1.000000003   100  X   W 100 / 108 [fio]\n\
+             8,0      1       15     1.000000004   100  D FWFS 8 + 8 [jbd2/sda1-8]\n\
+             8,0      1        0     1.000000005     0  m   N cfq workload slice:100\n",
+        );
+        assert_eq!(t.len(), 8);
+        assert_eq!(t.action_at(0), Action::Remap);
+        assert_eq!((t.remap_major[0], t.remap_minor[0], t.remap_sector[0]), (253, 3, 578805392));
+        assert_eq!(t.comm_at(1), "dmcrypt_write/2");
+        assert_eq!((t.sector[2], t.sectors[2], t.bytes[2], t.error[2]), (763360912, 16, 8192, 0));
+        assert_eq!((t.operation_at(3), t.error[3]), (Operation::Flush, -5));
+        assert_eq!((t.action_at(4), t.aux[4]), (Action::Unplug, 4));
+        assert_eq!((t.action_at(5), t.aux[5]), (Action::Split, 108));
+        assert_eq!(t.flags[6], flags::PREFLUSH | flags::FUA | flags::SYNC);
+        assert_eq!(t.comm_at(6), "jbd2/sda1-8");
+        assert_eq!(t.kind_at(7), RecordKind::Message);
+        assert_eq!(t.text_at(7), "cfq workload slice:100");
+        assert_eq!(t.time_ns[4], 1_000_000_002);
+    }
+}

@@ -1,0 +1,306 @@
+//! ftrace text (`trace` and `trace_pipe`), with or without the tgid and irq-flags columns:
+//! `comm-pid [cpu] flags secs.frac: event: body`. Block tracepoints and `blk` tracer lines
+//! become block rows; sqlwa's `tracing_mark_write` markers and syscall tracepoints get
+//! their own record kinds on the same timeline; any other event is kept as `other`.
+use std::path::Path;
+
+use crate::blkparse_text::{preview, push_block_event};
+use crate::error::ParseError;
+use crate::report::ParseReport;
+use crate::table::{Action, Event, EventTable, RecordKind};
+use crate::text::{bad_line, for_each_line, parse_dev, parse_hex, parse_time_ns, parse_u32, parse_u64, Cursor};
+
+pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
+    for_each_line(path, |line_no, line| match parse_line(line, table, report) {
+        Ok(()) => Ok(()),
+        Err(reason) => {
+            let err = bad_line(path, line_no, format!("not an ftrace line ({reason}): {}", preview(line)));
+            if lenient {
+                report.note_bad(err.to_string());
+                Ok(())
+            } else {
+                Err(err)
+            }
+        }
+    })
+}
+
+/// The fields every ftrace line starts with.
+struct Header<'a> {
+    comm: &'a [u8],
+    pid: u32,
+    cpu: u32,
+    time_ns: u64,
+    /// Everything after the timestamp's colon.
+    rest: &'a [u8],
+}
+
+fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> Result<(), &'static str> {
+    let trimmed = line.trim_ascii_start();
+    if trimmed.is_empty() || trimmed[0] == b'#' {
+        report.skipped_lines += 1;
+        return Ok(());
+    }
+    if let Some(lost) = lost_events(trimmed) {
+        report.lost_events += lost;
+        report.skipped_lines += 1;
+        return Ok(());
+    }
+    let h = parse_header(line)?;
+    let mut c = Cursor::new(h.rest);
+    let first = c.word().ok_or("nothing after the timestamp")?;
+    let e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
+    if let Some(name) = first.strip_suffix(b":") {
+        c.skip_spaces();
+        push_named_event(table, e, name, c.rest(), h.comm)
+    } else {
+        push_blk_tracer_line(table, e, h.rest, h.comm)
+    }
+}
+
+/// `CPU:3 [LOST 123 EVENTS]` → 123.
+fn lost_events(line: &[u8]) -> Option<u64> {
+    if !line.starts_with(b"CPU") {
+        return None;
+    }
+    let at = memchr::memmem::find(line, b"[LOST ")?;
+    let mut c = Cursor::new(&line[at + 6..]);
+    c.word().and_then(parse_u64)
+}
+
+fn parse_header(line: &[u8]) -> Result<Header<'_>, &'static str> {
+    let (open, close) = find_cpu_bracket(line).ok_or("no [cpu] column")?;
+    let cpu = parse_u32(&line[open + 1..close]).ok_or("bad cpu")?;
+    let mut task = line[..open].trim_ascii();
+    // With the tgid option: `comm-pid (  tgid)`.
+    if task.ends_with(b")") {
+        let paren = memchr::memrchr(b'(', task).ok_or("bad tgid column")?;
+        task = task[..paren].trim_ascii_end();
+    }
+    let dash = memchr::memrchr(b'-', task).ok_or("no comm-pid")?;
+    let pid = parse_u32(&task[dash + 1..]).ok_or("bad pid")?;
+    let comm = task[..dash].trim_ascii_start();
+    let mut c = Cursor::new(&line[close + 1..]);
+    let mut word = c.word().ok_or("no timestamp")?;
+    if !word.ends_with(b":") {
+        // The irq-flags column (`d..1.`) precedes the timestamp.
+        word = c.word().ok_or("no timestamp")?;
+    }
+    let stamp = word.strip_suffix(b":").ok_or("no timestamp")?;
+    let time_ns = parse_time_ns(stamp).ok_or("bad timestamp")?;
+    Ok(Header { comm, pid, cpu, time_ns, rest: c.rest() })
+}
+
+/// The first ` [digits]` group: the CPU column (a process name may contain brackets, but
+/// not that pattern before it).
+fn find_cpu_bracket(line: &[u8]) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(rel) = memchr::memchr(b'[', &line[from..]) {
+        let open = from + rel;
+        let mut end = open + 1;
+        while end < line.len() && line[end].is_ascii_digit() {
+            end += 1;
+        }
+        if end > open + 1 && end < line.len() && line[end] == b']' && open > 0 && line[open - 1] == b' ' {
+            return Some((open, end));
+        }
+        from = open + 1;
+    }
+    None
+}
+
+fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u8], comm: &[u8]) -> Result<(), &'static str> {
+    if let Some(action) = Action::from_tracepoint(name) {
+        return push_block_tracepoint(table, e, action, name, body, comm);
+    }
+    let name_code;
+    if name == b"tracing_mark_write" {
+        e.kind = RecordKind::Marker;
+        name_code = table.names.intern(marker_event(body));
+    } else if let Some(sys) = name.strip_prefix(b"sys_enter_") {
+        e.kind = RecordKind::SyscallEnter;
+        name_code = table.names.intern(sys);
+        parse_syscall_args(&mut e, body);
+    } else if let Some(sys) = name.strip_prefix(b"sys_exit_") {
+        e.kind = RecordKind::SyscallExit;
+        name_code = table.names.intern(sys);
+        e.ret = parse_hex(body.trim_ascii()).map(|v| v as i64).ok_or("bad syscall return value")?;
+    } else {
+        e.kind = RecordKind::Other;
+        name_code = table.names.intern(name);
+    }
+    let comm_code = table.comms.intern(comm);
+    table.push(&e, comm_code, 0, name_code, body);
+    Ok(())
+}
+
+/// `sqlwa txn_begin i=3 …` → `txn_begin`; foreign markers have no event word.
+fn marker_event(body: &[u8]) -> &[u8] {
+    let mut c = Cursor::new(body);
+    if c.word() == Some(b"sqlwa") {
+        c.word().unwrap_or_default()
+    } else {
+        b""
+    }
+}
+
+/// `fd: 0x00000003, buf: 0x…, count: 0x00001000` → fd and count (into `aux`).
+fn parse_syscall_args(e: &mut Event, body: &[u8]) {
+    for arg in body.split(|&b| b == b',') {
+        let Some(colon) = memchr::memchr(b':', arg) else { continue };
+        let key = arg[..colon].trim_ascii();
+        let Some(value) = parse_hex(arg[colon + 1..].trim_ascii()) else { continue };
+        match key {
+            b"fd" => e.fd = value as u32 as i32 as i64,
+            b"count" | b"nbytes" | b"len" | b"length" => e.aux = value,
+            _ => {}
+        }
+    }
+}
+
+fn push_block_tracepoint(
+    table: &mut EventTable,
+    mut e: Event,
+    action: Action,
+    name: &[u8],
+    body: &[u8],
+    comm: &[u8],
+) -> Result<(), &'static str> {
+    let name_code = table.names.intern(name);
+    // block_plug / block_unplug print no device and no RWBS.
+    if matches!(action, Action::Plug | Action::Unplug) {
+        return push_block_event(table, e, action, b"N", body, comm, name_code);
+    }
+    let mut c = Cursor::new(body);
+    let (maj, min) = c.word().and_then(parse_dev).ok_or("bad device")?;
+    e.dev_major = maj;
+    e.dev_minor = min;
+    if action == Action::OtherBlock {
+        // block_dirty_buffer, block_io_start …: keep the body text, interpret what fits.
+        let rest = c.rest();
+        let mut probe = Cursor::new(rest);
+        if let Some(rwbs) = probe.word() {
+            if push_block_event(table, e.clone(), action, rwbs, probe.rest(), comm, name_code).is_ok() {
+                return Ok(());
+            }
+        }
+        e.kind = RecordKind::Block;
+        e.action = action;
+        let comm_code = table.comms.intern(comm);
+        table.push(&e, comm_code, 0, name_code, body);
+        return Ok(());
+    }
+    let rwbs = c.word().ok_or("missing RWBS")?;
+    push_block_event(table, e, action, rwbs, c.rest(), comm, name_code)
+}
+
+/// The `blk` tracer: `maj,min [cgroup] action rwbs body`.
+fn push_blk_tracer_line(table: &mut EventTable, mut e: Event, rest: &[u8], comm: &[u8]) -> Result<(), &'static str> {
+    let mut c = Cursor::new(rest);
+    let (maj, min) = c.word().and_then(parse_dev).ok_or("neither an event name nor a blk tracer device")?;
+    e.dev_major = maj;
+    e.dev_minor = min;
+    let mut letters = c.word().ok_or("missing action")?;
+    if letters.contains(&b',') {
+        // cgroup id `ino,gen` in hex.
+        letters = c.word().ok_or("missing action")?;
+    }
+    let action = Action::from_letters(letters).ok_or("unknown blk action")?;
+    let rwbs = c.word().ok_or("missing RWBS")?;
+    if action == Action::Notify {
+        e.kind = RecordKind::Message;
+        e.action = action;
+        c.skip_spaces();
+        let comm_code = table.comms.intern(comm);
+        let rwbs_code = table.rwbs_values.intern(rwbs);
+        table.push(&e, comm_code, rwbs_code, 0, c.rest());
+        return Ok(());
+    }
+    push_block_event(table, e, action, rwbs, c.rest(), comm, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{flags, Operation};
+
+    fn parse(text: &str) -> (EventTable, ParseReport) {
+        let mut t = EventTable::new();
+        let mut r = ParseReport::default();
+        for line in text.lines() {
+            parse_line(line.as_bytes(), &mut t, &mut r).unwrap_or_else(|e| panic!("{e}: {line}"));
+        }
+        (t, r)
+    }
+
+    #[test]
+    fn block_tracepoints_with_and_without_ioprio() {
+        let (t, _) = parse(
+            "          sqlite-1234    [001] d..1.  1234.567890: block_rq_issue: 7,0 WS 4096 () 1234 + 8 be,0,4 [sqlite]\n\
+             <idle>-0       [001] ..s1.  1234.567990: block_rq_complete: 7,0 WS () 1234 + 8 be,0,4 [0]\n\
+             jbd2/loop0-8-77 [000] ....  1234.600000: block_rq_issue: 7,0 FF 0 () 0 + 0 [jbd2/loop0-8]\n\
+             kworker/0:1-40 (     40) [000] .... 5.000001: block_rq_complete: 7,0 FWFS () 88 + 8 [-5]\n\
+             dd-9 [000] 5.000002: block_bio_queue: 7,0 W 88 + 8 [dd]\n\
+             dd-9 [000] 5.000003: block_plug: [dd]\n\
+             dd-9 [000] 5.000004: block_unplug: [dd] 1\n\
+             dd-9 [000] 5.000005: block_split: 7,0 W 88 / 96 [dd]\n\
+             dd-9 [000] 5.000006: block_bio_remap: 7,0 W 88 + 8 <- (253,1) 80\n\
+             dd-9 [000] 5.000007: block_dirty_buffer: 7,0 sector=12 size=4096\n",
+        );
+        assert_eq!(t.len(), 10);
+        assert_eq!((t.action_at(0), t.time_ns[0], t.cpu[0], t.pid[0]), (Action::Issue, 1234_567_890_000, 1, 1234));
+        assert_eq!((t.sector[0], t.sectors[0], t.bytes[0], t.comm_at(0)), (1234, 8, 4096, "sqlite"));
+        assert_eq!((t.action_at(1), t.error[1], t.comm_at(1)), (Action::Complete, 0, "<idle>"));
+        assert_eq!((t.operation_at(2), t.flags[2]), (Operation::Flush, flags::PREFLUSH));
+        assert_eq!(t.pid[2], 77);
+        assert_eq!((t.error[3], t.flags[3]), (-5, flags::PREFLUSH | flags::FUA | flags::SYNC));
+        assert_eq!(t.comm_at(3), "kworker/0:1");
+        assert_eq!(t.action_at(4), Action::Queue);
+        assert_eq!(t.action_at(5), Action::Plug);
+        assert_eq!((t.action_at(6), t.aux[6]), (Action::Unplug, 1));
+        assert_eq!((t.action_at(7), t.aux[7]), (Action::Split, 96));
+        assert_eq!((t.remap_major[8], t.remap_minor[8], t.remap_sector[8]), (253, 1, 80));
+        assert_eq!((t.action_at(9), t.text_at(9)), (Action::OtherBlock, "7,0 sector=12 size=4096"));
+        assert_eq!(t.name_at(0), "block_rq_issue");
+    }
+
+    #[test]
+    fn markers_syscalls_and_losses() {
+        let (t, r) = parse(
+            "# tracer: nop\n\
+             sqlwa-run-500 [001] ..... 10.000001: tracing_mark_write: sqlwa txn_begin i=3 warmup=0 t=123\n\
+             sqlwa-run-500 [001] ..... 10.000002: sys_enter_fsync: fd: 0x00000003\n\
+             sqlwa-run-500 [001] ..... 10.000003: sys_exit_fsync: 0x0\n\
+             sqlwa-run-500 [001] ..... 10.000004: sys_enter_pwrite64: fd: 0x00000004, buf: 0x7f00, count: 0x00001000, pos: 0x00002000\n\
+             sqlwa-run-500 [001] ..... 10.000005: sys_exit_unlink: 0xfffffffffffffffe\n\
+             CPU:1 [LOST 42 EVENTS]\n\
+             sqlwa-run-500 [001] ..... 10.000006: sched_switch: prev_comm=a\n",
+        );
+        assert_eq!(r.lost_events, 42);
+        assert_eq!((t.kind_at(0), t.name_at(0), t.text_at(0)), (RecordKind::Marker, "txn_begin", "sqlwa txn_begin i=3 warmup=0 t=123"));
+        assert_eq!((t.kind_at(1), t.name_at(1), t.fd[1]), (RecordKind::SyscallEnter, "fsync", 3));
+        assert_eq!((t.kind_at(2), t.ret[2]), (RecordKind::SyscallExit, 0));
+        assert_eq!((t.fd[3], t.aux[3]), (4, 4096));
+        assert_eq!(t.ret[4], -2);
+        assert_eq!(t.comm_at(0), "sqlwa-run");
+        assert_eq!((t.kind_at(5), t.name_at(5)), (RecordKind::Other, "sched_switch"));
+    }
+
+    #[test]
+    fn blk_tracer_lines() {
+        let (t, _) = parse(
+            "  kworker/0:1-40    [000] ....   123.456000:   8,0    D   W 1234 + 8 [kworker/0:1]\n\
+               kworker/0:1-40    [000] ....   123.456001:   8,0    m   N cfq40 slice\n",
+        );
+        assert_eq!((t.action_at(0), t.dev_major[0], t.sector[0]), (Action::Issue, 8, 1234));
+        assert_eq!((t.kind_at(1), t.text_at(1)), (RecordKind::Message, "cfq40 slice"));
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        let mut t = EventTable::new();
+        let mut r = ParseReport::default();
+        assert!(parse_line(b"hello world", &mut t, &mut r).is_err());
+        assert!(parse_line(b"x-1 [000] 1.0: block_rq_issue: 7,0 QQ 1 + 8 [x]", &mut t, &mut r).is_err());
+    }
+}

@@ -1,0 +1,485 @@
+//! The columnar event table every reader fills, plus the small enums its columns hold.
+use std::collections::HashMap;
+
+/// What kind of record a row is: block I/O is the main subject, but ftrace text also
+/// carries sqlwa's markers and syscall tracepoints on the same timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RecordKind {
+    Block = 0,
+    Marker = 1,
+    SyscallEnter = 2,
+    SyscallExit = 3,
+    /// blktrace message records (`m N ...`) and ftrace lines of other events.
+    Message = 4,
+    Other = 5,
+}
+
+impl RecordKind {
+    pub const ALL: [RecordKind; 6] = [
+        RecordKind::Block,
+        RecordKind::Marker,
+        RecordKind::SyscallEnter,
+        RecordKind::SyscallExit,
+        RecordKind::Message,
+        RecordKind::Other,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordKind::Block => "block",
+            RecordKind::Marker => "marker",
+            RecordKind::SyscallEnter => "syscall_enter",
+            RecordKind::SyscallExit => "syscall_exit",
+            RecordKind::Message => "message",
+            RecordKind::Other => "other",
+        }
+    }
+}
+
+/// The blkparse action letters. ftrace tracepoints map onto the same set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Action {
+    /// Not a block action (markers, syscalls, other events).
+    None = 0,
+    Queue = 1,       // Q
+    GetRq = 2,       // G
+    Insert = 3,      // I
+    Issue = 4,       // D
+    Complete = 5,    // C
+    BackMerge = 6,   // M
+    FrontMerge = 7,  // F
+    Remap = 8,       // A
+    Split = 9,       // X
+    Bounce = 10,     // B
+    SleepRq = 11,    // S
+    Requeue = 12,    // R
+    Plug = 13,       // P
+    Unplug = 14,     // U
+    UnplugTimer = 15, // UT
+    Abort = 16,      // T (kernel __BLK_TA_ABORT; blkparse has no letter for it)
+    Notify = 17,     // N (message records)
+    DrvData = 18,    // driver data records
+    /// A block tracepoint with no blkparse equivalent (block_dirty_buffer, block_io_start …).
+    OtherBlock = 19,
+}
+
+impl Action {
+    pub const ALL: [Action; 20] = [
+        Action::None,
+        Action::Queue,
+        Action::GetRq,
+        Action::Insert,
+        Action::Issue,
+        Action::Complete,
+        Action::BackMerge,
+        Action::FrontMerge,
+        Action::Remap,
+        Action::Split,
+        Action::Bounce,
+        Action::SleepRq,
+        Action::Requeue,
+        Action::Plug,
+        Action::Unplug,
+        Action::UnplugTimer,
+        Action::Abort,
+        Action::Notify,
+        Action::DrvData,
+        Action::OtherBlock,
+    ];
+
+    /// The letter(s) blkparse prints; "" for non-block rows, "?" for block events without one.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::None => "",
+            Action::Queue => "Q",
+            Action::GetRq => "G",
+            Action::Insert => "I",
+            Action::Issue => "D",
+            Action::Complete => "C",
+            Action::BackMerge => "M",
+            Action::FrontMerge => "F",
+            Action::Remap => "A",
+            Action::Split => "X",
+            Action::Bounce => "B",
+            Action::SleepRq => "S",
+            Action::Requeue => "R",
+            Action::Plug => "P",
+            Action::Unplug => "U",
+            Action::UnplugTimer => "UT",
+            Action::Abort => "T",
+            Action::Notify => "N",
+            Action::DrvData => "DRV",
+            Action::OtherBlock => "?",
+        }
+    }
+
+    /// Parses a blkparse action column (`m` is blkparse's message letter).
+    pub fn from_letters(s: &[u8]) -> Option<Action> {
+        Some(match s {
+            b"Q" => Action::Queue,
+            b"G" => Action::GetRq,
+            b"I" => Action::Insert,
+            b"D" => Action::Issue,
+            b"C" => Action::Complete,
+            b"M" => Action::BackMerge,
+            b"F" => Action::FrontMerge,
+            b"A" => Action::Remap,
+            b"X" => Action::Split,
+            b"B" => Action::Bounce,
+            b"S" => Action::SleepRq,
+            b"R" => Action::Requeue,
+            b"P" => Action::Plug,
+            b"U" => Action::Unplug,
+            b"UT" | b"T" => Action::UnplugTimer,
+            b"m" | b"N" => Action::Notify,
+            _ => return None,
+        })
+    }
+
+    /// The action an ftrace block tracepoint stands for.
+    pub fn from_tracepoint(name: &[u8]) -> Option<Action> {
+        Some(match name {
+            b"block_rq_issue" => Action::Issue,
+            b"block_rq_complete" | b"block_rq_error" | b"block_bio_complete" => Action::Complete,
+            b"block_rq_insert" => Action::Insert,
+            b"block_bio_queue" => Action::Queue,
+            b"block_getrq" => Action::GetRq,
+            b"block_sleeprq" => Action::SleepRq,
+            b"block_bio_backmerge" | b"block_rq_merge" => Action::BackMerge,
+            b"block_bio_frontmerge" => Action::FrontMerge,
+            b"block_split" => Action::Split,
+            b"block_bio_remap" | b"block_rq_remap" => Action::Remap,
+            b"block_bio_bounce" => Action::Bounce,
+            b"block_rq_requeue" => Action::Requeue,
+            b"block_plug" => Action::Plug,
+            b"block_unplug" => Action::Unplug,
+            _ if name.starts_with(b"block_") => Action::OtherBlock,
+            _ => return None,
+        })
+    }
+}
+
+/// The request operation, normalised across the RWBS dialects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Operation {
+    None = 0,
+    Read = 1,
+    Write = 2,
+    Discard = 3,
+    SecureErase = 4,
+    WriteZeroes = 5,
+    Flush = 6,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 7] = [
+        Operation::None,
+        Operation::Read,
+        Operation::Write,
+        Operation::Discard,
+        Operation::SecureErase,
+        Operation::WriteZeroes,
+        Operation::Flush,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::None => "none",
+            Operation::Read => "read",
+            Operation::Write => "write",
+            Operation::Discard => "discard",
+            Operation::SecureErase => "secure_erase",
+            Operation::WriteZeroes => "write_zeroes",
+            Operation::Flush => "flush",
+        }
+    }
+}
+
+/// Request flag bits (the `flags` column).
+pub mod flags {
+    pub const PREFLUSH: u16 = 1 << 0;
+    pub const FUA: u16 = 1 << 1;
+    pub const SYNC: u16 = 1 << 2;
+    pub const META: u16 = 1 << 3;
+    pub const READAHEAD: u16 = 1 << 4;
+    /// SCSI passthrough (blktrace BLK_TC_PC): sector fields are meaningless.
+    pub const PC: u16 = 1 << 5;
+    pub const NAMES: [(u16, &str); 6] = [
+        (PREFLUSH, "preflush"),
+        (FUA, "fua"),
+        (SYNC, "sync"),
+        (META, "meta"),
+        (READAHEAD, "readahead"),
+        (PC, "pc"),
+    ];
+}
+
+/// Interns short strings (process names, RWBS, event names) into u32 codes.
+#[derive(Default, Debug, Clone)]
+pub struct Dictionary {
+    pub values: Vec<String>,
+    index: HashMap<Box<[u8]>, u32>,
+}
+
+impl Dictionary {
+    pub fn intern(&mut self, s: &[u8]) -> u32 {
+        if let Some(&code) = self.index.get(s) {
+            return code;
+        }
+        let code = self.values.len() as u32;
+        self.values.push(String::from_utf8_lossy(s).into_owned());
+        self.index.insert(s.into(), code);
+        code
+    }
+    pub fn get(&self, code: u32) -> &str {
+        &self.values[code as usize]
+    }
+}
+
+/// Sentinels for nullable integer columns (turned into Arrow nulls on export).
+pub const NO_DEV: u32 = u32::MAX;
+pub const NO_I64: i64 = i64::MIN;
+
+/// One row of the table, used by the readers to build rows before pushing them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub kind: RecordKind,
+    pub time_ns: u64,
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub cpu: u32,
+    pub sequence: u64,
+    pub pid: u32,
+    pub action: Action,
+    pub operation: Operation,
+    pub flags: u16,
+    pub sector: u64,
+    pub sectors: u32,
+    pub bytes: u64,
+    pub error: i32,
+    pub remap_major: u32,
+    pub remap_minor: u32,
+    pub remap_sector: u64,
+    /// U/UT: unplug depth; X: sector of the second half; syscalls: count argument.
+    pub aux: u64,
+    pub cgroup_id: u64,
+    pub fd: i64,
+    pub ret: i64,
+}
+
+impl Default for Event {
+    fn default() -> Self {
+        Event {
+            kind: RecordKind::Block,
+            time_ns: 0,
+            dev_major: 0,
+            dev_minor: 0,
+            cpu: 0,
+            sequence: 0,
+            pid: 0,
+            action: Action::None,
+            operation: Operation::None,
+            flags: 0,
+            sector: 0,
+            sectors: 0,
+            bytes: 0,
+            error: 0,
+            remap_major: NO_DEV,
+            remap_minor: NO_DEV,
+            remap_sector: 0,
+            aux: 0,
+            cgroup_id: 0,
+            fd: NO_I64,
+            ret: NO_I64,
+        }
+    }
+}
+
+/// Struct of column vectors: one entry per event, in trace order.
+#[derive(Default, Debug, Clone)]
+pub struct EventTable {
+    pub kind: Vec<u8>,
+    pub time_ns: Vec<u64>,
+    pub dev_major: Vec<u32>,
+    pub dev_minor: Vec<u32>,
+    pub cpu: Vec<u32>,
+    pub sequence: Vec<u64>,
+    pub pid: Vec<u32>,
+    /// Code into `comms`.
+    pub comm: Vec<u32>,
+    pub action: Vec<u8>,
+    pub operation: Vec<u8>,
+    pub flags: Vec<u16>,
+    pub sector: Vec<u64>,
+    pub sectors: Vec<u32>,
+    pub bytes: Vec<u64>,
+    pub error: Vec<i32>,
+    pub remap_major: Vec<u32>,
+    pub remap_minor: Vec<u32>,
+    pub remap_sector: Vec<u64>,
+    pub aux: Vec<u64>,
+    pub cgroup_id: Vec<u64>,
+    /// Code into `rwbs_values`: the RWBS string exactly as the trace printed it.
+    pub rwbs: Vec<u32>,
+    /// Code into `names`: tracepoint / syscall name, or the sqlwa marker's event word.
+    pub name: Vec<u32>,
+    pub fd: Vec<i64>,
+    pub ret: Vec<i64>,
+    /// Offsets into `text_data` (len + 1 entries once non-empty): raw marker text,
+    /// syscall arguments, message text; empty for block rows.
+    pub text_offsets: Vec<u64>,
+    pub text_data: Vec<u8>,
+    pub comms: Dictionary,
+    pub rwbs_values: Dictionary,
+    pub names: Dictionary,
+}
+
+impl EventTable {
+    pub fn new() -> Self {
+        let mut t = EventTable::default();
+        t.text_offsets.push(0);
+        t.comms.intern(b"");
+        t.rwbs_values.intern(b"");
+        t.names.intern(b"");
+        t
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        let mut t = EventTable::new();
+        t.reserve(n);
+        t
+    }
+
+    pub fn len(&self) -> usize {
+        self.time_ns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.time_ns.is_empty()
+    }
+
+    pub fn reserve(&mut self, n: usize) {
+        self.kind.reserve(n);
+        self.time_ns.reserve(n);
+        self.dev_major.reserve(n);
+        self.dev_minor.reserve(n);
+        self.cpu.reserve(n);
+        self.sequence.reserve(n);
+        self.pid.reserve(n);
+        self.comm.reserve(n);
+        self.action.reserve(n);
+        self.operation.reserve(n);
+        self.flags.reserve(n);
+        self.sector.reserve(n);
+        self.sectors.reserve(n);
+        self.bytes.reserve(n);
+        self.error.reserve(n);
+        self.remap_major.reserve(n);
+        self.remap_minor.reserve(n);
+        self.remap_sector.reserve(n);
+        self.aux.reserve(n);
+        self.cgroup_id.reserve(n);
+        self.rwbs.reserve(n);
+        self.name.reserve(n);
+        self.fd.reserve(n);
+        self.ret.reserve(n);
+        self.text_offsets.reserve(n);
+    }
+
+    /// Appends one row; `comm`, `rwbs` and `name` are dictionary codes, `text` raw bytes.
+    #[inline]
+    pub fn push(&mut self, e: &Event, comm: u32, rwbs: u32, name: u32, text: &[u8]) {
+        self.kind.push(e.kind as u8);
+        self.time_ns.push(e.time_ns);
+        self.dev_major.push(e.dev_major);
+        self.dev_minor.push(e.dev_minor);
+        self.cpu.push(e.cpu);
+        self.sequence.push(e.sequence);
+        self.pid.push(e.pid);
+        self.comm.push(comm);
+        self.action.push(e.action as u8);
+        self.operation.push(e.operation as u8);
+        self.flags.push(e.flags);
+        self.sector.push(e.sector);
+        self.sectors.push(e.sectors);
+        self.bytes.push(e.bytes);
+        self.error.push(e.error);
+        self.remap_major.push(e.remap_major);
+        self.remap_minor.push(e.remap_minor);
+        self.remap_sector.push(e.remap_sector);
+        self.aux.push(e.aux);
+        self.cgroup_id.push(e.cgroup_id);
+        self.rwbs.push(rwbs);
+        self.name.push(name);
+        self.fd.push(e.fd);
+        self.ret.push(e.ret);
+        self.text_data.extend_from_slice(text);
+        self.text_offsets.push(self.text_data.len() as u64);
+    }
+
+    pub fn action_at(&self, i: usize) -> Action {
+        Action::ALL[self.action[i] as usize]
+    }
+    pub fn operation_at(&self, i: usize) -> Operation {
+        Operation::ALL[self.operation[i] as usize]
+    }
+    pub fn kind_at(&self, i: usize) -> RecordKind {
+        RecordKind::ALL[self.kind[i] as usize]
+    }
+    pub fn comm_at(&self, i: usize) -> &str {
+        self.comms.get(self.comm[i])
+    }
+    pub fn rwbs_at(&self, i: usize) -> &str {
+        self.rwbs_values.get(self.rwbs[i])
+    }
+    pub fn name_at(&self, i: usize) -> &str {
+        self.names.get(self.name[i])
+    }
+    pub fn text_at(&self, i: usize) -> &str {
+        let (a, b) = (self.text_offsets[i] as usize, self.text_offsets[i + 1] as usize);
+        std::str::from_utf8(&self.text_data[a..b]).unwrap_or("")
+    }
+
+    /// Bytes held by the columns (what the Arrow table will occupy, give or take).
+    pub fn heap_bytes(&self) -> usize {
+        let n = self.len();
+        n * (1 + 8 + 4 + 4 + 4 + 8 + 4 + 4 + 1 + 1 + 2 + 8 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8)
+            + self.text_data.len()
+    }
+
+    /// Appends all rows of `other`, re-coding its dictionaries.
+    pub fn append(&mut self, other: &EventTable) {
+        let comm_map: Vec<u32> = other.comms.values.iter().map(|s| self.comms.intern(s.as_bytes())).collect();
+        let rwbs_map: Vec<u32> =
+            other.rwbs_values.values.iter().map(|s| self.rwbs_values.intern(s.as_bytes())).collect();
+        let name_map: Vec<u32> = other.names.values.iter().map(|s| self.names.intern(s.as_bytes())).collect();
+        self.kind.extend_from_slice(&other.kind);
+        self.time_ns.extend_from_slice(&other.time_ns);
+        self.dev_major.extend_from_slice(&other.dev_major);
+        self.dev_minor.extend_from_slice(&other.dev_minor);
+        self.cpu.extend_from_slice(&other.cpu);
+        self.sequence.extend_from_slice(&other.sequence);
+        self.pid.extend_from_slice(&other.pid);
+        self.comm.extend(other.comm.iter().map(|&c| comm_map[c as usize]));
+        self.action.extend_from_slice(&other.action);
+        self.operation.extend_from_slice(&other.operation);
+        self.flags.extend_from_slice(&other.flags);
+        self.sector.extend_from_slice(&other.sector);
+        self.sectors.extend_from_slice(&other.sectors);
+        self.bytes.extend_from_slice(&other.bytes);
+        self.error.extend_from_slice(&other.error);
+        self.remap_major.extend_from_slice(&other.remap_major);
+        self.remap_minor.extend_from_slice(&other.remap_minor);
+        self.remap_sector.extend_from_slice(&other.remap_sector);
+        self.aux.extend_from_slice(&other.aux);
+        self.cgroup_id.extend_from_slice(&other.cgroup_id);
+        self.rwbs.extend(other.rwbs.iter().map(|&c| rwbs_map[c as usize]));
+        self.name.extend(other.name.iter().map(|&c| name_map[c as usize]));
+        self.fd.extend_from_slice(&other.fd);
+        self.ret.extend_from_slice(&other.ret);
+        let base = self.text_data.len() as u64;
+        self.text_data.extend_from_slice(&other.text_data);
+        self.text_offsets.extend(other.text_offsets[1..].iter().map(|&o| o + base));
+    }
+}

@@ -1,0 +1,273 @@
+//! Shared pieces of the two text readers: chunked line reading and the body grammar
+//! blkparse and the kernel's block tracepoints share (`sector + n`, `<- (maj,min) s`, …).
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::{Location, ParseError};
+
+const CHUNK: usize = 8 << 20;
+
+/// Calls `f(line_number, line)` for every line (without its newline) of `path`, reading in
+/// large chunks so neither the whole file nor one String per line is ever held.
+pub fn for_each_line(
+    path: &Path,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    let mut file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
+    let mut buf = vec![0u8; CHUNK];
+    let mut filled = 0usize;
+    let mut line_no = 0u64;
+    loop {
+        if filled == buf.len() {
+            // One line longer than the buffer: grow rather than split it.
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = file.read(&mut buf[filled..]).map_err(|e| ParseError::io(path, e))?;
+        let at_eof = n == 0;
+        filled += n;
+        let mut start = 0;
+        while let Some(pos) = memchr::memchr(b'\n', &buf[start..filled]) {
+            line_no += 1;
+            f(line_no, trim_cr(&buf[start..start + pos]))?;
+            start += pos + 1;
+        }
+        if at_eof {
+            if start < filled {
+                line_no += 1;
+                f(line_no, trim_cr(&buf[start..filled]))?;
+            }
+            return Ok(());
+        }
+        buf.copy_within(start..filled, 0);
+        filled -= start;
+    }
+}
+
+fn trim_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+pub fn bad_line(path: &Path, line_no: u64, message: impl Into<String>) -> ParseError {
+    ParseError::bad(path, Location::Line(line_no), message)
+}
+
+/// A cursor over one line's bytes.
+pub struct Cursor<'a> {
+    pub s: &'a [u8],
+    pub pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(s: &'a [u8]) -> Self {
+        Cursor { s, pos: 0 }
+    }
+    pub fn skip_spaces(&mut self) {
+        while self.pos < self.s.len() && (self.s[self.pos] == b' ' || self.s[self.pos] == b'\t') {
+            self.pos += 1;
+        }
+    }
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.s.len()
+    }
+    pub fn rest(&self) -> &'a [u8] {
+        &self.s[self.pos.min(self.s.len())..]
+    }
+    /// The next whitespace-delimited token.
+    pub fn word(&mut self) -> Option<&'a [u8]> {
+        self.skip_spaces();
+        let start = self.pos;
+        while self.pos < self.s.len() && self.s[self.pos] != b' ' && self.s[self.pos] != b'\t' {
+            self.pos += 1;
+        }
+        (self.pos > start).then(|| &self.s[start..self.pos])
+    }
+}
+
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+    }
+    Some(v)
+}
+
+pub fn parse_u32(s: &[u8]) -> Option<u32> {
+    parse_u64(s).and_then(|v| u32::try_from(v).ok())
+}
+
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    match s.split_first() {
+        Some((b'-', digits)) => parse_u64(digits).and_then(|v| 0i64.checked_sub_unsigned(v)),
+        _ => parse_u64(s).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+pub fn parse_hex(s: &[u8]) -> Option<u64> {
+    let s = s.strip_prefix(b"0x").unwrap_or(s);
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in s {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | d as u64;
+    }
+    Some(v)
+}
+
+/// `maj,min` → (major, minor).
+pub fn parse_dev(s: &[u8]) -> Option<(u32, u32)> {
+    let comma = memchr::memchr(b',', s)?;
+    Some((parse_u32(&s[..comma])?, parse_u32(&s[comma + 1..])?))
+}
+
+/// `seconds.fraction` (any number of fraction digits up to 9) → nanoseconds; a plain
+/// integer is taken as nanoseconds already (ftrace counter clocks).
+pub fn parse_time_ns(s: &[u8]) -> Option<u64> {
+    match memchr::memchr(b'.', s) {
+        None => parse_u64(s),
+        Some(dot) => {
+            let secs = parse_u64(&s[..dot])?;
+            let frac = &s[dot + 1..];
+            if frac.is_empty() || frac.len() > 9 {
+                return None;
+            }
+            let mut ns = parse_u64(frac)?;
+            for _ in frac.len()..9 {
+                ns *= 10;
+            }
+            secs.checked_mul(1_000_000_000)?.checked_add(ns)
+        }
+    }
+}
+
+/// What the text after `maj,min action rwbs` (blkparse) or after `maj,min rwbs` (ftrace)
+/// says. Every field is optional: which ones appear depends on the action.
+#[derive(Default, Debug, PartialEq)]
+pub struct Body<'a> {
+    pub bytes: Option<u64>,
+    pub sector: Option<u64>,
+    pub sectors: Option<u32>,
+    pub split_to: Option<u64>,
+    pub remap: Option<(u32, u32, u64)>,
+    /// The `[...]` group: process name, or the error code of completions.
+    pub bracket: Option<&'a [u8]>,
+    /// A number after the bracket (unplug depth) or after a remap (rq_remap's nr_bios).
+    pub trailing: Option<u64>,
+    pub ioprio: Option<&'a [u8]>,
+}
+
+/// Parses the body grammar; `Err` carries a short reason.
+pub fn parse_body(s: &[u8]) -> Result<Body<'_>, &'static str> {
+    let mut body = Body::default();
+    let mut c = Cursor::new(s);
+    let mut first = true;
+    loop {
+        c.skip_spaces();
+        if c.at_end() {
+            return Ok(body);
+        }
+        let at_start = first;
+        first = false;
+        match c.s[c.pos] {
+            b'[' => {
+                if body.bracket.is_some() {
+                    return Err("two [...] groups");
+                }
+                let close = memchr::memrchr(b']', &c.s[c.pos..]).ok_or("unclosed [")? + c.pos;
+                body.bracket = Some(&c.s[c.pos + 1..close]);
+                c.pos = close + 1;
+            }
+            b'(' => {
+                let close = memchr::memchr(b')', &c.s[c.pos..]).ok_or("unclosed (")? + c.pos;
+                c.pos = close + 1;
+            }
+            b'<' => {
+                if c.word() != Some(b"<-") {
+                    return Err("expected <-");
+                }
+                let dev = c.word().ok_or("remap without source device")?;
+                let dev = dev.strip_prefix(b"(").and_then(|d| d.strip_suffix(b")")).ok_or("bad remap device")?;
+                let (maj, min) = parse_dev(dev).ok_or("bad remap device")?;
+                let from = c.word().and_then(parse_u64).ok_or("bad remap sector")?;
+                body.remap = Some((maj, min, from));
+            }
+            b'0'..=b'9' | b'-' => {
+                let w = c.word().unwrap_or_default();
+                let n = parse_u64(w);
+                c.skip_spaces();
+                let next = c.s.get(c.pos).copied();
+                match (n, next) {
+                    (Some(v), Some(b'+')) => {
+                        c.pos += 1;
+                        body.sector = Some(v);
+                        body.sectors = Some(c.word().and_then(parse_u32).ok_or("bad sector count")?);
+                    }
+                    (Some(v), Some(b'/')) => {
+                        c.pos += 1;
+                        body.sector = Some(v);
+                        body.split_to = Some(c.word().and_then(parse_u64).ok_or("bad split sector")?);
+                    }
+                    (Some(v), Some(b'(')) if at_start => body.bytes = Some(v),
+                    (Some(v), _) if body.bracket.is_some() || body.remap.is_some() => body.trailing = Some(v),
+                    (Some(v), _) if body.sector.is_none() => body.sector = Some(v),
+                    (None, _) if w.contains(&b',') => body.ioprio = Some(w),
+                    _ => return Err("unexpected number"),
+                }
+            }
+            _ => {
+                let w = c.word().unwrap_or_default();
+                if w.contains(&b',') && body.ioprio.is_none() {
+                    body.ioprio = Some(w);
+                } else {
+                    return Err("unexpected word");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_scale_to_nanoseconds() {
+        assert_eq!(parse_time_ns(b"0.000000149"), Some(149));
+        assert_eq!(parse_time_ns(b"12.5"), Some(12_500_000_000));
+        assert_eq!(parse_time_ns(b"3.000001"), Some(3_000_001_000));
+        assert_eq!(parse_time_ns(b"77"), Some(77));
+        assert_eq!(parse_time_ns(b"1.0000000001"), None);
+    }
+
+    #[test]
+    fn body_forms() {
+        let b = parse_body(b"763360912 + 16 [dmcrypt_write/2]").unwrap();
+        assert_eq!((b.sector, b.sectors, b.bracket), (Some(763360912), Some(16), Some(&b"dmcrypt_write/2"[..])));
+        let b = parse_body(b"746579600 + 8 <- (253,3) 578805392").unwrap();
+        assert_eq!(b.remap, Some((253, 3, 578805392)));
+        let b = parse_body(b"[kworker/u8:2] 3").unwrap();
+        assert_eq!((b.bracket, b.trailing), (Some(&b"kworker/u8:2"[..]), Some(3)));
+        let b = parse_body(b"4096 () 1234 + 8 be,0,4 [sqlite]").unwrap();
+        assert_eq!((b.bytes, b.sector, b.sectors, b.ioprio), (Some(4096), Some(1234), Some(8), Some(&b"be,0,4"[..])));
+        let b = parse_body(b"() 1234 + 8 none,0,0 [-5]").unwrap();
+        assert_eq!(b.bracket, Some(&b"-5"[..]));
+        let b = parse_body(b"100 / 108 [fio]").unwrap();
+        assert_eq!(b.split_to, Some(108));
+        let b = parse_body(b"55 [0]").unwrap();
+        assert_eq!(b.sector, Some(55));
+        assert!(parse_body(b"hello world").is_err());
+    }
+}
