@@ -1,0 +1,477 @@
+"""The capture: one tracefs instance per run, recording block requests on the lab's loop
+device, the workload thread's syscalls and the engine's commit markers on one timeline.
+
+:class:`TraceCapture` makes an instance named ``sqlwa-<pid>-<token>``, sets its clock to
+``mono`` (CLOCK_MONOTONIC, the clock the engine stamps its markers with), enables
+
+* ``block/block_rq_issue`` and ``block/block_rq_complete`` (required: writes, flushes,
+  FUA, discards, latency) and ``block/block_bio_queue`` (who submitted the I/O: the
+  workload thread, jbd2, a writeback worker ...), filtered to the device. Filters compare
+  ``dev`` with the kernel's internal device number ``(major << 20) | minor``;
+* ``syscalls/sys_enter_*`` and ``sys_exit_*`` for fsync, fdatasync, sync_file_range,
+  pwrite64, write, ftruncate, unlink, unlinkat and openat, filtered to the workload
+  thread(s) (``common_pid`` is the kernel's thread id);
+* and whatever the engine writes to :attr:`TraceCapture.marker_path` (the instance's
+  ``trace_marker``), which appears as ``tracing_mark_write: <text>`` lines.
+
+A background thread drains ``trace_pipe`` into ``out_dir/trace.txt`` (kept for
+re-analysis) while the run goes. At the end the per-CPU ``stats`` files say how many
+events the ring buffer lost; a lossy capture raises :class:`TraceLossError` unless
+``allow_loss``. The instance is removed on exit, on an exception and on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import select
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from sqlwa.errors import CaptureError, NeedsRoot, TraceLossError
+from sqlwa.lab import SignalGuard, interruption, is_root, pid_is_dead, syncfs
+
+TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+MOUNT_HINT = "mount tracefs: mount -t tracefs nodev /sys/kernel/tracing"
+INSTANCE_PREFIX = "sqlwa"
+INSTANCE_RE = re.compile(rf"^{INSTANCE_PREFIX}-(\d+)-([0-9a-f]+)$")
+TRACE_FILE = "trace.txt"
+TRACE_CLOCK = "mono"
+
+REQUIRED_BLOCK_EVENTS = ("block_rq_issue", "block_rq_complete")
+DEFAULT_BLOCK_EVENTS = REQUIRED_BLOCK_EVENTS + ("block_bio_queue",)
+DEFAULT_SYSCALLS = (
+    "fsync",
+    "fdatasync",
+    "sync_file_range",
+    "pwrite64",
+    "write",
+    "ftruncate",
+    "unlink",
+    "unlinkat",
+    "openat",
+)
+DEFAULT_BUFFER_KB = 16384  # per CPU; drained every 100 ms, so far more than a run needs
+POLL_MS = 100
+LOST_RE = re.compile(rb"\[LOST (\d+) EVENTS\]")
+
+
+def kernel_dev(major: int, minor: int) -> int:
+    """The device number as tracefs filters see it (the kernel's internal dev_t)."""
+    return (major << 20) | minor
+
+
+def sync_fs(mountpoint: str) -> None:
+    """syncfs(2) on ``mountpoint``. Call it at the end of the run *inside* the capture so
+    deferred writeback (and checkpoints the filesystem delays) is counted."""
+    syncfs(mountpoint)
+
+
+# --------------------------------------------------------------------------- availability
+
+
+def tracefs_root() -> Path | None:
+    for candidate in TRACEFS_MOUNTS:
+        if os.path.isdir(os.path.join(candidate, "instances")):
+            return Path(candidate)
+    return None
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether tracefs can be used, and if not why and how to fix it."""
+
+    available: bool
+    reason: str
+    hint: str | None = None
+    syscalls: bool = False  # syscall tracepoints (CONFIG_FTRACE_SYSCALLS) present
+    syscall_reason: str = ""
+
+
+def tracefs_available() -> Availability:
+    """Root, tracefs mounted, the block tracepoints present; and separately whether the
+    syscall tracepoints exist (their absence only makes the syscall level absent)."""
+    if not is_root():
+        return Availability(False, "tracefs needs root", "run with sudo, or use --dir PATH for a VFS-only run")
+    root = tracefs_root()
+    if root is None:
+        return Availability(False, f"tracefs is not mounted (no {TRACEFS_MOUNTS[0]}/instances)", MOUNT_HINT)
+    missing = [e for e in REQUIRED_BLOCK_EVENTS if not (root / "events" / "block" / e).is_dir()]
+    if missing:
+        return Availability(
+            False, f"the kernel has no block tracepoints {', '.join(missing)}", "use a kernel with CONFIG_BLK_DEV_IO_TRACE"
+        )
+    has_syscalls = (root / "events" / "syscalls").is_dir()
+    syscall_reason = (
+        f"syscall tracepoints present ({root}/events/syscalls)"
+        if has_syscalls
+        else "the kernel has no syscall tracepoints (CONFIG_FTRACE_SYSCALLS); the syscall level will be absent"
+    )
+    return Availability(True, f"tracefs at {root}", None, has_syscalls, syscall_reason)
+
+
+def require_tracefs() -> Path:
+    availability = tracefs_available()
+    if not availability.available:
+        error = NeedsRoot if not is_root() else CaptureError
+        raise error(f"the block/syscall capture is not possible: {availability.reason}", availability.hint)
+    return tracefs_root()  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- drain
+
+
+class _Drain(threading.Thread):
+    """Copies trace_pipe to the output file until stopped, then reads what is left.
+
+    This thread also switches recording on at its start and off at its end: the caller's
+    thread is usually the workload thread the syscall events are filtered to, and its own
+    write(2) to ``tracing_on`` would otherwise appear in the trace as a workload syscall.
+    """
+
+    def __init__(self, instance_dir: Path, out_path: Path, needles: dict[str, bytes]) -> None:
+        super().__init__(name="sqlwa-trace-drain", daemon=True)
+        self._tracing_on = instance_dir / "tracing_on"
+        self._fd = os.open(instance_dir / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
+        self._out = open(out_path, "wb")
+        self._stop_requested = threading.Event()
+        self.recording = threading.Event()
+        self._needles = needles
+        self.lines = 0
+        self.lost_lines = 0  # "[LOST n EVENTS]" notices trace_pipe printed
+        self.counts = {name: 0 for name in needles}
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        try:
+            self._tracing_on.write_text("1")
+            self.recording.set()
+            while not self._stop_requested.is_set():
+                poller.poll(POLL_MS)  # wakes when the buffer fills past buffer_percent, or on timeout
+                self._read_available()
+            self._tracing_on.write_text("0")
+            self._read_available()
+        except BaseException as exc:  # reported by stop(); the thread must not die silently
+            self.error = exc
+        finally:
+            self._out.close()
+            os.close(self._fd)
+
+    def _read_available(self) -> None:
+        while True:
+            try:
+                data = os.read(self._fd, 1 << 16)  # trace_pipe returns whole lines, < 1 page each read
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            self._out.write(data)
+            self._count(data)
+
+    def _count(self, data: bytes) -> None:
+        self.lines += data.count(b"\n")
+        for name, needle in self._needles.items():
+            self.counts[name] += data.count(needle)
+        if b"[LOST " in data:
+            lost = LOST_RE.findall(data)
+            self.lost_lines += sum(int(n) for n in lost)
+            self.lines -= len(lost)
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.ident is None:  # never started (interrupted right after creation)
+            self._out.close()
+            os.close(self._fd)
+            return
+        self._stop_requested.set()
+        self.recording.set()
+        self.join(timeout)
+        if self.is_alive():
+            raise CaptureError("the trace drain thread did not finish")
+        if self.error is not None:
+            raise CaptureError(f"draining trace_pipe failed: {self.error}") from self.error
+
+
+# --------------------------------------------------------------------------- capture
+
+
+@dataclass
+class _Level:
+    captured: bool
+    reason: str
+    events: list[str] = field(default_factory=list)
+
+
+class TraceCapture:
+    """One trace of a run; use as a context manager around the workload.
+
+    >>> with TraceCapture(out_dir, dev=(lab.dev_major, lab.dev_minor), pid=threading.get_native_id()) as cap:
+    ...     engine.run(marker_path=cap.marker_path)   # close the marker file before leaving
+    ...     sync_fs(lab.mountpoint)
+    >>> cap.trace_summary   # {"events": n, "lost_events": n}
+
+    ``dev``: (major, minor) of the block device to record, or None (tmpfs: the block level
+    is then absent, not zero). ``pid``: the thread id (or ids) running SQL, or None (the
+    syscall level is then absent). ``buffer_kb``: ring buffer per CPU.
+    Attributes: ``instance_name``, ``instance_dir``, ``marker_path``, ``trace_path``,
+    ``levels`` ({"block": {...}, "syscall": {...}, "marker": {...}}); after exit
+    ``trace_summary`` and :meth:`describe`.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        dev: tuple[int, int] | None = None,
+        pid: int | Iterable[int] | None = None,
+        buffer_kb: int = DEFAULT_BUFFER_KB,
+        allow_loss: bool = False,
+        block_events: Sequence[str] = DEFAULT_BLOCK_EVENTS,
+        syscalls: Sequence[str] = DEFAULT_SYSCALLS,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        missing_required = [e for e in REQUIRED_BLOCK_EVENTS if e not in block_events]
+        if dev is not None and missing_required:
+            raise CaptureError(f"block events {missing_required} are required", "keep the default block_events")
+        self.out_dir = Path(out_dir)
+        self.dev = dev
+        self.tids = [pid] if isinstance(pid, int) else sorted(set(pid)) if pid is not None else []
+        self.buffer_kb = int(buffer_kb)
+        self.allow_loss = allow_loss
+        self.block_events = tuple(block_events)
+        self.syscalls = tuple(syscalls)
+        self._progress = progress or (lambda stage: None)
+        self._guard = SignalGuard()
+        self.instance_name = f"{INSTANCE_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.instance_dir: Path | None = None
+        self.trace_path = self.out_dir / TRACE_FILE
+        self.levels: dict[str, _Level] = {}
+        self.trace_summary: dict | None = None
+        self._drain: _Drain | None = None
+        self._lost_stats = 0
+        self._enabled: list[str] = []
+
+    @property
+    def marker_path(self) -> str:
+        """The file the engine writes its marker lines to (the instance's trace_marker)."""
+        if self.instance_dir is None:
+            raise CaptureError("the capture is not running")
+        return str(self.instance_dir / "trace_marker")
+
+    # -- context manager
+
+    def __enter__(self) -> "TraceCapture":
+        root = require_tracefs()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.instance_dir = root / "instances" / self.instance_name
+        try:
+            self._guard.install()
+            self._start()
+        except BaseException:
+            self._teardown()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        errors = self._teardown()
+        if exc_type is not None:
+            return
+        if errors:
+            raise CaptureError(
+                f"ending the capture {self.instance_name} failed: " + "; ".join(str(e) for e in errors),
+                "close the marker file before the capture ends; `sqlwa lab cleanup` removes a stale instance",
+            )
+        pending = self._guard.take_pending()
+        if pending is not None:
+            raise interruption(pending)
+        lost = self.trace_summary["lost_events"]  # type: ignore[index]
+        if lost and not self.allow_loss:
+            raise TraceLossError(
+                f"the trace lost {lost} events (ring buffer overrun); its counts would be wrong "
+                f"(raw capture kept in {self.trace_path})",
+                f"re-run with a larger buffer (now {self.buffer_kb} KiB per CPU) or pass --allow-loss",
+            )
+
+    # -- setup
+
+    def _start(self) -> None:
+        self._progress("instance")
+        os.mkdir(self.instance_dir)  # type: ignore[arg-type]
+        self._progress("configure")
+        self._write("tracing_on", "0")  # a new instance records at once; start only when all is set
+        self._write("buffer_size_kb", str(self.buffer_kb))
+        self._write("trace_clock", TRACE_CLOCK)
+        if f"[{TRACE_CLOCK}]" not in self._read("trace_clock"):
+            raise CaptureError(f"could not set trace_clock to {TRACE_CLOCK}")
+        self._enable_block_events()
+        self._enable_syscall_events()
+        self.levels["marker"] = _Level(True, "engine markers via trace_marker", ["tracing_mark_write"])
+        self._progress("drain")
+        self._drain = _Drain(self.instance_dir, self.trace_path, self._needles())  # type: ignore[arg-type]
+        self._drain.start()
+        if not self._drain.recording.wait(10) or self._drain.error:
+            raise CaptureError(f"starting the trace failed: {self._drain.error or 'the drain thread did not start'}")
+
+    def _needles(self) -> dict[str, bytes]:
+        """What identifies each enabled event in trace_pipe's text, for the per-event
+        counts: syscalls print as "sys_fsync(fd: 3)" and "sys_fsync -> 0x0"."""
+        needles = {}
+        for name in [*self._enabled, "tracing_mark_write"]:
+            if name.startswith("sys_enter_"):
+                needles[name] = f": sys_{name[len('sys_enter_'):]}(".encode()
+            elif name.startswith("sys_exit_"):
+                needles[name] = f": sys_{name[len('sys_exit_'):]} -> ".encode()
+            else:
+                needles[name] = f": {name}: ".encode()
+        return needles
+
+    def _enable_block_events(self) -> None:
+        if self.dev is None:
+            self.levels["block"] = _Level(False, "no block device (e.g. tmpfs): the block level is absent")
+            return
+        dev_filter = f"dev == {kernel_dev(*self.dev)}"
+        for event in self.block_events:
+            self._enable(f"block/{event}", dev_filter)
+        self.levels["block"] = _Level(True, f"block device {self.dev[0]}:{self.dev[1]}", list(self.block_events))
+
+    def _enable_syscall_events(self) -> None:
+        syscall_dir = self.instance_dir / "events" / "syscalls"  # type: ignore[operator]
+        if not self.tids:
+            self.levels["syscall"] = _Level(False, "no workload thread id given: the syscall level is absent")
+            return
+        if not syscall_dir.is_dir():
+            self.levels["syscall"] = _Level(False, "the kernel has no syscall tracepoints (CONFIG_FTRACE_SYSCALLS)")
+            return
+        tid_filter = " || ".join(f"common_pid == {tid}" for tid in self.tids)
+        names = [f"sys_{side}_{call}" for call in self.syscalls for side in ("enter", "exit")]
+        present = [n for n in names if (syscall_dir / n).is_dir()]
+        for name in present:
+            self._enable(f"syscalls/{name}", tid_filter)
+        missing = sorted(set(names) - set(present))
+        reason = f"threads {', '.join(map(str, self.tids))}" + (f"; not on this kernel: {missing}" if missing else "")
+        self.levels["syscall"] = _Level(True, reason, present)
+
+    def _enable(self, event: str, event_filter: str) -> None:
+        self._write(f"events/{event}/filter", event_filter)
+        self._write(f"events/{event}/enable", "1")
+        self._enabled.append(event.split("/", 1)[1])
+
+    def _write(self, rel: str, value: str) -> None:
+        path = self.instance_dir / rel  # type: ignore[operator]
+        try:
+            with open(path, "w") as f:
+                f.write(value)
+        except OSError as exc:
+            raise CaptureError(f"writing {value!r} to {path} failed: {exc.strerror}") from exc
+
+    def _read(self, rel: str) -> str:
+        return (self.instance_dir / rel).read_text()  # type: ignore[operator]
+
+    # -- teardown
+
+    def _teardown(self) -> list[Exception]:
+        """Stop recording, drain what is left, count losses, remove the instance; each step
+        runs even if an earlier one failed."""
+        self._guard.tearing_down = True
+        errors: list[Exception] = []
+        for step in (self._stop_drain, self._stop_recording, self._read_losses, self._remove_instance):
+            try:
+                step()
+            except Exception as exc:  # keep going: the instance must still be removed
+                errors.append(exc)
+        self._summarise()
+        self._guard.restore()
+        return errors
+
+    def _instance_exists(self) -> bool:
+        return self.instance_dir is not None and self.instance_dir.is_dir()
+
+    def _stop_recording(self) -> None:
+        if not self._instance_exists():
+            return
+        self._write("tracing_on", "0")
+        self._write("events/enable", "0")
+
+    def _stop_drain(self) -> None:
+        if self._drain is not None:
+            self._drain.stop()
+
+    def _read_losses(self) -> None:
+        if not self._instance_exists():
+            return
+        total = 0
+        for stats in sorted((self.instance_dir / "per_cpu").glob("cpu*/stats")):  # type: ignore[operator]
+            total += lost_in_stats(stats.read_text())
+        self._lost_stats = total
+
+    def _remove_instance(self) -> None:
+        if self.instance_dir is not None:
+            remove_instance(self.instance_dir)  # type: ignore[arg-type]
+
+    def _summarise(self) -> None:
+        drain = self._drain
+        lost = max(self._lost_stats, drain.lost_lines if drain else 0)
+        self.trace_summary = {"events": drain.lines if drain else 0, "lost_events": lost}
+
+    # -- reporting
+
+    def describe(self) -> dict:
+        """What summary.json records about the capture (``trace`` plus how it was made)."""
+        return {
+            **(self.trace_summary or {"events": 0, "lost_events": 0}),
+            "file": TRACE_FILE,
+            "instance": self.instance_name,
+            "clock": TRACE_CLOCK,
+            "buffer_kb_per_cpu": self.buffer_kb,
+            "levels": {k: {"captured": v.captured, "reason": v.reason, "events": v.events} for k, v in self.levels.items()},
+            "event_counts": dict(self._drain.counts) if self._drain else {},
+        }
+
+
+def lost_in_stats(text: str) -> int:
+    """Events a per-CPU ring buffer lost: overwritten (overrun), lost while committing
+    (commit overrun) and dropped when full (dropped events)."""
+    values = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    keys = ("overrun", "commit overrun", "dropped events")
+    return sum(int(values[k].strip()) for k in keys if k in values)
+
+
+def remove_instance(instance_dir: Path) -> None:
+    """rmdir a tracefs instance, retrying briefly: it is busy while any of its files (the
+    engine's trace_marker, a reader of trace_pipe) is still open."""
+    for attempt in range(20):
+        try:
+            os.rmdir(instance_dir)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if attempt == 19:
+                raise CaptureError(
+                    f"could not remove tracefs instance {instance_dir}: {exc.strerror} (a file of it is still open)"
+                ) from exc
+            time.sleep(0.1)
+
+
+def remove_dead_instances() -> list[str]:
+    """rmdir every ``sqlwa-<pid>-<token>`` tracefs instance whose process is dead."""
+    root = tracefs_root()
+    if root is None:
+        return []
+    removed = []
+    for instance in sorted((root / "instances").iterdir()):
+        match = INSTANCE_RE.match(instance.name)
+        if not match or not pid_is_dead(int(match.group(1))):
+            continue
+        try:
+            (instance / "tracing_on").write_text("0")
+            (instance / "events" / "enable").write_text("0")
+            remove_instance(instance)
+            removed.append(f"removed tracefs instance {instance.name}")
+        except (OSError, CaptureError) as exc:
+            removed.append(f"failed to clean up tracefs instance {instance.name}: {exc}")
+    return removed
