@@ -267,6 +267,7 @@ class TraceCapture:
     def __enter__(self) -> "TraceCapture":
         root = require_tracefs()
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._refuse_out_dir_on_traced_device()
         self.instance_dir = root / "instances" / self.instance_name
         try:
             self._guard.install()
@@ -297,6 +298,14 @@ class TraceCapture:
             )
 
     # -- setup
+
+    def _refuse_out_dir_on_traced_device(self) -> None:
+        """Writing trace.txt onto the device being traced would record itself."""
+        if self.dev is not None and os.stat(self.out_dir).st_dev == os.makedev(*self.dev):
+            raise CaptureError(
+                f"the output directory {self.out_dir} is on the traced device {self.dev[0]}:{self.dev[1]}",
+                "write the run's output outside the lab filesystem",
+            )
 
     def _start(self) -> None:
         self._progress("instance")

@@ -33,6 +33,7 @@ import os
 import random
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import stat
@@ -175,8 +176,8 @@ def run_tool(argv: Sequence[str], what: str, hint: str | None = None) -> subproc
     except FileNotFoundError as exc:
         raise LabError(f"{what}: {argv[0]} not found", hint or f"install the package providing {argv[0]}") from exc
     except subprocess.CalledProcessError as exc:
-        detail = (exc.stderr or exc.stdout or "").strip().splitlines()
-        reason = detail[-1] if detail else f"exit code {exc.returncode}"
+        detail = " ".join(line.strip() for line in (exc.stderr or exc.stdout or "").splitlines() if line.strip())
+        reason = detail or f"exit code {exc.returncode}"
         raise LabError(f"{what} failed: {' '.join(argv)}: {reason}", hint) from exc
 
 
@@ -388,7 +389,7 @@ def _checked_mount_opts(opts: Iterable[str]) -> tuple[str, ...]:
 
 def _checked_workdir(workdir: str | os.PathLike | None) -> str:
     base = os.path.realpath(workdir if workdir is not None else tempfile.gettempdir())
-    if _is_device(base) or base == "/dev" or base.startswith("/dev/"):
+    if _is_device(base):
         raise LabError(
             f"refusing {base}: it is a device; the lab never formats a given device or path, "
             "only an image file it creates itself",
@@ -420,8 +421,8 @@ class LabFilesystem:
         self,
         fs: str,
         image_size: str | int = "1G",
-        mkfs_opts: Sequence[str] = (),
-        mount_opts: Sequence[str] = (),
+        mkfs_opts: Sequence[str] | str = (),
+        mount_opts: Sequence[str] | str = (),
         fill_pct: float = 0,
         workdir: str | os.PathLike | None = None,
         direct_io: bool = True,
@@ -434,6 +435,10 @@ class LabFilesystem:
         self.fs = fs
         self.spec = FILESYSTEMS[fs]
         self.image_size = parse_size(image_size)
+        if isinstance(mkfs_opts, str):  # "-O fast_commit" as typed on the command line
+            mkfs_opts = shlex.split(mkfs_opts)
+        if isinstance(mount_opts, str):  # "noatime,barrier=0"
+            mount_opts = [mount_opts]
         self.user_mkfs_opts = _refuse_device_tokens(mkfs_opts)
         self.mount_opts = self.spec.mount_opts + _checked_mount_opts(mount_opts)
         self.fill_pct = fill_pct
@@ -454,13 +459,11 @@ class LabFilesystem:
         self.mount_options: str | None = None
         self.fill: dict | None = None
         self._image_identity: tuple[int, int] | None = None
-        self._entered = False
 
     # -- context manager
 
     def __enter__(self) -> "LabFilesystem":
         require_filesystem(self.fs)
-        self._entered = True
         try:
             self._guard.install()
             self._setup()
