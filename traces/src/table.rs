@@ -328,7 +328,7 @@ pub struct EventTable {
     pub ret: Vec<i64>,
     /// Offsets into `text_data` (len + 1 entries once non-empty): raw marker text,
     /// syscall arguments, message text; empty for block rows.
-    pub text_offsets: Vec<u64>,
+    pub text_offsets: Vec<i64>,
     pub text_data: Vec<u8>,
     pub comms: Dictionary,
     pub rwbs_values: Dictionary,
@@ -415,7 +415,7 @@ impl EventTable {
         self.fd.push(e.fd);
         self.ret.push(e.ret);
         self.text_data.extend_from_slice(text);
-        self.text_offsets.push(self.text_data.len() as u64);
+        self.text_offsets.push(self.text_data.len() as i64);
     }
 
     pub fn action_at(&self, i: usize) -> Action {
@@ -478,7 +478,7 @@ impl EventTable {
         self.name.extend(other.name.iter().map(|&c| name_map[c as usize]));
         self.fd.extend_from_slice(&other.fd);
         self.ret.extend_from_slice(&other.ret);
-        let base = self.text_data.len() as u64;
+        let base = self.text_data.len() as i64;
         self.text_data.extend_from_slice(&other.text_data);
         self.text_offsets.extend(other.text_offsets[1..].iter().map(|&o| o + base));
     }

@@ -4,6 +4,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
+mod traces;
+
 create_exception!(_native, SqlwaError, PyException, "Base of every error sqlwa raises.");
 create_exception!(_native, ScenarioError, SqlwaError, "A scenario is unknown, unreadable or invalid.");
 create_exception!(_native, ConfigError, SqlwaError, "A setting has a value sqlwa cannot use.");
@@ -20,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WorkloadError", py.get_type::<WorkloadError>())?;
     m.add("TraceParseError", py.get_type::<TraceParseError>())?;
     m.add("Interrupted", py.get_type::<Interrupted>())?;
+    traces::register(m)?;
     Ok(())
 }

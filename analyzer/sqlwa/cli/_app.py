@@ -29,4 +29,5 @@ def main() -> None:
 def register_commands() -> None:
     """Import every command module so it attaches itself to :data:`main`."""
     from sqlwa.cli import run  # noqa: F401
+    from sqlwa.cli import parse  # noqa: F401
     from sqlwa.cli import lab  # noqa: F401

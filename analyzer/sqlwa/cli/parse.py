@@ -1,0 +1,72 @@
+"""``sqlwa parse``: turn block traces into one Parquet event table and summarise them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from sqlwa import traceparse
+from sqlwa.cli._app import main
+from sqlwa.errors import UsageError
+
+
+@main.command("parse")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(traceparse.FORMATS), default="auto", show_default=True,
+    help="Trace format; auto detects blktrace binary, blkparse text and ftrace text.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the event table to this Parquet file.")
+@click.option("--lenient", is_flag=True, help="Skip and count unparsable records instead of failing.")
+def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool) -> None:
+    """Parse TRACE... (blktrace per-CPU files or their base name, blkparse text, ftrace
+    text) into one event table, print a per-action / per-operation summary, and write
+    it as Parquet with -o."""
+    if output is not None and output.parent and not output.parent.exists():
+        raise UsageError(f"output directory {output.parent} does not exist")
+    events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
+    if output is not None:
+        events.write_parquet(output)
+    print_summary(events, report, output)
+
+
+def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> None:
+    console = Console()
+    formats = sorted({fmt for _, fmt in report["files"]})
+    console.print(
+        f"[bold]{report['events']:,}[/] events from {len(report['files'])} file(s) ({', '.join(formats)})"
+        + (f" → {output}" if output else "")
+    )
+    block = events.filter(pl.col("kind") == "block")
+    console.print(count_table("action", report["per_action"], block, "action"))
+    console.print(count_table("operation", report["per_operation"], block, "operation"))
+    if set(report["per_kind"]) - {"block"}:
+        console.print(count_table("kind", report["per_kind"], None, None))
+    if report["lost_events"]:
+        console.print(f"[red]the tracer lost {report['lost_events']:,} events[/]")
+    if report["bad_records"]:
+        console.print(f"[yellow]{report['bad_records']:,} bad records skipped (--lenient); first:[/]")
+        for message in report["bad_messages"][:5]:
+            console.print(f"  {message}", markup=False)
+
+
+def count_table(title: str, counts: dict, block: pl.DataFrame | None, column: str | None) -> Table:
+    table = Table(title=f"per {title}", title_justify="left")
+    table.add_column(title)
+    table.add_column("events", justify="right")
+    if block is not None:
+        table.add_column("bytes", justify="right")
+        byte_sums = dict(
+            block.group_by(pl.col(column).cast(pl.String)).agg(pl.col("bytes").sum()).iter_rows()
+        )
+    for key, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        row = [key or "(none)", f"{n:,}"]
+        if block is not None:
+            row.append(f"{byte_sums.get(key, 0):,}")
+        table.add_row(*row)
+    return table
