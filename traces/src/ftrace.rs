@@ -47,9 +47,15 @@ fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> 
         return Ok(());
     }
     let h = parse_header(line)?;
+    let e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
+    let rest = h.rest.trim_ascii_start();
+    if rest.starts_with(b"sys_") {
+        if let Some(()) = push_syscall_print_format(table, &e, rest, h.comm)? {
+            return Ok(());
+        }
+    }
     let mut c = Cursor::new(h.rest);
     let first = c.word().ok_or("nothing after the timestamp")?;
-    let e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
     if let Some(name) = first.strip_suffix(b":") {
         c.skip_spaces();
         push_named_event(table, e, name, c.rest(), h.comm)
@@ -124,7 +130,7 @@ fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u
     } else if let Some(sys) = name.strip_prefix(b"sys_exit_") {
         e.kind = RecordKind::SyscallExit;
         name_code = table.names.intern(sys);
-        e.ret = parse_hex(body.trim_ascii()).map(|v| v as i64).ok_or("bad syscall return value")?;
+        e.ret = parse_number(body.trim_ascii()).map(|v| v as i64).ok_or("bad syscall return value")?;
     } else {
         e.kind = RecordKind::Other;
         name_code = table.names.intern(name);
@@ -132,6 +138,40 @@ fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u
     let comm_code = table.comms.intern(comm);
     table.push(&e, comm_code, 0, name_code, body);
     Ok(())
+}
+
+/// The syscall events' own print format: `sys_write(fd: 3, buf: 0x7f…, count: 0x28)` on
+/// entry and `sys_write -> 0x28` on exit. `Ok(None)` if `rest` is not in that form.
+fn push_syscall_print_format(table: &mut EventTable, e: &Event, rest: &[u8], comm: &[u8]) -> Result<Option<()>, &'static str> {
+    let name_end = rest.iter().position(|&b| b == b'(' || b == b' ' || b == b':').unwrap_or(rest.len());
+    let name = &rest[4..name_end];
+    let mut e = e.clone();
+    let body;
+    if rest.get(name_end) == Some(&b'(') {
+        let args = &rest[name_end + 1..];
+        body = args.strip_suffix(b")").ok_or("unclosed syscall argument list")?;
+        e.kind = RecordKind::SyscallEnter;
+        parse_syscall_args(&mut e, body);
+    } else if let Some(ret) = rest[name_end..].strip_prefix(b" -> ") {
+        body = ret.trim_ascii();
+        e.kind = RecordKind::SyscallExit;
+        e.ret = parse_number(body).map(|v| v as i64).ok_or("bad syscall return value")?;
+    } else {
+        return Ok(None);
+    }
+    let name_code = table.names.intern(name);
+    let comm_code = table.comms.intern(comm);
+    table.push(&e, comm_code, 0, name_code, body);
+    Ok(Some(()))
+}
+
+/// `0x1f` (hex) or `31` (decimal), as syscall tracepoints print arguments.
+fn parse_number(s: &[u8]) -> Option<u64> {
+    if s.starts_with(b"0x") {
+        parse_hex(s)
+    } else {
+        parse_u64(s)
+    }
 }
 
 /// `sqlwa txn_begin i=3 …` → `txn_begin`; foreign markers have no event word.
@@ -149,7 +189,7 @@ fn parse_syscall_args(e: &mut Event, body: &[u8]) {
     for arg in body.split(|&b| b == b',') {
         let Some(colon) = memchr::memchr(b':', arg) else { continue };
         let key = arg[..colon].trim_ascii();
-        let Some(value) = parse_hex(arg[colon + 1..].trim_ascii()) else { continue };
+        let Some(value) = parse_number(arg[colon + 1..].trim_ascii()) else { continue };
         match key {
             b"fd" => e.fd = value as u32 as i32 as i64,
             b"count" | b"nbytes" | b"len" | b"length" => e.aux = value,
@@ -284,6 +324,20 @@ mod tests {
         assert_eq!(t.ret[4], -2);
         assert_eq!(t.comm_at(0), "sqlwa-run");
         assert_eq!((t.kind_at(5), t.name_at(5)), (RecordKind::Other, "sched_switch"));
+    }
+
+    #[test]
+    fn syscall_print_format_of_newer_kernels() {
+        let (t, _) = parse(
+            "         python3-21901   [001] .....  7285.608394: sys_openat(dfd: 0xffffff9c, filename: 0x7fc27dd9f4d0, flags: 0x80001, mode: 0)\n\
+                      python3-21901   [001] .....  7285.608417: sys_openat -> 0x3\n\
+                      python3-21901   [001] .....  7285.608437: sys_write(fd: 3, buf: 0x7fc27e0175c0, count: 0x28)\n\
+                      python3-21901   (-------) [001]   7285.608439: sys_unlink -> 0xfffffffffffffffe\n",
+        );
+        assert_eq!((t.kind_at(0), t.name_at(0), t.fd[0]), (RecordKind::SyscallEnter, "openat", crate::table::NO_I64));
+        assert_eq!((t.kind_at(1), t.name_at(1), t.ret[1]), (RecordKind::SyscallExit, "openat", 3));
+        assert_eq!((t.fd[2], t.aux[2], t.text_at(2)), (3, 0x28, "fd: 3, buf: 0x7fc27e0175c0, count: 0x28"));
+        assert_eq!((t.name_at(3), t.ret[3]), ("unlink", -2));
     }
 
     #[test]
