@@ -123,6 +123,7 @@ struct GenFile {
     max: Option<i64>,
     start: Option<i64>,
     value: Option<toml::Value>,
+    column: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -142,6 +143,9 @@ pub enum Generator {
     /// The same value every time.
     Literal(Value),
     Null,
+    /// The value generated last, in this transaction, for the column of that name by an
+    /// earlier operation (e.g. update the conversation a message was just inserted into).
+    SameAs { column: String },
 }
 
 /// The five kinds of operation.
@@ -168,6 +172,8 @@ impl OpKind {
 /// logical (payload the app asked to store: inserted/updated column values).
 #[derive(Clone, Debug)]
 pub struct Param {
+    /// the column it is stored into or compared with
+    pub column: String,
     pub generator: Generator,
     pub stores_payload: bool,
 }
@@ -397,7 +403,27 @@ impl Builder<'_> {
     }
 
     fn operations(&self, ops: &[OpFile], tables: &[String], setup: bool) -> Result<Vec<Operation>, EngineError> {
-        ops.iter().map(|op| self.operation(op, tables, setup)).collect()
+        let mut compiled: Vec<Operation> = Vec::new();
+        for op in ops {
+            let next = self.operation(op, tables, setup)?;
+            self.check_same_as(op, &next, &compiled, setup)?;
+            compiled.push(next);
+        }
+        Ok(compiled)
+    }
+
+    /// `same_as` needs an earlier operation of the transaction to generate that column.
+    fn check_same_as(&self, file: &OpFile, op: &Operation, earlier: &[Operation], setup: bool) -> Result<(), EngineError> {
+        for param in &op.params {
+            if let Generator::SameAs { column } = &param.generator {
+                let known = earlier.iter().flat_map(|o| &o.params).any(|p| &p.column == column);
+                if setup || !known {
+                    let msg = format!("column {}: same_as '{column}' needs an earlier [[txn]] operation that generates column {column}", param.column);
+                    return Err(self.at(file.op.span(), msg));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn operation(&self, op: &OpFile, tables: &[String], setup: bool) -> Result<Operation, EngineError> {
@@ -505,7 +531,7 @@ impl Builder<'_> {
     fn push_params(&self, gens: &BTreeMap<String, Spanned<GenFile>>, stores_payload: bool, params: &mut Vec<Param>) -> Result<(), EngineError> {
         for (column, spec) in gens {
             let generator = self.generator(column, spec)?;
-            params.push(Param { generator, stores_payload });
+            params.push(Param { column: column.clone(), generator, stores_payload });
         }
         Ok(())
     }
@@ -533,13 +559,17 @@ impl Builder<'_> {
             },
             "seq" => Generator::Seq { start: g.start.unwrap_or(1) },
             "null" => Generator::Null,
+            "same_as" => match &g.column {
+                Some(c) => Generator::SameAs { column: c.clone() },
+                None => return Err(err("same_as needs `column`".into())),
+            },
             "literal" => Generator::Literal(match &g.value {
                 Some(toml::Value::String(s)) => Value::Text(s.clone()),
                 Some(toml::Value::Integer(i)) => Value::Integer(*i),
                 Some(toml::Value::Float(f)) => Value::Real(*f),
                 _ => return Err(err("literal needs `value` (a string or number)".into())),
             }),
-            other => return Err(err(format!("unknown value kind '{other}' (expected one of: text, blob, int, seq, literal, null)"))),
+            other => return Err(err(format!("unknown value kind '{other}' (expected one of: text, blob, int, seq, literal, null, same_as)"))),
         })
     }
 }
@@ -602,6 +632,8 @@ pub struct Workload<'s> {
     rng: SplitMix64,
     /// next value of each `seq` generator, indexed [op][param]
     seqs: Vec<Vec<i64>>,
+    /// the last value generated per column in the current transaction (for `same_as`)
+    last: Vec<(String, Value)>,
 }
 
 const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
@@ -622,11 +654,12 @@ impl<'s> Workload<'s> {
             .iter()
             .map(|op| op.params.iter().map(|p| if let Generator::Seq { start } = p.generator { start } else { 0 }).collect())
             .collect();
-        Workload { ops, rng: SplitMix64::new(seed), seqs }
+        Workload { ops, rng: SplitMix64::new(seed), seqs, last: Vec::new() }
     }
 
     /// The statements of the next transaction.
     pub fn next_txn(&mut self) -> Vec<Statement> {
+        self.last.clear();
         let mut out = Vec::new();
         for op in 0..self.ops.len() {
             for _ in 0..self.ops[op].repeat {
@@ -642,6 +675,7 @@ impl<'s> Workload<'s> {
         let mut params = Vec::with_capacity(self.ops[op].params.len());
         for (i, param) in self.ops[op].params.iter().enumerate() {
             let value = self.value(&param.generator, op, i);
+            self.remember(&param.column, &value);
             if param.stores_payload {
                 logical_bytes += payload_bytes(&value);
             }
@@ -650,8 +684,19 @@ impl<'s> Workload<'s> {
         Statement { op, params, logical_bytes }
     }
 
+    fn remember(&mut self, column: &str, value: &Value) {
+        match self.last.iter_mut().find(|(c, _)| c == column) {
+            Some(slot) => slot.1 = value.clone(),
+            None => self.last.push((column.to_string(), value.clone())),
+        }
+    }
+
     fn value(&mut self, generator: &Generator, op: usize, index: usize) -> Value {
         match generator {
+            // validated: an earlier operation of the transaction generated it
+            Generator::SameAs { column } => {
+                self.last.iter().find(|(c, _)| c == column).map_or(Value::Null, |(_, v)| v.clone())
+            }
             Generator::Text { min, max } => {
                 let len = self.rng.between(*min, *max) as usize;
                 let text = (0..len).map(|_| ALNUM[(self.rng.next_u64() % ALNUM.len() as u64) as usize] as char).collect();

@@ -145,3 +145,24 @@ keep_newest = 5"#)).unwrap();
     let stmts = w.next_txn();
     assert_eq!(stmts.iter().map(|s| s.logical_bytes).collect::<Vec<_>>(), vec![12, 0, 0]);
 }
+
+#[test]
+fn messenger_updates_the_conversation_it_wrote_to() {
+    let s = Scenario::builtin("messenger").unwrap();
+    assert_eq!(s.txn[1].sql, "UPDATE conversations SET last_message = ?, last_time = ? WHERE id = ?");
+    let mut w = sqlwa_workloads::scenario::Workload::new(&s, 3);
+    for _ in 0..20 {
+        let txn = w.next_txn();
+        // insert params (alphabetical): body, conversation_id, sender, sent_at
+        let (insert, update) = (&txn[0].params, &txn[1].params);
+        assert_eq!(update[0], insert[0], "last_message = body");
+        assert_eq!(update[1], insert[3], "last_time = sent_at");
+        assert_eq!(update[2], insert[1], "id = conversation_id");
+    }
+}
+
+#[test]
+fn same_as_needs_an_earlier_operation() {
+    let err = parse(&with_txn("op = \"update\"\ntable = \"items\"\nset = { body = { kind = \"same_as\", column = \"nope\" } }")).unwrap_err();
+    assert!(err.to_string().contains("same_as 'nope' needs an earlier"), "{err}");
+}
