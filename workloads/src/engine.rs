@@ -85,9 +85,11 @@ pub fn run(
     shared.set_current_txn(-1);
     let closed = conn.close().map_err(|(_, e)| EngineError::sql("(closing the database)", e));
     drop(vfs);
-    mark(&sink, |m| m.run_end())?;
+    let ended = mark(&sink, |m| m.run_end());
+    // The first failure is the one to report.
     let (commits, mut info) = result?;
     closed?;
+    ended?;
     if shared.marker_errors() > 0 {
         let path = sink.as_ref().map(|s| s.path().to_path_buf()).unwrap_or_default();
         return Err(EngineError::io(path, format!("{} marker lines could not be written", shared.marker_errors())));
@@ -190,11 +192,8 @@ impl Runner<'_> {
         let mode = self.pragma_value("journal_mode")?;
         let wanted = self.settings.journal.as_str();
         if mode != wanted {
-            return Err(EngineError::InvalidSetting {
-                name: "journal_mode".into(),
-                value: wanted.into(),
-                allowed: vec![format!("(SQLite kept '{mode}' for this database)")],
-            });
+            let message = format!("SQLite kept journal_mode '{mode}' for this database");
+            return Err(EngineError::sql(format!("PRAGMA journal_mode={wanted}"), message));
         }
         Ok(())
     }

@@ -170,7 +170,9 @@ struct ShimContext {
 /// A registered counting VFS; unregisters itself on drop. Every connection opened with
 /// `name()` must be closed before this is dropped.
 pub struct CountingVfs {
-    vfs: Box<ffi::sqlite3_vfs>,
+    /// from Box::into_raw: SQLite links it into its VFS list (writes pNext), so Rust
+    /// holds no reference to it while registered; freed in Drop after unregistering.
+    vfs: *mut ffi::sqlite3_vfs,
     name: String,
     _c_name: CString,
     _context: Box<ShimContext>,
@@ -215,11 +217,13 @@ impl CountingVfs {
             xGetSystemCall: None,
             xNextSystemCall: None,
         });
-        let vfs_ptr = &*vfs as *const ffi::sqlite3_vfs as *mut ffi::sqlite3_vfs;
+        let vfs = Box::into_raw(vfs);
         // SAFETY: the struct, its name and its context are heap allocations owned by the
         // returned guard, which unregisters before freeing them.
-        let rc = unsafe { ffi::sqlite3_vfs_register(vfs_ptr, 0) };
+        let rc = unsafe { ffi::sqlite3_vfs_register(vfs, 0) };
         if rc != ffi::SQLITE_OK {
+            // SAFETY: not registered, so SQLite holds no pointer to it.
+            drop(unsafe { Box::from_raw(vfs) });
             return Err(EngineError::sql("sqlite3_vfs_register", format!("error code {rc}")));
         }
         Ok(CountingVfs { vfs, name, _c_name: c_name, _context: context })
@@ -233,9 +237,12 @@ impl CountingVfs {
 
 impl Drop for CountingVfs {
     fn drop(&mut self) {
-        let vfs_ptr = &*self.vfs as *const ffi::sqlite3_vfs as *mut ffi::sqlite3_vfs;
-        // SAFETY: registered in `register`; no connection uses it any more (see type doc).
-        unsafe { ffi::sqlite3_vfs_unregister(vfs_ptr) };
+        // SAFETY: registered in `register`; no connection uses it any more (see type doc),
+        // and once unregistered SQLite keeps no pointer to it.
+        unsafe {
+            ffi::sqlite3_vfs_unregister(self.vfs);
+            drop(Box::from_raw(self.vfs));
+        }
     }
 }
 

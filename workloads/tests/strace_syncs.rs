@@ -8,7 +8,7 @@
 //! difference between the two isolates the extra commits.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use sqlwa_workloads::{run, JournalMode, RunSettings, Scenario, SyncMode};
 
@@ -75,6 +75,7 @@ fn traced_run(journal: JournalMode, sync: SyncMode, txns: u64) -> (u64, u64) {
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", "strace_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{journal} {sync} {txns} {}", dir.path().display()))
+        .stdout(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success(), "child run failed");
