@@ -4,6 +4,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
+mod workloads;
+
 mod traces;
 
 create_exception!(_native, SqlwaError, PyException, "Base of every error sqlwa raises.");
@@ -22,6 +24,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WorkloadError", py.get_type::<WorkloadError>())?;
     m.add("TraceParseError", py.get_type::<TraceParseError>())?;
     m.add("Interrupted", py.get_type::<Interrupted>())?;
+    workloads::register(m)?;
     traces::register(m)?;
     Ok(())
 }

@@ -1,0 +1,3 @@
+from sqlwa.cli import main
+
+main()

@@ -1,0 +1,76 @@
+"""summary.json: the per-run figures, computed from the per-commit table.
+
+The names here are a contract later stages extend (see the README's "summary.json"
+section). Per-commit figures are means over measured (non-warm-up) commits.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from sqlwa.engine import FILE_KINDS
+
+SCHEMA_VERSION = 1
+KIND_FIELDS = ("write_calls", "write_bytes", "sync_calls", "truncate_calls", "delete_calls")
+LATENCY_QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
+
+
+def vfs_total(field: str) -> pl.Expr:
+    """Sum of one VFS counter over every file kind, per commit."""
+    return pl.sum_horizontal([pl.col(f"vfs_{kind}_{field}") for kind in FILE_KINDS])
+
+
+def with_vfs_totals(commits: pl.DataFrame) -> pl.DataFrame:
+    """Add vfs_write_calls / vfs_write_bytes / vfs_sync_calls columns (all file kinds)."""
+    return commits.with_columns(
+        vfs_total("write_calls").alias("vfs_write_calls"),
+        vfs_total("write_bytes").alias("vfs_write_bytes"),
+        vfs_total("sync_calls").alias("vfs_sync_calls"),
+    )
+
+
+def mean_of(frame: pl.DataFrame, column: str) -> float:
+    if frame.height == 0:
+        return 0.0
+    return float(frame[column].mean())
+
+
+def per_commit_means(measured: pl.DataFrame) -> dict[str, float]:
+    names = ("logical_bytes", "vfs_write_calls", "vfs_write_bytes", "vfs_sync_calls")
+    return {name: mean_of(measured, name) for name in names}
+
+
+def vfs_by_file(measured: pl.DataFrame) -> dict[str, dict[str, float]]:
+    """Per-commit means by file kind; temp/other appear only when SQLite used them."""
+    result = {}
+    for kind in FILE_KINDS:
+        figures = {field: mean_of(measured, f"vfs_{kind}_{field}") for field in KIND_FIELDS}
+        if kind in ("db", "journal", "wal", "shm") or any(figures.values()):
+            result[kind] = figures
+    return result
+
+
+def latency_ms(measured: pl.DataFrame) -> dict[str, float]:
+    if measured.height == 0:
+        return {name: 0.0 for name in (*LATENCY_QUANTILES, "max")}
+    ms = measured["latency_ns"].cast(pl.Float64) / 1e6
+    figures = {name: float(ms.quantile(q, interpolation="linear")) for name, q in LATENCY_QUANTILES.items()}
+    figures["max"] = float(ms.max())
+    return figures
+
+
+def build_summary(config: dict, commits: pl.DataFrame, levels: list[str], **sections) -> dict:
+    """The summary.json document for one run; ``sections`` adds later stages' parts."""
+    measured = commits.filter(~pl.col("warmup"))
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "config": config,
+        "levels": levels,
+        "commits": measured.height,
+        "warmup_commits": commits.height - measured.height,
+        "per_commit": per_commit_means(measured),
+        "vfs_by_file": vfs_by_file(measured),
+        "latency_ms": latency_ms(measured),
+    }
+    summary.update(sections)
+    return summary
