@@ -1,7 +1,9 @@
 """One measurement run, from request to the files in the output directory.
 
 A run without ``--fs`` measures the VFS level only, in a scratch directory (a fresh
-temporary one, or one made inside ``--dir``) that is removed afterwards.
+temporary one, or one made inside ``--dir``) that is removed afterwards. A run with
+``--fs`` makes a fresh lab filesystem, traces block requests, the SQL thread's syscalls
+and the engine's markers in one tracefs instance, and cuts the trace into commit windows.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +20,8 @@ from typing import Callable, Iterator
 
 import polars as pl
 
-from sqlwa import engine, environment
-from sqlwa.errors import UsageError
+from sqlwa import capture, engine, environment, lab, traceparse, windows
+from sqlwa.errors import TraceLossError, UsageError
 from sqlwa.summary import build_summary, with_vfs_totals
 
 ProgressFn = Callable[[int, int], None]
@@ -31,6 +34,13 @@ class RunRequest:
     out_dir: Path = Path("sqlwa-out")
     dir: Path | None = None
     keep_db: bool = False
+    fs: str | None = None
+    image_size: str = "1G"
+    mkfs_opts: str = ""
+    mount_opts: str = ""
+    fill_pct: float = 0
+    allow_loss: bool = False
+    buffer_kb: int = capture.DEFAULT_BUFFER_KB
 
 
 @dataclass
@@ -98,6 +108,12 @@ def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame) -> None:
 
 def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
     """Run the request's workload and write summary.json and commits.parquet."""
+    if request.fs:
+        return execute_in_lab(request, progress)
+    return execute_vfs_only(request, progress)
+
+
+def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
     scenario = engine.load_scenario(request.scenario)
     out_dir = ensure_writable_dir(request.out_dir, "output directory")
     with scratch_dir(request.dir, request.keep_db) as work_dir:
@@ -107,4 +123,92 @@ def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutco
         config = run_config(request, result.info, work_dir, measured)
     summary = build_summary(config, commits, levels=["vfs"])
     write_outputs(out_dir, summary, commits)
+    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
+
+
+def preflight_lab(request: RunRequest) -> None:
+    """Say everything a lab run lacks before anything is made."""
+    if request.dir is not None:
+        raise UsageError("--dir and --fs exclude each other", "use --fs for a lab run, or --dir for a VFS-only run")
+    lab.require_root(f"--fs {request.fs} (loop devices, mkfs, mount and tracefs)")
+    lab.require_filesystem(request.fs)
+    capture.require_tracefs()
+
+
+def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict:
+    config = run_config(request, info, Path(fs["mountpoint"]), measured)
+    config.update(
+        fs=request.fs,
+        fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",
+        mount_options=fs["mount_options"],
+        lab=fs,
+    )
+    return config
+
+
+def capture_run(request: RunRequest, scenario, out_dir: Path, fs: lab.LabFilesystem, progress):
+    """Run the workload inside one capture; returns (result, capture, loss error or None)."""
+    dev = (fs.dev_major, fs.dev_minor) if fs.loop_device else None
+    loss = None
+    cap = capture.TraceCapture(
+        out_dir, dev=dev, pid=threading.get_native_id(), allow_loss=request.allow_loss, buffer_kb=request.buffer_kb
+    )
+    try:
+        with cap:
+            result = engine.run_workload(
+                scenario, request.settings, Path(fs.mountpoint), marker_path=Path(cap.marker_path), progress=progress
+            )
+            # Inside the capture: deferred writeback and journal commits are part of the bill.
+            capture.sync_fs(fs.mountpoint)
+    except TraceLossError as exc:
+        loss = exc
+    return result, cap, loss
+
+
+def trace_levels(cap: capture.TraceCapture) -> list[str]:
+    levels = ["vfs"]
+    for level in ("syscall", "block"):
+        if cap.levels.get(level) and cap.levels[level].captured:
+            levels.append(level)
+    return levels
+
+
+def analyse_trace(cap: capture.TraceCapture, commits: pl.DataFrame, dev, levels: list[str]):
+    """Per-commit syscall and block figures from the raw capture, joined onto ``commits``."""
+    events, report = traceparse.parse(cap.trace_path, format="ftrace")
+    wins = windows.commit_windows(events)
+    joined = commits.join(wins.drop("warmup"), on="index", how="left")
+    amortized = None
+    if "syscall" in levels:
+        tid = windows.run_tid(events)
+        joined = joined.join(windows.syscalls_per_commit(events, wins, tid), on="index", how="left")
+    if "block" in levels:
+        joined = joined.join(windows.block_per_commit(events, wins, dev), on="index", how="left")
+        amortized = windows.amortized_write_bytes(events, wins, dev)
+    return joined, report, amortized
+
+
+def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+    scenario = engine.load_scenario(request.scenario)
+    out_dir = ensure_writable_dir(request.out_dir, "output directory")
+    preflight_lab(request)
+    with lab.LabFilesystem(
+        request.fs, image_size=request.image_size, mkfs_opts=request.mkfs_opts,
+        mount_opts=request.mount_opts, fill_pct=request.fill_pct,
+    ) as fs:
+        result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
+        fs_facts = fs.describe()
+        dev = (fs.dev_major, fs.dev_minor) if fs.loop_device else None
+    levels = trace_levels(cap)
+    commits, report, amortized = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels)
+    measured = commits.filter(~pl.col("warmup")).height
+    config = lab_config(request, result.info, fs_facts, measured)
+    trace = {**cap.describe(), "parse": report}
+    summary = build_summary(config, commits, levels=levels, trace=trace)
+    if amortized is not None:
+        summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
+        summary["amortized"] = amortized
+    write_outputs(out_dir, summary, commits)
+    if loss is not None:
+        raise loss
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)

@@ -35,8 +35,15 @@ def mean_of(frame: pl.DataFrame, column: str) -> float:
     return float(frame[column].mean())
 
 
+VFS_MEANS = ("logical_bytes", "vfs_write_calls", "vfs_write_bytes", "vfs_sync_calls")
+# Present only when the level was captured: an absent level is absent, never 0.
+SYSCALL_MEANS = ("fsync_calls", "fdatasync_calls", "pwrite_calls", "pwrite_bytes", "ftruncate_calls", "unlink_calls")
+BLOCK_MEANS = ("write_requests", "write_bytes", "flush_requests", "fua_writes", "read_requests", "read_bytes",
+               "discard_requests")
+
+
 def per_commit_means(measured: pl.DataFrame) -> dict[str, float]:
-    names = ("logical_bytes", "vfs_write_calls", "vfs_write_bytes", "vfs_sync_calls")
+    names = [*VFS_MEANS, *(n for n in (*SYSCALL_MEANS, *BLOCK_MEANS) if n in measured.columns)]
     return {name: mean_of(measured, name) for name in names}
 
 

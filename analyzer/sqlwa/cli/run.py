@@ -66,6 +66,15 @@ class ProgressBar:
 @click.option("--mmap-size", type=int, help="PRAGMA mmap_size (bytes).")
 @click.option("--pragma", "extra_pragmas", multiple=True, metavar="NAME[=VALUE]", help="Any other PRAGMA; repeatable.")
 @click.option("--think-time-ms", type=click.FloatRange(min=0), help="Pause between transactions.")
+@click.option("--fs", type=click.Choice(("ext4", "ext4-journal", "ext4-writeback", "xfs", "btrfs", "f2fs", "tmpfs")),
+              help="Measure on a fresh filesystem of this kind on a loop device, tracing block requests "
+                   "and syscalls (needs root and tracefs). ext4 = data=ordered.")
+@click.option("--image-size", default="1G", show_default=True, metavar="SIZE", help="Size of the lab image (--fs).")
+@click.option("--mkfs-opts", default="", metavar="OPTS", help="Extra mkfs options, e.g. '-O fast_commit' (--fs).")
+@click.option("--mount-opts", default="", metavar="OPTS", help="Extra mount options, e.g. 'noatime,barrier=0' (--fs).")
+@click.option("--fill", "fill_pct", type=click.FloatRange(0, 99), default=0, metavar="PCT",
+              help="Fill the lab filesystem to PCT%% with files before the workload (--fs).")
+@click.option("--allow-loss", is_flag=True, help="Keep a run whose trace lost events instead of failing it.")
 @click.option("--dir", "run_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Run in a fresh sub-directory of this existing directory (VFS level only) "
                    "[default: a fresh temporary directory].")
@@ -75,8 +84,8 @@ class ProgressBar:
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def run(scenario, journal, sync, txns, warmup, seed, page_size, cache_size, wal_autocheckpoint,
-        journal_size_limit, locking_mode, mmap_size, extra_pragmas, think_time_ms, run_dir, out_dir,
-        keep_db, no_vfs_count, as_json):
+        journal_size_limit, locking_mode, mmap_size, extra_pragmas, think_time_ms, fs, image_size, mkfs_opts,
+        mount_opts, fill_pct, allow_loss, run_dir, out_dir, keep_db, no_vfs_count, as_json):
     """Run one SQLite workload and report what each commit cost.
 
     \b
@@ -85,10 +94,14 @@ def run(scenario, journal, sync, txns, warmup, seed, page_size, cache_size, wal_
       sqlwa run -j wal --sync normal -n 2000
       sqlwa run -s messenger --dir /data/tmp --out results/messenger
       sqlwa run -s ./my-app.toml --pragma temp_store=memory
+      sudo sqlwa run --fs ext4 -j wal             # + syscall and block levels on a fresh ext4
+      sudo sqlwa run --fs xfs --fill 85 --mount-opts noatime
 
     Writes OUT/summary.json (means per commit) and OUT/commits.parquet (one row per
     transaction). Without a lab filesystem only the VFS level is measured: SQLite's own
     writes and syncs per file, counted by a shim inside the engine; no root needed.
+    With --fs the syscall and block levels are traced too, and the raw trace is kept in
+    OUT/trace.txt for re-analysis.
     """
     settings = engine.RunSettings(
         journal=journal.lower(), sync=sync.lower(), txns=txns, warmup=warmup, seed=seed,
@@ -99,7 +112,8 @@ def run(scenario, journal, sync, txns, warmup, seed, page_size, cache_size, wal_
     request = runner.RunRequest(
         scenario=scenario, settings=settings,
         out_dir=out_dir or default_out_dir(scenario, settings.journal, settings.sync),
-        dir=run_dir, keep_db=keep_db,
+        dir=run_dir, keep_db=keep_db, fs=fs, image_size=image_size, mkfs_opts=mkfs_opts,
+        mount_opts=mount_opts, fill_pct=fill_pct, allow_loss=allow_loss,
     )
     with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
         outcome = runner.execute(request, progress=bar)
