@@ -598,6 +598,61 @@ mod tests {
     }
 
     #[test]
+    fn failed_open_is_reported_not_crashed() {
+        let shared = VfsShared::new(None);
+        let vfs = CountingVfs::register(shared.clone()).unwrap();
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+        let result = Connection::open_with_flags_and_vfs("/nonexistent-dir/x.db", flags, vfs.name());
+        assert!(result.is_err());
+        assert_eq!(shared.snapshot().db.open_calls, 0);
+    }
+
+    #[test]
+    fn temp_files_count_as_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = VfsShared::new(None);
+        let vfs = CountingVfs::register(shared.clone()).unwrap();
+        let conn = open(&vfs, &dir.path().join("t.db"));
+        // a temp table in a file-backed temp database, large enough to spill from cache
+        conn.execute_batch(
+            "PRAGMA temp_store=FILE; CREATE TEMP TABLE big(x); PRAGMA temp.cache_size=2;
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 2000)
+             INSERT INTO big SELECT randomblob(200) FROM n;",
+        )
+        .unwrap();
+        let counts = shared.snapshot();
+        assert!(counts.temp.open_calls >= 1 && counts.temp.write_calls > 0, "{counts:?}");
+        drop(conn);
+    }
+
+    #[test]
+    fn markers_carry_the_current_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker_path = dir.path().join("markers");
+        let sink = Arc::new(MarkerSink::open(&marker_path).unwrap());
+        let shared = VfsShared::new(Some(sink));
+        let vfs = CountingVfs::register(shared.clone()).unwrap();
+        let conn = open(&vfs, &dir.path().join("m.db"));
+        conn.execute_batch("PRAGMA journal_mode=TRUNCATE; PRAGMA synchronous=NORMAL; CREATE TABLE t(x)").unwrap();
+        shared.set_current_txn(7);
+        conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        shared.set_current_txn(-1);
+        drop(conn);
+        let text = std::fs::read_to_string(&marker_path).unwrap();
+        let in_txn: Vec<&str> = text.lines().filter(|l| l.contains(" i=7 ")).collect();
+        let kinds: Vec<String> = in_txn.iter().map(|l| l.split(' ').take(4).collect::<Vec<_>>().join(" ")).collect();
+        assert_eq!(
+            kinds,
+            [
+                "sqlwa sync_begin i=7 kind=journal", "sqlwa sync_end i=7 kind=journal",
+                "sqlwa sync_begin i=7 kind=db", "sqlwa sync_end i=7 kind=db",
+                "sqlwa trunc_begin i=7 kind=journal", "sqlwa trunc_end i=7 kind=journal",
+            ]
+        );
+        assert_eq!(shared.marker_errors(), 0);
+    }
+
+    #[test]
     fn two_shims_coexist_and_unregister() {
         let a = CountingVfs::register(VfsShared::new(None)).unwrap();
         let b = CountingVfs::register(VfsShared::new(None)).unwrap();
