@@ -21,7 +21,14 @@ struct Sample {
 
 fn measure(dir: &Path, journal: JournalMode, count_vfs: bool, txns: u64) -> Sample {
     let scenario = Scenario::builtin("mobibench-insert").expect("built-in scenario");
-    let settings = RunSettings { journal, sync: SyncMode::Off, txns: Some(txns), warmup: Some(100), count_vfs, ..Default::default() };
+    let settings = RunSettings {
+        journal,
+        sync: SyncMode::Off,
+        txns: Some(txns),
+        warmup: Some(100),
+        count_vfs,
+        ..Default::default()
+    };
     let cpu_start = thread_cpu_ns();
     let out = run(&scenario, &settings, dir, None, &mut |_| true).unwrap_or_else(|e| panic!("{e}"));
     let cpu_ns = thread_cpu_ns() - cpu_start;
@@ -37,22 +44,37 @@ fn measure(dir: &Path, journal: JournalMode, count_vfs: bool, txns: u64) -> Samp
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let base = PathBuf::from(args.get(1).map(String::as_str).unwrap_or("/dev/shm/sqlwa-shim-bench"));
+    let base = PathBuf::from(
+        args.get(1)
+            .map(String::as_str)
+            .unwrap_or("/dev/shm/sqlwa-shim-bench"),
+    );
     let txns: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20_000);
     let reps: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(7);
-    println!("mobibench-insert, synchronous=OFF, {txns} txns x {reps} interleaved repetitions, in {}", base.display());
+    println!(
+        "mobibench-insert, synchronous=OFF, {txns} txns x {reps} interleaved repetitions, in {}",
+        base.display()
+    );
     let mut worst_cost = f64::NEG_INFINITY;
     for journal in [JournalMode::Delete, JournalMode::Wal] {
         let (mut with, mut without) = (Vec::new(), Vec::new());
         let (mut cpu_with, mut cpu_without) = (Vec::new(), Vec::new());
         for rep in 0..reps {
             // alternate which variant goes first
-            for count_vfs in if rep % 2 == 0 { [true, false] } else { [false, true] } {
+            for count_vfs in if rep % 2 == 0 {
+                [true, false]
+            } else {
+                [false, true]
+            } {
                 let dir = base.join(format!("{journal}-{rep}-{count_vfs}"));
                 let sample = measure(&dir, journal, count_vfs, txns);
                 std::fs::remove_dir_all(&dir).ok();
@@ -73,15 +95,27 @@ fn main() {
         worst_cost = worst_cost.max(cost);
         println!("journal={journal:<6} without shim: {wo:>9.0} commits/s   with shim: {w:>9.0} commits/s   (medians)");
         println!("  with/without ratio {ratio:.3} (median of paired runs): shim cost {cost:+.2}%");
-        let cpu_ratio = median(cpu_with.iter().zip(&cpu_without).map(|(a, b)| a / b).collect());
+        let cpu_ratio = median(
+            cpu_with
+                .iter()
+                .zip(&cpu_without)
+                .map(|(a, b)| a / b)
+                .collect(),
+        );
         println!(
             "  CPU per commit: without {:.2} us, with {:.2} us (medians): shim CPU cost {:+.2}%",
             median(cpu_without.clone()),
             median(cpu_with.clone()),
             (cpu_ratio - 1.0) * 100.0
         );
-        println!("  runs without: {:?}", without.iter().map(|r| r.round()).collect::<Vec<_>>());
-        println!("  runs with:    {:?}", with.iter().map(|r| r.round()).collect::<Vec<_>>());
+        println!(
+            "  runs without: {:?}",
+            without.iter().map(|r| r.round()).collect::<Vec<_>>()
+        );
+        println!(
+            "  runs with:    {:?}",
+            with.iter().map(|r| r.round()).collect::<Vec<_>>()
+        );
     }
     let verdict = if worst_cost <= 5.0 { "within" } else { "OVER" };
     println!("worst shim cost {worst_cost:+.2}% ({verdict} the 5% target)");

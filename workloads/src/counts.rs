@@ -15,8 +15,14 @@ pub enum FileKind {
 }
 
 impl FileKind {
-    pub const ALL: [FileKind; 6] =
-        [FileKind::Db, FileKind::Journal, FileKind::Wal, FileKind::Shm, FileKind::Temp, FileKind::Other];
+    pub const ALL: [FileKind; 6] = [
+        FileKind::Db,
+        FileKind::Journal,
+        FileKind::Wal,
+        FileKind::Shm,
+        FileKind::Temp,
+        FileKind::Other,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -116,7 +122,9 @@ impl VfsCounts {
 
     /// All kinds added up.
     pub fn total(&self) -> KindCounts {
-        FileKind::ALL.iter().fold(KindCounts::default(), |acc, k| acc.add(self.get(*k)))
+        FileKind::ALL
+            .iter()
+            .fold(KindCounts::default(), |acc, k| acc.add(self.get(*k)))
     }
 
     /// `self - earlier`, per kind.

@@ -77,13 +77,25 @@ pub fn run(
     let shared = VfsShared::new(sink.clone());
     let db_path = create_db_file(dir, &scenario.name)?;
     // Declared before the connection so it is dropped (unregistered) after it.
-    let vfs = settings.count_vfs.then(|| CountingVfs::register(shared.clone())).transpose()?;
+    let vfs = settings
+        .count_vfs
+        .then(|| CountingVfs::register(shared.clone()))
+        .transpose()?;
     let (pid, tid) = (std::process::id(), current_tid());
     mark(&sink, |m| m.run_begin(pid, tid))?;
     let conn = open(&db_path, vfs.as_ref())?;
-    let result = Runner { scenario, settings, conn: &conn, shared: &shared, sink: &sink }.run_all(progress);
+    let result = Runner {
+        scenario,
+        settings,
+        conn: &conn,
+        shared: &shared,
+        sink: &sink,
+    }
+    .run_all(progress);
     shared.set_current_txn(-1);
-    let closed = conn.close().map_err(|(_, e)| EngineError::sql("(closing the database)", e));
+    let closed = conn
+        .close()
+        .map_err(|(_, e)| EngineError::sql("(closing the database)", e));
     drop(vfs);
     let ended = mark(&sink, |m| m.run_end());
     // The first failure is the one to report.
@@ -91,8 +103,17 @@ pub fn run(
     closed?;
     ended?;
     if shared.marker_errors() > 0 {
-        let path = sink.as_ref().map(|s| s.path().to_path_buf()).unwrap_or_default();
-        return Err(EngineError::io(path, format!("{} marker lines could not be written", shared.marker_errors())));
+        let path = sink
+            .as_ref()
+            .map(|s| s.path().to_path_buf())
+            .unwrap_or_default();
+        return Err(EngineError::io(
+            path,
+            format!(
+                "{} marker lines could not be written",
+                shared.marker_errors()
+            ),
+        ));
     }
     info.db_path = db_path;
     info.pid = pid;
@@ -101,9 +122,14 @@ pub fn run(
     Ok(RunOutput { info, commits })
 }
 
-fn mark(sink: &Option<Arc<MarkerSink>>, write: impl FnOnce(&MarkerSink) -> std::io::Result<()>) -> Result<(), EngineError> {
+fn mark(
+    sink: &Option<Arc<MarkerSink>>,
+    write: impl FnOnce(&MarkerSink) -> std::io::Result<()>,
+) -> Result<(), EngineError> {
     match sink {
-        Some(s) => write(s).map_err(|e| EngineError::io(s.path(), format!("cannot write marker: {e}"))),
+        Some(s) => {
+            write(s).map_err(|e| EngineError::io(s.path(), format!("cannot write marker: {e}")))
+        }
         None => Ok(()),
     }
 }
@@ -111,17 +137,26 @@ fn mark(sink: &Option<Arc<MarkerSink>>, write: impl FnOnce(&MarkerSink) -> std::
 /// Creates the (empty) database file; refuses an existing one so no result is ever
 /// measured on a database left over from another run.
 fn create_db_file(dir: &Path, name: &str) -> Result<PathBuf, EngineError> {
-    std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, format!("cannot create directory: {e}")))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| EngineError::io(dir, format!("cannot create directory: {e}")))?;
     let path = dir.join(format!("{name}.db"));
-    OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AlreadyExists => EngineError::io(&path, "database already exists; refusing to overwrite it"),
-        _ => EngineError::io(&path, format!("cannot create database: {e}")),
-    })?;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                EngineError::io(&path, "database already exists; refusing to overwrite it")
+            }
+            _ => EngineError::io(&path, format!("cannot create database: {e}")),
+        })?;
     Ok(path)
 }
 
 fn open(path: &Path, vfs: Option<&CountingVfs>) -> Result<Connection, EngineError> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = match vfs {
         Some(v) => Connection::open_with_flags_and_vfs(path, flags, v.name()),
         None => Connection::open_with_flags(path, flags),
@@ -138,7 +173,10 @@ struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    fn run_all(&self, progress: &mut dyn FnMut(Progress) -> bool) -> Result<(Vec<CommitRecord>, RunInfo), EngineError> {
+    fn run_all(
+        &self,
+        progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<(Vec<CommitRecord>, RunInfo), EngineError> {
         let seed = self.settings.seed.unwrap_or(self.scenario.seed);
         self.apply_pragmas()?;
         self.create_schema(seed)?;
@@ -172,12 +210,25 @@ impl Runner<'_> {
         pragmas.push(format!("PRAGMA synchronous={}", s.sync.as_str()));
         let optional = [
             ("cache_size", s.cache_size.map(|v| v.to_string())),
-            ("wal_autocheckpoint", s.wal_autocheckpoint.map(|v| v.to_string())),
-            ("journal_size_limit", s.journal_size_limit.map(|v| v.to_string())),
-            ("locking_mode", s.locking_mode.map(|v| v.as_str().to_string())),
+            (
+                "wal_autocheckpoint",
+                s.wal_autocheckpoint.map(|v| v.to_string()),
+            ),
+            (
+                "journal_size_limit",
+                s.journal_size_limit.map(|v| v.to_string()),
+            ),
+            (
+                "locking_mode",
+                s.locking_mode.map(|v| v.as_str().to_string()),
+            ),
             ("mmap_size", s.mmap_size.map(|v| v.to_string())),
         ];
-        pragmas.extend(optional.iter().filter_map(|(n, v)| v.as_ref().map(|v| format!("PRAGMA {n}={v}"))));
+        pragmas.extend(
+            optional
+                .iter()
+                .filter_map(|(n, v)| v.as_ref().map(|v| format!("PRAGMA {n}={v}"))),
+        );
         for extra in &s.extra_pragmas {
             pragmas.push(pragma_statement(extra)?);
         }
@@ -193,14 +244,20 @@ impl Runner<'_> {
         let wanted = self.settings.journal.as_str();
         if mode != wanted {
             let message = format!("SQLite kept journal_mode '{mode}' for this database");
-            return Err(EngineError::sql(format!("PRAGMA journal_mode={wanted}"), message));
+            return Err(EngineError::sql(
+                format!("PRAGMA journal_mode={wanted}"),
+                message,
+            ));
         }
         Ok(())
     }
 
     /// Runs a statement to completion, discarding rows (PRAGMAs may return some).
     fn query_all(&self, sql: &str) -> Result<(), EngineError> {
-        let mut stmt = self.conn.prepare(sql).map_err(|e| EngineError::sql(sql, e))?;
+        let mut stmt = self
+            .conn
+            .prepare(sql)
+            .map_err(|e| EngineError::sql(sql, e))?;
         let mut rows = stmt.query([]).map_err(|e| EngineError::sql(sql, e))?;
         while rows.next().map_err(|e| EngineError::sql(sql, e))?.is_some() {}
         Ok(())
@@ -209,7 +266,9 @@ impl Runner<'_> {
     fn pragma_value(&self, name: &str) -> Result<String, EngineError> {
         let sql = format!("PRAGMA {name}");
         self.conn
-            .query_row(&sql, [], |row| row.get::<_, rusqlite::types::Value>(0).map(value_text))
+            .query_row(&sql, [], |row| {
+                row.get::<_, rusqlite::types::Value>(0).map(value_text)
+            })
             .map_err(|e| EngineError::sql(sql, e))
     }
 
@@ -217,7 +276,9 @@ impl Runner<'_> {
     fn create_schema(&self, seed: u64) -> Result<(), EngineError> {
         self.exec("BEGIN")?;
         for sql in &self.scenario.schema {
-            self.conn.execute_batch(sql).map_err(|e| EngineError::sql(sql, e))?;
+            self.conn
+                .execute_batch(sql)
+                .map_err(|e| EngineError::sql(sql, e))?;
         }
         let mut setup = Workload::setup(self.scenario, seed);
         for (i, op) in self.scenario.setup.iter().enumerate() {
@@ -229,13 +290,17 @@ impl Runner<'_> {
     }
 
     fn exec(&self, sql: &str) -> Result<(), EngineError> {
-        self.conn.execute_batch(sql).map_err(|e| EngineError::sql(sql, e))
+        self.conn
+            .execute_batch(sql)
+            .map_err(|e| EngineError::sql(sql, e))
     }
 
     fn execute(&self, op: &Operation, stmt: &Statement) -> Result<(), EngineError> {
         let fail = |e| EngineError::sql(&op.sql, e);
         let mut prepared = self.conn.prepare_cached(&op.sql).map_err(fail)?;
-        let mut rows = prepared.query(params_from_iter(stmt.params.iter())).map_err(fail)?;
+        let mut rows = prepared
+            .query(params_from_iter(stmt.params.iter()))
+            .map_err(fail)?;
         while rows.next().map_err(fail)?.is_some() {}
         Ok(())
     }
@@ -246,10 +311,21 @@ impl Runner<'_> {
             .query_row("SELECT sqlite_source_id()", [], |r| r.get::<_, String>(0))
             .map_err(|e| EngineError::sql("SELECT sqlite_source_id()", e))?;
         let mut options = Vec::new();
-        let mut stmt = self.conn.prepare("PRAGMA compile_options").map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
-        let mut rows = stmt.query([]).map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
-        while let Some(row) = rows.next().map_err(|e| EngineError::sql("PRAGMA compile_options", e))? {
-            options.push(row.get::<_, String>(0).map_err(|e| EngineError::sql("PRAGMA compile_options", e))?);
+        let mut stmt = self
+            .conn
+            .prepare("PRAGMA compile_options")
+            .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
+        let mut rows = stmt
+            .query([])
+            .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
+        while let Some(row) = rows
+            .next()
+            .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?
+        {
+            options.push(
+                row.get::<_, String>(0)
+                    .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?,
+            );
         }
         let pragmas = REPORTED_PRAGMAS
             .iter()
@@ -269,9 +345,16 @@ impl Runner<'_> {
         })
     }
 
-    fn transactions(&self, seed: u64, progress: &mut dyn FnMut(Progress) -> bool) -> Result<Vec<CommitRecord>, EngineError> {
+    fn transactions(
+        &self,
+        seed: u64,
+        progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<Vec<CommitRecord>, EngineError> {
         let (warmup, total) = (self.warmup_count(), self.total_txns());
-        let think = self.settings.think_time_ms.unwrap_or(self.scenario.think_time_ms);
+        let think = self
+            .settings
+            .think_time_ms
+            .unwrap_or(self.scenario.think_time_ms);
         let mut workload = Workload::new(self.scenario, seed);
         let mut commits = Vec::with_capacity(total as usize);
         let mut last_report: Option<Instant> = None;
@@ -292,11 +375,18 @@ impl Runner<'_> {
     }
 
     /// One transaction between its markers; VFS counts are the snapshot difference.
-    fn transaction(&self, index: u64, warmup: bool, statements: &[Statement]) -> Result<CommitRecord, EngineError> {
+    fn transaction(
+        &self,
+        index: u64,
+        warmup: bool,
+        statements: &[Statement],
+    ) -> Result<CommitRecord, EngineError> {
         self.shared.set_current_txn(index as i64);
         let before = self.shared.snapshot();
         let start_ns = match self.sink {
-            Some(s) => s.txn_begin(index, warmup).map_err(|e| EngineError::io(s.path(), e))?,
+            Some(s) => s
+                .txn_begin(index, warmup)
+                .map_err(|e| EngineError::io(s.path(), e))?,
             None => monotonic_ns(),
         };
         let explicit = !self.scenario.autocommit;

@@ -6,16 +6,28 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("unknown scenario '{name}' (available: {})", available.join(", "))]
-    UnknownScenario { name: String, available: Vec<String> },
+    UnknownScenario {
+        name: String,
+        available: Vec<String>,
+    },
 
     #[error("scenario file {origin}, line {line}, column {column}: {message}")]
-    ScenarioParse { origin: String, line: usize, column: usize, message: String },
+    ScenarioParse {
+        origin: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
 
     #[error("scenario {origin}: {message}")]
     InvalidScenario { origin: String, message: String },
 
     #[error("invalid value '{value}' for {name} (allowed: {})", allowed.join(", "))]
-    InvalidSetting { name: String, value: String, allowed: Vec<String> },
+    InvalidSetting {
+        name: String,
+        value: String,
+        allowed: Vec<String>,
+    },
 
     #[error("{}: {message}", path.display())]
     Io { path: PathBuf, message: String },
@@ -35,7 +47,8 @@ impl EngineError {
                 "pass one of the built-in names, or the path of a scenario .toml file".into()
             }
             EngineError::ScenarioParse { .. } => {
-                "fix the TOML at that position; workloads/scenarios/README.md documents the format".into()
+                "fix the TOML at that position; workloads/scenarios/README.md documents the format"
+                    .into()
             }
             EngineError::InvalidScenario { .. } => {
                 "correct the scenario; workloads/scenarios/README.md documents every field".into()
@@ -47,20 +60,29 @@ impl EngineError {
                 format!("use one of: {} for {name}", allowed.join(", "))
             }
             EngineError::Io { .. } => {
-                "choose a writable directory that does not already hold this scenario's database".into()
+                "choose a writable directory that does not already hold this scenario's database"
+                    .into()
             }
             EngineError::Sql { .. } => {
                 "fix the statement in the scenario (schema or operation) or the extra PRAGMA".into()
             }
-            EngineError::Interrupted => "the run was stopped before it finished; run it again".into(),
+            EngineError::Interrupted => {
+                "the run was stopped before it finished; run it again".into()
+            }
         }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, err: impl std::fmt::Display) -> Self {
-        EngineError::Io { path: path.into(), message: err.to_string() }
+        EngineError::Io {
+            path: path.into(),
+            message: err.to_string(),
+        }
     }
 
     pub(crate) fn sql(statement: impl Into<String>, err: impl std::fmt::Display) -> Self {
-        EngineError::Sql { statement: statement.into(), message: err.to_string() }
+        EngineError::Sql {
+            statement: statement.into(),
+            message: err.to_string(),
+        }
     }
 }

@@ -46,7 +46,10 @@ impl MarkerSink {
             .create(true)
             .open(path)
             .map_err(|e| EngineError::io(path, format!("cannot open marker file: {e}")))?;
-        Ok(MarkerSink { file, path: path.to_path_buf() })
+        Ok(MarkerSink {
+            file,
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -61,13 +64,19 @@ impl MarkerSink {
         buf.push(b'\n');
         let written = (&self.file).write(&buf)?;
         if written != buf.len() {
-            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "short marker write"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                "short marker write",
+            ));
         }
         Ok(())
     }
 
     pub fn run_begin(&self, pid: u32, tid: u32) -> std::io::Result<()> {
-        self.write_line(&format!("sqlwa run_begin pid={pid} tid={tid} t={}", monotonic_ns()))
+        self.write_line(&format!(
+            "sqlwa run_begin pid={pid} tid={tid} t={}",
+            monotonic_ns()
+        ))
     }
 
     pub fn run_end(&self) -> std::io::Result<()> {
@@ -77,7 +86,10 @@ impl MarkerSink {
     /// Written just before the transaction starts; returns the timestamp it carries.
     pub fn txn_begin(&self, index: u64, warmup: bool) -> std::io::Result<u64> {
         let t = monotonic_ns();
-        self.write_line(&format!("sqlwa txn_begin i={index} warmup={} t={t}", u8::from(warmup)))?;
+        self.write_line(&format!(
+            "sqlwa txn_begin i={index} warmup={} t={t}",
+            u8::from(warmup)
+        ))?;
         Ok(t)
     }
 
@@ -88,19 +100,27 @@ impl MarkerSink {
 
     pub fn sync_begin(&self, txn: i64, kind: FileKind, flags: i32) -> std::io::Result<()> {
         let (k, f, t) = (kind.as_str(), sync_flags_label(flags), monotonic_ns());
-        self.write_line(&format!("sqlwa sync_begin i={txn} kind={k} flags={f} t={t}"))
+        self.write_line(&format!(
+            "sqlwa sync_begin i={txn} kind={k} flags={f} t={t}"
+        ))
     }
 
     /// The end marker of a sync, truncate or delete (`op` = "sync", "trunc", "delete").
     pub fn op_end(&self, op: &str, txn: i64, kind: FileKind, rc: i32) -> std::io::Result<()> {
         let t = monotonic_ns();
-        self.write_line(&format!("sqlwa {op}_end i={txn} kind={} rc={rc} t={t}", kind.as_str()))
+        self.write_line(&format!(
+            "sqlwa {op}_end i={txn} kind={} rc={rc} t={t}",
+            kind.as_str()
+        ))
     }
 
     /// The begin marker of a truncate or delete (`op` = "trunc", "delete").
     pub fn op_begin(&self, op: &str, txn: i64, kind: FileKind) -> std::io::Result<()> {
         let t = monotonic_ns();
-        self.write_line(&format!("sqlwa {op}_begin i={txn} kind={} t={t}", kind.as_str()))
+        self.write_line(&format!(
+            "sqlwa {op}_begin i={txn} kind={} t={t}",
+            kind.as_str()
+        ))
     }
 }
 

@@ -16,11 +16,23 @@ use crate::EngineError;
 
 /// The built-in scenarios, embedded at compile time.
 const BUILTINS: &[(&str, &str)] = &[
-    ("mobibench-insert", include_str!("../scenarios/mobibench-insert.toml")),
-    ("mobibench-update", include_str!("../scenarios/mobibench-update.toml")),
-    ("mobibench-delete", include_str!("../scenarios/mobibench-delete.toml")),
+    (
+        "mobibench-insert",
+        include_str!("../scenarios/mobibench-insert.toml"),
+    ),
+    (
+        "mobibench-update",
+        include_str!("../scenarios/mobibench-update.toml"),
+    ),
+    (
+        "mobibench-delete",
+        include_str!("../scenarios/mobibench-delete.toml"),
+    ),
     ("messenger", include_str!("../scenarios/messenger.toml")),
-    ("contacts-sync", include_str!("../scenarios/contacts-sync.toml")),
+    (
+        "contacts-sync",
+        include_str!("../scenarios/contacts-sync.toml"),
+    ),
     ("feed-cache", include_str!("../scenarios/feed-cache.toml")),
     ("kv-prefs", include_str!("../scenarios/kv-prefs.toml")),
 ];
@@ -133,19 +145,32 @@ struct GenFile {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Generator {
     /// Random lower-case alphanumeric text, length uniform in `min..=max` bytes.
-    Text { min: u64, max: u64 },
+    Text {
+        min: u64,
+        max: u64,
+    },
     /// Random bytes, length uniform in `min..=max`.
-    Blob { min: u64, max: u64 },
+    Blob {
+        min: u64,
+        max: u64,
+    },
     /// Uniform integer in `min..=max`.
-    Int { min: i64, max: i64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
     /// start, start+1, ... (one counter per generator, continued across transactions).
-    Seq { start: i64 },
+    Seq {
+        start: i64,
+    },
     /// The same value every time.
     Literal(Value),
     Null,
     /// The value generated last, in this transaction, for the column of that name by an
     /// earlier operation (e.g. update the conversation a message was just inserted into).
-    SameAs { column: String },
+    SameAs {
+        column: String,
+    },
 }
 
 /// The five kinds of operation.
@@ -217,7 +242,10 @@ impl Scenario {
     /// A built-in scenario by name.
     pub fn builtin(name: &str) -> Result<Scenario, EngineError> {
         let (_, text) = BUILTINS.iter().find(|(n, _)| *n == name).ok_or_else(|| {
-            EngineError::UnknownScenario { name: name.into(), available: builtin_names() }
+            EngineError::UnknownScenario {
+                name: name.into(),
+                available: builtin_names(),
+            }
         })?;
         Scenario::from_toml_str(text, &format!("builtin:{name}"))
     }
@@ -258,7 +286,11 @@ impl Scenario {
         for i in 0..txns {
             for stmt in workload.next_txn() {
                 let params: Vec<String> = stmt.params.iter().map(render_value).collect();
-                lines.push(format!("{i} {} [{}]", self.txn[stmt.op].sql, params.join(", ")));
+                lines.push(format!(
+                    "{i} {} [{}]",
+                    self.txn[stmt.op].sql,
+                    params.join(", ")
+                ));
             }
         }
         lines
@@ -266,7 +298,9 @@ impl Scenario {
 
     /// A hash of `render(seed, txns)`: equal seeds give equal hashes.
     pub fn stream_hash(&self, seed: u64, txns: u64) -> u64 {
-        self.render(seed, txns).iter().fold(FNV_OFFSET, |h, line| fnv1a(h, line.as_bytes()))
+        self.render(seed, txns)
+            .iter()
+            .fold(FNV_OFFSET, |h, line| fnv1a(h, line.as_bytes()))
     }
 }
 
@@ -309,17 +343,29 @@ impl Builder<'_> {
     /// An error at a position in the file.
     fn at(&self, span: Range<usize>, message: impl Into<String>) -> EngineError {
         let (line, column) = line_col(self.text, span.start);
-        EngineError::ScenarioParse { origin: self.origin.into(), line, column, message: message.into() }
+        EngineError::ScenarioParse {
+            origin: self.origin.into(),
+            line,
+            column,
+            message: message.into(),
+        }
     }
 
     fn invalid(&self, message: impl Into<String>) -> EngineError {
-        EngineError::InvalidScenario { origin: self.origin.into(), message: message.into() }
+        EngineError::InvalidScenario {
+            origin: self.origin.into(),
+            message: message.into(),
+        }
     }
 
     fn build(&self, file: ScenarioFile) -> Result<Scenario, EngineError> {
         let name = self.check_name(&file.name)?;
         let schema = self.schema(&file.tables, &file.indexes)?;
-        let tables: Vec<String> = file.tables.iter().map(|t| t.name.get_ref().clone()).collect();
+        let tables: Vec<String> = file
+            .tables
+            .iter()
+            .map(|t| t.name.get_ref().clone())
+            .collect();
         let setup = self.operations(&file.setup, &tables, true)?;
         let txn = self.operations(&file.txn, &tables, false)?;
         if txn.is_empty() {
@@ -328,7 +374,9 @@ impl Builder<'_> {
         let autocommit = file.autocommit.as_ref().is_some_and(|a| *a.get_ref());
         let statements: u64 = txn.iter().map(|op| op.repeat).sum();
         if let (Some(flag), true) = (&file.autocommit, autocommit && statements != 1) {
-            let msg = format!("autocommit = true needs exactly one statement per transaction, not {statements}");
+            let msg = format!(
+                "autocommit = true needs exactly one statement per transaction, not {statements}"
+            );
             return Err(self.at(flag.span(), msg));
         }
         if !(file.think_time_ms.is_finite() && file.think_time_ms >= 0.0) {
@@ -352,21 +400,36 @@ impl Builder<'_> {
 
     fn check_name(&self, name: &Spanned<String>) -> Result<String, EngineError> {
         let n = name.get_ref();
-        let ok = !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) && !n.starts_with('.');
+        let ok = !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && !n.starts_with('.');
         if !ok {
             return Err(self.at(name.span(), format!("name '{n}' must be letters, digits, '-', '_' or '.' (it names the database file)")));
         }
         Ok(n.clone())
     }
 
-    fn pragmas(&self, pragmas: &BTreeMap<String, Spanned<toml::Value>>) -> Result<Vec<(String, String)>, EngineError> {
+    fn pragmas(
+        &self,
+        pragmas: &BTreeMap<String, Spanned<toml::Value>>,
+    ) -> Result<Vec<(String, String)>, EngineError> {
         let mut out = Vec::new();
         for (name, value) in pragmas {
             let text = match value.get_ref() {
                 toml::Value::Integer(i) => i.to_string(),
                 toml::Value::Boolean(b) => i32::from(*b).to_string(),
-                toml::Value::String(s) if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => s.clone(),
-                _ => return Err(self.at(value.span(), format!("pragma {name}: value must be an integer, boolean or a plain word"))),
+                toml::Value::String(s)
+                    if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                {
+                    s.clone()
+                }
+                _ => {
+                    return Err(self.at(
+                        value.span(),
+                        format!("pragma {name}: value must be an integer, boolean or a plain word"),
+                    ))
+                }
             };
             if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(self.at(value.span(), format!("'{name}' is not a pragma name")));
@@ -378,31 +441,63 @@ impl Builder<'_> {
         Ok(out)
     }
 
-    fn schema(&self, tables: &[TableFile], indexes: &[IndexFile]) -> Result<Vec<String>, EngineError> {
+    fn schema(
+        &self,
+        tables: &[TableFile],
+        indexes: &[IndexFile],
+    ) -> Result<Vec<String>, EngineError> {
         let mut sql = Vec::new();
         for table in tables {
             let name = table.name.get_ref();
             sql.push(match (&table.sql, table.columns.is_empty()) {
                 (Some(s), true) => s.trim().to_string(),
                 (None, false) => format!("CREATE TABLE {name} ({})", table.columns.join(", ")),
-                _ => return Err(self.at(table.name.span(), format!("table {name}: give either `columns` or `sql`, not both or neither"))),
+                _ => {
+                    return Err(self.at(
+                        table.name.span(),
+                        format!(
+                            "table {name}: give either `columns` or `sql`, not both or neither"
+                        ),
+                    ))
+                }
             });
         }
         for index in indexes {
             let table = index.table.get_ref();
-            if !tables.iter().any(|t| t.name.get_ref().eq_ignore_ascii_case(table)) {
-                return Err(self.at(index.table.span(), format!("index {}: no table '{table}' in the schema", index.name.get_ref())));
+            if !tables
+                .iter()
+                .any(|t| t.name.get_ref().eq_ignore_ascii_case(table))
+            {
+                return Err(self.at(
+                    index.table.span(),
+                    format!(
+                        "index {}: no table '{table}' in the schema",
+                        index.name.get_ref()
+                    ),
+                ));
             }
             if index.columns.is_empty() {
-                return Err(self.at(index.name.span(), format!("index {}: `columns` is empty", index.name.get_ref())));
+                return Err(self.at(
+                    index.name.span(),
+                    format!("index {}: `columns` is empty", index.name.get_ref()),
+                ));
             }
             let unique = if index.unique { "UNIQUE " } else { "" };
-            sql.push(format!("CREATE {unique}INDEX {} ON {table} ({})", index.name.get_ref(), index.columns.join(", ")));
+            sql.push(format!(
+                "CREATE {unique}INDEX {} ON {table} ({})",
+                index.name.get_ref(),
+                index.columns.join(", ")
+            ));
         }
         Ok(sql)
     }
 
-    fn operations(&self, ops: &[OpFile], tables: &[String], setup: bool) -> Result<Vec<Operation>, EngineError> {
+    fn operations(
+        &self,
+        ops: &[OpFile],
+        tables: &[String],
+        setup: bool,
+    ) -> Result<Vec<Operation>, EngineError> {
         let mut compiled: Vec<Operation> = Vec::new();
         for op in ops {
             let next = self.operation(op, tables, setup)?;
@@ -413,10 +508,19 @@ impl Builder<'_> {
     }
 
     /// `same_as` needs an earlier operation of the transaction to generate that column.
-    fn check_same_as(&self, file: &OpFile, op: &Operation, earlier: &[Operation], setup: bool) -> Result<(), EngineError> {
+    fn check_same_as(
+        &self,
+        file: &OpFile,
+        op: &Operation,
+        earlier: &[Operation],
+        setup: bool,
+    ) -> Result<(), EngineError> {
         for param in &op.params {
             if let Generator::SameAs { column } = &param.generator {
-                let known = earlier.iter().flat_map(|o| &o.params).any(|p| &p.column == column);
+                let known = earlier
+                    .iter()
+                    .flat_map(|o| &o.params)
+                    .any(|p| &p.column == column);
                 if setup || !known {
                     let msg = format!("column {}: same_as '{column}' needs an earlier [[txn]] operation that generates column {column}", param.column);
                     return Err(self.at(file.op.span(), msg));
@@ -426,85 +530,169 @@ impl Builder<'_> {
         Ok(())
     }
 
-    fn operation(&self, op: &OpFile, tables: &[String], setup: bool) -> Result<Operation, EngineError> {
+    fn operation(
+        &self,
+        op: &OpFile,
+        tables: &[String],
+        setup: bool,
+    ) -> Result<Operation, EngineError> {
         let wanted = op.op.get_ref().to_ascii_lowercase();
         let Some((_, kind)) = OpKind::NAMES.iter().find(|(n, _)| *n == wanted) else {
             let names: Vec<&str> = OpKind::NAMES.iter().map(|(n, _)| *n).collect();
-            return Err(self.at(op.op.span(), format!("unknown operation '{}' (expected one of: {})", op.op.get_ref(), names.join(", "))));
+            return Err(self.at(
+                op.op.span(),
+                format!(
+                    "unknown operation '{}' (expected one of: {})",
+                    op.op.get_ref(),
+                    names.join(", ")
+                ),
+            ));
         };
         let table = op.table.get_ref().clone();
         if !tables.iter().any(|t| t.eq_ignore_ascii_case(&table)) {
-            let known = if tables.is_empty() { "none".to_string() } else { tables.join(", ") };
-            return Err(self.at(op.table.span(), format!("no table '{table}' in the schema (tables: {known})")));
+            let known = if tables.is_empty() {
+                "none".to_string()
+            } else {
+                tables.join(", ")
+            };
+            return Err(self.at(
+                op.table.span(),
+                format!("no table '{table}' in the schema (tables: {known})"),
+            ));
         }
         let repeat_per_txn = match &op.repeat_per_txn {
-            Some(r) if !setup => return Err(self.at(r.span(), "repeat_per_txn is only allowed in [[setup]]")),
+            Some(r) if !setup => {
+                return Err(self.at(r.span(), "repeat_per_txn is only allowed in [[setup]]"))
+            }
             Some(r) => *r.get_ref(),
             None => 0,
         };
         // Default: once; in setup, not at all when repeat_per_txn gives the count.
         let repeat = match &op.repeat {
-            Some(r) if *r.get_ref() == 0 => return Err(self.at(r.span(), "repeat must be at least 1")),
+            Some(r) if *r.get_ref() == 0 => {
+                return Err(self.at(r.span(), "repeat must be at least 1"))
+            }
             Some(r) => *r.get_ref(),
             None if repeat_per_txn > 0 => 0,
             None => 1,
         };
         let (sql, params) = self.compile(*kind, op, &table)?;
-        Ok(Operation { kind: *kind, table, sql, params, repeat, repeat_per_txn })
+        Ok(Operation {
+            kind: *kind,
+            table,
+            sql,
+            params,
+            repeat,
+            repeat_per_txn,
+        })
     }
 
-    fn compile(&self, kind: OpKind, op: &OpFile, table: &str) -> Result<(String, Vec<Param>), EngineError> {
+    fn compile(
+        &self,
+        kind: OpKind,
+        op: &OpFile,
+        table: &str,
+    ) -> Result<(String, Vec<Param>), EngineError> {
         let what = format!("{} on {table}", op.op.get_ref());
         let need = |ok: bool, field: &str| -> Result<(), EngineError> {
-            if ok { Ok(()) } else { Err(self.at(op.op.span(), format!("{what}: {field}"))) }
+            if ok {
+                Ok(())
+            } else {
+                Err(self.at(op.op.span(), format!("{what}: {field}")))
+            }
         };
         let mut params = Vec::new();
         let sql = match kind {
             OpKind::Insert | OpKind::Upsert => {
                 need(!op.values.is_empty(), "`values` is required")?;
-                need(op.set.is_empty() && op.filter.is_empty(), "takes `values`, not `set` or `where`")?;
+                need(
+                    op.set.is_empty() && op.filter.is_empty(),
+                    "takes `values`, not `set` or `where`",
+                )?;
                 let cols: Vec<&str> = op.values.keys().map(String::as_str).collect();
                 self.push_params(&op.values, true, &mut params)?;
                 let marks = vec!["?"; cols.len()].join(", ");
                 let verb = self.insert_verb(op)?;
                 let mut sql = format!("{verb} INTO {table} ({}) VALUES ({marks})", cols.join(", "));
                 if kind == OpKind::Upsert {
-                    need(!op.key.is_empty() && op.key.iter().all(|k| op.values.contains_key(k)), "`key` must list conflict columns that are also in `values`")?;
-                    let updates: Vec<String> = cols.iter().filter(|c| !op.key.iter().any(|k| k == *c)).map(|c| format!("{c} = excluded.{c}")).collect();
-                    need(!updates.is_empty(), "`values` must have a column outside `key` to update")?;
-                    sql += &format!(" ON CONFLICT ({}) DO UPDATE SET {}", op.key.join(", "), updates.join(", "));
+                    need(
+                        !op.key.is_empty() && op.key.iter().all(|k| op.values.contains_key(k)),
+                        "`key` must list conflict columns that are also in `values`",
+                    )?;
+                    let updates: Vec<String> = cols
+                        .iter()
+                        .filter(|c| !op.key.iter().any(|k| k == *c))
+                        .map(|c| format!("{c} = excluded.{c}"))
+                        .collect();
+                    need(
+                        !updates.is_empty(),
+                        "`values` must have a column outside `key` to update",
+                    )?;
+                    sql += &format!(
+                        " ON CONFLICT ({}) DO UPDATE SET {}",
+                        op.key.join(", "),
+                        updates.join(", ")
+                    );
                 }
                 sql
             }
             OpKind::Update => {
                 need(!op.set.is_empty(), "`set` is required")?;
-                need(op.values.is_empty(), "takes `set` and `where`, not `values`")?;
+                need(
+                    op.values.is_empty(),
+                    "takes `set` and `where`, not `values`",
+                )?;
                 let sets: Vec<String> = op.set.keys().map(|c| format!("{c} = ?")).collect();
                 self.push_params(&op.set, true, &mut params)?;
-                format!("UPDATE {table} SET {}{}", sets.join(", "), self.where_clause(op, &mut params)?)
+                format!(
+                    "UPDATE {table} SET {}{}",
+                    sets.join(", "),
+                    self.where_clause(op, &mut params)?
+                )
             }
             OpKind::Delete => {
-                need(op.values.is_empty() && op.set.is_empty(), "takes `where` or `keep_newest`")?;
+                need(
+                    op.values.is_empty() && op.set.is_empty(),
+                    "takes `where` or `keep_newest`",
+                )?;
                 match op.keep_newest {
                     Some(n) => {
                         need(op.filter.is_empty(), "give either `where` or `keep_newest`")?;
                         format!("DELETE FROM {table} WHERE rowid <= (SELECT max(rowid) FROM {table}) - {n}")
                     }
                     None => {
-                        need(!op.filter.is_empty(), "`where` or `keep_newest` is required (refusing to delete every row)")?;
+                        need(
+                            !op.filter.is_empty(),
+                            "`where` or `keep_newest` is required (refusing to delete every row)",
+                        )?;
                         format!("DELETE FROM {table}{}", self.where_clause(op, &mut params)?)
                     }
                 }
             }
             OpKind::Select => {
-                need(op.values.is_empty() && op.set.is_empty(), "takes `where` and `limit`")?;
+                need(
+                    op.values.is_empty() && op.set.is_empty(),
+                    "takes `where` and `limit`",
+                )?;
                 let limit = op.limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
-                format!("SELECT * FROM {table}{}{limit}", self.where_clause(op, &mut params)?)
+                format!(
+                    "SELECT * FROM {table}{}{limit}",
+                    self.where_clause(op, &mut params)?
+                )
             }
         };
-        need(kind == OpKind::Delete || op.keep_newest.is_none(), "`keep_newest` belongs to delete")?;
-        need(kind == OpKind::Select || op.limit.is_none(), "`limit` belongs to select")?;
-        need(kind == OpKind::Upsert || op.key.is_empty(), "`key` belongs to upsert")?;
+        need(
+            kind == OpKind::Delete || op.keep_newest.is_none(),
+            "`keep_newest` belongs to delete",
+        )?;
+        need(
+            kind == OpKind::Select || op.limit.is_none(),
+            "`limit` belongs to select",
+        )?;
+        need(
+            kind == OpKind::Upsert || op.key.is_empty(),
+            "`key` belongs to upsert",
+        )?;
         Ok((sql, params))
     }
 
@@ -515,7 +703,14 @@ impl Builder<'_> {
             Some(or) if ALLOWED.contains(&or.get_ref().to_ascii_lowercase().as_str()) => {
                 Ok(format!("INSERT OR {}", or.get_ref().to_ascii_uppercase()))
             }
-            Some(or) => Err(self.at(or.span(), format!("or = '{}': expected one of {}", or.get_ref(), ALLOWED.join(", ")))),
+            Some(or) => Err(self.at(
+                or.span(),
+                format!(
+                    "or = '{}': expected one of {}",
+                    or.get_ref(),
+                    ALLOWED.join(", ")
+                ),
+            )),
         }
     }
 
@@ -528,10 +723,19 @@ impl Builder<'_> {
         Ok(format!(" WHERE {}", terms.join(" AND ")))
     }
 
-    fn push_params(&self, gens: &BTreeMap<String, Spanned<GenFile>>, stores_payload: bool, params: &mut Vec<Param>) -> Result<(), EngineError> {
+    fn push_params(
+        &self,
+        gens: &BTreeMap<String, Spanned<GenFile>>,
+        stores_payload: bool,
+        params: &mut Vec<Param>,
+    ) -> Result<(), EngineError> {
         for (column, spec) in gens {
             let generator = self.generator(column, spec)?;
-            params.push(Param { column: column.clone(), generator, stores_payload });
+            params.push(Param {
+                column: column.clone(),
+                generator,
+                stores_payload,
+            });
         }
         Ok(())
     }
@@ -543,10 +747,17 @@ impl Builder<'_> {
             let (lo, hi) = match (g.size, min, max) {
                 (Some(s), None, None) => (s, s),
                 (None, Some(lo), Some(hi)) if lo >= 0 && hi >= 0 => (lo as u64, hi as u64),
-                _ => return Err(err(format!("{} needs `size = N` or `min = A, max = B` (bytes, >= 0)", g.kind))),
+                _ => {
+                    return Err(err(format!(
+                        "{} needs `size = N` or `min = A, max = B` (bytes, >= 0)",
+                        g.kind
+                    )))
+                }
             };
             if lo > hi || hi > MAX_VALUE_BYTES {
-                return Err(err(format!("size range {lo}..{hi} is invalid (need min <= max <= {MAX_VALUE_BYTES})")));
+                return Err(err(format!(
+                    "size range {lo}..{hi} is invalid (need min <= max <= {MAX_VALUE_BYTES})"
+                )));
             }
             Ok((lo, hi))
         };
@@ -577,13 +788,18 @@ impl Builder<'_> {
 /// Prepares every statement against the schema in a scratch in-memory database, so that
 /// unknown columns and SQL errors surface when the scenario is loaded, not mid-run.
 fn check_sql(s: &Scenario) -> Result<(), EngineError> {
-    let invalid = |message: String| EngineError::InvalidScenario { origin: s.origin.clone(), message };
+    let invalid = |message: String| EngineError::InvalidScenario {
+        origin: s.origin.clone(),
+        message,
+    };
     let conn = rusqlite::Connection::open_in_memory().map_err(|e| invalid(e.to_string()))?;
     for sql in &s.schema {
-        conn.execute_batch(sql).map_err(|e| invalid(format!("schema statement failed: {e} (statement: {sql})")))?;
+        conn.execute_batch(sql)
+            .map_err(|e| invalid(format!("schema statement failed: {e} (statement: {sql})")))?;
     }
     for op in s.setup.iter().chain(&s.txn) {
-        conn.prepare(&op.sql).map_err(|e| invalid(format!("{e} (statement: {})", op.sql)))?;
+        conn.prepare(&op.sql)
+            .map_err(|e| invalid(format!("{e} (statement: {})", op.sql)))?;
     }
     Ok(())
 }
@@ -652,9 +868,25 @@ impl<'s> Workload<'s> {
     fn over(ops: &'s [Operation], seed: u64) -> Self {
         let seqs = ops
             .iter()
-            .map(|op| op.params.iter().map(|p| if let Generator::Seq { start } = p.generator { start } else { 0 }).collect())
+            .map(|op| {
+                op.params
+                    .iter()
+                    .map(|p| {
+                        if let Generator::Seq { start } = p.generator {
+                            start
+                        } else {
+                            0
+                        }
+                    })
+                    .collect()
+            })
             .collect();
-        Workload { ops, rng: SplitMix64::new(seed), seqs, last: Vec::new() }
+        Workload {
+            ops,
+            rng: SplitMix64::new(seed),
+            seqs,
+            last: Vec::new(),
+        }
     }
 
     /// The statements of the next transaction.
@@ -681,7 +913,11 @@ impl<'s> Workload<'s> {
             }
             params.push(value);
         }
-        Statement { op, params, logical_bytes }
+        Statement {
+            op,
+            params,
+            logical_bytes,
+        }
     }
 
     fn remember(&mut self, column: &str, value: &Value) {
@@ -694,12 +930,16 @@ impl<'s> Workload<'s> {
     fn value(&mut self, generator: &Generator, op: usize, index: usize) -> Value {
         match generator {
             // validated: an earlier operation of the transaction generated it
-            Generator::SameAs { column } => {
-                self.last.iter().find(|(c, _)| c == column).map_or(Value::Null, |(_, v)| v.clone())
-            }
+            Generator::SameAs { column } => self
+                .last
+                .iter()
+                .find(|(c, _)| c == column)
+                .map_or(Value::Null, |(_, v)| v.clone()),
             Generator::Text { min, max } => {
                 let len = self.rng.between(*min, *max) as usize;
-                let text = (0..len).map(|_| ALNUM[(self.rng.next_u64() % ALNUM.len() as u64) as usize] as char).collect();
+                let text = (0..len)
+                    .map(|_| ALNUM[(self.rng.next_u64() % ALNUM.len() as u64) as usize] as char)
+                    .collect();
                 Value::Text(text)
             }
             Generator::Blob { min, max } => {

@@ -135,9 +135,15 @@ pub(crate) fn pragma_statement(spec: &str) -> Result<String, EngineError> {
         Some((n, v)) => (n.trim(), Some(v.trim())),
         None => (spec.trim(), None),
     };
-    let is_ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    let is_ident = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    };
     let value_ok = |s: &str| {
-        !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-+.'\"".contains(c))
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-+.'\"".contains(c))
     };
     if !is_ident(name) || value.is_some_and(|v| !value_ok(v)) {
         return Err(invalid());
@@ -168,15 +174,24 @@ mod tests {
     fn parses_case_insensitively() {
         assert_eq!("WAL".parse::<JournalMode>().unwrap(), JournalMode::Wal);
         assert_eq!("normal".parse::<SyncMode>().unwrap(), SyncMode::Normal);
-        assert_eq!("Exclusive".parse::<LockingMode>().unwrap(), LockingMode::Exclusive);
+        assert_eq!(
+            "Exclusive".parse::<LockingMode>().unwrap(),
+            LockingMode::Exclusive
+        );
     }
 
     #[test]
     fn bad_value_lists_allowed_values() {
         let err = "wall".parse::<JournalMode>().unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("'wall'") && text.contains("journal_mode"), "{text}");
-        assert!(text.contains("delete, truncate, persist, memory, wal, off"), "{text}");
+        assert!(
+            text.contains("'wall'") && text.contains("journal_mode"),
+            "{text}"
+        );
+        assert!(
+            text.contains("delete, truncate, persist, memory, wal, off"),
+            "{text}"
+        );
         let err = "fsync".parse::<SyncMode>().unwrap_err();
         assert!(err.to_string().contains("off, normal, full, extra"));
         assert!(err.hint().contains("off, normal, full, extra"));
@@ -184,7 +199,10 @@ mod tests {
 
     #[test]
     fn extra_pragmas_are_checked() {
-        assert_eq!(pragma_statement("temp_store=memory").unwrap(), "PRAGMA temp_store=memory");
+        assert_eq!(
+            pragma_statement("temp_store=memory").unwrap(),
+            "PRAGMA temp_store=memory"
+        );
         assert_eq!(pragma_statement("optimize").unwrap(), "PRAGMA optimize");
         assert!(pragma_statement("x=1; DROP TABLE t").is_err());
         assert!(pragma_statement("").is_err());

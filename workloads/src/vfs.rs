@@ -182,7 +182,11 @@ impl CountingVfs {
     /// Registers a new shim around the default VFS under a process-unique name.
     pub fn register(shared: Arc<VfsShared>) -> Result<CountingVfs, EngineError> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        let name = format!("sqlwa-count-{}-{}", std::process::id(), NEXT_ID.fetch_add(1, Relaxed));
+        let name = format!(
+            "sqlwa-count-{}-{}",
+            std::process::id(),
+            NEXT_ID.fetch_add(1, Relaxed)
+        );
         let c_name = CString::new(name.clone()).expect("no NUL in generated name");
         // SAFETY: sqlite3_vfs_find(NULL) returns the default VFS, a static owned by
         // SQLite that lives for the whole process (initialising SQLite if needed).
@@ -224,9 +228,17 @@ impl CountingVfs {
         if rc != ffi::SQLITE_OK {
             // SAFETY: not registered, so SQLite holds no pointer to it.
             drop(unsafe { Box::from_raw(vfs) });
-            return Err(EngineError::sql("sqlite3_vfs_register", format!("error code {rc}")));
+            return Err(EngineError::sql(
+                "sqlite3_vfs_register",
+                format!("error code {rc}"),
+            ));
         }
-        Ok(CountingVfs { vfs, name, _c_name: c_name, _context: context })
+        Ok(CountingVfs {
+            vfs,
+            name,
+            _c_name: c_name,
+            _context: context,
+        })
     }
 
     /// The name to pass to `Connection::open_with_flags_and_vfs`.
@@ -299,9 +311,17 @@ unsafe extern "C" fn shim_open(
     rc
 }
 
-unsafe extern "C" fn shim_delete(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, sync_dir: c_int) -> c_int {
+unsafe extern "C" fn shim_delete(
+    vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    sync_dir: c_int,
+) -> c_int {
     let ctx = context(vfs);
-    let kind = if name.is_null() { FileKind::Other } else { kind_from_name(&CStr::from_ptr(name).to_string_lossy()) };
+    let kind = if name.is_null() {
+        FileKind::Other
+    } else {
+        kind_from_name(&CStr::from_ptr(name).to_string_lossy())
+    };
     ctx.shared.of(kind).delete_calls.bump(1);
     ctx.shared.mark(|m, txn| m.op_begin("delete", txn, kind));
     let rc = ((*ctx.real).xDelete.unwrap())(ctx.real, name, sync_dir);
@@ -309,12 +329,22 @@ unsafe extern "C" fn shim_delete(vfs: *mut ffi::sqlite3_vfs, name: *const c_char
     rc
 }
 
-unsafe extern "C" fn shim_access(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, flags: c_int, out: *mut c_int) -> c_int {
+unsafe extern "C" fn shim_access(
+    vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    flags: c_int,
+    out: *mut c_int,
+) -> c_int {
     let real = real_vfs(vfs);
     ((*real).xAccess.unwrap())(real, name, flags, out)
 }
 
-unsafe extern "C" fn shim_full_pathname(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, n: c_int, out: *mut c_char) -> c_int {
+unsafe extern "C" fn shim_full_pathname(
+    vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    n: c_int,
+    out: *mut c_char,
+) -> c_int {
     let real = real_vfs(vfs);
     ((*real).xFullPathname.unwrap())(real, name, n, out)
 }
@@ -331,7 +361,11 @@ unsafe extern "C" fn shim_dl_error(vfs: *mut ffi::sqlite3_vfs, n: c_int, msg: *m
 
 type DlSym = Option<unsafe extern "C" fn(*mut ffi::sqlite3_vfs, *mut c_void, *const c_char)>;
 
-unsafe extern "C" fn shim_dl_sym(vfs: *mut ffi::sqlite3_vfs, handle: *mut c_void, sym: *const c_char) -> DlSym {
+unsafe extern "C" fn shim_dl_sym(
+    vfs: *mut ffi::sqlite3_vfs,
+    handle: *mut c_void,
+    sym: *const c_char,
+) -> DlSym {
     let real = real_vfs(vfs);
     ((*real).xDlSym.unwrap())(real, handle, sym)
 }
@@ -341,7 +375,11 @@ unsafe extern "C" fn shim_dl_close(vfs: *mut ffi::sqlite3_vfs, handle: *mut c_vo
     ((*real).xDlClose.unwrap())(real, handle)
 }
 
-unsafe extern "C" fn shim_randomness(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+unsafe extern "C" fn shim_randomness(
+    vfs: *mut ffi::sqlite3_vfs,
+    n: c_int,
+    out: *mut c_char,
+) -> c_int {
     let real = real_vfs(vfs);
     ((*real).xRandomness.unwrap())(real, n, out)
 }
@@ -356,12 +394,19 @@ unsafe extern "C" fn shim_current_time(vfs: *mut ffi::sqlite3_vfs, out: *mut f64
     ((*real).xCurrentTime.unwrap())(real, out)
 }
 
-unsafe extern "C" fn shim_get_last_error(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+unsafe extern "C" fn shim_get_last_error(
+    vfs: *mut ffi::sqlite3_vfs,
+    n: c_int,
+    out: *mut c_char,
+) -> c_int {
     let real = real_vfs(vfs);
     ((*real).xGetLastError.unwrap())(real, n, out)
 }
 
-unsafe extern "C" fn shim_current_time_int64(vfs: *mut ffi::sqlite3_vfs, out: *mut ffi::sqlite3_int64) -> c_int {
+unsafe extern "C" fn shim_current_time_int64(
+    vfs: *mut ffi::sqlite3_vfs,
+    out: *mut ffi::sqlite3_int64,
+) -> c_int {
     let real = real_vfs(vfs);
     match (*real).xCurrentTimeInt64 {
         Some(f) if (*real).iVersion >= 2 => f(real, out),
@@ -373,7 +418,13 @@ unsafe extern "C" fn shim_current_time_int64(vfs: *mut ffi::sqlite3_vfs, out: *m
 // io methods. SQLite calls them only on files our xOpen set up (pMethods non-null), so
 // `parts` may assume a valid ShimFile header, context and real file with real methods.
 
-unsafe fn parts<'a>(file: *mut ffi::sqlite3_file) -> (&'a ShimFile, *mut ffi::sqlite3_file, &'a ffi::sqlite3_io_methods) {
+unsafe fn parts<'a>(
+    file: *mut ffi::sqlite3_file,
+) -> (
+    &'a ShimFile,
+    *mut ffi::sqlite3_file,
+    &'a ffi::sqlite3_io_methods,
+) {
     let shim = &*(file as *const ShimFile);
     let real = real_file(file);
     (shim, real, &*(*real).pMethods)
@@ -388,7 +439,12 @@ unsafe extern "C" fn io_close(file: *mut ffi::sqlite3_file) -> c_int {
     (m.xClose.unwrap())(real)
 }
 
-unsafe extern "C" fn io_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, off: ffi::sqlite3_int64) -> c_int {
+unsafe extern "C" fn io_read(
+    file: *mut ffi::sqlite3_file,
+    buf: *mut c_void,
+    amt: c_int,
+    off: ffi::sqlite3_int64,
+) -> c_int {
     let (shim, real, m) = parts(file);
     let c = shared(shim).of(shim.kind);
     c.read_calls.bump(1);
@@ -396,7 +452,12 @@ unsafe extern "C" fn io_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amt
     (m.xRead.unwrap())(real, buf, amt, off)
 }
 
-unsafe extern "C" fn io_write(file: *mut ffi::sqlite3_file, buf: *const c_void, amt: c_int, off: ffi::sqlite3_int64) -> c_int {
+unsafe extern "C" fn io_write(
+    file: *mut ffi::sqlite3_file,
+    buf: *const c_void,
+    amt: c_int,
+    off: ffi::sqlite3_int64,
+) -> c_int {
     let (shim, real, m) = parts(file);
     let c = shared(shim).of(shim.kind);
     c.write_calls.bump(1);
@@ -431,7 +492,10 @@ unsafe extern "C" fn io_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_in
     rc
 }
 
-unsafe extern "C" fn io_file_size(file: *mut ffi::sqlite3_file, size: *mut ffi::sqlite3_int64) -> c_int {
+unsafe extern "C" fn io_file_size(
+    file: *mut ffi::sqlite3_file,
+    size: *mut ffi::sqlite3_int64,
+) -> c_int {
     let (_, real, m) = parts(file);
     (m.xFileSize.unwrap())(real, size)
 }
@@ -446,12 +510,19 @@ unsafe extern "C" fn io_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_
     (m.xUnlock.unwrap())(real, level)
 }
 
-unsafe extern "C" fn io_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
+unsafe extern "C" fn io_check_reserved_lock(
+    file: *mut ffi::sqlite3_file,
+    out: *mut c_int,
+) -> c_int {
     let (_, real, m) = parts(file);
     (m.xCheckReservedLock.unwrap())(real, out)
 }
 
-unsafe extern "C" fn io_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+unsafe extern "C" fn io_file_control(
+    file: *mut ffi::sqlite3_file,
+    op: c_int,
+    arg: *mut c_void,
+) -> c_int {
     let (_, real, m) = parts(file);
     (m.xFileControl.unwrap())(real, op, arg)
 }
@@ -466,13 +537,24 @@ unsafe extern "C" fn io_device_characteristics(file: *mut ffi::sqlite3_file) -> 
     (m.xDeviceCharacteristics.unwrap())(real)
 }
 
-unsafe extern "C" fn io_shm_map(file: *mut ffi::sqlite3_file, region: c_int, size: c_int, extend: c_int, out: *mut *mut c_void) -> c_int {
+unsafe extern "C" fn io_shm_map(
+    file: *mut ffi::sqlite3_file,
+    region: c_int,
+    size: c_int,
+    extend: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
     let (shim, real, m) = parts(file);
     shared(shim).of(FileKind::Shm).open_calls.bump(1);
     (m.xShmMap.unwrap())(real, region, size, extend, out)
 }
 
-unsafe extern "C" fn io_shm_lock(file: *mut ffi::sqlite3_file, offset: c_int, n: c_int, flags: c_int) -> c_int {
+unsafe extern "C" fn io_shm_lock(
+    file: *mut ffi::sqlite3_file,
+    offset: c_int,
+    n: c_int,
+    flags: c_int,
+) -> c_int {
     let (_, real, m) = parts(file);
     (m.xShmLock.unwrap())(real, offset, n, flags)
 }
@@ -490,12 +572,21 @@ unsafe extern "C" fn io_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -
     (m.xShmUnmap.unwrap())(real, delete)
 }
 
-unsafe extern "C" fn io_fetch(file: *mut ffi::sqlite3_file, off: ffi::sqlite3_int64, amt: c_int, out: *mut *mut c_void) -> c_int {
+unsafe extern "C" fn io_fetch(
+    file: *mut ffi::sqlite3_file,
+    off: ffi::sqlite3_int64,
+    amt: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
     let (_, real, m) = parts(file);
     (m.xFetch.unwrap())(real, off, amt, out)
 }
 
-unsafe extern "C" fn io_unfetch(file: *mut ffi::sqlite3_file, off: ffi::sqlite3_int64, p: *mut c_void) -> c_int {
+unsafe extern "C" fn io_unfetch(
+    file: *mut ffi::sqlite3_file,
+    off: ffi::sqlite3_int64,
+    p: *mut c_void,
+) -> c_int {
     let (_, real, m) = parts(file);
     (m.xUnfetch.unwrap())(real, off, p)
 }
@@ -518,9 +609,21 @@ const fn io_methods(version: c_int) -> ffi::sqlite3_io_methods {
         xSectorSize: Some(io_sector_size),
         xDeviceCharacteristics: Some(io_device_characteristics),
         xShmMap: if version >= 2 { Some(io_shm_map) } else { None },
-        xShmLock: if version >= 2 { Some(io_shm_lock) } else { None },
-        xShmBarrier: if version >= 2 { Some(io_shm_barrier) } else { None },
-        xShmUnmap: if version >= 2 { Some(io_shm_unmap) } else { None },
+        xShmLock: if version >= 2 {
+            Some(io_shm_lock)
+        } else {
+            None
+        },
+        xShmBarrier: if version >= 2 {
+            Some(io_shm_barrier)
+        } else {
+            None
+        },
+        xShmUnmap: if version >= 2 {
+            Some(io_shm_unmap)
+        } else {
+            None
+        },
         xFetch: if version >= 3 { Some(io_fetch) } else { None },
         xUnfetch: if version >= 3 { Some(io_unfetch) } else { None },
     }
@@ -550,12 +653,27 @@ mod tests {
 
     #[test]
     fn kinds_from_flags_and_names() {
-        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_MAIN_DB | ffi::SQLITE_OPEN_CREATE), FileKind::Db);
-        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_MAIN_JOURNAL), FileKind::Journal);
+        assert_eq!(
+            kind_from_open_flags(ffi::SQLITE_OPEN_MAIN_DB | ffi::SQLITE_OPEN_CREATE),
+            FileKind::Db
+        );
+        assert_eq!(
+            kind_from_open_flags(ffi::SQLITE_OPEN_MAIN_JOURNAL),
+            FileKind::Journal
+        );
         assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_WAL), FileKind::Wal);
-        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_SUBJOURNAL), FileKind::Temp);
-        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_TEMP_DB), FileKind::Temp);
-        assert_eq!(kind_from_open_flags(ffi::SQLITE_OPEN_SUPER_JOURNAL), FileKind::Other);
+        assert_eq!(
+            kind_from_open_flags(ffi::SQLITE_OPEN_SUBJOURNAL),
+            FileKind::Temp
+        );
+        assert_eq!(
+            kind_from_open_flags(ffi::SQLITE_OPEN_TEMP_DB),
+            FileKind::Temp
+        );
+        assert_eq!(
+            kind_from_open_flags(ffi::SQLITE_OPEN_SUPER_JOURNAL),
+            FileKind::Other
+        );
         assert_eq!(kind_from_name("/x/a.db-journal"), FileKind::Journal);
         assert_eq!(kind_from_name("/x/a.db-wal"), FileKind::Wal);
         assert_eq!(kind_from_name("/x/a.db-shm"), FileKind::Shm);
@@ -568,7 +686,10 @@ mod tests {
         let shared = VfsShared::new(None);
         let vfs = CountingVfs::register(shared.clone()).unwrap();
         let conn = open(&vfs, &dir.path().join("t.db"));
-        conn.execute_batch("PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; CREATE TABLE t(x)").unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; CREATE TABLE t(x)",
+        )
+        .unwrap();
         let before = shared.snapshot();
         conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
         let d = shared.snapshot().since(&before);
@@ -576,7 +697,10 @@ mod tests {
         assert_eq!(d.db.sync_calls, 1, "{d:?}");
         assert_eq!(d.journal.delete_calls, 1, "{d:?}");
         assert_eq!(d.journal.open_calls, 1, "{d:?}");
-        assert!(d.db.write_calls >= 2 && d.db.write_bytes >= 2 * 4096, "{d:?}");
+        assert!(
+            d.db.write_calls >= 2 && d.db.write_bytes >= 2 * 4096,
+            "{d:?}"
+        );
         drop(conn);
     }
 
@@ -586,7 +710,8 @@ mod tests {
         let shared = VfsShared::new(None);
         let vfs = CountingVfs::register(shared.clone()).unwrap();
         let conn = open(&vfs, &dir.path().join("w.db"));
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(x)").unwrap();
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(x)")
+            .unwrap();
         conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
         let before = shared.snapshot();
         conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
@@ -602,7 +727,8 @@ mod tests {
         let shared = VfsShared::new(None);
         let vfs = CountingVfs::register(shared.clone()).unwrap();
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
-        let result = Connection::open_with_flags_and_vfs("/nonexistent-dir/x.db", flags, vfs.name());
+        let result =
+            Connection::open_with_flags_and_vfs("/nonexistent-dir/x.db", flags, vfs.name());
         assert!(result.is_err());
         assert_eq!(shared.snapshot().db.open_calls, 0);
     }
@@ -621,7 +747,10 @@ mod tests {
         )
         .unwrap();
         let counts = shared.snapshot();
-        assert!(counts.temp.open_calls >= 1 && counts.temp.write_calls > 0, "{counts:?}");
+        assert!(
+            counts.temp.open_calls >= 1 && counts.temp.write_calls > 0,
+            "{counts:?}"
+        );
         drop(conn);
     }
 
@@ -633,20 +762,29 @@ mod tests {
         let shared = VfsShared::new(Some(sink));
         let vfs = CountingVfs::register(shared.clone()).unwrap();
         let conn = open(&vfs, &dir.path().join("m.db"));
-        conn.execute_batch("PRAGMA journal_mode=TRUNCATE; PRAGMA synchronous=NORMAL; CREATE TABLE t(x)").unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode=TRUNCATE; PRAGMA synchronous=NORMAL; CREATE TABLE t(x)",
+        )
+        .unwrap();
         shared.set_current_txn(7);
         conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
         shared.set_current_txn(-1);
         drop(conn);
         let text = std::fs::read_to_string(&marker_path).unwrap();
         let in_txn: Vec<&str> = text.lines().filter(|l| l.contains(" i=7 ")).collect();
-        let kinds: Vec<String> = in_txn.iter().map(|l| l.split(' ').take(4).collect::<Vec<_>>().join(" ")).collect();
+        let kinds: Vec<String> = in_txn
+            .iter()
+            .map(|l| l.split(' ').take(4).collect::<Vec<_>>().join(" "))
+            .collect();
         assert_eq!(
             kinds,
             [
-                "sqlwa sync_begin i=7 kind=journal", "sqlwa sync_end i=7 kind=journal",
-                "sqlwa sync_begin i=7 kind=db", "sqlwa sync_end i=7 kind=db",
-                "sqlwa trunc_begin i=7 kind=journal", "sqlwa trunc_end i=7 kind=journal",
+                "sqlwa sync_begin i=7 kind=journal",
+                "sqlwa sync_end i=7 kind=journal",
+                "sqlwa sync_begin i=7 kind=db",
+                "sqlwa sync_end i=7 kind=db",
+                "sqlwa trunc_begin i=7 kind=journal",
+                "sqlwa trunc_end i=7 kind=journal",
             ]
         );
         assert_eq!(shared.marker_errors(), 0);

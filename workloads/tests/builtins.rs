@@ -5,25 +5,52 @@ use sqlwa_workloads::{builtin_names, run, JournalMode, RunSettings, Scenario, Sy
 #[test]
 fn every_builtin_runs_in_every_journal_mode_family() {
     let names = builtin_names();
-    for required in ["mobibench-insert", "mobibench-update", "mobibench-delete", "messenger", "contacts-sync", "feed-cache", "kv-prefs"] {
-        assert!(names.iter().any(|n| n == required), "missing built-in {required}");
+    for required in [
+        "mobibench-insert",
+        "mobibench-update",
+        "mobibench-delete",
+        "messenger",
+        "contacts-sync",
+        "feed-cache",
+        "kv-prefs",
+    ] {
+        assert!(
+            names.iter().any(|n| n == required),
+            "missing built-in {required}"
+        );
     }
     for name in &names {
         let scenario = Scenario::builtin(name).unwrap();
         for journal in [JournalMode::Delete, JournalMode::Wal] {
             let dir = tempfile::tempdir().unwrap();
-            let settings = RunSettings { journal, sync: SyncMode::Off, txns: Some(12), warmup: Some(2), ..Default::default() };
+            let settings = RunSettings {
+                journal,
+                sync: SyncMode::Off,
+                txns: Some(12),
+                warmup: Some(2),
+                ..Default::default()
+            };
             let out = run(&scenario, &settings, dir.path(), None, &mut |_| true)
                 .unwrap_or_else(|e| panic!("{name} {journal}: {e}"));
             assert_eq!(out.commits.len(), 14, "{name}");
             assert_eq!(out.commits.iter().filter(|c| c.warmup).count(), 2);
             let measured = &out.commits[2..];
             assert!(measured.iter().all(|c| c.end_ns >= c.start_ns));
-            assert!(measured.iter().all(|c| c.vfs.total().write_calls > 0), "{name} {journal}: a commit wrote nothing");
+            assert!(
+                measured.iter().all(|c| c.vfs.total().write_calls > 0),
+                "{name} {journal}: a commit wrote nothing"
+            );
             if name != "mobibench-delete" {
                 assert!(measured.iter().all(|c| c.logical_bytes > 0), "{name}");
             }
-            let pragma = |k: &str| out.info.pragmas.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap();
+            let pragma = |k: &str| {
+                out.info
+                    .pragmas
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map(|(_, v)| v.clone())
+                    .unwrap()
+            };
             assert_eq!(pragma("journal_mode"), journal.as_str());
             assert_eq!(pragma("page_size"), "4096");
         }
@@ -33,20 +60,38 @@ fn every_builtin_runs_in_every_journal_mode_family() {
 #[test]
 fn mobibench_uses_mobibench_statements() {
     let insert = Scenario::builtin("mobibench-insert").unwrap();
-    assert!(insert.schema[0].contains("tblMyList (id INTEGER PRIMARY KEY autoincrement, Value TEXT not null, creation_date long)"));
+    assert!(insert.schema[0].contains(
+        "tblMyList (id INTEGER PRIMARY KEY autoincrement, Value TEXT not null, creation_date long)"
+    ));
     assert!(insert.autocommit);
-    assert_eq!(insert.txn[0].sql, "INSERT INTO tblMyList (Value) VALUES (?)");
+    assert_eq!(
+        insert.txn[0].sql,
+        "INSERT INTO tblMyList (Value) VALUES (?)"
+    );
     let line = &insert.render(1, 1)[0];
     assert!(line.contains("'aaaaaaaaaabbbbbbbbbb"), "{line}");
-    assert_eq!(Scenario::builtin("mobibench-update").unwrap().txn[0].sql, "UPDATE tblMyList SET Value = ? WHERE id = ?");
-    assert_eq!(Scenario::builtin("mobibench-delete").unwrap().txn[0].sql, "DELETE FROM tblMyList WHERE id = ?");
+    assert_eq!(
+        Scenario::builtin("mobibench-update").unwrap().txn[0].sql,
+        "UPDATE tblMyList SET Value = ? WHERE id = ?"
+    );
+    assert_eq!(
+        Scenario::builtin("mobibench-delete").unwrap().txn[0].sql,
+        "DELETE FROM tblMyList WHERE id = ?"
+    );
 }
 
 #[test]
 fn mobibench_logical_bytes_are_the_100_byte_value() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = Scenario::builtin("mobibench-update").unwrap();
-    let settings = RunSettings { sync: SyncMode::Off, txns: Some(5), ..Default::default() };
+    let settings = RunSettings {
+        sync: SyncMode::Off,
+        txns: Some(5),
+        ..Default::default()
+    };
     let out = run(&scenario, &settings, dir.path(), None, &mut |_| true).unwrap();
-    assert!(out.commits.iter().all(|c| c.logical_bytes == 100 && c.statements == 1));
+    assert!(out
+        .commits
+        .iter()
+        .all(|c| c.logical_bytes == 100 && c.statements == 1));
 }

@@ -1,19 +1,40 @@
 //! Engine behaviour on bad input and control flow: each error names the problem.
 
-use sqlwa_workloads::{run, EngineError, JournalMode, LockingMode, RunSettings, Scenario, SyncMode};
+use sqlwa_workloads::{
+    run, EngineError, JournalMode, LockingMode, RunSettings, Scenario, SyncMode,
+};
 
 fn quick() -> RunSettings {
-    RunSettings { sync: SyncMode::Off, txns: Some(5), warmup: Some(0), ..Default::default() }
+    RunSettings {
+        sync: SyncMode::Off,
+        txns: Some(5),
+        warmup: Some(0),
+        ..Default::default()
+    }
 }
 
 #[test]
 fn existing_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("kv-prefs.db"), b"precious").unwrap();
-    let err = run(&Scenario::builtin("kv-prefs").unwrap(), &quick(), dir.path(), None, &mut |_| true).unwrap_err();
+    let err = run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &quick(),
+        dir.path(),
+        None,
+        &mut |_| true,
+    )
+    .unwrap_err();
     assert!(matches!(err, EngineError::Io { .. }));
-    assert!(err.to_string().contains("kv-prefs.db: database already exists"), "{err}");
-    assert_eq!(std::fs::read(dir.path().join("kv-prefs.db")).unwrap(), b"precious");
+    assert!(
+        err.to_string()
+            .contains("kv-prefs.db: database already exists"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("kv-prefs.db")).unwrap(),
+        b"precious"
+    );
 }
 
 #[test]
@@ -21,7 +42,14 @@ fn unwritable_directory_is_an_io_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("not-a-dir");
     std::fs::write(&file, b"").unwrap();
-    let err = run(&Scenario::builtin("kv-prefs").unwrap(), &quick(), &file.join("sub"), None, &mut |_| true).unwrap_err();
+    let err = run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &quick(),
+        &file.join("sub"),
+        None,
+        &mut |_| true,
+    )
+    .unwrap_err();
     assert!(matches!(err, EngineError::Io { .. }), "{err}");
     assert!(!err.hint().is_empty());
 }
@@ -43,14 +71,27 @@ values = { v = { kind = "null" } }
     let err = run(&scenario, &quick(), dir.path(), None, &mut |_| true).unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, EngineError::Sql { .. }));
-    assert!(message.contains("NOT NULL") && message.contains("INSERT INTO t (v) VALUES (?)"), "{message}");
+    assert!(
+        message.contains("NOT NULL") && message.contains("INSERT INTO t (v) VALUES (?)"),
+        "{message}"
+    );
 }
 
 #[test]
 fn bad_extra_pragma_is_an_invalid_setting() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = RunSettings { extra_pragmas: vec!["cache_size=1; DROP TABLE x".into()], ..quick() };
-    let err = run(&Scenario::builtin("kv-prefs").unwrap(), &settings, dir.path(), None, &mut |_| true).unwrap_err();
+    let settings = RunSettings {
+        extra_pragmas: vec!["cache_size=1; DROP TABLE x".into()],
+        ..quick()
+    };
+    let err = run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &settings,
+        dir.path(),
+        None,
+        &mut |_| true,
+    )
+    .unwrap_err();
     assert!(matches!(err, EngineError::InvalidSetting { .. }), "{err}");
 }
 
@@ -58,21 +99,40 @@ fn bad_extra_pragma_is_an_invalid_setting() {
 fn schema_failure_names_the_statement() {
     // query_only makes SQLite refuse the first write: the schema statement.
     let dir = tempfile::tempdir().unwrap();
-    let settings = RunSettings { extra_pragmas: vec!["query_only=1".into()], ..quick() };
-    let err = run(&Scenario::builtin("kv-prefs").unwrap(), &settings, dir.path(), None, &mut |_| true).unwrap_err();
+    let settings = RunSettings {
+        extra_pragmas: vec!["query_only=1".into()],
+        ..quick()
+    };
+    let err = run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &settings,
+        dir.path(),
+        None,
+        &mut |_| true,
+    )
+    .unwrap_err();
     assert!(matches!(err, EngineError::Sql { .. }), "{err}");
-    assert!(err.to_string().contains("(statement: CREATE TABLE prefs"), "{err}");
+    assert!(
+        err.to_string().contains("(statement: CREATE TABLE prefs"),
+        "{err}"
+    );
 }
 
 #[test]
 fn progress_false_interrupts_at_a_transaction_boundary() {
     let dir = tempfile::tempdir().unwrap();
     let mut calls = 0;
-    let err = run(&Scenario::builtin("kv-prefs").unwrap(), &quick(), dir.path(), None, &mut |p| {
-        calls += 1;
-        assert_eq!(p.total, 5);
-        false
-    })
+    let err = run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &quick(),
+        dir.path(),
+        None,
+        &mut |p| {
+            calls += 1;
+            assert_eq!(p.total, 5);
+            false
+        },
+    )
     .unwrap_err();
     assert!(matches!(err, EngineError::Interrupted));
     assert_eq!(calls, 1);
@@ -82,10 +142,16 @@ fn progress_false_interrupts_at_a_transaction_boundary() {
 fn progress_reports_completion() {
     let dir = tempfile::tempdir().unwrap();
     let mut last = None;
-    run(&Scenario::builtin("kv-prefs").unwrap(), &quick(), dir.path(), None, &mut |p| {
-        last = Some(p);
-        true
-    })
+    run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &quick(),
+        dir.path(),
+        None,
+        &mut |p| {
+            last = Some(p);
+            true
+        },
+    )
     .unwrap();
     assert_eq!(last.map(|p| (p.done, p.total)), Some((5, 5)));
 }
@@ -108,7 +174,14 @@ fn settings_are_applied_and_read_back() {
         extra_pragmas: vec!["temp_store=memory".into()],
         ..Default::default()
     };
-    let out = run(&Scenario::builtin("messenger").unwrap(), &settings, dir.path(), None, &mut |_| true).unwrap();
+    let out = run(
+        &Scenario::builtin("messenger").unwrap(),
+        &settings,
+        dir.path(),
+        None,
+        &mut |_| true,
+    )
+    .unwrap();
     let p: std::collections::HashMap<_, _> = out.info.pragmas.iter().cloned().collect();
     assert_eq!(p["journal_mode"], "wal");
     assert_eq!(p["synchronous"], "1");
@@ -123,15 +196,33 @@ fn settings_are_applied_and_read_back() {
     assert_eq!(out.info.db_path, dir.path().join("messenger.db"));
     assert!(out.info.sqlite_version.starts_with("3."));
     assert!(!out.info.sqlite_source_id.is_empty());
-    assert!(out.info.compile_options.iter().any(|o| o.starts_with("THREADSAFE")), "{:?}", out.info.compile_options);
+    assert!(
+        out.info
+            .compile_options
+            .iter()
+            .any(|o| o.starts_with("THREADSAFE")),
+        "{:?}",
+        out.info.compile_options
+    );
     assert!(out.info.vfs_counting);
 }
 
 #[test]
 fn think_time_spaces_transactions() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = RunSettings { think_time_ms: Some(20.0), txns: Some(3), ..quick() };
-    let out = run(&Scenario::builtin("kv-prefs").unwrap(), &settings, dir.path(), None, &mut |_| true).unwrap();
+    let settings = RunSettings {
+        think_time_ms: Some(20.0),
+        txns: Some(3),
+        ..quick()
+    };
+    let out = run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &settings,
+        dir.path(),
+        None,
+        &mut |_| true,
+    )
+    .unwrap();
     for pair in out.commits.windows(2) {
         assert!(pair[1].start_ns - pair[0].end_ns >= 20_000_000);
     }
@@ -143,9 +234,26 @@ fn concurrent_runs_keep_separate_counts() {
         .map(|i| {
             std::thread::spawn(move || {
                 let dir = tempfile::tempdir().unwrap();
-                let journal = if i % 2 == 0 { JournalMode::Wal } else { JournalMode::Delete };
-                let settings = RunSettings { journal, sync: SyncMode::Full, txns: Some(30), warmup: Some(3), ..Default::default() };
-                let out = run(&Scenario::builtin("mobibench-insert").unwrap(), &settings, dir.path(), None, &mut |_| true).unwrap();
+                let journal = if i % 2 == 0 {
+                    JournalMode::Wal
+                } else {
+                    JournalMode::Delete
+                };
+                let settings = RunSettings {
+                    journal,
+                    sync: SyncMode::Full,
+                    txns: Some(30),
+                    warmup: Some(3),
+                    ..Default::default()
+                };
+                let out = run(
+                    &Scenario::builtin("mobibench-insert").unwrap(),
+                    &settings,
+                    dir.path(),
+                    None,
+                    &mut |_| true,
+                )
+                .unwrap();
                 (journal, out)
             })
         })
@@ -153,6 +261,12 @@ fn concurrent_runs_keep_separate_counts() {
     for h in handles {
         let (journal, out) = h.join().unwrap();
         let expected = if journal == JournalMode::Wal { 1 } else { 3 };
-        assert!(out.commits.iter().filter(|c| !c.warmup).all(|c| c.vfs.total().sync_calls == expected), "{journal}");
+        assert!(
+            out.commits
+                .iter()
+                .filter(|c| !c.warmup)
+                .all(|c| c.vfs.total().sync_calls == expected),
+            "{journal}"
+        );
     }
 }

@@ -15,10 +15,15 @@ impl Marker {
         assert_eq!(parts.next(), Some("sqlwa"), "{line}");
         let event = parts.next().unwrap().to_string();
         let fields = parts.map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("bad field in {line}"));
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| panic!("bad field in {line}"));
             (k.to_string(), v.to_string())
         });
-        Marker { event, fields: fields.collect() }
+        Marker {
+            event,
+            fields: fields.collect(),
+        }
     }
 
     fn get(&self, key: &str) -> &str {
@@ -30,12 +35,30 @@ impl Marker {
     }
 }
 
-fn run_with_markers(journal: JournalMode, sync: SyncMode, count_vfs: bool) -> (RunOutput, Vec<String>) {
+fn run_with_markers(
+    journal: JournalMode,
+    sync: SyncMode,
+    count_vfs: bool,
+) -> (RunOutput, Vec<String>) {
     let scenario = Scenario::builtin("mobibench-insert").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let marker_path = dir.path().join("trace_marker");
-    let settings = RunSettings { journal, sync, txns: Some(6), warmup: Some(2), count_vfs, ..Default::default() };
-    let out = run(&scenario, &settings, &dir.path().join("db"), Some(&marker_path), &mut |_| true).unwrap();
+    let settings = RunSettings {
+        journal,
+        sync,
+        txns: Some(6),
+        warmup: Some(2),
+        count_vfs,
+        ..Default::default()
+    };
+    let out = run(
+        &scenario,
+        &settings,
+        &dir.path().join("db"),
+        Some(&marker_path),
+        &mut |_| true,
+    )
+    .unwrap();
     let text = std::fs::read_to_string(&marker_path).unwrap();
     assert!(text.ends_with('\n'));
     (out, text.lines().map(String::from).collect())
@@ -77,13 +100,20 @@ fn markers_frame_every_transaction_and_vfs_call() {
             "run_begin" | "run_end" => {}
             event => {
                 assert_eq!(m.num("i"), current, "{line}");
-                assert!(["db", "journal", "wal", "shm", "temp", "other"].contains(&m.get("kind")), "{line}");
+                assert!(
+                    ["db", "journal", "wal", "shm", "temp", "other"].contains(&m.get("kind")),
+                    "{line}"
+                );
                 let (op, phase) = event.rsplit_once('_').unwrap();
                 assert!(["sync", "trunc", "delete"].contains(&op), "{line}");
                 if phase == "begin" {
-                    assert!(open_pair.replace(op.to_string()).is_none(), "nested: {line}");
+                    assert!(
+                        open_pair.replace(op.to_string()).is_none(),
+                        "nested: {line}"
+                    );
                     if op == "sync" {
-                        assert!(["normal", "full", "dataonly", "full+dataonly"].contains(&m.get("flags")));
+                        assert!(["normal", "full", "dataonly", "full+dataonly"]
+                            .contains(&m.get("flags")));
                         *syncs_in_txn.entry(current).or_default() += 1;
                     }
                 } else {
@@ -94,23 +124,36 @@ fn markers_frame_every_transaction_and_vfs_call() {
         }
     }
     assert_eq!(current, -1);
-    assert!(syncs_in_txn.get(&-1).copied().unwrap_or(0) > 0, "setup syncs carry i=-1");
+    assert!(
+        syncs_in_txn.get(&-1).copied().unwrap_or(0) > 0,
+        "setup syncs carry i=-1"
+    );
     for commit in &out.commits {
-        assert_eq!(syncs_in_txn[&(commit.index as i64)], commit.vfs.total().sync_calls);
+        assert_eq!(
+            syncs_in_txn[&(commit.index as i64)],
+            commit.vfs.total().sync_calls
+        );
         assert_eq!(commit.vfs.total().sync_calls, 3);
     }
     let txn_begins = markers.iter().filter(|m| m.event == "txn_begin").count();
     assert_eq!(txn_begins, 8);
     // DELETE mode: the journal is unlinked within each commit
-    let deletes = lines.iter().filter(|l| l.starts_with("sqlwa delete_begin i=3 kind=journal ")).count();
+    let deletes = lines
+        .iter()
+        .filter(|l| l.starts_with("sqlwa delete_begin i=3 kind=journal "))
+        .count();
     assert_eq!(deletes, 1);
 }
 
 #[test]
 fn truncate_markers_in_truncate_mode() {
     let (_, lines) = run_with_markers(JournalMode::Truncate, SyncMode::Normal, true);
-    assert!(lines.iter().any(|l| l.starts_with("sqlwa trunc_begin i=4 kind=journal t=")));
-    assert!(lines.iter().any(|l| l.starts_with("sqlwa trunc_end i=4 kind=journal rc=0 t=")));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("sqlwa trunc_begin i=4 kind=journal t=")));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("sqlwa trunc_end i=4 kind=journal rc=0 t=")));
 }
 
 #[test]
@@ -118,5 +161,8 @@ fn without_counting_only_run_and_txn_markers() {
     let (out, lines) = run_with_markers(JournalMode::Wal, SyncMode::Full, false);
     assert!(!out.info.vfs_counting);
     assert_eq!(lines.len(), 2 + 2 * 8, "{lines:#?}");
-    assert!(out.commits.iter().all(|c| c.vfs.total().sync_calls == 0 && c.vfs.total().write_calls == 0));
+    assert!(out
+        .commits
+        .iter()
+        .all(|c| c.vfs.total().sync_calls == 0 && c.vfs.total().write_calls == 0));
 }

@@ -23,20 +23,32 @@ fn same_seed_same_statements_different_seed_different() {
         let s = Scenario::builtin(&name).unwrap();
         assert_eq!(s.render(5, 20), s.render(5, 20), "{name}");
         assert_eq!(s.stream_hash(5, 20), s.stream_hash(5, 20), "{name}");
-        let has_randomness = !name.starts_with("mobibench-insert") && !name.starts_with("mobibench-delete");
+        let has_randomness =
+            !name.starts_with("mobibench-insert") && !name.starts_with("mobibench-delete");
         if has_randomness {
-            assert_ne!(s.stream_hash(5, 20), s.stream_hash(6, 20), "{name}: seed has no effect");
+            assert_ne!(
+                s.stream_hash(5, 20),
+                s.stream_hash(6, 20),
+                "{name}: seed has no effect"
+            );
         }
     }
     let messenger = Scenario::builtin("messenger").unwrap();
-    assert_eq!(messenger.render(1, 3).len(), 6, "two statements per transaction");
+    assert_eq!(
+        messenger.render(1, 3).len(),
+        6,
+        "two statements per transaction"
+    );
 }
 
 #[test]
 fn value_sizes_follow_the_distribution() {
-    let s = parse(&with_txn(r#"op = "insert"
+    let s = parse(&with_txn(
+        r#"op = "insert"
 table = "items"
-values = { body = { kind = "blob", min = 4096, max = 65536 } }"#)).unwrap();
+values = { body = { kind = "blob", min = 4096, max = 65536 } }"#,
+    ))
+    .unwrap();
     let mut w = sqlwa_workloads::scenario::Workload::new(&s, 9);
     let sizes: Vec<u64> = (0..200).map(|_| w.next_txn()[0].logical_bytes).collect();
     assert!(sizes.iter().all(|n| (4096..=65536).contains(n)));
@@ -45,7 +57,9 @@ values = { body = { kind = "blob", min = 4096, max = 65536 } }"#)).unwrap();
 
 #[test]
 fn unknown_operation_names_line_and_column() {
-    let text = with_txn("op = \"inssert\"\ntable = \"items\"\nvalues = { body = { kind = \"text\", size = 3 } }");
+    let text = with_txn(
+        "op = \"inssert\"\ntable = \"items\"\nvalues = { body = { kind = \"text\", size = 3 } }",
+    );
     let err = parse(&text).unwrap_err();
     let line = text.lines().position(|l| l.starts_with("op = ")).unwrap() + 1;
     assert_eq!(
@@ -58,7 +72,9 @@ fn unknown_operation_names_line_and_column() {
 fn toml_syntax_error_has_line() {
     let err = parse("name = \"t\"\n\n[[table]\nname = 1\n").unwrap_err();
     match err {
-        EngineError::ScenarioParse { line, origin, .. } => assert_eq!((line, origin.as_str()), (3, "x.toml")),
+        EngineError::ScenarioParse { line, origin, .. } => {
+            assert_eq!((line, origin.as_str()), (3, "x.toml"))
+        }
         other => panic!("{other}"),
     }
 }
@@ -72,9 +88,15 @@ fn unknown_field_is_reported_with_its_line() {
 
 #[test]
 fn missing_table_lists_known_tables() {
-    let err = parse(&with_txn("op = \"delete\"\ntable = \"itemz\"\nwhere = { id = { kind = \"seq\" } }")).unwrap_err();
+    let err = parse(&with_txn(
+        "op = \"delete\"\ntable = \"itemz\"\nwhere = { id = { kind = \"seq\" } }",
+    ))
+    .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("no table 'itemz' in the schema (tables: items)"), "{text}");
+    assert!(
+        text.contains("no table 'itemz' in the schema (tables: items)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -85,34 +107,62 @@ fn bad_size_ranges_are_rejected() {
         r#"{ body = { kind = "blob", size = 2000000000 } }"#,
         r#"{ body = { kind = "text", min = -1, max = 5 } }"#,
     ] {
-        let err = parse(&with_txn(&format!("op = \"insert\"\ntable = \"items\"\nvalues = {values}"))).unwrap_err();
-        assert!(matches!(err, EngineError::ScenarioParse { .. }), "{values}: {err}");
+        let err = parse(&with_txn(&format!(
+            "op = \"insert\"\ntable = \"items\"\nvalues = {values}"
+        )))
+        .unwrap_err();
+        assert!(
+            matches!(err, EngineError::ScenarioParse { .. }),
+            "{values}: {err}"
+        );
         assert!(err.to_string().contains("column body"), "{err}");
     }
 }
 
 #[test]
 fn unknown_value_kind_and_column_are_rejected() {
-    let err = parse(&with_txn("op = \"insert\"\ntable = \"items\"\nvalues = { body = { kind = \"txt\", size = 3 } }")).unwrap_err();
-    assert!(err.to_string().contains("unknown value kind 'txt'"), "{err}");
-    let err = parse(&with_txn("op = \"insert\"\ntable = \"items\"\nvalues = { bodyy = { kind = \"text\", size = 3 } }")).unwrap_err();
-    assert!(err.to_string().contains("no column named bodyy") || err.to_string().contains("bodyy"), "{err}");
+    let err = parse(&with_txn(
+        "op = \"insert\"\ntable = \"items\"\nvalues = { body = { kind = \"txt\", size = 3 } }",
+    ))
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("unknown value kind 'txt'"),
+        "{err}"
+    );
+    let err = parse(&with_txn(
+        "op = \"insert\"\ntable = \"items\"\nvalues = { bodyy = { kind = \"text\", size = 3 } }",
+    ))
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("no column named bodyy") || err.to_string().contains("bodyy"),
+        "{err}"
+    );
     assert!(matches!(err, EngineError::InvalidScenario { .. }));
 }
 
 #[test]
 fn autocommit_needs_one_statement() {
-    let text = with_txn("op = \"insert\"\ntable = \"items\"\nrepeat = 2\nvalues = { body = { kind = \"null\" } }")
-        .replacen("name = \"t\"\n", "name = \"t\"\nautocommit = true\n", 1);
+    let text = with_txn(
+        "op = \"insert\"\ntable = \"items\"\nrepeat = 2\nvalues = { body = { kind = \"null\" } }",
+    )
+    .replacen("name = \"t\"\n", "name = \"t\"\nautocommit = true\n", 1);
     let err = parse(&text).unwrap_err();
-    assert!(err.to_string().contains("line 3") && err.to_string().contains("exactly one statement"), "{err}");
+    assert!(
+        err.to_string().contains("line 3") && err.to_string().contains("exactly one statement"),
+        "{err}"
+    );
 }
 
 #[test]
 fn unknown_builtin_lists_available() {
     let err = Scenario::builtin("mobibench").unwrap_err();
     let text = err.to_string();
-    assert!(text.starts_with("unknown scenario 'mobibench' (available: mobibench-insert, mobibench-update"), "{text}");
+    assert!(
+        text.starts_with(
+            "unknown scenario 'mobibench' (available: mobibench-insert, mobibench-update"
+        ),
+        "{text}"
+    );
     assert!(text.contains("kv-prefs"));
 }
 
@@ -124,7 +174,8 @@ fn missing_file_is_an_io_error() {
 
 #[test]
 fn operations_compile_to_the_expected_sql() {
-    let s = parse(&with_txn(r#"op = "upsert"
+    let s = parse(&with_txn(
+        r#"op = "upsert"
 table = "items"
 key = ["id"]
 values = { id = { kind = "int", min = 1, max = 9 }, body = { kind = "text", size = 4 } }
@@ -136,20 +187,31 @@ limit = 1
 [[txn]]
 op = "delete"
 table = "items"
-keep_newest = 5"#)).unwrap();
+keep_newest = 5"#,
+    ))
+    .unwrap();
     assert_eq!(s.txn[0].sql, "INSERT INTO items (body, id) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET body = excluded.body");
     assert_eq!(s.txn[1].sql, "SELECT * FROM items WHERE id = ? LIMIT 1");
-    assert_eq!(s.txn[2].sql, "DELETE FROM items WHERE rowid <= (SELECT max(rowid) FROM items) - 5");
+    assert_eq!(
+        s.txn[2].sql,
+        "DELETE FROM items WHERE rowid <= (SELECT max(rowid) FROM items) - 5"
+    );
     // only stored values count as payload: 8 (id) + 4 (body)
     let mut w = sqlwa_workloads::scenario::Workload::new(&s, 1);
     let stmts = w.next_txn();
-    assert_eq!(stmts.iter().map(|s| s.logical_bytes).collect::<Vec<_>>(), vec![12, 0, 0]);
+    assert_eq!(
+        stmts.iter().map(|s| s.logical_bytes).collect::<Vec<_>>(),
+        vec![12, 0, 0]
+    );
 }
 
 #[test]
 fn messenger_updates_the_conversation_it_wrote_to() {
     let s = Scenario::builtin("messenger").unwrap();
-    assert_eq!(s.txn[1].sql, "UPDATE conversations SET last_message = ?, last_time = ? WHERE id = ?");
+    assert_eq!(
+        s.txn[1].sql,
+        "UPDATE conversations SET last_message = ?, last_time = ? WHERE id = ?"
+    );
     let mut w = sqlwa_workloads::scenario::Workload::new(&s, 3);
     for _ in 0..20 {
         let txn = w.next_txn();
@@ -164,5 +226,8 @@ fn messenger_updates_the_conversation_it_wrote_to() {
 #[test]
 fn same_as_needs_an_earlier_operation() {
     let err = parse(&with_txn("op = \"update\"\ntable = \"items\"\nset = { body = { kind = \"same_as\", column = \"nope\" } }")).unwrap_err();
-    assert!(err.to_string().contains("same_as 'nope' needs an earlier"), "{err}");
+    assert!(
+        err.to_string().contains("same_as 'nope' needs an earlier"),
+        "{err}"
+    );
 }

@@ -17,9 +17,13 @@ const CHILD_ENV: &str = "SQLWA_STRACE_CHILD";
 /// Runs in the child: the workload, then the expected syscall syncs written to a file.
 #[test]
 fn strace_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let parts: Vec<&str> = spec.split(' ').collect();
-    let [journal, sync, txns, dir] = parts[..] else { panic!("bad {CHILD_ENV}: {spec}") };
+    let [journal, sync, txns, dir] = parts[..] else {
+        panic!("bad {CHILD_ENV}: {spec}")
+    };
     let settings = RunSettings {
         journal: journal.parse().unwrap(),
         sync: sync.parse().unwrap(),
@@ -28,7 +32,14 @@ fn strace_child() {
         ..Default::default()
     };
     let dir = Path::new(dir);
-    let out = run(&Scenario::builtin("mobibench-insert").unwrap(), &settings, &dir.join("db"), None, &mut |_| true).unwrap();
+    let out = run(
+        &Scenario::builtin("mobibench-insert").unwrap(),
+        &settings,
+        &dir.join("db"),
+        None,
+        &mut |_| true,
+    )
+    .unwrap();
     // synchronous=EXTRA also syncs the directory after unlinking the journal (xDelete's
     // syncDir), inside xDelete rather than as an xSync.
     let extra = settings.sync == SyncMode::Extra;
@@ -62,7 +73,10 @@ fn syscall_syncs(summary: &str) -> u64 {
 }
 
 fn strace_works() -> bool {
-    Command::new("strace").args(["-f", "-c", "-o", "/dev/null", "true"]).status().is_ok_and(|s| s.success())
+    Command::new("strace")
+        .args(["-f", "-c", "-o", "/dev/null", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// (syscall syncs, expected from VFS counts) of one run of `txns` commits.
@@ -74,13 +88,19 @@ fn traced_run(journal: JournalMode, sync: SyncMode, txns: u64) -> (u64, u64) {
         .arg(&summary)
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", "strace_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, format!("{journal} {sync} {txns} {}", dir.path().display()))
+        .env(
+            CHILD_ENV,
+            format!("{journal} {sync} {txns} {}", dir.path().display()),
+        )
         .stdout(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success(), "child run failed");
     let syscalls = syscall_syncs(&std::fs::read_to_string(&summary).unwrap());
-    let expected = std::fs::read_to_string(dir.path().join("expected")).unwrap().parse().unwrap();
+    let expected = std::fs::read_to_string(dir.path().join("expected"))
+        .unwrap()
+        .parse()
+        .unwrap();
     (syscalls, expected)
 }
 
@@ -109,7 +129,10 @@ fn syscall_syncs_match_vfs_syncs() {
         let (short_sys, short_vfs) = traced_run(journal, sync, 10);
         let (long_sys, long_vfs) = traced_run(journal, sync, 40);
         let (sys, vfs) = (long_sys - short_sys, long_vfs - short_vfs);
-        assert_eq!(sys, vfs, "{journal}/{sync}: syscalls {sys} vs VFS {vfs} over 30 commits");
+        assert_eq!(
+            sys, vfs,
+            "{journal}/{sync}: syscalls {sys} vs VFS {vfs} over 30 commits"
+        );
         // and the documented total per commit (sqlite-commit-syncs.md)
         assert_eq!(sys, 30 * per_commit, "{journal}/{sync}");
     }

@@ -24,7 +24,11 @@ values = { v = { kind = "text", size = 100 } }
 fn measured(journal: JournalMode, sync: SyncMode) -> Vec<CommitRecord> {
     let scenario = Scenario::from_toml_str(SINGLE_ROW_INSERT, "test").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let settings = RunSettings { journal, sync, ..Default::default() };
+    let settings = RunSettings {
+        journal,
+        sync,
+        ..Default::default()
+    };
     let out = run(&scenario, &settings, dir.path(), None, &mut |_| true).unwrap();
     out.commits.into_iter().filter(|c| !c.warmup).collect()
 }
@@ -33,10 +37,22 @@ fn measured(journal: JournalMode, sync: SyncMode) -> Vec<CommitRecord> {
 fn syncs_per_commit(journal: JournalMode, sync: SyncMode) -> (u64, u64, u64) {
     let commits = measured(journal, sync);
     assert_eq!(commits.len(), 20);
-    let per = |c: &CommitRecord| (c.vfs.journal.sync_calls, c.vfs.db.sync_calls, c.vfs.wal.sync_calls);
+    let per = |c: &CommitRecord| {
+        (
+            c.vfs.journal.sync_calls,
+            c.vfs.db.sync_calls,
+            c.vfs.wal.sync_calls,
+        )
+    };
     let first = per(&commits[0]);
     for c in &commits {
-        assert_eq!(per(c), first, "{journal}/{sync} commit {} differs: {:?}", c.index, c.vfs);
+        assert_eq!(
+            per(c),
+            first,
+            "{journal}/{sync} commit {} differs: {:?}",
+            c.index,
+            c.vfs
+        );
         let others = c.vfs.total().sync_calls - first.0 - first.1 - first.2;
         assert_eq!(others, 0, "{journal}/{sync}: syncs on shm/temp/other files");
     }
@@ -45,39 +61,73 @@ fn syncs_per_commit(journal: JournalMode, sync: SyncMode) -> (u64, u64, u64) {
 
 #[test]
 fn wal_normal_has_no_sync_in_an_ordinary_commit() {
-    assert_eq!(syncs_per_commit(JournalMode::Wal, SyncMode::Normal), (0, 0, 0));
+    assert_eq!(
+        syncs_per_commit(JournalMode::Wal, SyncMode::Normal),
+        (0, 0, 0)
+    );
 }
 
 #[test]
 fn wal_full_syncs_the_wal_exactly_once() {
-    assert_eq!(syncs_per_commit(JournalMode::Wal, SyncMode::Full), (0, 0, 1));
-    assert_eq!(syncs_per_commit(JournalMode::Wal, SyncMode::Extra), (0, 0, 1));
+    assert_eq!(
+        syncs_per_commit(JournalMode::Wal, SyncMode::Full),
+        (0, 0, 1)
+    );
+    assert_eq!(
+        syncs_per_commit(JournalMode::Wal, SyncMode::Extra),
+        (0, 0, 1)
+    );
 }
 
 #[test]
 fn delete_mode_syncs() {
-    assert_eq!(syncs_per_commit(JournalMode::Delete, SyncMode::Full), (2, 1, 0));
-    assert_eq!(syncs_per_commit(JournalMode::Delete, SyncMode::Normal), (1, 1, 0));
+    assert_eq!(
+        syncs_per_commit(JournalMode::Delete, SyncMode::Full),
+        (2, 1, 0)
+    );
+    assert_eq!(
+        syncs_per_commit(JournalMode::Delete, SyncMode::Normal),
+        (1, 1, 0)
+    );
     // EXTRA's additional directory sync is inside xDelete (syncDir), not an xSync.
-    assert_eq!(syncs_per_commit(JournalMode::Delete, SyncMode::Extra), (2, 1, 0));
+    assert_eq!(
+        syncs_per_commit(JournalMode::Delete, SyncMode::Extra),
+        (2, 1, 0)
+    );
 }
 
 #[test]
 fn truncate_mode_syncs() {
-    assert_eq!(syncs_per_commit(JournalMode::Truncate, SyncMode::Full), (3, 1, 0));
-    assert_eq!(syncs_per_commit(JournalMode::Truncate, SyncMode::Normal), (1, 1, 0));
+    assert_eq!(
+        syncs_per_commit(JournalMode::Truncate, SyncMode::Full),
+        (3, 1, 0)
+    );
+    assert_eq!(
+        syncs_per_commit(JournalMode::Truncate, SyncMode::Normal),
+        (1, 1, 0)
+    );
 }
 
 #[test]
 fn persist_mode_syncs() {
-    assert_eq!(syncs_per_commit(JournalMode::Persist, SyncMode::Full), (3, 1, 0));
-    assert_eq!(syncs_per_commit(JournalMode::Persist, SyncMode::Normal), (2, 1, 0));
+    assert_eq!(
+        syncs_per_commit(JournalMode::Persist, SyncMode::Full),
+        (3, 1, 0)
+    );
+    assert_eq!(
+        syncs_per_commit(JournalMode::Persist, SyncMode::Normal),
+        (2, 1, 0)
+    );
 }
 
 #[test]
 fn synchronous_off_never_syncs() {
     for journal in JournalMode::ALL {
-        assert_eq!(syncs_per_commit(*journal, SyncMode::Off), (0, 0, 0), "{journal}");
+        assert_eq!(
+            syncs_per_commit(*journal, SyncMode::Off),
+            (0, 0, 0),
+            "{journal}"
+        );
     }
 }
 
@@ -88,7 +138,10 @@ fn delete_mode_creates_and_deletes_the_journal_every_commit() {
         assert_eq!(c.vfs.journal.delete_calls, 1);
     }
     for c in measured(JournalMode::Truncate, SyncMode::Full) {
-        assert_eq!((c.vfs.journal.truncate_calls, c.vfs.journal.delete_calls), (1, 0));
+        assert_eq!(
+            (c.vfs.journal.truncate_calls, c.vfs.journal.delete_calls),
+            (1, 0)
+        );
     }
 }
 
@@ -104,7 +157,11 @@ fn wal_commit_writes_one_frame() {
 
 #[test]
 fn rollback_commit_writes_two_pages_and_their_journal() {
-    for journal in [JournalMode::Delete, JournalMode::Truncate, JournalMode::Persist] {
+    for journal in [
+        JournalMode::Delete,
+        JournalMode::Truncate,
+        JournalMode::Persist,
+    ] {
         for c in measured(journal, SyncMode::Full) {
             // page 1 (change counter) and the table's leaf page
             assert_eq!(c.vfs.db.write_bytes, 8192, "{journal}: {:?}", c.vfs);
