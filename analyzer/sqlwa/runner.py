@@ -97,6 +97,8 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
         "sqlite_source_id": info["sqlite_source_id"],
         "sqlite_compile_options": info["sqlite_compile_options"],
         "vfs_counting": info["vfs_counting"],
+        "pid": info["pid"],
+        "tid": info["tid"],
         **environment.machine_facts(),
     }
 
@@ -189,9 +191,9 @@ def analyse_trace(cap: capture.TraceCapture, commits: pl.DataFrame, dev, levels:
 
 
 def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+    preflight_lab(request)
     scenario = engine.load_scenario(request.scenario)
     out_dir = ensure_writable_dir(request.out_dir, "output directory")
-    preflight_lab(request)
     with lab.LabFilesystem(
         request.fs, image_size=request.image_size, mkfs_opts=request.mkfs_opts,
         mount_opts=request.mount_opts, fill_pct=request.fill_pct,
