@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_array::types::{UInt32Type, UInt8Type};
 use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, LargeStringArray, PrimitiveArray, RecordBatch, StringArray};
-use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use crate::table::{flags, Action, EventTable, Operation, RecordKind, NO_DEV, NO_I64};
@@ -69,14 +69,14 @@ fn interned(codes: Vec<u32>, values: &[String]) -> Result<ArrayRef, ArrowError> 
 }
 
 fn flag_column(flags: &[u16], bit: u16) -> ArrayRef {
-    Arc::new(BooleanArray::from_iter(flags.iter().map(|f| Some(f & bit != 0))))
+    Arc::new(BooleanArray::new(BooleanBuffer::collect_bool(flags.len(), |i| flags[i] & bit != 0), None))
 }
 
 fn valid_where<T: Copy + PartialEq>(v: &[T], absent: T) -> Option<NullBuffer> {
     if v.iter().all(|&x| x != absent) {
         return None;
     }
-    Some(NullBuffer::from_iter(v.iter().map(|&x| x != absent)))
+    Some(NullBuffer::new(BooleanBuffer::collect_bool(v.len(), |i| v[i] != absent)))
 }
 
 fn text_column(offsets: Vec<i64>, data: Vec<u8>) -> Result<ArrayRef, ArrowError> {

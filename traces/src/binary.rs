@@ -321,17 +321,29 @@ pub fn read(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &m
         }
     }
     let mut names = ProcessNames::default();
+    let mut rwbs_codes = RwbsCodes::new();
     let mut time_base: Option<u64> = None;
     while let Some(Reverse((_, i))) = heap.pop() {
-        let rec = &heads[i];
-        let rows_before = table.len();
-        emit(rec, table, report, &mut names);
-        if table.len() > rows_before {
-            // blkparse's time zero is the first printed event, not the first notify record.
-            time_base = Some(time_base.map_or(rec.time, |t| t.min(rec.time)));
-        }
-        if advance(&mut streams[i], &mut heads[i], lenient, report)? {
-            heap.push(Reverse((heads[i].time, i)));
+        // Keep taking from this file while it stays the earliest: per-CPU files come in
+        // long runs, and this avoids a heap operation per record. Ties go to the lower
+        // file index, exactly as the heap orders them.
+        let next_other = heap.peek().map(|Reverse(key)| *key);
+        loop {
+            let rec = &heads[i];
+            let rows_before = table.len();
+            emit(rec, table, report, &mut names, &mut rwbs_codes);
+            if table.len() > rows_before {
+                // blkparse's time zero is the first printed event, not the first notify record.
+                time_base = Some(time_base.map_or(rec.time, |t| t.min(rec.time)));
+            }
+            if !advance(&mut streams[i], &mut heads[i], lenient, report)? {
+                break;
+            }
+            let key = (heads[i].time, i);
+            if next_other.is_some_and(|other| other < key) {
+                heap.push(Reverse(key));
+                break;
+            }
         }
     }
     report.time_base_ns = time_base;
@@ -378,7 +390,33 @@ impl ProcessNames {
     }
 }
 
-fn emit(rec: &Record, table: &mut EventTable, report: &mut ParseReport, names: &mut ProcessNames) {
+/// Dictionary codes of the RWBS strings, by the category bits that decide them: interning
+/// a string per record would cost more than decoding the whole record.
+struct RwbsCodes {
+    by_bits: [u32; 256],
+}
+
+impl RwbsCodes {
+    fn new() -> Self {
+        RwbsCodes { by_bits: [u32::MAX; 256] }
+    }
+
+    fn code(&mut self, cat: u32, bytes: u32, table: &mut EventTable) -> u32 {
+        let bits = [category::FLUSH, category::DISCARD, category::WRITE, category::FUA, category::AHEAD, category::SYNC, category::META]
+            .iter()
+            .enumerate()
+            .fold((bytes != 0) as usize, |acc, (n, &bit)| acc | (((cat & bit != 0) as usize) << (n + 1)));
+        let slot = &mut self.by_bits[bits];
+        if *slot == u32::MAX {
+            let mut buf = [0u8; 8];
+            let n = rwbs_from_category(cat, bytes, &mut buf);
+            *slot = table.rwbs_values.intern(&buf[..n]);
+        }
+        *slot
+    }
+}
+
+fn emit(rec: &Record, table: &mut EventTable, report: &mut ParseReport, names: &mut ProcessNames, rwbs_codes: &mut RwbsCodes) {
     let cat = rec.action >> 16;
     let act = rec.action & 0xffff & !ta::CGROUP;
     let mut e = Event {
@@ -436,8 +474,6 @@ fn emit(rec: &Record, table: &mut EventTable, report: &mut ParseReport, names: &
         e.remap_minor = dev_minor(from);
         e.remap_sector = sector;
     }
-    let mut buf = [0u8; 8];
-    let n = rwbs_from_category(cat, rec.bytes, &mut buf);
-    let rwbs = table.rwbs_values.intern(&buf[..n]);
+    let rwbs = rwbs_codes.code(cat, rec.bytes, table);
     table.push(&e, 0, rwbs, 0, b"");
 }

@@ -95,6 +95,7 @@ pub fn parse_paths(paths: &[PathBuf], format: Format, lenient: bool) -> Result<(
             table.append(&merged);
         }
     }
+    table.shrink_to_fit();
     report.count(&table);
     Ok((table, report))
 }
