@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use arrow_array::types::{UInt32Type, UInt8Type};
 use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, LargeStringArray, PrimitiveArray, RecordBatch, StringArray};
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
-use crate::table::{flags, Action, EventTable, Operation, RecordKind, NO_DEV, NO_I64};
+use crate::table::{flags, Action, EventTable, Extra, Operation, RecordKind};
 
 fn dict8() -> DataType {
     DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8))
@@ -72,14 +72,42 @@ fn flag_column(flags: &[u16], bit: u16) -> ArrayRef {
     Arc::new(BooleanArray::new(BooleanBuffer::collect_bool(flags.len(), |i| flags[i] & bit != 0), None))
 }
 
-fn valid_where<T: Copy + PartialEq>(v: &[T], absent: T) -> Option<NullBuffer> {
-    if v.iter().all(|&x| x != absent) {
-        return None;
+/// A dense column from the sparse extras: zero where a row has no entry. The zeroed
+/// allocation comes straight from the OS, so pages no row writes cost nothing.
+fn scatter<T: Copy + Default + arrow_buffer::ArrowNativeType>(n: usize, extras: &[Extra], get: impl Fn(&Extra) -> Option<T>) -> (Vec<T>, Option<NullBuffer>) {
+    let mut values = vec![T::default(); n];
+    let mut valid: Option<BooleanBufferBuilder> = None;
+    for x in extras {
+        if let Some(v) = get(x) {
+            values[x.row] = v;
+            valid
+                .get_or_insert_with(|| {
+                    let mut b = BooleanBufferBuilder::new(n);
+                    b.append_n(n, false);
+                    b
+                })
+                .set_bit(x.row, true);
+        }
     }
-    Some(NullBuffer::new(BooleanBuffer::collect_bool(v.len(), |i| v[i] != absent)))
+    let nulls = match valid {
+        Some(mut b) => Some(NullBuffer::new(b.finish())),
+        None => Some(NullBuffer::new_null(n)),
+    };
+    (values, nulls)
 }
 
-fn text_column(offsets: Vec<i64>, data: Vec<u8>) -> Result<ArrayRef, ArrowError> {
+fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, ArrowError> {
+    let mut offsets = vec![0i64; n + 1];
+    if !data.is_empty() {
+        let mut end = 0i64;
+        let mut next = extras.iter().peekable();
+        for row in 0..n {
+            if let Some(x) = next.next_if(|x| x.row == row) {
+                end += (x.text.1 - x.text.0) as i64;
+            }
+            offsets[row + 1] = end;
+        }
+    }
     let clean = std::str::from_utf8(&data).is_ok_and(|s| offsets.iter().all(|&o| s.is_char_boundary(o as usize)));
     let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
     if clean {
@@ -93,9 +121,16 @@ fn text_column(offsets: Vec<i64>, data: Vec<u8>) -> Result<ArrayRef, ArrowError>
 /// Converts the table into one RecordBatch, consuming it.
 pub fn to_record_batch(t: EventTable) -> Result<RecordBatch, ArrowError> {
     use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt64Type};
-    let remap_nulls = valid_where(&t.remap_major, NO_DEV);
-    let fd_nulls = valid_where(&t.fd, NO_I64);
-    let ret_nulls = valid_where(&t.ret, NO_I64);
+    let n = t.len();
+    let (remap_major, remap_nulls) = scatter(n, &t.extras, |x| x.remap.map(|r| r.0));
+    let (remap_minor, _) = scatter(n, &t.extras, |x| x.remap.map(|r| r.1));
+    let (remap_sector, _) = scatter(n, &t.extras, |x| x.remap.map(|r| r.2));
+    let (aux, _) = scatter(n, &t.extras, |x| (x.aux != 0).then_some(x.aux));
+    let (cgroup_id, _) = scatter(n, &t.extras, |x| (x.cgroup_id != 0).then_some(x.cgroup_id));
+    let (fd, fd_nulls) = scatter(n, &t.extras, |x| x.fd);
+    let (ret, ret_nulls) = scatter(n, &t.extras, |x| x.ret);
+    // Text rows are ordered by row, so the text bytes are already in row order.
+    let text = text_column(n, &t.extras, t.text_data)?;
     let flag_bools: Vec<ArrayRef> = [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]
         .iter()
         .map(|&bit| flag_column(&t.flags, bit))
@@ -120,15 +155,15 @@ pub fn to_record_batch(t: EventTable) -> Result<RecordBatch, ArrowError> {
         prim::<UInt32Type>(t.sectors, None),
         prim::<UInt64Type>(t.bytes, None),
         prim::<Int32Type>(t.error, None),
-        prim::<UInt32Type>(t.remap_major, remap_nulls.clone()),
-        prim::<UInt32Type>(t.remap_minor, remap_nulls.clone()),
-        prim::<UInt64Type>(t.remap_sector, remap_nulls),
-        prim::<UInt64Type>(t.aux, None),
-        prim::<UInt64Type>(t.cgroup_id, None),
+        prim::<UInt32Type>(remap_major, remap_nulls.clone()),
+        prim::<UInt32Type>(remap_minor, remap_nulls.clone()),
+        prim::<UInt64Type>(remap_sector, remap_nulls),
+        prim::<UInt64Type>(aux, None),
+        prim::<UInt64Type>(cgroup_id, None),
         interned(t.name, &t.names.values)?,
-        prim::<Int64Type>(t.fd, fd_nulls),
-        prim::<Int64Type>(t.ret, ret_nulls),
-        text_column(t.text_offsets, t.text_data)?,
+        prim::<Int64Type>(fd, fd_nulls),
+        prim::<Int64Type>(ret, ret_nulls),
+        text,
     ]);
     RecordBatch::try_new(schema(), columns)
 }

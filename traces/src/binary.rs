@@ -469,11 +469,7 @@ fn emit(rec: &Record, table: &mut EventTable, report: &mut ParseReport, names: &
     e.sectors = rec.bytes >> 9;
     e.error = rec.error as i16 as i32;
     e.aux = rec.aux;
-    if let Some((from, sector)) = rec.remap {
-        e.remap_major = dev_major(from);
-        e.remap_minor = dev_minor(from);
-        e.remap_sector = sector;
-    }
+    e.remap = rec.remap.map(|(from, sector)| (dev_major(from), dev_minor(from), sector));
     let rwbs = rwbs_codes.code(cat, rec.bytes, table);
     table.push(&e, 0, rwbs, 0, b"");
 }

@@ -121,11 +121,7 @@ pub fn push_block_event(
             comm = b;
         }
     }
-    if let Some((maj, min, from)) = body.remap {
-        e.remap_major = maj;
-        e.remap_minor = min;
-        e.remap_sector = from;
-    }
+    e.remap = body.remap;
     e.aux = match action {
         Action::Split => body.split_to.unwrap_or(0),
         Action::Unplug | Action::UnplugTimer => body.trailing.unwrap_or(0),
@@ -167,12 +163,12 @@ mod tests {
         );
         assert_eq!(t.len(), 8);
         assert_eq!(t.action_at(0), Action::Remap);
-        assert_eq!((t.remap_major[0], t.remap_minor[0], t.remap_sector[0]), (253, 3, 578805392));
+        assert_eq!(t.remap_at(0), Some((253, 3, 578805392)));
         assert_eq!(t.comm_at(1), "dmcrypt_write/2");
         assert_eq!((t.sector[2], t.sectors[2], t.bytes[2], t.error[2]), (763360912, 16, 8192, 0));
         assert_eq!((t.operation_at(3), t.error[3]), (Operation::Flush, -5));
-        assert_eq!((t.action_at(4), t.aux[4]), (Action::Unplug, 4));
-        assert_eq!((t.action_at(5), t.aux[5]), (Action::Split, 108));
+        assert_eq!((t.action_at(4), t.aux_at(4)), (Action::Unplug, 4));
+        assert_eq!((t.action_at(5), t.aux_at(5)), (Action::Split, 108));
         assert_eq!(t.flags[6], flags::PREFLUSH | flags::FUA | flags::SYNC);
         assert_eq!(t.comm_at(6), "jbd2/sda1-8");
         assert_eq!(t.kind_at(7), RecordKind::Message);

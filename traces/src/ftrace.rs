@@ -130,7 +130,7 @@ fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u
     } else if let Some(sys) = name.strip_prefix(b"sys_exit_") {
         e.kind = RecordKind::SyscallExit;
         name_code = table.names.intern(sys);
-        e.ret = parse_number(body.trim_ascii()).map(|v| v as i64).ok_or("bad syscall return value")?;
+        e.ret = Some(parse_number(body.trim_ascii()).map(|v| v as i64).ok_or("bad syscall return value")?);
     } else {
         e.kind = RecordKind::Other;
         name_code = table.names.intern(name);
@@ -155,7 +155,7 @@ fn push_syscall_print_format(table: &mut EventTable, e: &Event, rest: &[u8], com
     } else if let Some(ret) = rest[name_end..].strip_prefix(b" -> ") {
         body = ret.trim_ascii();
         e.kind = RecordKind::SyscallExit;
-        e.ret = parse_number(body).map(|v| v as i64).ok_or("bad syscall return value")?;
+        e.ret = Some(parse_number(body).map(|v| v as i64).ok_or("bad syscall return value")?);
     } else {
         return Ok(None);
     }
@@ -191,7 +191,7 @@ fn parse_syscall_args(e: &mut Event, body: &[u8]) {
         let key = arg[..colon].trim_ascii();
         let Some(value) = parse_number(arg[colon + 1..].trim_ascii()) else { continue };
         match key {
-            b"fd" => e.fd = value as u32 as i32 as i64,
+            b"fd" => e.fd = Some(value as u32 as i32 as i64),
             b"count" | b"nbytes" | b"len" | b"length" => e.aux = value,
             _ => {}
         }
@@ -297,9 +297,9 @@ mod tests {
         assert_eq!(t.comm_at(3), "kworker/0:1");
         assert_eq!(t.action_at(4), Action::Queue);
         assert_eq!(t.action_at(5), Action::Plug);
-        assert_eq!((t.action_at(6), t.aux[6]), (Action::Unplug, 1));
-        assert_eq!((t.action_at(7), t.aux[7]), (Action::Split, 96));
-        assert_eq!((t.remap_major[8], t.remap_minor[8], t.remap_sector[8]), (253, 1, 80));
+        assert_eq!((t.action_at(6), t.aux_at(6)), (Action::Unplug, 1));
+        assert_eq!((t.action_at(7), t.aux_at(7)), (Action::Split, 96));
+        assert_eq!(t.remap_at(8), Some((253, 1, 80)));
         assert_eq!((t.action_at(9), t.text_at(9)), (Action::OtherBlock, "7,0 sector=12 size=4096"));
         assert_eq!(t.name_at(0), "block_rq_issue");
     }
@@ -318,10 +318,10 @@ mod tests {
         );
         assert_eq!(r.lost_events, 42);
         assert_eq!((t.kind_at(0), t.name_at(0), t.text_at(0)), (RecordKind::Marker, "txn_begin", "sqlwa txn_begin i=3 warmup=0 t=123"));
-        assert_eq!((t.kind_at(1), t.name_at(1), t.fd[1]), (RecordKind::SyscallEnter, "fsync", 3));
-        assert_eq!((t.kind_at(2), t.ret[2]), (RecordKind::SyscallExit, 0));
-        assert_eq!((t.fd[3], t.aux[3]), (4, 4096));
-        assert_eq!(t.ret[4], -2);
+        assert_eq!((t.kind_at(1), t.name_at(1), t.fd_at(1)), (RecordKind::SyscallEnter, "fsync", Some(3)));
+        assert_eq!((t.kind_at(2), t.ret_at(2)), (RecordKind::SyscallExit, Some(0)));
+        assert_eq!((t.fd_at(3), t.aux_at(3)), (Some(4), 4096));
+        assert_eq!(t.ret_at(4), Some(-2));
         assert_eq!(t.comm_at(0), "sqlwa-run");
         assert_eq!((t.kind_at(5), t.name_at(5)), (RecordKind::Other, "sched_switch"));
     }
@@ -334,10 +334,10 @@ mod tests {
                       python3-21901   [001] .....  7285.608437: sys_write(fd: 3, buf: 0x7fc27e0175c0, count: 0x28)\n\
                       python3-21901   (-------) [001]   7285.608439: sys_unlink -> 0xfffffffffffffffe\n",
         );
-        assert_eq!((t.kind_at(0), t.name_at(0), t.fd[0]), (RecordKind::SyscallEnter, "openat", crate::table::NO_I64));
-        assert_eq!((t.kind_at(1), t.name_at(1), t.ret[1]), (RecordKind::SyscallExit, "openat", 3));
-        assert_eq!((t.fd[2], t.aux[2], t.text_at(2)), (3, 0x28, "fd: 3, buf: 0x7fc27e0175c0, count: 0x28"));
-        assert_eq!((t.name_at(3), t.ret[3]), ("unlink", -2));
+        assert_eq!((t.kind_at(0), t.name_at(0), t.fd_at(0)), (RecordKind::SyscallEnter, "openat", None));
+        assert_eq!((t.kind_at(1), t.name_at(1), t.ret_at(1)), (RecordKind::SyscallExit, "openat", Some(3)));
+        assert_eq!((t.fd_at(2), t.aux_at(2), t.text_at(2)), (Some(3), 0x28, "fd: 3, buf: 0x7fc27e0175c0, count: 0x28"));
+        assert_eq!((t.name_at(3), t.ret_at(3)), ("unlink", Some(-2)));
     }
 
     #[test]

@@ -286,10 +286,6 @@ impl Dictionary {
     }
 }
 
-/// Sentinels for nullable integer columns (turned into Arrow nulls on export).
-pub const NO_DEV: u32 = u32::MAX;
-pub const NO_I64: i64 = i64::MIN;
-
 /// One row of the table, used by the readers to build rows before pushing them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
@@ -307,14 +303,33 @@ pub struct Event {
     pub sectors: u32,
     pub bytes: u64,
     pub error: i32,
-    pub remap_major: u32,
-    pub remap_minor: u32,
-    pub remap_sector: u64,
+    /// Remap source: (major, minor, sector).
+    pub remap: Option<(u32, u32, u64)>,
     /// U/UT: unplug depth; X: sector of the second half; syscalls: count argument.
     pub aux: u64,
     pub cgroup_id: u64,
-    pub fd: i64,
-    pub ret: i64,
+    pub fd: Option<i64>,
+    pub ret: Option<i64>,
+}
+
+impl Event {
+    fn has_extra(&self) -> bool {
+        self.remap.is_some() || self.aux != 0 || self.cgroup_id != 0 || self.fd.is_some() || self.ret.is_some()
+    }
+}
+
+/// The fields most rows leave at their defaults, stored only for the rows that set them:
+/// a block trace then writes (and holds) half the bytes per row it otherwise would.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Extra {
+    pub row: usize,
+    pub remap: Option<(u32, u32, u64)>,
+    pub aux: u64,
+    pub cgroup_id: u64,
+    pub fd: Option<i64>,
+    pub ret: Option<i64>,
+    /// Byte range of the row's text in `text_data`.
+    pub text: (usize, usize),
 }
 
 impl Default for Event {
@@ -334,13 +349,11 @@ impl Default for Event {
             sectors: 0,
             bytes: 0,
             error: 0,
-            remap_major: NO_DEV,
-            remap_minor: NO_DEV,
-            remap_sector: 0,
+            remap: None,
             aux: 0,
             cgroup_id: 0,
-            fd: NO_I64,
-            ret: NO_I64,
+            fd: None,
+            ret: None,
         }
     }
 }
@@ -364,20 +377,13 @@ pub struct EventTable {
     pub sectors: Vec<u32>,
     pub bytes: Vec<u64>,
     pub error: Vec<i32>,
-    pub remap_major: Vec<u32>,
-    pub remap_minor: Vec<u32>,
-    pub remap_sector: Vec<u64>,
-    pub aux: Vec<u64>,
-    pub cgroup_id: Vec<u64>,
+    /// Rows with remap, aux, cgroup, syscall or text fields, in row order.
+    pub extras: Vec<Extra>,
     /// Code into `rwbs_values`: the RWBS string exactly as the trace printed it.
     pub rwbs: Vec<u32>,
     /// Code into `names`: tracepoint / syscall name, or the sqlwa marker's event word.
     pub name: Vec<u32>,
-    pub fd: Vec<i64>,
-    pub ret: Vec<i64>,
-    /// Offsets into `text_data` (len + 1 entries once non-empty): raw marker text,
-    /// syscall arguments, message text; empty for block rows.
-    pub text_offsets: Vec<i64>,
+    /// Raw marker text, syscall arguments, message text (ranges in `extras`).
     pub text_data: Vec<u8>,
     pub comms: Dictionary,
     pub rwbs_values: Dictionary,
@@ -387,7 +393,6 @@ pub struct EventTable {
 impl EventTable {
     pub fn new() -> Self {
         let mut t = EventTable::default();
-        t.text_offsets.push(0);
         t.comms.intern(b"");
         t.rwbs_values.intern(b"");
         t.names.intern(b"");
@@ -417,16 +422,8 @@ impl EventTable {
         self.sectors.shrink_to_fit();
         self.bytes.shrink_to_fit();
         self.error.shrink_to_fit();
-        self.remap_major.shrink_to_fit();
-        self.remap_minor.shrink_to_fit();
-        self.remap_sector.shrink_to_fit();
-        self.aux.shrink_to_fit();
-        self.cgroup_id.shrink_to_fit();
         self.rwbs.shrink_to_fit();
         self.name.shrink_to_fit();
-        self.fd.shrink_to_fit();
-        self.ret.shrink_to_fit();
-        self.text_offsets.shrink_to_fit();
         self.text_data.shrink_to_fit();
     }
 
@@ -447,12 +444,6 @@ impl EventTable {
             advise_huge_pages(&self.sequence);
             advise_huge_pages(&self.sector);
             advise_huge_pages(&self.bytes);
-            advise_huge_pages(&self.remap_sector);
-            advise_huge_pages(&self.aux);
-            advise_huge_pages(&self.cgroup_id);
-            advise_huge_pages(&self.fd);
-            advise_huge_pages(&self.ret);
-            advise_huge_pages(&self.text_offsets);
             advise_huge_pages(&self.dev_major);
             advise_huge_pages(&self.dev_minor);
             advise_huge_pages(&self.cpu);
@@ -460,8 +451,6 @@ impl EventTable {
             advise_huge_pages(&self.comm);
             advise_huge_pages(&self.sectors);
             advise_huge_pages(&self.error);
-            advise_huge_pages(&self.remap_major);
-            advise_huge_pages(&self.remap_minor);
             advise_huge_pages(&self.rwbs);
             advise_huge_pages(&self.name);
             advise_huge_pages(&self.flags);
@@ -484,16 +473,8 @@ impl EventTable {
         self.sectors.reserve(n);
         self.bytes.reserve(n);
         self.error.reserve(n);
-        self.remap_major.reserve(n);
-        self.remap_minor.reserve(n);
-        self.remap_sector.reserve(n);
-        self.aux.reserve(n);
-        self.cgroup_id.reserve(n);
         self.rwbs.reserve(n);
         self.name.reserve(n);
-        self.fd.reserve(n);
-        self.ret.reserve(n);
-        self.text_offsets.reserve(n);
     }
 
     /// Appends one row; `comm`, `rwbs` and `name` are dictionary codes, `text` raw bytes.
@@ -514,17 +495,21 @@ impl EventTable {
         self.sectors.push(e.sectors);
         self.bytes.push(e.bytes);
         self.error.push(e.error);
-        self.remap_major.push(e.remap_major);
-        self.remap_minor.push(e.remap_minor);
-        self.remap_sector.push(e.remap_sector);
-        self.aux.push(e.aux);
-        self.cgroup_id.push(e.cgroup_id);
+        if e.has_extra() || !text.is_empty() {
+            let start = self.text_data.len();
+            self.text_data.extend_from_slice(text);
+            self.extras.push(Extra {
+                row: self.time_ns.len() - 1,
+                remap: e.remap,
+                aux: e.aux,
+                cgroup_id: e.cgroup_id,
+                fd: e.fd,
+                ret: e.ret,
+                text: (start, self.text_data.len()),
+            });
+        }
         self.rwbs.push(rwbs);
         self.name.push(name);
-        self.fd.push(e.fd);
-        self.ret.push(e.ret);
-        self.text_data.extend_from_slice(text);
-        self.text_offsets.push(self.text_data.len() as i64);
     }
 
     pub fn action_at(&self, i: usize) -> Action {
@@ -545,20 +530,39 @@ impl EventTable {
     pub fn name_at(&self, i: usize) -> &str {
         self.names.get(self.name[i])
     }
+    pub fn extra_at(&self, i: usize) -> Option<&Extra> {
+        self.extras.binary_search_by_key(&i, |x| x.row).ok().map(|k| &self.extras[k])
+    }
     pub fn text_at(&self, i: usize) -> &str {
-        let (a, b) = (self.text_offsets[i] as usize, self.text_offsets[i + 1] as usize);
-        std::str::from_utf8(&self.text_data[a..b]).unwrap_or("")
+        self.extra_at(i).map_or("", |x| std::str::from_utf8(&self.text_data[x.text.0..x.text.1]).unwrap_or(""))
+    }
+    pub fn aux_at(&self, i: usize) -> u64 {
+        self.extra_at(i).map_or(0, |x| x.aux)
+    }
+    pub fn remap_at(&self, i: usize) -> Option<(u32, u32, u64)> {
+        self.extra_at(i).and_then(|x| x.remap)
+    }
+    pub fn cgroup_id_at(&self, i: usize) -> u64 {
+        self.extra_at(i).map_or(0, |x| x.cgroup_id)
+    }
+    pub fn fd_at(&self, i: usize) -> Option<i64> {
+        self.extra_at(i).and_then(|x| x.fd)
+    }
+    pub fn ret_at(&self, i: usize) -> Option<i64> {
+        self.extra_at(i).and_then(|x| x.ret)
     }
 
     /// Bytes held by the columns (what the Arrow table will occupy, give or take).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();
-        n * (1 + 8 + 4 + 4 + 4 + 8 + 4 + 4 + 1 + 1 + 2 + 8 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8)
+        n * (1 + 8 + 4 + 4 + 4 + 8 + 4 + 4 + 1 + 1 + 2 + 8 + 4 + 8 + 4 + 4 + 4)
+            + self.extras.len() * std::mem::size_of::<Extra>()
             + self.text_data.len()
     }
 
     /// Appends all rows of `other`, re-coding its dictionaries.
     pub fn append(&mut self, other: &EventTable) {
+        let row_base = self.len();
         let comm_map: Vec<u32> = other.comms.values.iter().map(|s| self.comms.intern(s.as_bytes())).collect();
         let rwbs_map: Vec<u32> =
             other.rwbs_values.values.iter().map(|s| self.rwbs_values.intern(s.as_bytes())).collect();
@@ -578,18 +582,15 @@ impl EventTable {
         self.sectors.extend_from_slice(&other.sectors);
         self.bytes.extend_from_slice(&other.bytes);
         self.error.extend_from_slice(&other.error);
-        self.remap_major.extend_from_slice(&other.remap_major);
-        self.remap_minor.extend_from_slice(&other.remap_minor);
-        self.remap_sector.extend_from_slice(&other.remap_sector);
-        self.aux.extend_from_slice(&other.aux);
-        self.cgroup_id.extend_from_slice(&other.cgroup_id);
         self.rwbs.extend(other.rwbs.iter().map(|&c| rwbs_map[c as usize]));
         self.name.extend(other.name.iter().map(|&c| name_map[c as usize]));
-        self.fd.extend_from_slice(&other.fd);
-        self.ret.extend_from_slice(&other.ret);
-        let base = self.text_data.len() as i64;
+        let text_base = self.text_data.len();
         self.text_data.extend_from_slice(&other.text_data);
-        self.text_offsets.extend(other.text_offsets[1..].iter().map(|&o| o + base));
+        self.extras.extend(other.extras.iter().map(|x| Extra {
+            row: x.row + row_base,
+            text: (x.text.0 + text_base, x.text.1 + text_base),
+            ..x.clone()
+        }));
     }
 }
 

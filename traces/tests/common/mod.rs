@@ -83,7 +83,7 @@ pub fn shown(t: &EventTable, time_base: u64, from_binary: bool) -> Vec<Shown> {
             } else {
                 t.comm_at(i).to_string()
             };
-            let remap = (t.remap_major[i] != u32::MAX).then(|| (t.remap_major[i], t.remap_minor[i], t.remap_sector[i]));
+            let remap = t.remap_at(i);
             Shown {
                 dev: (t.dev_major[i], t.dev_minor[i]),
                 cpu: t.cpu[i],
@@ -96,7 +96,7 @@ pub fn shown(t: &EventTable, time_base: u64, from_binary: bool) -> Vec<Shown> {
                 sector: t.sector[i],
                 sectors,
                 tail,
-                aux: t.aux[i],
+                aux: t.aux_at(i),
                 remap,
                 text: t.text_at(i).to_string(),
             }
