@@ -1,0 +1,200 @@
+"""``sqlwa matrix``: a sweep over scenarios × filesystems × journal × sync, and ``sqlwa
+demo``: the default sweep with its table and HTML report."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+import polars as pl
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from sqlwa import matrix, store
+from sqlwa.cli._app import main
+
+
+def split_list(_ctx, _param, value: str | None) -> tuple[str, ...] | None:
+    """'a,b, c' → ('a', 'b', 'c'); lower-cased, empty items dropped."""
+    if value is None:
+        return None
+    return tuple(item.strip().lower() for item in value.split(",") if item.strip())
+
+
+def split_scenarios(_ctx, _param, value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())  # paths keep their case
+
+
+class MatrixProgress:
+    """One bar over the cells (cell name, done/total, elapsed, ETA) and one over the
+    current cell's transactions; on a non-terminal, one line per finished cell instead."""
+
+    def __init__(self, total: int, console: Console) -> None:
+        self.console = console
+        self.live = console.is_terminal
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=True,
+        )
+        self.cells = self.progress.add_task("cells", total=total)
+        self.txns = None
+        self.total = total
+
+    def __enter__(self):
+        if self.live:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.progress.stop()
+
+    def start(self, number: int, cell: matrix.Cell) -> None:
+        self.progress.update(self.cells, description=f"cell {number}/{self.total}: {cell.label}")
+        if self.txns is not None:
+            self.progress.remove_task(self.txns)
+            self.txns = None
+
+    def txn(self, done: int, total: int) -> None:
+        if not self.live:
+            return
+        if self.txns is None:
+            self.txns = self.progress.add_task("  txns", total=total)
+        self.progress.update(self.txns, completed=done, total=total)
+
+    def done(self, result: matrix.CellResult) -> None:
+        self.progress.advance(self.cells)
+        style = {"ok": "green", "done-earlier": "dim", "skipped": "yellow", "failed": "red"}[result.status]
+        note = f" — {short(result.reason)}" if result.reason else ""
+        lost = f" [red]({result.lost_events:,} events lost)[/red]" if result.lost_events else ""
+        self.console.print(
+            f"[{style}]{result.status:>12}[/{style}] {result.cell.label} ({result.seconds:.1f} s){lost}{note}",
+            highlight=False, markup=True,
+        )
+
+
+def short(reason: str | None, limit: int = 240) -> str:
+    """A failure reason on one readable line (mkfs usage texts run to pages)."""
+    text = " ".join((reason or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def wide_console(stderr: bool = False) -> Console:
+    """A console that does not squeeze the tables to 80 columns when piped to a file."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=160)
+
+
+def results_table(runs: pl.DataFrame, title: str) -> Table:
+    """Means per configuration; '—' marks a layer that was not measured (never 0)."""
+    table = Table(title=title, title_justify="left",
+                  caption="per commit, mean over measured commits (and repeats); — = level not measured; "
+                          "block KiB amortized: all block bytes from the first commit to the end / commits")
+    for name, justify in (("configuration", "left"), ("commits", "right"), ("VFS xSync", "right"),
+                          ("fsync", "right"), ("flushes", "right"), ("VFS KiB", "right"),
+                          ("block KiB", "right"), ("block/logical", "right"), ("p99 ms", "right"),
+                          ("frame misses", "right")):
+        table.add_column(name, justify=justify)
+    for row in store.config_means(runs).iter_rows(named=True):
+        table.add_row(
+            store.config_label(row), f"{row['commits']:,}", fmt(row["vfs_sync_calls_per_commit"]),
+            fmt(row["fsync_calls_per_commit"]), fmt(row["flushes_per_commit"]),
+            fmt(row["vfs_write_kib_per_commit"], 1), fmt(row["write_kib_per_commit"], 1),
+            fmt(row["block_over_logical"], 0), fmt(row["p99_ms"], 3), fmt(row["frame_budget_misses"], 0),
+        )
+    return table
+
+
+def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
+    runs = store.load_results(outcome.plan.out_dir)
+    if runs.height and runs.filter(pl.col("status") == "ok").height:
+        console.print(results_table(runs, f"matrix {outcome.plan.out_dir}"))
+    for status in ("skipped", "failed"):
+        cells = outcome.with_status(status)
+        if cells:
+            console.print(f"[bold]{len(cells)} cell(s) {status}:[/bold]")
+            for result in cells:
+                console.print(f"  {result.cell.label}: {short(result.reason)}", highlight=False)
+    lossy = [r for r in outcome.results if r.lost_events]
+    if lossy:
+        console.print(f"[red]{len(lossy)} run(s) lost trace events; `sqlwa check` fails them unless the policy "
+                      "allows loss[/red]")
+
+
+def run_and_report(plan: matrix.MatrixPlan, console: Console) -> matrix.MatrixOutcome:
+    err = wide_console(stderr=True)
+    why_not_lab = matrix.lab_unavailable_reason() if plan.lab else None
+    if why_not_lab:
+        plan.lab = False
+        err.print(f"[yellow]VFS level only:[/yellow] {why_not_lab}", highlight=False)
+    cells = plan.cells()
+    err.print(f"{len(cells)} cell(s) into {plan.out_dir}", highlight=False)
+    with MatrixProgress(len(cells), err) as bar:
+        outcome = matrix.run_matrix(plan, on_start=bar.start, on_done=bar.done, progress=bar.txn)
+    print_outcome(outcome, console)
+    return outcome
+
+
+MATRIX_OPTIONS = [
+    click.option("-s", "--scenario", "scenarios", default="mobibench-insert", show_default=True,
+                 callback=split_scenarios, metavar="A,B", help="Scenarios (built-in names or TOML paths), comma-separated."),
+    click.option("--fs", "filesystems", default="ext4", show_default=True, callback=split_list, metavar="FS,..",
+                 help="Lab filesystems, e.g. ext4,xfs,btrfs (each cell gets a fresh one; needs root)."),
+    click.option("-j", "--journal", "journals", default=",".join(matrix.DEFAULT_JOURNALS), show_default=True,
+                 callback=split_list, metavar="MODE,..", help="PRAGMA journal_mode values."),
+    click.option("--sync", "syncs", default=",".join(matrix.DEFAULT_SYNCS), show_default=True, callback=split_list,
+                 metavar="MODE,..", help="PRAGMA synchronous values."),
+    click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per configuration."),
+    click.option("-n", "--txns", type=click.IntRange(min=1), help="Measured transactions per run [default: the scenario's]."),
+    click.option("--warmup", type=click.IntRange(min=0), help="Warm-up transactions per run [default: the scenario's]."),
+    click.option("--vfs-only", is_flag=True, help="Measure the VFS level only, even as root (no lab filesystems)."),
+    click.option("--image-size", default="1G", show_default=True, metavar="SIZE", help="Size of each lab image."),
+]
+
+
+def with_options(options):
+    def apply(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return apply
+
+
+@main.command("matrix")
+@with_options(MATRIX_OPTIONS)
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Matrix directory: results.sqlite and runs/<cell>/.")
+@click.option("--resume", is_flag=True, help="Continue a matrix in --out: cells already done are skipped.")
+def matrix_command(scenarios, filesystems, journals, syncs, repeat, txns, warmup, vfs_only, image_size, out_dir, resume):
+    """Run every combination of scenario × fs × journal × sync, each on a fresh filesystem.
+
+    \b
+    Examples:
+      sudo sqlwa matrix --out m1                                  # mobibench-insert, ext4, 4 journals x 2 syncs
+      sudo sqlwa matrix -s mobibench-insert,messenger --fs ext4,xfs,btrfs \\
+           -j delete,wal --sync normal,full --repeat 3 -n 500 --out m2
+      sudo sqlwa matrix ... --out m2 --resume                     # after Ctrl-C or a failure
+      sqlwa matrix -j delete,wal --out m3                         # no root: VFS level only
+
+    Every run lands in OUT/runs/<scenario>-<fs>-<journal>-<sync>-r<N>/ and in the store
+    OUT/results.sqlite. A cell that cannot run here (e.g. a filesystem the kernel lacks)
+    is skipped with its reason, a failing cell is recorded with its error, and the sweep
+    goes on; both are listed at the end. Exit status 1 when a cell failed.
+    Then: `sqlwa report OUT -o report.html`, `sqlwa check --policy P OUT`, `sqlwa compare OUT OTHER`.
+    """
+    plan = matrix.MatrixPlan(
+        out_dir=out_dir, scenarios=scenarios, filesystems=filesystems, journals=journals, syncs=syncs,
+        repeat=repeat, txns=txns, warmup=warmup, lab=not vfs_only, resume=resume, image_size=image_size,
+    )
+    outcome = run_and_report(plan, wide_console())
+    if outcome.with_status("failed"):
+        sys.exit(1)
