@@ -1,0 +1,66 @@
+"""``sqlwa check``: hold measured results against a policy; exit 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sqlwa import check as checking
+from sqlwa import store
+from sqlwa.cli._app import main
+from sqlwa.errors import UsageError
+
+
+@main.command("check")
+@click.option("-p", "--policy", "policy_path", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="Policy TOML: [[rule]] tables with limits and scopes (see examples/policy.toml).")
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("-b", "--baseline", type=click.Path(path_type=Path),
+              help="Results to compare against for max_regression_pct rules (a matrix or run directory).")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also write the outcome as JUnit XML (one test case per rule x configuration x limit).")
+@click.option("-v", "--verbose", is_flag=True, help="Also print the checks that passed.")
+def check_command(policy_path, results, baseline, junit_path, verbose):
+    """Check a matrix (or one run) against a policy of limits: a regression gate for CI.
+
+    \b
+    Examples:
+      sqlwa check --policy examples/policy.toml m1
+      sqlwa check --policy examples/policy.toml m2 --baseline m1 --junit check.xml
+      sqlwa check -p policy.toml sqlwa-out/mobibench-insert-wal-full-...    # one run dir
+
+    \b
+    Rules (each scoped by scenario, fs, journal, sync; means over repeats):
+      max_fsync_calls_per_commit   syscall level: fsync + fdatasync + sync_file_range
+      max_write_kib_per_commit     block level: KiB written per commit, writeback included
+      max_p99_ms                   commit latency p99
+      max_frame_budget_misses      commits slower than one 60 Hz frame (16.67 ms)
+      max_block_over_logical       block bytes / logical bytes (whole-stack amplification)
+      max_regression_pct           vs --baseline, for the rule's `metrics`
+
+    Prints one line per violation (configuration, measured, limit). A run whose trace
+    lost events fails unless [options] allow_lossy_trace = true; a rule about a level
+    that was not measured is reported NOT MEASURED and fails unless allow_unmeasured = true.
+    Exit status: 0 every rule holds, 1 a violation, 2 a usage error.
+    """
+    policy = checking.load_policy(policy_path)
+    runs = store.load_results(results)
+    if policy.needs_baseline and baseline is None:
+        raise UsageError("the policy has max_regression_pct rules but no --baseline was given",
+                         "pass --baseline DIR (an earlier matrix or run directory)")
+    baseline_runs = store.load_results(baseline) if baseline is not None else None
+    result = checking.check(policy, runs, baseline_runs)
+    failing = result.failing(policy)
+    for finding in result.findings:
+        if finding in failing or finding.outcome == "unmeasured" or verbose:
+            click.echo(finding.line())
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if junit_path is not None:
+        junit_path.write_text(checking.junit_xml(result, policy))
+    click.echo(f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
+               f"{result.count('unmeasured')} not measured"
+               + (" (allowed)" if policy.allow_unmeasured and result.count("unmeasured") else ""), err=True)
+    sys.exit(1 if failing else 0)
