@@ -1,0 +1,52 @@
+"""``sqlwa compare``: two matrices or runs side by side with deltas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from sqlwa import compare as comparing
+from sqlwa import store
+from sqlwa.cli._app import main
+from sqlwa.cli.matrix import fmt, wide_console
+
+
+def delta_text(delta, pct) -> str:
+    if delta is None:
+        return "—"
+    colour = "red" if delta > 0 else "green" if delta < 0 else "dim"
+    pct_text = f" ({pct:+.1f}%)" if pct is not None else ""
+    return f"[{colour}]{delta:+,.3f}{pct_text}[/{colour}]"
+
+
+@main.command("compare")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+def compare_command(a, b):
+    """Show two results side by side with deltas (B − A): matrices or single runs.
+
+    \b
+    Examples:
+      sqlwa compare m-before m-after                 # two matrix directories
+      sqlwa compare sqlwa-out/run-delete sqlwa-out/run-wal
+      sqlwa compare m1/results.sqlite m2
+
+    Matrices are matched by configuration (scenario, fs, journal, sync; means over
+    repeats). Per commit figures; higher is worse for all of them, so a positive delta is
+    shown red. — means the level was not measured on that side (never 0).
+    """
+    rows = comparing.compare(store.load_results(a), store.load_results(b))
+    table = Table(title=f"A = {a}   B = {b}", title_justify="left")
+    for name, justify in (("configuration", "left"), ("per commit", "left"), ("A", "right"), ("B", "right"),
+                          ("B − A", "right")):
+        table.add_column(name, justify=justify)
+    previous = None
+    for row in rows.iter_rows(named=True):
+        if previous is not None and row["config"] != previous:
+            table.add_section()
+        table.add_row(row["config"] if row["config"] != previous else "", row["metric"],
+                      fmt(row["a"], 3), fmt(row["b"], 3), delta_text(row["delta"], row["pct"]))
+        previous = row["config"]
+    wide_console().print(table)
