@@ -14,7 +14,7 @@ use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
 use crate::vfs::{CountingVfs, VfsShared};
-use crate::{EngineError, RunSettings, VfsCounts};
+use crate::{EngineError, FileKind, RunSettings, VfsCounts};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct CommitRecord {
@@ -74,7 +74,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<RunOutput, EngineError> {
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
-    let shared = VfsShared::new(sink.clone());
+    let shared = VfsShared::with_extents(sink.clone(), settings.map_extents);
     let db_path = create_db_file(dir, &scenario.name)?;
     // Declared before the connection so it is dropped (unregistered) after it.
     let vfs = settings
@@ -93,9 +93,12 @@ pub fn run(
     }
     .run_all(progress);
     shared.set_current_txn(-1);
+    map_run_files(&shared, &db_path, "end");
     let closed = conn
         .close()
         .map_err(|(_, e)| EngineError::sql("(closing the database)", e));
+    // closing may checkpoint the WAL into the database and delete the WAL
+    map_run_files(&shared, &db_path, "close");
     drop(vfs);
     let ended = mark(&sink, |m| m.run_end());
     // The first failure is the one to report.
@@ -120,6 +123,19 @@ pub fn run(
     info.tid = tid;
     info.vfs_counting = settings.count_vfs;
     Ok(RunOutput { info, commits })
+}
+
+/// `extents` markers for the database and its WAL and -shm files, when they exist (a
+/// no-op unless `map_extents`): files written back after the last sync are mapped too.
+fn map_run_files(shared: &VfsShared, db_path: &Path, at: &str) {
+    let with_suffix = |suffix: &str| {
+        let mut name = db_path.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    shared.map_extents(FileKind::Db, at, db_path);
+    shared.map_extents(FileKind::Wal, at, &with_suffix("-wal"));
+    shared.map_extents(FileKind::Shm, at, &with_suffix("-shm"));
 }
 
 fn mark(

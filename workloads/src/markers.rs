@@ -19,6 +19,9 @@ pub fn current_tid() -> u32 {
     rustix::thread::gettid().as_raw_nonzero().get() as u32
 }
 
+/// Ranges per `extents` line: ~25 bytes each keeps a line under 1 KiB.
+pub const EXTENTS_PER_LINE: usize = 40;
+
 /// Writes marker lines unbuffered; one line per `write()` so lines never interleave or split.
 #[derive(Debug)]
 pub struct MarkerSink {
@@ -114,6 +117,39 @@ impl MarkerSink {
         ))
     }
 
+    /// `extents` marker lines for one file: its physical ranges in 512-byte sectors,
+    /// `EXTENTS_PER_LINE` per line (a trace_marker write must stay well under 4 KiB), at
+    /// least one line. `at` says when they were taken: sync, trunc, delete, end, close.
+    /// `ranges` is `Err(errno)` when FIEMAP failed (e.g. EOPNOTSUPP on tmpfs).
+    pub fn extents(
+        &self,
+        txn: i64,
+        kind: FileKind,
+        at: &str,
+        ranges: Result<&[(u64, u64)], i32>,
+    ) -> std::io::Result<()> {
+        let k = kind.as_str();
+        let lists: Vec<String> = match ranges {
+            Err(errno) => vec![format!("error:{errno}")],
+            Ok([]) => vec!["none".to_string()],
+            Ok(r) => r
+                .chunks(EXTENTS_PER_LINE)
+                .map(|chunk| {
+                    let parts: Vec<String> =
+                        chunk.iter().map(|(s, n)| format!("{s}+{n}")).collect();
+                    parts.join(",")
+                })
+                .collect(),
+        };
+        for list in lists {
+            let t = monotonic_ns();
+            self.write_line(&format!(
+                "sqlwa extents i={txn} kind={k} at={at} ranges={list} t={t}"
+            ))?;
+        }
+        Ok(())
+    }
+
     /// The begin marker of a truncate or delete (`op` = "trunc", "delete").
     pub fn op_begin(&self, op: &str, txn: i64, kind: FileKind) -> std::io::Result<()> {
         let t = monotonic_ns();
@@ -151,6 +187,28 @@ mod tests {
         assert!(lines[1].starts_with("sqlwa run_begin pid=1 tid=2 t="));
         assert!(lines[2].starts_with("sqlwa sync_begin i=-1 kind=journal flags=full t="));
         assert!(lines[3].starts_with("sqlwa sync_end i=-1 kind=journal rc=0 t="));
+    }
+
+    #[test]
+    fn extents_lines_split_and_mark_empty_and_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m");
+        let sink = MarkerSink::open(&path).unwrap();
+        let many: Vec<(u64, u64)> = (0..EXTENTS_PER_LINE as u64 + 1)
+            .map(|i| (i * 16, 8))
+            .collect();
+        sink.extents(3, FileKind::Journal, "sync", Ok(&many))
+            .unwrap();
+        sink.extents(-1, FileKind::Wal, "end", Ok(&[])).unwrap();
+        sink.extents(-1, FileKind::Db, "end", Err(95)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("sqlwa extents i=3 kind=journal at=sync ranges=0+8,16+8,"));
+        assert_eq!(lines[0].matches('+').count(), EXTENTS_PER_LINE);
+        assert!(lines[1].starts_with("sqlwa extents i=3 kind=journal at=sync ranges=640+8 t="));
+        assert!(lines[2].starts_with("sqlwa extents i=-1 kind=wal at=end ranges=none t="));
+        assert!(lines[3].starts_with("sqlwa extents i=-1 kind=db at=end ranges=error:95 t="));
     }
 
     #[test]

@@ -100,6 +100,11 @@ pub struct RunSettings {
     /// false = the plain unix VFS (benchmark baseline); no VFS counts, no sync markers.
     pub count_vfs: bool,
     pub think_time_ms: Option<f64>,
+    /// Write `extents` markers (FIEMAP of the file) after each xSync, before each
+    /// xTruncate/xDelete, and for the db/wal/shm at the end of the run: lets the analyzer
+    /// tell which block ranges belonged to which file. Needs `count_vfs` and a marker
+    /// file; costs an open+ioctl+close per marker, so off by default.
+    pub map_extents: bool,
 }
 
 impl Default for RunSettings {
@@ -119,6 +124,7 @@ impl Default for RunSettings {
             extra_pragmas: Vec::new(),
             count_vfs: true,
             think_time_ms: None,
+            map_extents: false,
         }
     }
 }

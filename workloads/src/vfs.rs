@@ -14,6 +14,12 @@
 //!   mapping, xShmLock and xShmBarrier do no file I/O and are not counted; the -shm
 //!   file is never synced. xFetch/xUnfetch (mmap reads) are forwarded, not counted.
 //!
+//! Extents (`RunSettings::map_extents`): after each successful xSync, and before each
+//! xTruncate and xDelete, the shim writes the file's physical extents (FIEMAP, without
+//! FIEMAP_FLAG_SYNC so it never forces writeback) as an `extents` marker, so the analyzer
+//! can map block ranges to files even for journals that live for one commit. The file is
+//! reopened read-only by name for this (xDelete only has the name).
+//!
 //! Counters are relaxed atomics bumped with a plain load + store (no locked instruction,
 //! no locks on the hot path): each registered shim serves the one connection of one run,
 //! used by one thread at a time, so there is a single writer; other threads may read. The state they live in is
@@ -21,6 +27,7 @@
 //! VFS on drop; the engine drops the connection before the guard.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::Path;
 use std::ptr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -83,16 +90,47 @@ pub struct VfsShared {
     current_txn: AtomicI64,
     markers: Option<Arc<MarkerSink>>,
     marker_errors: AtomicU64,
+    map_extents: bool,
 }
 
 impl VfsShared {
     pub fn new(markers: Option<Arc<MarkerSink>>) -> Arc<VfsShared> {
+        VfsShared::with_extents(markers, false)
+    }
+
+    /// Like `new`; `map_extents` turns on the `extents` markers (see the module doc).
+    pub fn with_extents(markers: Option<Arc<MarkerSink>>, map_extents: bool) -> Arc<VfsShared> {
         Arc::new(VfsShared {
             counts: Default::default(),
             current_txn: AtomicI64::new(-1),
             markers,
             marker_errors: AtomicU64::new(0),
+            map_extents,
         })
+    }
+
+    /// Writes an `extents` marker for `path` (when extents mapping is on). A file that
+    /// does not exist (yet, or any more) gets no marker; other FIEMAP failures are
+    /// written as `ranges=error:<errno>`.
+    pub fn map_extents(&self, kind: FileKind, at: &str, path: &Path) {
+        if !self.map_extents || self.markers.is_none() {
+            return;
+        }
+        let ranges = match file_extents(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => Err(e.raw_os_error().unwrap_or(0)),
+            Ok(r) => Ok(r),
+        };
+        let ranges: Result<Vec<(u64, u64)>, i32> =
+            ranges.map(|r| r.iter().map(|e| (e.sector, e.sectors)).collect());
+        self.mark(|m, txn| m.extents(txn, kind, at, ranges.as_deref().map_err(|e| *e)));
+    }
+
+    unsafe fn map_extents_of_name(&self, kind: FileKind, at: &str, name: *const c_char) {
+        if self.map_extents && !name.is_null() {
+            let name = CStr::from_ptr(name).to_string_lossy();
+            self.map_extents(kind, at, Path::new(name.as_ref()));
+        }
     }
 
     /// The counters now; per-commit counts are the difference of two snapshots.
@@ -122,6 +160,92 @@ impl VfsShared {
             if write(sink, self.current_txn.load(Relaxed)).is_err() {
                 self.marker_errors.bump(1);
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// FIEMAP: a file's physical extents.
+
+/// One physical extent of a file in 512-byte sectors of the filesystem's device. On a
+/// single-device filesystem without a partition table (the lab's loop device) these are
+/// device sectors; on btrfs they are btrfs *logical* addresses (see MARKERS.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub sector: u64,
+    pub sectors: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct FiemapExtent {
+    logical: u64,
+    physical: u64,
+    length: u64,
+    reserved64: [u64; 2],
+    flags: u32,
+    reserved: [u32; 3],
+}
+
+const FIEMAP_BATCH: usize = 32;
+
+/// `struct fiemap` followed by room for `FIEMAP_BATCH` extents.
+#[repr(C)]
+struct FiemapRequest {
+    start: u64,
+    length: u64,
+    flags: u32,
+    mapped_extents: u32,
+    extent_count: u32,
+    reserved: u32,
+    extents: [FiemapExtent; FIEMAP_BATCH],
+}
+
+/// _IOWR('f', 11, struct fiemap): the size in the number is the 32-byte header's.
+const FS_IOC_FIEMAP: rustix::ioctl::Opcode = 0xC020_660B;
+const FIEMAP_EXTENT_LAST: u32 = 0x1;
+/// UNKNOWN (no block yet: delalloc), DELALLOC, DATA_INLINE (in the inode/metadata).
+const FIEMAP_EXTENT_NO_BLOCK: u32 = 0x2 | 0x4 | 0x200;
+
+/// The allocated extents of `path`, in file order. Extents without a block yet
+/// (delayed allocation) or stored inline are left out.
+pub fn file_extents(path: &Path) -> std::io::Result<Vec<Extent>> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut out = Vec::new();
+    let mut start = 0u64;
+    loop {
+        let mut req = FiemapRequest {
+            start,
+            length: u64::MAX - start,
+            flags: 0,
+            mapped_extents: 0,
+            extent_count: FIEMAP_BATCH as u32,
+            reserved: 0,
+            extents: [FiemapExtent::default(); FIEMAP_BATCH],
+        };
+        // SAFETY: FS_IOC_FIEMAP reads the header and writes at most `extent_count`
+        // extents into the array that follows it, all inside `req`.
+        unsafe {
+            rustix::ioctl::ioctl(
+                &fd,
+                rustix::ioctl::Updater::<FS_IOC_FIEMAP, FiemapRequest>::new(&mut req),
+            )?;
+        }
+        let got = &req.extents[..(req.mapped_extents as usize).min(FIEMAP_BATCH)];
+        out.extend(
+            got.iter()
+                .filter(|e| e.flags & FIEMAP_EXTENT_NO_BLOCK == 0)
+                .map(|e| Extent {
+                    sector: e.physical / 512,
+                    sectors: e.length.div_ceil(512),
+                }),
+        );
+        match got.last() {
+            Some(last) if last.flags & FIEMAP_EXTENT_LAST == 0 && got.len() == FIEMAP_BATCH => {
+                start = last.logical + last.length;
+            }
+            _ => return Ok(out),
         }
     }
 }
@@ -277,6 +401,8 @@ struct ShimFile {
     base: ffi::sqlite3_file,
     kind: FileKind,
     context: *const ShimContext,
+    /// xOpen's name (NULL for temp files); SQLite keeps it valid until xClose.
+    name: *const c_char,
 }
 
 /// The real file living right after our header (8-byte aligned: `ShimFile` is).
@@ -304,6 +430,7 @@ unsafe extern "C" fn shim_open(
     let kind = kind_from_open_flags(flags);
     (*shim).kind = kind;
     (*shim).context = ctx;
+    (*shim).name = name;
     (*shim).base.pMethods = io_methods_for((*(*real).pMethods).iVersion);
     if rc == ffi::SQLITE_OK {
         ctx.shared.of(kind).open_calls.bump(1);
@@ -323,6 +450,8 @@ unsafe extern "C" fn shim_delete(
         kind_from_name(&CStr::from_ptr(name).to_string_lossy())
     };
     ctx.shared.of(kind).delete_calls.bump(1);
+    // the blocks it held are freed by the unlink: map them while they exist
+    ctx.shared.map_extents_of_name(kind, "delete", name);
     ctx.shared.mark(|m, txn| m.op_begin("delete", txn, kind));
     let rc = ((*ctx.real).xDelete.unwrap())(ctx.real, name, sync_dir);
     ctx.shared.mark(|m, txn| m.op_end("delete", txn, kind, rc));
@@ -469,6 +598,7 @@ unsafe extern "C" fn io_truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite
     let (shim, real, m) = parts(file);
     let (s, kind) = (shared(shim), shim.kind);
     s.of(kind).truncate_calls.bump(1);
+    s.map_extents_of_name(kind, "trunc", shim.name);
     s.mark(|mk, txn| mk.op_begin("trunc", txn, kind));
     let rc = (m.xTruncate.unwrap())(real, size);
     s.mark(|mk, txn| mk.op_end("trunc", txn, kind, rc));
@@ -489,6 +619,10 @@ unsafe extern "C" fn io_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_in
     s.mark(|mk, txn| mk.sync_begin(txn, kind, flags));
     let rc = (m.xSync.unwrap())(real, flags);
     s.mark(|mk, txn| mk.op_end("sync", txn, kind, rc));
+    if rc == ffi::SQLITE_OK {
+        // synced data has its blocks allocated (no more delalloc): they are on record now
+        s.map_extents_of_name(kind, "sync", shim.name);
+    }
     rc
 }
 

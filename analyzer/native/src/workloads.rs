@@ -96,6 +96,7 @@ fn settings_from_dict(d: &Bound<'_, PyDict>) -> PyResult<RunSettings> {
     s.think_time_ms = get(d, "think_time_ms")?;
     s.extra_pragmas = get(d, "extra_pragmas")?.unwrap_or_default();
     s.count_vfs = get(d, "count_vfs")?.unwrap_or(true);
+    s.map_extents = get(d, "map_extents")?.unwrap_or(false);
     Ok(s)
 }
 

@@ -1,0 +1,194 @@
+//! `extents` markers (RunSettings::map_extents) and FIEMAP, checked against filefrag.
+//! Needs a FIEMAP-capable filesystem for the temp dir (ext4, xfs, btrfs; not tmpfs).
+
+use std::io::Write;
+use std::process::Command;
+
+use sqlwa_workloads::vfs::file_extents;
+use sqlwa_workloads::{run, JournalMode, RunSettings, Scenario, SyncMode};
+
+fn fiemap_works(parent: &std::path::Path) -> bool {
+    let dir = tempfile::tempdir_in(parent).unwrap();
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, b"x").unwrap();
+    std::fs::File::open(&probe).unwrap().sync_all().unwrap();
+    file_extents(&probe).is_ok()
+}
+
+/// filefrag -e -v: "ext: logical_offset: physical_offset: length: ..." in 4 KiB blocks
+/// (the -b flag is not portable, so read the block size it prints).
+fn filefrag_sectors(path: &std::path::Path) -> Option<Vec<(u64, u64)>> {
+    let out = Command::new("filefrag")
+        .arg("-e")
+        .arg("-v")
+        .arg(path)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let block: u64 = text
+        .split("blocksize of ")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let mut ranges = Vec::new();
+    for line in text.lines() {
+        let cols: Vec<&str> = line.split(':').map(str::trim).collect();
+        if cols.len() < 4 || cols[0].parse::<u64>().is_err() {
+            continue;
+        }
+        let start: u64 = cols[2].split("..").next()?.trim().parse().ok()?;
+        let len: u64 = cols[3].parse().ok()?;
+        ranges.push((start * block / 512, len * block / 512));
+    }
+    Some(ranges)
+}
+
+#[test]
+fn file_extents_match_filefrag() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    if !fiemap_works(dir.path()) {
+        eprintln!("skipped: no FIEMAP on this filesystem");
+        return;
+    }
+    let path = dir.path().join("data");
+    let mut f = std::fs::File::create(&path).unwrap();
+    for _ in 0..16 {
+        f.write_all(&[7u8; 4096]).unwrap();
+    }
+    f.sync_all().unwrap();
+    let ours: Vec<(u64, u64)> = file_extents(&path)
+        .unwrap()
+        .iter()
+        .map(|e| (e.sector, e.sectors))
+        .collect();
+    assert_eq!(ours.iter().map(|r| r.1).sum::<u64>(), 128, "{ours:?}");
+    match filefrag_sectors(&path) {
+        Some(theirs) => assert_eq!(merge(&ours), merge(&theirs)),
+        None => eprintln!("filefrag not available: compared the size only"),
+    }
+}
+
+/// Adjacent ranges merged (filefrag and FIEMAP may split extents differently).
+fn merge(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(s, n) in ranges {
+        match out.last_mut() {
+            Some(last) if last.0 + last.1 == s => last.1 += n,
+            _ => out.push((s, n)),
+        }
+    }
+    out
+}
+
+fn run_lines(journal: JournalMode, map_extents: bool) -> Vec<String> {
+    let scenario = Scenario::builtin("mobibench-insert").unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let marker_path = dir.path().join("trace_marker");
+    let settings = RunSettings {
+        journal,
+        sync: SyncMode::Full,
+        txns: Some(3),
+        warmup: Some(1),
+        map_extents,
+        ..Default::default()
+    };
+    run(
+        &scenario,
+        &settings,
+        &dir.path().join("db"),
+        Some(&marker_path),
+        &mut |_| true,
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&marker_path).unwrap();
+    text.lines().map(str::to_string).collect()
+}
+
+fn extents_lines<'a>(lines: &'a [String], prefix: &str) -> Vec<&'a String> {
+    lines.iter().filter(|l| l.starts_with(prefix)).collect()
+}
+
+#[test]
+fn journal_extents_after_each_sync_and_before_delete() {
+    if !fiemap_works(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))) {
+        eprintln!("skipped: no FIEMAP on this filesystem");
+        return;
+    }
+    let lines = run_lines(JournalMode::Delete, true);
+    // per commit: journal synced twice, db once, journal deleted
+    for i in 1..4 {
+        let p = format!("sqlwa extents i={i} ");
+        let kinds: Vec<String> = extents_lines(&lines, &p)
+            .iter()
+            .map(|l| l.split(' ').skip(3).take(2).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "kind=journal at=sync",
+                "kind=journal at=sync",
+                "kind=db at=sync",
+                "kind=journal at=delete"
+            ],
+            "{lines:#?}"
+        );
+        for l in extents_lines(&lines, &p) {
+            let ranges = l
+                .split(" ranges=")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap();
+            assert!(
+                ranges.split(',').all(|r| r.split_once('+').is_some()),
+                "{l}"
+            );
+        }
+    }
+    // the extents marker follows the sync_end it belongs to
+    let sync_end = lines
+        .iter()
+        .position(|l| l.starts_with("sqlwa sync_end i=1 kind=journal"))
+        .unwrap();
+    assert!(lines[sync_end + 1].starts_with("sqlwa extents i=1 kind=journal at=sync"));
+    // the db is mapped at the end and after closing
+    assert_eq!(
+        extents_lines(&lines, "sqlwa extents i=-1 kind=db at=end").len(),
+        1
+    );
+    assert_eq!(
+        extents_lines(&lines, "sqlwa extents i=-1 kind=db at=close").len(),
+        1
+    );
+}
+
+#[test]
+fn wal_is_mapped_at_its_syncs_and_at_the_end() {
+    if !fiemap_works(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))) {
+        eprintln!("skipped: no FIEMAP on this filesystem");
+        return;
+    }
+    let lines = run_lines(JournalMode::Wal, true);
+    assert_eq!(
+        extents_lines(&lines, "sqlwa extents i=2 kind=wal at=sync").len(),
+        1,
+        "{lines:#?}"
+    );
+    assert_eq!(
+        extents_lines(&lines, "sqlwa extents i=-1 kind=wal at=end").len(),
+        1
+    );
+    assert_eq!(
+        extents_lines(&lines, "sqlwa extents i=-1 kind=shm at=end").len(),
+        1
+    );
+}
+
+#[test]
+fn no_extents_markers_unless_asked() {
+    let lines = run_lines(JournalMode::Delete, false);
+    assert!(extents_lines(&lines, "sqlwa extents").is_empty());
+}
