@@ -84,15 +84,17 @@ def write_and_fsync(directory: str, size: int = 64 * 1024) -> str:
 # prints every setup stage and pauses at the one named, so the parent can signal it there.
 CHILD = textwrap.dedent(
     """
-    import os, sys, threading, time
+    import faulthandler, os, signal, sys, threading, time
     from sqlwa.lab import LabFilesystem
+
+    faulthandler.register(signal.SIGUSR1)  # the parent asks for a traceback if we hang
 
     fs, pause_at, with_capture, out_dir = sys.argv[1:5]
 
     def progress(stage):
         print("STAGE", stage, flush=True)
         if stage == pause_at:
-            time.sleep(60)
+            time.sleep(300)
 
     with LabFilesystem(fs, image_size="320M", progress=progress) as lab:
         if with_capture == "capture":
@@ -132,7 +134,15 @@ def kill_at_stage_and_check(tmp_path: Path, fs: str, stage: str, signum: int, pa
     try:
         wait_for_stage(child, stage)
         child.send_signal(signum)
-        child.wait(timeout=60)
+        try:
+            # Generous: under heavy parallel I/O an unmount's final sync through the loop
+            # device was once seen to take a minute on this VM.
+            child.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            child.kill()
+            raise AssertionError(f"the child ignored the signal:\n{child.communicate()[1]}") from None
         stderr = child.stderr.read()  # type: ignore[union-attr]
         assert leftovers_of(child.pid) == [], stderr
         if pause:
@@ -377,3 +387,14 @@ def test_options_as_typed_on_the_command_line() -> None:
         assert lab.mkfs_cmd[-3:] == ["-O", "fast_commit", lab.loop_device]
         options = mount_at(lab.mountpoint).options.split(",")
         assert "noatime" in options and "nobarrier" in options
+
+
+def test_lab_check_lists_every_filesystem_and_the_capture() -> None:
+    result = CliRunner().invoke(lab_group, ["check"])
+    assert result.exit_code == 0, result.output
+    for fs in ("ext4", "ext4-journal", "ext4-writeback", "xfs", "btrfs", "f2fs", "tmpfs"):
+        assert f"--fs {fs} " in result.output
+    assert "tracefs" in result.output and "root" in result.output
+    f2fs = filesystem_support("f2fs")
+    if not f2fs.available:
+        assert f2fs.reason in result.output and f"fix: {f2fs.hint}" in result.output
