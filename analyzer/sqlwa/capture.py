@@ -159,6 +159,7 @@ class _Drain(threading.Thread):
             self._read_available()
         except BaseException as exc:  # reported by stop(); the thread must not die silently
             self.error = exc
+            self.recording.set()  # wake the starter, which then reports the error
         finally:
             self._out.close()
             os.close(self._fd)
