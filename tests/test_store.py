@@ -34,14 +34,17 @@ def test_old_store_is_migrated_and_keeps_its_rows(tmp_path, vfs_run):
     path = tmp_path / "results.sqlite"
     raw = sqlite3.connect(path)
     raw.executescript(store.MIGRATIONS[0])
-    raw.execute("INSERT INTO runs (run_key, status) VALUES ('old', 'ok')")
+    raw.execute("INSERT INTO runs (run_key, status, frame_budget_misses) VALUES ('old', 'ok', 3)")
     raw.execute("PRAGMA user_version = 1")
     raw.commit()
     raw.close()
     conn = store.connect(path)
     assert store.schema_version(conn) == store.SCHEMA_VERSION
-    assert conn.execute("SELECT run_key FROM runs").fetchall()[0][0] == "old"
+    assert tuple(conn.execute("SELECT run_key, frame_budget_misses, frame_budget_miss_pct FROM runs").fetchone()) \
+        == ("old", 3, None)
     assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'runs_by_config'").fetchone()
+    store.save_run_dir(path, vfs_run)  # and the migrated store takes new runs with every column
+    assert conn.execute("SELECT count(*) FROM runs WHERE frame_budget_miss_pct IS NOT NULL").fetchone()[0] == 1
 
 
 def test_newer_store_is_refused(tmp_path):

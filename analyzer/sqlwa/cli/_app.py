@@ -34,3 +34,4 @@ def register_commands() -> None:
     from sqlwa.cli import matrix  # noqa: F401
     from sqlwa.cli import check  # noqa: F401
     from sqlwa.cli import compare  # noqa: F401
+    from sqlwa.cli import report  # noqa: F401

@@ -1,0 +1,165 @@
+"""``sqlwa report``: one self-contained HTML file, loaded in headless Chromium: no console
+errors, every chart rendered as SVG, a screenshot kept as a test artifact.
+
+Console errors are caught without the DevTools protocol: the test loads a copy of the
+report with a small collector script first in <head> (console.error / console.warn,
+window.onerror, unhandled rejections), which writes what it caught into the DOM that
+``--dump-dom`` prints; Chromium's own stderr log (``--enable-logging=stderr``) is also
+searched for uncaught errors. A deliberately broken page proves the detection works.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from helpers import sqlwa
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(os.environ.get("SQLWA_TEST_ARTIFACTS", ROOT / "target" / "test-artifacts"))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+IS_ROOT = os.geteuid() == 0
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+
+COLLECTOR = """<script>
+(function () {
+  var caught = [];
+  function keep(kind, text) { caught.push(kind + ": " + text); }
+  var error = console.error, warn = console.warn;
+  console.error = function () { keep("console.error", Array.from(arguments).join(" ")); error.apply(console, arguments); };
+  console.warn = function () { keep("console.warn", Array.from(arguments).join(" ")); warn.apply(console, arguments); };
+  window.addEventListener("error", function (e) { keep("uncaught", e.message); });
+  window.addEventListener("unhandledrejection", function (e) { keep("unhandled rejection", String(e.reason)); });
+  window.addEventListener("load", function () {
+    setTimeout(function () {
+      var out = document.createElement("pre");
+      out.id = "sqlwa-caught";
+      out.textContent = JSON.stringify(caught);
+      document.body.appendChild(out);
+    }, 1500);
+  });
+})();
+</script>"""
+
+PLOT_IDS = ("plot-fsync-heatmap", "plot-kib-heatmap", "plot-categories", "plot-per-commit", "plot-timeline",
+            "plot-latency")
+
+
+def chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    profile = tempfile.mkdtemp(prefix="sqlwa-chromium-")
+    try:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+             "--enable-logging=stderr", "--v=0", *args],
+            capture_output=True, text=True, timeout=timeout,
+        )
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def load(page: Path) -> tuple[str, list[str], str]:
+    """(DOM after load, errors the collector caught, Chromium's stderr) for ``page``."""
+    html = page.read_text(encoding="utf-8")
+    probe = page.with_name(page.stem + "-probe.html")
+    probe.write_text(html.replace("<head>", "<head>" + COLLECTOR, 1), encoding="utf-8")
+    # a proxy that refuses every connection: the page must not need the network
+    proc = chromium("--virtual-time-budget=15000", "--proxy-server=http://127.0.0.1:9", "--dump-dom", probe.as_uri())
+    caught = re.search(r'<pre id="sqlwa-caught">(.*?)</pre>', proc.stdout, re.S)
+    assert caught, f"the collector did not report; chromium said:\n{proc.stderr[-2000:]}"
+    import html as html_module
+    import json
+
+    return proc.stdout, json.loads(html_module.unescape(caught.group(1))), proc.stderr
+
+
+def uncaught_in_log(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CONSOLE" in line and "Uncaught" in line]
+
+
+@needs_chromium
+def test_error_detection_catches_a_broken_page(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text('<html><head></head><body><script>console.error("bad thing");'
+                    'null.nope;</script></body></html>')
+    _, caught, stderr = load(page)
+    assert any("bad thing" in c for c in caught) and any(c.startswith("uncaught") for c in caught)
+    assert uncaught_in_log(stderr)
+
+
+def rendered_plots(dom: str) -> dict[str, bool]:
+    """plot id → whether plotly drew SVG into it."""
+    result = {}
+    for plot_id in PLOT_IDS:
+        start = dom.find(f'id="{plot_id}"')
+        if start < 0:
+            continue
+        end = min([dom.find(f'id="{other}"', start + 1) for other in PLOT_IDS if dom.find(f'id="{other}"', start + 1) > 0]
+                  or [len(dom)])
+        result[plot_id] = 'class="main-svg"' in dom[start:end]
+    return result
+
+
+@pytest.fixture(scope="module")
+def lab_matrix(tmp_path_factory) -> Path:
+    if not IS_ROOT:
+        pytest.skip("lab runs need root")
+    out = tmp_path_factory.mktemp("report") / "m"
+    sqlwa("matrix", "--fs", "ext4", "-j", "delete,wal", "--sync", "normal,full", "-n", "30", "--out", str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def vfs_matrix(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report-vfs") / "m"
+    sqlwa("matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "20", "--out", str(out))
+    return out
+
+
+def test_report_is_self_contained(vfs_matrix, tmp_path):
+    out = tmp_path / "report.html"
+    proc = sqlwa("report", str(vfs_matrix), "-o", str(out))
+    assert "works offline" in proc.stdout
+    html = out.read_text()
+    # no external script or stylesheet (plotly.js mentions a CDN only as its geo-map default)
+    assert not re.search(r'<script[^>]+src=', html) and not re.search(r'<link[^>]+href=', html)
+    assert html.count("https://cdn.plot.ly") == 1 and "topojsonURL" in html
+    assert "Measured at the VFS level only" in html and "absent here, not zero" in html
+    assert "no timeline" in html  # no block level, so no block timeline — said, not faked
+
+
+@pytest.mark.root
+@needs_chromium
+def test_lab_report_loads_cleanly_and_every_chart_renders(lab_matrix, tmp_path):
+    out = tmp_path / "report.html"
+    sqlwa("report", str(lab_matrix), "-o", str(out))
+    dom, caught, stderr = load(out)
+    assert caught == [] and uncaught_in_log(stderr) == []
+    assert rendered_plots(dom) == {plot_id: True for plot_id in PLOT_IDS}
+    assert "frame budget 16.67 ms" in dom and "cache flush" in dom
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report-lab.png"
+    proc = chromium("--virtual-time-budget=15000", "--window-size=1300,3400", "--hide-scrollbars",
+                    f"--screenshot={shot}", out.as_uri())
+    assert proc.returncode == 0 and shot.stat().st_size > 50_000, proc.stderr[-2000:]
+
+
+@needs_chromium
+def test_vfs_report_loads_cleanly(vfs_matrix, tmp_path):
+    out = tmp_path / "report.html"
+    sqlwa("report", str(vfs_matrix), "-o", str(out))
+    dom, caught, stderr = load(out)
+    assert caught == [] and uncaught_in_log(stderr) == []
+    plots = rendered_plots(dom)
+    assert plots == {p: True for p in PLOT_IDS if p != "plot-timeline"}
+
+
+def test_report_of_nothing_is_a_usage_error(tmp_path):
+    proc = sqlwa("report", str(tmp_path), "-o", str(tmp_path / "r.html"), check=False)
+    assert proc.returncode == 2 and "neither" in proc.stderr and "Traceback" not in proc.stderr
