@@ -107,7 +107,7 @@ fn gen_ftrace(path: &str, lines: u64) {
     let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
     writeln!(out, "# tracer: nop\n#\n#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n#              | |         |   |||||     |         |").unwrap();
     let mut rng = Rng(0x2545f4914f6cdd1d);
-    let mut t = 7000_000_000u64; // µs
+    let mut t = 7_000_000_000u64; // µs
     let rwbs = ["W", "WS", "WFS", "FWS", "R", "FF", "DS", "WSM"];
     for i in 0..lines {
         let r = rng.next();

@@ -38,6 +38,7 @@ struct Header<'a> {
 fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> Result<(), &'static str> {
     let trimmed = line.trim_ascii_start();
     if trimmed.is_empty() || trimmed[0] == b'#' {
+        report.lost_events += overwritten_entries(trimmed);
         report.skipped_lines += 1;
         return Ok(());
     }
@@ -61,6 +62,19 @@ fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> 
         push_named_event(table, e, name, c.rest(), h.comm)
     } else {
         push_blk_tracer_line(table, e, h.rest, h.comm)
+    }
+}
+
+/// The `trace` file's header `# entries-in-buffer/entries-written: 1578/1600` says 22
+/// events were overwritten in the ring buffer before the file was read.
+fn overwritten_entries(comment: &[u8]) -> u64 {
+    let Some(rest) = comment.strip_prefix(b"# entries-in-buffer/entries-written: ") else { return 0 };
+    let mut c = Cursor::new(rest);
+    let Some(counts) = c.word() else { return 0 };
+    let Some(slash) = memchr::memchr(b'/', counts) else { return 0 };
+    match (parse_u64(&counts[..slash]), parse_u64(&counts[slash + 1..])) {
+        (Some(kept), Some(written)) => written.saturating_sub(kept),
+        _ => 0,
     }
 }
 
@@ -288,7 +302,7 @@ mod tests {
              dd-9 [000] 5.000007: block_dirty_buffer: 7,0 sector=12 size=4096\n",
         );
         assert_eq!(t.len(), 10);
-        assert_eq!((t.action_at(0), t.time_ns[0], t.cpu[0], t.pid[0]), (Action::Issue, 1234_567_890_000, 1, 1234));
+        assert_eq!((t.action_at(0), t.time_ns[0], t.cpu[0], t.pid[0]), (Action::Issue, 1_234_567_890_000, 1, 1234));
         assert_eq!((t.sector[0], t.sectors[0], t.bytes[0], t.comm_at(0)), (1234, 8, 4096, "sqlite"));
         assert_eq!((t.action_at(1), t.error[1], t.comm_at(1)), (Action::Complete, 0, "<idle>"));
         assert_eq!((t.operation_at(2), t.flags[2]), (Operation::Flush, flags::PREFLUSH));
@@ -308,6 +322,7 @@ mod tests {
     fn markers_syscalls_and_losses() {
         let (t, r) = parse(
             "# tracer: nop\n\
+             # entries-in-buffer/entries-written: 1578/1600   #P:2\n\
              sqlwa-run-500 [001] ..... 10.000001: tracing_mark_write: sqlwa txn_begin i=3 warmup=0 t=123\n\
              sqlwa-run-500 [001] ..... 10.000002: sys_enter_fsync: fd: 0x00000003\n\
              sqlwa-run-500 [001] ..... 10.000003: sys_exit_fsync: 0x0\n\
@@ -316,7 +331,7 @@ mod tests {
              CPU:1 [LOST 42 EVENTS]\n\
              sqlwa-run-500 [001] ..... 10.000006: sched_switch: prev_comm=a\n",
         );
-        assert_eq!(r.lost_events, 42);
+        assert_eq!(r.lost_events, 42 + 22);
         assert_eq!((t.kind_at(0), t.name_at(0), t.text_at(0)), (RecordKind::Marker, "txn_begin", "sqlwa txn_begin i=3 warmup=0 t=123"));
         assert_eq!((t.kind_at(1), t.name_at(1), t.fd_at(1)), (RecordKind::SyscallEnter, "fsync", Some(3)));
         assert_eq!((t.kind_at(2), t.ret_at(2)), (RecordKind::SyscallExit, Some(0)));
