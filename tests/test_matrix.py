@@ -93,3 +93,37 @@ def test_without_root_runs_vfs_level_and_says_what_block_needs():
         assert row["status"] == "ok" and row["fsync_calls_per_commit"] is None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not IS_ROOT, reason="lab runs need root")
+def test_demo_runs_the_default_sweep_and_writes_the_report(tmp_path):
+    out, report = tmp_path / "demo", tmp_path / "report.html"
+    proc, pid = sqlwa_with_pid("demo", "-n", "10", "--warmup", "1", "--out", str(out), "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    for journal in ("delete", "truncate", "persist", "wal"):
+        for sync in ("normal", "full"):
+            assert f"mobibench-insert ext4 {journal}/{sync}" in proc.stdout
+    assert report.stat().st_size > 1_000_000 and f"wrote {report}" in proc.stdout
+    runs = store.load_results(out)
+    assert runs.height == 8 and set(runs["status"]) == {"ok"}
+    assert not [m for m in lab.current_mounts() if f"sqlwa-lab-{pid}-" in m.mountpoint]
+
+
+def test_demo_without_root_is_the_vfs_level_and_says_what_block_needs():
+    if not IS_ROOT or shutil.which("setpriv") is None:
+        pytest.skip("needs root to drop to nobody, and setpriv")
+    workdir = Path(tempfile.mkdtemp(prefix="sqlwa-test-demo-nonroot-"))
+    os.chmod(workdir, 0o777)
+    try:
+        proc = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "sqlwa",
+             "demo", "-n", "5", "--warmup", "1", "-j", "delete,wal", "--out", str(workdir / "demo")],
+            capture_output=True, text=True, timeout=300, cwd=workdir,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "VFS level only" in proc.stderr and "need root" in proc.stderr
+        assert "mobibench-insert none wal/full" in proc.stdout and (workdir / "report.html").exists()
+        assert "Measured at the VFS level only" in (workdir / "report.html").read_text()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
