@@ -64,10 +64,38 @@ def summary_table(summary: dict) -> Table:
         table.add_row("block cache flushes", fmt_num(pc["flush_requests"]), "")
         table.add_row("block FUA writes", fmt_num(pc["fua_writes"]), "")
         table.add_row("block written, amortized", "", fmt_bytes(pc["amortized_write_bytes"]))
+    category_rows(table, summary)
+    waf_rows(table, summary)
     lat = summary["latency_ms"]
     table.add_section()
-    table.add_row("latency p50 / p90 / p99 / max", "", " / ".join(f"{lat[k]:.3f}" for k in ("p50", "p90", "p99", "max")) + " ms")
+    keys = [k for k in ("p50", "p90", "p99", "p99.9", "max") if k in lat]
+    table.add_row(f"latency {' / '.join(keys)}", "", " / ".join(f"{lat[k]:.3f}" for k in keys) + " ms")
+    miss = summary.get("frame_budget_misses")
+    if miss:
+        table.add_row(f"commits over {miss['budget_ms']:g} ms (frame budget)", fmt_num(miss["commits"]),
+                      f"{miss['share']:.1%}")
     return table
+
+
+def category_rows(table: Table, summary: dict) -> None:
+    """Block bytes per commit by cause (in-window), and the amortized share unattributed."""
+    cats = summary.get("bytes_by_category")
+    if not cats:
+        return
+    table.add_section()
+    for name, value in cats["per_commit"].items():
+        amortized = cats["amortized_per_commit"][name]
+        if value or amortized:
+            table.add_row(f"  block bytes: {name}", f"amortized {fmt_bytes(amortized)}", fmt_bytes(value))
+    table.add_row("  unattributed share (amortized)", "", f"{cats['unattributed_share']:.1%}")
+
+
+def waf_rows(table: Table, summary: dict) -> None:
+    waf = summary.get("waf") or {}
+    parts = [(k, waf[k]) for k in ("vfs_over_logical", "block_over_vfs", "block_over_logical") if waf.get(k) is not None]
+    if parts:
+        table.add_section()
+        table.add_row("write amplification", "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
 
 
 def print_summary(summary: dict, console: Console | None = None) -> None:
@@ -78,6 +106,8 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     trace = summary.get("trace")
     if trace:
         console.print(f"trace: {trace['events']:,} events, {trace['lost_events']:,} lost")
+    for finding in summary.get("findings", []):
+        console.print(f"[yellow]finding[/yellow] {finding['check']}: {finding['commits']} commits — {finding['what']}")
     if "block" not in summary["levels"] and not trace:
         console.print(
             "[dim]block and syscall levels were not measured: they need a lab filesystem "

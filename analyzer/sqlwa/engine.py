@@ -42,6 +42,8 @@ class RunSettings:
     think_time_ms: float | None = None
     extra_pragmas: list[str] = field(default_factory=list)
     count_vfs: bool = True
+    # extents markers (FIEMAP of the run's files) for block attribution; lab runs turn it on
+    map_extents: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)

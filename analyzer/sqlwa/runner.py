@@ -8,6 +8,7 @@ and the engine's markers in one tracefs instance, and cuts the trace into commit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from typing import Callable, Iterator
 
 import polars as pl
 
-from sqlwa import capture, engine, environment, lab, traceparse, windows
+from sqlwa import attribution, capture, engine, environment, fslayout, lab, metrics, traceparse, windows
 from sqlwa.errors import TraceLossError, UsageError
 from sqlwa.summary import build_summary, with_vfs_totals
 
@@ -41,6 +42,7 @@ class RunRequest:
     fill_pct: float = 0
     allow_loss: bool = False
     buffer_kb: int = capture.DEFAULT_BUFFER_KB
+    frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
 
 
 @dataclass
@@ -120,10 +122,10 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
     out_dir = ensure_writable_dir(request.out_dir, "output directory")
     with scratch_dir(request.dir, request.keep_db) as work_dir:
         result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
-        commits = with_vfs_totals(result.commits)
+        commits = metrics.with_waf(with_vfs_totals(result.commits))
         measured = commits.filter(~pl.col("warmup")).height
         config = run_config(request, result.info, work_dir, measured)
-    summary = build_summary(config, commits, levels=["vfs"])
+    summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
     write_outputs(out_dir, summary, commits)
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
 
@@ -157,8 +159,10 @@ def capture_run(request: RunRequest, scenario, out_dir: Path, fs: lab.LabFilesys
     )
     try:
         with cap:
+            # extents markers: which block ranges belong to which file (attribution)
+            settings = dataclasses.replace(request.settings, map_extents=request.settings.count_vfs)
             result = engine.run_workload(
-                scenario, request.settings, Path(fs.mountpoint), marker_path=Path(cap.marker_path), progress=progress
+                scenario, settings, Path(fs.mountpoint), marker_path=Path(cap.marker_path), progress=progress
             )
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             capture.sync_fs(fs.mountpoint)
@@ -175,19 +179,44 @@ def trace_levels(cap: capture.TraceCapture) -> list[str]:
     return levels
 
 
-def analyse_trace(cap: capture.TraceCapture, commits: pl.DataFrame, dev, levels: list[str]):
-    """Per-commit syscall and block figures from the raw capture, joined onto ``commits``."""
+@dataclasses.dataclass
+class LabContext:
+    """What attribution needs to know about the run besides the trace."""
+
+    journal: str
+    sync: str
+    fs_type: str
+    layout: dict
+
+
+def analyse_trace(cap: capture.TraceCapture, commits: pl.DataFrame, dev, levels: list[str],
+                  context: LabContext | None = None):
+    """Per-commit syscall and block figures from the raw capture, joined onto ``commits``;
+    with ``context`` also the block bytes by category and the checkpoints. Returns
+    (commits, parse report, amortized figures or None, extra summary sections)."""
     events, report = traceparse.parse(cap.trace_path, format="ftrace")
     wins = windows.commit_windows(events)
     joined = commits.join(wins.drop("warmup"), on="index", how="left")
-    amortized = None
+    amortized, sections = None, {}
+    tid = windows.run_tid(events)
     if "syscall" in levels:
-        tid = windows.run_tid(events)
         joined = joined.join(windows.syscalls_per_commit(events, wins, tid), on="index", how="left")
+    attributed = None
     if "block" in levels:
         joined = joined.join(windows.block_per_commit(events, wins, dev), on="index", how="left")
         amortized = windows.amortized_write_bytes(events, wins, dev)
-    return joined, report, amortized
+        if context is not None:
+            attributed = attribution.attribute(events, wins, dev, tid, context.journal, context.fs_type, context.layout)
+            per_commit = attribution.bytes_per_commit(attributed, wins)
+            joined = joined.join(per_commit, on="index", how="left")
+            sections["bytes_by_category"] = attribution.summary_section(attributed, wins, per_commit)
+    if context is not None:
+        found = metrics.checkpoints(events, attributed, context.journal)
+        joined = metrics.with_checkpoint_columns(joined, found)
+        measured = joined.filter(~pl.col("warmup"))
+        sections["checkpoint"] = metrics.checkpoint_summary(found, measured, context.journal)
+        sections["findings"] = metrics.consistency_findings(measured, context.sync)
+    return metrics.with_waf(joined), report, amortized, sections
 
 
 def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
@@ -201,12 +230,17 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
         result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
         fs_facts = fs.describe()
         dev = (fs.dev_major, fs.dev_minor) if fs.loop_device else None
+        # read while still mounted: the fs's own journal/metadata location for attribution
+        layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
+    (out_dir / "layout.json").write_text(json.dumps(layout) + "\n")
     levels = trace_levels(cap)
-    commits, report, amortized = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels)
+    context = LabContext(request.settings.journal, request.settings.sync, fs_facts["fs_type"], layout)
+    commits, report, amortized, sections = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels, context)
     measured = commits.filter(~pl.col("warmup")).height
     config = lab_config(request, result.info, fs_facts, measured)
     trace = {**cap.describe(), "parse": report}
-    summary = build_summary(config, commits, levels=levels, trace=trace)
+    summary = build_summary(config, commits, levels=levels, frame_budget_ms=request.frame_budget_ms,
+                            amortized_bytes=amortized["write_bytes"] if amortized else None, trace=trace, **sections)
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized

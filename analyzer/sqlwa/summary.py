@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from sqlwa import metrics
 from sqlwa.engine import FILE_KINDS
 
 SCHEMA_VERSION = 1
 KIND_FIELDS = ("write_calls", "write_bytes", "sync_calls", "truncate_calls", "delete_calls")
-LATENCY_QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 
 
 def vfs_total(field: str) -> pl.Expr:
@@ -57,16 +57,9 @@ def vfs_by_file(measured: pl.DataFrame) -> dict[str, dict[str, float]]:
     return result
 
 
-def latency_ms(measured: pl.DataFrame) -> dict[str, float]:
-    if measured.height == 0:
-        return {name: 0.0 for name in (*LATENCY_QUANTILES, "max")}
-    ms = measured["latency_ns"].cast(pl.Float64) / 1e6
-    figures = {name: float(ms.quantile(q, interpolation="linear")) for name, q in LATENCY_QUANTILES.items()}
-    figures["max"] = float(ms.max())
-    return figures
-
-
-def build_summary(config: dict, commits: pl.DataFrame, levels: list[str], **sections) -> dict:
+def build_summary(config: dict, commits: pl.DataFrame, levels: list[str],
+                  frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS,
+                  amortized_bytes: int | None = None, **sections) -> dict:
     """The summary.json document for one run; ``sections`` adds later stages' parts."""
     measured = commits.filter(~pl.col("warmup"))
     summary = {
@@ -77,7 +70,9 @@ def build_summary(config: dict, commits: pl.DataFrame, levels: list[str], **sect
         "warmup_commits": commits.height - measured.height,
         "per_commit": per_commit_means(measured),
         "vfs_by_file": vfs_by_file(measured),
-        "latency_ms": latency_ms(measured),
+        "latency_ms": metrics.latency_ms(measured),
+        "frame_budget_misses": metrics.frame_budget_misses(measured, frame_budget_ms),
+        "waf": metrics.run_waf(measured, amortized_bytes),
     }
     summary.update(sections)
     return summary

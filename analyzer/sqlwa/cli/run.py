@@ -74,6 +74,8 @@ class ProgressBar:
 @click.option("--mount-opts", default="", metavar="OPTS", help="Extra mount options, e.g. 'noatime,barrier=0' (--fs).")
 @click.option("--fill", "fill_pct", type=click.FloatRange(0, 99), default=0, metavar="PCT",
               help="Fill the lab filesystem to PCT%% with files before the workload (--fs).")
+@click.option("--frame-budget-ms", type=click.FloatRange(min=0, min_open=True), default=16.67, show_default=True,
+              help="Commits longer than this count as frame-budget misses (60 Hz: 16.67).")
 @click.option("--allow-loss", is_flag=True, help="Keep a run whose trace lost events instead of failing it.")
 @click.option("--dir", "run_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Run in a fresh sub-directory of this existing directory (VFS level only) "
@@ -85,7 +87,7 @@ class ProgressBar:
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def run(scenario, journal, sync, txns, warmup, seed, page_size, cache_size, wal_autocheckpoint,
         journal_size_limit, locking_mode, mmap_size, extra_pragmas, think_time_ms, fs, image_size, mkfs_opts,
-        mount_opts, fill_pct, allow_loss, run_dir, out_dir, keep_db, no_vfs_count, as_json):
+        mount_opts, fill_pct, frame_budget_ms, allow_loss, run_dir, out_dir, keep_db, no_vfs_count, as_json):
     """Run one SQLite workload and report what each commit cost.
 
     \b
@@ -114,6 +116,7 @@ def run(scenario, journal, sync, txns, warmup, seed, page_size, cache_size, wal_
         out_dir=out_dir or default_out_dir(scenario, settings.journal, settings.sync),
         dir=run_dir, keep_db=keep_db, fs=fs, image_size=image_size, mkfs_opts=mkfs_opts,
         mount_opts=mount_opts, fill_pct=fill_pct, allow_loss=allow_loss,
+        frame_budget_ms=frame_budget_ms,
     )
     with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
         outcome = runner.execute(request, progress=bar)
