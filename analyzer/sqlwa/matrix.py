@@ -212,7 +212,12 @@ def run_matrix(
             if cell.key in done and (plan.out_dir / "runs" / cell.dirname / "summary.json").exists():
                 result = CellResult(cell, "done-earlier")
             else:
-                result = run_cell(conn, cell, plan, progress)
+                try:
+                    result = run_cell(conn, cell, plan, progress)
+                except Interrupted as exc:
+                    # The lab cleaned up after itself; the cells before this one are stored.
+                    raise Interrupted(f"{exc.args[0] if exc.args else 'interrupted'} in cell {number} "
+                                      f"({cell.label}); continue with the same command plus --resume") from None
             outcome.results.append(result)
             if on_done:
                 on_done(result)
