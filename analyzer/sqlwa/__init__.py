@@ -1,1 +1,42 @@
-"""sqlwa: what one SQLite commit really costs the storage device."""
+"""sqlwa: what one SQLite commit really costs the storage device.
+
+The Python API (see :mod:`sqlwa.api`)::
+
+    import sqlwa
+    run = sqlwa.load("sqlwa-out/…")        # a Run, or a Matrix for `sqlwa matrix` output
+    trace = sqlwa.parse("keks.blktrace.0")  # any blktrace / blkparse / ftrace trace
+
+Every error sqlwa raises is a :class:`sqlwa.SqlwaError` (see :mod:`sqlwa.errors`).
+Names are imported on first use, so ``import sqlwa`` (and the CLI) stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_API = ("load", "parse", "Run", "Matrix", "Trace", "DeviceTrace")
+_ERRORS = (
+    "SqlwaError", "ScenarioError", "ConfigError", "WorkloadError", "TraceParseError", "Interrupted",
+    "UsageError", "LabError", "UnsupportedFilesystem", "NeedsRoot", "CaptureError", "TraceLossError",
+)
+__all__ = [*_API, *_ERRORS]
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily below
+    from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse
+    from sqlwa.errors import (
+        CaptureError, ConfigError, Interrupted, LabError, NeedsRoot, ScenarioError, SqlwaError, TraceLossError,
+        TraceParseError, UnsupportedFilesystem, UsageError, WorkloadError,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        return getattr(importlib.import_module("sqlwa.api"), name)
+    if name in _ERRORS:
+        return getattr(importlib.import_module("sqlwa.errors"), name)
+    raise AttributeError(f"module 'sqlwa' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

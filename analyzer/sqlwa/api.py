@@ -1,0 +1,539 @@
+"""The Python API: sqlwa's results as Polars frames and plotly figures, for notebooks.
+
+>>> import sqlwa
+>>> run = sqlwa.load("traces/samples/sqlwa-run-ext4-wal")    # a run directory
+>>> run.summary["per_commit"]["fsync_calls"]                  # summary.json as a dict
+>>> run.commits                                               # one row per transaction
+>>> run.commit(5)                                             # every event of commit 5, in order
+>>> run.timeline().show()
+>>> trace = sqlwa.parse("traces/samples/blktrace-keks/keks")  # any block trace, no markers needed
+>>> trace.request_mix()
+
+:func:`load` reads what ``sqlwa run`` or ``sqlwa matrix`` wrote: a :class:`Run` (a
+directory with ``summary.json``) or a :class:`Matrix` (a directory with
+``results.sqlite``, or with run directories below it). :func:`parse` reads an external
+trace (blktrace, blkparse or ftrace) into a :class:`Trace`. Both kinds share the
+device-level helpers of :class:`DeviceTrace`. Everything is a thin layer over Polars:
+the events are filtered and joined as frames, never looped over in Python.
+
+Errors are :class:`sqlwa.errors.SqlwaError` subclasses: a path that is not a run or a
+matrix raises :class:`~sqlwa.errors.UsageError`, an unparsable trace raises
+:class:`~sqlwa.errors.TraceParseError` (from the Rust parser).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import cached_property
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import polars as pl
+
+from sqlwa import plots, report, store, traceparse, windows
+from sqlwa.errors import UsageError
+
+PathArg = str | PathLike
+TIMELINE_COMMITS = report.TIMELINE_COMMITS
+MARKER_EVENTS = ("run_begin", "run_end", "txn_begin", "txn_end")  # the rest are VFS-call markers
+
+
+# ------------------------------------------------------------------ entry points
+
+
+def load(path: PathArg) -> Run | Matrix:
+    """Open what ``sqlwa run --out`` or ``sqlwa matrix --out`` wrote.
+
+    ``path``: a run directory (``summary.json``, ``commits.parquet``, maybe ``trace.txt``)
+    → :class:`Run`; a matrix directory (``results.sqlite``, or run directories below it)
+    or its ``results.sqlite`` → :class:`Matrix`. Anything else raises
+    :class:`~sqlwa.errors.UsageError` saying what was expected.
+    """
+    path = Path(path)
+    if path.is_file() and path.name == store.STORE_FILE:
+        return Matrix(path.parent)
+    if not path.exists():
+        raise UsageError(f"{path} does not exist", "pass a directory written by `sqlwa run` or `sqlwa matrix`")
+    if not path.is_dir():
+        raise UsageError(f"{path} is a file, not a run or matrix directory",
+                         "pass the directory that holds summary.json (a run) or results.sqlite (a matrix)")
+    if (path / "summary.json").is_file():
+        return Run(path)
+    if (path / store.STORE_FILE).is_file() or run_dirs_below(path):
+        return Matrix(path)
+    raise UsageError(f"{path} is not a sqlwa run or matrix: it holds neither summary.json nor results.sqlite",
+                     "pass a directory written by `sqlwa run --out` or `sqlwa matrix --out`")
+
+
+def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: bool = False) -> Trace:
+    """Load an external block trace (blktrace binary files or base name, blkparse text,
+    ftrace text) into a :class:`Trace`. ``format``: one of
+    :data:`sqlwa.traceparse.FORMATS`; ``lenient`` counts unparsable records instead of
+    raising :class:`~sqlwa.errors.TraceParseError`."""
+    if format not in traceparse.FORMATS:
+        raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
+    events, parse_report = traceparse.parse(paths, format=format, lenient=lenient)
+    label = str(paths) if isinstance(paths, (str, PathLike)) else ", ".join(map(str, paths))
+    return Trace(events, parse_report, label)
+
+
+def run_dirs_below(path: Path) -> list[Path]:
+    """Run directories of a matrix without a store: ``runs/*/`` or ``*/`` holding summary.json."""
+    found = sorted(path.glob("runs/*/summary.json")) or sorted(path.glob("*/summary.json"))
+    return [p.parent for p in found]
+
+
+def pandas_frame(frame: pl.DataFrame) -> Any:
+    """``frame`` as a pandas DataFrame; says how to get pandas when it is missing."""
+    try:
+        return frame.to_pandas()
+    except ModuleNotFoundError as exc:
+        raise UsageError(f"to_pandas() needs {exc.name}, which is not installed",
+                         "pip install pandas (or stay in Polars: every frame here is a polars.DataFrame)") from None
+
+
+# ------------------------------------------------------------------ device level
+
+
+class DeviceTrace:
+    """Block requests of one trace and the device-level views of them.
+
+    Subclasses provide :attr:`events` (the parsed event table, columns in
+    :data:`sqlwa.traceparse.COLUMNS`) and :attr:`device`.
+    """
+
+    label: str = ""
+
+    @property
+    def events(self) -> pl.DataFrame:  # pragma: no cover - provided by subclasses
+        raise NotImplementedError
+
+    @property
+    def device(self) -> tuple[int, int]:  # pragma: no cover - provided by subclasses
+        raise NotImplementedError
+
+    def devices(self) -> pl.DataFrame:
+        """Block devices in the trace: ``dev_major``, ``dev_minor``, ``events``, ``issued``
+        (requests at action D), busiest first."""
+        return (
+            self.events.filter(pl.col("kind") == "block")
+            .group_by("dev_major", "dev_minor")
+            .agg(pl.len().alias("events"), (pl.col("action") == "D").sum().alias("issued"))
+            .sort("issued", "events", descending=True)
+        )
+
+    def requests(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
+        """Requests of ``device`` (default :attr:`device`) at the point the device saw them:
+        action D (issue) when the trace has it, else Q (queued). Adds ``ms`` since the
+        first of them and ``is_flush`` (flush request or preflush flag)."""
+        major, minor = device or self.device
+        block = self.events.filter(
+            (pl.col("kind") == "block") & (pl.col("dev_major") == major) & (pl.col("dev_minor") == minor)
+        )
+        action = "D" if (block["action"] == "D").any() else "Q"
+        issued = block.filter(pl.col("action") == action)
+        t0 = int(issued["time_ns"].min() or 0)
+        return plots.with_ms(issued, t0).with_columns(plots.is_flush().alias("is_flush"))
+
+    def request_mix(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
+        """What the device was asked to do: requests and bytes per kind (write, read,
+        discard, flush — standalone or preflush —, FUA write) and each one's share of
+        all requests."""
+        reqs = self.requests(device)
+        kinds = {
+            "write": pl.col("operation") == "write",
+            "read": pl.col("operation") == "read",
+            "discard": pl.col("operation") == "discard",
+            "flush": pl.col("is_flush"),
+            "FUA write": (pl.col("operation") == "write") & pl.col("fua"),
+        }
+        rows = reqs.select(
+            *[cond.sum().alias(f"{name}|requests") for name, cond in kinds.items()],
+            *[pl.col("bytes").filter(cond).sum().alias(f"{name}|bytes") for name, cond in kinds.items()],
+        )
+        long = rows.unpivot().with_columns(pl.col("variable").str.split_exact("|", 1).alias("parts")).unnest("parts")
+        table = long.pivot(on="field_1", index="field_0", values="value").rename({"field_0": "kind"})
+        total = max(reqs.height, 1)
+        return table.with_columns((pl.col("requests") / total).alias("share_of_requests"))
+
+    def by_process(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
+        """Requests per process (``comm``, ``pid``): requests, write bytes, flushes, FUA
+        writes, most bytes first. At action D the process is the one that dispatched the
+        request (often a kworker or the flusher), not always the one that caused it."""
+        return (
+            self.requests(device)
+            .group_by(pl.col("comm").cast(pl.String), "pid")
+            .agg(
+                pl.len().alias("requests"),
+                pl.col("bytes").filter(pl.col("operation") == "write").sum().alias("write_bytes"),
+                pl.col("is_flush").sum().alias("flushes"),
+                ((pl.col("operation") == "write") & pl.col("fua")).sum().alias("fua_writes"),
+            )
+            .sort("write_bytes", "requests", descending=True)
+        )
+
+    def timeline(self, device: tuple[int, int] | None = None) -> go.Figure:
+        """Block requests by sector over time, coloured by operation, flushes marked."""
+        reqs = self.requests(device).with_columns(plots.operation_key().alias("key"))
+        major, minor = device or self.device
+        return plots.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor})")
+
+    def size_histogram(self, device: tuple[int, int] | None = None) -> go.Figure:
+        """Number of write requests per request size."""
+        return plots.size_histogram(self.requests(device), f"write request sizes: {self.label}")
+
+    def sector_heatmap(self, device: tuple[int, int] | None = None, time_bins: int = 80,
+                       sector_bins: int = 64) -> go.Figure:
+        """KiB written per time × sector bin."""
+        return plots.sector_heatmap(self.requests(device), time_bins, sector_bins,
+                                    f"KiB written by time and sector: {self.label}")
+
+
+class Trace(DeviceTrace):
+    """An external block trace loaded by :func:`parse`: the events and the parser's report
+    (``bad_records``, ``lost_events``, per-action counts …). No commit markers needed."""
+
+    def __init__(self, events: pl.DataFrame, parse_report: dict, label: str) -> None:
+        self._events = events
+        self.report = parse_report
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<sqlwa.Trace {self.label}: {self._events.height} events>"
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """Every event of the trace, one row each (columns: :data:`sqlwa.traceparse.COLUMNS`)."""
+        return self._events
+
+    @cached_property
+    def device(self) -> tuple[int, int]:
+        """The busiest block device (most issued requests)."""
+        devs = self.devices()
+        if devs.height == 0:
+            raise UsageError(f"{self.label} holds no block events", "parse a trace with block requests")
+        return int(devs["dev_major"][0]), int(devs["dev_minor"][0])
+
+    def to_pandas(self) -> Any:
+        """The events as a pandas DataFrame (needs pandas)."""
+        return pandas_frame(self._events)
+
+
+# ------------------------------------------------------------------ one run
+
+
+class Run(DeviceTrace):
+    """One measurement run: ``summary.json``, ``commits.parquet`` and, for a lab run, the
+    trace (``events.parquet`` when present, else ``trace.txt``, parsed on first use)."""
+
+    def __init__(self, path: PathArg) -> None:
+        self.dir = Path(path)
+        summary_path = self.dir / "summary.json"
+        if not summary_path.is_file():
+            raise UsageError(f"{self.dir} is not a run directory: no summary.json",
+                             "pass a directory written by `sqlwa run --out`")
+        try:
+            self.summary: dict = json.loads(summary_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{summary_path} is not valid JSON: {exc}", "re-run the measurement") from None
+        self.parse_report: dict | None = None  # the parser's report, once trace.txt was parsed
+        config = self.config
+        self.label = f"{config.get('scenario', '?')} {config.get('fs', '?')} {config.get('journal', '?')}/{config.get('sync', '?')}"
+
+    def __repr__(self) -> str:
+        return f"<sqlwa.Run {self.label} ({self.summary.get('commits')} commits, levels {self.levels}) at {self.dir}>"
+
+    # --- what summary.json says
+
+    @property
+    def config(self) -> dict:
+        """The run's configuration (``summary['config']``)."""
+        return self.summary.get("config", {})
+
+    @property
+    def levels(self) -> list[str]:
+        """The measured layers: ``vfs`` always, ``syscall`` and ``block`` for lab runs."""
+        return list(self.summary.get("levels", []))
+
+    @cached_property
+    def commits(self) -> pl.DataFrame:
+        """One row per transaction (warm-up ones flagged): VFS counters, latency and, for
+        lab runs, the commit window and per-commit syscall, block and category figures."""
+        path = self.dir / "commits.parquet"
+        if not path.is_file():
+            raise UsageError(f"{self.dir} has no commits.parquet", "re-run the measurement")
+        return pl.read_parquet(path)
+
+    def to_pandas(self) -> Any:
+        """The commits as a pandas DataFrame (needs pandas)."""
+        return pandas_frame(self.commits)
+
+    # --- the trace
+
+    @property
+    def has_trace(self) -> bool:
+        """True when the run kept a trace (lab runs): events, commit drill-down, timeline."""
+        return (self.dir / store.EVENTS_FILE).is_file() or (self.dir / "trace.txt").is_file()
+
+    def require_trace(self, what: str) -> None:
+        if not self.has_trace:
+            raise UsageError(
+                f"{what} needs the run's trace, and {self.dir} has none: it measured the VFS level only",
+                "measure on a lab filesystem (sudo sqlwa run --fs ext4 …) to trace syscalls and block requests",
+            )
+
+    @cached_property
+    def events(self) -> pl.DataFrame:
+        """Every traced event of the run (markers, syscalls, block events), from
+        ``events.parquet`` or, when that is absent, parsed from ``trace.txt``."""
+        self.require_trace("events")
+        parquet = self.dir / store.EVENTS_FILE
+        if parquet.is_file():
+            return pl.read_parquet(parquet)
+        events, self.parse_report = traceparse.parse(self.dir / "trace.txt", format="ftrace")
+        return events
+
+    @property
+    def device(self) -> tuple[int, int]:
+        """The lab device (major, minor) the run's block requests went to."""
+        dev = (self.config.get("lab") or {}).get("dev")
+        if not dev:
+            self.require_trace("the block device")
+            raise UsageError(f"{self.dir}: summary.json names no lab device", "re-run with --fs")
+        major, minor = (int(x) for x in str(dev).split(":"))
+        return major, minor
+
+    @cached_property
+    def windows(self) -> pl.DataFrame:
+        """The commit windows: ``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``."""
+        if "win_start_ns" in self.commits.columns:
+            return self.commits.select("index", "warmup", "win_start_ns", "win_end_ns").drop_nulls()
+        return windows.commit_windows(self.events)
+
+    # --- attribution (optional stage)
+
+    @cached_property
+    def attribution_note(self) -> str | None:
+        """Why block writes carry no ``category`` here, or None when they do."""
+        return self._attribution()[1]
+
+    @cached_property
+    def attributed_writes(self) -> pl.DataFrame | None:
+        """The issued write requests with ``category`` (and ``commit``, ``file``,
+        ``submitter``) from :mod:`sqlwa.attribution`; None when unavailable (see
+        :attr:`attribution_note`)."""
+        return self._attribution()[0]
+
+    def _attribution(self) -> tuple[pl.DataFrame | None, str | None]:
+        if "block" not in self.levels:
+            return None, "the block level was not measured"
+        layout_path = self.dir / "layout.json"
+        if not layout_path.is_file():
+            return None, "the run has no layout.json (recorded by lab runs with attribution)"
+        try:
+            from sqlwa import attribution
+        except ImportError:
+            return None, "this sqlwa has no attribution stage (sqlwa.attribution)"
+        fs_type = (self.config.get("lab") or {}).get("fs_type", self.config.get("fs"))
+        attributed = attribution.attribute(
+            self.events, windows.commit_windows(self.events), self.device, windows.run_tid(self.events),
+            self.config.get("journal", ""), fs_type, json.loads(layout_path.read_text()),
+        )
+        return attributed, None
+
+    def categories(self) -> pl.DataFrame | None:
+        """``time_ns``, ``sector``, ``category`` of every issued write (one row per
+        request position), or None without attribution."""
+        attributed = self.attributed_writes
+        if attributed is None:
+            return None
+        return attributed.select("time_ns", "sector", pl.col("category").cast(pl.String)).unique(
+            ["time_ns", "sector"], keep="first", maintain_order=True
+        )
+
+    def requests(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
+        """As :meth:`DeviceTrace.requests`, plus ``category`` for writes when attribution exists."""
+        reqs = super().requests(device)
+        cats = self.categories() if device in (None, self.device) else None
+        if cats is None:
+            return reqs
+        return reqs.join(cats, on=["time_ns", "sector"], how="left")
+
+    # --- one commit
+
+    def commit(self, index: int) -> pl.DataFrame:
+        """Every traced event inside commit ``index``'s window (``txn_begin`` to
+        ``txn_end`` inclusive), in time order (trace order for equal times), with
+        ``layer`` (marker, vfs, syscall, block, other), ``since_start_us`` and — when
+        attribution exists — ``category`` on the issued write requests."""
+        self.require_trace(f"commit({index})")
+        window = self.windows.filter(pl.col("index") == index)
+        if window.height == 0:
+            first, last = self.windows["index"].min(), self.windows["index"].max()
+            raise UsageError(f"{self.label}: no commit {index}", f"choose a transaction index from {first} to {last}")
+        start, end = window.row(0, named=True)["win_start_ns"], window.row(0, named=True)["win_end_ns"]
+        inside = self.events.filter(pl.col("time_ns").is_between(start, end)).sort("time_ns", maintain_order=True)
+        events = inside.with_columns(
+            layer_expr().alias("layer"),
+            ((pl.col("time_ns").cast(pl.Int64) - start) / 1e3).alias("since_start_us"),
+        )
+        return self.with_category(events).select("layer", "since_start_us", pl.exclude("layer", "since_start_us"))
+
+    def with_category(self, events: pl.DataFrame) -> pl.DataFrame:
+        """Add ``category`` to the issued writes on the lab device among ``events``."""
+        cats = self.categories()
+        if cats is None:
+            return events
+        major, minor = self.device
+        issued_write = (
+            (pl.col("kind") == "block") & (pl.col("action") == "D") & (pl.col("operation") == "write")
+            & (pl.col("dev_major") == major) & (pl.col("dev_minor") == minor)
+        )
+        joined = events.join(cats, on=["time_ns", "sector"], how="left", maintain_order="left")
+        return joined.with_columns(pl.when(issued_write).then(pl.col("category")).alias("category"))
+
+    # --- figures
+
+    def timeline(self, first: int | None = None, count: int | None = TIMELINE_COMMITS) -> go.Figure:
+        """Block requests by sector over time for ``count`` commit windows from
+        transaction ``first`` (default: the first measured one; ``count=None``: all),
+        coloured by category (by operation without attribution), flushes marked, commit
+        windows shaded."""
+        self.require_trace("timeline()")
+        wins = self.windows.filter(~pl.col("warmup")) if first is None else self.windows.filter(pl.col("index") >= first)
+        wins = wins.sort("win_start_ns").head(count) if count is not None else wins.sort("win_start_ns")
+        if wins.height == 0:
+            raise UsageError(f"{self.label}: no commit windows to draw", "choose `first` within the run's commits")
+        t0, t1 = int(wins["win_start_ns"].min()), int(wins["win_end_ns"].max())
+        reqs = self.requests().filter(pl.col("time_ns").is_between(t0, t1))
+        reqs = plots.with_ms(reqs, t0)
+        coloured_by = "category" if "category" in reqs.columns else "operation"
+        key = pl.coalesce("category", plots.operation_key()) if coloured_by == "category" else plots.operation_key()
+        title = f"timeline: {self.label}, commits {wins['index'].min()}–{wins['index'].max()} (shaded)"
+        fig = plots.timeline_figure(reqs.with_columns(key.alias("key")), title, wins, t0, coloured_by)
+        fig.update_layout(xaxis_title="ms since the first commit shown")
+        return fig
+
+    def stacked_categories(self) -> go.Figure:
+        """KiB of each of the first measured commits stacked by category: block bytes by
+        attribution category, or SQLite's VFS bytes by file kind when the run has no
+        categories (the title says which)."""
+        frame, source = report.per_commit_bytes(str(self.dir))
+        return plots.stacked_bars(frame.rename({"index": "commit"}), "commit", f"{self.label}: KiB per commit — {source}")
+
+    def latency_cdf(self) -> go.Figure:
+        """The commit-latency CDF with the 60 Hz frame budget marked."""
+        return report.latency_cdfs(runs_frame([self]))
+
+
+def layer_expr() -> pl.Expr:
+    """The layer of an event row: marker (transaction/run markers), vfs (the VFS-call
+    markers: sync, truncate, delete, extents), syscall, block, other."""
+    kind = pl.col("kind").cast(pl.String)
+    return (
+        pl.when((kind == "marker") & pl.col("name").cast(pl.String).is_in(MARKER_EVENTS)).then(pl.lit("marker"))
+        .when(kind == "marker").then(pl.lit("vfs"))
+        .when(kind.str.starts_with("syscall")).then(pl.lit("syscall"))
+        .when(kind == "block").then(pl.lit("block"))
+        .otherwise(pl.lit("other"))
+    )
+
+
+def runs_frame(runs: list[Run]) -> pl.DataFrame:
+    """The minimal runs frame :mod:`sqlwa.report`'s figures take, without touching the
+    run directories (no events.parquet is written)."""
+    return pl.DataFrame([{
+        "status": "ok", "run_dir": str(run.dir.resolve()), "scenario": run.config.get("scenario", "?"),
+        "fs": run.config.get("fs", "?"), "journal": run.config.get("journal", "?"), "sync": run.config.get("sync", "?"),
+    } for run in runs])
+
+
+# ------------------------------------------------------------------ a matrix
+
+
+SELECTORS = ("scenario", "fs", "journal", "sync", "repeat")
+
+
+class Matrix:
+    """A sweep: every run of ``DIR/results.sqlite`` (or the run directories below DIR)."""
+
+    def __init__(self, path: PathArg) -> None:
+        self.dir = Path(path)
+        if (self.dir / store.STORE_FILE).is_file():
+            self.summary: pl.DataFrame = store.load_results(self.dir)
+        else:
+            dirs = run_dirs_below(self.dir)
+            if not dirs:
+                raise UsageError(f"{self.dir} is not a matrix: no results.sqlite and no run directories below it",
+                                 "pass a directory written by `sqlwa matrix --out`")
+            self.summary = frame_of_runs([Run(d) for d in dirs])
+
+    def __repr__(self) -> str:
+        ok = self.summary.filter(pl.col("status") == "ok").height if self.summary.height else 0
+        return f"<sqlwa.Matrix {ok} ok runs of {self.summary.height} at {self.dir}>"
+
+    @cached_property
+    def runs(self) -> list[Run]:
+        """The successful runs, in the store's order."""
+        return [Run(d) for d in self.ok()["run_dir"].to_list()]
+
+    def ok(self) -> pl.DataFrame:
+        """:attr:`summary`'s rows of successful runs that have a run directory."""
+        if self.summary.height == 0:
+            return self.summary
+        return self.summary.filter((pl.col("status") == "ok") & pl.col("run_dir").is_not_null())
+
+    def run(self, **selection: Any) -> Run:
+        """The one successful run matching ``selection`` (any of scenario, fs, journal,
+        sync, repeat), e.g. ``matrix.run(journal="wal", sync="normal")``."""
+        unknown = set(selection) - set(SELECTORS)
+        if unknown:
+            raise UsageError(f"cannot select runs by {', '.join(sorted(unknown))}", f"select by {', '.join(SELECTORS)}")
+        rows = self.ok()
+        for key, value in selection.items():
+            if key in rows.columns:
+                rows = rows.filter(pl.col(key) == value)
+        if rows.height != 1:
+            choices = ", ".join(store.config_label(r) for r in self.ok().iter_rows(named=True))
+            found = "no run" if rows.height == 0 else f"{rows.height} runs"
+            raise UsageError(f"{found} of {self.dir} match {selection}", f"narrow the selection; runs: {choices}")
+        return Run(rows["run_dir"][0])
+
+    @cached_property
+    def commits(self) -> pl.DataFrame:
+        """Every successful run's commits in one frame, with scenario, fs, journal, sync
+        and run_key columns in front (columns a run lacks are null)."""
+        frames = [
+            run.commits.select(*[pl.lit(row.get(k)).alias(k) for k in (*store.CONFIG_KEYS, "run_key")], pl.all())
+            for run, row in zip(self.runs, self.ok().iter_rows(named=True))
+        ]
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+    def to_pandas(self) -> Any:
+        """:attr:`summary` as a pandas DataFrame (needs pandas)."""
+        return pandas_frame(self.summary)
+
+    def stacked_categories(self) -> go.Figure:
+        """KiB per commit by category for each configuration (means over repeats)."""
+        return report.category_bars(store.config_means(self.summary))[0]
+
+    def latency_cdf(self) -> go.Figure:
+        """Commit-latency CDFs, one curve per configuration, frame budget marked."""
+        return report.latency_cdfs(self.summary)
+
+
+def frame_of_runs(runs: list[Run]) -> pl.DataFrame:
+    """A store-like summary frame for run directories without a store (read-only)."""
+    rows = []
+    for run in runs:
+        record = store.RunRecord(
+            run_key=str(run.dir), status="ok", scenario=run.config.get("scenario", "?"), fs=run.config.get("fs", "?"),
+            journal=run.config.get("journal", "?"), sync=run.config.get("sync", "?"), txns=run.config.get("txns"),
+        )
+        row = store.record_row(record, run.summary, run.commits, run.dir)  # run_dir=None: writes nothing
+        row.update(run_dir=str(run.dir.resolve()), events_path=None)
+        rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
