@@ -104,3 +104,22 @@ def test_nothing_left_in_dir(tmp_path):
     run_dir.mkdir()
     run_summary(tmp_path / "o", "--txns", "3", "--dir", str(run_dir))
     assert list(run_dir.iterdir()) == []
+
+
+def test_scenario_failing_sql_names_the_statement(tmp_path):
+    # The second insert of the same UNIQUE value fails at run time, not at load time.
+    scenario = tmp_path / "dupes.toml"
+    scenario.write_text(
+        'name = "dupes"\n'
+        "[[table]]\n"
+        'name = "t"\n'
+        'columns = ["k TEXT UNIQUE NOT NULL"]\n'
+        "[[txn]]\n"
+        'op = "insert"\n'
+        'table = "t"\n'
+        'values = { k = { kind = "literal", value = "same" } }\n'
+    )
+    proc = sqlwa("run", "-s", str(scenario), "--txns", "3", "--out", str(tmp_path / "o"), check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "INSERT" in proc.stderr and "UNIQUE" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") <= 3
