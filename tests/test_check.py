@@ -68,10 +68,10 @@ def test_violated_limit_exits_1_with_one_line(tmp_path, vfs_run):
 
 
 def test_holding_limits_exit_0(tmp_path, vfs_run):
-    p = policy(tmp_path, '[[rule]]\nmax_p99_ms = 100000\nmax_frame_budget_misses = 1000\n')
+    p = policy(tmp_path, '[[rule]]\nmax_p99_ms = 100000\nmax_frame_budget_misses = 1000\nmax_frame_budget_miss_pct = 100\n')
     proc = check("--policy", str(p), str(vfs_run))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout == "" and "2 passed" in proc.stderr
+    assert proc.stdout == "" and "3 passed" in proc.stderr
 
 
 def test_rule_out_of_scope_does_not_apply(tmp_path, vfs_run):
@@ -152,7 +152,7 @@ def test_missing_results_exit_2(tmp_path):
 def test_example_policy_holds_for_a_lab_matrix(lab_matrix, tmp_path):
     proc = check("--policy", str(EXAMPLE_POLICY), str(lab_matrix), "-v")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ok mobibench-insert ext4 wal/full: max_fsync_calls_per_commit measured 1.000, limit 1" in proc.stdout
+    assert "ok mobibench-insert ext4 wal/full: max_fsync_calls_per_commit measured 1.000, limit 1.1" in proc.stdout
 
 
 @pytest.mark.root

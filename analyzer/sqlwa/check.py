@@ -41,6 +41,7 @@ LIMITS = {
     "max_write_kib_per_commit": ("write_kib_per_commit", "KiB/commit"),
     "max_p99_ms": ("p99_ms", "ms p99"),
     "max_frame_budget_misses": ("frame_budget_misses", "commits over 16.67 ms"),
+    "max_frame_budget_miss_pct": ("frame_budget_miss_pct", "% of commits over 16.67 ms"),
     "max_block_over_logical": ("block_over_logical", "x block/logical"),
 }
 SCOPES = ("scenario", "fs", "journal", "sync")

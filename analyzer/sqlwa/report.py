@@ -186,14 +186,27 @@ def per_commit_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
 def timeline_run(runs: pl.DataFrame) -> dict | None:
     """The run to draw: a measured run with an event table, DELETE/FULL when there is one
     (the busiest commit), else the first."""
-    if "events_path" not in runs.columns:
-        return None
-    candidates = runs.filter((pl.col("status") == "ok") & pl.col("events_path").is_not_null())
-    candidates = [r for r in candidates.iter_rows(named=True) if "block" in json.loads(r["levels"] or "[]")]
+    candidates = [r for r in runs.filter(pl.col("status") == "ok").iter_rows(named=True)
+                  if "block" in json.loads(r["levels"] or "[]") and has_events(r)]
     if not candidates:
         return None
     preferred = [r for r in candidates if r["journal"] == "delete" and r["sync"] == "full"]
     return (preferred or candidates)[0]
+
+
+def has_events(run: dict) -> bool:
+    return bool(run.get("events_path")) or (Path(run["run_dir"]) / "trace.txt").exists()
+
+
+def read_events(run: dict) -> pl.DataFrame:
+    """The run's event table: events.parquet, or (a plain `sqlwa run` directory) its
+    trace.txt parsed in memory — reading a run never writes into it."""
+    if run.get("events_path"):
+        return pl.read_parquet(run["events_path"])
+    from sqlwa import traceparse
+
+    events, _ = traceparse.parse(Path(run["run_dir"]) / "trace.txt", format="ftrace")
+    return events
 
 
 def timeline_frames(run: dict) -> tuple[pl.DataFrame, pl.DataFrame, int, pl.DataFrame | None]:
@@ -204,7 +217,7 @@ def timeline_frames(run: dict) -> tuple[pl.DataFrame, pl.DataFrame, int, pl.Data
     windows = commits.filter(~pl.col("warmup") & pl.col("win_start_ns").is_not_null()).head(TIMELINE_COMMITS)
     t0 = windows["win_start_ns"].min()
     t1 = windows["win_end_ns"].max()
-    events = pl.read_parquet(run["events_path"])
+    events = read_events(run)
     issued = events.filter(
         (pl.col("kind") == "block") & (pl.col("action") == "D")
         & (pl.col("dev_major") == major) & (pl.col("dev_minor") == minor)

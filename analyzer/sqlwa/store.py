@@ -310,7 +310,10 @@ def environment_columns(summary: dict) -> dict:
     }
 
 
-def record_row(record: RunRecord, summary: dict | None, commits: pl.DataFrame | None, base: Path) -> dict:
+def record_row(record: RunRecord, summary: dict | None, commits: pl.DataFrame | None, base: Path,
+               write_events: bool = True) -> dict:
+    """The runs-table row; ``write_events`` makes the run's events.parquet if missing
+    (saving into a store does; merely reading a run directory does not write into it)."""
     row = {
         "run_key": record.run_key, "cell": record.cell, "repeat": record.repeat, "status": record.status,
         "reason": record.reason, "scenario": record.scenario, "fs": record.fs, "journal": record.journal,
@@ -319,7 +322,10 @@ def record_row(record: RunRecord, summary: dict | None, commits: pl.DataFrame | 
     }
     if summary is not None:
         trace = summary.get("trace") or {}
-        events = ensure_event_table(record.run_dir) if record.run_dir else None
+        events = None
+        if record.run_dir is not None:
+            existing = Path(record.run_dir) / EVENTS_FILE
+            events = ensure_event_table(record.run_dir) if write_events else (existing if existing.exists() else None)
         row.update(
             levels=json.dumps(summary.get("levels", [])),
             commits=summary.get("commits"),
@@ -403,7 +409,7 @@ def single_run_frame(run_dir: Path) -> pl.DataFrame:
         run_key=str(run_dir.resolve()), status="ok", scenario=cfg.get("scenario", "?"), fs=cfg.get("fs", "?"),
         journal=cfg.get("journal", "?"), sync=cfg.get("sync", "?"), txns=cfg.get("txns"), run_dir=run_dir,
     )
-    row = record_row(record, summary, commits, run_dir)
+    row = record_row(record, summary, commits, run_dir, write_events=False)
     row["run_dir"] = str(run_dir.resolve())
     events = run_dir / EVENTS_FILE
     row["events_path"] = str(events.resolve()) if events.exists() else None

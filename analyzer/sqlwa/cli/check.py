@@ -36,7 +36,8 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
       max_fsync_calls_per_commit   syscall level: fsync + fdatasync + sync_file_range
       max_write_kib_per_commit     block level: KiB written per commit, writeback included
       max_p99_ms                   commit latency p99
-      max_frame_budget_misses      commits slower than one 60 Hz frame (16.67 ms)
+      max_frame_budget_misses      commits slower than one 60 Hz frame (16.67 ms), a count
+      max_frame_budget_miss_pct    the same as a share of the measured commits, %
       max_block_over_logical       block bytes / logical bytes (whole-stack amplification)
       max_regression_pct           vs --baseline, for the rule's `metrics`
 
