@@ -164,12 +164,6 @@ def load_policy(path: Path) -> Policy:
 # --------------------------------------------------------------------------- checking
 
 
-def measured_levels(row: dict) -> set[str]:
-    import json
-
-    return set(json.loads(row["levels"])) if row.get("levels") else set()
-
-
 def limit_findings(rule: Rule, row: dict) -> list[Finding]:
     label = store.config_label(row)
     findings = []

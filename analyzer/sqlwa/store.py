@@ -67,13 +67,6 @@ COMMIT_COLUMNS = (
     "write_requests", "write_bytes", "flush_requests", "fua_writes",
 )
 
-RUN_COLUMNS = (
-    "run_key", "cell", "repeat", "status", "reason", "scenario", "fs", "journal", "sync", "txns",
-    "levels", "commits", "lost_events", "run_dir", "events_path", "started_at", "finished_at",
-    "kernel", "machine", "hostname", "sqlite_version", "sqlite_source_id", "sqlite_compile_options",
-    "fs_type", "fs_source", "mount_options", "mkfs_options", "tool_version", "config_json", "summary_json",
-)
-
 # Frozen: the metric columns as version 1 made them. New metrics come with a migration.
 V1_METRICS = tuple(m for m in RUN_METRICS if m != "frame_budget_miss_pct")
 
