@@ -79,19 +79,43 @@ def translate_chunks(ranges: pl.DataFrame, chunks: list) -> pl.DataFrame:
     )
 
 
+def ownership_spans(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Consecutive markers that report the same range for the same file collapse into one
+    span ``[first_ns, last_ns]`` (a database mapped after each of 10,000 syncs is one
+    span, not 10,000 rows to join against); a change of owner starts a new span."""
+    ordered = ranges.sort("start", "end", "mark_ns")
+    new_span = (
+        (pl.col("file") != pl.col("file").shift(1))
+        | (pl.col("start") != pl.col("start").shift(1))
+        | (pl.col("end") != pl.col("end").shift(1))
+    ).fill_null(True)
+    return (
+        ordered.with_columns(new_span.cum_sum().alias("span"))
+        .group_by("span")
+        .agg(pl.col("file").first(), pl.col("start").first(), pl.col("end").first(),
+             pl.col("mark_ns").min().alias("first_ns"), pl.col("mark_ns").max().alias("last_ns"))
+        .drop("span")
+    )
+
+
 def file_of_writes(writes: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     """``row`` → ``file`` for writes whose first sector lies in a file range; of several
-    matching markers the nearest in time wins, markers after the write first (extents are
+    matching owners the nearest in time wins, markers after the write first (extents are
     recorded right after the sync that wrote them)."""
     if ranges.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "file": pl.String})
     hits = writes.select("row", "time_ns", pl.col("sector").cast(pl.Int64)).join_where(
-        ranges, pl.col("sector") >= pl.col("start"), pl.col("sector") < pl.col("end")
+        ownership_spans(ranges), pl.col("sector") >= pl.col("start"), pl.col("sector") < pl.col("end")
     )
-    after = pl.col("mark_ns") >= pl.col("time_ns")
-    distance = (pl.col("mark_ns").cast(pl.Int64) - pl.col("time_ns").cast(pl.Int64)).abs()
+    t = pl.col("time_ns").cast(pl.Int64)
+    before = pl.col("last_ns").cast(pl.Int64) < t  # the owner's last marker precedes the write
+    distance = (
+        pl.when(pl.col("first_ns").cast(pl.Int64) >= t).then(pl.col("first_ns").cast(pl.Int64) - t)
+        .when(before).then(t - pl.col("last_ns").cast(pl.Int64))
+        .otherwise(0)  # the write falls between two markers of the same owner
+    )
     return (
-        hits.with_columns((~after).alias("before"), distance.alias("distance"))
+        hits.with_columns(before.alias("before"), distance.alias("distance"))
         .sort("row", "before", "distance")
         .group_by("row", maintain_order=True)
         .first()

@@ -123,16 +123,18 @@ def with_checkpoint_columns(commits: pl.DataFrame, found: pl.DataFrame) -> pl.Da
 
 
 def checkpoint_summary(found: pl.DataFrame, measured: pl.DataFrame, journal_mode: str) -> dict:
+    """Counts always; bytes only when the block level was captured (else None, not 0)."""
     in_commits = found.filter(pl.col("commit") >= 0)
+    has_bytes = "checkpoint_bytes" in measured.columns
     return {
         "applies": journal_mode == "wal",
         "count": found.height,
         "in_commits": in_commits.height,
         "outside_commits": found.height - in_commits.height,
         "commits_that_ran_one": sorted(in_commits["commit"].unique().to_list()),
-        "bytes_total": int(found["bytes"].fill_null(0).sum()) if found.height else 0,
-        "charged_per_commit": float(measured["checkpoint_bytes"].mean()) if measured.height else 0.0,
-        "spread_per_commit": float(measured["checkpoint_spread_bytes"].mean()) if measured.height else 0.0,
+        "bytes_total": int(found["bytes"].fill_null(0).sum()) if has_bytes else None,
+        "charged_per_commit": (float(measured["checkpoint_bytes"].mean() or 0.0)) if has_bytes else None,
+        "spread_per_commit": (float(measured["checkpoint_spread_bytes"].mean() or 0.0)) if has_bytes else None,
     }
 
 

@@ -159,8 +159,10 @@ def capture_run(request: RunRequest, scenario, out_dir: Path, fs: lab.LabFilesys
     )
     try:
         with cap:
-            # extents markers: which block ranges belong to which file (attribution)
-            settings = dataclasses.replace(request.settings, map_extents=request.settings.count_vfs)
+            # extents markers: which block ranges belong to which file (attribution);
+            # only with a block device to attribute (tmpfs has no FIEMAP either)
+            mapped = request.settings.count_vfs and dev is not None
+            settings = dataclasses.replace(request.settings, map_extents=mapped)
             result = engine.run_workload(
                 scenario, settings, Path(fs.mountpoint), marker_path=Path(cap.marker_path), progress=progress
             )
@@ -212,7 +214,8 @@ def analyse_trace(cap: capture.TraceCapture, commits: pl.DataFrame, dev, levels:
             sections["bytes_by_category"] = attribution.summary_section(attributed, wins, per_commit)
     if context is not None:
         found = metrics.checkpoints(events, attributed, context.journal)
-        joined = metrics.with_checkpoint_columns(joined, found)
+        if attributed is not None:  # bytes only where the block level was captured
+            joined = metrics.with_checkpoint_columns(joined, found)
         measured = joined.filter(~pl.col("warmup"))
         sections["checkpoint"] = metrics.checkpoint_summary(found, measured, context.journal)
         sections["findings"] = metrics.consistency_findings(measured, context.sync)
