@@ -160,19 +160,21 @@ class DeviceTrace:
         return table.with_columns((pl.col("requests") / total).alias("share_of_requests"))
 
     def by_process(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
-        """Requests per process (``comm``, ``pid``): requests, write bytes, flushes, FUA
-        writes, most bytes first. At action D the process is the one that dispatched the
-        request (often a kworker or the flusher), not always the one that caused it."""
+        """Requests per process name (``comm``): processes (distinct pids), requests, write
+        bytes, flushes, FUA writes, most bytes first. At action D the process is the one
+        that dispatched the request (often a kworker or the flusher), not always the one
+        that caused it; filter :attr:`events` at action Q for the submitters."""
         return (
             self.requests(device)
-            .group_by(pl.col("comm").cast(pl.String), "pid")
+            .group_by(pl.col("comm").cast(pl.String))
             .agg(
+                pl.col("pid").n_unique().alias("pids"),
                 pl.len().alias("requests"),
                 pl.col("bytes").filter(pl.col("operation") == "write").sum().alias("write_bytes"),
                 pl.col("is_flush").sum().alias("flushes"),
                 ((pl.col("operation") == "write") & pl.col("fua")).sum().alias("fua_writes"),
             )
-            .sort("write_bytes", "requests", descending=True)
+            .sort("write_bytes", "requests", "comm", descending=[True, True, False])
         )
 
     def timeline(self, device: tuple[int, int] | None = None) -> go.Figure:
