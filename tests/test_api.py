@@ -275,3 +275,25 @@ def test_fresh_lab_run_commit_matches_its_trace(tmp_path):
     for index in range(6):
         check_commit_against_text(run, out / "trace.txt", index)
     assert figure_points(run.timeline()) > 0
+
+
+# ------------------------------------------------------------------ the README's example
+
+
+def readme_python_blocks(section: str) -> list[str]:
+    """The fenced python blocks of one ``## `` section of README.md."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"\n## {section}\n")
+    end = text.find("\n## ", start + 1)
+    body = text[start:end if end != -1 else None]
+    return re.findall(r"```python\n(.*?)```", body, flags=re.S)
+
+
+def test_readme_api_example_runs(monkeypatch, capsys):
+    blocks = readme_python_blocks("Python API and notebooks")
+    assert blocks, "the README's API section lost its example"
+    monkeypatch.chdir(ROOT)  # the example's paths are relative to the repository
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    out = capsys.readouterr().out
+    assert "UsageError" in out and "no-such-run does not exist" in out
