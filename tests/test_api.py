@@ -147,6 +147,21 @@ def test_requests_and_mix(delete_run):
     assert delete_run.by_process()["requests"].sum() == reqs.height
 
 
+def test_events_parquet_is_read_instead_of_the_trace(tmp_path, delete_run):
+    import shutil
+
+    from sqlwa import store
+
+    copy = tmp_path / "run"
+    shutil.copytree(DELETE_RUN, copy)
+    store.ensure_event_table(copy)  # what a matrix writes beside each lab run
+    (copy / "trace.txt").unlink()
+    run = sqlwa.load(copy)
+    assert run.has_trace and run.parse_report is None
+    assert run.commit(7).equals(delete_run.commit(7))
+    assert figure_points(run.timeline(count=3)) > 0
+
+
 # ------------------------------------------------------------------ external traces
 
 
