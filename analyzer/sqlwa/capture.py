@@ -8,16 +8,36 @@ device, the workload thread's syscalls and the engine's commit markers on one ti
   FUA, discards, latency) and ``block/block_bio_queue`` (who submitted the I/O: the
   workload thread, jbd2, a writeback worker ...), filtered to the device. Filters compare
   ``dev`` with the kernel's internal device number ``(major << 20) | minor``;
-* ``syscalls/sys_enter_*`` and ``sys_exit_*`` for fsync, fdatasync, sync_file_range,
-  pwrite64, write, ftruncate, unlink, unlinkat and openat, filtered to the workload
-  thread(s) (``common_pid`` is the kernel's thread id);
+* ``syscalls/sys_enter_*`` of fsync, fdatasync, sync_file_range, pwrite64, ftruncate,
+  unlink, unlinkat and openat, and ``sys_exit_*`` of the sync family (durations) and
+  openat (the fd), filtered to the workload thread(s) (``common_pid`` is the kernel's
+  thread id);
 * and whatever the engine writes to :attr:`TraceCapture.marker_path` (the instance's
   ``trace_marker``), which appears as ``tracing_mark_write: <text>`` lines.
 
 A background thread drains ``trace_pipe`` into ``out_dir/trace.txt`` (kept for
-re-analysis) while the run goes. At the end the per-CPU ``stats`` files say how many
-events the ring buffer lost; a lossy capture raises :class:`TraceLossError` unless
-``allow_loss``. The instance is removed on exit, on an exception and on SIGINT/SIGTERM.
+re-analysis) while the run goes (see :class:`_Drain` for when). At the end the per-CPU
+``stats`` files say how many events the ring buffer lost; a lossy capture raises
+:class:`TraceLossError` unless ``allow_loss``. The instance is removed on exit, on an
+exception and on SIGINT/SIGTERM.
+
+What is left out, and why (the capture's cost is judged in commits/s, capture on vs off,
+by ``bench/capture_overhead.py``; every event costs CPU twice, when recorded and when
+formatted as text by the drain):
+
+* ``write(2)``: every write() of the SQL thread is one of the engine's marker writes
+  (SQLite's unix VFS writes with pwrite64), so its enter/exit pair only duplicated each
+  marker line, two extra events per marker. Nothing in the analyzer counts it (its
+  ``pwrite_*`` figures are pwrite64 only). ``syscalls=`` can still add it.
+* ``sys_exit`` of pwrite64, ftruncate, unlink and unlinkat: nothing uses their return
+  values (pwrite64's byte count is its ``count`` argument). ``exits=`` can add them.
+* ``set_event_pid`` instead of the ``common_pid`` filters: it applies to every event of
+  the instance, so it would also drop the block events of jbd2, the XFS log worker,
+  writeback kworkers and the loop device, which the block level must see.
+* ``block_bio_queue`` stays: attribution needs who queued a request's first bio. It is
+  one event per bio, a little more than one per request (4.5 per WAL+FULL commit on
+  ext4 vs 3.5 ``block_rq_issue``), so ``block_getrq`` (one per request) would save at
+  most one event per commit, and the analyzer matches ``Q`` rows.
 """
 
 from __future__ import annotations
@@ -25,7 +45,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import select
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,19 +63,28 @@ TRACE_CLOCK = "mono"
 
 REQUIRED_BLOCK_EVENTS = ("block_rq_issue", "block_rq_complete")
 DEFAULT_BLOCK_EVENTS = REQUIRED_BLOCK_EVENTS + ("block_bio_queue",)
+# sys_enter of each; not write(2): see the module docstring
 DEFAULT_SYSCALLS = (
     "fsync",
     "fdatasync",
     "sync_file_range",
     "pwrite64",
-    "write",
     "ftruncate",
     "unlink",
     "unlinkat",
     "openat",
 )
-DEFAULT_BUFFER_KB = 16384  # per CPU; drained every 100 ms, so far more than a run needs
-POLL_MS = 100
+# sys_exit only where the return or the duration is used: the sync family (how long each
+# sync took) and openat (the fd it returned)
+DEFAULT_EXITS = ("fsync", "fdatasync", "sync_file_range", "openat")
+DEFAULT_BUFFER_KB = 16384  # per CPU; drained from a quarter full on, so far more than a run needs
+POLL_MS = 100  # how often the drain looks at the ring buffer (default buffer size)
+MIN_POLL_MS = 2  # ... and at most this often, for small buffers
+READ_SIZE = 1 << 16
+WRITE_BUFFER = 1 << 20  # trace.txt is written in 1 MiB chunks, not one write per page read
+COUNT_CHUNK = 8 << 20  # trace.txt is counted in chunks of this size after the run
+DRAIN_AT = 0.25  # drain once a CPU's ring buffer is this full (see _Drain)
+BYTES_RE = re.compile(rb"^bytes: (\d+)$", re.M)
 LOST_RE = re.compile(rb"\[LOST (\d+) EVENTS\]")
 
 
@@ -126,18 +154,44 @@ def require_tracefs() -> Path:
 
 
 class _Drain(threading.Thread):
-    """Copies trace_pipe to the output file until stopped, then reads what is left.
+    """Moves trace_pipe to the output file while the run goes, then what is left.
+
+    Reading trace_pipe is where most of the capture's CPU goes: the kernel formats every
+    event as text in the reader's thread (1.3-2.5 µs per event measured here), and on a
+    2-core machine that thread competes with the workload. So the drain does it as late
+    as is safe: every ``POLL_MS`` (more often for a smaller buffer) it reads the per-CPU
+    ``stats`` (``bytes:`` still unread in the ring buffer) and drains only once a CPU's
+    buffer is ``DRAIN_AT`` full; at the end of the capture it drains the rest. A run that
+    fits in a quarter of the buffer is formatted after its last commit; a longer one is
+    drained in bursts while it goes, with three quarters of the buffer as headroom
+    (formatting moves ~40 MB/s of ring buffer here, several times what a run produces).
+    Kernels without ``bytes:`` in ``stats`` are drained every ``POLL_MS``.
+
+    It sleeps between checks instead of poll(2)ing trace_pipe: for the all-CPU trace_pipe
+    the kernel reports readable as soon as one event is there, so a poll loop woke the
+    drain (through an irq_work on the traced CPU) for nearly every event, reading a few
+    lines per wake-up (1368 wake-ups in a 2000-commit run, 10 now). A read(2) of
+    trace_pipe returns at most one page. Lines, per-event counts and ``[LOST n EVENTS]``
+    notices are counted from the file after recording stops (:meth:`count`), not while
+    the workload runs. (splice(2) from trace_pipe was tried and rejected: it dropped
+    events without any loss notice.)
 
     This thread also switches recording on at its start and off at its end: the caller's
     thread is usually the workload thread the syscall events are filtered to, and its own
     write(2) to ``tracing_on`` would otherwise appear in the trace as a workload syscall.
     """
 
-    def __init__(self, instance_dir: Path, out_path: Path, needles: dict[str, bytes]) -> None:
+    def __init__(self, instance_dir: Path, out_path: Path, needles: dict[str, bytes], buffer_kb: int) -> None:
         super().__init__(name="sqlwa-trace-drain", daemon=True)
         self._tracing_on = instance_dir / "tracing_on"
+        self._stats = sorted((instance_dir / "per_cpu").glob("cpu*/stats"))
+        self._drain_at = int(buffer_kb * 1024 * DRAIN_AT)
+        # a smaller buffer fills sooner: look at it more often (the default every POLL_MS)
+        self._interval = max(MIN_POLL_MS, POLL_MS * min(1.0, buffer_kb / DEFAULT_BUFFER_KB)) / 1000
+        self.drains = 0  # drains while recording (bursts of formatting during the run)
+        self._out_path = out_path
         self._fd = os.open(instance_dir / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
-        self._out = open(out_path, "wb")
+        self._out = open(out_path, "wb", buffering=WRITE_BUFFER)
         self._stop_requested = threading.Event()
         self.recording = threading.Event()
         self._needles = needles
@@ -147,33 +201,58 @@ class _Drain(threading.Thread):
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
         try:
             self._tracing_on.write_text("1")
             self.recording.set()
-            while not self._stop_requested.is_set():
-                poller.poll(POLL_MS)  # wakes when the buffer fills past buffer_percent, or on timeout
-                self._read_available()
+            while not self._stop_requested.wait(self._interval):
+                if self._filling():
+                    self.drains += 1
+                    self._read_available()
             self._tracing_on.write_text("0")
             self._read_available()
         except BaseException as exc:  # reported by stop(); the thread must not die silently
             self.error = exc
             self.recording.set()  # wake the starter, which then reports the error
         finally:
-            self._out.close()
-            os.close(self._fd)
+            self._close()
+
+    def _filling(self) -> bool:
+        """Whether a CPU's ring buffer holds ``DRAIN_AT`` of its size unread (or the
+        kernel does not say)."""
+        for stats in self._stats:
+            match = BYTES_RE.search(stats.read_bytes())
+            if match is None or int(match.group(1)) >= self._drain_at:
+                return True
+        return not self._stats
 
     def _read_available(self) -> None:
+        read, write = os.read, self._out.write
         while True:
             try:
-                data = os.read(self._fd, 1 << 16)  # trace_pipe returns whole lines, < 1 page each read
+                data = read(self._fd, READ_SIZE)  # whole lines, at most one page per read
             except BlockingIOError:
                 return
             if not data:
                 return
-            self._out.write(data)
-            self._count(data)
+            write(data)
+
+    def _close(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+        self._out.close()
+
+    def count(self) -> None:
+        """Lines, per-event counts and lost-event notices of the finished file."""
+        with open(self._out_path, "rb") as f:
+            tail = b""
+            while chunk := f.read(COUNT_CHUNK):
+                data = tail + chunk
+                cut = data.rfind(b"\n") + 1  # count whole lines only: a needle never spans a cut
+                whole, tail = data[:cut], data[cut:]
+                self._count(whole)
+            self._count(tail)
 
     def _count(self, data: bytes) -> None:
         self.lines += data.count(b"\n")
@@ -186,8 +265,7 @@ class _Drain(threading.Thread):
 
     def stop(self, timeout: float = 30) -> None:
         if self.ident is None:  # never started (interrupted right after creation)
-            self._out.close()
-            os.close(self._fd)
+            self._close()
             return
         self._stop_requested.set()
         self.recording.set()
@@ -196,6 +274,7 @@ class _Drain(threading.Thread):
             raise CaptureError("the trace drain thread did not finish")
         if self.error is not None:
             raise CaptureError(f"draining trace_pipe failed: {self.error}") from self.error
+        self.count()
 
 
 # --------------------------------------------------------------------------- capture
@@ -233,6 +312,7 @@ class TraceCapture:
         allow_loss: bool = False,
         block_events: Sequence[str] = DEFAULT_BLOCK_EVENTS,
         syscalls: Sequence[str] = DEFAULT_SYSCALLS,
+        exits: Sequence[str] = DEFAULT_EXITS,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         missing_required = [e for e in REQUIRED_BLOCK_EVENTS if e not in block_events]
@@ -245,6 +325,7 @@ class TraceCapture:
         self.allow_loss = allow_loss
         self.block_events = tuple(block_events)
         self.syscalls = tuple(syscalls)
+        self.exits = tuple(exits)
         self._progress = progress or (lambda stage: None)
         self._guard = SignalGuard()
         self.instance_name = f"{INSTANCE_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -321,7 +402,7 @@ class TraceCapture:
         self._enable_syscall_events()
         self.levels["marker"] = _Level(True, "engine markers via trace_marker", ["tracing_mark_write"])
         self._progress("drain")
-        self._drain = _Drain(self.instance_dir, self.trace_path, self._needles())  # type: ignore[arg-type]
+        self._drain = _Drain(self.instance_dir, self.trace_path, self._needles(), self.buffer_kb)  # type: ignore[arg-type]
         self._drain.start()
         if not self._drain.recording.wait(10) or self._drain.error:
             raise CaptureError(f"starting the trace failed: {self._drain.error or 'the drain thread did not start'}")
@@ -357,7 +438,8 @@ class TraceCapture:
             self.levels["syscall"] = _Level(False, "the kernel has no syscall tracepoints (CONFIG_FTRACE_SYSCALLS)")
             return
         tid_filter = " || ".join(f"common_pid == {tid}" for tid in self.tids)
-        names = [f"sys_{side}_{call}" for call in self.syscalls for side in ("enter", "exit")]
+        names = [f"sys_enter_{call}" for call in self.syscalls]
+        names += [f"sys_exit_{call}" for call in self.syscalls if call in self.exits]
         present = [n for n in names if (syscall_dir / n).is_dir()]
         for name in present:
             self._enable(f"syscalls/{name}", tid_filter)
