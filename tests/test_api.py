@@ -218,14 +218,21 @@ def test_rust_parse_errors_arrive_as_trace_parse_error(tmp_path):
         sqlwa.parse(tmp_path / "no-such-trace")
 
 
-def test_to_pandas_converts_or_says_what_is_missing(delete_run):
-    try:
-        import pandas  # noqa: F401
-    except ModuleNotFoundError:
-        with pytest.raises(UsageError, match="needs pandas"):
-            delete_run.to_pandas()
-        return
-    assert len(delete_run.to_pandas()) == delete_run.commits.height
+def test_to_pandas(delete_run):
+    pd = pytest.importorskip("pandas")
+    frame = delete_run.to_pandas()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == delete_run.commits.height
+    assert len(sqlwa.parse(NVME).to_pandas()) == 1364
+    assert len(sqlwa.load(RUNS).to_pandas()) == 2
+
+
+def test_to_pandas_without_pandas_says_what_is_missing(delete_run, monkeypatch):
+    def missing(self):
+        raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+
+    monkeypatch.setattr(pl.DataFrame, "to_pandas", missing)
+    with pytest.raises(UsageError, match="needs pandas"):
+        delete_run.to_pandas()
 
 
 # ------------------------------------------------------------------ a matrix
