@@ -1,13 +1,13 @@
-"""The Python API: sqlwa's results as Polars frames and plotly figures, for notebooks.
+"""The Python API: sqlwa's results as Polars frames and plotly figures, for notebooks::
 
->>> import sqlwa
->>> run = sqlwa.load("traces/samples/sqlwa-run-ext4-wal")    # a run directory
->>> run.summary["per_commit"]["fsync_calls"]                  # summary.json as a dict
->>> run.commits                                               # one row per transaction
->>> run.commit(5)                                             # every event of commit 5, in order
->>> run.timeline().show()
->>> trace = sqlwa.parse("traces/samples/blktrace-keks/keks")  # any block trace, no markers needed
->>> trace.request_mix()
+    import sqlwa
+    run = sqlwa.load("traces/samples/sqlwa-runs/ext4-wal")  # a run directory
+    run.summary["per_commit"]["fsync_calls"]                # summary.json as a dict
+    run.commits                                             # one row per transaction
+    run.commit(5)                                           # every event of commit 5, in order
+    run.timeline()                                          # a plotly figure
+    trace = sqlwa.parse("traces/samples/blktrace-keks/keks")  # any block trace, no markers needed
+    trace.request_mix()
 
 :func:`load` reads what ``sqlwa run`` or ``sqlwa matrix`` wrote: a :class:`Run` (a
 directory with ``summary.json``) or a :class:`Matrix` (a directory with
