@@ -319,3 +319,19 @@ def test_readme_api_example_runs(monkeypatch, capsys):
         exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
     assert "UsageError" in out and "no-such-run does not exist" in out
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not IS_ROOT, reason="lab runs need root (loop devices, mounts, tracefs)")
+def test_fresh_lab_matrix(tmp_path):
+    out = tmp_path / "matrix"
+    sqlwa_cli("matrix", "--fs", "ext4", "-j", "delete,wal", "--sync", "full", "-n", "3", "--warmup", "1",
+              "--image-size", "64M", "--out", str(out), timeout=600)
+    matrix = sqlwa.load(out)
+    assert sorted(matrix.summary["journal"].to_list()) == ["delete", "wal"]
+    for journal in ("delete", "wal"):
+        run = matrix.run(journal=journal)
+        assert (run.dir / "events.parquet").is_file() and run.levels == ["vfs", "syscall", "block"]
+        for index in range(4):
+            check_commit_against_text(run, run.dir / "trace.txt", index)
+    assert figure_points(matrix.stacked_categories()) > 0 and figure_points(matrix.latency_cdf()) > 0
