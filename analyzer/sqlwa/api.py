@@ -33,7 +33,7 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
-from sqlwa import plots, report, store, traceparse, windows
+from sqlwa import plots, report, rundir, store, traceparse, windows
 from sqlwa.errors import UsageError
 
 PathArg = str | PathLike
@@ -241,7 +241,6 @@ class Run(DeviceTrace):
             self.summary: dict = json.loads(summary_path.read_text())
         except json.JSONDecodeError as exc:
             raise UsageError(f"{summary_path} is not valid JSON: {exc}", "re-run the measurement") from None
-        self.parse_report: dict | None = None  # the parser's report, once trace.txt was parsed
         config = self.config
         self.label = f"{config.get('scenario', '?')} {config.get('fs', '?')} {config.get('journal', '?')}/{config.get('sync', '?')}"
 
@@ -278,7 +277,7 @@ class Run(DeviceTrace):
     @property
     def has_trace(self) -> bool:
         """True when the run kept a trace (lab runs): events, commit drill-down, timeline."""
-        return (self.dir / store.EVENTS_FILE).is_file() or (self.dir / "trace.txt").is_file()
+        return rundir.has_trace(self.dir)
 
     def require_trace(self, what: str) -> None:
         if not self.has_trace:
@@ -292,11 +291,7 @@ class Run(DeviceTrace):
         """Every traced event of the run (markers, syscalls, block events), from
         ``events.parquet`` or, when that is absent, parsed from ``trace.txt``."""
         self.require_trace("events")
-        parquet = self.dir / store.EVENTS_FILE
-        if parquet.is_file():
-            return pl.read_parquet(parquet)
-        events, self.parse_report = traceparse.parse(self.dir / "trace.txt", format="ftrace")
-        return events
+        return rundir.events(self.dir)
 
     @property
     def device(self) -> tuple[int, int]:
@@ -332,18 +327,9 @@ class Run(DeviceTrace):
     def _attribution(self) -> tuple[pl.DataFrame | None, str | None]:
         if "block" not in self.levels:
             return None, "the block level was not measured"
-        layout_path = self.dir / "layout.json"
-        if not layout_path.is_file():
+        attributed = rundir.attributed_writes(self.dir)
+        if attributed is None:
             return None, "the run has no layout.json (recorded by lab runs with attribution)"
-        try:
-            from sqlwa import attribution
-        except ImportError:
-            return None, "this sqlwa has no attribution stage (sqlwa.attribution)"
-        fs_type = (self.config.get("lab") or {}).get("fs_type", self.config.get("fs"))
-        attributed = attribution.attribute(
-            self.events, windows.commit_windows(self.events), self.device, windows.run_tid(self.events),
-            self.config.get("journal", ""), fs_type, json.loads(layout_path.read_text()),
-        )
         return attributed, None
 
     def categories(self) -> pl.DataFrame | None:

@@ -29,7 +29,7 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from sqlwa import store
+from sqlwa import rundir, store
 
 PER_COMMIT_BARS = 40
 TIMELINE_COMMITS = 12  # commit windows shown in the timeline: enough to see the rhythm, few enough to read
@@ -76,7 +76,7 @@ def heatmap_grid(means: pl.DataFrame, metric: str) -> tuple[list[str], list[str]
 
 
 def summary_of(run_dir: str) -> dict:
-    return json.loads((Path(run_dir) / "summary.json").read_text())
+    return rundir.summary(Path(run_dir))
 
 
 def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
@@ -195,18 +195,15 @@ def timeline_run(runs: pl.DataFrame) -> dict | None:
 
 
 def has_events(run: dict) -> bool:
-    return bool(run.get("events_path")) or (Path(run["run_dir"]) / "trace.txt").exists()
+    return bool(run.get("events_path")) or rundir.has_trace(Path(run["run_dir"]))
 
 
 def read_events(run: dict) -> pl.DataFrame:
-    """The run's event table: events.parquet, or (a plain `sqlwa run` directory) its
-    trace.txt parsed in memory — reading a run never writes into it."""
+    """The run's event table (events.parquet, or its trace.txt parsed in memory —
+    reading a run never writes into it)."""
     if run.get("events_path"):
         return pl.read_parquet(run["events_path"])
-    from sqlwa import traceparse
-
-    events, _ = traceparse.parse(Path(run["run_dir"]) / "trace.txt", format="ftrace")
-    return events
+    return rundir.events(Path(run["run_dir"]))
 
 
 def timeline_frames(run: dict) -> tuple[pl.DataFrame, pl.DataFrame, int, pl.DataFrame | None]:
@@ -223,26 +220,16 @@ def timeline_frames(run: dict) -> tuple[pl.DataFrame, pl.DataFrame, int, pl.Data
         & (pl.col("dev_major") == major) & (pl.col("dev_minor") == minor)
         & (pl.col("time_ns") >= t0) & (pl.col("time_ns") <= t1)
     ).with_columns(((pl.col("time_ns").cast(pl.Int64) - t0) / 1e6).alias("ms"))
-    return issued, windows, t0, write_categories(run, events, (major, minor))
+    return issued, windows, t0, write_categories(run)
 
 
-def write_categories(run: dict, events: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame | None:
+def write_categories(run: dict) -> pl.DataFrame | None:
     """``time_ns``, ``sector``, ``category`` of every write, from the attribution stage;
-    None when this build or this run cannot attribute (then colours show operations)."""
-    layout_path = Path(run["run_dir"]) / "layout.json"
-    if not layout_path.exists():
+    None when the run has none (then the timeline colours by operation)."""
+    attributed = rundir.attributed_writes(Path(run["run_dir"]))
+    if attributed is None:
         return None
-    try:
-        from sqlwa import attribution, windows
-
-        cfg = summary_of(run["run_dir"])["config"]
-        attributed = attribution.attribute(
-            events, windows.commit_windows(events), dev, windows.run_tid(events), cfg["journal"],
-            cfg.get("lab", {}).get("fs_type", cfg["fs"]), json.loads(layout_path.read_text()),
-        )
-        return attributed.select("time_ns", "sector", pl.col("category").cast(pl.String))
-    except Exception:  # noqa: BLE001 — an optional stage: a report without categories beats no report
-        return None
+    return attributed.select("time_ns", "sector", pl.col("category").cast(pl.String))
 
 
 def colour_key(issued: pl.DataFrame, categories: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:

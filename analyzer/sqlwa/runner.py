@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 
 import polars as pl
 
-from sqlwa import attribution, capture, engine, environment, fslayout, lab, metrics, traceparse, windows
+from sqlwa import attribution, capture, engine, environment, fslayout, lab, metrics, rundir, traceparse, windows
 from sqlwa.errors import TraceLossError, UsageError
 from sqlwa.summary import build_summary, with_vfs_totals
 
@@ -191,12 +191,23 @@ class LabContext:
     layout: dict
 
 
+@dataclass
+class TraceAnalysis:
+    commits: pl.DataFrame
+    parse_report: dict
+    amortized: dict | None
+    sections: dict
+    events: pl.DataFrame
+    writes: pl.DataFrame | None  # block writes with their attribution category
+
+
 def analyse_trace(cap: capture.TraceCapture, commits: pl.DataFrame, dev, levels: list[str],
-                  context: LabContext | None = None):
+                  context: LabContext | None = None) -> TraceAnalysis:
     """Per-commit syscall and block figures from the raw capture, joined onto ``commits``;
-    with ``context`` also the block bytes by category and the checkpoints. Returns
-    (commits, parse report, amortized figures or None, extra summary sections)."""
-    events, report = traceparse.parse(cap.trace_path, format="ftrace")
+    with ``context`` also the block bytes by category and the checkpoints."""
+    # Lenient: a damaged line must not throw the run away; it is counted and, like lost
+    # events, fails the run unless --allow-loss (see unparsed_loss).
+    events, report = traceparse.parse(cap.trace_path, format="ftrace", lenient=True)
     wins = windows.commit_windows(events)
     joined = commits.join(wins.drop("warmup"), on="index", how="left")
     amortized, sections = None, {}
@@ -219,7 +230,25 @@ def analyse_trace(cap: capture.TraceCapture, commits: pl.DataFrame, dev, levels:
         measured = joined.filter(~pl.col("warmup"))
         sections["checkpoint"] = metrics.checkpoint_summary(found, measured, context.journal)
         sections["findings"] = metrics.consistency_findings(measured, context.sync)
-    return metrics.with_waf(joined), report, amortized, sections
+    return TraceAnalysis(metrics.with_waf(joined), report, amortized, sections, events, attributed)
+
+
+def unparsed_loss(report: dict, trace_path: Path) -> TraceLossError | None:
+    bad = report.get("bad_records", 0)
+    if not bad:
+        return None
+    return TraceLossError(
+        f"{bad} line(s) of the trace could not be parsed, so some events are unaccounted for "
+        f"(raw capture kept in {trace_path})",
+        "re-run; if it recurs, report the lines (sqlwa parse --lenient shows them); --allow-loss keeps such runs",
+    )
+
+
+def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
+    """Parsed events and attributed writes, so no reader parses or attributes again."""
+    analysis.events.write_parquet(out_dir / rundir.EVENTS_FILE)
+    if analysis.writes is not None:
+        analysis.writes.write_parquet(out_dir / rundir.WRITES_FILE)
 
 
 def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
@@ -235,19 +264,24 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
         dev = (fs.dev_major, fs.dev_minor) if fs.loop_device else None
         # read while still mounted: the fs's own journal/metadata location for attribution
         layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
-    (out_dir / "layout.json").write_text(json.dumps(layout) + "\n")
+    (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(layout) + "\n")
     levels = trace_levels(cap)
     context = LabContext(request.settings.journal, request.settings.sync, fs_facts["fs_type"], layout)
-    commits, report, amortized, sections = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels, context)
+    analysis = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels, context)
+    commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
     measured = commits.filter(~pl.col("warmup")).height
     config = lab_config(request, result.info, fs_facts, measured)
-    trace = {**cap.describe(), "parse": report}
+    trace = {**cap.describe(), "parse": analysis.parse_report,
+             "unparsed_lines": analysis.parse_report.get("bad_records", 0)}
+    if loss is None and not request.allow_loss:
+        loss = unparsed_loss(analysis.parse_report, cap.trace_path)
     summary = build_summary(config, commits, levels=levels, frame_budget_ms=request.frame_budget_ms,
                             amortized_bytes=amortized["write_bytes"] if amortized else None, trace=trace, **sections)
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized
     write_outputs(out_dir, summary, commits)
+    write_trace_tables(out_dir, analysis)
     if loss is not None:
         raise loss
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)

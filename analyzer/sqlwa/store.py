@@ -28,10 +28,11 @@ from typing import Iterator
 
 import polars as pl
 
+from sqlwa import rundir
 from sqlwa.errors import UsageError
 
 STORE_FILE = "results.sqlite"
-EVENTS_FILE = "events.parquet"
+EVENTS_FILE = rundir.EVENTS_FILE
 BUSY_TIMEOUT_MS = 60_000
 FRAME_BUDGET_MS = 1000 / 60  # one frame at 60 Hz: a commit longer than this drops a frame
 
@@ -260,17 +261,14 @@ class RunRecord:
 
 
 def ensure_event_table(run_dir: Path) -> Path | None:
-    """``run_dir/events.parquet``: the parsed events of the run's trace, written once."""
+    """``run_dir/events.parquet``: the parsed events of the run's trace (lab runs write
+    it themselves; older run directories get it here, once)."""
     events_path = run_dir / EVENTS_FILE
     if events_path.exists():
         return events_path
-    trace = run_dir / "trace.txt"
-    if not trace.exists():
+    if not rundir.has_trace(run_dir):
         return None
-    from sqlwa import traceparse
-
-    events, _ = traceparse.parse(trace, format="ftrace")
-    events.write_parquet(events_path)
+    rundir.events(run_dir).write_parquet(events_path)
     return events_path
 
 
