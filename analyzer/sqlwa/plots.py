@@ -2,8 +2,9 @@
 (:mod:`sqlwa.api`) and usable from notebooks.
 
 Every function takes Polars frames and returns a plotly figure; the binning and counting
-happen in Polars, never in a Python loop over events. Colours and layout come from
-:mod:`sqlwa.report`, so a figure in a notebook looks like the same figure in the report.
+happen in Polars, never in a Python loop over events. Colours and layout live here and
+:mod:`sqlwa.report` builds its timeline here too, so a figure in a notebook looks like the
+same figure in the report.
 
 The input of the request figures is a frame of block requests as :mod:`sqlwa.traceparse`
 produces them (``time_ns``, ``sector``, ``bytes``, ``operation``, ``preflush``, ``fua``)
@@ -16,7 +17,14 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import polars as pl
 
-from sqlwa.report import CATEGORY_COLOURS, LAYOUT
+CATEGORY_COLOURS = {
+    "db": "#1f77b4", "journal": "#ff7f0e", "wal": "#2ca02c", "shm": "#9467bd", "checkpoint": "#17becf",
+    "fs_journal": "#d62728", "fs_metadata": "#8c564b", "writeback": "#7f7f7f", "unattributed": "#bcbd22",
+    "temp": "#e377c2", "other": "#c7c7c7",
+    # operations, when there are no categories
+    "write": "#1f77b4", "read": "#2ca02c", "discard": "#9467bd", "write (FUA)": "#d62728",
+}
+LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=60, b=60), font=dict(size=13))
 
 WINDOW_COLOURS = ("#ffd54f", "#90caf9")  # neighbouring commit windows alternate, as in the report
 

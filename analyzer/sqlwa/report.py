@@ -29,19 +29,12 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from sqlwa import rundir, store
+from sqlwa import plots, rundir, store
+from sqlwa.plots import CATEGORY_COLOURS, LAYOUT
 
 PER_COMMIT_BARS = 40
 TIMELINE_COMMITS = 12  # commit windows shown in the timeline: enough to see the rhythm, few enough to read
 CDF_POINTS = 400
-CATEGORY_COLOURS = {
-    "db": "#1f77b4", "journal": "#ff7f0e", "wal": "#2ca02c", "shm": "#9467bd", "checkpoint": "#17becf",
-    "fs_journal": "#d62728", "fs_metadata": "#8c564b", "writeback": "#7f7f7f", "unattributed": "#bcbd22",
-    "temp": "#e377c2", "other": "#c7c7c7",
-    # operations, when there are no categories
-    "write": "#1f77b4", "read": "#2ca02c", "discard": "#9467bd", "write (FUA)": "#d62728",
-}
-LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=60, b=60), font=dict(size=13))
 
 
 @dataclass
@@ -233,39 +226,18 @@ def write_categories(run: dict) -> pl.DataFrame | None:
 
 
 def colour_key(issued: pl.DataFrame, categories: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:
-    by_operation = pl.when(pl.col("fua")).then(pl.lit("write (FUA)")).otherwise(pl.col("operation").cast(pl.String))
     if categories is None:
-        return issued.with_columns(by_operation.alias("key")), "operation"
+        return issued.with_columns(plots.operation_key().alias("key")), "operation"
     joined = issued.join(categories, on=["time_ns", "sector"], how="left")
-    return joined.with_columns(pl.coalesce("category", by_operation).alias("key")), "category"
+    return joined.with_columns(pl.coalesce("category", plots.operation_key()).alias("key")), "category"
 
 
 def timeline(run: dict) -> tuple[go.Figure, str]:
     issued, windows, t0, categories = timeline_frames(run)
     issued, coloured_by = colour_key(issued, categories)
-    fig = go.Figure()
-    data = issued.filter(pl.col("operation") != "flush")
-    for key in data["key"].unique(maintain_order=True).to_list():
-        part = data.filter(pl.col("key") == key)
-        fig.add_scattergl(
-            x=part["ms"].to_list(), y=part["sector"].to_list(), mode="markers", name=key,
-            marker=dict(color=CATEGORY_COLOURS.get(key), size=(4 + part["bytes"].cast(pl.Float64).sqrt() / 16).to_list()),
-            customdata=(part["bytes"] / 1024).to_list(),
-            hovertemplate=f"{key}<br>%{{x:.3f}} ms, sector %{{y}}, %{{customdata:.1f}} KiB<extra></extra>",
-        )
-    flushes = issued.filter((pl.col("operation") == "flush") | pl.col("preflush"))
-    top = int(data["sector"].max() or 0) if data.height else 0
-    fig.add_scattergl(x=flushes["ms"].to_list(), y=[top * 1.04] * flushes.height, mode="markers", name="cache flush",
-                      marker=dict(symbol="triangle-down", color="black", size=9),
-                      hovertemplate="cache flush at %{x:.3f} ms<extra></extra>")
-    # Commits run back to back, so neighbouring windows alternate in colour to stay apart.
-    for n, (index, start, end) in enumerate(windows.select("index", "win_start_ns", "win_end_ns").iter_rows()):
-        fig.add_vrect(x0=(start - t0) / 1e6, x1=(end - t0) / 1e6, fillcolor=("#ffd54f", "#90caf9")[n % 2],
-                      opacity=0.3, line_width=0, layer="below",
-                      annotation_text=f"#{index}", annotation_position="bottom left", annotation_font_size=9)
     title = f"timeline: {store.config_label(run)} — first {windows.height} measured commits (shaded)"
-    fig.update_layout(title=title, xaxis_title="ms since the first measured commit", yaxis_title="sector (512 B)",
-                      height=520, **LAYOUT)
+    fig = plots.timeline_figure(issued, title, windows, t0, coloured_by)
+    fig.update_layout(xaxis_title="ms since the first measured commit")
     note = (f"Block requests as issued to the device, marker area by size, coloured by {coloured_by}; "
             "▼ = cache flush (flush request or preflush flag); shaded bands (alternating yellow/blue, "
             "labelled with the transaction number) = commit windows; unshaded gaps = I/O between commits.")
