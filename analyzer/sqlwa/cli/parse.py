@@ -24,9 +24,23 @@ from sqlwa.errors import UsageError
               help="Write the event table to this Parquet file.")
 @click.option("--lenient", is_flag=True, help="Skip and count unparsable records instead of failing.")
 def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool) -> None:
-    """Parse TRACE... (blktrace per-CPU files or their base name, blkparse text, ftrace
-    text) into one event table, print a per-action / per-operation summary, and write
-    it as Parquet with -o."""
+    """Read block traces captured anywhere (phones, servers) into one event table.
+
+    TRACE is a blktrace capture (the per-CPU files NAME.blktrace.N, or just NAME),
+    blkparse's text output, or ftrace text (block tracepoints, the blk tracer, or a
+    sqlwa run's trace.txt). It prints what the trace holds per action and operation
+    (reads, writes, cache flushes, FUA) and, with -o, writes every event to Parquet
+    for Polars, pandas or `sqlwa.parse()` in a notebook.
+
+    \b
+    Examples:
+      sqlwa parse sda                         blktrace files sda.blktrace.0, .1, ...
+      sqlwa parse phone.blkparse.txt -o ev.parquet
+      sqlwa parse trace.txt --lenient         skip (and count) lines it cannot read
+
+    A bad record stops the parse with the file and byte offset or line number;
+    --lenient skips such records and says how many. Commit markers exist only in
+    sqlwa's own captures: a foreign trace is analysed at the device level."""
     if output is not None and output.parent and not output.parent.exists():
         raise UsageError(f"output directory {output.parent} does not exist")
     events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
