@@ -1,5 +1,6 @@
 //! Times one parse → Arrow conversion and reports events/s, table size and peak memory:
-//! `parse_bench FORMAT PATH...` prints one JSON line.
+//! `parse_bench FORMAT PATH...` prints one JSON line. The binary reader decodes on
+//! `threads` threads (all cores; `BLKTRACE_PARSE_THREADS=N` sets it); text readers use one.
 use std::time::Instant;
 
 use blktrace_parse::{parse_paths, Format};
@@ -24,13 +25,15 @@ fn main() {
     let batch = blktrace_parse::arrow::to_record_batch(table).unwrap();
     let total = start.elapsed().as_secs_f64();
     let table_bytes = batch.get_array_memory_size();
+    let threads = if format == Format::Blktrace { blktrace_parse::binary::threads_for(report.events as usize) } else { 1 };
     println!(
-        "{{\"events\": {}, \"parse_s\": {:.4}, \"total_s\": {:.4}, \"events_per_s\": {:.0}, \"table_bytes\": {}, \"peak_rss_bytes\": {}}}",
+        "{{\"events\": {}, \"parse_s\": {:.4}, \"total_s\": {:.4}, \"events_per_s\": {:.0}, \"table_bytes\": {}, \"peak_rss_bytes\": {}, \"threads\": {}}}",
         report.events,
         parsed,
         total,
         report.events as f64 / total,
         table_bytes,
-        peak_rss_bytes()
+        peak_rss_bytes(),
+        threads
     );
 }

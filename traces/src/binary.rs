@@ -3,14 +3,14 @@
 //! in the byte order of the machine that recorded them. Files are merged by time the way
 //! blkparse orders its output; process-notify records name the pids and are not rows.
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::io::Read;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Location, ParseError};
 use crate::report::ParseReport;
 use crate::rwbs::{category, decode_category, rwbs_from_category};
-use crate::table::{Action, Event, EventTable, RecordKind};
+use crate::table::{Action, EventTable, Extra, RecordKind};
 
 pub const MAGIC: u32 = 0x6561_7400;
 pub const SUPPORTED_VERSION: u32 = 7;
@@ -151,11 +151,20 @@ const CHUNK: usize = 1 << 20;
 
 impl Stream {
     fn open(path: &Path) -> Result<Stream, ParseError> {
-        let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
-        Ok(Stream { path: path.to_path_buf(), file, buf: vec![0; CHUNK], pos: 0, filled: 0, base: 0, big_endian: None, eof: false })
+        Stream::open_at(path, 0)
+    }
+
+    /// A stream that starts reading at byte `offset`.
+    fn open_at(path: &Path, offset: u64) -> Result<Stream, ParseError> {
+        let mut file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
+        if offset > 0 {
+            file.seek(std::io::SeekFrom::Start(offset)).map_err(|e| ParseError::io(path, e))?;
+        }
+        Ok(Stream { path: path.to_path_buf(), file, buf: vec![0; CHUNK], pos: 0, filled: 0, base: offset, big_endian: None, eof: false })
     }
 
     /// Makes `n` bytes available at `pos`; false at end of file.
+    #[inline(never)]
     fn fill(&mut self, n: usize) -> Result<bool, ParseError> {
         while self.filled - self.pos < n {
             if self.eof {
@@ -187,10 +196,38 @@ impl Stream {
         ParseError::bad(&self.path, Location::ByteOffset(offset), message)
     }
 
+    /// The first pass's reader: for a whole block record in the buffer, reads only the
+    /// fields that decide order and RWBS (time, action, bytes); anything else (notify
+    /// records, buffer ends, bad records) goes through [`Stream::next`].
+    #[inline]
+    fn next_light(&mut self, rec: &mut Record) -> Result<bool, ParseError> {
+        if let (Some(h), Some(big)) = (self.buf[self.pos..self.filled].first_chunk::<HEADER_LEN>(), self.big_endian) {
+            let u32_at = |o: usize| {
+                let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
+                if big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
+            };
+            let action = u32_at(28);
+            let pdu_len = (u32_at(44) >> if big { 0 } else { 16 }) as usize & 0xffff;
+            if u32_at(0) == MAGIC | SUPPORTED_VERSION
+                && (action >> 16) & category::NOTIFY == 0
+                && self.filled - self.pos >= HEADER_LEN + pdu_len
+            {
+                let t: [u8; 8] = h[8..16].try_into().unwrap();
+                rec.time = if big { u64::from_be_bytes(t) } else { u64::from_le_bytes(t) };
+                rec.action = action;
+                rec.bytes = u32_at(24);
+                self.pos += HEADER_LEN + pdu_len;
+                return Ok(true);
+            }
+        }
+        self.next(rec)
+    }
+
     /// Reads the next record into `rec`; Ok(false) at a clean end of file.
+    #[inline]
     fn next(&mut self, rec: &mut Record) -> Result<bool, ParseError> {
         let start = self.offset();
-        if !self.fill(HEADER_LEN)? {
+        if self.filled - self.pos < HEADER_LEN && !self.fill(HEADER_LEN)? {
             if self.filled > self.pos {
                 return Err(self.error(start, format!("truncated record: {} of {HEADER_LEN} header bytes", self.filled - self.pos)));
             }
@@ -232,7 +269,7 @@ impl Stream {
         rec.cpu = u32_at(40);
         rec.error = u16_at(44);
         let pdu_len = u16_at(46) as usize;
-        if !self.fill(HEADER_LEN + pdu_len)? {
+        if self.filled - self.pos < HEADER_LEN + pdu_len && !self.fill(HEADER_LEN + pdu_len)? {
             return Err(self.error(start, format!("truncated record: payload of {pdu_len} bytes cut off")));
         }
         let pdu_start = self.pos + HEADER_LEN;
@@ -266,6 +303,7 @@ fn check_magic(magic: u32) -> Result<(), String> {
 }
 
 /// Interprets the payload that follows the header: cgroup prefix, remap, split/unplug values.
+#[inline]
 fn decode_payload(rec: &mut Record, pdu: &[u8], big: bool) {
     rec.aux = 0;
     rec.remap = None;
@@ -304,16 +342,81 @@ fn dev_minor(dev: u32) -> u32 {
     dev & 0xfffff
 }
 
-/// Reads and merges the given per-CPU files (already expanded) into `table`.
+/// One stretch of consecutive records of one file in merge order.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// Byte offset of the run's first record in its file.
+    offset: u64,
+    file: u32,
+    records: u32,
+    /// How many of the records become rows (notify records and driver data do not).
+    rows: u32,
+}
+
+/// Runs are cut at this many records so that even one long file splits across threads.
+const MAX_RUN: u32 = 1 << 14;
+
+/// Rows below which one more thread is not worth starting.
+const MIN_ROWS_PER_THREAD: usize = 1 << 16;
+
+/// Threads the binary reader uses for `rows` rows: `BLKTRACE_PARSE_THREADS` if set, else
+/// the available cores, but at most one per 64 Ki rows.
+pub fn threads_for(rows: usize) -> usize {
+    let cores = std::env::var("BLKTRACE_PARSE_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    cores.min(rows / MIN_ROWS_PER_THREAD).max(1)
+}
+
+/// Reads and merges the given per-CPU files (already expanded) into `table`, in two passes:
+/// the first merges the files by time on one thread, reading only what decides the order
+/// and what is not a row (process names, timestamps, errors); it yields the merge order as
+/// runs. The second decodes the rows on several threads, each filling its own contiguous
+/// range of rows from its own readers.
 pub fn read(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
-    let total_bytes: u64 = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
-    // An upper bound on the row count, so the columns never reallocate.
-    table.reserve((total_bytes / HEADER_LEN as u64) as usize);
+    read_with_threads(paths, lenient, table, report, None)
+}
+
+/// [`read`] with a given number of decoding threads (`None`: [`threads_for`] the row count).
+/// The table is the same whatever the number.
+pub fn read_with_threads(
+    paths: &[PathBuf],
+    lenient: bool,
+    table: &mut EventTable,
+    report: &mut ParseReport,
+    threads: Option<usize>,
+) -> Result<(), ParseError> {
+    let mut out = EventTable::new();
+    let plan = plan(paths, lenient, &mut out, report)?;
+    let threads = threads.unwrap_or_else(|| threads_for(plan.rows)).clamp(1, plan.rows.max(1));
+    fill(paths, &plan, &mut out, threads)?;
+    if table.is_empty() {
+        *table = out;
+    } else {
+        table.append(&out);
+    }
+    Ok(())
+}
+
+/// What the first pass learns: the merge order and the codes rows need.
+struct Plan {
+    runs: Vec<Run>,
+    rows: usize,
+    rwbs_codes: RwbsCodes,
+    /// RWBS code of message rows (`N`).
+    notify_rwbs: u32,
+    comm_by_pid: HashMap<u32, u32>,
+}
+
+fn plan(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<Plan, ParseError> {
     let mut streams = Vec::with_capacity(paths.len());
     for p in paths {
         streams.push(Stream::open(p)?);
     }
     let mut heads: Vec<Record> = vec![Record::default(); streams.len()];
+    let mut head_offsets = vec![0u64; streams.len()];
     let mut heap = BinaryHeap::with_capacity(streams.len());
     for (i, s) in streams.iter_mut().enumerate() {
         if advance(s, &mut heads[i], lenient, report)? {
@@ -322,21 +425,30 @@ pub fn read(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &m
     }
     let mut names = ProcessNames::default();
     let mut rwbs_codes = RwbsCodes::new();
+    let mut notify_rwbs = None;
     let mut time_base: Option<u64> = None;
+    let mut runs = Vec::new();
+    let mut rows = 0usize;
     while let Some(Reverse((_, i))) = heap.pop() {
         // Keep taking from this file while it stays the earliest: per-CPU files come in
         // long runs, and this avoids a heap operation per record. Ties go to the lower
         // file index, exactly as the heap orders them.
         let next_other = heap.peek().map(|Reverse(key)| *key);
+        let mut run = Run { offset: head_offsets[i], file: i as u32, records: 0, rows: 0 };
         loop {
             let rec = &heads[i];
-            let rows_before = table.len();
-            emit(rec, table, report, &mut names, &mut rwbs_codes);
-            if table.len() > rows_before {
+            if note(rec, table, report, &mut names, &mut rwbs_codes, &mut notify_rwbs) {
+                run.rows += 1;
                 // blkparse's time zero is the first printed event, not the first notify record.
                 time_base = Some(time_base.map_or(rec.time, |t| t.min(rec.time)));
             }
-            if !advance(&mut streams[i], &mut heads[i], lenient, report)? {
+            run.records += 1;
+            head_offsets[i] = streams[i].offset();
+            let more = match streams[i].next_light(&mut heads[i]) {
+                Ok(more) => more,
+                Err(e) => advance_failed(e, lenient, report)?,
+            };
+            if !more {
                 break;
             }
             let key = (heads[i].time, i);
@@ -344,11 +456,273 @@ pub fn read(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &m
                 heap.push(Reverse(key));
                 break;
             }
+            if run.records == MAX_RUN {
+                rows += run.rows as usize;
+                runs.push(run);
+                run = Run { offset: head_offsets[i], file: i as u32, records: 0, rows: 0 };
+            }
         }
+        rows += run.rows as usize;
+        runs.push(run);
     }
     report.time_base_ns = time_base;
-    names.fill_comms(table);
+    let mut comm_by_pid: HashMap<u32, u32> = HashMap::with_capacity(names.by_pid.len());
+    for (&pid, name) in &names.by_pid {
+        comm_by_pid.insert(pid, table.comms.intern(name));
+    }
+    Ok(Plan { runs, rows, rwbs_codes, notify_rwbs: notify_rwbs.unwrap_or(0), comm_by_pid })
+}
+
+/// First pass over one record: takes in what is not a row and interns the RWBS of rows in
+/// order of first appearance; true if the record is a row.
+fn note(
+    rec: &Record,
+    table: &mut EventTable,
+    report: &mut ParseReport,
+    names: &mut ProcessNames,
+    rwbs_codes: &mut RwbsCodes,
+    notify_rwbs: &mut Option<u32>,
+) -> bool {
+    let cat = rec.action >> 16;
+    let act = rec.action & 0xffff & !ta::CGROUP;
+    if cat & category::NOTIFY != 0 {
+        match act {
+            tn::PROCESS => {
+                let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
+                names.by_pid.insert(rec.pid, rec.text[..end].to_vec());
+                report.notify_records += 1;
+                false
+            }
+            tn::TIMESTAMP => {
+                if rec.text.len() >= 8 {
+                    let sec = u32::from_ne_bytes(rec.text[0..4].try_into().unwrap()) as u64;
+                    let nsec = u32::from_ne_bytes(rec.text[4..8].try_into().unwrap()) as u64;
+                    report.wall_clock_start_ns = Some(sec * 1_000_000_000 + nsec);
+                }
+                report.notify_records += 1;
+                false
+            }
+            _ => {
+                notify_rwbs.get_or_insert_with(|| table.rwbs_values.intern(b"N"));
+                true
+            }
+        }
+    } else if action_of(act).is_some() {
+        rwbs_codes.code(cat, rec.bytes, table);
+        true
+    } else {
+        // Driver data and unknown codes: blkparse prints none of them either.
+        report.skipped_records += 1;
+        false
+    }
+}
+
+/// Mutable views of one range of rows of the dense columns.
+struct Columns<'a> {
+    kind: &'a mut [u8],
+    time_ns: &'a mut [u64],
+    dev_major: &'a mut [u32],
+    dev_minor: &'a mut [u32],
+    cpu: &'a mut [u32],
+    sequence: &'a mut [u64],
+    pid: &'a mut [u32],
+    comm: &'a mut [u32],
+    action: &'a mut [u8],
+    operation: &'a mut [u8],
+    flags: &'a mut [u16],
+    sector: &'a mut [u64],
+    sectors: &'a mut [u32],
+    bytes: &'a mut [u64],
+    error: &'a mut [i32],
+    rwbs: &'a mut [u32],
+}
+
+impl<'a> Columns<'a> {
+    fn of(t: &'a mut EventTable) -> Self {
+        Columns {
+            kind: &mut t.kind,
+            time_ns: &mut t.time_ns,
+            dev_major: &mut t.dev_major,
+            dev_minor: &mut t.dev_minor,
+            cpu: &mut t.cpu,
+            sequence: &mut t.sequence,
+            pid: &mut t.pid,
+            comm: &mut t.comm,
+            action: &mut t.action,
+            operation: &mut t.operation,
+            flags: &mut t.flags,
+            sector: &mut t.sector,
+            sectors: &mut t.sectors,
+            bytes: &mut t.bytes,
+            error: &mut t.error,
+            rwbs: &mut t.rwbs,
+        }
+    }
+
+    /// Rows `..k` and rows `k..`.
+    fn split_at(self, k: usize) -> (Self, Self) {
+        macro_rules! split {
+            ($($f:ident),*) => {{
+                $(let $f = self.$f.split_at_mut(k);)*
+                (Columns { $($f: $f.0),* }, Columns { $($f: $f.1),* })
+            }};
+        }
+        split!(kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs)
+    }
+}
+
+/// Second pass: sizes the columns and decodes the rows of the plan's runs on threads.
+fn fill(paths: &[PathBuf], plan: &Plan, t: &mut EventTable, threads: usize) -> Result<(), ParseError> {
+    let n = plan.rows;
+    // Zeroed columns come untouched from the OS: a column whose rows are mostly zero
+    // (kind, error, comm of unnamed pids, name) costs only the pages a row writes to.
+    t.kind = vec![0; n];
+    t.time_ns = vec![0; n];
+    t.dev_major = vec![0; n];
+    t.dev_minor = vec![0; n];
+    t.cpu = vec![0; n];
+    t.sequence = vec![0; n];
+    t.pid = vec![0; n];
+    t.comm = vec![0; n];
+    t.action = vec![0; n];
+    t.operation = vec![0; n];
+    t.flags = vec![0; n];
+    t.sector = vec![0; n];
+    t.sectors = vec![0; n];
+    t.bytes = vec![0; n];
+    t.error = vec![0; n];
+    t.rwbs = vec![0; n];
+    t.name = vec![0; n];
+    if n >= 1 << 16 {
+        t.advise_dense_columns();
+    }
+    // Split the runs into one contiguous share of rows per thread.
+    let mut shares: Vec<(usize, &[Run])> = Vec::with_capacity(threads);
+    let (mut first_run, mut row, mut share_start) = (0, 0usize, 0usize);
+    for (k, r) in plan.runs.iter().enumerate() {
+        if shares.len() + 1 < threads && row >= n * (shares.len() + 1) / threads {
+            shares.push((share_start, &plan.runs[first_run..k]));
+            first_run = k;
+            share_start = row;
+        }
+        row += r.rows as usize;
+    }
+    shares.push((share_start, &plan.runs[first_run..]));
+    let mut pieces = Vec::with_capacity(shares.len());
+    let mut rest = Columns::of(t);
+    for w in shares.windows(2) {
+        let (head, tail) = rest.split_at(w[1].0 - w[0].0);
+        pieces.push(head);
+        rest = tail;
+    }
+    pieces.push(rest);
+    let results: Vec<Result<Decoded, ParseError>> = std::thread::scope(|s| {
+        let mut jobs = shares.iter().zip(pieces).map(|(&(base, runs), cols)| (base, runs, cols));
+        let first = jobs.next().expect("at least one share");
+        let handles: Vec<_> = jobs.map(|(base, runs, cols)| s.spawn(move || decode_share(paths, plan, runs, base, cols))).collect();
+        let mut results = vec![decode_share(paths, plan, first.1, first.0, first.2)];
+        results.extend(handles.into_iter().map(|h| h.join().expect("decoder thread panicked")));
+        results
+    });
+    for r in results {
+        let (extras, text) = r?;
+        let text_base = t.text_data.len();
+        t.text_data.extend_from_slice(&text);
+        t.extras.extend(extras.into_iter().map(|x| Extra { text: (x.text.0 + text_base, x.text.1 + text_base), ..x }));
+    }
     Ok(())
+}
+
+/// A share's sparse extras (with table row numbers) and their text bytes.
+type Decoded = (Vec<Extra>, Vec<u8>);
+
+/// Decodes the rows of `runs` into `cols`, whose first row is row `base` of the table.
+/// Returns the share's sparse extras (with table row numbers) and their text bytes.
+fn decode_share(paths: &[PathBuf], plan: &Plan, runs: &[Run], base: usize, cols: Columns) -> Result<Decoded, ParseError> {
+    let mut streams: Vec<Option<Stream>> = paths.iter().map(|_| None).collect();
+    let mut rec = Record::default();
+    let mut extras = Vec::new();
+    let mut text_data = Vec::new();
+    let mut last_pid = (u32::MAX, 0u32);
+    let mut i = 0usize;
+    for run in runs {
+        let f = run.file as usize;
+        let s = match &mut streams[f] {
+            Some(s) if s.offset() == run.offset => s,
+            slot => slot.insert(Stream::open_at(&paths[f], run.offset)?),
+        };
+        for _ in 0..run.records {
+            let at = s.offset();
+            if !s.next(&mut rec)? {
+                return Err(s.error(at, "file changed while being read: record missing in the second pass"));
+            }
+            let cat = rec.action >> 16;
+            let act = rec.action & 0xffff & !ta::CGROUP;
+            let text: &[u8];
+            if cat & category::NOTIFY != 0 {
+                if act == tn::PROCESS || act == tn::TIMESTAMP {
+                    continue;
+                }
+                cols.kind[i] = RecordKind::Message as u8;
+                cols.action[i] = Action::Notify as u8;
+                cols.rwbs[i] = plan.notify_rwbs;
+                let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
+                text = &rec.text[..end];
+            } else {
+                let Some(action) = action_of(act) else { continue };
+                let (operation, flags) = decode_category(cat, rec.bytes);
+                cols.action[i] = action as u8;
+                cols.operation[i] = operation as u8;
+                cols.flags[i] = flags;
+                cols.sector[i] = rec.sector;
+                cols.bytes[i] = rec.bytes as u64;
+                cols.sectors[i] = rec.bytes >> 9;
+                if rec.error != 0 {
+                    cols.error[i] = rec.error as i16 as i32;
+                }
+                cols.rwbs[i] = plan.rwbs_codes.get(cat, rec.bytes);
+                if rec.pid != last_pid.0 {
+                    last_pid = (rec.pid, plan.comm_by_pid.get(&rec.pid).copied().unwrap_or(0));
+                }
+                if last_pid.1 != 0 {
+                    cols.comm[i] = last_pid.1;
+                }
+                text = b"";
+            }
+            cols.time_ns[i] = rec.time;
+            cols.dev_major[i] = dev_major(rec.device);
+            cols.dev_minor[i] = dev_minor(rec.device);
+            cols.cpu[i] = rec.cpu;
+            cols.sequence[i] = rec.sequence as u64;
+            cols.pid[i] = rec.pid;
+            if rec.aux != 0 || rec.remap.is_some() || rec.cgroup_id != 0 || !text.is_empty() {
+                let start = text_data.len();
+                text_data.extend_from_slice(text);
+                extras.push(Extra {
+                    row: base + i,
+                    remap: rec.remap.map(|(from, sector)| (dev_major(from), dev_minor(from), sector)),
+                    aux: rec.aux,
+                    cgroup_id: rec.cgroup_id,
+                    fd: None,
+                    ret: None,
+                    text: (start, text_data.len()),
+                });
+            }
+            i += 1;
+        }
+    }
+    Ok((extras, text_data))
+}
+
+/// In lenient mode a bad record ends its file (Ok(false)); other errors stay errors.
+fn advance_failed(e: ParseError, lenient: bool, report: &mut ParseReport) -> Result<bool, ParseError> {
+    match e {
+        e @ ParseError::Bad { .. } if lenient => {
+            report.note_bad(format!("{e} (rest of the file skipped)"));
+            Ok(false)
+        }
+        e => Err(e),
+    }
 }
 
 /// Reads the next record of a stream; in lenient mode a bad record ends that file.
@@ -363,31 +737,12 @@ fn advance(s: &mut Stream, rec: &mut Record, lenient: bool, report: &mut ParseRe
     }
 }
 
-/// pid → process name, from process-notify records; applied to all rows at the end
+/// pid → process name, from process-notify records; known only after the first pass
 /// because a name may arrive after the pid's first events (another CPU's file).
 #[derive(Default)]
 struct ProcessNames {
-    by_pid: HashMap<u32, Vec<u8>>,
-}
-
-impl ProcessNames {
-    fn fill_comms(&self, table: &mut EventTable) {
-        let mut code_by_pid: HashMap<u32, u32> = HashMap::with_capacity(self.by_pid.len());
-        for (&pid, name) in &self.by_pid {
-            code_by_pid.insert(pid, table.comms.intern(name));
-        }
-        let mut last = (u32::MAX, 0u32);
-        for i in 0..table.len() {
-            if table.kind[i] != RecordKind::Block as u8 {
-                continue;
-            }
-            let pid = table.pid[i];
-            if pid != last.0 {
-                last = (pid, code_by_pid.get(&pid).copied().unwrap_or(0));
-            }
-            table.comm[i] = last.1;
-        }
-    }
+    /// Ordered, so that the names' dictionary codes do not vary from run to run.
+    by_pid: BTreeMap<u32, Vec<u8>>,
 }
 
 /// Dictionary codes of the RWBS strings, by the category bits that decide them: interning
@@ -401,12 +756,20 @@ impl RwbsCodes {
         RwbsCodes { by_bits: [u32::MAX; 256] }
     }
 
-    fn code(&mut self, cat: u32, bytes: u32, table: &mut EventTable) -> u32 {
-        let bits = [category::FLUSH, category::DISCARD, category::WRITE, category::FUA, category::AHEAD, category::SYNC, category::META]
+    fn bits(cat: u32, bytes: u32) -> usize {
+        [category::FLUSH, category::DISCARD, category::WRITE, category::FUA, category::AHEAD, category::SYNC, category::META]
             .iter()
             .enumerate()
-            .fold((bytes != 0) as usize, |acc, (n, &bit)| acc | (((cat & bit != 0) as usize) << (n + 1)));
-        let slot = &mut self.by_bits[bits];
+            .fold((bytes != 0) as usize, |acc, (n, &bit)| acc | (((cat & bit != 0) as usize) << (n + 1)))
+    }
+
+    /// The code of an RWBS seen in the first pass.
+    fn get(&self, cat: u32, bytes: u32) -> u32 {
+        self.by_bits[Self::bits(cat, bytes)]
+    }
+
+    fn code(&mut self, cat: u32, bytes: u32, table: &mut EventTable) -> u32 {
+        let slot = &mut self.by_bits[Self::bits(cat, bytes)];
         if *slot == u32::MAX {
             let mut buf = [0u8; 8];
             let n = rwbs_from_category(cat, bytes, &mut buf);
@@ -414,62 +777,4 @@ impl RwbsCodes {
         }
         *slot
     }
-}
-
-fn emit(rec: &Record, table: &mut EventTable, report: &mut ParseReport, names: &mut ProcessNames, rwbs_codes: &mut RwbsCodes) {
-    let cat = rec.action >> 16;
-    let act = rec.action & 0xffff & !ta::CGROUP;
-    let mut e = Event {
-        time_ns: rec.time,
-        dev_major: dev_major(rec.device),
-        dev_minor: dev_minor(rec.device),
-        cpu: rec.cpu,
-        sequence: rec.sequence as u64,
-        pid: rec.pid,
-        cgroup_id: rec.cgroup_id,
-        ..Event::default()
-    };
-    if cat & category::NOTIFY != 0 {
-        match act {
-            tn::PROCESS => {
-                let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
-                names.by_pid.insert(rec.pid, rec.text[..end].to_vec());
-                report.notify_records += 1;
-            }
-            tn::TIMESTAMP => {
-                if rec.text.len() >= 8 {
-                    let sec = u32::from_ne_bytes(rec.text[0..4].try_into().unwrap()) as u64;
-                    let nsec = u32::from_ne_bytes(rec.text[4..8].try_into().unwrap()) as u64;
-                    report.wall_clock_start_ns = Some(sec * 1_000_000_000 + nsec);
-                }
-                report.notify_records += 1;
-            }
-            _ => {
-                e.kind = RecordKind::Message;
-                e.action = Action::Notify;
-                let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
-                let rwbs = table.rwbs_values.intern(b"N");
-                table.push(&e, 0, rwbs, 0, &rec.text[..end]);
-            }
-        }
-        return;
-    }
-    let Some(action) = action_of(act) else {
-        // Driver data and unknown codes: blkparse prints none of them either.
-        report.skipped_records += 1;
-        return;
-    };
-    let (operation, flags) = decode_category(cat, rec.bytes);
-    e.kind = RecordKind::Block;
-    e.action = action;
-    e.operation = operation;
-    e.flags = flags;
-    e.sector = rec.sector;
-    e.bytes = rec.bytes as u64;
-    e.sectors = rec.bytes >> 9;
-    e.error = rec.error as i16 as i32;
-    e.aux = rec.aux;
-    e.remap = rec.remap.map(|(from, sector)| (dev_major(from), dev_minor(from), sector));
-    let rwbs = rwbs_codes.code(cat, rec.bytes, table);
-    table.push(&e, 0, rwbs, 0, b"");
 }

@@ -1,0 +1,123 @@
+//! The binary reader's parallel second pass: any number of decoding threads yields the
+//! same table, row for row, including long single-file stretches (split into several
+//! runs), notify records, messages, payloads and errors.
+mod common;
+
+use blktrace_parse::binary::{read_with_threads, ta};
+use blktrace_parse::rwbs::category as c;
+use blktrace_parse::writer::{self, act, dev, RawRecord};
+use blktrace_parse::{EventTable, ParseReport};
+use common::*;
+
+/// Three per-CPU files: CPU 0 and 1 interleave, CPU 2 runs alone long after them (one
+/// stretch of 40 000 records, longer than a run), CPU 1 names its pid late.
+fn write_trace(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let d = dev(8, 0);
+    let mut files = vec![Vec::new(), Vec::new(), Vec::new()];
+    let mut seq = 0u32;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for (cpu, out) in files.iter_mut().enumerate() {
+        let cpu = cpu as u32;
+        let big = cpu == 1;
+        let mut time = if cpu == 2 { 10_000_000_000 } else { 1_000 + cpu as u64 };
+        let count = if cpu == 2 { 40_000 } else { 30_000 };
+        if cpu != 1 {
+            writer::write_record(out, &writer::process_notify(time, 100 + cpu, cpu, d, &format!("p{cpu}")), big, 7);
+        }
+        for k in 0..count {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            time += 1 + rng % 50;
+            seq += 1;
+            let (code, cats, pdu) = match rng % 11 {
+                0 => (ta::REMAP, c::QUEUE | c::WRITE, writer::remap_pdu(dev(253, 1), d, rng % 999)),
+                1 => (ta::UNPLUG_IO, c::QUEUE, writer::be64_pdu(rng % 7 + 1)),
+                2 => (ta::COMPLETE, c::COMPLETE | c::READ, vec![]),
+                3 => (ta::DRV_DATA, c::DRV_DATA, vec![1, 2, 3]),
+                4 => (ta::SPLIT, c::QUEUE | c::WRITE | c::SYNC, writer::be64_pdu(rng % 1000)),
+                5 => (ta::ISSUE, c::ISSUE | c::WRITE | c::FUA | c::FLUSH, vec![]),
+                _ => (ta::QUEUE, c::QUEUE | c::WRITE, vec![]),
+            };
+            let mut r = RawRecord {
+                sequence: seq,
+                time,
+                sector: rng % 1_000_000,
+                bytes: if rng % 13 == 0 { 0 } else { 4096 },
+                action: act(code, cats),
+                pid: 100 + cpu,
+                device: d,
+                cpu,
+                error: if rng % 97 == 0 { (-5i16) as u16 } else { 0 },
+                pdu,
+            };
+            if rng % 89 == 0 {
+                r = writer::with_cgroup(r, rng % 1000 + 1, big);
+            }
+            writer::write_record(out, &r, big, 7);
+            if k % 5000 == 17 {
+                writer::write_record(out, &writer::message(time, 100 + cpu, cpu, d, &format!("msg {k}")), big, 7);
+            }
+            if cpu == 1 && k == 20_000 {
+                writer::write_record(out, &writer::process_notify(time, 101, cpu, d, "late-name"), big, 7);
+            }
+        }
+    }
+    let dir_files: Vec<_> = (0..3).map(|n| dir.join(format!("t.blktrace.{n}"))).collect();
+    for (path, bytes) in dir_files.iter().zip(&files) {
+        std::fs::write(path, bytes).unwrap();
+    }
+    dir_files
+}
+
+fn read(paths: &[std::path::PathBuf], threads: usize) -> (EventTable, ParseReport) {
+    let mut t = EventTable::new();
+    let mut r = ParseReport::default();
+    read_with_threads(paths, false, &mut t, &mut r, Some(threads)).unwrap();
+    (t, r)
+}
+
+/// Panics with the first differing row, not two whole columns.
+fn same<T: PartialEq + std::fmt::Debug>(name: &str, a: &[T], b: &[T]) {
+    assert_eq!(a.len(), b.len(), "{name}: lengths");
+    if let Some(i) = (0..a.len()).find(|&i| a[i] != b[i]) {
+        panic!("{name}: row {i} differs: {:?} vs {:?}", a[i], b[i]);
+    }
+}
+
+#[test]
+fn any_thread_count_gives_the_same_table() {
+    let dir = Scratch::new("threads");
+    let paths = write_trace(&dir);
+    let (one, report_one) = read(&paths, 1);
+    assert!(one.len() > 90_000);
+    assert!(one.comm_at(one.len() - 1) == "p2");
+    assert!((0..one.len()).any(|i| one.comm_at(i) == "late-name"));
+    for threads in [2, 3, 7] {
+        let (t, report) = read(&paths, threads);
+        assert_eq!(report, report_one);
+        assert_eq!(t.len(), one.len());
+        same("kind", &t.kind, &one.kind);
+        same("time_ns", &t.time_ns, &one.time_ns);
+        same("dev_major", &t.dev_major, &one.dev_major);
+        same("dev_minor", &t.dev_minor, &one.dev_minor);
+        same("cpu", &t.cpu, &one.cpu);
+        same("sequence", &t.sequence, &one.sequence);
+        same("pid", &t.pid, &one.pid);
+        same("comm", &t.comm, &one.comm);
+        same("action", &t.action, &one.action);
+        same("operation", &t.operation, &one.operation);
+        same("flags", &t.flags, &one.flags);
+        same("sector", &t.sector, &one.sector);
+        same("sectors", &t.sectors, &one.sectors);
+        same("bytes", &t.bytes, &one.bytes);
+        same("error", &t.error, &one.error);
+        same("rwbs", &t.rwbs, &one.rwbs);
+        same("name", &t.name, &one.name);
+        same("extras", &t.extras, &one.extras);
+        same("text_data", &t.text_data, &one.text_data);
+        assert_eq!(t.comms.values, one.comms.values);
+        assert_eq!(t.rwbs_values.values, one.rwbs_values.values);
+        assert_eq!(t.names.values, one.names.values);
+    }
+}
