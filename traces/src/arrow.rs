@@ -122,19 +122,27 @@ fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, Ar
 pub fn to_record_batch(t: EventTable) -> Result<RecordBatch, ArrowError> {
     use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt64Type};
     let n = t.len();
-    let (remap_major, remap_nulls) = scatter(n, &t.extras, |x| x.remap.map(|r| r.0));
-    let (remap_minor, _) = scatter(n, &t.extras, |x| x.remap.map(|r| r.1));
-    let (remap_sector, _) = scatter(n, &t.extras, |x| x.remap.map(|r| r.2));
-    let (aux, _) = scatter(n, &t.extras, |x| (x.aux != 0).then_some(x.aux));
-    let (cgroup_id, _) = scatter(n, &t.extras, |x| (x.cgroup_id != 0).then_some(x.cgroup_id));
-    let (fd, fd_nulls) = scatter(n, &t.extras, |x| x.fd);
-    let (ret, ret_nulls) = scatter(n, &t.extras, |x| x.ret);
+    // The sparse columns on a second thread while this one builds the flag booleans.
+    let (sparse, flag_bools) = std::thread::scope(|s| {
+        let sparse = s.spawn(|| {
+            let remap = scatter(n, &t.extras, |x| x.remap.map(|r| r.0));
+            let remap_minor = scatter(n, &t.extras, |x| x.remap.map(|r| r.1)).0;
+            let remap_sector = scatter(n, &t.extras, |x| x.remap.map(|r| r.2)).0;
+            let aux = scatter(n, &t.extras, |x| (x.aux != 0).then_some(x.aux)).0;
+            let cgroup_id = scatter(n, &t.extras, |x| (x.cgroup_id != 0).then_some(x.cgroup_id)).0;
+            let fd = scatter(n, &t.extras, |x| x.fd);
+            let ret = scatter(n, &t.extras, |x| x.ret);
+            (remap, remap_minor, remap_sector, aux, cgroup_id, fd, ret)
+        });
+        let flag_bools: Vec<ArrayRef> = [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]
+            .iter()
+            .map(|&bit| flag_column(&t.flags, bit))
+            .collect();
+        (sparse.join().expect("sparse column thread panicked"), flag_bools)
+    });
+    let ((remap_major, remap_nulls), remap_minor, remap_sector, aux, cgroup_id, (fd, fd_nulls), (ret, ret_nulls)) = sparse;
     // Text rows are ordered by row, so the text bytes are already in row order.
     let text = text_column(n, &t.extras, t.text_data)?;
-    let flag_bools: Vec<ArrayRef> = [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]
-        .iter()
-        .map(|&bit| flag_column(&t.flags, bit))
-        .collect();
     let mut columns: Vec<ArrayRef> = vec![
         fixed_dict(t.kind, RecordKind::ALL.iter().map(|k| k.name()).collect())?,
         prim::<UInt64Type>(t.time_ns, None),
