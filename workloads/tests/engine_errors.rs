@@ -13,18 +13,23 @@ fn quick() -> RunSettings {
     }
 }
 
+/// Runs the built-in `kv-prefs` scenario in `dir` and returns the error it must fail with.
+fn kv_prefs_error(settings: &RunSettings, dir: &std::path::Path) -> EngineError {
+    run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        settings,
+        dir,
+        None,
+        &mut |_| true,
+    )
+    .unwrap_err()
+}
+
 #[test]
 fn existing_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("kv-prefs.db"), b"precious").unwrap();
-    let err = run(
-        &Scenario::builtin("kv-prefs").unwrap(),
-        &quick(),
-        dir.path(),
-        None,
-        &mut |_| true,
-    )
-    .unwrap_err();
+    let err = kv_prefs_error(&quick(), dir.path());
     assert!(matches!(err, EngineError::Io { .. }));
     assert!(
         err.to_string()
@@ -42,14 +47,7 @@ fn unwritable_directory_is_an_io_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("not-a-dir");
     std::fs::write(&file, b"").unwrap();
-    let err = run(
-        &Scenario::builtin("kv-prefs").unwrap(),
-        &quick(),
-        &file.join("sub"),
-        None,
-        &mut |_| true,
-    )
-    .unwrap_err();
+    let err = kv_prefs_error(&quick(), &file.join("sub"));
     assert!(matches!(err, EngineError::Io { .. }), "{err}");
     assert!(!err.hint().is_empty());
 }
@@ -84,14 +82,7 @@ fn bad_extra_pragma_is_an_invalid_setting() {
         extra_pragmas: vec!["cache_size=1; DROP TABLE x".into()],
         ..quick()
     };
-    let err = run(
-        &Scenario::builtin("kv-prefs").unwrap(),
-        &settings,
-        dir.path(),
-        None,
-        &mut |_| true,
-    )
-    .unwrap_err();
+    let err = kv_prefs_error(&settings, dir.path());
     assert!(matches!(err, EngineError::InvalidSetting { .. }), "{err}");
 }
 
@@ -103,14 +94,7 @@ fn schema_failure_names_the_statement() {
         extra_pragmas: vec!["query_only=1".into()],
         ..quick()
     };
-    let err = run(
-        &Scenario::builtin("kv-prefs").unwrap(),
-        &settings,
-        dir.path(),
-        None,
-        &mut |_| true,
-    )
-    .unwrap_err();
+    let err = kv_prefs_error(&settings, dir.path());
     assert!(matches!(err, EngineError::Sql { .. }), "{err}");
     assert!(
         err.to_string().contains("(statement: CREATE TABLE prefs"),
