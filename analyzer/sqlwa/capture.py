@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from sqlwa.errors import CaptureError, NeedsRoot, TraceLossError
-from sqlwa.lab import SignalGuard, interruption, is_root, pid_is_dead, syncfs
+from sqlwa.lab import SignalGuard, is_root, pid_is_dead, syncfs
 
 TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 MOUNT_HINT = "mount tracefs: mount -t tracefs nodev /sys/kernel/tracing"
@@ -351,26 +351,17 @@ class TraceCapture:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._refuse_out_dir_on_traced_device()
         self.instance_dir = root / "instances" / self.instance_name
-        try:
-            self._guard.install()
-            self._start()
-        except BaseException:
-            self._teardown()
-            raise
+        self._guard.set_up(self._start, self._teardown)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         errors = self._teardown()
         if exc_type is not None:
             return
-        if errors:
-            raise CaptureError(
-                f"ending the capture {self.instance_name} failed: " + "; ".join(str(e) for e in errors),
-                "close the marker file before the capture ends; `sqlwa lab cleanup` removes a stale instance",
-            )
-        pending = self._guard.take_pending()
-        if pending is not None:
-            raise interruption(pending)
+        self._guard.finish(errors, lambda message: CaptureError(
+            f"ending the capture {self.instance_name} failed: {message}",
+            "close the marker file before the capture ends; `sqlwa lab cleanup` removes a stale instance",
+        ))
         lost = self.trace_summary["lost_events"]  # type: ignore[index]
         if lost and not self.allow_loss:
             raise TraceLossError(

@@ -131,6 +131,25 @@ class SignalGuard:
         signum, self._pending = self._pending, None
         return signum
 
+    def set_up(self, setup: Callable[[], None], teardown: Callable[[], object]) -> None:
+        """Installs the handlers and runs ``setup``; if anything fails part-way (a signal
+        included) ``teardown`` removes what was made before the exception propagates."""
+        try:
+            self.install()
+            setup()
+        except BaseException:
+            teardown()
+            raise
+
+    def finish(self, teardown_errors: list[Exception], failure: Callable[[str], BaseException]) -> None:
+        """After a clean teardown: raises ``failure(message)`` if parts of it failed, then
+        the signal that arrived during it, if any."""
+        if teardown_errors:
+            raise failure("; ".join(str(e) for e in teardown_errors))
+        pending = self.take_pending()
+        if pending is not None:
+            raise interruption(pending)
+
     @contextmanager
     def critical(self) -> Iterator[None]:
         self._defer += 1
@@ -464,26 +483,17 @@ class LabFilesystem:
 
     def __enter__(self) -> "LabFilesystem":
         require_filesystem(self.fs)
-        try:
-            self._guard.install()
-            self._setup()
-        except BaseException:
-            self._teardown()
-            raise
+        self._guard.set_up(self._setup, self._teardown)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         errors = self._teardown()
         if exc_type is not None:
             return  # the original exception propagates; teardown did its best
-        if errors:
-            raise LabError(
-                f"cleaning up {self.name} failed: " + "; ".join(str(e) for e in errors),
-                "run `sqlwa lab cleanup` once the run's process has exited",
-            )
-        pending = self._guard.take_pending()
-        if pending is not None:
-            raise interruption(pending)
+        self._guard.finish(errors, lambda message: LabError(
+            f"cleaning up {self.name} failed: {message}",
+            "run `sqlwa lab cleanup` once the run's process has exited",
+        ))
 
     # -- setup
 
