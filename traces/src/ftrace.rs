@@ -7,11 +7,12 @@ use std::path::Path;
 use crate::blkparse_text::{preview, push_block_event};
 use crate::error::ParseError;
 use crate::report::ParseReport;
+use crate::rwbs::parse_rwbs;
 use crate::table::{Action, Event, EventTable, RecordKind};
-use crate::text::{bad_line, for_each_line, parse_dev, parse_hex, parse_time_ns, parse_u32, parse_u64, Cursor};
+use crate::text::{bad_line, for_each_line, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, Cursor};
 
 pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
-    for_each_line(path, |line_no, line| match parse_line(line, table, report) {
+    for_each_line(path, |line_no, line| match parse_line_fast(line, table, report) {
         Ok(()) => Ok(()),
         Err(reason) => {
             let err = bad_line(path, line_no, format!("not an ftrace line ({reason}): {}", preview(line)));
@@ -48,6 +49,21 @@ fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> 
         return Ok(());
     }
     let h = parse_header(line)?;
+    push_line(table, h, false)
+}
+
+/// `parse_line` with the fast path: lines of the common shape are read in one forward
+/// scan (`fast_header`, `fast_block`); anything else, and anything the fast path is not
+/// sure about, goes the general way with the same result.
+fn parse_line_fast(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> Result<(), &'static str> {
+    match fast_header(line) {
+        Some(h) => push_line(table, h, true),
+        None => parse_line(line, table, report),
+    }
+}
+
+/// Everything after the header; `fast` tries `fast_block` on block tracepoints first.
+fn push_line(table: &mut EventTable, h: Header<'_>, fast: bool) -> Result<(), &'static str> {
     let e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
     let rest = h.rest.trim_ascii_start();
     if rest.starts_with(b"sys_") {
@@ -59,10 +75,220 @@ fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> 
     let first = c.word().ok_or("nothing after the timestamp")?;
     if let Some(name) = first.strip_suffix(b":") {
         c.skip_spaces();
+        if fast && fast_block(table, &e, name, c.rest(), h.comm) {
+            return Ok(());
+        }
         push_named_event(table, e, name, c.rest(), h.comm)
     } else {
         push_blk_tracer_line(table, e, h.rest, h.comm)
     }
+}
+
+fn is_blank(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// Digits from `*p` up to a blank or the end (at most 19, so no overflow) → the value,
+/// with `*p` after them; `None` for anything else.
+#[inline]
+fn number_word(s: &[u8], p: &mut usize) -> Option<u64> {
+    let (v, n) = digits(s, p);
+    (n > 0 && n <= 19 && s.get(*p).is_none_or(|&c| is_blank(c))).then_some(v)
+}
+
+/// The run of digits at `*p` → (value, how many), `*p` after them. The value wraps past
+/// 19 digits; callers bound the count.
+#[inline]
+fn digits(s: &[u8], p: &mut usize) -> (u64, usize) {
+    let start = *p;
+    let mut v = 0u64;
+    while let Some(&c) = s.get(*p) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v.wrapping_mul(10).wrapping_add(d as u64);
+        *p += 1;
+    }
+    (v, *p - start)
+}
+
+#[inline]
+fn skip_blanks(s: &[u8], p: &mut usize) {
+    while s.get(*p).is_some_and(|&c| is_blank(c)) {
+        *p += 1;
+    }
+}
+
+/// The header of a line of the usual shape, `  comm-pid [cpu] flags secs.frac: rest`
+/// (flags optional), in one forward scan; `None` for anything else (comments, `CPU`
+/// lines, the tgid column, counter clocks, odd digits), which `parse_header` then reads.
+/// Where it answers, it answers as `parse_header` would.
+#[inline]
+fn fast_header(line: &[u8]) -> Option<Header<'_>> {
+    let start = line.iter().position(|c| !c.is_ascii_whitespace())?;
+    if line[start] == b'#' || line[start..].starts_with(b"CPU") {
+        return None;
+    }
+    // The first `[` must be the CPU column (` [digits]`), as find_cpu_bracket would find.
+    let open = start + memchr::memchr(b'[', &line[start..])?;
+    if open == 0 || line[open - 1] != b' ' {
+        return None;
+    }
+    let mut p = open + 1;
+    let (cpu, n) = digits(line, &mut p);
+    if n == 0 || n > 9 || line.get(p) != Some(&b']') {
+        return None;
+    }
+    let cpu = cpu as u32;
+    // `comm-pid` before it: the pid is the digits after the last dash.
+    let mut end = open;
+    while end > start && line[end - 1].is_ascii_whitespace() {
+        end -= 1;
+    }
+    let mut dash = end;
+    let mut pid = 0u32;
+    let mut scale = 1u32;
+    while dash > start && line[dash - 1].is_ascii_digit() {
+        if end - dash == 9 {
+            return None;
+        }
+        pid += (line[dash - 1] - b'0') as u32 * scale;
+        scale = scale.wrapping_mul(10);
+        dash -= 1;
+    }
+    if dash == end || dash <= start || line[dash - 1] != b'-' {
+        return None;
+    }
+    let comm = &line[start..dash - 1];
+    // Optional irq-flags word, then `secs.frac:`.
+    p += 1;
+    skip_blanks(line, &mut p);
+    let mut w = p;
+    while line.get(w).is_some_and(|&c| !is_blank(c)) {
+        w += 1;
+    }
+    if w == p {
+        return None;
+    }
+    if line[w - 1] != b':' {
+        p = w;
+        skip_blanks(line, &mut p);
+    }
+    let (secs, n) = digits(line, &mut p);
+    if n == 0 || n > 10 || line.get(p) != Some(&b'.') {
+        return None;
+    }
+    p += 1;
+    let (frac, n) = digits(line, &mut p);
+    if n == 0 || n > 9 || line.get(p) != Some(&b':') || line.get(p + 1).is_some_and(|&c| !is_blank(c)) {
+        return None;
+    }
+    const SCALE: [u64; 10] = [1_000_000_000, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1];
+    let time_ns = secs * 1_000_000_000 + frac * SCALE[n];
+    Some(Header { comm, pid, cpu, time_ns, rest: &line[p + 1..] })
+}
+
+/// A block tracepoint whose body has the usual shape, `maj,min RWBS [bytes ()] sector + n
+/// [ioprio] [[comm]]`, pushed as `push_block_tracepoint` would push it. `false` (and
+/// nothing pushed or interned) for any other event or shape.
+#[inline]
+fn fast_block(table: &mut EventTable, e: &Event, name: &[u8], body: &[u8], comm: &[u8]) -> bool {
+    let Some(action) = Action::from_tracepoint(name) else { return false };
+    if matches!(action, Action::Plug | Action::Unplug | Action::OtherBlock) {
+        return false;
+    }
+    let b = body;
+    let mut p = 0;
+    let (maj, n) = digits(b, &mut p);
+    if n == 0 || n > 9 || b.get(p) != Some(&b',') {
+        return false;
+    }
+    p += 1;
+    let (min, n) = digits(b, &mut p);
+    if n == 0 || n > 9 || !b.get(p).is_some_and(|&c| is_blank(c)) {
+        return false;
+    }
+    skip_blanks(b, &mut p);
+    let rwbs_start = p;
+    while b.get(p).is_some_and(|&c| !is_blank(c)) {
+        p += 1;
+    }
+    let rwbs = &b[rwbs_start..p];
+    let Some((operation, flags)) = parse_rwbs(rwbs) else { return false };
+    // `[bytes ]()`, then `sector + n`.
+    skip_blanks(b, &mut p);
+    let mut bytes = None;
+    let mut first = None;
+    if b.get(p).is_some_and(u8::is_ascii_digit) {
+        let Some(v) = number_word(b, &mut p) else { return false };
+        skip_blanks(b, &mut p);
+        first = Some(v);
+    }
+    if b.get(p) == Some(&b'(') {
+        if let Some(v) = first.take() {
+            bytes = Some(v);
+        }
+        let Some(close) = memchr::memchr(b')', &b[p..]) else { return false };
+        p += close + 1;
+        skip_blanks(b, &mut p);
+        if !b.get(p).is_some_and(u8::is_ascii_digit) {
+            return false;
+        }
+        let Some(v) = number_word(b, &mut p) else { return false };
+        skip_blanks(b, &mut p);
+        first = Some(v);
+    }
+    let Some(sector) = first else { return false };
+    if b.get(p) != Some(&b'+') {
+        return false;
+    }
+    p += 1;
+    skip_blanks(b, &mut p);
+    let Some(sectors) = number_word(b, &mut p).and_then(|v| u32::try_from(v).ok()) else { return false };
+    skip_blanks(b, &mut p);
+    // An ioprio word (`be,0,4`), then a `[...]` group ending the line.
+    if b.get(p).is_some_and(|&c| !matches!(c, b'[' | b'(' | b'<')) {
+        let w = p;
+        while b.get(p).is_some_and(|&c| !is_blank(c)) {
+            p += 1;
+        }
+        if !b[w..p].contains(&b',') {
+            return false;
+        }
+        skip_blanks(b, &mut p);
+    }
+    let mut bracket = None;
+    if p < b.len() {
+        if b[p] != b'[' || b[b.len() - 1] != b']' || b.len() - 1 <= p {
+            return false;
+        }
+        bracket = Some(&b[p + 1..b.len() - 1]);
+    }
+    let mut e = e.clone();
+    let mut comm = comm;
+    if let Some(g) = bracket {
+        if matches!(action, Action::Complete | Action::Requeue) {
+            let Some(err) = parse_i64(g).and_then(|v| i32::try_from(v).ok()) else { return false };
+            e.error = err;
+        } else {
+            comm = g;
+        }
+    }
+    e.kind = RecordKind::Block;
+    e.action = action;
+    e.operation = operation;
+    e.flags = flags;
+    e.dev_major = maj as u32;
+    e.dev_minor = min as u32;
+    e.sector = sector;
+    e.sectors = sectors;
+    e.bytes = bytes.unwrap_or(sectors as u64 * 512);
+    let name_code = table.names.intern(name);
+    let comm_code = table.comms.intern(comm);
+    let rwbs_code = table.rwbs_values.intern(rwbs);
+    table.push(&e, comm_code, rwbs_code, name_code, b"");
+    true
 }
 
 /// The `trace` file's header `# entries-in-buffer/entries-written: 1578/1600` says 22
@@ -363,6 +589,200 @@ mod tests {
         );
         assert_eq!((t.action_at(0), t.dev_major[0], t.sector[0]), (Action::Issue, 8, 1234));
         assert_eq!((t.kind_at(1), t.text_at(1)), (RecordKind::Message, "cfq40 slice"));
+    }
+
+    /// Every column of every row, with dictionary codes resolved, plus the sparse extras.
+    fn rows(t: &EventTable) -> Vec<String> {
+        (0..t.len())
+            .map(|i| {
+                format!(
+                    "{:?} {} {}:{} cpu{} seq{} pid{} {:?} {:?} {:?} {:?} f{} {}+{} {}B e{} {:?} {:?} {:?}",
+                    t.kind_at(i),
+                    t.time_ns[i],
+                    t.dev_major[i],
+                    t.dev_minor[i],
+                    t.cpu[i],
+                    t.sequence[i],
+                    t.pid[i],
+                    t.comm_at(i),
+                    t.action_at(i),
+                    t.operation_at(i),
+                    t.rwbs_at(i),
+                    t.flags[i],
+                    t.sector[i],
+                    t.sectors[i],
+                    t.bytes[i],
+                    t.error[i],
+                    t.name_at(i),
+                    t.extra_at(i).map(|x| (x.remap, x.aux, x.cgroup_id, x.fd, x.ret)),
+                    t.text_at(i),
+                )
+            })
+            .collect()
+    }
+
+    /// Each line through the fast and the general path: same verdict, same rows, same
+    /// dictionaries, same report.
+    fn assert_paths_agree(lines: &[&[u8]]) {
+        let (mut fast, mut general) = (EventTable::new(), EventTable::new());
+        let (mut rf, mut rg) = (ParseReport::default(), ParseReport::default());
+        for &line in lines {
+            let a = parse_line_fast(line, &mut fast, &mut rf);
+            let b = parse_line(line, &mut general, &mut rg);
+            assert_eq!(a, b, "{}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(rows(&fast), rows(&general));
+        assert_eq!(fast.comms.values, general.comms.values);
+        assert_eq!(fast.rwbs_values.values, general.rwbs_values.values);
+        assert_eq!(fast.names.values, general.names.values);
+        assert_eq!((rf.lost_events, rf.skipped_lines), (rg.lost_events, rg.skipped_lines));
+    }
+
+    const ODD_LINES: &[&str] = &[
+        "         sqlite3-4242    [003] .....  7000.000002: block_rq_issue: 259,0 FWS 4096 () 96672995 + 8 be,0,4 [sqlite3]",
+        "          <idle>-0       [002] d.h1.  7000.000083: block_rq_complete: 259,0 W () 15155303 + 64 be,0,4 [0]",
+        "         sqlite3-4242    [001] .....  7000.000090: sys_fdatasync(fd: 3)",
+        "         sqlite3-4242    [001] ...1.  7000.000091: tracing_mark_write: sqlwa txn_end i=9 t=7000000091",
+        "  kworker/u8:2-btrfs-endio-meta-123 [001] ..... 12.5: block_rq_complete: 8,16 WFS () 18446744073709551615 + 8 none,0,0 [-5]",
+        "  kworker/u8:2-btrfs-endio-meta-123 [001] ..... 12.000001: block_rq_issue: 8,16 FF 0 () 0 + 0 none,0,0 [kworker/u8:2]",
+        "   my task name-77 [000] .... 1.000000001: block_rq_issue: 7,0 W 4096 () 1234 + 8 [my task]",
+        "   my [weird] task-77 [000] .... 1.000000001: block_rq_issue: 7,0 W 4096 () 1234 + 8 [x]",
+        "   x-7 [1] 1.1: block_rq_issue: 7,0 W 4096 () 1234 + 8 [x]",
+        "   x-7 [12345] ..... 99999.999999: block_rq_issue: 7,0 W 4096 () 1234 + 8 [x]",
+        "   x-1234567 [00012345] ..... 99999.999999: block_rq_issue: 7,0 W 4096 () 1234 + 8 [x]",
+        "   x-4294967295 [000000000012] 1.000001: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-4294967296 [000] 1.000001: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [4294967296] 1.000001: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] 18446744073.709551615: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] 18446744074.000000000: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] 123456789012: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] 1.0000000001: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] .... .5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] ....: 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5:: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] \t....\t1.5:\tblock_rq_issue:\t7,0\tW\t()\t1234\t+\t8\t[x]",
+        "\tx-12 [000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 [x] ",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 [x] 3",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 be,0,4",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 be,0,4 rt,1,1 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 2,0,4 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 (35 00 00) 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 ()1234 +8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096() 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 4294967296 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 [x]]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 []",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 [",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 ]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 1234 + 8 [a] [b]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W 4096 () 123456789012345678901 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W () 9999999999999999999 + 4294967295 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 W () 99999999999999999999 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_complete: 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_complete: 7,0 W () 1234 + 8 [-2147483649]",
+        "   x-12 [000] .... 1.5: block_rq_requeue: 7,0 W () 1234 + 8 [-11]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 QQ 4096 () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0 DE 4096 () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0,1 W 4096 () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 7,0",
+        "   x-12 [000] .... 1.5: block_rq_issue: 4294967296,0 W () 1 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue: 1234567890,0 W () 1 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue:",
+        "   x-12 [000] .... 1.5: block_bio_queue: 7,0 W 88 + 8 [dd]",
+        "   x-12 [000] .... 1.5: block_bio_complete: 7,0 W 88 + 8 [0]",
+        "   x-12 [000] .... 1.5: block_split: 7,0 W 88 / 96 [dd]",
+        "   x-12 [000] .... 1.5: block_bio_remap: 7,0 W 88 + 8 <- (253,1) 80",
+        "   x-12 [000] .... 1.5: block_rq_remap: 7,0 W 88 + 8 <- (253,1) 80 3",
+        "   x-12 [000] .... 1.5: block_plug: [dd]",
+        "   x-12 [000] .... 1.5: block_unplug: [dd] 1",
+        "   x-12 [000] .... 1.5: block_dirty_buffer: 7,0 sector=12 size=4096",
+        "   x-12 [000] .... 1.5: block_getrq: 7,0 RA 12934856 + 32 [bash]",
+        "   x-12 [000] .... 1.5: sched_switch: prev_comm=a",
+        "   x-12 [000] .... 1.5: sys_enter_pwrite64: fd: 0x00000004, buf: 0x7f00, count: 0x00001000",
+        "   x-12 [000] .... 1.5: sys_exit_unlink: 0xfffffffffffffffe",
+        "   x-12 [000] .... 1.5: sys_unlink -> 0xfffffffffffffffe",
+        "   x-12 (     12) [000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "   x-12 (-------) [000] 1.5: sys_unlink -> 0x0",
+        "  kworker/0:1-40    [000] ....   123.456000:   8,0    D   W 1234 + 8 [kworker/0:1]",
+        "  kworker/0:1-40    [000] ....   123.456001:   8,0    m   N cfq40 slice",
+        "CPU:1 [LOST 42 EVENTS]",
+        "CPU 0/KVM-1234 [001] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "# entries-in-buffer/entries-written: 1578/1600   #P:2",
+        "#   x-12 [000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "",
+        "   ",
+        "-12 [000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "x- [000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "x-1a [000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "x-12[000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "[000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "x-12 [] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "x-12 [000] ....",
+        "x-12 [000] .... 1.5:",
+        "x-12 [000] .... 1.5:block_rq_issue: 7,0 W () 1234 + 8 [x]",
+        "hello world",
+    ];
+
+    #[test]
+    fn fast_and_general_paths_agree_on_odd_lines() {
+        let lines: Vec<&[u8]> = ODD_LINES.iter().map(|l| l.as_bytes()).collect();
+        assert_paths_agree(&lines);
+        // The fast path does take the usual lines (and some odd ones).
+        let mut t = EventTable::new();
+        let e = Event::default();
+        let fast: Vec<&str> = ODD_LINES
+            .iter()
+            .filter(|l| {
+                fast_header(l.as_bytes()).is_some_and(|h| {
+                    let mut c = Cursor::new(h.rest);
+                    let name = c.word().and_then(|w| w.strip_suffix(b":")).unwrap_or_default();
+                    c.skip_spaces();
+                    fast_block(&mut t, &e, name, c.rest(), h.comm)
+                })
+            })
+            .copied()
+            .collect();
+        assert!(fast.len() >= 20, "{fast:#?}");
+        assert!(fast.contains(&ODD_LINES[0]) && fast.contains(&ODD_LINES[1]) && fast.contains(&ODD_LINES[5]));
+        // And each line on its own, so one line's dictionary entries cannot hide another's.
+        for line in &lines {
+            assert_paths_agree(&[line]);
+        }
+    }
+
+    #[test]
+    fn fast_and_general_paths_agree_on_the_samples() {
+        for name in ["trace.txt", "trace-tgid-noirq.txt"] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ftrace-loop-ext4").join(name);
+            let text = std::fs::read(path).unwrap();
+            let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+            assert_paths_agree(&lines);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, .. Default::default() })]
+
+        /// Real and odd lines with a few bytes replaced or inserted anywhere.
+        #[test]
+        fn fast_and_general_paths_agree_on_mangled_lines(
+            picks in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<proptest::sample::Index>(), proptest::collection::vec(proptest::sample::select(b" \t0123456789-+,.:()[]<>#/aFWSx\xff".to_vec()), 0..4), proptest::prelude::any::<bool>()), 1..8)
+        ) {
+            let mut owned = Vec::new();
+            for (line, at, junk, insert) in picks {
+                let mut l = ODD_LINES[line.index(ODD_LINES.len())].as_bytes().to_vec();
+                let cut = at.index(l.len() + 1);
+                let end = if insert { cut } else { (cut + junk.len()).min(l.len()) };
+                l.splice(cut..end, junk);
+                owned.push(l);
+            }
+            let lines: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+            assert_paths_agree(&lines);
+        }
     }
 
     #[test]
