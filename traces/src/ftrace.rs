@@ -8,11 +8,14 @@ use crate::blkparse_text::{preview, push_block_event};
 use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
-use crate::table::{Action, Event, EventTable, RecordKind};
+use crate::table::{Action, Event, EventTable, Operation, RecordKind};
 use crate::text::{bad_line, for_each_line, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, Cursor};
 
 pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
-    for_each_line(path, |line_no, line| match parse_line_fast(line, table, report) {
+    let mut fast = FastCaches::default();
+    // Text rows have no sequence numbers and few errors: leave those columns untouched.
+    table.defer_zero_columns();
+    let result = for_each_line(path, |line_no, line| match parse_line_fast(line, table, report, &mut fast) {
         Ok(()) => Ok(()),
         Err(reason) => {
             let err = bad_line(path, line_no, format!("not an ftrace line ({reason}): {}", preview(line)));
@@ -23,7 +26,9 @@ pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut Par
                 Err(err)
             }
         }
-    })
+    });
+    table.undefer_zero_columns();
+    result
 }
 
 /// The fields every ftrace line starts with.
@@ -49,21 +54,63 @@ fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> 
         return Ok(());
     }
     let h = parse_header(line)?;
-    push_line(table, h, false)
+    push_line(table, h)
 }
 
 /// `parse_line` with the fast path: lines of the common shape are read in one forward
 /// scan (`fast_header`, `fast_block`); anything else, and anything the fast path is not
 /// sure about, goes the general way with the same result.
-fn parse_line_fast(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> Result<(), &'static str> {
+fn parse_line_fast(line: &[u8], table: &mut EventTable, report: &mut ParseReport, fast: &mut FastCaches) -> Result<(), &'static str> {
     match fast_header(line) {
-        Some(h) => push_line(table, h, true),
+        Some(h) => push_line_fast(table, h, fast),
         None => parse_line(line, table, report),
     }
 }
 
-/// Everything after the header; `fast` tries `fast_block` on block tracepoints first.
-fn push_line(table: &mut EventTable, h: Header<'_>, fast: bool) -> Result<(), &'static str> {
+/// `push_line` for the usual events: block tracepoints of the usual shape (`fast_block`)
+/// and sqlwa markers; everything else goes to `push_line`.
+#[inline]
+fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) -> Result<(), &'static str> {
+    let rest = h.rest;
+    let mut p = 0;
+    skip_blanks(rest, &mut p);
+    // Other whitespace (trimmed before the `sys_` test) and syscalls: the general way.
+    if rest.get(p).is_none_or(|c| c.is_ascii_whitespace()) || rest[p..].starts_with(b"sys_") {
+        return push_line(table, h);
+    }
+    let end = word_end(rest, p);
+    let Some(name) = rest[p..end].strip_suffix(b":") else { return push_line(table, h) };
+    let Some(key) = Key::of(name) else { return push_line(table, h) };
+    let (kind, name_code) = match fast.names.get(key) {
+        Some(v) => v,
+        None => {
+            let kind = match Action::from_tracepoint(name) {
+                Some(action) => NameKind::Block(action),
+                None if name == b"tracing_mark_write" => NameKind::Marker,
+                None => NameKind::Other,
+            };
+            fast.names.put(key, (kind, NO_CODE));
+            (kind, NO_CODE)
+        }
+    };
+    let mut q = end;
+    skip_blanks(rest, &mut q);
+    let body = &rest[q..];
+    match kind {
+        NameKind::Block(action) if fast_block(table, fast, &h, action, (key, name_code), name, body) => Ok(()),
+        NameKind::Marker => {
+            let e = Event { kind: RecordKind::Marker, time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
+            let name_code = table.names.intern(marker_event(body));
+            let comm_code = fast.comm_code(table, h.comm);
+            table.push(&e, comm_code, 0, name_code, body);
+            Ok(())
+        }
+        _ => push_line(table, h),
+    }
+}
+
+/// Everything after the header.
+fn push_line(table: &mut EventTable, h: Header<'_>) -> Result<(), &'static str> {
     let e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
     let rest = h.rest.trim_ascii_start();
     if rest.starts_with(b"sys_") {
@@ -75,13 +122,130 @@ fn push_line(table: &mut EventTable, h: Header<'_>, fast: bool) -> Result<(), &'
     let first = c.word().ok_or("nothing after the timestamp")?;
     if let Some(name) = first.strip_suffix(b":") {
         c.skip_spaces();
-        if fast && fast_block(table, &e, name, c.rest(), h.comm) {
-            return Ok(());
-        }
         push_named_event(table, e, name, c.rest(), h.comm)
     } else {
         push_blk_tracer_line(table, e, h.rest, h.comm)
     }
+}
+
+/// A byte string of up to 24 bytes as three words and its length: equal keys, equal
+/// strings. Lets the fast path's caches compare names without a memcmp call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Key([u64; 3], usize);
+
+impl Key {
+    const NONE: Key = Key([0; 3], usize::MAX);
+
+    #[inline(always)]
+    fn of(s: &[u8]) -> Option<Key> {
+        let n = s.len();
+        let w = |i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("eight bytes"));
+        Some(match n {
+            0..=7 => {
+                let mut v = 0u64;
+                for (i, &b) in s.iter().enumerate() {
+                    v |= (b as u64) << (8 * i);
+                }
+                Key([v, 0, 0], n)
+            }
+            8..=16 => Key([w(0), w(n - 8), 0], n),
+            17..=24 => Key([w(0), w(8), w(n - 8)], n),
+            _ => return None,
+        })
+    }
+
+    #[inline(always)]
+    fn slot(&self) -> usize {
+        let h = (self.0[0] ^ self.0[1].rotate_left(21) ^ self.0[2].rotate_left(42) ^ self.1 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> 59) as usize
+    }
+}
+
+/// A direct-mapped cache from short byte strings to what the fast path knows about them.
+struct Cache<V: Copy> {
+    slots: [(Key, V); 32],
+}
+
+impl<V: Copy> Cache<V> {
+    fn new(empty: V) -> Self {
+        Cache { slots: [(Key::NONE, empty); 32] }
+    }
+    #[inline(always)]
+    fn get(&self, k: Key) -> Option<V> {
+        let (key, v) = self.slots[k.slot()];
+        (key == k).then_some(v)
+    }
+    #[inline(always)]
+    fn put(&mut self, k: Key, v: V) {
+        self.slots[k.slot()] = (k, v);
+    }
+}
+
+/// Not yet interned (the dictionaries take a string only once a row uses it, as the
+/// general path does).
+const NO_CODE: u32 = u32::MAX;
+
+/// What the fast path remembers across lines of one file: each event name's block action
+/// and name code, each RWBS string's decoding and code, each process name's code.
+struct FastCaches {
+    names: Cache<(NameKind, u32)>,
+    rwbs: Cache<(Operation, u16, u32)>,
+    comms: Cache<u32>,
+}
+
+/// What an event name stands for, as far as the fast path cares.
+#[derive(Clone, Copy)]
+enum NameKind {
+    Block(Action),
+    Marker,
+    Other,
+}
+
+impl Default for FastCaches {
+    fn default() -> Self {
+        FastCaches {
+            names: Cache::new((NameKind::Other, NO_CODE)),
+            rwbs: Cache::new((Operation::None, 0, NO_CODE)),
+            comms: Cache::new(NO_CODE),
+        }
+    }
+}
+
+impl FastCaches {
+    /// The process name's code, interned if new.
+    #[inline(always)]
+    fn comm_code(&mut self, table: &mut EventTable, comm: &[u8]) -> u32 {
+        let Some(k) = Key::of(comm) else { return table.comms.intern(comm) };
+        match self.comms.get(k) {
+            Some(code) => code,
+            None => {
+                let code = table.comms.intern(comm);
+                self.comms.put(k, code);
+                code
+            }
+        }
+    }
+}
+
+/// The first blank (space or tab) at or after `p`, or the end; eight bytes at a time.
+#[inline(always)]
+fn word_end(s: &[u8], mut p: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    while let Some(chunk) = s.get(p..p + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // Exact up to the first match, which is all that counts.
+        let m = zero_bytes(w ^ (ONES * b' ' as u64)) | zero_bytes(w ^ (ONES * b'\t' as u64));
+        if m != 0 {
+            return p + (m.trailing_zeros() / 8) as usize;
+        }
+        p += 8;
+    }
+    while s.get(p).is_some_and(|&c| !is_blank(c)) {
+        p += 1;
+    }
+    p
 }
 
 fn is_blank(b: u8) -> bool {
@@ -90,18 +254,30 @@ fn is_blank(b: u8) -> bool {
 
 /// Digits from `*p` up to a blank or the end (at most 19, so no overflow) → the value,
 /// with `*p` after them; `None` for anything else.
-#[inline]
+#[inline(always)]
 fn number_word(s: &[u8], p: &mut usize) -> Option<u64> {
     let (v, n) = digits(s, p);
     (n > 0 && n <= 19 && s.get(*p).is_none_or(|&c| is_blank(c))).then_some(v)
 }
 
 /// The run of digits at `*p` → (value, how many), `*p` after them. The value wraps past
-/// 19 digits; callers bound the count.
-#[inline]
+/// 19 digits; callers bound the count. Eight bytes at a time where the line has them.
+#[inline(always)]
 fn digits(s: &[u8], p: &mut usize) -> (u64, usize) {
+    const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
     let start = *p;
     let mut v = 0u64;
+    while let Some(chunk) = s.get(*p..*p + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let n = leading_digits(w);
+        if n > 0 {
+            v = v.wrapping_mul(POW10[n]).wrapping_add(eight_digits(w << (8 * (8 - n))));
+            *p += n;
+        }
+        if n < 8 {
+            return (v, *p - start);
+        }
+    }
     while let Some(&c) = s.get(*p) {
         let d = c.wrapping_sub(b'0');
         if d > 9 {
@@ -111,6 +287,25 @@ fn digits(s: &[u8], p: &mut usize) -> (u64, usize) {
         *p += 1;
     }
     (v, *p - start)
+}
+
+/// How many of the eight bytes of `w` (first byte lowest) lead with ASCII digits.
+#[inline(always)]
+fn leading_digits(w: u64) -> usize {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    // A byte is a digit iff its high nibble is 3 and adding 6 keeps it 3. Carries out of
+    // a non-digit byte reach only later bytes, past the first non-digit.
+    let bad = ((w & HIGH) ^ THREES) | ((w.wrapping_add(0x0606_0606_0606_0606) & HIGH) ^ THREES);
+    (bad.trailing_zeros() / 8) as usize
+}
+
+/// The value of eight ASCII digits (first byte lowest; zero bytes count as leading zeros).
+#[inline(always)]
+fn eight_digits(w: u64) -> u64 {
+    let w = (w & 0x0F0F_0F0F_0F0F_0F0F).wrapping_mul(2561) >> 8;
+    let w = (w & 0x00FF_00FF_00FF_00FF).wrapping_mul(6_553_601) >> 16;
+    (w & 0x0000_FFFF_0000_FFFF).wrapping_mul(42_949_672_960_001) >> 32
 }
 
 #[inline]
@@ -126,7 +321,11 @@ fn skip_blanks(s: &[u8], p: &mut usize) {
 /// Where it answers, it answers as `parse_header` would.
 #[inline]
 fn fast_header(line: &[u8]) -> Option<Header<'_>> {
-    let start = line.iter().position(|c| !c.is_ascii_whitespace())?;
+    let mut start = 0;
+    while line.get(start..start + 8).is_some_and(|w| w == b"        ") {
+        start += 8;
+    }
+    start += line[start..].iter().position(|c| !c.is_ascii_whitespace())?;
     if line[start] == b'#' || line[start..].starts_with(b"CPU") {
         return None;
     }
@@ -164,10 +363,7 @@ fn fast_header(line: &[u8]) -> Option<Header<'_>> {
     // Optional irq-flags word, then `secs.frac:`.
     p += 1;
     skip_blanks(line, &mut p);
-    let mut w = p;
-    while line.get(w).is_some_and(|&c| !is_blank(c)) {
-        w += 1;
-    }
+    let w = word_end(line, p);
     if w == p {
         return None;
     }
@@ -193,8 +389,15 @@ fn fast_header(line: &[u8]) -> Option<Header<'_>> {
 /// [ioprio] [[comm]]`, pushed as `push_block_tracepoint` would push it. `false` (and
 /// nothing pushed or interned) for any other event or shape.
 #[inline]
-fn fast_block(table: &mut EventTable, e: &Event, name: &[u8], body: &[u8], comm: &[u8]) -> bool {
-    let Some(action) = Action::from_tracepoint(name) else { return false };
+fn fast_block(
+    table: &mut EventTable,
+    fast: &mut FastCaches,
+    h: &Header<'_>,
+    action: Action,
+    (name_key, name_code): (Key, u32),
+    name: &[u8],
+    body: &[u8],
+) -> bool {
     if matches!(action, Action::Plug | Action::Unplug | Action::OtherBlock) {
         return false;
     }
@@ -211,11 +414,18 @@ fn fast_block(table: &mut EventTable, e: &Event, name: &[u8], body: &[u8], comm:
     }
     skip_blanks(b, &mut p);
     let rwbs_start = p;
-    while b.get(p).is_some_and(|&c| !is_blank(c)) {
-        p += 1;
-    }
+    p = word_end(b, p);
     let rwbs = &b[rwbs_start..p];
-    let Some((operation, flags)) = parse_rwbs(rwbs) else { return false };
+    let Some(rwbs_key) = Key::of(rwbs) else { return false };
+    let (operation, flags, rwbs_code) = match fast.rwbs.get(rwbs_key) {
+        Some(v) => v,
+        None => {
+            let Some((operation, flags)) = parse_rwbs(rwbs) else { return false };
+            let v = (operation, flags, NO_CODE);
+            fast.rwbs.put(rwbs_key, v);
+            v
+        }
+    };
     // `[bytes ]()`, then `sector + n`.
     skip_blanks(b, &mut p);
     let mut bytes = None;
@@ -250,9 +460,7 @@ fn fast_block(table: &mut EventTable, e: &Event, name: &[u8], body: &[u8], comm:
     // An ioprio word (`be,0,4`), then a `[...]` group ending the line.
     if b.get(p).is_some_and(|&c| !matches!(c, b'[' | b'(' | b'<')) {
         let w = p;
-        while b.get(p).is_some_and(|&c| !is_blank(c)) {
-            p += 1;
-        }
+        p = word_end(b, p);
         if !b[w..p].contains(&b',') {
             return false;
         }
@@ -265,28 +473,53 @@ fn fast_block(table: &mut EventTable, e: &Event, name: &[u8], body: &[u8], comm:
         }
         bracket = Some(&b[p + 1..b.len() - 1]);
     }
-    let mut e = e.clone();
-    let mut comm = comm;
+    let mut error = 0;
+    let mut comm = h.comm;
     if let Some(g) = bracket {
         if matches!(action, Action::Complete | Action::Requeue) {
             let Some(err) = parse_i64(g).and_then(|v| i32::try_from(v).ok()) else { return false };
-            e.error = err;
+            error = err;
         } else {
             comm = g;
         }
     }
-    e.kind = RecordKind::Block;
-    e.action = action;
-    e.operation = operation;
-    e.flags = flags;
-    e.dev_major = maj as u32;
-    e.dev_minor = min as u32;
-    e.sector = sector;
-    e.sectors = sectors;
-    e.bytes = bytes.unwrap_or(sectors as u64 * 512);
-    let name_code = table.names.intern(name);
-    let comm_code = table.comms.intern(comm);
-    let rwbs_code = table.rwbs_values.intern(rwbs);
+    let e = Event {
+        kind: RecordKind::Block,
+        time_ns: h.time_ns,
+        dev_major: maj as u32,
+        dev_minor: min as u32,
+        cpu: h.cpu,
+        sequence: 0,
+        pid: h.pid,
+        action,
+        operation,
+        flags,
+        sector,
+        sectors,
+        bytes: bytes.unwrap_or(sectors as u64 * 512),
+        error,
+        remap: None,
+        aux: 0,
+        cgroup_id: 0,
+        fd: None,
+        ret: None,
+    };
+    // Interned in the general path's order: name, process name, RWBS.
+    let name_code = if name_code == NO_CODE {
+        let code = table.names.intern(name);
+        fast.names.put(name_key, (NameKind::Block(action), code));
+        code
+    } else {
+        name_code
+    };
+    let comm_code = fast.comm_code(table, comm);
+    let rwbs_code = if rwbs_code == NO_CODE {
+        let code = table.rwbs_values.intern(rwbs);
+        fast.rwbs.put(rwbs_key, (operation, flags, code));
+        code
+    } else {
+        rwbs_code
+    };
     table.push(&e, comm_code, rwbs_code, name_code, b"");
     true
 }
@@ -626,8 +859,9 @@ mod tests {
     fn assert_paths_agree(lines: &[&[u8]]) {
         let (mut fast, mut general) = (EventTable::new(), EventTable::new());
         let (mut rf, mut rg) = (ParseReport::default(), ParseReport::default());
+        let mut caches = FastCaches::default();
         for &line in lines {
-            let a = parse_line_fast(line, &mut fast, &mut rf);
+            let a = parse_line_fast(line, &mut fast, &mut rf, &mut caches);
             let b = parse_line(line, &mut general, &mut rg);
             assert_eq!(a, b, "{}", String::from_utf8_lossy(line));
         }
@@ -733,7 +967,7 @@ mod tests {
         assert_paths_agree(&lines);
         // The fast path does take the usual lines (and some odd ones).
         let mut t = EventTable::new();
-        let e = Event::default();
+        let mut caches = FastCaches::default();
         let fast: Vec<&str> = ODD_LINES
             .iter()
             .filter(|l| {
@@ -741,7 +975,8 @@ mod tests {
                     let mut c = Cursor::new(h.rest);
                     let name = c.word().and_then(|w| w.strip_suffix(b":")).unwrap_or_default();
                     c.skip_spaces();
-                    fast_block(&mut t, &e, name, c.rest(), h.comm)
+                    let (Some(action), Some(key)) = (Action::from_tracepoint(name), Key::of(name)) else { return false };
+                    fast_block(&mut t, &mut caches, &h, action, (key, NO_CODE), name, c.rest())
                 })
             })
             .copied()
@@ -764,6 +999,34 @@ mod tests {
         }
     }
 
+    /// `read` (fast path, deferred zero columns) against the general path line by line,
+    /// reading the sample twice into one table so the second read starts mid-table.
+    #[test]
+    fn read_matches_the_general_path_line_by_line() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ftrace-loop-ext4/trace.txt");
+        let mut mixed = ODD_LINES.iter().filter(|l| parse_line(l.as_bytes(), &mut EventTable::new(), &mut ParseReport::default()).is_ok()).copied().collect::<Vec<_>>().join("\n");
+        mixed.push('\n');
+        mixed.push_str(&std::fs::read_to_string(&path).unwrap());
+        let dir = std::env::temp_dir().join(format!("ftrace-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("mixed.txt");
+        std::fs::write(&file, &mixed).unwrap();
+        let (mut t, mut r) = (EventTable::new(), ParseReport::default());
+        read(&file, false, &mut t, &mut r).unwrap();
+        read(&file, false, &mut t, &mut r).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let (mut g, mut rg) = (EventTable::new(), ParseReport::default());
+        for _ in 0..2 {
+            for line in mixed.lines() {
+                parse_line(line.as_bytes(), &mut g, &mut rg).unwrap();
+            }
+        }
+        assert!(t.error.iter().any(|&e| e != 0));
+        assert_eq!((t.sequence.len(), t.error.len()), (t.len(), t.len()));
+        assert_eq!(rows(&t), rows(&g));
+        assert_eq!((r.lost_events, r.skipped_lines), (rg.lost_events, rg.skipped_lines));
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, .. Default::default() })]
 
@@ -782,6 +1045,34 @@ mod tests {
             }
             let lines: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
             assert_paths_agree(&lines);
+        }
+    }
+
+    #[test]
+    fn digit_runs_read_eight_at_a_time_as_one_at_a_time() {
+        let mut cases: Vec<Vec<u8>> = vec![b"".to_vec(), b"0".to_vec(), b"12345678".to_vec(), b"123456789 x".to_vec()];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 24) as usize;
+            let line: Vec<u8> = (0..len)
+                .map(|k| {
+                    let r = (x >> (k % 8 * 8)) as u8 ^ k as u8;
+                    if r % 5 == 0 { b"/:. \xff\x00\x2f\x3a"[(r / 5 % 8) as usize] } else { b'0' + r % 10 }
+                })
+                .collect();
+            cases.push(line);
+        }
+        for line in cases {
+            for start in 0..=line.len() {
+                let mut p = start;
+                let (v, n) = digits(&line, &mut p);
+                let run = line[start..].iter().take_while(|c| c.is_ascii_digit()).count();
+                let want = line[start..start + run].iter().fold(0u64, |v, &c| v.wrapping_mul(10).wrapping_add((c - b'0') as u64));
+                assert_eq!((v, n, p), (want, run, start + run), "{:?} at {start}", String::from_utf8_lossy(&line));
+            }
         }
     }
 

@@ -388,6 +388,15 @@ pub struct EventTable {
     pub comms: Dictionary,
     pub rwbs_values: Dictionary,
     pub names: Dictionary,
+    /// While set (`defer_zero_columns`), `push` leaves `sequence` and `error` alone.
+    deferred: Option<Deferred>,
+}
+
+/// The rows `push` gave a nonzero `sequence` or `error` while those columns were deferred.
+#[derive(Default, Debug, Clone)]
+struct Deferred {
+    sequences: Vec<(usize, u64)>,
+    errors: Vec<(usize, i32)>,
 }
 
 impl EventTable {
@@ -487,15 +496,54 @@ impl EventTable {
         self.name.reserve(n);
     }
 
+    /// Until `undefer_zero_columns`, `push` writes no `sequence` and `error` entries but
+    /// notes the nonzero ones; the columns are then built zeroed (pages straight from the
+    /// OS, which no zero row touches). For readers whose rows leave them mostly zero.
+    pub fn defer_zero_columns(&mut self) {
+        if self.deferred.is_none() {
+            self.deferred = Some(Deferred::default());
+        }
+    }
+
+    /// Fills in `sequence` and `error` after `defer_zero_columns`.
+    pub fn undefer_zero_columns(&mut self) {
+        let Some(d) = self.deferred.take() else { return };
+        fn build<T: Copy + Default>(old: &[T], n: usize, set: &[(usize, T)]) -> Vec<T> {
+            let mut v = vec![T::default(); n];
+            v[..old.len()].copy_from_slice(old);
+            for &(row, x) in set {
+                v[row] = x;
+            }
+            v
+        }
+        let n = self.len();
+        self.sequence = build(&self.sequence, n, &d.sequences);
+        self.error = build(&self.error, n, &d.errors);
+    }
+
     /// Appends one row; `comm`, `rwbs` and `name` are dictionary codes, `text` raw bytes.
     #[inline]
     pub fn push(&mut self, e: &Event, comm: u32, rwbs: u32, name: u32, text: &[u8]) {
+        let row = self.time_ns.len();
+        match &mut self.deferred {
+            None => {
+                self.sequence.push(e.sequence);
+                self.error.push(e.error);
+            }
+            Some(d) => {
+                if e.sequence != 0 {
+                    d.sequences.push((row, e.sequence));
+                }
+                if e.error != 0 {
+                    d.errors.push((row, e.error));
+                }
+            }
+        }
         self.kind.push(e.kind as u8);
         self.time_ns.push(e.time_ns);
         self.dev_major.push(e.dev_major);
         self.dev_minor.push(e.dev_minor);
         self.cpu.push(e.cpu);
-        self.sequence.push(e.sequence);
         self.pid.push(e.pid);
         self.comm.push(comm);
         self.action.push(e.action as u8);
@@ -504,12 +552,11 @@ impl EventTable {
         self.sector.push(e.sector);
         self.sectors.push(e.sectors);
         self.bytes.push(e.bytes);
-        self.error.push(e.error);
         if e.has_extra() || !text.is_empty() {
             let start = self.text_data.len();
             self.text_data.extend_from_slice(text);
             self.extras.push(Extra {
-                row: self.time_ns.len() - 1,
+                row,
                 remap: e.remap,
                 aux: e.aux,
                 cgroup_id: e.cgroup_id,
