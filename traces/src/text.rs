@@ -17,6 +17,7 @@ pub fn for_each_line(
     let mut buf = vec![0u8; CHUNK];
     let mut filled = 0usize;
     let mut line_no = 0u64;
+    let newline = NewlineFinder::new();
     loop {
         if filled == buf.len() {
             // One line longer than the buffer: grow rather than split it.
@@ -26,7 +27,7 @@ pub fn for_each_line(
         let at_eof = n == 0;
         filled += n;
         let mut start = 0;
-        while let Some(pos) = memchr::memchr(b'\n', &buf[start..filled]) {
+        while let Some(pos) = newline.find(&buf[start..filled]) {
             line_no += 1;
             f(line_no, trim_cr(&buf[start..start + pos]))?;
             start += pos + 1;
@@ -40,6 +41,31 @@ pub fn for_each_line(
         }
         buf.copy_within(start..filled, 0);
         filled -= start;
+    }
+}
+
+/// `memchr(b'\n', …)` without its per-call CPU dispatch, which costs as much as the
+/// search on lines of a hundred bytes.
+struct NewlineFinder {
+    #[cfg(target_arch = "x86_64")]
+    avx2: Option<memchr::arch::x86_64::avx2::memchr::One>,
+}
+
+impl NewlineFinder {
+    fn new() -> Self {
+        NewlineFinder {
+            #[cfg(target_arch = "x86_64")]
+            avx2: memchr::arch::x86_64::avx2::memchr::One::new(b'\n'),
+        }
+    }
+
+    #[inline(always)]
+    fn find(&self, haystack: &[u8]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(one) = &self.avx2 {
+            return one.find(haystack);
+        }
+        memchr::memchr(b'\n', haystack)
     }
 }
 
