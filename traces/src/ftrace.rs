@@ -78,26 +78,36 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
     if rest.get(p).is_none_or(|c| c.is_ascii_whitespace()) || rest[p..].starts_with(b"sys_") {
         return push_line(table, h);
     }
-    let end = word_end(rest, p);
-    let Some(name) = rest[p..end].strip_suffix(b":") else { return push_line(table, h) };
-    let Some(key) = Key::of(name) else { return push_line(table, h) };
-    let (kind, name_code) = match fast.names.get(key) {
-        Some(v) => v,
+    // The commonest names by their first words; any other through the name cache.
+    let word = |i: usize| rest.get(p + i..p + i + 8).map(load);
+    let known = match (word(0), word(8)) {
+        (Some(BLOCK_RQ), Some(ISSUE)) => Some((0, 14)),
+        (Some(BLOCK_RQ), Some(COMPLET)) if rest.get(p + 16..p + 19) == Some(b"e: ") => Some((1, 17)),
+        (Some(TRACING), Some(MARK_WRI)) if rest.get(p + 16..p + 20) == Some(b"te: ") => Some((2, 18)),
+        _ => None,
+    };
+    let (name, end, slot, (kind, name_code)) = match known {
+        Some((k, len)) => (&rest[p..p + len], p + len + 1, NameSlot::Known(k), fast.known[k]),
         None => {
-            let kind = match Action::from_tracepoint(name) {
-                Some(action) => NameKind::Block(action),
-                None if name == b"tracing_mark_write" => NameKind::Marker,
-                None => NameKind::Other,
+            let end = word_end(rest, p);
+            let Some(name) = rest[p..end].strip_suffix(b":") else { return push_line(table, h) };
+            let Some(key) = Key::of(name) else { return push_line(table, h) };
+            let v = match fast.names.get(key) {
+                Some(v) => v,
+                None => {
+                    let v = (name_kind(name), NO_CODE);
+                    fast.names.put(key, v);
+                    v
+                }
             };
-            fast.names.put(key, (kind, NO_CODE));
-            (kind, NO_CODE)
+            (name, end, NameSlot::Cached(key), v)
         }
     };
     let mut q = end;
     skip_blanks(rest, &mut q);
     let body = &rest[q..];
     match kind {
-        NameKind::Block(action) if fast_block(table, fast, &h, action, (key, name_code), name, body) => Ok(()),
+        NameKind::Block(action) if fast_block(table, fast, &h, action, (slot, name_code), name, body) => Ok(()),
         NameKind::Marker => {
             let e = Event { kind: RecordKind::Marker, time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
             let name_code = table.names.intern(marker_event(body));
@@ -188,9 +198,38 @@ const NO_CODE: u32 = u32::MAX;
 /// What the fast path remembers across lines of one file: each event name's block action
 /// and name code, each RWBS string's decoding and code, each process name's code.
 struct FastCaches {
+    known: [(NameKind, u32); 3],
     names: Cache<(NameKind, u32)>,
     rwbs: Cache<(Operation, u16, u32)>,
     comms: Cache<u32>,
+}
+
+const BLOCK_RQ: u64 = u64::from_le_bytes(*b"block_rq");
+const ISSUE: u64 = u64::from_le_bytes(*b"_issue: ");
+const COMPLET: u64 = u64::from_le_bytes(*b"_complet");
+const TRACING: u64 = u64::from_le_bytes(*b"tracing_");
+const MARK_WRI: u64 = u64::from_le_bytes(*b"mark_wri");
+
+/// The first eight bytes of `s` as a word, first byte lowest.
+#[inline(always)]
+fn load(s: &[u8]) -> u64 {
+    u64::from_le_bytes(s[..8].try_into().expect("eight bytes"))
+}
+
+/// Where the fast path keeps an event name's code.
+#[derive(Clone, Copy)]
+enum NameSlot {
+    /// `FastCaches::known`: block_rq_issue, block_rq_complete, tracing_mark_write.
+    Known(usize),
+    Cached(Key),
+}
+
+fn name_kind(name: &[u8]) -> NameKind {
+    match Action::from_tracepoint(name) {
+        Some(action) => NameKind::Block(action),
+        None if name == b"tracing_mark_write" => NameKind::Marker,
+        None => NameKind::Other,
+    }
 }
 
 /// What an event name stands for, as far as the fast path cares.
@@ -204,6 +243,7 @@ enum NameKind {
 impl Default for FastCaches {
     fn default() -> Self {
         FastCaches {
+            known: [b"block_rq_issue".as_slice(), b"block_rq_complete", b"tracing_mark_write"].map(|n| (name_kind(n), NO_CODE)),
             names: Cache::new((NameKind::Other, NO_CODE)),
             rwbs: Cache::new((Operation::None, 0, NO_CODE)),
             comms: Cache::new(NO_CODE),
@@ -394,7 +434,7 @@ fn fast_block(
     fast: &mut FastCaches,
     h: &Header<'_>,
     action: Action,
-    (name_key, name_code): (Key, u32),
+    (name_slot, name_code): (NameSlot, u32),
     name: &[u8],
     body: &[u8],
 ) -> bool {
@@ -507,7 +547,10 @@ fn fast_block(
     // Interned in the general path's order: name, process name, RWBS.
     let name_code = if name_code == NO_CODE {
         let code = table.names.intern(name);
-        fast.names.put(name_key, (NameKind::Block(action), code));
+        match name_slot {
+            NameSlot::Known(k) => fast.known[k].1 = code,
+            NameSlot::Cached(key) => fast.names.put(key, (NameKind::Block(action), code)),
+        }
         code
     } else {
         name_code
@@ -926,6 +969,16 @@ mod tests {
         "   x-12 [000] .... 1.5: block_rq_issue: 4294967296,0 W () 1 + 8 [x]",
         "   x-12 [000] .... 1.5: block_rq_issue: 1234567890,0 W () 1 + 8 [x]",
         "   x-12 [000] .... 1.5: block_rq_issue:",
+        "   x-12 [000] .... 1.5: block_rq_issue: ",
+        "   x-12 [000] .... 1.5: block_rq_complete:  7,0 W () 1234 + 8 [0]",
+        "   x-12 [000] .... 1.5: block_rq_completed: 7,0 W () 1234 + 8 [0]",
+        "   x-12 [000] .... 1.5: block_rq_issue:\t7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: block_rq_issue:x 7,0 W () 1234 + 8 [x]",
+        "   x-12 [000] .... 1.5: tracing_mark_write: hello",
+        "   x-12 [000] .... 1.5: tracing_mark_write: sqlwa",
+        "   x-12 [000] .... 1.5: tracing_mark_write:",
+        "   x-12 [000] .... 1.5: tracing_mark_write: ",
+        "   x-12 [000] .... 1.5: tracing_mark_writer: sqlwa x",
         "   x-12 [000] .... 1.5: block_bio_queue: 7,0 W 88 + 8 [dd]",
         "   x-12 [000] .... 1.5: block_bio_complete: 7,0 W 88 + 8 [0]",
         "   x-12 [000] .... 1.5: block_split: 7,0 W 88 / 96 [dd]",
@@ -976,7 +1029,7 @@ mod tests {
                     let name = c.word().and_then(|w| w.strip_suffix(b":")).unwrap_or_default();
                     c.skip_spaces();
                     let (Some(action), Some(key)) = (Action::from_tracepoint(name), Key::of(name)) else { return false };
-                    fast_block(&mut t, &mut caches, &h, action, (key, NO_CODE), name, c.rest())
+                    fast_block(&mut t, &mut caches, &h, action, (NameSlot::Cached(key), NO_CODE), name, c.rest())
                 })
             })
             .copied()
