@@ -456,6 +456,17 @@ impl EventTable {
         }
     }
 
+    /// Room for `rows` rows with extras and `bytes` of their text, for text traces whose
+    /// count is unknown ahead. Growing these from small copies them at every doubling
+    /// (the allocator moves blocks under its mmap threshold); reserved room that no row
+    /// uses costs address space only.
+    pub fn reserve_extras(&mut self, rows: usize, bytes: usize) {
+        self.extras.reserve(rows);
+        self.text_data.reserve(bytes);
+        advise_huge_pages(&self.extras);
+        advise_huge_pages(&self.text_data);
+    }
+
     /// Huge-page hint for the columns every row writes (not kind, error, comm and name,
     /// which a binary trace mostly leaves zero and untouched).
     pub(crate) fn advise_dense_columns(&self) {
