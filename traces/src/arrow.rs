@@ -68,8 +68,22 @@ fn interned(codes: Vec<u32>, values: &[String]) -> Result<ArrayRef, ArrowError> 
     Ok(Arc::new(DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(values))?))
 }
 
-fn flag_column(flags: &[u16], bit: u16) -> ArrayRef {
-    Arc::new(BooleanArray::new(BooleanBuffer::collect_bool(flags.len(), |i| flags[i] & bit != 0), None))
+/// The boolean columns of the given flag bits, all in one pass over `flags`.
+fn flag_columns<const K: usize>(flags: &[u16], bits: [u16; K]) -> [ArrayRef; K] {
+    let words = flags.len().div_ceil(64);
+    let mut out: [Vec<u64>; K] = std::array::from_fn(|_| Vec::with_capacity(words));
+    for chunk in flags.chunks(64) {
+        let mut w = [0u64; K];
+        for (i, &f) in chunk.iter().enumerate() {
+            for k in 0..K {
+                w[k] |= ((f & bits[k] != 0) as u64) << i;
+            }
+        }
+        for k in 0..K {
+            out[k].push(w[k]);
+        }
+    }
+    out.map(|v| Arc::new(BooleanArray::new(BooleanBuffer::new(Buffer::from_vec(v), 0, flags.len()), None)) as ArrayRef)
 }
 
 /// A dense column from the sparse extras: zero where a row has no entry. The zeroed
@@ -99,19 +113,21 @@ fn scatter<T: Copy + Default + arrow_buffer::ArrowNativeType>(n: usize, extras: 
 fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, ArrowError> {
     let mut offsets = vec![0i64; n + 1];
     if !data.is_empty() {
-        let mut end = 0i64;
-        let mut next = extras.iter().peekable();
-        for row in 0..n {
-            if let Some(x) = next.next_if(|x| x.row == row) {
-                end += (x.text.1 - x.text.0) as i64;
-            }
-            offsets[row + 1] = end;
+        // Rows without text repeat the offset before them: fill those runs at once.
+        let (mut end, mut filled) = (0i64, 1usize);
+        for x in extras {
+            offsets[filled..=x.row].fill(end);
+            end += (x.text.1 - x.text.0) as i64;
+            offsets[x.row + 1] = end;
+            filled = x.row + 2;
         }
+        offsets[filled.min(n + 1)..].fill(end);
     }
-    let clean = std::str::from_utf8(&data).is_ok_and(|s| offsets.iter().all(|&o| s.is_char_boundary(o as usize)));
     let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-    if clean {
-        return Ok(Arc::new(LargeStringArray::try_new(offsets, Buffer::from_vec(data), None)?));
+    let data = Buffer::from_vec(data);
+    // try_new checks the UTF-8 and that every offset falls on a character boundary.
+    if let Ok(array) = LargeStringArray::try_new(offsets.clone(), data.clone(), None) {
+        return Ok(Arc::new(array));
     }
     // Non-UTF-8 bytes (a corrupt message record): keep the rows, replace the bad bytes.
     let strings = offsets.windows(2).map(|w| String::from_utf8_lossy(&data[w[0] as usize..w[1] as usize]).into_owned());
@@ -134,10 +150,7 @@ pub fn to_record_batch(t: EventTable) -> Result<RecordBatch, ArrowError> {
             let ret = scatter(n, &t.extras, |x| x.ret);
             (remap, remap_minor, remap_sector, aux, cgroup_id, fd, ret)
         });
-        let flag_bools: Vec<ArrayRef> = [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]
-            .iter()
-            .map(|&bit| flag_column(&t.flags, bit))
-            .collect();
+        let flag_bools = flag_columns(&t.flags, [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]);
         (sparse.join().expect("sparse column thread panicked"), flag_bools)
     });
     let ((remap_major, remap_nulls), remap_minor, remap_sector, aux, cgroup_id, (fd, fd_nulls), (ret, ret_nulls)) = sparse;
@@ -191,5 +204,28 @@ mod tests {
         assert_eq!(batch.num_columns(), schema().fields().len());
         let remap = batch.column_by_name("remap_dev_major").unwrap();
         assert_eq!(remap.len() - remap.null_count(), 473);
+    }
+
+    #[test]
+    fn text_and_flag_columns_match_the_table_row_by_row() {
+        use arrow_array::Array;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ftrace-loop-ext4/trace.txt");
+        let (t, _) = parse_paths(&[path], Format::Auto, false).unwrap();
+        let n = t.len();
+        let texts: Vec<String> = (0..n).map(|i| t.text_at(i).to_string()).collect();
+        let row_flags = t.flags.clone();
+        assert!(texts.iter().any(|s| !s.is_empty()) && texts.last().is_some_and(|s| s.is_empty()));
+        let batch = to_record_batch(t).unwrap();
+        let text = batch.column_by_name("text").unwrap().as_any().downcast_ref::<LargeStringArray>().unwrap();
+        for (i, want) in texts.iter().enumerate() {
+            assert_eq!(text.value(i), want, "row {i}");
+        }
+        for (name, bit) in [("preflush", flags::PREFLUSH), ("fua", flags::FUA), ("sync", flags::SYNC), ("meta", flags::META), ("readahead", flags::READAHEAD)] {
+            let col = batch.column_by_name(name).unwrap().as_any().downcast_ref::<BooleanArray>().unwrap();
+            assert_eq!(col.len(), n);
+            for (i, f) in row_flags.iter().enumerate() {
+                assert_eq!(col.value(i), f & bit != 0, "{name} row {i}");
+            }
+        }
     }
 }

@@ -45,12 +45,12 @@ impl ParseReport {
         let mut actions = [0u64; Action::ALL.len()];
         let mut ops = [0u64; Operation::ALL.len()];
         let mut kinds = [0u64; RecordKind::ALL.len()];
-        for i in 0..table.len() {
-            kinds[table.kind[i] as usize] += 1;
-            if table.kind[i] == RecordKind::Block as u8 {
-                actions[table.action[i] as usize] += 1;
-                ops[table.operation[i] as usize] += 1;
-            }
+        // Without a branch on the kind, which text traces mix at random.
+        for ((&kind, &action), &op) in table.kind.iter().zip(&table.action).zip(&table.operation) {
+            let block = (kind == RecordKind::Block as u8) as u64;
+            kinds[kind as usize] += 1;
+            actions[action as usize] += block;
+            ops[op as usize] += block;
         }
         self.per_action = Action::ALL
             .iter()
