@@ -444,10 +444,7 @@ fn plan(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut P
             }
             run.records += 1;
             head_offsets[i] = streams[i].offset();
-            let more = match streams[i].next_light(&mut heads[i]) {
-                Ok(more) => more,
-                Err(e) => advance_failed(e, lenient, report)?,
-            };
+            let more = streams[i].next_light(&mut heads[i]).or_else(|e| advance_failed(e, lenient, report))?;
             if !more {
                 break;
             }
@@ -727,14 +724,7 @@ fn advance_failed(e: ParseError, lenient: bool, report: &mut ParseReport) -> Res
 
 /// Reads the next record of a stream; in lenient mode a bad record ends that file.
 fn advance(s: &mut Stream, rec: &mut Record, lenient: bool, report: &mut ParseReport) -> Result<bool, ParseError> {
-    match s.next(rec) {
-        Ok(more) => Ok(more),
-        Err(e @ ParseError::Bad { .. }) if lenient => {
-            report.note_bad(format!("{e} (rest of the file skipped)"));
-            Ok(false)
-        }
-        Err(e) => Err(e),
-    }
+    s.next(rec).or_else(|e| advance_failed(e, lenient, report))
 }
 
 /// pid → process name, from process-notify records; known only after the first pass
