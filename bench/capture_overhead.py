@@ -63,7 +63,7 @@ def one_run(fs: str, settings: engine.RunSettings, traced: bool, workdir: str, b
         if not traced:
             result = engine.run_workload(scenario, settings, mountpoint, marker_path=Path("/dev/null"))
             return Run(commits_per_second(result), latency_us(result, 0.5), latency_us(result, 0.1))
-        dev = (lab_fs.dev_major, lab_fs.dev_minor) if lab_fs.loop_device else None
+        dev = lab_fs.dev
         with capture.TraceCapture(out, dev=dev, pid=threading.get_native_id(), buffer_kb=buffer_kb) as cap:
             result = engine.run_workload(scenario, settings, mountpoint, marker_path=Path(cap.marker_path))
             lab.syncfs(lab_fs.mountpoint)  # as sqlwa run does; after the last commit, not measured

@@ -110,7 +110,7 @@ def run_workload_in_capture(lab: LabFilesystem, out_dir: Path, **capture_args) -
     worker = Workload(lab.mountpoint, "")
     worker.start()
     worker.ready.wait(10)
-    dev = (lab.dev_major, lab.dev_minor) if lab.loop_device else None
+    dev = lab.dev
     try:
         with TraceCapture(out_dir, dev=dev, pid=worker.tid, **capture_args) as cap:
             worker.marker_path = cap.marker_path
@@ -170,7 +170,7 @@ def test_unmounted_tracefs_is_reported_with_the_mount_command(monkeypatch: pytes
 def test_capture_records_block_syscalls_and_markers_of_the_run(fs: str, tmp_path: Path) -> None:
     with LabFilesystem(fs, image_size="320M") as lab:
         cap, worker = run_workload_in_capture(lab, tmp_path / "out")
-        dev = (lab.dev_major, lab.dev_minor)
+        dev = lab.dev
     rows = parse(cap.trace_path)
     summary = cap.describe()
     assert cap.trace_summary == {"events": len(rows), "lost_events": 0}
@@ -312,5 +312,5 @@ def test_a_signal_during_the_capture_leaves_nothing(tmp_path: Path, stage: str, 
 def test_output_on_the_traced_device_is_refused() -> None:
     with LabFilesystem("ext4", image_size="320M") as lab:
         with pytest.raises(CaptureError, match="on the traced device"):
-            with TraceCapture(Path(lab.mountpoint) / "out", dev=(lab.dev_major, lab.dev_minor)):
+            with TraceCapture(Path(lab.mountpoint) / "out", dev=lab.dev):
                 pass

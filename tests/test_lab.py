@@ -99,7 +99,7 @@ CHILD = textwrap.dedent(
     with LabFilesystem(fs, image_size="320M", progress=progress) as lab:
         if with_capture == "capture":
             from sqlwa.capture import TraceCapture
-            with TraceCapture(out_dir, dev=(lab.dev_major, lab.dev_minor),
+            with TraceCapture(out_dir, dev=lab.dev,
                               pid=threading.get_native_id(), progress=progress):
                 progress("capturing")
         else:

@@ -290,7 +290,7 @@ class _Level:
 class TraceCapture:
     """One trace of a run; use as a context manager around the workload.
 
-    >>> with TraceCapture(out_dir, dev=(lab.dev_major, lab.dev_minor), pid=threading.get_native_id()) as cap:
+    >>> with TraceCapture(out_dir, dev=lab.dev, pid=threading.get_native_id()) as cap:
     ...     engine.run(marker_path=cap.marker_path)   # close the marker file before leaving
     ...     sync_fs(lab.mountpoint)
     >>> cap.trace_summary   # {"events": n, "lost_events": n}

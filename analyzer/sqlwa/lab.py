@@ -426,10 +426,11 @@ class LabFilesystem:
     """A fresh filesystem for one run; use as a context manager.
 
     >>> with LabFilesystem("ext4-journal", image_size="1G", mount_opts=["noatime"]) as lab:
-    ...     run_workload(lab.mountpoint, block_dev=(lab.dev_major, lab.dev_minor))
+    ...     run_workload(lab.mountpoint, block_dev=lab.dev)
 
     Attributes after ``__enter__``: ``fs``, ``mountpoint``, ``loop_device`` (None for
-    tmpfs), ``dev_major`` / ``dev_minor`` (the loop device; None for tmpfs), ``mkfs_cmd``
+    tmpfs), ``dev_major`` / ``dev_minor`` (the loop device; None for tmpfs) and ``dev``
+    (the two as a tuple, what the capture traces; None for tmpfs), ``mkfs_cmd``
     (argv list or None), ``mount_opts`` (requested, including the lab's defaults),
     ``mount_options`` (what the kernel reports), ``fill`` (dict or None).
     ``progress`` is called with a stage name (image, loop, mkfs, mount, fill, ready) as
@@ -478,6 +479,11 @@ class LabFilesystem:
         self.mount_options: str | None = None
         self.fill: dict | None = None
         self._image_identity: tuple[int, int] | None = None
+
+    @property
+    def dev(self) -> tuple[int, int] | None:
+        """(major, minor) of the loop device, or None when there is none (tmpfs)."""
+        return (self.dev_major, self.dev_minor) if self.loop_device else None  # type: ignore[return-value]
 
     # -- context manager
 
@@ -612,7 +618,7 @@ class LabFilesystem:
             "image_size": self.image_size if self.spec.mkfs_tool else None,
             "tmpfs_size": self.image_size if not self.spec.mkfs_tool else None,
             "loop_device": self.loop_device,
-            "dev": f"{self.dev_major}:{self.dev_minor}" if self.loop_device else None,
+            "dev": f"{self.dev_major}:{self.dev_minor}" if self.dev else None,
             "loop_direct_io": self.loop_direct_io,
             "mkfs_cmd": self.mkfs_cmd,
             "mkfs_version": self.mkfs_version,

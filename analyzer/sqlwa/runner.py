@@ -152,7 +152,7 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
 
 def capture_run(request: RunRequest, scenario, out_dir: Path, fs: lab.LabFilesystem, progress):
     """Run the workload inside one capture; returns (result, capture, loss error or None)."""
-    dev = (fs.dev_major, fs.dev_minor) if fs.loop_device else None
+    dev = fs.dev
     loss = None
     cap = capture.TraceCapture(
         out_dir, dev=dev, pid=threading.get_native_id(), allow_loss=request.allow_loss, buffer_kb=request.buffer_kb
@@ -261,7 +261,7 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
     ) as fs:
         result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
         fs_facts = fs.describe()
-        dev = (fs.dev_major, fs.dev_minor) if fs.loop_device else None
+        dev = fs.dev
         # read while still mounted: the fs's own journal/metadata location for attribution
         layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
     (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(layout) + "\n")
