@@ -106,8 +106,8 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
 
 
 def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame) -> None:
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    commits.write_parquet(out_dir / "commits.parquet")
+    (out_dir / rundir.SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    commits.write_parquet(out_dir / rundir.COMMITS_FILE)
 
 
 def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
