@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from sqlwa import display, engine, runner
+from sqlwa import display, engine, lab, metrics, runner
 from sqlwa.cli._app import main
 
 
@@ -66,16 +66,17 @@ class ProgressBar:
 @click.option("--mmap-size", type=int, help="PRAGMA mmap_size (bytes).")
 @click.option("--pragma", "extra_pragmas", multiple=True, metavar="NAME[=VALUE]", help="Any other PRAGMA; repeatable.")
 @click.option("--think-time-ms", type=click.FloatRange(min=0), help="Pause between transactions.")
-@click.option("--fs", type=click.Choice(("ext4", "ext4-journal", "ext4-writeback", "xfs", "btrfs", "f2fs", "tmpfs")),
+@click.option("--fs", type=click.Choice(tuple(lab.FILESYSTEMS)),
               help="Measure on a fresh filesystem of this kind on a loop device, tracing block requests "
                    "and syscalls (needs root and tracefs). ext4 = data=ordered.")
-@click.option("--image-size", default="1G", show_default=True, metavar="SIZE", help="Size of the lab image (--fs).")
+@click.option("--image-size", default=runner.RunRequest.image_size, show_default=True, metavar="SIZE",
+              help="Size of the lab image (--fs).")
 @click.option("--mkfs-opts", default="", metavar="OPTS", help="Extra mkfs options, e.g. '-O fast_commit' (--fs).")
 @click.option("--mount-opts", default="", metavar="OPTS", help="Extra mount options, e.g. 'noatime,barrier=0' (--fs).")
 @click.option("--fill", "fill_pct", type=click.FloatRange(0, 99), default=0, metavar="PCT",
               help="Fill the lab filesystem to PCT%% with files before the workload (--fs).")
-@click.option("--frame-budget-ms", type=click.FloatRange(min=0, min_open=True), default=16.67, show_default=True,
-              help="Commits longer than this count as frame-budget misses (60 Hz: 16.67).")
+@click.option("--frame-budget-ms", type=click.FloatRange(min=0, min_open=True), default=metrics.DEFAULT_FRAME_BUDGET_MS,
+              show_default=True, help="Commits longer than this count as frame-budget misses (60 Hz: 16.67).")
 @click.option("--allow-loss", is_flag=True, help="Keep a run whose trace lost events instead of failing it.")
 @click.option("--dir", "run_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Run in a fresh sub-directory of this existing directory (VFS level only) "
