@@ -30,11 +30,17 @@ pub struct MarkerSink {
     path: PathBuf,
 }
 
+/// (SQLITE_SYNC_FULL, SQLITE_SYNC_DATAONLY) of xSync's flags argument.
+pub fn sync_full_dataonly(flags: i32) -> (bool, bool) {
+    (
+        flags & 0x0F == rusqlite::ffi::SQLITE_SYNC_FULL,
+        flags & rusqlite::ffi::SQLITE_SYNC_DATAONLY != 0,
+    )
+}
+
 /// The `flags=` field of a sync marker, from xSync's flags argument.
 pub fn sync_flags_label(flags: i32) -> &'static str {
-    let full = flags & 0x0F == rusqlite::ffi::SQLITE_SYNC_FULL;
-    let dataonly = flags & rusqlite::ffi::SQLITE_SYNC_DATAONLY != 0;
-    match (full, dataonly) {
+    match sync_full_dataonly(flags) {
         (false, false) => "normal",
         (true, false) => "full",
         (false, true) => "dataonly",

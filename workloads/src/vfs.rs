@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use rusqlite::ffi;
 
-use crate::markers::MarkerSink;
+use crate::markers::{sync_full_dataonly, MarkerSink};
 use crate::{EngineError, FileKind, KindCounts, VfsCounts};
 
 // ---------------------------------------------------------------------------------------
@@ -609,13 +609,10 @@ unsafe extern "C" fn io_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_in
     let (shim, real, m) = parts(file);
     let (s, kind) = (shared(shim), shim.kind);
     let c = s.of(kind);
+    let (full, dataonly) = sync_full_dataonly(flags);
     c.sync_calls.bump(1);
-    if flags & 0x0F == ffi::SQLITE_SYNC_FULL {
-        c.sync_full.bump(1);
-    }
-    if flags & ffi::SQLITE_SYNC_DATAONLY != 0 {
-        c.sync_dataonly.bump(1);
-    }
+    c.sync_full.bump(u64::from(full));
+    c.sync_dataonly.bump(u64::from(dataonly));
     s.mark(|mk, txn| mk.sync_begin(txn, kind, flags));
     let rc = (m.xSync.unwrap())(real, flags);
     s.mark(|mk, txn| mk.op_end("sync", txn, kind, rc));
