@@ -7,7 +7,7 @@ use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
 use crate::table::{Action, Event, EventTable, RecordKind};
-use crate::text::{bad_line, for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64, Cursor};
+use crate::text::{for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, Cursor};
 
 pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
     let mut in_summary = false;
@@ -25,22 +25,9 @@ pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut Par
                 report.skipped_lines += 1;
                 Ok(())
             }
-            Err(reason) => {
-                let err = bad_line(path, line_no, format!("not a blkparse event line ({reason}): {}", preview(line)));
-                if lenient {
-                    report.note_bad(err.to_string());
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
+            Err(reason) => reject_line(path, line_no, line, "a blkparse event line", reason, lenient, report),
         }
     })
-}
-
-pub fn preview(line: &[u8]) -> String {
-    let cut = &line[..line.len().min(80)];
-    String::from_utf8_lossy(cut).into_owned()
 }
 
 enum LineKind {

@@ -4,12 +4,12 @@
 //! their own record kinds on the same timeline; any other event is kept as `other`.
 use std::path::Path;
 
-use crate::blkparse_text::{preview, push_block_event};
+use crate::blkparse_text::push_block_event;
 use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
 use crate::table::{Action, Event, EventTable, Operation, RecordKind};
-use crate::text::{bad_line, for_each_line, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, Cursor};
+use crate::text::{for_each_line, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, Cursor};
 
 pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
     let mut fast = FastCaches::default();
@@ -17,15 +17,7 @@ pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut Par
     table.defer_zero_columns();
     let result = for_each_line(path, |line_no, line| match parse_line_fast(line, table, report, &mut fast) {
         Ok(()) => Ok(()),
-        Err(reason) => {
-            let err = bad_line(path, line_no, format!("not an ftrace line ({reason}): {}", preview(line)));
-            if lenient {
-                report.note_bad(err.to_string());
-                Ok(())
-            } else {
-                Err(err)
-            }
-        }
+        Err(reason) => reject_line(path, line_no, line, "an ftrace line", reason, lenient, report),
     });
     table.undefer_zero_columns();
     result

@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::error::{Location, ParseError};
+use crate::report::ParseReport;
 
 const CHUNK: usize = 8 << 20;
 
@@ -73,8 +74,17 @@ fn trim_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-pub fn bad_line(path: &Path, line_no: u64, message: impl Into<String>) -> ParseError {
-    ParseError::bad(path, Location::Line(line_no), message)
+/// A line a text reader could not take, `what` naming what it expected: an error, or in
+/// lenient mode a note in the report.
+pub fn reject_line(path: &Path, line_no: u64, line: &[u8], what: &str, reason: &str, lenient: bool, report: &mut ParseReport) -> Result<(), ParseError> {
+    let cut = &line[..line.len().min(80)];
+    let err = ParseError::bad(path, Location::Line(line_no), format!("not {what} ({reason}): {}", String::from_utf8_lossy(cut)));
+    if lenient {
+        report.note_bad(err.to_string());
+        Ok(())
+    } else {
+        Err(err)
+    }
 }
 
 /// A cursor over one line's bytes.
