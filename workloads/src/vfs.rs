@@ -90,6 +90,7 @@ pub struct VfsShared {
     current_txn: AtomicI64,
     markers: Option<Arc<MarkerSink>>,
     marker_errors: AtomicU64,
+    /// `extents` markers on: asked for and there is a sink to write them to
     map_extents: bool,
 }
 
@@ -103,9 +104,9 @@ impl VfsShared {
         Arc::new(VfsShared {
             counts: Default::default(),
             current_txn: AtomicI64::new(-1),
+            map_extents: map_extents && markers.is_some(),
             markers,
             marker_errors: AtomicU64::new(0),
-            map_extents,
         })
     }
 
@@ -113,16 +114,14 @@ impl VfsShared {
     /// does not exist (yet, or any more) gets no marker; other FIEMAP failures are
     /// written as `ranges=error:<errno>`.
     pub fn map_extents(&self, kind: FileKind, at: &str, path: &Path) {
-        if !self.map_extents || self.markers.is_none() {
+        if !self.map_extents {
             return;
         }
-        let ranges = match file_extents(path) {
+        let ranges: Result<Vec<(u64, u64)>, i32> = match file_extents(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
             Err(e) => Err(e.raw_os_error().unwrap_or(0)),
-            Ok(r) => Ok(r),
+            Ok(r) => Ok(r.iter().map(|e| (e.sector, e.sectors)).collect()),
         };
-        let ranges: Result<Vec<(u64, u64)>, i32> =
-            ranges.map(|r| r.iter().map(|e| (e.sector, e.sectors)).collect());
         self.mark(|m, txn| m.extents(txn, kind, at, ranges.as_deref().map_err(|e| *e)));
     }
 
