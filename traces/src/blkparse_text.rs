@@ -66,22 +66,14 @@ fn parse_event_line(line: &[u8], table: &mut EventTable) -> Result<(), &'static 
     let letters = c.word().ok_or("missing action")?;
     let action = Action::from_letters(letters).ok_or("unknown action")?;
     let rwbs = c.word().ok_or("missing RWBS")?;
-    let mut e = Event { time_ns, dev_major, dev_minor, cpu, sequence, pid, ..Event::default() };
-    if action == Action::Notify {
-        // Message records: `m N <text>`; the text is kept, not interpreted.
-        e.kind = RecordKind::Message;
-        e.action = Action::Notify;
-        c.skip_spaces();
-        let rwbs_code = table.rwbs_values.intern(rwbs);
-        table.push(&e, 0, rwbs_code, 0, c.rest());
-        return Ok(());
-    }
+    let e = Event { time_ns, dev_major, dev_minor, cpu, sequence, pid, ..Event::default() };
     push_block_event(table, e, action, rwbs, c.rest(), b"", 0)
 }
 
 /// Fills a block event from its action, RWBS and body text and appends it. Used by the
 /// blkparse reader and by ftrace's block tracepoints and `blk` tracer lines.
-/// `fallback_comm` names the task when the body has no `[comm]` group.
+/// `fallback_comm` names the task when the body has no `[comm]` group. A message record
+/// (`m N <text>`, action Notify) becomes a message row whose text is the body.
 pub fn push_block_event(
     table: &mut EventTable,
     mut e: Event,
@@ -91,6 +83,17 @@ pub fn push_block_event(
     fallback_comm: &[u8],
     name: u32,
 ) -> Result<(), &'static str> {
+    if action == Action::Notify {
+        // The message text is kept, not interpreted.
+        let mut text = Cursor::new(body_text);
+        text.skip_spaces();
+        e.kind = RecordKind::Message;
+        e.action = action;
+        let comm_code = table.comms.intern(fallback_comm);
+        let rwbs_code = table.rwbs_values.intern(rwbs);
+        table.push(&e, comm_code, rwbs_code, name, text.rest());
+        return Ok(());
+    }
     let (operation, flags) = parse_rwbs(rwbs).ok_or("bad RWBS")?;
     let body = parse_body(body_text)?;
     e.kind = RecordKind::Block;

@@ -755,15 +755,6 @@ fn push_blk_tracer_line(table: &mut EventTable, mut e: Event, rest: &[u8], comm:
     }
     let action = Action::from_letters(letters).ok_or("unknown blk action")?;
     let rwbs = c.word().ok_or("missing RWBS")?;
-    if action == Action::Notify {
-        e.kind = RecordKind::Message;
-        e.action = action;
-        c.skip_spaces();
-        let comm_code = table.comms.intern(comm);
-        let rwbs_code = table.rwbs_values.intern(rwbs);
-        table.push(&e, comm_code, rwbs_code, 0, c.rest());
-        return Ok(());
-    }
     push_block_event(table, e, action, rwbs, c.rest(), comm, 0)
 }
 
