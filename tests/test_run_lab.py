@@ -18,6 +18,7 @@ import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Callable, Iterable
 
 import polars as pl
 import pytest
@@ -41,25 +42,38 @@ def lab_run(tmp_path: Path, *args: str, prefix: list[str] | None = None) -> tupl
     return summary, pl.read_parquet(out / "commits.parquet")
 
 
+# ----------------------------------------------------------------------------- commit windows
+
+MARKER = re.compile(r"sqlwa (txn_begin|txn_end) i=(\d+)")
+
+
+def in_commit_windows(records: Iterable[tuple[str, str]], marker_in: Callable[[str, str], re.Match | None]):
+    """(commit index, name, rest) of every (name, rest) record between a txn_begin marker
+    and its txn_end; ``marker_in(name, rest)`` finds the marker in a record (the marker
+    records themselves are not yielded)."""
+    current = None
+    for name, rest in records:
+        marker = marker_in(name, rest)
+        if marker:
+            current = int(marker.group(2)) if marker.group(1) == "txn_begin" else None
+        elif current is not None:
+            yield current, name, rest
+
+
 # ----------------------------------------------------------------------------- strace truth
 
 STRACE_LINE = re.compile(r"^(\d+)\s+(\w+)\((.*)")
-MARKER_IN_WRITE = re.compile(r'"sqlwa (txn_begin|txn_end) i=(\d+)')
+MARKER_IN_WRITE = re.compile(r'"' + MARKER.pattern)
 
 
 def strace_syncs_per_commit(log: Path, tid: int) -> dict[int, int]:
     """fsync-family calls of ``tid`` between its txn_begin and txn_end marker writes."""
+    calls = (m.group(2, 3) for line in log.read_text(errors="replace").splitlines()
+             if (m := STRACE_LINE.match(line)) and int(m.group(1)) == tid)
+    marker_in = lambda name, rest: MARKER_IN_WRITE.search(rest) if name == "write" else None  # noqa: E731
     per_commit: dict[int, int] = defaultdict(int)
-    current = None
-    for line in log.read_text(errors="replace").splitlines():
-        m = STRACE_LINE.match(line)
-        if not m or int(m.group(1)) != tid:
-            continue
-        name, rest = m.group(2), m.group(3)
-        marker = MARKER_IN_WRITE.search(rest) if name == "write" else None
-        if marker:
-            current = int(marker.group(2)) if marker.group(1) == "txn_begin" else None
-        elif name in SYNC_NAMES and current is not None:
+    for current, name, _ in in_commit_windows(calls, marker_in):
+        if name in SYNC_NAMES:
             per_commit[current] += 1
     return per_commit
 
@@ -85,21 +99,12 @@ ISSUE_BODY = re.compile(r"^(?P<dev>\d+,\d+) (?P<rwbs>\S+) (?P<bytes>\d+) \(")
 
 def tally_block_per_commit(trace: Path, dev: str) -> dict[int, Counter]:
     """Per commit window: write requests, write bytes and flushes issued on ``dev``."""
+    events = (m.group("event", "body") for line in trace.read_text(errors="replace").splitlines()
+              if (m := TRACE_LINE.match(line)))
+    marker_in = lambda event, body: MARKER.match(body) if event == "tracing_mark_write" else None  # noqa: E731
     tallies: dict[int, Counter] = defaultdict(Counter)
-    current = None
-    for line in trace.read_text(errors="replace").splitlines():
-        m = TRACE_LINE.match(line)
-        if not m:
-            continue
-        event, body = m.group("event"), m.group("body")
-        if event == "tracing_mark_write":
-            mk = re.match(r"sqlwa (txn_begin|txn_end) i=(\d+)", body)
-            if mk:
-                current = int(mk.group(2)) if mk.group(1) == "txn_begin" else None
-            continue
-        if event != "block_rq_issue" or current is None:
-            continue
-        rq = ISSUE_BODY.match(body)
+    for current, event, body in in_commit_windows(events, marker_in):
+        rq = ISSUE_BODY.match(body) if event == "block_rq_issue" else None
         if not rq or rq.group("dev") != dev:
             continue
         rwbs = rq.group("rwbs")
