@@ -399,12 +399,8 @@ impl Runner<'_> {
     ) -> Result<CommitRecord, EngineError> {
         self.shared.set_current_txn(index as i64);
         let before = self.shared.snapshot();
-        let start_ns = match self.sink {
-            Some(s) => s
-                .txn_begin(index, warmup)
-                .map_err(|e| EngineError::io(s.path(), e))?,
-            None => monotonic_ns(),
-        };
+        let start_ns = monotonic_ns();
+        mark(self.sink, |m| m.txn_begin(index, warmup, start_ns))?;
         let explicit = !self.scenario.autocommit;
         if explicit {
             self.exec("BEGIN")?;

@@ -94,11 +94,10 @@ impl MarkerSink {
         self.emit(format!("sqlwa run_end t={}\n", monotonic_ns()))
     }
 
-    /// Written just before the transaction starts; returns the timestamp it carries.
-    pub fn txn_begin(&self, index: u64, warmup: bool) -> std::io::Result<u64> {
-        let (w, t) = (u8::from(warmup), monotonic_ns());
-        self.emit(format!("sqlwa txn_begin i={index} warmup={w} t={t}\n"))?;
-        Ok(t)
+    /// Written just before the transaction starts, with the timestamp taken then.
+    pub fn txn_begin(&self, index: u64, warmup: bool, t: u64) -> std::io::Result<()> {
+        let w = u8::from(warmup);
+        self.emit(format!("sqlwa txn_begin i={index} warmup={w} t={t}\n"))
     }
 
     /// Written just after COMMIT returns, with the timestamp taken then.
