@@ -326,23 +326,14 @@ impl Runner<'_> {
             .conn
             .query_row("SELECT sqlite_source_id()", [], |r| r.get::<_, String>(0))
             .map_err(|e| EngineError::sql("SELECT sqlite_source_id()", e))?;
-        let mut options = Vec::new();
-        let mut stmt = self
+        let options = self
             .conn
             .prepare("PRAGMA compile_options")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |row| row.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
             .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
-        let mut rows = stmt
-            .query([])
-            .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
-        while let Some(row) = rows
-            .next()
-            .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?
-        {
-            options.push(
-                row.get::<_, String>(0)
-                    .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?,
-            );
-        }
         let pragmas = REPORTED_PRAGMAS
             .iter()
             .map(|name| Ok((name.to_string(), self.pragma_value(name)?)))
