@@ -52,23 +52,13 @@ impl ParseReport {
             actions[action as usize] += block;
             ops[op as usize] += block;
         }
-        self.per_action = Action::ALL
-            .iter()
-            .zip(actions)
-            .filter(|(_, n)| *n > 0)
-            .map(|(a, n)| (a.name().to_string(), n))
-            .collect();
-        self.per_operation = Operation::ALL
-            .iter()
-            .zip(ops)
-            .filter(|(_, n)| *n > 0)
-            .map(|(o, n)| (o.name().to_string(), n))
-            .collect();
-        self.per_kind = RecordKind::ALL
-            .iter()
-            .zip(kinds)
-            .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| (k.name().to_string(), n))
-            .collect();
+        self.per_action = nonzero(Action::ALL.map(Action::name), actions);
+        self.per_operation = nonzero(Operation::ALL.map(Operation::name), ops);
+        self.per_kind = nonzero(RecordKind::ALL.map(RecordKind::name), kinds);
     }
+}
+
+/// Name → count for the names counted at least once.
+fn nonzero<const N: usize>(names: [&str; N], counts: [u64; N]) -> BTreeMap<String, u64> {
+    names.into_iter().zip(counts).filter(|&(_, n)| n > 0).map(|(name, n)| (name.to_string(), n)).collect()
 }
