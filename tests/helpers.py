@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 def sqlwa(*args: str, check: bool = True, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
@@ -22,3 +24,69 @@ def run_summary(out: Path, *args: str) -> dict:
     """``sqlwa run ARGS --out OUT`` and its summary.json."""
     sqlwa("run", *args, "--out", str(out))
     return json.loads((out / "summary.json").read_text())
+
+
+def lab_matrix(tmp_path_factory, name: str, *args: str) -> Path:
+    """``sqlwa matrix --fs ext4 ARGS`` into a fresh ``NAME/m`` directory; skips without root."""
+    import os
+
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("lab runs need root")
+    out = tmp_path_factory.mktemp(name) / "m"
+    sqlwa("matrix", "--fs", "ext4", *args, "--out", str(out))
+    return out
+
+
+@contextmanager
+def sqlwa_as_nobody(*args: str, prefix: str, timeout: float = 120) -> Iterator[tuple[subprocess.CompletedProcess, Path]]:
+    """Run ``python -m sqlwa ARGS`` as nobody (setpriv) in a fresh world-writable directory
+    (nobody cannot enter pytest's root-only tmp_path); ``{dir}`` in ARGS is that directory.
+    Yields the process and the directory, removed afterwards. Skips without root or setpriv."""
+    import os
+    import shutil
+    import tempfile
+
+    import pytest
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root to drop to nobody, and setpriv")
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(workdir, 0o777)
+    try:
+        proc = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "sqlwa",
+             *(arg.format(dir=workdir) for arg in args)],
+            capture_output=True, text=True, timeout=timeout, cwd=workdir,
+        )
+        yield proc, workdir
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def sqlwa_leftovers(pid: int | None = None) -> list[str]:
+    """What of sqlwa's exists on this machine, of process ``pid`` or of any: loop devices
+    (as `losetup -l` lists them), mounts (/proc/mounts), tracefs instances and lab
+    directories in the temp dir, each found by the name sqlwa gives it."""
+    import os
+    import re
+    import tempfile
+
+    from sqlwa import capture, lab
+
+    owner = str(pid) if pid is not None else r"\d+"
+    lab_name = re.compile(rf"{lab.LAB_PREFIX}-{owner}-[0-9a-f]+")
+    instance_name = re.compile(rf"{capture.INSTANCE_PREFIX}-{owner}-[0-9a-f]+")
+    try:
+        losetup = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True)
+        loops = losetup.stdout.splitlines()
+    except OSError:
+        loops = []  # no losetup: no loop devices of ours either
+    found = [f"loop: {line.strip()}" for line in loops if lab_name.search(line)]
+    found += [f"mount: {line}" for line in Path("/proc/mounts").read_text().splitlines() if lab_name.search(line)]
+    tracefs = capture.tracefs_root()
+    if tracefs is not None:
+        found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]
+    found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]
+    return found

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,12 +13,12 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
+import helpers
 from helpers import sqlwa
 from sqlwa import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_POLICY = ROOT / "examples" / "policy.toml"
-IS_ROOT = os.geteuid() == 0
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +30,7 @@ def vfs_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def lab_matrix(tmp_path_factory) -> Path:
-    if not IS_ROOT:
-        pytest.skip("lab runs need root")
-    out = tmp_path_factory.mktemp("check-lab") / "m"
-    sqlwa("matrix", "--fs", "ext4", "-j", "delete,wal", "--sync", "full", "-n", "20", "--out", str(out))
-    return out
+    return helpers.lab_matrix(tmp_path_factory, "check-lab", "-j", "delete,wal", "--sync", "full", "-n", "20")
 
 
 def policy(tmp_path: Path, text: str) -> Path:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa
+from helpers import sqlwa, sqlwa_as_nobody
 from sqlwa import lab, store
 
 IS_ROOT = os.geteuid() == 0
@@ -76,23 +74,13 @@ def test_lab_matrix_skips_and_fails_cells_and_goes_on(tmp_path):
 
 
 def test_without_root_runs_vfs_level_and_says_what_block_needs():
-    if not IS_ROOT or shutil.which("setpriv") is None:
-        pytest.skip("needs root to drop to nobody, and setpriv")
-    workdir = Path(tempfile.mkdtemp(prefix="sqlwa-test-matrix-nonroot-"))
-    os.chmod(workdir, 0o777)
-    try:
-        proc = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "sqlwa",
-             "matrix", "-j", "wal", "--sync", "normal", "-n", "5", "--out", str(workdir / "m")],
-            capture_output=True, text=True, timeout=120, cwd=workdir,
-        )
+    with sqlwa_as_nobody("matrix", "-j", "wal", "--sync", "normal", "-n", "5", "--out", "{dir}/m",
+                         prefix="sqlwa-test-matrix-nonroot-") as (proc, workdir):
         assert proc.returncode == 0, proc.stderr
         assert "VFS level only" in proc.stderr and "root" in proc.stderr
         assert "mobibench-insert none wal/normal" in proc.stdout
         row = store.load_results(workdir / "m").row(0, named=True)
         assert row["status"] == "ok" and row["fsync_calls_per_commit"] is None
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.mark.root
@@ -111,19 +99,9 @@ def test_demo_runs_the_default_sweep_and_writes_the_report(tmp_path):
 
 
 def test_demo_without_root_is_the_vfs_level_and_says_what_block_needs():
-    if not IS_ROOT or shutil.which("setpriv") is None:
-        pytest.skip("needs root to drop to nobody, and setpriv")
-    workdir = Path(tempfile.mkdtemp(prefix="sqlwa-test-demo-nonroot-"))
-    os.chmod(workdir, 0o777)
-    try:
-        proc = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "sqlwa",
-             "demo", "-n", "5", "--warmup", "1", "-j", "delete,wal", "--out", str(workdir / "demo")],
-            capture_output=True, text=True, timeout=300, cwd=workdir,
-        )
+    with sqlwa_as_nobody("demo", "-n", "5", "--warmup", "1", "-j", "delete,wal", "--out", "{dir}/demo",
+                         prefix="sqlwa-test-demo-nonroot-", timeout=300) as (proc, workdir):
         assert proc.returncode == 0, proc.stderr
         assert "VFS level only" in proc.stderr and "need root" in proc.stderr
         assert "mobibench-insert none wal/full" in proc.stdout and (workdir / "report.html").exists()
         assert "Measured at the VFS level only" in (workdir / "report.html").read_text()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+import helpers
 from helpers import sqlwa
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("SQLWA_TEST_ARTIFACTS", ROOT / "target" / "test-artifacts"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-IS_ROOT = os.geteuid() == 0
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 
 COLLECTOR = """<script>
@@ -108,11 +108,7 @@ def rendered_plots(dom: str) -> dict[str, bool]:
 
 @pytest.fixture(scope="module")
 def lab_matrix(tmp_path_factory) -> Path:
-    if not IS_ROOT:
-        pytest.skip("lab runs need root")
-    out = tmp_path_factory.mktemp("report") / "m"
-    sqlwa("matrix", "--fs", "ext4", "-j", "delete,wal", "--sync", "normal,full", "-n", "30", "--out", str(out))
-    return out
+    return helpers.lab_matrix(tmp_path_factory, "report", "-j", "delete,wal", "--sync", "normal,full", "-n", "30")
 
 
 @pytest.fixture(scope="module")
