@@ -10,32 +10,12 @@ with `sqlwa lab cleanup`'s logic (which only touches things whose owner process 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
-from pathlib import Path
-
 import pytest
 
-from sqlwa import capture, lab
+from helpers import sqlwa_leftovers
+from sqlwa import lab
 
-TRACEFS_INSTANCES = Path("/sys/kernel/tracing/instances")
 BEFORE = pytest.StashKey[set]()  # what of ours existed when the session started
-
-
-def ours_on_the_machine() -> set[str]:
-    """Loop devices, mounts, tracefs instances and temp-dir lab directories named by sqlwa."""
-    found: set[str] = set()
-    try:
-        losetup = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True)
-        found |= {f"loop device: {line.strip()}" for line in losetup.stdout.splitlines() if lab.LAB_PREFIX in line}
-    except OSError:
-        pass  # no losetup: no loop devices of ours either
-    found |= {f"mount: {line}" for line in Path("/proc/mounts").read_text().splitlines() if lab.LAB_PREFIX in line}
-    if TRACEFS_INSTANCES.is_dir():
-        found |= {f"tracefs instance: {n}" for n in os.listdir(TRACEFS_INSTANCES) if capture.INSTANCE_RE.match(n)}
-    found |= {f"lab directory: {n}" for n in os.listdir(tempfile.gettempdir()) if lab.LAB_NAME_RE.match(n)}
-    return found
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -44,14 +24,14 @@ def is_controller(config: pytest.Config) -> bool:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if is_controller(session.config):
-        session.config.stash[BEFORE] = ours_on_the_machine()
+        session.config.stash[BEFORE] = set(sqlwa_leftovers())
 
 
 @pytest.hookimpl(trylast=True)  # after xdist has shut its workers down
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not is_controller(session.config) or BEFORE not in session.config.stash:
         return
-    left = sorted(ours_on_the_machine() - session.config.stash[BEFORE])
+    left = sorted(set(sqlwa_leftovers()) - session.config.stash[BEFORE])
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -13,7 +13,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -21,13 +20,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import sqlwa_leftovers
 from sqlwa.cli.lab import lab as lab_group
-
 from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import (
     LabFilesystem,
     cleanup_leftovers,
-    current_mounts,
     filesystem_support,
     loop_devices,
     mount_at,
@@ -42,25 +40,8 @@ def root_only(test):
     skip = pytest.mark.skipif(not IS_ROOT, reason="needs root: loop devices, mkfs, mount")
     return pytest.mark.root(skip(test))
 
-TRACEFS_INSTANCES = Path("/sys/kernel/tracing/instances")
-LOOP_FILESYSTEMS = ["ext4", "ext4-journal", "ext4-writeback", "xfs", "btrfs"]
-
 
 # --------------------------------------------------------------------------- helpers
-
-
-def leftovers_of(pid: int) -> list[str]:
-    """Everything on this machine that carries ``pid``'s lab or capture name: loop
-    devices (as `losetup -l` lists them), mounts (/proc/mounts), tracefs instances and lab
-    directories in the temp dir."""
-    lab_tag, trace_tag = f"sqlwa-lab-{pid}-", f"sqlwa-{pid}-"
-    losetup = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True)
-    found = [f"loop: {line}" for line in losetup.stdout.splitlines() if lab_tag in line]
-    found += [f"mount: {line.strip()}" for line in Path("/proc/mounts").read_text().splitlines() if lab_tag in line]
-    if TRACEFS_INSTANCES.is_dir():
-        found += [f"tracefs: {n}" for n in os.listdir(TRACEFS_INSTANCES) if n.startswith(trace_tag)]
-    found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if n.startswith(lab_tag)]
-    return found
 
 
 def assert_lab_gone(lab: LabFilesystem) -> None:
@@ -144,14 +125,14 @@ def kill_at_stage_and_check(tmp_path: Path, fs: str, stage: str, signum: int, pa
             child.kill()
             raise AssertionError(f"the child ignored the signal:\n{child.communicate()[1]}") from None
         stderr = child.stderr.read()  # type: ignore[union-attr]
-        assert leftovers_of(child.pid) == [], stderr
+        assert sqlwa_leftovers(child.pid) == [], stderr
         if pause:
             assert child.returncode != 0, "the signal should have stopped the run"
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-        if leftovers_of(child.pid):
+        if sqlwa_leftovers(child.pid):
             cleanup_leftovers()  # do not leave a failed test's debris on the machine
 
 
@@ -282,7 +263,7 @@ def test_everything_is_removed_after_an_exception() -> None:
             write_and_fsync(lab.mountpoint)
             raise RuntimeError("workload failed")
     assert_lab_gone(lab)
-    assert not [x for x in leftovers_of(os.getpid()) if lab.name in x]
+    assert not [x for x in sqlwa_leftovers(os.getpid()) if lab.name in x]
 
 
 @root_only
@@ -352,13 +333,13 @@ def test_cleanup_removes_a_killed_runs_leftovers_and_nothing_else(tmp_path: Path
             wait_for_stage(child, "capturing" if with_capture else "inside")
             child.kill()
             child.wait()
-            left = leftovers_of(child.pid)
+            left = sqlwa_leftovers(child.pid)
             assert any(x.startswith("loop:") for x in left) and any(x.startswith("mount:") for x in left)
             assert any(x.startswith("tracefs:") for x in left) == with_capture
 
             result = CliRunner().invoke(lab_group, ["cleanup"])  # `sqlwa lab cleanup`
             assert result.exit_code == 0, result.output
-            assert leftovers_of(child.pid) == []
+            assert sqlwa_leftovers(child.pid) == []
             assert f"sqlwa-lab-{child.pid}-" in result.output
 
             assert mount_at(live_lab.mountpoint) is not None
@@ -368,7 +349,7 @@ def test_cleanup_removes_a_killed_runs_leftovers_and_nothing_else(tmp_path: Path
         if child.poll() is None:
             child.kill()
             child.wait()
-        if leftovers_of(child.pid):
+        if sqlwa_leftovers(child.pid):
             cleanup_leftovers()
 
 
