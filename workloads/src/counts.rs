@@ -76,6 +76,22 @@ impl KindCounts {
         }
     }
 
+    /// Every counter with its field name, in declaration order (for column-wise output).
+    pub fn fields(&self) -> [(&'static str, u64); 10] {
+        [
+            ("write_calls", self.write_calls),
+            ("write_bytes", self.write_bytes),
+            ("read_calls", self.read_calls),
+            ("read_bytes", self.read_bytes),
+            ("sync_calls", self.sync_calls),
+            ("sync_full", self.sync_full),
+            ("sync_dataonly", self.sync_dataonly),
+            ("truncate_calls", self.truncate_calls),
+            ("delete_calls", self.delete_calls),
+            ("open_calls", self.open_calls),
+        ]
+    }
+
     pub fn add(&self, other: &KindCounts) -> KindCounts {
         self.zip(other, |a, b| a + b)
     }
@@ -134,5 +150,37 @@ impl VfsCounts {
             *out.get_mut(kind) = self.get(kind).since(earlier.get(kind));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_name_every_serialized_field_in_order() {
+        let c = KindCounts {
+            write_calls: 1,
+            write_bytes: 2,
+            read_calls: 3,
+            read_bytes: 4,
+            sync_calls: 5,
+            sync_full: 6,
+            sync_dataonly: 7,
+            truncate_calls: 8,
+            delete_calls: 9,
+            open_calls: 10,
+        };
+        let ours: serde_json::Map<String, serde_json::Value> = c
+            .fields()
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+            .collect();
+        assert_eq!(
+            serde_json::to_value(c).unwrap(),
+            serde_json::Value::Object(ours)
+        );
+        let values: Vec<u64> = c.fields().iter().map(|f| f.1).collect();
+        assert_eq!(values, (1..=10).collect::<Vec<u64>>(), "declaration order");
     }
 }

@@ -1,7 +1,6 @@
 //! Bindings for the workload engine: scenarios, settings and `run`, converted to plain
 //! Python values. Commit records go out column-wise (dict of lists) so Python builds
 //! one Polars frame from them without looping.
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
@@ -110,22 +109,6 @@ fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyR
     }
 }
 
-/// The fields of `KindCounts`, in the order the columns are named.
-fn kind_fields(c: &KindCounts) -> [(&'static str, u64); 10] {
-    [
-        ("write_calls", c.write_calls),
-        ("write_bytes", c.write_bytes),
-        ("read_calls", c.read_calls),
-        ("read_bytes", c.read_bytes),
-        ("sync_calls", c.sync_calls),
-        ("sync_full", c.sync_full),
-        ("sync_dataonly", c.sync_dataonly),
-        ("truncate_calls", c.truncate_calls),
-        ("delete_calls", c.delete_calls),
-        ("open_calls", c.open_calls),
-    ]
-}
-
 /// Commit records as columns: index, warmup, start_ns, end_ns, logical_bytes,
 /// statements, then `vfs_<kind>_<field>` for every file kind and counter.
 fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bound<'py, PyDict>> {
@@ -136,21 +119,11 @@ fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bo
     cols.set_item("end_ns", commits.iter().map(|c| c.end_ns).collect::<Vec<_>>())?;
     cols.set_item("logical_bytes", commits.iter().map(|c| c.logical_bytes).collect::<Vec<_>>())?;
     cols.set_item("statements", commits.iter().map(|c| c.statements).collect::<Vec<_>>())?;
-    let mut vfs: HashMap<String, Vec<u64>> = HashMap::new();
-    let mut order = Vec::new();
-    for c in commits {
-        for kind in FileKind::ALL {
-            for (field, value) in kind_fields(c.vfs.get(kind)) {
-                let name = format!("vfs_{}_{}", kind.as_str(), field);
-                vfs.entry(name.clone()).or_insert_with(|| {
-                    order.push(name.clone());
-                    Vec::with_capacity(commits.len())
-                }).push(value);
-            }
+    for kind in FileKind::ALL {
+        for (i, (field, _)) in KindCounts::default().fields().into_iter().enumerate() {
+            let values: Vec<u64> = commits.iter().map(|c| c.vfs.get(kind).fields()[i].1).collect();
+            cols.set_item(format!("vfs_{}_{field}", kind.as_str()), values)?;
         }
-    }
-    for name in order {
-        cols.set_item(&name, vfs.remove(&name).unwrap_or_default())?;
     }
     Ok(cols)
 }
