@@ -250,12 +250,12 @@ pub struct Dictionary {
     index: FastMap<Box<[u8]>, u32>,
     /// Direct-mapped cache of recent lookups, indexed by length and last byte: consecutive
     /// trace lines mostly repeat a handful of names, and this skips the hash probe.
-    recent: [(u32, u32); 64],
+    recent: [u32; 64],
 }
 
 impl Default for Dictionary {
     fn default() -> Self {
-        Dictionary { values: Vec::new(), index: FastMap::default(), recent: [(u32::MAX, 0); 64] }
+        Dictionary { values: Vec::new(), index: FastMap::default(), recent: [u32::MAX; 64] }
     }
 }
 
@@ -263,12 +263,12 @@ impl Dictionary {
     #[inline]
     pub fn intern(&mut self, s: &[u8]) -> u32 {
         let slot = (s.len() * 7 + s.last().copied().unwrap_or(0) as usize) & 63;
-        let (code, _) = self.recent[slot];
+        let code = self.recent[slot];
         if code != u32::MAX && self.values[code as usize].as_bytes() == s {
             return code;
         }
         let code = self.intern_slow(s);
-        self.recent[slot] = (code, 0);
+        self.recent[slot] = code;
         code
     }
 
@@ -408,12 +408,6 @@ impl EventTable {
         t
     }
 
-    pub fn with_capacity(n: usize) -> Self {
-        let mut t = EventTable::new();
-        t.reserve(n);
-        t
-    }
-
     /// Returns unused reserved capacity (large allocations shrink in place via mremap).
     pub fn shrink_to_fit(&mut self) {
         self.kind.shrink_to_fit();
@@ -470,21 +464,19 @@ impl EventTable {
     /// Huge-page hint for the columns every row writes (not kind, error, comm and name,
     /// which a binary trace mostly leaves zero and untouched).
     pub(crate) fn advise_dense_columns(&self) {
-        {
-            advise_huge_pages(&self.time_ns);
-            advise_huge_pages(&self.sequence);
-            advise_huge_pages(&self.sector);
-            advise_huge_pages(&self.bytes);
-            advise_huge_pages(&self.dev_major);
-            advise_huge_pages(&self.dev_minor);
-            advise_huge_pages(&self.cpu);
-            advise_huge_pages(&self.pid);
-            advise_huge_pages(&self.sectors);
-            advise_huge_pages(&self.rwbs);
-            advise_huge_pages(&self.flags);
-            advise_huge_pages(&self.action);
-            advise_huge_pages(&self.operation);
-        }
+        advise_huge_pages(&self.time_ns);
+        advise_huge_pages(&self.sequence);
+        advise_huge_pages(&self.sector);
+        advise_huge_pages(&self.bytes);
+        advise_huge_pages(&self.dev_major);
+        advise_huge_pages(&self.dev_minor);
+        advise_huge_pages(&self.cpu);
+        advise_huge_pages(&self.pid);
+        advise_huge_pages(&self.sectors);
+        advise_huge_pages(&self.rwbs);
+        advise_huge_pages(&self.flags);
+        advise_huge_pages(&self.action);
+        advise_huge_pages(&self.operation);
     }
 
     fn reserve_columns(&mut self, n: usize) {
