@@ -74,15 +74,14 @@ fn builtin_scenarios() -> PyResult<Vec<(String, String)>> {
 /// Settings arrive as a dict of optional values; absent or None keeps the default.
 fn settings_from_dict(d: &Bound<'_, PyDict>) -> PyResult<RunSettings> {
     let mut s = RunSettings::default();
-    let parse_err = |e: EngineError| to_pyerr(e);
     if let Some(v) = get::<String>(d, "journal")? {
-        s.journal = v.parse::<JournalMode>().map_err(parse_err)?;
+        s.journal = v.parse::<JournalMode>().map_err(to_pyerr)?;
     }
     if let Some(v) = get::<String>(d, "sync")? {
-        s.sync = v.parse::<SyncMode>().map_err(parse_err)?;
+        s.sync = v.parse::<SyncMode>().map_err(to_pyerr)?;
     }
     if let Some(v) = get::<String>(d, "locking_mode")? {
-        s.locking_mode = Some(v.parse::<LockingMode>().map_err(parse_err)?);
+        s.locking_mode = Some(v.parse::<LockingMode>().map_err(to_pyerr)?);
     }
     s.txns = get(d, "txns")?;
     s.warmup = get(d, "warmup")?;
