@@ -90,30 +90,3 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
         found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]
     found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]
     return found
-
-
-def sqlwa_leftovers(pid: int | None = None) -> list[str]:
-    """What of sqlwa's exists on this machine, of process ``pid`` or of any: loop devices
-    (as `losetup -l` lists them), mounts (/proc/mounts), tracefs instances and lab
-    directories in the temp dir, each found by the name sqlwa gives it."""
-    import os
-    import re
-    import tempfile
-
-    from sqlwa import capture, lab
-
-    owner = str(pid) if pid is not None else r"\d+"
-    lab_name = re.compile(rf"{lab.LAB_PREFIX}-{owner}-[0-9a-f]+")
-    instance_name = re.compile(rf"{capture.INSTANCE_PREFIX}-{owner}-[0-9a-f]+")
-    try:
-        losetup = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True)
-        loops = losetup.stdout.splitlines()
-    except OSError:
-        loops = []  # no losetup: no loop devices of ours either
-    found = [f"loop: {line.strip()}" for line in loops if lab_name.search(line)]
-    found += [f"mount: {line}" for line in Path("/proc/mounts").read_text().splitlines() if lab_name.search(line)]
-    tracefs = capture.tracefs_root()
-    if tracefs is not None:
-        found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]
-    found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]
-    return found
