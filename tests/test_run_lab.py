@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Callable, Iterable
@@ -23,7 +22,7 @@ from typing import Callable, Iterable
 import polars as pl
 import pytest
 
-from helpers import sqlwa
+from helpers import sqlwa, sqlwa_as_nobody
 
 pytestmark = [
     pytest.mark.root,
@@ -157,19 +156,7 @@ def test_unavailable_filesystem_is_skipped_with_reason(tmp_path):
     assert "f2fs" in proc.stderr and "fix:" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_without_root_says_what_is_missing(tmp_path):
-    if shutil.which("setpriv") is None:
-        pytest.skip("setpriv is not installed")
-    # nobody cannot enter pytest's root-only tmp_path: work in a world-writable directory
-    workdir = Path(tempfile.mkdtemp(prefix="sqlwa-test-nonroot-"))
-    os.chmod(workdir, 0o777)
-    try:
-        proc = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-             sys.executable, "-m", "sqlwa", "run", "--fs", "ext4", "--txns", "5", "--out", str(workdir / "o")],
-            capture_output=True, text=True, timeout=120, cwd=workdir,
-        )
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    assert proc.returncode == 2, proc.stderr
-    assert "root" in proc.stderr and "--dir" in proc.stderr and "Traceback" not in proc.stderr
+def test_without_root_says_what_is_missing():
+    with sqlwa_as_nobody("run", "--fs", "ext4", "--txns", "5", "--out", "{dir}/o", prefix="sqlwa-test-nonroot-") as (proc, _):
+        assert proc.returncode == 2, proc.stderr
+        assert "root" in proc.stderr and "--dir" in proc.stderr and "Traceback" not in proc.stderr
