@@ -241,8 +241,7 @@ class Run(DeviceTrace):
             self.summary: dict = json.loads(summary_path.read_text())
         except json.JSONDecodeError as exc:
             raise UsageError(f"{summary_path} is not valid JSON: {exc}", "re-run the measurement") from None
-        config = self.config
-        self.label = f"{config.get('scenario', '?')} {config.get('fs', '?')} {config.get('journal', '?')}/{config.get('sync', '?')}"
+        self.label = store.config_label({key: self.config.get(key, "?") for key in store.CONFIG_KEYS})
 
     def __repr__(self) -> str:
         return f"<sqlwa.Run {self.label} ({self.summary.get('commits')} commits, levels {self.levels}) at {self.dir}>"
@@ -296,12 +295,11 @@ class Run(DeviceTrace):
     @property
     def device(self) -> tuple[int, int]:
         """The lab device (major, minor) the run's block requests went to."""
-        dev = (self.config.get("lab") or {}).get("dev")
-        if not dev:
+        dev = rundir.lab_device(self.config)
+        if dev is None:
             self.require_trace("the block device")
             raise UsageError(f"{self.dir}: summary.json names no lab device", "re-run with --fs")
-        major, minor = (int(x) for x in str(dev).split(":"))
-        return major, minor
+        return dev
 
     @cached_property
     def windows(self) -> pl.DataFrame:
@@ -434,8 +432,7 @@ def runs_frame(runs: list[Run]) -> pl.DataFrame:
     """The minimal runs frame :mod:`sqlwa.report`'s figures take, without touching the
     run directories (no events.parquet is written)."""
     return pl.DataFrame([{
-        "status": "ok", "run_dir": str(run.dir.resolve()), "scenario": run.config.get("scenario", "?"),
-        "fs": run.config.get("fs", "?"), "journal": run.config.get("journal", "?"), "sync": run.config.get("sync", "?"),
+        "status": "ok", "run_dir": str(run.dir.resolve()), **{key: run.config.get(key, "?") for key in store.CONFIG_KEYS},
     } for run in runs])
 
 
@@ -515,13 +512,5 @@ class Matrix:
 
 def frame_of_runs(runs: list[Run]) -> pl.DataFrame:
     """A store-like summary frame for run directories without a store (read-only)."""
-    rows = []
-    for run in runs:
-        record = store.RunRecord(
-            run_key=str(run.dir), status="ok", scenario=run.config.get("scenario", "?"), fs=run.config.get("fs", "?"),
-            journal=run.config.get("journal", "?"), sync=run.config.get("sync", "?"), txns=run.config.get("txns"),
-        )
-        row = store.record_row(record, run.summary, run.commits, run.dir)  # run_dir=None: writes nothing
-        row.update(run_dir=str(run.dir.resolve()), events_path=None)
-        rows.append(row)
-    return pl.DataFrame(rows, infer_schema_length=None)
+    return pl.DataFrame([store.run_dir_row(run.dir, run.summary, run.commits) for run in runs],
+                        infer_schema_length=None)

@@ -355,15 +355,19 @@ def save_run(
     return run_id
 
 
+def run_dir_record(run_dir: Path, config: dict) -> RunRecord:
+    """The record of a lone run directory (not a matrix cell), from its configuration."""
+    return RunRecord(
+        run_key=str(run_dir.resolve()), status="ok", scenario=config.get("scenario", "?"), fs=config.get("fs", "?"),
+        journal=config.get("journal", "?"), sync=config.get("sync", "?"), txns=config.get("txns"), run_dir=run_dir,
+    )
+
+
 def save_run_dir(store_path: Path, run_dir: Path, record: RunRecord | None = None) -> int:
     """Add the run in ``run_dir`` (summary.json + commits.parquet) to the store at ``store_path``."""
-    summary = json.loads((run_dir / "summary.json").read_text())
-    commits = pl.read_parquet(run_dir / "commits.parquet")
-    cfg = summary["config"]
-    record = record or RunRecord(
-        run_key=str(run_dir.resolve()), status="ok", scenario=cfg["scenario"], fs=cfg["fs"],
-        journal=cfg["journal"], sync=cfg["sync"], txns=cfg.get("txns"), run_dir=run_dir,
-    )
+    summary = rundir.summary(run_dir)
+    commits = pl.read_parquet(run_dir / rundir.COMMITS_FILE)
+    record = record or run_dir_record(run_dir, summary["config"])
     conn = connect(store_path)
     try:
         return save_run(conn, record, summary, commits, base=store_path.parent)
@@ -392,19 +396,19 @@ def runs_frame(conn: sqlite3.Connection, base: Path) -> pl.DataFrame:
 
 def single_run_frame(run_dir: Path) -> pl.DataFrame:
     """A run directory (summary.json + commits.parquet) as a one-row runs frame."""
-    summary = json.loads((run_dir / "summary.json").read_text())
-    commits_path = run_dir / "commits.parquet"
+    commits_path = run_dir / rundir.COMMITS_FILE
     commits = pl.read_parquet(commits_path) if commits_path.exists() else None
-    cfg = summary.get("config", {})
-    record = RunRecord(
-        run_key=str(run_dir.resolve()), status="ok", scenario=cfg.get("scenario", "?"), fs=cfg.get("fs", "?"),
-        journal=cfg.get("journal", "?"), sync=cfg.get("sync", "?"), txns=cfg.get("txns"), run_dir=run_dir,
-    )
+    return pl.DataFrame([run_dir_row(run_dir, rundir.summary(run_dir), commits)], infer_schema_length=None)
+
+
+def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> dict:
+    """The runs-frame row of a run directory already read, without writing into it."""
+    record = run_dir_record(run_dir, summary.get("config", {}))
     row = record_row(record, summary, commits, run_dir, write_events=False)
     row["run_dir"] = str(run_dir.resolve())
     events = run_dir / EVENTS_FILE
     row["events_path"] = str(events.resolve()) if events.exists() else None
-    return pl.DataFrame([row], infer_schema_length=None)
+    return row
 
 
 def load_results(path: Path) -> pl.DataFrame:
@@ -418,7 +422,7 @@ def load_results(path: Path) -> pl.DataFrame:
             return runs_frame(conn, path)
         finally:
             conn.close()
-    if (path / "summary.json").exists():
+    if (path / rundir.SUMMARY_FILE).exists():
         return single_run_frame(path)
     raise UsageError(
         f"{path} holds neither {STORE_FILE} nor summary.json",
