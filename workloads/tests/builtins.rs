@@ -1,6 +1,8 @@
 //! Every built-in scenario loads and runs end to end (few transactions).
 
-use sqlwa_workloads::{builtin_names, run, JournalMode, RunSettings, Scenario, SyncMode};
+use sqlwa_workloads::{builtin_names, JournalMode, RunSettings, Scenario, SyncMode};
+
+mod common;
 
 #[test]
 fn every_builtin_runs_in_every_journal_mode_family() {
@@ -30,7 +32,7 @@ fn every_builtin_runs_in_every_journal_mode_family() {
                 warmup: Some(2),
                 ..Default::default()
             };
-            let out = run(&scenario, &settings, dir.path(), None, &mut |_| true)
+            let out = common::run_quiet(&scenario, &settings, dir.path())
                 .unwrap_or_else(|e| panic!("{name} {journal}: {e}"));
             assert_eq!(out.commits.len(), 14, "{name}");
             assert_eq!(out.commits.iter().filter(|c| c.warmup).count(), 2);
@@ -89,7 +91,7 @@ fn mobibench_logical_bytes_are_the_100_byte_value() {
         txns: Some(5),
         ..Default::default()
     };
-    let out = run(&scenario, &settings, dir.path(), None, &mut |_| true).unwrap();
+    let out = common::run_quiet(&scenario, &settings, dir.path()).unwrap();
     assert!(out
         .commits
         .iter()

@@ -4,6 +4,8 @@ use sqlwa_workloads::{
     run, EngineError, JournalMode, LockingMode, RunSettings, Scenario, SyncMode,
 };
 
+mod common;
+
 fn quick() -> RunSettings {
     RunSettings {
         sync: SyncMode::Off,
@@ -15,14 +17,7 @@ fn quick() -> RunSettings {
 
 /// Runs the built-in `kv-prefs` scenario in `dir` and returns the error it must fail with.
 fn kv_prefs_error(settings: &RunSettings, dir: &std::path::Path) -> EngineError {
-    run(
-        &Scenario::builtin("kv-prefs").unwrap(),
-        settings,
-        dir,
-        None,
-        &mut |_| true,
-    )
-    .unwrap_err()
+    common::run_quiet(&Scenario::builtin("kv-prefs").unwrap(), settings, dir).unwrap_err()
 }
 
 #[test]
@@ -66,7 +61,7 @@ values = { v = { kind = "null" } }
 "#;
     let scenario = Scenario::from_toml_str(text, "test").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let err = run(&scenario, &quick(), dir.path(), None, &mut |_| true).unwrap_err();
+    let err = common::run_quiet(&scenario, &quick(), dir.path()).unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, EngineError::Sql { .. }));
     assert!(
@@ -158,12 +153,10 @@ fn settings_are_applied_and_read_back() {
         extra_pragmas: vec!["temp_store=memory".into()],
         ..Default::default()
     };
-    let out = run(
+    let out = common::run_quiet(
         &Scenario::builtin("messenger").unwrap(),
         &settings,
         dir.path(),
-        None,
-        &mut |_| true,
     )
     .unwrap();
     let p: std::collections::HashMap<_, _> = out.info.pragmas.iter().cloned().collect();
@@ -199,12 +192,10 @@ fn think_time_spaces_transactions() {
         txns: Some(3),
         ..quick()
     };
-    let out = run(
+    let out = common::run_quiet(
         &Scenario::builtin("kv-prefs").unwrap(),
         &settings,
         dir.path(),
-        None,
-        &mut |_| true,
     )
     .unwrap();
     for pair in out.commits.windows(2) {
@@ -230,12 +221,10 @@ fn concurrent_runs_keep_separate_counts() {
                     warmup: Some(3),
                     ..Default::default()
                 };
-                let out = run(
+                let out = common::run_quiet(
                     &Scenario::builtin("mobibench-insert").unwrap(),
                     &settings,
                     dir.path(),
-                    None,
-                    &mut |_| true,
                 )
                 .unwrap();
                 (journal, out)

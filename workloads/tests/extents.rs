@@ -5,7 +5,9 @@ use std::io::Write;
 use std::process::Command;
 
 use sqlwa_workloads::vfs::file_extents;
-use sqlwa_workloads::{run, JournalMode, RunSettings, Scenario, SyncMode};
+use sqlwa_workloads::{JournalMode, RunSettings, SyncMode};
+
+mod common;
 
 fn fiemap_works(parent: &std::path::Path) -> bool {
     let dir = tempfile::tempdir_in(parent).unwrap();
@@ -87,9 +89,6 @@ fn merge(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
 }
 
 fn run_lines(journal: JournalMode, map_extents: bool) -> Vec<String> {
-    let scenario = Scenario::builtin("mobibench-insert").unwrap();
-    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let marker_path = dir.path().join("trace_marker");
     let settings = RunSettings {
         journal,
         sync: SyncMode::Full,
@@ -98,16 +97,9 @@ fn run_lines(journal: JournalMode, map_extents: bool) -> Vec<String> {
         map_extents,
         ..Default::default()
     };
-    run(
-        &scenario,
-        &settings,
-        &dir.path().join("db"),
-        Some(&marker_path),
-        &mut |_| true,
-    )
-    .unwrap();
-    let text = std::fs::read_to_string(&marker_path).unwrap();
-    text.lines().map(str::to_string).collect()
+    // under the crate, not /tmp: FIEMAP needs a real filesystem (not tmpfs)
+    let parent = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    common::run_with_markers(&settings, Some(parent)).1
 }
 
 fn extents_lines<'a>(lines: &'a [String], prefix: &str) -> Vec<&'a String> {

@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
-use sqlwa_workloads::{run, JournalMode, RunOutput, RunSettings, Scenario, SyncMode};
+use sqlwa_workloads::{JournalMode, RunOutput, RunSettings, SyncMode};
+
+mod common;
 
 struct Marker {
     event: String,
@@ -40,9 +42,6 @@ fn run_with_markers(
     sync: SyncMode,
     count_vfs: bool,
 ) -> (RunOutput, Vec<String>) {
-    let scenario = Scenario::builtin("mobibench-insert").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let marker_path = dir.path().join("trace_marker");
     let settings = RunSettings {
         journal,
         sync,
@@ -51,17 +50,7 @@ fn run_with_markers(
         count_vfs,
         ..Default::default()
     };
-    let out = run(
-        &scenario,
-        &settings,
-        &dir.path().join("db"),
-        Some(&marker_path),
-        &mut |_| true,
-    )
-    .unwrap();
-    let text = std::fs::read_to_string(&marker_path).unwrap();
-    assert!(text.ends_with('\n'));
-    (out, text.lines().map(String::from).collect())
+    common::run_with_markers(&settings, None)
 }
 
 #[test]

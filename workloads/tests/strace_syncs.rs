@@ -10,7 +10,9 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sqlwa_workloads::{run, JournalMode, RunSettings, Scenario, SyncMode};
+use sqlwa_workloads::{JournalMode, RunSettings, Scenario, SyncMode};
+
+mod common;
 
 const CHILD_ENV: &str = "SQLWA_STRACE_CHILD";
 
@@ -32,12 +34,10 @@ fn strace_child() {
         ..Default::default()
     };
     let dir = Path::new(dir);
-    let out = run(
+    let out = common::run_quiet(
         &Scenario::builtin("mobibench-insert").unwrap(),
         &settings,
         &dir.join("db"),
-        None,
-        &mut |_| true,
     )
     .unwrap();
     // synchronous=EXTRA also syncs the directory after unlinking the journal (xDelete's

@@ -2,7 +2,9 @@
 //! SQLite's documented commit sequence (../shared/reference/sqlite-commit-syncs.md):
 //! independent truth, not the code's own output.
 
-use sqlwa_workloads::{run, CommitRecord, JournalMode, RunSettings, Scenario, SyncMode};
+use sqlwa_workloads::{CommitRecord, JournalMode, RunSettings, Scenario, SyncMode};
+
+mod common;
 
 /// One 100-byte row per autocommit insert into a plain rowid table, 4 KiB pages.
 const SINGLE_ROW_INSERT: &str = r#"
@@ -29,7 +31,7 @@ fn measured(journal: JournalMode, sync: SyncMode) -> Vec<CommitRecord> {
         sync,
         ..Default::default()
     };
-    let out = run(&scenario, &settings, dir.path(), None, &mut |_| true).unwrap();
+    let out = common::run_quiet(&scenario, &settings, dir.path()).unwrap();
     out.commits.into_iter().filter(|c| !c.warmup).collect()
 }
 
