@@ -115,17 +115,30 @@ def tally_block_per_commit(trace: Path, dev: str) -> dict[int, Counter]:
     return tallies
 
 
+def write_bytes_since_commit(trace: Path, dev: str, index: int) -> int:
+    """Write bytes issued on ``dev`` from commit ``index``'s txn_begin marker to the end of
+    the trace (the final syncfs included)."""
+    lines = [m for line in trace.read_text(errors="replace").splitlines() if (m := TRACE_LINE.match(line))]
+    start = next(float(m["ts"]) for m in lines if m["event"] == "tracing_mark_write"
+                 and (mk := MARKER.match(m["body"])) and mk.group(1) == "txn_begin" and int(mk.group(2)) == index)
+    issues = (ISSUE_BODY.match(m["body"]) for m in lines if m["event"] == "block_rq_issue" and float(m["ts"]) >= start)
+    return sum(int(rq["bytes"]) for rq in issues if rq and rq["dev"] == dev and "W" in rq["rwbs"])
+
+
 @pytest.mark.parametrize("fs", ["ext4", "xfs"])
 def test_block_per_commit_equals_independent_tally(tmp_path, fs):
     summary, commits = lab_run(tmp_path, "--fs", fs, "-j", "delete", "--sync", "full", "--txns", "40")
     dev = summary["config"]["lab"]["dev"].replace(":", ",")
-    truth = tally_block_per_commit(tmp_path / "out" / "trace.txt", dev)
+    trace = tmp_path / "out" / "trace.txt"
+    truth = tally_block_per_commit(trace, dev)
     assert sum(t["bytes"] for t in truth.values()) > 0
     for row in commits.iter_rows(named=True):
         t = truth.get(row["index"], Counter())
         assert row["write_bytes"] == t["bytes"], row["index"]
         assert row["write_requests"] == t["writes"], row["index"]
         assert row["flush_requests"] == t["flush"], row["index"]
+    first_measured = commits.filter(~pl.col("warmup"))["index"].min()
+    assert summary["amortized"]["write_bytes"] == write_bytes_since_commit(trace, dev, first_measured)
 
 
 # ----------------------------------------------------------------------------- filesystems
