@@ -60,7 +60,7 @@ def load(path: PathArg) -> Run | Matrix:
     if not path.is_dir():
         raise UsageError(f"{path} is a file, not a run or matrix directory",
                          "pass the directory that holds summary.json (a run) or results.sqlite (a matrix)")
-    if (path / "summary.json").is_file():
+    if (path / rundir.SUMMARY_FILE).is_file():
         return Run(path)
     if (path / store.STORE_FILE).is_file() or run_dirs_below(path):
         return Matrix(path)
@@ -233,7 +233,7 @@ class Run(DeviceTrace):
 
     def __init__(self, path: PathArg) -> None:
         self.dir = Path(path)
-        summary_path = self.dir / "summary.json"
+        summary_path = self.dir / rundir.SUMMARY_FILE
         if not summary_path.is_file():
             raise UsageError(f"{self.dir} is not a run directory: no summary.json",
                              "pass a directory written by `sqlwa run --out`")
@@ -262,10 +262,9 @@ class Run(DeviceTrace):
     def commits(self) -> pl.DataFrame:
         """One row per transaction (warm-up ones flagged): VFS counters, latency and, for
         lab runs, the commit window and per-commit syscall, block and category figures."""
-        path = self.dir / "commits.parquet"
-        if not path.is_file():
+        if not (self.dir / rundir.COMMITS_FILE).is_file():
             raise UsageError(f"{self.dir} has no commits.parquet", "re-run the measurement")
-        return pl.read_parquet(path)
+        return rundir.commits(self.dir)
 
     def to_pandas(self) -> Any:
         """The commits as a pandas DataFrame (needs pandas)."""

@@ -30,6 +30,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from sqlwa import plots, rundir, store
+from sqlwa import windows as sqlwa_windows
 from sqlwa.plots import CATEGORY_COLOURS, LAYOUT
 
 PER_COMMIT_BARS = 40
@@ -66,10 +67,6 @@ def heatmap_grid(means: pl.DataFrame, metric: str) -> tuple[list[str], list[str]
         c = cols.index(f"{row['journal']}/{row['sync']}")
         grid[r][c] = row[metric]
     return rows, cols, grid
-
-
-def summary_of(run_dir: str) -> dict:
-    return rundir.summary(Path(run_dir))
 
 
 def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
@@ -121,7 +118,7 @@ def kib_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
 
 
 def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
-    per_config = {store.config_label(row): category_bytes(summary_of(row["run_dir"])) for row in means.iter_rows(named=True)}
+    per_config = {store.config_label(row): category_bytes(rundir.summary(row["run_dir"])) for row in means.iter_rows(named=True)}
     sources = {source for _, source in per_config.values()}
     categories = list(dict.fromkeys(cat for figures, _ in per_config.values() for cat in figures))
     fig = go.Figure()
@@ -140,7 +137,7 @@ def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
 
 def per_commit_bytes(run_dir: str) -> tuple[pl.DataFrame, str]:
     """The first measured commits with one column per category (KiB), and the source."""
-    commits = pl.read_parquet(Path(run_dir) / "commits.parquet").filter(~pl.col("warmup")).head(PER_COMMIT_BARS)
+    commits = rundir.commits(run_dir).filter(~pl.col("warmup")).head(PER_COMMIT_BARS)
     by_category = [c for c in commits.columns if c.startswith("bytes_")]
     if by_category:
         columns = {c.removeprefix("bytes_"): c for c in by_category}
@@ -201,19 +198,13 @@ def read_events(run: dict) -> pl.DataFrame:
 
 def timeline_frames(run: dict) -> tuple[pl.DataFrame, pl.DataFrame, int, pl.DataFrame | None]:
     """Issued block requests and the commit windows of the first measured commits."""
-    summary = summary_of(run["run_dir"])
-    major, minor = (int(x) for x in summary["config"]["lab"]["dev"].split(":"))
-    commits = pl.read_parquet(Path(run["run_dir"]) / "commits.parquet")
+    dev = rundir.lab_device(rundir.summary(run["run_dir"])["config"])
+    commits = rundir.commits(run["run_dir"])
     windows = commits.filter(~pl.col("warmup") & pl.col("win_start_ns").is_not_null()).head(TIMELINE_COMMITS)
     t0 = windows["win_start_ns"].min()
     t1 = windows["win_end_ns"].max()
-    events = read_events(run)
-    issued = events.filter(
-        (pl.col("kind") == "block") & (pl.col("action") == "D")
-        & (pl.col("dev_major") == major) & (pl.col("dev_minor") == minor)
-        & (pl.col("time_ns") >= t0) & (pl.col("time_ns") <= t1)
-    ).with_columns(((pl.col("time_ns").cast(pl.Int64) - t0) / 1e6).alias("ms"))
-    return issued, windows, t0, write_categories(run)
+    issued = sqlwa_windows.block_issues(read_events(run), dev).filter(pl.col("time_ns").is_between(t0, t1))
+    return plots.with_ms(issued, t0), windows, t0, write_categories(run)
 
 
 def write_categories(run: dict) -> pl.DataFrame | None:
@@ -251,7 +242,7 @@ def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
     lowest, highest = store.FRAME_BUDGET_MS, store.FRAME_BUDGET_MS
     ok = runs.filter(pl.col("status") == "ok")
     for (config,), group in ok.group_by(pl.concat_str(*store.CONFIG_KEYS, separator=" "), maintain_order=True):
-        frames = [pl.read_parquet(Path(d) / "commits.parquet") for d in group["run_dir"]]
+        frames = [rundir.commits(d) for d in group["run_dir"]]
         ms = pl.concat([f.filter(~pl.col("warmup")).select(pl.col("latency_ns").cast(pl.Float64) / 1e6) for f in frames])
         if ms.height == 0:
             continue

@@ -35,6 +35,11 @@ def summary(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / SUMMARY_FILE).read_text())
 
 
+def commits(run_dir: Path) -> pl.DataFrame:
+    """The per-commit table (commits.parquet)."""
+    return pl.read_parquet(Path(run_dir) / COMMITS_FILE)
+
+
 def has_trace(run_dir: Path) -> bool:
     run_dir = Path(run_dir)
     return (run_dir / EVENTS_FILE).is_file() or (run_dir / TRACE_FILE).is_file()
