@@ -79,7 +79,11 @@ def test_vfs_run_round_trip_with_absent_levels_null(tmp_path, vfs_run):
 def test_frame_budget_misses_count_slow_measured_commits():
     commits = pl.DataFrame({"warmup": [True, False, False, False],
                             "latency_ns": [90_000_000, 1_000_000, 17_000_000, 16_000_000]})
-    assert store.latency_figures(commits)["frame_budget_misses"] == 1
+    figures = store.latency_figures(commits)
+    assert figures["frame_budget_misses"] == 1
+    # by hand: 1 of the 3 measured commits; p99.9 of 1, 16, 17 ms interpolated at rank 1.998
+    assert figures["frame_budget_miss_pct"] == pytest.approx(100 / 3)
+    assert figures["p999_ms"] == pytest.approx(16 + 0.998)
 
 
 def test_load_results_refuses_a_directory_without_results(tmp_path):

@@ -28,7 +28,7 @@ from typing import Iterator
 
 import polars as pl
 
-from sqlwa import rundir
+from sqlwa import metrics, rundir
 from sqlwa.errors import UsageError
 
 STORE_FILE = "results.sqlite"
@@ -227,14 +227,14 @@ def latency_figures(commits: pl.DataFrame | None) -> dict[str, float]:
     """p99.9 and frame-budget misses straight from the measured commits' latencies."""
     if commits is None or "latency_ns" not in commits.columns:
         return {}
-    ms = commits.filter(~pl.col("warmup"))["latency_ns"].cast(pl.Float64) / 1e6
-    if ms.len() == 0:
+    measured = commits.filter(~pl.col("warmup"))
+    if measured.height == 0:
         return {"frame_budget_misses": 0.0, "frame_budget_miss_pct": 0.0}
-    misses = float((ms > FRAME_BUDGET_MS).sum())
+    misses = metrics.frame_budget_misses(measured, FRAME_BUDGET_MS)
     return {
-        "p999_ms": float(ms.quantile(0.999, interpolation="linear")),
-        "frame_budget_misses": misses,
-        "frame_budget_miss_pct": misses / ms.len() * 100,
+        "p999_ms": metrics.latency_ms(measured)["p99.9"],
+        "frame_budget_misses": float(misses["commits"]),
+        "frame_budget_miss_pct": misses["share"] * 100,
     }
 
 
