@@ -20,7 +20,7 @@ COMPARED_METRICS = (
 
 
 def is_single_run(runs: pl.DataFrame) -> bool:
-    return runs.height == 1 and runs["cell"].is_null().all() if "cell" in runs.columns else runs.height == 1
+    return runs.height == 1 and ("cell" not in runs.columns or runs["cell"].is_null().all())
 
 
 def long_means(runs: pl.DataFrame, side: str, label: str | None = None) -> pl.DataFrame:
@@ -29,11 +29,9 @@ def long_means(runs: pl.DataFrame, side: str, label: str | None = None) -> pl.Da
     if means.height == 0:
         return pl.DataFrame(schema={"config": pl.String, "metric": pl.String, side: pl.Float64})
     metrics = [m for m in COMPARED_METRICS if m in means.columns]
-    config = pl.lit(label) if label else pl.concat_str(
-        [pl.col("scenario"), pl.lit(" "), pl.col("fs"), pl.lit(" "), pl.col("journal"), pl.lit("/"), pl.col("sync")]
-    )
+    configs = [label or store.config_label(row) for row in means.iter_rows(named=True)]
     return (
-        means.select(config.alias("config"), *[pl.col(m).cast(pl.Float64) for m in metrics])
+        means.select(pl.Series("config", configs, dtype=pl.String), *[pl.col(m).cast(pl.Float64) for m in metrics])
         .unpivot(index="config", variable_name="metric", value_name=side)
     )
 

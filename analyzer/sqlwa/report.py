@@ -241,7 +241,9 @@ def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
     fig = go.Figure()
     lowest, highest = store.FRAME_BUDGET_MS, store.FRAME_BUDGET_MS
     ok = runs.filter(pl.col("status") == "ok")
-    for (config,), group in ok.group_by(pl.concat_str(*store.CONFIG_KEYS, separator=" "), maintain_order=True):
+    one_scenario = ok["scenario"].n_unique() == 1
+    for key, group in ok.group_by(store.CONFIG_KEYS, maintain_order=True):
+        config = dict(zip(store.CONFIG_KEYS, key))
         frames = [rundir.commits(d) for d in group["run_dir"]]
         ms = pl.concat([f.filter(~pl.col("warmup")).select(pl.col("latency_ns").cast(pl.Float64) / 1e6) for f in frames])
         if ms.height == 0:
@@ -249,7 +251,8 @@ def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
         qs = [i / CDF_POINTS for i in range(CDF_POINTS + 1)]
         values = [ms["latency_ns"].quantile(q, interpolation="linear") for q in qs]
         lowest, highest = min(lowest, max(values[0], 1e-3)), max(highest, values[-1])
-        label = " ".join(config.split(" ")[1:]) if ok["scenario"].n_unique() == 1 else config
+        label = store.config_label(config)
+        label = label.removeprefix(f"{config['scenario']} ") if one_scenario else label
         fig.add_scatter(x=values, y=qs, mode="lines", name=label,
                         hovertemplate=f"{label}<br>%{{x:.3f}} ms: %{{y:.1%}} of commits<extra></extra>")
     fig.add_vline(x=store.FRAME_BUDGET_MS, line_dash="dash", line_color="red",
