@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Location, ParseError};
 use crate::report::ParseReport;
 use crate::rwbs::{category, decode_category, rwbs_from_category};
-use crate::table::{Action, EventTable, Extra, RecordKind};
+use crate::table::{flags, Action, EventTable, Extra, Operation, RecordKind};
 
 pub const MAGIC: u32 = 0x6561_7400;
 pub const SUPPORTED_VERSION: u32 = 7;
@@ -667,7 +667,7 @@ fn decode_share(paths: &[PathBuf], plan: &Plan, runs: &[Run], base: usize, cols:
                 text = &rec.text[..end];
             } else {
                 let Some(action) = action_of(act) else { continue };
-                let (operation, flags) = decode_category(cat, rec.bytes);
+                let (rwbs, operation, flags) = plan.rwbs_codes.get(cat, rec.bytes);
                 cols.action[i] = action as u8;
                 cols.operation[i] = operation as u8;
                 cols.flags[i] = flags;
@@ -677,7 +677,7 @@ fn decode_share(paths: &[PathBuf], plan: &Plan, runs: &[Run], base: usize, cols:
                 if rec.error != 0 {
                     cols.error[i] = rec.error as i16 as i32;
                 }
-                cols.rwbs[i] = plan.rwbs_codes.get(cat, rec.bytes);
+                cols.rwbs[i] = rwbs;
                 if rec.pid != last_pid.0 {
                     last_pid = (rec.pid, plan.comm_by_pid.get(&rec.pid).copied().unwrap_or(0));
                 }
@@ -735,15 +735,17 @@ struct ProcessNames {
     by_pid: BTreeMap<u32, Vec<u8>>,
 }
 
-/// Dictionary codes of the RWBS strings, by the category bits that decide them: interning
-/// a string per record would cost more than decoding the whole record.
+/// Dictionary codes of the RWBS strings, with the operation and flags they decode to, by
+/// the category bits that decide them: interning a string per record would cost more than
+/// decoding the whole record, and this way the bits are decoded once per pattern.
 struct RwbsCodes {
-    by_bits: [u32; 256],
+    /// (code, operation, flags without PC, which no RWBS letter shows); code u32::MAX until seen.
+    by_bits: [(u32, Operation, u16); 256],
 }
 
 impl RwbsCodes {
     fn new() -> Self {
-        RwbsCodes { by_bits: [u32::MAX; 256] }
+        RwbsCodes { by_bits: [(u32::MAX, Operation::None, 0); 256] }
     }
 
     fn bits(cat: u32, bytes: u32) -> usize {
@@ -753,18 +755,59 @@ impl RwbsCodes {
             .fold((bytes != 0) as usize, |acc, (n, &bit)| acc | (((cat & bit != 0) as usize) << (n + 1)))
     }
 
-    /// The code of an RWBS seen in the first pass.
-    fn get(&self, cat: u32, bytes: u32) -> u32 {
-        self.by_bits[Self::bits(cat, bytes)]
+    /// RWBS code, operation and flags (`decode_category`) of a record whose RWBS the
+    /// first pass saw.
+    #[inline]
+    fn get(&self, cat: u32, bytes: u32) -> (u32, Operation, u16) {
+        let (code, operation, f) = self.by_bits[Self::bits(cat, bytes)];
+        (code, operation, if cat & category::PC != 0 { f | flags::PC } else { f })
     }
 
-    fn code(&mut self, cat: u32, bytes: u32, table: &mut EventTable) -> u32 {
+    /// Interns the record's RWBS if its pattern is new.
+    fn code(&mut self, cat: u32, bytes: u32, table: &mut EventTable) {
         let slot = &mut self.by_bits[Self::bits(cat, bytes)];
-        if *slot == u32::MAX {
+        if slot.0 == u32::MAX {
             let mut buf = [0u8; 8];
             let n = rwbs_from_category(cat, bytes, &mut buf);
-            *slot = table.rwbs_values.intern(&buf[..n]);
+            let (operation, f) = decode_category(cat & !category::PC, bytes);
+            *slot = (table.rwbs_values.intern(&buf[..n]), operation, f);
         }
-        *slot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::Operation;
+    use crate::writer::{act, dev, write_record, RawRecord};
+
+    /// The PC bit shows in no RWBS letter but still reaches the flags column, on records
+    /// that share an RWBS with records without it.
+    #[test]
+    fn flags_and_rwbs_come_from_the_category_bits() {
+        let cats = [category::WRITE | category::SYNC, category::WRITE | category::SYNC | category::PC, category::FLUSH, category::DISCARD | category::FUA];
+        let mut out = Vec::new();
+        for (k, &cat) in cats.iter().enumerate() {
+            let bytes = if cat & category::FLUSH != 0 { 0 } else { 4096 };
+            let r = RawRecord { sequence: k as u32, time: k as u64, bytes, action: act(ta::ISSUE, cat), device: dev(8, 0), ..Default::default() };
+            write_record(&mut out, &r, false, SUPPORTED_VERSION);
+        }
+        let dir = std::env::temp_dir().join(format!("binary-flags-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.blktrace.0");
+        std::fs::write(&path, &out).unwrap();
+        let (mut t, mut r) = (EventTable::new(), ParseReport::default());
+        read(&[path], false, &mut t, &mut r).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let got: Vec<_> = (0..t.len()).map(|i| (t.operation_at(i), t.flags[i], t.rwbs_at(i))).collect();
+        assert_eq!(
+            got,
+            [
+                (Operation::Write, flags::SYNC, "WS"),
+                (Operation::Write, flags::SYNC | flags::PC, "WS"),
+                (Operation::Flush, flags::PREFLUSH, "FN"),
+                (Operation::Discard, flags::FUA, "DF"),
+            ]
+        );
     }
 }
