@@ -233,14 +233,11 @@ def category_columns() -> list[str]:
 
 def bytes_per_commit(attributed: pl.DataFrame, commit_windows: pl.DataFrame) -> pl.DataFrame:
     """``index`` + ``bytes_<category>`` for every commit window (zeros where nothing)."""
-    inside = attributed.filter(pl.col("commit").is_not_null())
     tallies = [
         pl.when(pl.col("category") == c).then(pl.col("bytes")).otherwise(0).sum().alias(f"bytes_{c}")
         for c in CATEGORIES
     ]
-    grouped = inside.group_by("commit").agg(tallies).rename({"commit": "index"})
-    out = commit_windows.select("index").join(grouped, on="index", how="left")
-    return out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in category_columns()])
+    return windows.tally_by_commit(attributed, commit_windows, tallies, category_columns())
 
 
 def totals(rows: pl.DataFrame) -> dict[str, int]:

@@ -113,7 +113,13 @@ SYSCALL_COLUMNS = ("fsync_calls", "fdatasync_calls", "pwrite_calls", "pwrite_byt
 
 def per_window(rows: pl.DataFrame, windows: pl.DataFrame, tallies: list[pl.Expr], columns) -> pl.DataFrame:
     """Tally ``rows`` per commit window; windows without events get zeros."""
-    counted = assign_windows(rows, windows).filter(pl.col("commit").is_not_null())
+    return tally_by_commit(assign_windows(rows, windows), windows, tallies, columns)
+
+
+def tally_by_commit(rows: pl.DataFrame, windows: pl.DataFrame, tallies: list[pl.Expr], columns) -> pl.DataFrame:
+    """Tally ``rows`` that already carry ``commit`` per window (``index`` + ``columns``);
+    rows outside every window are left out, windows without rows get zeros."""
+    counted = rows.filter(pl.col("commit").is_not_null())
     grouped = counted.group_by("commit").agg(tallies).rename({"commit": "index"})
     out = windows.select("index").join(grouped, on="index", how="left")
     return out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in columns])
