@@ -87,13 +87,8 @@ pub fn parse_paths(paths: &[PathBuf], format: Format, lenient: bool) -> Result<(
         }
     }
     if !binaries.is_empty() {
-        if table.is_empty() {
-            binary::read(&binaries, lenient, &mut table, &mut report)?;
-        } else {
-            let mut merged = EventTable::new();
-            binary::read(&binaries, lenient, &mut merged, &mut report)?;
-            table.append(&merged);
-        }
+        // Merged into one trace of their own, then appended after the text files' rows.
+        binary::read(&binaries, lenient, &mut table, &mut report)?;
     }
     table.shrink_to_fit();
     report.count(&table);
