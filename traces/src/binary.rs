@@ -423,7 +423,10 @@ fn plan(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut P
             heap.push(Reverse((heads[i].time, i)));
         }
     }
-    let mut names = ProcessNames::default();
+    // pid → process name, known only after the first pass because a name may arrive
+    // after the pid's first events (another CPU's file). Ordered, so that the names'
+    // dictionary codes do not vary from run to run.
+    let mut names: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     let mut rwbs_codes = RwbsCodes::new();
     let mut notify_rwbs = None;
     let mut time_base: Option<u64> = None;
@@ -463,8 +466,8 @@ fn plan(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut P
         runs.push(run);
     }
     report.time_base_ns = time_base;
-    let mut comm_by_pid: HashMap<u32, u32> = HashMap::with_capacity(names.by_pid.len());
-    for (&pid, name) in &names.by_pid {
+    let mut comm_by_pid: HashMap<u32, u32> = HashMap::with_capacity(names.len());
+    for (&pid, name) in &names {
         comm_by_pid.insert(pid, table.comms.intern(name));
     }
     Ok(Plan { runs, rows, rwbs_codes, notify_rwbs: notify_rwbs.unwrap_or(0), comm_by_pid })
@@ -476,7 +479,7 @@ fn note(
     rec: &Record,
     table: &mut EventTable,
     report: &mut ParseReport,
-    names: &mut ProcessNames,
+    names: &mut BTreeMap<u32, Vec<u8>>,
     rwbs_codes: &mut RwbsCodes,
     notify_rwbs: &mut Option<u32>,
 ) -> bool {
@@ -486,7 +489,7 @@ fn note(
         match act {
             tn::PROCESS => {
                 let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
-                names.by_pid.insert(rec.pid, rec.text[..end].to_vec());
+                names.insert(rec.pid, rec.text[..end].to_vec());
                 report.notify_records += 1;
                 false
             }
@@ -725,14 +728,6 @@ fn advance_failed(e: ParseError, lenient: bool, report: &mut ParseReport) -> Res
 /// Reads the next record of a stream; in lenient mode a bad record ends that file.
 fn advance(s: &mut Stream, rec: &mut Record, lenient: bool, report: &mut ParseReport) -> Result<bool, ParseError> {
     s.next(rec).or_else(|e| advance_failed(e, lenient, report))
-}
-
-/// pid → process name, from process-notify records; known only after the first pass
-/// because a name may arrive after the pid's first events (another CPU's file).
-#[derive(Default)]
-struct ProcessNames {
-    /// Ordered, so that the names' dictionary codes do not vary from run to run.
-    by_pid: BTreeMap<u32, Vec<u8>>,
 }
 
 /// Dictionary codes of the RWBS strings, with the operation and flags they decode to, by
