@@ -115,10 +115,8 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
 fn push_line(table: &mut EventTable, h: Header<'_>) -> Result<(), &'static str> {
     let e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
     let rest = h.rest.trim_ascii_start();
-    if rest.starts_with(b"sys_") {
-        if let Some(()) = push_syscall_print_format(table, &e, rest, h.comm)? {
-            return Ok(());
-        }
+    if rest.starts_with(b"sys_") && push_syscall_print_format(table, &e, rest, h.comm)? {
+        return Ok(());
     }
     let mut c = Cursor::new(h.rest);
     let first = c.word().ok_or("nothing after the timestamp")?;
@@ -649,8 +647,9 @@ fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u
 }
 
 /// The syscall events' own print format: `sys_write(fd: 3, buf: 0x7f…, count: 0x28)` on
-/// entry and `sys_write -> 0x28` on exit. `Ok(None)` if `rest` is not in that form.
-fn push_syscall_print_format(table: &mut EventTable, e: &Event, rest: &[u8], comm: &[u8]) -> Result<Option<()>, &'static str> {
+/// entry and `sys_write -> 0x28` on exit. `Ok(false)` (nothing pushed) if `rest` is not in
+/// that form.
+fn push_syscall_print_format(table: &mut EventTable, e: &Event, rest: &[u8], comm: &[u8]) -> Result<bool, &'static str> {
     let name_end = rest.iter().position(|&b| b == b'(' || b == b' ' || b == b':').unwrap_or(rest.len());
     let name = &rest[4..name_end];
     let mut e = e.clone();
@@ -665,12 +664,12 @@ fn push_syscall_print_format(table: &mut EventTable, e: &Event, rest: &[u8], com
         e.kind = RecordKind::SyscallExit;
         e.ret = Some(parse_number(body).map(|v| v as i64).ok_or("bad syscall return value")?);
     } else {
-        return Ok(None);
+        return Ok(false);
     }
     let name_code = table.names.intern(name);
     let comm_code = table.comms.intern(comm);
     table.push(&e, comm_code, 0, name_code, body);
-    Ok(Some(()))
+    Ok(true)
 }
 
 /// `0x1f` (hex) or `31` (decimal), as syscall tracepoints print arguments.
