@@ -181,7 +181,7 @@ def limit_findings(rule: Rule, row: dict) -> list[Finding]:
 
 def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> list[Finding]:
     label = store.config_label(row)
-    base = baseline.get(tuple(row[k] for k in store.CONFIG_KEYS))
+    base = baseline.get(store.config_key(row))
     limit = rule.max_regression_pct
     if base is None:
         return [Finding("unmeasured", rule.name, label, "max_regression_pct", limit=limit,
@@ -212,7 +212,7 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
     """Lossy traces and failed runs: a gate must not pass a broken measurement."""
     findings = []
     for row in runs.iter_rows(named=True):
-        label = store.config_label(row) + (f" #{row['repeat']}" if (row.get("repeat") or 1) > 1 else "")
+        label = store.run_label(row)
         lost = row.get("lost_events") or 0
         if row["status"] == "failed":
             findings.append(Finding("violation", "run must succeed", label, "run", detail=f"failed: {row['reason']}"))
@@ -224,11 +224,10 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
 
 def check(policy: Policy, runs: pl.DataFrame, baseline_runs: pl.DataFrame | None = None) -> CheckResult:
     result = CheckResult(findings=run_problems(runs, policy))
-    configs = store.config_means(runs).iter_rows(named=True) if runs.height else []
-    configs = list(configs)
-    baseline = {}
-    if baseline_runs is not None and baseline_runs.height:
-        baseline = {tuple(r[k] for k in store.CONFIG_KEYS): r for r in store.config_means(baseline_runs).iter_rows(named=True)}
+    configs = list(store.config_means(runs).iter_rows(named=True))
+    baseline = {} if baseline_runs is None else {
+        store.config_key(r): r for r in store.config_means(baseline_runs).iter_rows(named=True)
+    }
     for skipped in runs.filter(pl.col("status") == "skipped").iter_rows(named=True) if runs.height else []:
         result.notes.append(f"skipped {store.config_label(skipped)}: {skipped['reason']}")
     for rule in policy.rules:

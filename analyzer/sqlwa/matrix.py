@@ -16,7 +16,7 @@ in a scratch directory, and the filesystem axis collapses to ``none``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -53,7 +53,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return f"{self.scenario} {self.fs} {self.journal}/{self.sync}" + (f" #{self.repeat}" if self.repeat > 1 else "")
+        return store.run_label(asdict(self))
 
 
 @dataclass

@@ -437,6 +437,16 @@ def config_label(row: dict) -> str:
     return f"{row['scenario']} {row['fs']} {row['journal']}/{row['sync']}"
 
 
+def run_label(row: dict) -> str:
+    """:func:`config_label` plus ``#N`` for a repeat after the first."""
+    return config_label(row) + (f" #{row['repeat']}" if (row.get("repeat") or 1) > 1 else "")
+
+
+def config_key(row: dict) -> tuple:
+    """The configuration a row belongs to (:data:`CONFIG_KEYS` values), for matching."""
+    return tuple(row[key] for key in CONFIG_KEYS)
+
+
 def config_means(runs: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration (scenario, fs, journal, sync) over its successful runs:
     the mean of every figure across repeats, the repeats counted and lost events summed."""
