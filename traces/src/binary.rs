@@ -440,7 +440,8 @@ fn plan(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut P
         let mut run = Run { offset: head_offsets[i], file: i as u32, records: 0, rows: 0 };
         loop {
             let rec = &heads[i];
-            if note(rec, table, report, &mut names, &mut rwbs_codes, &mut notify_rwbs) {
+            let big = streams[i].big_endian == Some(true);
+            if note(rec, big, table, report, &mut names, &mut rwbs_codes, &mut notify_rwbs) {
                 run.rows += 1;
                 // blkparse's time zero is the first printed event, not the first notify record.
                 time_base = Some(time_base.map_or(rec.time, |t| t.min(rec.time)));
@@ -473,10 +474,12 @@ fn plan(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut P
     Ok(Plan { runs, rows, rwbs_codes, notify_rwbs: notify_rwbs.unwrap_or(0), comm_by_pid })
 }
 
-/// First pass over one record: takes in what is not a row and interns the RWBS of rows in
-/// order of first appearance; true if the record is a row.
+/// First pass over one record (from a file of the given byte order): takes in what is not
+/// a row and interns the RWBS of rows in order of first appearance; true if the record is
+/// a row.
 fn note(
     rec: &Record,
+    big: bool,
     table: &mut EventTable,
     report: &mut ParseReport,
     names: &mut BTreeMap<u32, Vec<u8>>,
@@ -494,9 +497,13 @@ fn note(
                 false
             }
             tn::TIMESTAMP => {
+                // Two u32 words, seconds and nanoseconds, in the recording machine's order.
                 if rec.text.len() >= 8 {
-                    let sec = u32::from_ne_bytes(rec.text[0..4].try_into().unwrap()) as u64;
-                    let nsec = u32::from_ne_bytes(rec.text[4..8].try_into().unwrap()) as u64;
+                    let word = |o: usize| {
+                        let b = rec.text[o..o + 4].try_into().unwrap();
+                        (if big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }) as u64
+                    };
+                    let (sec, nsec) = (word(0), word(4));
                     report.wall_clock_start_ns = Some(sec * 1_000_000_000 + nsec);
                 }
                 report.notify_records += 1;
@@ -804,5 +811,30 @@ mod tests {
                 (Operation::Discard, flags::FUA, "DF"),
             ]
         );
+    }
+
+    /// The wall-clock start (TN timestamp record) is read in the trace's byte order, on
+    /// any machine.
+    #[test]
+    fn wall_clock_start_in_either_byte_order() {
+        use crate::writer::be64_pdu;
+        let dir = std::env::temp_dir().join(format!("binary-wallclock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for big in [false, true] {
+            let (sec, nsec) = (1_700_000_000u32, 123_456_789u32);
+            let words = if big { [sec.to_be_bytes(), nsec.to_be_bytes()] } else { [sec.to_le_bytes(), nsec.to_le_bytes()] }.concat();
+            let mut out = Vec::new();
+            let stamp = RawRecord { action: act(tn::TIMESTAMP, category::NOTIFY), pdu: words, ..Default::default() };
+            write_record(&mut out, &stamp, big, SUPPORTED_VERSION);
+            let unplug = RawRecord { time: 5, action: act(ta::UNPLUG_IO, 0), pdu: be64_pdu(1), ..Default::default() };
+            write_record(&mut out, &unplug, big, SUPPORTED_VERSION);
+            let path = dir.join(format!("t{big}.blktrace.0"));
+            std::fs::write(&path, &out).unwrap();
+            let (mut t, mut r) = (EventTable::new(), ParseReport::default());
+            read(&[path], false, &mut t, &mut r).unwrap();
+            assert_eq!(r.wall_clock_start_ns, Some(1_700_000_000_123_456_789), "big endian: {big}");
+            assert_eq!((t.len(), t.aux_at(0)), (1, 1));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
