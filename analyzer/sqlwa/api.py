@@ -309,18 +309,19 @@ class Run(DeviceTrace):
 
     # --- attribution (optional stage)
 
-    @cached_property
+    @property
     def attribution_note(self) -> str | None:
         """Why block writes carry no ``category`` here, or None when they do."""
-        return self._attribution()[1]
+        return self._attribution[1]
 
-    @cached_property
+    @property
     def attributed_writes(self) -> pl.DataFrame | None:
         """The issued write requests with ``category`` (and ``commit``, ``file``,
         ``submitter``) from :mod:`sqlwa.attribution`; None when unavailable (see
         :attr:`attribution_note`)."""
-        return self._attribution()[0]
+        return self._attribution[0]
 
+    @cached_property
     def _attribution(self) -> tuple[pl.DataFrame | None, str | None]:
         if "block" not in self.levels:
             return None, "the block level was not measured"
