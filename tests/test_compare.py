@@ -36,6 +36,7 @@ def test_two_runs_with_different_configs_are_compared_with_each_other(matrix_dir
     a = json.loads((Path(delete_dir) / "summary.json").read_text())["per_commit"]["vfs_sync_calls"]
     b = json.loads((Path(wal_dir) / "summary.json").read_text())["per_commit"]["vfs_sync_calls"]
     assert (sync["a"], sync["b"], sync["delta"]) == (a, b, b - a)
+    assert sync["pct"] == (pytest.approx((b - a) / a * 100) if a else None)
 
 
 def test_cli_prints_both_sides_and_a_missing_configuration(matrix_dir, tmp_path):
