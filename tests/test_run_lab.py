@@ -2,7 +2,8 @@
 
 - syscalls: strace of the same run. The engine's marker writes show up in strace as
   ``write(fd, "sqlwa txn_begin i=K ...")``, so strace's own log cuts into commit windows
-  and the fsync-family calls of the SQL thread between them are counted per commit.
+  and the fsync-family and pwrite64 calls (and pwrite bytes) of the SQL thread between
+  them are counted per commit.
 - block: a deliberately simple tally of the raw trace.txt written here (regular
   expressions over the text, no sqlwa code), in the same marker windows.
 """
@@ -65,15 +66,22 @@ STRACE_LINE = re.compile(r"^(\d+)\s+(\w+)\((.*)")
 MARKER_IN_WRITE = re.compile(r'"' + MARKER.pattern)
 
 
-def strace_syncs_per_commit(log: Path, tid: int) -> dict[int, int]:
-    """fsync-family calls of ``tid`` between its txn_begin and txn_end marker writes."""
+PWRITE_COUNT = re.compile(r",\s*(\d+),\s*\d+\)\s*=")  # pwrite64(fd, buf, COUNT, offset) = ...
+
+
+def strace_per_commit(log: Path, tid: int) -> dict[int, Counter]:
+    """Per commit: fsync-family calls, pwrite64 calls and the bytes they asked to write, of
+    ``tid`` between its txn_begin and txn_end marker writes."""
     calls = (m.group(2, 3) for line in log.read_text(errors="replace").splitlines()
              if (m := STRACE_LINE.match(line)) and int(m.group(1)) == tid)
     marker_in = lambda name, rest: MARKER_IN_WRITE.search(rest) if name == "write" else None  # noqa: E731
-    per_commit: dict[int, int] = defaultdict(int)
-    for current, name, _ in in_commit_windows(calls, marker_in):
+    per_commit: dict[int, Counter] = defaultdict(Counter)
+    for current, name, rest in in_commit_windows(calls, marker_in):
         if name in SYNC_NAMES:
-            per_commit[current] += 1
+            per_commit[current]["fsync_calls"] += 1
+        elif name == "pwrite64":
+            per_commit[current]["pwrite_calls"] += 1
+            per_commit[current]["pwrite_bytes"] += int(PWRITE_COUNT.search(rest).group(1))
     return per_commit
 
 
@@ -81,13 +89,14 @@ def strace_syncs_per_commit(log: Path, tid: int) -> dict[int, int]:
 @pytest.mark.parametrize("journal,sync", [("delete", "full"), ("wal", "full"), ("truncate", "normal")])
 def test_syscalls_per_commit_equal_strace(tmp_path, journal, sync):
     log = tmp_path / "strace.log"
-    prefix = ["strace", "-f", "-s", "64", "-o", str(log), "-e", "trace=write,fsync,fdatasync,sync_file_range"]
+    prefix = ["strace", "-f", "-s", "64", "-o", str(log), "-e", "trace=write,pwrite64,fsync,fdatasync,sync_file_range"]
     summary, commits = lab_run(tmp_path, "--fs", "ext4", "-j", journal, "--sync", sync, "--txns", "40", prefix=prefix)
-    truth = strace_syncs_per_commit(log, summary["config"]["tid"])
-    measured = dict(zip(commits["index"].to_list(), commits["fsync_calls"].to_list()))
+    truth = strace_per_commit(log, summary["config"]["tid"])
     assert len(truth) > 0 or sync == "off"
-    for index, count in measured.items():
-        assert count == truth.get(index, 0), (index, count, truth.get(index, 0))
+    for column in ("fsync_calls", "pwrite_calls", "pwrite_bytes"):
+        measured = dict(zip(commits["index"].to_list(), commits[column].to_list()))
+        for index, count in measured.items():
+            assert count == truth.get(index, Counter())[column], (column, index, count, truth.get(index))
 
 
 # ----------------------------------------------------------------------------- block truth
