@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -111,3 +112,22 @@ def test_against_blkparse_live(tmp_path):
     assert ours_rel.select(cols + ["time_ns"]).cast({"action": pl.String, "rwbs": pl.String}).equals(
         theirs.select(cols + ["time_ns"]).cast({"action": pl.String, "rwbs": pl.String})
     )
+
+
+BLKPARSE_EVENT = re.compile(r"^\s*\d+,\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+(?P<action>[A-Z]+)\s+\S+\s+(?:\d+ \+ (?P<sectors>\d+))?")
+PRINTED_ROW = re.compile(r"│ (?P<key>\S+)\s+│\s+(?P<events>[\d,]+) │\s+(?P<bytes>[\d,]+) │")
+
+
+def test_cli_per_action_figures_equal_a_plain_tally_of_the_text():
+    # Independent truth: events and sectors x 512 per action, read from blkparse's own
+    # text with one regular expression (summary blocks at the end do not match).
+    truth: dict[str, list[int]] = {}
+    for line in NVME.read_text().splitlines():
+        if (m := BLKPARSE_EVENT.match(line)):
+            tally = truth.setdefault(m["action"], [0, 0])
+            tally[0] += 1
+            tally[1] += int(m["sectors"] or 0) * 512
+    printed = sqlwa("parse", str(NVME)).stdout.split("per operation")[0]
+    rows = {m["key"]: [int(m["events"].replace(",", "")), int(m["bytes"].replace(",", ""))]
+            for m in PRINTED_ROW.finditer(printed)}
+    assert len(truth) == 7 and rows == truth
