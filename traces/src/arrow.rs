@@ -7,7 +7,7 @@ use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, LargeStringArray, Pri
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
-use crate::table::{flags, Action, EventTable, Extra, Operation, RecordKind};
+use crate::table::{flags, zeroed_column, Action, EventTable, Extra, Operation, RecordKind};
 
 fn dict8() -> DataType {
     DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8))
@@ -89,7 +89,7 @@ fn flag_columns<const K: usize>(flags: &[u16], bits: [u16; K]) -> [ArrayRef; K] 
 /// A dense column from the sparse extras: zero where a row has no entry. The zeroed
 /// allocation comes straight from the OS, so pages no row writes cost nothing.
 fn scatter<T: Copy + Default + arrow_buffer::ArrowNativeType>(n: usize, extras: &[Extra], get: impl Fn(&Extra) -> Option<T>) -> (Vec<T>, Option<NullBuffer>) {
-    let mut values = vec![T::default(); n];
+    let mut values = zeroed_column(n, extras.len());
     let mut valid: Option<BooleanBufferBuilder> = None;
     for x in extras {
         if let Some(v) = get(x) {
@@ -111,7 +111,8 @@ fn scatter<T: Copy + Default + arrow_buffer::ArrowNativeType>(n: usize, extras: 
 }
 
 fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, ArrowError> {
-    let mut offsets = vec![0i64; n + 1];
+    // With any text, every offset after the first text row is written.
+    let mut offsets = zeroed_column(n + 1, if data.is_empty() { 0 } else { n });
     if !data.is_empty() {
         // Rows without text repeat the offset before them: fill those runs at once.
         let (mut end, mut filled) = (0i64, 1usize);
@@ -135,11 +136,16 @@ fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, Ar
 }
 
 /// Converts the table into one RecordBatch, consuming it.
-pub fn to_record_batch(t: EventTable) -> Result<RecordBatch, ArrowError> {
+pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
     use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt64Type};
     let n = t.len();
-    // The sparse columns on a second thread while this one builds the flag booleans.
-    let (sparse, flag_bools) = std::thread::scope(|s| {
+    let take = std::mem::take::<Vec<u32>>;
+    let (comm, rwbs, name) = (take(&mut t.comm), take(&mut t.rwbs), take(&mut t.name));
+    let (kind, action, operation) = (std::mem::take(&mut t.kind), std::mem::take(&mut t.action), std::mem::take(&mut t.operation));
+    // Three independent pieces on their own threads: the sparse columns (mostly the kernel
+    // zeroing their pages), the flag booleans, and the dictionary columns (whose keys Arrow
+    // checks one by one).
+    let (sparse, flag_bools, dicts) = std::thread::scope(|s| {
         let sparse = s.spawn(|| {
             let remap = scatter(n, &t.extras, |x| x.remap.map(|r| r.0));
             let remap_minor = scatter(n, &t.extras, |x| x.remap.map(|r| r.1)).0;
@@ -150,24 +156,35 @@ pub fn to_record_batch(t: EventTable) -> Result<RecordBatch, ArrowError> {
             let ret = scatter(n, &t.extras, |x| x.ret);
             (remap, remap_minor, remap_sector, aux, cgroup_id, fd, ret)
         });
-        let flag_bools = flag_columns(&t.flags, [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]);
-        (sparse.join().expect("sparse column thread panicked"), flag_bools)
+        let flag_bools = s.spawn(|| flag_columns(&t.flags, [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]));
+        let dicts = (|| -> Result<[ArrayRef; 6], ArrowError> {
+            Ok([
+                fixed_dict(kind, RecordKind::ALL.iter().map(|k| k.name()).collect())?,
+                interned(comm, &t.comms.values)?,
+                fixed_dict(action, Action::ALL.iter().map(|a| a.name()).collect())?,
+                fixed_dict(operation, Operation::ALL.iter().map(|o| o.name()).collect())?,
+                interned(rwbs, &t.rwbs_values.values)?,
+                interned(name, &t.names.values)?,
+            ])
+        })();
+        (sparse.join().expect("sparse column thread panicked"), flag_bools.join().expect("flag column thread panicked"), dicts)
     });
+    let [kind, comm, action, operation, rwbs, name] = dicts?;
     let ((remap_major, remap_nulls), remap_minor, remap_sector, aux, cgroup_id, (fd, fd_nulls), (ret, ret_nulls)) = sparse;
     // Text rows are ordered by row, so the text bytes are already in row order.
     let text = text_column(n, &t.extras, t.text_data)?;
     let mut columns: Vec<ArrayRef> = vec![
-        fixed_dict(t.kind, RecordKind::ALL.iter().map(|k| k.name()).collect())?,
+        kind,
         prim::<UInt64Type>(t.time_ns, None),
         prim::<UInt32Type>(t.dev_major, None),
         prim::<UInt32Type>(t.dev_minor, None),
         prim::<UInt32Type>(t.cpu, None),
         prim::<UInt64Type>(t.sequence, None),
         prim::<UInt32Type>(t.pid, None),
-        interned(t.comm, &t.comms.values)?,
-        fixed_dict(t.action, Action::ALL.iter().map(|a| a.name()).collect())?,
-        fixed_dict(t.operation, Operation::ALL.iter().map(|o| o.name()).collect())?,
-        interned(t.rwbs, &t.rwbs_values.values)?,
+        comm,
+        action,
+        operation,
+        rwbs,
         prim::<UInt16Type>(t.flags, None),
     ];
     columns.extend(flag_bools);
@@ -181,7 +198,7 @@ pub fn to_record_batch(t: EventTable) -> Result<RecordBatch, ArrowError> {
         prim::<UInt64Type>(remap_sector, remap_nulls),
         prim::<UInt64Type>(aux, None),
         prim::<UInt64Type>(cgroup_id, None),
-        interned(t.name, &t.names.values)?,
+        name,
         prim::<Int64Type>(fd, fd_nulls),
         prim::<Int64Type>(ret, ret_nulls),
         text,

@@ -4,13 +4,13 @@
 //! blkparse orders its output; process-notify records name the pids and are not rows.
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Location, ParseError};
+use crate::input::Input;
 use crate::report::ParseReport;
 use crate::rwbs::{category, decode_category, rwbs_from_category};
-use crate::table::{flags, Action, EventTable, Extra, Operation, RecordKind};
+use crate::table::{flags, zeroed_column, Action, EventTable, Extra, Operation, RecordKind};
 
 pub const MAGIC: u32 = 0x6561_7400;
 pub const SUPPORTED_VERSION: u32 = 7;
@@ -134,74 +134,38 @@ struct Record {
     text: Vec<u8>,
 }
 
-/// A per-CPU file read in large chunks.
-struct Stream {
-    path: PathBuf,
-    file: std::fs::File,
-    buf: Vec<u8>,
-    pos: usize,
-    filled: usize,
-    /// File offset of `buf[0]`.
-    base: u64,
-    big_endian: Option<bool>,
-    eof: bool,
+/// A reader of `input` positioned at byte `offset`.
+fn stream_at(input: &Input, offset: u64) -> Stream<'_> {
+    Stream { path: input.path(), data: input.bytes(), pos: offset as usize, big_endian: None }
 }
 
-const CHUNK: usize = 1 << 20;
+/// A cursor over one file's records.
+struct Stream<'a> {
+    path: &'a Path,
+    data: &'a [u8],
+    pos: usize,
+    big_endian: Option<bool>,
+}
 
-impl Stream {
-    fn open(path: &Path) -> Result<Stream, ParseError> {
-        Stream::open_at(path, 0)
-    }
-
-    /// A stream that starts reading at byte `offset`.
-    fn open_at(path: &Path, offset: u64) -> Result<Stream, ParseError> {
-        let mut file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
-        if offset > 0 {
-            file.seek(std::io::SeekFrom::Start(offset)).map_err(|e| ParseError::io(path, e))?;
-        }
-        Ok(Stream { path: path.to_path_buf(), file, buf: vec![0; CHUNK], pos: 0, filled: 0, base: offset, big_endian: None, eof: false })
-    }
-
-    /// Makes `n` bytes available at `pos`; false at end of file.
-    #[inline(never)]
-    fn fill(&mut self, n: usize) -> Result<bool, ParseError> {
-        while self.filled - self.pos < n {
-            if self.eof {
-                return Ok(false);
-            }
-            if self.pos > 0 {
-                self.buf.copy_within(self.pos..self.filled, 0);
-                self.base += self.pos as u64;
-                self.filled -= self.pos;
-                self.pos = 0;
-            }
-            if self.buf.len() < n {
-                self.buf.resize(n, 0);
-            }
-            let got = self.file.read(&mut self.buf[self.filled..]).map_err(|e| ParseError::io(&self.path, e))?;
-            if got == 0 {
-                self.eof = true;
-            }
-            self.filled += got;
-        }
-        Ok(true)
-    }
-
+impl Stream<'_> {
     fn offset(&self) -> u64 {
-        self.base + self.pos as u64
+        self.pos as u64
+    }
+
+    fn left(&self) -> usize {
+        self.data.len() - self.pos
     }
 
     fn error(&self, offset: u64, message: impl Into<String>) -> ParseError {
-        ParseError::bad(&self.path, Location::ByteOffset(offset), message)
+        ParseError::bad(self.path, Location::ByteOffset(offset), message)
     }
 
-    /// The first pass's reader: for a whole block record in the buffer, reads only the
-    /// fields that decide order and RWBS (time, action, bytes); anything else (notify
-    /// records, buffer ends, bad records) goes through [`Stream::next`].
+    /// The first pass's reader: for a whole block record, reads only the fields that decide
+    /// order and RWBS (time, action, bytes); anything else (notify records, the end of the
+    /// file, bad records) goes through [`Stream::next`].
     #[inline]
     fn next_light(&mut self, rec: &mut Record) -> Result<bool, ParseError> {
-        if let (Some(h), Some(big)) = (self.buf[self.pos..self.filled].first_chunk::<HEADER_LEN>(), self.big_endian) {
+        if let (Some(h), Some(big)) = (self.data[self.pos..].first_chunk::<HEADER_LEN>(), self.big_endian) {
             let u32_at = |o: usize| {
                 let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
                 if big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
@@ -210,7 +174,7 @@ impl Stream {
             let pdu_len = (u32_at(44) >> if big { 0 } else { 16 }) as usize & 0xffff;
             if u32_at(0) == MAGIC | SUPPORTED_VERSION
                 && (action >> 16) & category::NOTIFY == 0
-                && self.filled - self.pos >= HEADER_LEN + pdu_len
+                && self.left() >= HEADER_LEN + pdu_len
             {
                 let t: [u8; 8] = h[8..16].try_into().unwrap();
                 rec.time = if big { u64::from_be_bytes(t) } else { u64::from_le_bytes(t) };
@@ -223,17 +187,55 @@ impl Stream {
         self.next(rec)
     }
 
+    /// The second pass's reader for the usual record: a block record without payload,
+    /// whole in the file, of a byte order already known. Reads it into `rec` and answers
+    /// true; false (nothing read) for anything else, which [`Stream::next`] then reads.
+    #[inline(always)]
+    fn next_plain(&mut self, rec: &mut Record) -> bool {
+        let (Some(h), Some(big)) = (self.data[self.pos..].first_chunk::<HEADER_LEN>(), self.big_endian) else {
+            return false;
+        };
+        let u32_at = |o: usize| {
+            let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
+            if big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
+        };
+        let u64_at = |o: usize| {
+            let b: [u8; 8] = h[o..o + 8].try_into().unwrap();
+            if big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) }
+        };
+        let action = u32_at(28);
+        // Error (u16) and payload length (u16) share the last word.
+        let last = u32_at(44);
+        let pdu_len = if big { last & 0xffff } else { last >> 16 };
+        if u32_at(0) != MAGIC | SUPPORTED_VERSION || (action >> 16) & category::NOTIFY != 0 || pdu_len != 0 {
+            return false;
+        }
+        rec.sequence = u32_at(4);
+        rec.time = u64_at(8);
+        rec.sector = u64_at(16);
+        rec.bytes = u32_at(24);
+        rec.action = action;
+        rec.pid = u32_at(32);
+        rec.device = u32_at(36);
+        rec.cpu = u32_at(40);
+        rec.error = (if big { last >> 16 } else { last & 0xffff }) as u16;
+        rec.aux = 0;
+        rec.remap = None;
+        rec.cgroup_id = 0;
+        self.pos += HEADER_LEN;
+        true
+    }
+
     /// Reads the next record into `rec`; Ok(false) at a clean end of file.
     #[inline]
     fn next(&mut self, rec: &mut Record) -> Result<bool, ParseError> {
         let start = self.offset();
-        if self.filled - self.pos < HEADER_LEN && !self.fill(HEADER_LEN)? {
-            if self.filled > self.pos {
-                return Err(self.error(start, format!("truncated record: {} of {HEADER_LEN} header bytes", self.filled - self.pos)));
+        let Some(h) = self.data[self.pos..].first_chunk::<HEADER_LEN>() else {
+            if self.left() > 0 {
+                return Err(self.error(start, format!("truncated record: {} of {HEADER_LEN} header bytes", self.left())));
             }
             return Ok(false);
-        }
-        let h = &self.buf[self.pos..self.pos + HEADER_LEN];
+        };
         let magic_bytes = [h[0], h[1], h[2], h[3]];
         let big = match self.big_endian {
             Some(b) => b,
@@ -269,11 +271,11 @@ impl Stream {
         rec.cpu = u32_at(40);
         rec.error = u16_at(44);
         let pdu_len = u16_at(46) as usize;
-        if self.filled - self.pos < HEADER_LEN + pdu_len && !self.fill(HEADER_LEN + pdu_len)? {
+        if self.left() < HEADER_LEN + pdu_len {
             return Err(self.error(start, format!("truncated record: payload of {pdu_len} bytes cut off")));
         }
         let pdu_start = self.pos + HEADER_LEN;
-        decode_payload(rec, &self.buf[pdu_start..pdu_start + pdu_len], big);
+        decode_payload(rec, &self.data[pdu_start..pdu_start + pdu_len], big);
         self.pos += HEADER_LEN + pdu_len;
         Ok(true)
     }
@@ -388,16 +390,44 @@ pub fn read_with_threads(
     report: &mut ParseReport,
     threads: Option<usize>,
 ) -> Result<(), ParseError> {
+    let inputs = paths.iter().map(|p| Input::open(p)).collect::<Result<Vec<_>, _>>()?;
     let mut out = EventTable::new();
-    let plan = plan(paths, lenient, &mut out, report)?;
-    let threads = threads.unwrap_or_else(|| threads_for(plan.rows)).clamp(1, plan.rows.max(1));
-    fill(paths, &plan, &mut out, threads)?;
+    // No row is shorter than a header: this many rows at most.
+    let max_rows = inputs.iter().map(|i| i.bytes().len() / HEADER_LEN).sum::<usize>();
+    // With one thread there is no idle core to zero pages on (threads_for gives a
+    // second thread only to traces of 128 Ki rows or more).
+    let prefault = threads.unwrap_or_else(|| threads_for(max_rows)) > 1;
+    std::thread::scope(|s| {
+        if prefault {
+            // The first pass runs on one core; another core meanwhile has the kernel zero
+            // the pages of the columns every row writes, which would otherwise be a third
+            // of the second pass (the kernel zeroes each page at its first write).
+            out.size_dense_columns(max_rows);
+            let ranges = out.dense_column_ranges();
+            s.spawn(move || ranges.into_iter().for_each(|(start, len)| populate(start, len)));
+        }
+        let plan = plan(&inputs, lenient, &mut out, report)?;
+        let threads = threads.unwrap_or_else(|| threads_for(plan.rows)).clamp(1, plan.rows.max(1));
+        fill(&inputs, &plan, &mut out, threads)
+    })?;
     if table.is_empty() {
         *table = out;
     } else {
         table.append(&out);
     }
     Ok(())
+}
+
+/// Has the kernel map (and zero) the pages of `len` bytes at `start` as if written, without
+/// writing them. Only a hint: on kernels without MADV_POPULATE_WRITE (before 5.14) the
+/// first write faults the pages in as usual. The contents never change.
+fn populate(start: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: MADV_POPULATE_WRITE changes no byte of memory; on a range that is not mapped
+    // writable it fails with an error, which is ignored.
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE);
+    }
 }
 
 /// What the first pass learns: the merge order and the codes rows need.
@@ -410,11 +440,8 @@ struct Plan {
     comm_by_pid: HashMap<u32, u32>,
 }
 
-fn plan(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<Plan, ParseError> {
-    let mut streams = Vec::with_capacity(paths.len());
-    for p in paths {
-        streams.push(Stream::open(p)?);
-    }
+fn plan(inputs: &[Input], lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<Plan, ParseError> {
+    let mut streams: Vec<Stream> = inputs.iter().map(|i| stream_at(i, 0)).collect();
     let mut heads: Vec<Record> = vec![Record::default(); streams.len()];
     let mut head_offsets = vec![0u64; streams.len()];
     let mut heap = BinaryHeap::with_capacity(streams.len());
@@ -579,30 +606,16 @@ impl<'a> Columns<'a> {
 }
 
 /// Second pass: sizes the columns and decodes the rows of the plan's runs on threads.
-fn fill(paths: &[PathBuf], plan: &Plan, t: &mut EventTable, threads: usize) -> Result<(), ParseError> {
+fn fill(inputs: &[Input], plan: &Plan, t: &mut EventTable, threads: usize) -> Result<(), ParseError> {
     let n = plan.rows;
     // Zeroed columns come untouched from the OS: a column whose rows are mostly zero
     // (kind, error, comm of unnamed pids, name) costs only the pages a row writes to.
+    t.size_dense_columns(n);
     t.kind = vec![0; n];
-    t.time_ns = vec![0; n];
-    t.dev_major = vec![0; n];
-    t.dev_minor = vec![0; n];
-    t.cpu = vec![0; n];
-    t.sequence = vec![0; n];
-    t.pid = vec![0; n];
-    t.comm = vec![0; n];
-    t.action = vec![0; n];
-    t.operation = vec![0; n];
-    t.flags = vec![0; n];
-    t.sector = vec![0; n];
-    t.sectors = vec![0; n];
-    t.bytes = vec![0; n];
+    // Named processes usually own most rows: then the column is written nearly everywhere.
+    t.comm = zeroed_column(n, if plan.comm_by_pid.is_empty() { 0 } else { n });
     t.error = vec![0; n];
-    t.rwbs = vec![0; n];
     t.name = vec![0; n];
-    if n >= 1 << 16 {
-        t.advise_dense_columns();
-    }
     // Split the runs into one contiguous share of rows per thread.
     let mut shares: Vec<(usize, &[Run])> = Vec::with_capacity(threads);
     let (mut first_run, mut row, mut share_start) = (0, 0usize, 0usize);
@@ -626,8 +639,8 @@ fn fill(paths: &[PathBuf], plan: &Plan, t: &mut EventTable, threads: usize) -> R
     let results: Vec<Result<Decoded, ParseError>> = std::thread::scope(|s| {
         let mut jobs = shares.iter().zip(pieces).map(|(&(base, runs), cols)| (base, runs, cols));
         let first = jobs.next().expect("at least one share");
-        let handles: Vec<_> = jobs.map(|(base, runs, cols)| s.spawn(move || decode_share(paths, plan, runs, base, cols))).collect();
-        let mut results = vec![decode_share(paths, plan, first.1, first.0, first.2)];
+        let handles: Vec<_> = jobs.map(|(base, runs, cols)| s.spawn(move || decode_share(inputs, plan, runs, base, cols))).collect();
+        let mut results = vec![decode_share(inputs, plan, first.1, first.0, first.2)];
         results.extend(handles.into_iter().map(|h| h.join().expect("decoder thread panicked")));
         results
     });
@@ -645,8 +658,8 @@ type Decoded = (Vec<Extra>, Vec<u8>);
 
 /// Decodes the rows of `runs` into `cols`, whose first row is row `base` of the table.
 /// Returns the share's sparse extras (with table row numbers) and their text bytes.
-fn decode_share(paths: &[PathBuf], plan: &Plan, runs: &[Run], base: usize, cols: Columns) -> Result<Decoded, ParseError> {
-    let mut streams: Vec<Option<Stream>> = paths.iter().map(|_| None).collect();
+fn decode_share(inputs: &[Input], plan: &Plan, runs: &[Run], base: usize, cols: Columns) -> Result<Decoded, ParseError> {
+    let mut streams: Vec<Option<Stream>> = inputs.iter().map(|_| None).collect();
     let mut rec = Record::default();
     let mut extras = Vec::new();
     let mut text_data = Vec::new();
@@ -656,11 +669,11 @@ fn decode_share(paths: &[PathBuf], plan: &Plan, runs: &[Run], base: usize, cols:
         let f = run.file as usize;
         let s = match &mut streams[f] {
             Some(s) if s.offset() == run.offset => s,
-            slot => slot.insert(Stream::open_at(&paths[f], run.offset)?),
+            slot => slot.insert(stream_at(&inputs[f], run.offset)),
         };
         for _ in 0..run.records {
             let at = s.offset();
-            if !s.next(&mut rec)? {
+            if !s.next_plain(&mut rec) && !s.next(&mut rec)? {
                 return Err(s.error(at, "file changed while being read: record missing in the second pass"));
             }
             let cat = rec.action >> 16;
@@ -743,11 +756,23 @@ fn advance(s: &mut Stream, rec: &mut Record, lenient: bool, report: &mut ParseRe
 struct RwbsCodes {
     /// (code, operation, flags without PC, which no RWBS letter shows); code u32::MAX until seen.
     by_bits: [(u32, Operation, u16); 256],
+    /// The same answer (PC included) packed by [`RwbsCodes::key`], `UNSEEN` until seen: one
+    /// load per record instead of gathering the bits that decide it. 1 MiB, of which
+    /// only the few cache lines of the patterns a trace uses are ever touched.
+    by_key: Vec<u64>,
 }
+
+const UNSEEN: u64 = u64::MAX;
 
 impl RwbsCodes {
     fn new() -> Self {
-        RwbsCodes { by_bits: [(u32::MAX, Operation::None, 0); 256] }
+        RwbsCodes { by_bits: [(u32::MAX, Operation::None, 0); 256], by_key: vec![UNSEEN; 1 << 17] }
+    }
+
+    /// All that decides a record's RWBS: its 16 category bits and whether it has bytes.
+    #[inline(always)]
+    fn key(cat: u32, bytes: u32) -> usize {
+        ((cat as usize & 0xffff) << 1) | (bytes != 0) as usize
     }
 
     fn bits(cat: u32, bytes: u32) -> usize {
@@ -759,14 +784,23 @@ impl RwbsCodes {
 
     /// RWBS code, operation and flags (`decode_category`) of a record whose RWBS the
     /// first pass saw.
-    #[inline]
+    #[inline(always)]
     fn get(&self, cat: u32, bytes: u32) -> (u32, Operation, u16) {
-        let (code, operation, f) = self.by_bits[Self::bits(cat, bytes)];
-        (code, operation, if cat & category::PC != 0 { f | flags::PC } else { f })
+        let packed = self.by_key[Self::key(cat, bytes)];
+        debug_assert_ne!(packed, UNSEEN, "the first pass saw every row's RWBS");
+        (packed as u32, Operation::ALL[(packed >> 32) as u8 as usize], (packed >> 48) as u16)
     }
 
     /// Interns the record's RWBS if its pattern is new.
+    #[inline(always)]
     fn code(&mut self, cat: u32, bytes: u32, table: &mut EventTable) {
+        if self.by_key[Self::key(cat, bytes)] == UNSEEN {
+            self.code_new(cat, bytes, table);
+        }
+    }
+
+    #[inline(never)]
+    fn code_new(&mut self, cat: u32, bytes: u32, table: &mut EventTable) {
         let slot = &mut self.by_bits[Self::bits(cat, bytes)];
         if slot.0 == u32::MAX {
             let mut buf = [0u8; 8];
@@ -774,6 +808,9 @@ impl RwbsCodes {
             let (operation, f) = decode_category(cat & !category::PC, bytes);
             *slot = (table.rwbs_values.intern(&buf[..n]), operation, f);
         }
+        let (code, operation, f) = *slot;
+        let f = if cat & category::PC != 0 { f | flags::PC } else { f };
+        self.by_key[Self::key(cat, bytes)] = code as u64 | (operation as u64) << 32 | (f as u64) << 48;
     }
 }
 

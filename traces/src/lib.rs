@@ -10,6 +10,7 @@ pub mod binary;
 pub mod blkparse_text;
 pub mod error;
 pub mod ftrace;
+pub mod input;
 pub mod report;
 pub mod rwbs;
 pub mod table;
