@@ -139,9 +139,9 @@ fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, Ar
 pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
     use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt64Type};
     let n = t.len();
-    let take = std::mem::take::<Vec<u32>>;
+    use std::mem::take;
     let (comm, rwbs, name) = (take(&mut t.comm), take(&mut t.rwbs), take(&mut t.name));
-    let (kind, action, operation) = (std::mem::take(&mut t.kind), std::mem::take(&mut t.action), std::mem::take(&mut t.operation));
+    let (kind, action, operation) = (take(&mut t.kind), take(&mut t.action), take(&mut t.operation));
     // Three independent pieces on their own threads: the sparse columns (mostly the kernel
     // zeroing their pages), the flag booleans, and the dictionary columns (whose keys Arrow
     // checks one by one).

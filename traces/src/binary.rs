@@ -10,7 +10,7 @@ use crate::error::{Location, ParseError};
 use crate::input::Input;
 use crate::report::ParseReport;
 use crate::rwbs::{category, decode_category, rwbs_from_category};
-use crate::table::{flags, zeroed_column, Action, EventTable, Extra, Operation, RecordKind};
+use crate::table::{flags, populate_range, zeroed_column, Action, EventTable, Extra, Operation, RecordKind};
 
 pub const MAGIC: u32 = 0x6561_7400;
 pub const SUPPORTED_VERSION: u32 = 7;
@@ -160,65 +160,36 @@ impl Stream<'_> {
         ParseError::bad(self.path, Location::ByteOffset(offset), message)
     }
 
-    /// The first pass's reader: for a whole block record, reads only the fields that decide
-    /// order and RWBS (time, action, bytes); anything else (notify records, the end of the
-    /// file, bad records) goes through [`Stream::next`].
-    #[inline]
-    fn next_light(&mut self, rec: &mut Record) -> Result<bool, ParseError> {
-        if let (Some(h), Some(big)) = (self.data[self.pos..].first_chunk::<HEADER_LEN>(), self.big_endian) {
-            let u32_at = |o: usize| {
-                let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
-                if big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
-            };
-            let action = u32_at(28);
-            let pdu_len = (u32_at(44) >> if big { 0 } else { 16 }) as usize & 0xffff;
-            if u32_at(0) == MAGIC | SUPPORTED_VERSION
-                && (action >> 16) & category::NOTIFY == 0
-                && self.left() >= HEADER_LEN + pdu_len
-            {
-                let t: [u8; 8] = h[8..16].try_into().unwrap();
-                rec.time = if big { u64::from_be_bytes(t) } else { u64::from_le_bytes(t) };
-                rec.action = action;
-                rec.bytes = u32_at(24);
-                self.pos += HEADER_LEN + pdu_len;
-                return Ok(true);
-            }
-        }
-        self.next(rec)
+    /// The header at the cursor if it starts a whole block record (not notify) of the
+    /// supported version in a byte order already known, with its payload length; `None`
+    /// for anything else, which [`Stream::next`] reads and checks.
+    #[inline(always)]
+    fn block_header(&self) -> Option<(Header<'_>, usize)> {
+        let h = Header { bytes: self.data[self.pos..].first_chunk::<HEADER_LEN>()?, big: self.big_endian? };
+        let pdu_len = h.u16(46) as usize;
+        let whole = h.u32(0) == MAGIC | SUPPORTED_VERSION && self.left() >= HEADER_LEN + pdu_len;
+        (whole && (h.u32(28) >> 16) & category::NOTIFY == 0).then_some((h, pdu_len))
     }
 
-    /// The second pass's reader for the usual record: a block record without payload,
-    /// whole in the file, of a byte order already known. Reads it into `rec` and answers
-    /// true; false (nothing read) for anything else, which [`Stream::next`] then reads.
+    /// The first pass's reader: for a whole block record, reads only the fields that decide
+    /// order and RWBS (time, action, bytes); anything else goes through [`Stream::next`].
+    #[inline]
+    fn next_light(&mut self, rec: &mut Record) -> Result<bool, ParseError> {
+        let Some((h, pdu_len)) = self.block_header() else { return self.next(rec) };
+        rec.time = h.u64(8);
+        rec.action = h.u32(28);
+        rec.bytes = h.u32(24);
+        self.pos += HEADER_LEN + pdu_len;
+        Ok(true)
+    }
+
+    /// The second pass's reader for the usual record, a block record without payload:
+    /// reads it into `rec` and answers true; false (nothing read) for anything else, which
+    /// [`Stream::next`] then reads.
     #[inline(always)]
     fn next_plain(&mut self, rec: &mut Record) -> bool {
-        let (Some(h), Some(big)) = (self.data[self.pos..].first_chunk::<HEADER_LEN>(), self.big_endian) else {
-            return false;
-        };
-        let u32_at = |o: usize| {
-            let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
-            if big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
-        };
-        let u64_at = |o: usize| {
-            let b: [u8; 8] = h[o..o + 8].try_into().unwrap();
-            if big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) }
-        };
-        let action = u32_at(28);
-        // Error (u16) and payload length (u16) share the last word.
-        let last = u32_at(44);
-        let pdu_len = if big { last & 0xffff } else { last >> 16 };
-        if u32_at(0) != MAGIC | SUPPORTED_VERSION || (action >> 16) & category::NOTIFY != 0 || pdu_len != 0 {
-            return false;
-        }
-        rec.sequence = u32_at(4);
-        rec.time = u64_at(8);
-        rec.sector = u64_at(16);
-        rec.bytes = u32_at(24);
-        rec.action = action;
-        rec.pid = u32_at(32);
-        rec.device = u32_at(36);
-        rec.cpu = u32_at(40);
-        rec.error = (if big { last >> 16 } else { last & 0xffff }) as u16;
+        let Some((h, 0)) = self.block_header() else { return false };
+        h.read_fields(rec);
         rec.aux = 0;
         rec.remap = None;
         rec.cgroup_id = 0;
@@ -230,13 +201,13 @@ impl Stream<'_> {
     #[inline]
     fn next(&mut self, rec: &mut Record) -> Result<bool, ParseError> {
         let start = self.offset();
-        let Some(h) = self.data[self.pos..].first_chunk::<HEADER_LEN>() else {
+        let Some(bytes) = self.data[self.pos..].first_chunk::<HEADER_LEN>() else {
             if self.left() > 0 {
                 return Err(self.error(start, format!("truncated record: {} of {HEADER_LEN} header bytes", self.left())));
             }
             return Ok(false);
         };
-        let magic_bytes = [h[0], h[1], h[2], h[3]];
+        let magic_bytes = [bytes[0], bytes[1], bytes[2], bytes[3]];
         let big = match self.big_endian {
             Some(b) => b,
             None => {
@@ -247,30 +218,10 @@ impl Stream<'_> {
                 b
             }
         };
-        let u32_at = |o: usize| {
-            let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
-            if big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
-        };
-        let u64_at = |o: usize| {
-            let b: [u8; 8] = h[o..o + 8].try_into().unwrap();
-            if big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) }
-        };
-        let u16_at = |o: usize| {
-            let b = [h[o], h[o + 1]];
-            if big { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) }
-        };
-        let magic = u32_at(0);
-        check_magic(magic).map_err(|m| self.error(start, m))?;
-        rec.sequence = u32_at(4);
-        rec.time = u64_at(8);
-        rec.sector = u64_at(16);
-        rec.bytes = u32_at(24);
-        rec.action = u32_at(28);
-        rec.pid = u32_at(32);
-        rec.device = u32_at(36);
-        rec.cpu = u32_at(40);
-        rec.error = u16_at(44);
-        let pdu_len = u16_at(46) as usize;
+        let h = Header { bytes, big };
+        check_magic(h.u32(0)).map_err(|m| self.error(start, m))?;
+        h.read_fields(rec);
+        let pdu_len = h.u16(46) as usize;
         if self.left() < HEADER_LEN + pdu_len {
             return Err(self.error(start, format!("truncated record: payload of {pdu_len} bytes cut off")));
         }
@@ -278,6 +229,47 @@ impl Stream<'_> {
         decode_payload(rec, &self.data[pdu_start..pdu_start + pdu_len], big);
         self.pos += HEADER_LEN + pdu_len;
         Ok(true)
+    }
+}
+
+/// One `struct blk_io_trace` header, in the byte order of the machine that recorded it.
+#[derive(Clone, Copy)]
+struct Header<'a> {
+    bytes: &'a [u8; HEADER_LEN],
+    big: bool,
+}
+
+impl Header<'_> {
+    #[inline(always)]
+    fn u16(&self, o: usize) -> u16 {
+        let b = [self.bytes[o], self.bytes[o + 1]];
+        if self.big { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) }
+    }
+
+    #[inline(always)]
+    fn u32(&self, o: usize) -> u32 {
+        let b = [self.bytes[o], self.bytes[o + 1], self.bytes[o + 2], self.bytes[o + 3]];
+        if self.big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
+    }
+
+    #[inline(always)]
+    fn u64(&self, o: usize) -> u64 {
+        let b: [u8; 8] = self.bytes[o..o + 8].try_into().unwrap();
+        if self.big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) }
+    }
+
+    /// The header's fields (all but magic and payload length) into `rec`.
+    #[inline(always)]
+    fn read_fields(&self, rec: &mut Record) {
+        rec.sequence = self.u32(4);
+        rec.time = self.u64(8);
+        rec.sector = self.u64(16);
+        rec.bytes = self.u32(24);
+        rec.action = self.u32(28);
+        rec.pid = self.u32(32);
+        rec.device = self.u32(36);
+        rec.cpu = self.u32(40);
+        rec.error = self.u16(44);
     }
 }
 
@@ -404,7 +396,7 @@ pub fn read_with_threads(
             // of the second pass (the kernel zeroes each page at its first write).
             out.size_dense_columns(max_rows);
             let ranges = out.dense_column_ranges();
-            s.spawn(move || ranges.into_iter().for_each(|(start, len)| populate(start, len)));
+            s.spawn(move || ranges.into_iter().for_each(|(start, len)| populate_range(start, len)));
         }
         let plan = plan(&inputs, lenient, &mut out, report)?;
         let threads = threads.unwrap_or_else(|| threads_for(plan.rows)).clamp(1, plan.rows.max(1));
@@ -416,18 +408,6 @@ pub fn read_with_threads(
         table.append(&out);
     }
     Ok(())
-}
-
-/// Has the kernel map (and zero) the pages of `len` bytes at `start` as if written, without
-/// writing them. Only a hint: on kernels without MADV_POPULATE_WRITE (before 5.14) the
-/// first write faults the pages in as usual. The contents never change.
-fn populate(start: usize, len: usize) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: MADV_POPULATE_WRITE changes no byte of memory; on a range that is not mapped
-    // writable it fails with an error, which is ignored.
-    unsafe {
-        libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE);
-    }
 }
 
 /// What the first pass learns: the merge order and the codes rows need.

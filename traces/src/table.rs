@@ -489,10 +489,11 @@ impl EventTable {
         }
     }
 
-    /// Address and byte length of each column [`EventTable::size_dense_columns`] sizes.
+    /// Address and byte length of the allocation (reserved room included) of each column
+    /// every row writes, the ones [`EventTable::size_dense_columns`] sizes.
     pub(crate) fn dense_column_ranges(&self) -> Vec<(usize, usize)> {
-        fn range<T>(v: &[T]) -> (usize, usize) {
-            (v.as_ptr() as usize, std::mem::size_of_val(v))
+        fn range<T>(v: &Vec<T>) -> (usize, usize) {
+            (v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>())
         }
         vec![
             range(&self.time_ns),
@@ -514,19 +515,9 @@ impl EventTable {
     /// Huge-page hint for the columns every row writes (not kind, error, comm and name,
     /// which a binary trace mostly leaves zero and untouched).
     pub(crate) fn advise_dense_columns(&self) {
-        advise_huge_pages(&self.time_ns);
-        advise_huge_pages(&self.sequence);
-        advise_huge_pages(&self.sector);
-        advise_huge_pages(&self.bytes);
-        advise_huge_pages(&self.dev_major);
-        advise_huge_pages(&self.dev_minor);
-        advise_huge_pages(&self.cpu);
-        advise_huge_pages(&self.pid);
-        advise_huge_pages(&self.sectors);
-        advise_huge_pages(&self.rwbs);
-        advise_huge_pages(&self.flags);
-        advise_huge_pages(&self.action);
-        advise_huge_pages(&self.operation);
+        for (start, len) in self.dense_column_ranges() {
+            advise_huge_range(start, len);
+        }
     }
 
     fn reserve_columns(&mut self, n: usize) {
@@ -720,19 +711,35 @@ pub(crate) fn zeroed_column<T: Clone + Default>(n: usize, writes: usize) -> Vec<
 /// madvise(MADV_HUGEPAGE) on the 2 MiB-aligned part of a vector's allocation. Only a hint:
 /// failures are ignored and the data is the same either way.
 pub(crate) fn advise_huge_pages<T>(v: &Vec<T>) {
+    advise_huge_range(v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>());
+}
+
+/// madvise(MADV_HUGEPAGE) on the 2 MiB-aligned part of `len` bytes at `start`, a live
+/// allocation of ours.
+fn advise_huge_range(start: usize, len: usize) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        let start = v.as_ptr() as usize;
-        let end = start + v.capacity() * std::mem::size_of::<T>();
         let aligned_start = (start + HUGE - 1) & !(HUGE - 1);
-        let aligned_end = end & !(HUGE - 1);
+        let aligned_end = (start + len) & !(HUGE - 1);
         if aligned_end > aligned_start {
-            // SAFETY: the range lies inside this vector's live allocation; MADV_HUGEPAGE
-            // changes only how the kernel backs the pages, never their contents.
+            // SAFETY: MADV_HUGEPAGE changes only how the kernel backs the pages, never
+            // their contents.
             unsafe {
                 libc::madvise(aligned_start as *mut libc::c_void, aligned_end - aligned_start, libc::MADV_HUGEPAGE);
             }
         }
+    }
+}
+
+/// Has the kernel map (and zero) the pages of `len` bytes at `start` as if written, without
+/// writing them. Only a hint: on kernels without MADV_POPULATE_WRITE (before 5.14) the
+/// first write faults the pages in as usual. The contents never change.
+pub(crate) fn populate_range(start: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: MADV_POPULATE_WRITE changes no byte of memory; on a range that is not mapped
+    // writable it fails with an error, which is ignored.
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE);
     }
 }
