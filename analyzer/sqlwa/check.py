@@ -40,8 +40,8 @@ LIMITS = {
     "max_fsync_calls_per_commit": ("fsync_calls_per_commit", "fsync calls/commit"),
     "max_write_kib_per_commit": ("write_kib_per_commit", "KiB/commit"),
     "max_p99_ms": ("p99_ms", "ms p99"),
-    "max_frame_budget_misses": ("frame_budget_misses", "commits over 16.67 ms"),
-    "max_frame_budget_miss_pct": ("frame_budget_miss_pct", "% of commits over 16.67 ms"),
+    "max_frame_budget_misses": ("frame_budget_misses", "commits over their run's frame budget"),
+    "max_frame_budget_miss_pct": ("frame_budget_miss_pct", "% of commits over their run's frame budget"),
     "max_block_over_logical": ("block_over_logical", "x block/logical"),
 }
 SCOPES = ("scenario", "fs", "journal", "sync")
