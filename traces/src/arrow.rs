@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_array::types::{UInt32Type, UInt8Type};
 use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, LargeStringArray, PrimitiveArray, RecordBatch, StringArray};
-use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use crate::table::{flags, zeroed_column, Action, EventTable, Extra, Operation, RecordKind};
@@ -58,25 +58,50 @@ fn prim<T: arrow_array::ArrowPrimitiveType>(v: Vec<T::Native>, nulls: Option<Nul
 }
 
 fn fixed_dict(codes: Vec<u8>, names: Vec<&str>) -> Result<ArrayRef, ArrowError> {
-    let keys = PrimitiveArray::<UInt8Type>::new(ScalarBuffer::from(codes), None);
-    Ok(Arc::new(DictionaryArray::<UInt8Type>::try_new(keys, Arc::new(StringArray::from(names)))?))
+    dictionary::<UInt8Type>(codes, Arc::new(StringArray::from(names)))
 }
 
 fn interned(codes: Vec<u32>, values: &[String]) -> Result<ArrayRef, ArrowError> {
-    let keys = PrimitiveArray::<UInt32Type>::new(ScalarBuffer::from(codes), None);
-    let values = StringArray::from_iter_values(values.iter());
-    Ok(Arc::new(DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(values))?))
+    dictionary::<UInt32Type>(codes, Arc::new(StringArray::from_iter_values(values.iter())))
 }
 
-/// The boolean columns of the given flag bits, all in one pass over `flags`.
+/// A dictionary column. The keys are checked with one maximum over them rather than
+/// `try_new`'s key-by-key check, which cost as much as the rest of the conversion.
+fn dictionary<K>(codes: Vec<K::Native>, values: ArrayRef) -> Result<ArrayRef, ArrowError>
+where
+    K: arrow_array::types::ArrowDictionaryKeyType,
+    K::Native: Ord + Into<u64>,
+{
+    let largest = codes.iter().copied().max().map_or(0, Into::into);
+    if !codes.is_empty() && largest >= values.len() as u64 {
+        return Err(ArrowError::InvalidArgumentError(format!("dictionary code {largest} past its {} values", values.len())));
+    }
+    let keys = PrimitiveArray::<K>::new(ScalarBuffer::from(codes), None);
+    // SAFETY: the keys have no nulls and every key is below the number of values (checked
+    // above), which is all try_new checks.
+    Ok(Arc::new(unsafe { DictionaryArray::<K>::new_unchecked(keys, values) }))
+}
+
+/// The boolean columns of the given flag bits (each in the low byte), all in one pass over
+/// `flags`, eight rows at a time: their low bytes side by side in one word give each flag's
+/// eight bits with a mask and a multiply.
 fn flag_columns<const K: usize>(flags: &[u16], bits: [u16; K]) -> [ArrayRef; K] {
+    const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+    // Moves bit 0 of byte j to bit 56 + j (no two products meet, so nothing carries).
+    const GATHER: u64 = 0x0102_0408_1020_4080;
+    let shifts = bits.map(|b| {
+        assert!(b.count_ones() == 1 && b < 0x100, "flag bits are single bits of the low byte");
+        b.trailing_zeros()
+    });
     let words = flags.len().div_ceil(64);
     let mut out: [Vec<u64>; K] = std::array::from_fn(|_| Vec::with_capacity(words));
     for chunk in flags.chunks(64) {
         let mut w = [0u64; K];
-        for (i, &f) in chunk.iter().enumerate() {
+        for (g, group) in chunk.chunks(8).enumerate() {
+            let low_bytes = group.iter().enumerate().fold(0u64, |x, (j, &f)| x | ((f & 0xff) as u64) << (8 * j));
             for k in 0..K {
-                w[k] |= ((f & bits[k] != 0) as u64) << i;
+                let eight = ((low_bytes >> shifts[k]) & LOW_BITS).wrapping_mul(GATHER) >> 56;
+                w[k] |= eight << (8 * g);
             }
         }
         for k in 0..K {
@@ -86,34 +111,64 @@ fn flag_columns<const K: usize>(flags: &[u16], bits: [u16; K]) -> [ArrayRef; K] 
     out.map(|v| Arc::new(BooleanArray::new(BooleanBuffer::new(Buffer::from_vec(v), 0, flags.len()), None)) as ArrayRef)
 }
 
-/// A dense column from the sparse extras: zero where a row has no entry. The zeroed
-/// allocation comes straight from the OS, so pages no row writes cost nothing.
-fn scatter<T: Copy + Default + arrow_buffer::ArrowNativeType>(n: usize, extras: &[Extra], get: impl Fn(&Extra) -> Option<T>) -> (Vec<T>, Option<NullBuffer>) {
-    let mut values = zeroed_column(n, extras.len());
-    let mut valid: Option<BooleanBufferBuilder> = None;
+/// The sparse extras' fields as dense columns, zero (and null where the column has a null
+/// mask) in rows without the field, filled in one pass over the extras. The zeroed
+/// allocations come straight from the OS, so pages no row writes cost nothing.
+struct SparseColumns {
+    remap_major: Vec<u32>,
+    remap_minor: Vec<u32>,
+    remap_sector: Vec<u64>,
+    remap_valid: NullBuffer,
+    aux: Vec<u64>,
+    cgroup_id: Vec<u64>,
+    fd: Vec<i64>,
+    fd_valid: NullBuffer,
+    ret: Vec<i64>,
+    ret_valid: NullBuffer,
+}
+
+fn sparse_columns(n: usize, extras: &[Extra]) -> SparseColumns {
+    let writes = extras.len();
+    let (mut remap_major, mut remap_minor, mut remap_sector) = (zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes));
+    let (mut aux, mut cgroup_id, mut fd, mut ret) = (zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes));
+    let mut valid: [Vec<u64>; 3] = std::array::from_fn(|_| vec![0u64; n.div_ceil(64)]);
+    let mut set_valid = |k: usize, row: usize| valid[k][row / 64] |= 1 << (row % 64);
     for x in extras {
-        if let Some(v) = get(x) {
-            values[x.row] = v;
-            valid
-                .get_or_insert_with(|| {
-                    let mut b = BooleanBufferBuilder::new(n);
-                    b.append_n(n, false);
-                    b
-                })
-                .set_bit(x.row, true);
+        let row = x.row;
+        if let Some((major, minor, sector)) = x.remap {
+            (remap_major[row], remap_minor[row], remap_sector[row]) = (major, minor, sector);
+            set_valid(0, row);
+        }
+        if x.aux != 0 {
+            aux[row] = x.aux;
+        }
+        if x.cgroup_id != 0 {
+            cgroup_id[row] = x.cgroup_id;
+        }
+        if let Some(v) = x.fd {
+            fd[row] = v;
+            set_valid(1, row);
+        }
+        if let Some(v) = x.ret {
+            ret[row] = v;
+            set_valid(2, row);
         }
     }
-    let nulls = match valid {
-        Some(mut b) => Some(NullBuffer::new(b.finish())),
-        None => Some(NullBuffer::new_null(n)),
-    };
-    (values, nulls)
+    let [remap_valid, fd_valid, ret_valid] = valid.map(|bits| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(bits), 0, n)));
+    SparseColumns { remap_major, remap_minor, remap_sector, remap_valid, aux, cgroup_id, fd, fd_valid, ret, ret_valid }
 }
 
 fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, ArrowError> {
+    if data.is_empty() {
+        // No row has text: every offset is zero, pages that nothing writes or reads.
+        let offsets = ScalarBuffer::from(zeroed_column::<i64>(n + 1, 0));
+        // SAFETY: all-zero offsets are monotonic and within the empty data, and the empty
+        // string is UTF-8; try_new would only read every page to check that.
+        return Ok(Arc::new(unsafe { LargeStringArray::new_unchecked(OffsetBuffer::new_unchecked(offsets), Buffer::from_vec(data), None) }));
+    }
     // With any text, every offset after the first text row is written.
-    let mut offsets = zeroed_column(n + 1, if data.is_empty() { 0 } else { n });
-    if !data.is_empty() {
+    let mut offsets = zeroed_column(n + 1, n);
+    {
         // Rows without text repeat the offset before them: fill those runs at once.
         let (mut end, mut filled) = (0i64, 1usize);
         for x in extras {
@@ -146,16 +201,7 @@ pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
     // zeroing their pages), the flag booleans, and the dictionary columns (whose keys Arrow
     // checks one by one).
     let (sparse, flag_bools, dicts) = std::thread::scope(|s| {
-        let sparse = s.spawn(|| {
-            let remap = scatter(n, &t.extras, |x| x.remap.map(|r| r.0));
-            let remap_minor = scatter(n, &t.extras, |x| x.remap.map(|r| r.1)).0;
-            let remap_sector = scatter(n, &t.extras, |x| x.remap.map(|r| r.2)).0;
-            let aux = scatter(n, &t.extras, |x| (x.aux != 0).then_some(x.aux)).0;
-            let cgroup_id = scatter(n, &t.extras, |x| (x.cgroup_id != 0).then_some(x.cgroup_id)).0;
-            let fd = scatter(n, &t.extras, |x| x.fd);
-            let ret = scatter(n, &t.extras, |x| x.ret);
-            (remap, remap_minor, remap_sector, aux, cgroup_id, fd, ret)
-        });
+        let sparse = s.spawn(|| sparse_columns(n, &t.extras));
         let flag_bools = s.spawn(|| flag_columns(&t.flags, [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]));
         let dicts = (|| -> Result<[ArrayRef; 6], ArrowError> {
             Ok([
@@ -170,7 +216,7 @@ pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
         (sparse.join().expect("sparse column thread panicked"), flag_bools.join().expect("flag column thread panicked"), dicts)
     });
     let [kind, comm, action, operation, rwbs, name] = dicts?;
-    let ((remap_major, remap_nulls), remap_minor, remap_sector, aux, cgroup_id, (fd, fd_nulls), (ret, ret_nulls)) = sparse;
+    let SparseColumns { remap_major, remap_minor, remap_sector, remap_valid, aux, cgroup_id, fd, fd_valid, ret, ret_valid } = sparse;
     // Text rows are ordered by row, so the text bytes are already in row order.
     let text = text_column(n, &t.extras, t.text_data)?;
     let mut columns: Vec<ArrayRef> = vec![
@@ -193,14 +239,14 @@ pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
         prim::<UInt32Type>(t.sectors, None),
         prim::<UInt64Type>(t.bytes, None),
         prim::<Int32Type>(t.error, None),
-        prim::<UInt32Type>(remap_major, remap_nulls.clone()),
-        prim::<UInt32Type>(remap_minor, remap_nulls.clone()),
-        prim::<UInt64Type>(remap_sector, remap_nulls),
+        prim::<UInt32Type>(remap_major, Some(remap_valid.clone())),
+        prim::<UInt32Type>(remap_minor, Some(remap_valid.clone())),
+        prim::<UInt64Type>(remap_sector, Some(remap_valid)),
         prim::<UInt64Type>(aux, None),
         prim::<UInt64Type>(cgroup_id, None),
         name,
-        prim::<Int64Type>(fd, fd_nulls),
-        prim::<Int64Type>(ret, ret_nulls),
+        prim::<Int64Type>(fd, Some(fd_valid)),
+        prim::<Int64Type>(ret, Some(ret_valid)),
         text,
     ]);
     RecordBatch::try_new(schema(), columns)
@@ -221,6 +267,77 @@ mod tests {
         assert_eq!(batch.num_columns(), schema().fields().len());
         let remap = batch.column_by_name("remap_dev_major").unwrap();
         assert_eq!(remap.len() - remap.null_count(), 473);
+    }
+
+    /// A table whose rows set each sparse field alone, together, or not at all, spread
+    /// over more than one bitmap word; `with_text` adds text to some rows.
+    fn sparse_table(with_text: bool) -> EventTable {
+        let mut t = EventTable::new();
+        let comm = t.comms.intern(b"dd");
+        let rwbs = t.rwbs_values.intern(b"WS");
+        let name = t.names.intern(b"fsync");
+        for row in 0..200u64 {
+            let mut e = crate::table::Event { time_ns: row, pid: row as u32, flags: row as u16 & 0x1f, ..Default::default() };
+            if row % 3 == 0 {
+                e.remap = Some((253, row as u32, row * 8));
+            }
+            if row % 5 == 0 {
+                e.aux = row + 1;
+            }
+            if row % 7 == 0 {
+                e.cgroup_id = row + 2;
+            }
+            if row % 11 == 0 {
+                e.fd = Some(row as i64 - 50);
+            }
+            if row % 13 == 0 {
+                e.ret = Some(-(row as i64));
+            }
+            let text = if with_text && row % 4 == 0 { format!("row {row}") } else { String::new() };
+            t.push(&e, if row % 2 == 0 { comm } else { 0 }, rwbs, name, text.as_bytes());
+        }
+        t
+    }
+
+    #[test]
+    fn sparse_and_dictionary_columns_match_the_table_row_by_row() {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Int64Type, UInt64Type};
+        use arrow_array::Array;
+        for with_text in [false, true] {
+            let t = sparse_table(with_text);
+            let batch = to_record_batch(t.clone()).unwrap();
+            let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+            let (remap_minor, remap_sector) = (col("remap_dev_minor"), col("remap_sector"));
+            let (remap_minor, remap_sector) = (remap_minor.as_primitive::<UInt32Type>(), remap_sector.as_primitive::<UInt64Type>());
+            let (aux, cgroup) = (col("aux"), col("cgroup_id"));
+            let (fd, ret) = (col("fd"), col("ret"));
+            let (fd, ret) = (fd.as_primitive::<Int64Type>(), ret.as_primitive::<Int64Type>());
+            let text = col("text");
+            let text = text.as_string::<i64>();
+            let comm = col("comm");
+            let comm = comm.as_dictionary::<UInt32Type>();
+            let comm_values = comm.values().as_string::<i32>();
+            for i in 0..t.len() {
+                let remap = remap_minor.is_valid(i).then(|| (253, remap_minor.value(i), remap_sector.value(i)));
+                assert_eq!(remap, t.remap_at(i), "remap row {i}");
+                assert_eq!(aux.as_primitive::<UInt64Type>().value(i), t.aux_at(i), "aux row {i}");
+                assert_eq!(cgroup.as_primitive::<UInt64Type>().value(i), t.cgroup_id_at(i), "cgroup row {i}");
+                assert_eq!(fd.is_valid(i).then(|| fd.value(i)), t.fd_at(i), "fd row {i}");
+                assert_eq!(ret.is_valid(i).then(|| ret.value(i)), t.ret_at(i), "ret row {i}");
+                assert_eq!(text.value(i), t.text_at(i), "text row {i}");
+                assert_eq!(comm_values.value(comm.keys().value(i) as usize), t.comm_at(i), "comm row {i}");
+            }
+            assert_eq!(remap_minor.null_count(), t.len() - t.len().div_ceil(3));
+        }
+    }
+
+    #[test]
+    fn a_dictionary_code_past_its_values_is_an_error_not_a_panic() {
+        let mut t = sparse_table(false);
+        t.rwbs[7] = 99;
+        let err = to_record_batch(t).unwrap_err().to_string();
+        assert!(err.contains("dictionary code 99"), "{err}");
     }
 
     #[test]
