@@ -132,30 +132,95 @@ fn sparse_columns(n: usize, extras: &[Extra]) -> SparseColumns {
     let (mut remap_major, mut remap_minor, mut remap_sector) = (zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes));
     let (mut aux, mut cgroup_id, mut fd, mut ret) = (zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes));
     let mut valid: [Vec<u64>; 3] = std::array::from_fn(|_| vec![0u64; n.div_ceil(64)]);
-    let mut set_valid = |k: usize, row: usize| valid[k][row / 64] |= 1 << (row % 64);
-    for x in extras {
-        let row = x.row;
-        if let Some((major, minor, sector)) = x.remap {
-            (remap_major[row], remap_minor[row], remap_sector[row]) = (major, minor, sector);
-            set_valid(0, row);
-        }
-        if x.aux != 0 {
-            aux[row] = x.aux;
-        }
-        if x.cgroup_id != 0 {
-            cgroup_id[row] = x.cgroup_id;
-        }
-        if let Some(v) = x.fd {
-            fd[row] = v;
-            set_valid(1, row);
-        }
-        if let Some(v) = x.ret {
-            ret[row] = v;
-            set_valid(2, row);
-        }
+    let [remap_bits, fd_bits, ret_bits] = &mut valid;
+    let all = SparseRows {
+        first_row: 0,
+        remap_major: &mut remap_major,
+        remap_minor: &mut remap_minor,
+        remap_sector: &mut remap_sector,
+        aux: &mut aux,
+        cgroup_id: &mut cgroup_id,
+        fd: &mut fd,
+        ret: &mut ret,
+        remap_bits,
+        fd_bits,
+        ret_bits,
+    };
+    // Writing the rows is mostly the kernel zeroing the pages they land on: with many
+    // extras, two threads take a half of the rows each.
+    if extras.len() >= 1 << 16 && n >= 1 << 16 {
+        let middle = n / 2 / 64 * 64;
+        let split = extras.partition_point(|x| x.row < middle);
+        let (low, high) = all.split_at(middle);
+        std::thread::scope(|s| {
+            s.spawn(|| high.fill(&extras[split..]));
+            low.fill(&extras[..split]);
+        });
+    } else {
+        all.fill(extras);
     }
     let [remap_valid, fd_valid, ret_valid] = valid.map(|bits| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(bits), 0, n)));
     SparseColumns { remap_major, remap_minor, remap_sector, remap_valid, aux, cgroup_id, fd, fd_valid, ret, ret_valid }
+}
+
+/// The sparse columns' rows from `first_row` on (a multiple of 64, so each validity word
+/// belongs to one range).
+struct SparseRows<'a> {
+    first_row: usize,
+    remap_major: &'a mut [u32],
+    remap_minor: &'a mut [u32],
+    remap_sector: &'a mut [u64],
+    aux: &'a mut [u64],
+    cgroup_id: &'a mut [u64],
+    fd: &'a mut [i64],
+    ret: &'a mut [i64],
+    remap_bits: &'a mut [u64],
+    fd_bits: &'a mut [u64],
+    ret_bits: &'a mut [u64],
+}
+
+impl SparseRows<'_> {
+    /// The rows before `row` (a multiple of 64) and the rows from it on.
+    fn split_at(self, row: usize) -> (Self, Self) {
+        let k = row - self.first_row;
+        macro_rules! split {
+            ($($col:ident),*; $($bits:ident),*) => {{
+                $(let $col = self.$col.split_at_mut(k);)*
+                $(let $bits = self.$bits.split_at_mut(k / 64);)*
+                (
+                    SparseRows { first_row: self.first_row, $($col: $col.0,)* $($bits: $bits.0,)* },
+                    SparseRows { first_row: row, $($col: $col.1,)* $($bits: $bits.1,)* },
+                )
+            }};
+        }
+        split!(remap_major, remap_minor, remap_sector, aux, cgroup_id, fd, ret; remap_bits, fd_bits, ret_bits)
+    }
+
+    /// Writes the fields of `extras`, whose rows all fall in this range.
+    fn fill(self, extras: &[Extra]) {
+        let set = |bits: &mut [u64], i: usize| bits[i / 64] |= 1 << (i % 64);
+        for x in extras {
+            let i = x.row - self.first_row;
+            if let Some((major, minor, sector)) = x.remap {
+                (self.remap_major[i], self.remap_minor[i], self.remap_sector[i]) = (major, minor, sector);
+                set(self.remap_bits, i);
+            }
+            if x.aux != 0 {
+                self.aux[i] = x.aux;
+            }
+            if x.cgroup_id != 0 {
+                self.cgroup_id[i] = x.cgroup_id;
+            }
+            if let Some(v) = x.fd {
+                self.fd[i] = v;
+                set(self.fd_bits, i);
+            }
+            if let Some(v) = x.ret {
+                self.ret[i] = v;
+                set(self.ret_bits, i);
+            }
+        }
+    }
 }
 
 fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, ArrowError> {
@@ -269,14 +334,14 @@ mod tests {
         assert_eq!(remap.len() - remap.null_count(), 473);
     }
 
-    /// A table whose rows set each sparse field alone, together, or not at all, spread
-    /// over more than one bitmap word; `with_text` adds text to some rows.
-    fn sparse_table(with_text: bool) -> EventTable {
+    /// A table of `rows` rows that set each sparse field alone, together, or not at all;
+    /// `with_text` adds text to some rows.
+    fn sparse_table(rows: u64, with_text: bool) -> EventTable {
         let mut t = EventTable::new();
         let comm = t.comms.intern(b"dd");
         let rwbs = t.rwbs_values.intern(b"WS");
         let name = t.names.intern(b"fsync");
-        for row in 0..200u64 {
+        for row in 0..rows {
             let mut e = crate::table::Event { time_ns: row, pid: row as u32, flags: row as u16 & 0x1f, ..Default::default() };
             if row % 3 == 0 {
                 e.remap = Some((253, row as u32, row * 8));
@@ -304,8 +369,9 @@ mod tests {
         use arrow_array::cast::AsArray;
         use arrow_array::types::{Int64Type, UInt64Type};
         use arrow_array::Array;
-        for with_text in [false, true] {
-            let t = sparse_table(with_text);
+        // 140 000 rows: enough extras for the conversion to fill them on two threads.
+        for (rows, with_text) in [(200, false), (200, true), (140_000, true)] {
+            let t = sparse_table(rows, with_text);
             let batch = to_record_batch(t.clone()).unwrap();
             let col = |name: &str| batch.column_by_name(name).unwrap().clone();
             let (remap_minor, remap_sector) = (col("remap_dev_minor"), col("remap_sector"));
@@ -334,7 +400,7 @@ mod tests {
 
     #[test]
     fn a_dictionary_code_past_its_values_is_an_error_not_a_panic() {
-        let mut t = sparse_table(false);
+        let mut t = sparse_table(200, false);
         t.rwbs[7] = 99;
         let err = to_record_batch(t).unwrap_err().to_string();
         assert!(err.contains("dictionary code 99"), "{err}");
