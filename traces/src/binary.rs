@@ -10,7 +10,7 @@ use crate::error::{Location, ParseError};
 use crate::input::Input;
 use crate::report::ParseReport;
 use crate::rwbs::{category, decode_category, rwbs_from_category};
-use crate::table::{flags, populate_range, zeroed_column, Action, EventTable, Extra, Operation, RecordKind};
+use crate::table::{flags, zeroed_column, Action, Dictionary, EventTable, Extra, Operation, RecordKind};
 
 pub const MAGIC: u32 = 0x6561_7400;
 pub const SUPPORTED_VERSION: u32 = 7;
@@ -364,17 +364,18 @@ pub fn threads_for(rows: usize) -> usize {
     cores.min(rows / MIN_ROWS_PER_THREAD).max(1)
 }
 
-/// Reads and merges the given per-CPU files (already expanded) into `table`, in two passes:
-/// the first merges the files by time on one thread, reading only what decides the order
-/// and what is not a row (process names, timestamps, errors); it yields the merge order as
-/// runs. The second decodes the rows on several threads, each filling its own contiguous
-/// range of rows from its own readers.
+/// Reads and merges the given per-CPU files (already expanded) into `table`, in two passes
+/// that overlap: the first merges the files by time on one thread, reading only what
+/// decides the order and what is not a row (process names, timestamps, errors), and hands
+/// the merge order on in batches of runs; the other threads decode those batches' rows as
+/// they come, each batch into its own range of rows, and the first thread joins them once
+/// the merge is done.
 pub fn read(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
     read_with_threads(paths, lenient, table, report, None)
 }
 
-/// [`read`] with a given number of decoding threads (`None`: [`threads_for`] the row count).
-/// The table is the same whatever the number.
+/// [`read`] with a given number of threads (`None`: [`threads_for`] the most rows the
+/// files can hold). The table is the same whatever the number.
 pub fn read_with_threads(
     paths: &[PathBuf],
     lenient: bool,
@@ -384,24 +385,54 @@ pub fn read_with_threads(
 ) -> Result<(), ParseError> {
     let inputs = paths.iter().map(|p| Input::open(p)).collect::<Result<Vec<_>, _>>()?;
     let mut out = EventTable::new();
-    // No row is shorter than a header: this many rows at most.
+    // No row is shorter than a header: this many rows at most. The columns rows write are
+    // sized for that many (zeroed pages, which cost nothing until written) and cut to the
+    // real count at the end, so decoding can start before the count is known.
     let max_rows = inputs.iter().map(|i| i.bytes().len() / HEADER_LEN).sum::<usize>();
-    // With one thread there is no idle core to zero pages on (threads_for gives a
-    // second thread only to traces of 128 Ki rows or more).
-    let prefault = threads.unwrap_or_else(|| threads_for(max_rows)) > 1;
-    std::thread::scope(|s| {
-        if prefault {
-            // The first pass runs on one core; another core meanwhile has the kernel zero
-            // the pages of the columns every row writes, which would otherwise be a third
-            // of the second pass (the kernel zeroes each page at its first write).
-            out.size_dense_columns(max_rows);
-            let ranges = out.dense_column_ranges();
-            s.spawn(move || ranges.into_iter().for_each(|(start, len)| populate_range(start, len)));
-        }
-        let plan = plan(&inputs, lenient, &mut out, report)?;
-        let threads = threads.unwrap_or_else(|| threads_for(plan.rows)).clamp(1, plan.rows.max(1));
-        fill(&inputs, &plan, &mut out, threads)
-    })?;
+    let threads = threads.unwrap_or_else(|| threads_for(max_rows)).clamp(1, max_rows.max(1));
+    out.size_dense_columns(max_rows);
+    // Zero and untouched where no row writes: kind, error (mostly), comm (unnamed pids).
+    out.kind = vec![0; max_rows];
+    out.error = vec![0; max_rows];
+    out.comm = zeroed_column(max_rows, max_rows);
+    let lookup = RwbsLookup::new();
+    let queue = BatchQueue::default();
+    // pid → process name code, once the merge has read every file.
+    let names = std::sync::OnceLock::new();
+    let EventTable { kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs, rwbs_values, comms, .. } = &mut out;
+    let columns = SharedColumns::new(Columns { kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs });
+    let decoder = Decoder { inputs: &inputs, lookup: &lookup, queue: &queue, columns: &columns, names: &names };
+    let (planned, decoded) = std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..threads).map(|_| s.spawn(|| decoder.run())).collect();
+        let planned = plan(&inputs, lenient, (rwbs_values, comms), &lookup, report, &mut |batch| queue.push(batch)).map(|p| {
+            names.set(p.comm_by_pid).expect("names are set once");
+            p.rows
+        });
+        // After a failed merge nothing is decoded: the error is the answer.
+        queue.finish(planned.is_err());
+        let mut decoded = vec![decoder.run()];
+        decoded.extend(helpers.into_iter().map(|h| h.join().expect("decoder thread panicked")));
+        (planned, decoded)
+    });
+    let rows = planned?;
+    let mut shares = Vec::new();
+    for d in decoded {
+        shares.extend(d?);
+    }
+    out.size_dense_columns(rows);
+    out.kind.truncate(rows);
+    out.error.truncate(rows);
+    out.comm.truncate(rows);
+    out.name = vec![0; rows];
+    // Extras in row order: the batches' in the order of their first rows.
+    shares.sort_unstable_by_key(|&(base, _)| base);
+    out.extras.reserve_exact(shares.iter().map(|(_, (extras, _))| extras.len()).sum());
+    out.text_data.reserve_exact(shares.iter().map(|(_, (_, text))| text.len()).sum());
+    for (_, (extras, text)) in shares {
+        let text_base = out.text_data.len();
+        out.text_data.extend_from_slice(&text);
+        out.extras.extend(extras.into_iter().map(|x| Extra { text: (x.text.0 + text_base, x.text.1 + text_base), ..x }));
+    }
     if table.is_empty() {
         *table = out;
     } else {
@@ -410,17 +441,87 @@ pub fn read_with_threads(
     Ok(())
 }
 
-/// What the first pass learns: the merge order and the codes rows need.
-struct Plan {
+/// Rows per batch the merge hands to the decoders: big enough that handing over is rare,
+/// small enough that the decoders start early and finish together.
+const BATCH_ROWS: usize = 1 << 14;
+
+/// Runs of the merge order whose rows start at row `base`.
+struct Batch {
     runs: Vec<Run>,
+    base: usize,
     rows: usize,
-    rwbs_codes: RwbsCodes,
-    /// RWBS code of message rows (`N`).
+    /// RWBS code of message rows (`N`), once one has been seen.
     notify_rwbs: u32,
+}
+
+/// What the first pass learns besides the merge order.
+struct Planned {
+    rows: usize,
     comm_by_pid: HashMap<u32, u32>,
 }
 
-fn plan(inputs: &[Input], lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<Plan, ParseError> {
+/// The batches the merge has handed on and no decoder has taken yet.
+#[derive(Default)]
+struct BatchQueue {
+    state: std::sync::Mutex<QueueState>,
+    ready: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    batches: std::collections::VecDeque<Batch>,
+    /// The merge is over: no more batches will come.
+    merged: bool,
+}
+
+impl BatchQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        // A decoder that panicked poisons the lock; its panic reaches the caller anyway.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, batch: Batch) {
+        self.lock().batches.push_back(batch);
+        self.ready.notify_one();
+    }
+
+    /// No more batches; with `abandon`, the waiting ones are dropped too.
+    fn finish(&self, abandon: bool) {
+        let mut state = self.lock();
+        state.merged = true;
+        if abandon {
+            state.batches.clear();
+        }
+        drop(state);
+        self.ready.notify_all();
+    }
+
+    /// The next batch, waiting for the merge to hand one on; `None` once all are taken.
+    fn pop(&self) -> Option<Batch> {
+        let mut state = self.lock();
+        loop {
+            if let Some(batch) = state.batches.pop_front() {
+                return Some(batch);
+            }
+            if state.merged {
+                return None;
+            }
+            state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The first pass: merges the files by time, hands the merge order to `emit` in batches of
+/// runs (with their first row), interns the RWBS strings in order of first appearance and
+/// the process names, and reports what is not a row.
+fn plan(
+    inputs: &[Input],
+    lenient: bool,
+    (rwbs_values, comms): (&mut Dictionary, &mut Dictionary),
+    lookup: &RwbsLookup,
+    report: &mut ParseReport,
+    emit: &mut dyn FnMut(Batch),
+) -> Result<Planned, ParseError> {
     let mut streams: Vec<Stream> = inputs.iter().map(|i| stream_at(i, 0)).collect();
     let mut heads: Vec<Record> = vec![Record::default(); streams.len()];
     let mut head_offsets = vec![0u64; streams.len()];
@@ -434,11 +535,18 @@ fn plan(inputs: &[Input], lenient: bool, table: &mut EventTable, report: &mut Pa
     // after the pid's first events (another CPU's file). Ordered, so that the names'
     // dictionary codes do not vary from run to run.
     let mut names: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
-    let mut rwbs_codes = RwbsCodes::new();
+    let mut rwbs_codes = RwbsCodes::new(lookup);
     let mut notify_rwbs = None;
     let mut time_base: Option<u64> = None;
-    let mut runs = Vec::new();
-    let mut rows = 0usize;
+    let mut batch = Batch { runs: Vec::new(), base: 0, rows: 0, notify_rwbs: 0 };
+    let mut push_run = |run: Run, notify_rwbs: Option<u32>| {
+        batch.rows += run.rows as usize;
+        batch.runs.push(run);
+        if batch.rows >= BATCH_ROWS {
+            let next = Batch { runs: Vec::new(), base: batch.base + batch.rows, rows: 0, notify_rwbs: 0 };
+            emit(Batch { notify_rwbs: notify_rwbs.unwrap_or(0), ..std::mem::replace(&mut batch, next) });
+        }
+    };
     while let Some(Reverse((_, i))) = heap.pop() {
         // Keep taking from this file while it stays the earliest: per-CPU files come in
         // long runs, and this avoids a heap operation per record. Ties go to the lower
@@ -448,7 +556,7 @@ fn plan(inputs: &[Input], lenient: bool, table: &mut EventTable, report: &mut Pa
         loop {
             let rec = &heads[i];
             let big = streams[i].big_endian == Some(true);
-            if note(rec, big, table, report, &mut names, &mut rwbs_codes, &mut notify_rwbs) {
+            if note(rec, big, rwbs_values, report, &mut names, &mut rwbs_codes, &mut notify_rwbs) {
                 run.rows += 1;
                 // blkparse's time zero is the first printed event, not the first notify record.
                 time_base = Some(time_base.map_or(rec.time, |t| t.min(rec.time)));
@@ -465,20 +573,20 @@ fn plan(inputs: &[Input], lenient: bool, table: &mut EventTable, report: &mut Pa
                 break;
             }
             if run.records == MAX_RUN {
-                rows += run.rows as usize;
-                runs.push(run);
-                run = Run { offset: head_offsets[i], file: i as u32, records: 0, rows: 0 };
+                let next = Run { offset: head_offsets[i], file: i as u32, records: 0, rows: 0 };
+                push_run(std::mem::replace(&mut run, next), notify_rwbs);
             }
         }
-        rows += run.rows as usize;
-        runs.push(run);
+        push_run(run, notify_rwbs);
     }
+    let rows = batch.base + batch.rows;
+    emit(Batch { notify_rwbs: notify_rwbs.unwrap_or(0), ..batch });
     report.time_base_ns = time_base;
     let mut comm_by_pid: HashMap<u32, u32> = HashMap::with_capacity(names.len());
     for (&pid, name) in &names {
-        comm_by_pid.insert(pid, table.comms.intern(name));
+        comm_by_pid.insert(pid, comms.intern(name));
     }
-    Ok(Plan { runs, rows, rwbs_codes, notify_rwbs: notify_rwbs.unwrap_or(0), comm_by_pid })
+    Ok(Planned { rows, comm_by_pid })
 }
 
 /// First pass over one record (from a file of the given byte order): takes in what is not
@@ -487,7 +595,7 @@ fn plan(inputs: &[Input], lenient: bool, table: &mut EventTable, report: &mut Pa
 fn note(
     rec: &Record,
     big: bool,
-    table: &mut EventTable,
+    rwbs_values: &mut Dictionary,
     report: &mut ParseReport,
     names: &mut BTreeMap<u32, Vec<u8>>,
     rwbs_codes: &mut RwbsCodes,
@@ -517,12 +625,12 @@ fn note(
                 false
             }
             _ => {
-                notify_rwbs.get_or_insert_with(|| table.rwbs_values.intern(b"N"));
+                notify_rwbs.get_or_insert_with(|| rwbs_values.intern(b"N"));
                 true
             }
         }
     } else if action_of(act).is_some() {
-        rwbs_codes.code(cat, rec.bytes, table);
+        rwbs_codes.code(cat, rec.bytes, rwbs_values);
         true
     } else {
         // Driver data and unknown codes: blkparse prints none of them either.
@@ -531,7 +639,7 @@ fn note(
     }
 }
 
-/// Mutable views of one range of rows of the dense columns.
+/// Mutable views of one range of rows of the columns the decoders write.
 struct Columns<'a> {
     kind: &'a mut [u8],
     time_ns: &'a mut [u64],
@@ -551,101 +659,133 @@ struct Columns<'a> {
     rwbs: &'a mut [u32],
 }
 
-impl<'a> Columns<'a> {
-    fn of(t: &'a mut EventTable) -> Self {
-        Columns {
-            kind: &mut t.kind,
-            time_ns: &mut t.time_ns,
-            dev_major: &mut t.dev_major,
-            dev_minor: &mut t.dev_minor,
-            cpu: &mut t.cpu,
-            sequence: &mut t.sequence,
-            pid: &mut t.pid,
-            comm: &mut t.comm,
-            action: &mut t.action,
-            operation: &mut t.operation,
-            flags: &mut t.flags,
-            sector: &mut t.sector,
-            sectors: &mut t.sectors,
-            bytes: &mut t.bytes,
-            error: &mut t.error,
-            rwbs: &mut t.rwbs,
-        }
-    }
+macro_rules! for_each_column {
+    ($m:ident) => {
+        $m!(kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs)
+    };
+}
 
-    /// Rows `..k` and rows `k..`.
-    fn split_at(self, k: usize) -> (Self, Self) {
-        macro_rules! split {
+/// The decoders' columns, shared by the threads that write disjoint ranges of their rows.
+struct SharedColumns<'a> {
+    kind: *mut u8,
+    time_ns: *mut u64,
+    dev_major: *mut u32,
+    dev_minor: *mut u32,
+    cpu: *mut u32,
+    sequence: *mut u64,
+    pid: *mut u32,
+    comm: *mut u32,
+    action: *mut u8,
+    operation: *mut u8,
+    flags: *mut u16,
+    sector: *mut u64,
+    sectors: *mut u32,
+    bytes: *mut u64,
+    error: *mut i32,
+    rwbs: *mut u32,
+    rows: usize,
+    _borrowed: std::marker::PhantomData<Columns<'a>>,
+}
+
+// SAFETY: the pointers come from a `Columns` borrowed for 'a, and `rows` hands out views of
+// disjoint row ranges only (see there), so threads never touch the same row.
+unsafe impl Send for SharedColumns<'_> {}
+unsafe impl Sync for SharedColumns<'_> {}
+
+impl<'a> SharedColumns<'a> {
+    fn new(c: Columns<'a>) -> Self {
+        let rows = c.time_ns.len();
+        macro_rules! share {
             ($($f:ident),*) => {{
-                $(let $f = self.$f.split_at_mut(k);)*
-                (Columns { $($f: $f.0),* }, Columns { $($f: $f.1),* })
+                $(assert_eq!(c.$f.len(), rows, "every column sized alike");)*
+                SharedColumns { $($f: c.$f.as_mut_ptr(),)* rows, _borrowed: std::marker::PhantomData }
             }};
         }
-        split!(kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs)
+        for_each_column!(share)
     }
-}
 
-/// Second pass: sizes the columns and decodes the rows of the plan's runs on threads.
-fn fill(inputs: &[Input], plan: &Plan, t: &mut EventTable, threads: usize) -> Result<(), ParseError> {
-    let n = plan.rows;
-    // Zeroed columns come untouched from the OS: a column whose rows are mostly zero
-    // (kind, error, comm of unnamed pids, name) costs only the pages a row writes to.
-    t.size_dense_columns(n);
-    t.kind = vec![0; n];
-    // Named processes usually own most rows: then the column is written nearly everywhere.
-    t.comm = zeroed_column(n, if plan.comm_by_pid.is_empty() { 0 } else { n });
-    t.error = vec![0; n];
-    t.name = vec![0; n];
-    // Split the runs into one contiguous share of rows per thread.
-    let mut shares: Vec<(usize, &[Run])> = Vec::with_capacity(threads);
-    let (mut first_run, mut row, mut share_start) = (0, 0usize, 0usize);
-    for (k, r) in plan.runs.iter().enumerate() {
-        if shares.len() + 1 < threads && row >= n * (shares.len() + 1) / threads {
-            shares.push((share_start, &plan.runs[first_run..k]));
-            first_run = k;
-            share_start = row;
+    /// Rows `base..base + n` of every column.
+    ///
+    /// # Safety
+    /// No two views alive at the same time may share a row.
+    unsafe fn rows(&self, base: usize, n: usize) -> Columns<'a> {
+        assert!(base + n <= self.rows, "rows {base}..{} past the columns' {} rows", base + n, self.rows);
+        macro_rules! view {
+            // SAFETY: in bounds (checked above) of allocations borrowed for 'a, and by the
+            // caller's promise no other live view overlaps these rows.
+            ($($f:ident),*) => { Columns { $($f: unsafe { std::slice::from_raw_parts_mut(self.$f.add(base), n) },)* } };
         }
-        row += r.rows as usize;
+        for_each_column!(view)
     }
-    shares.push((share_start, &plan.runs[first_run..]));
-    let mut pieces = Vec::with_capacity(shares.len());
-    let mut rest = Columns::of(t);
-    for w in shares.windows(2) {
-        let (head, tail) = rest.split_at(w[1].0 - w[0].0);
-        pieces.push(head);
-        rest = tail;
-    }
-    pieces.push(rest);
-    let results: Vec<Result<Decoded, ParseError>> = std::thread::scope(|s| {
-        let mut jobs = shares.iter().zip(pieces).map(|(&(base, runs), cols)| (base, runs, cols));
-        let first = jobs.next().expect("at least one share");
-        let handles: Vec<_> = jobs.map(|(base, runs, cols)| s.spawn(move || decode_share(inputs, plan, runs, base, cols))).collect();
-        let mut results = vec![decode_share(inputs, plan, first.1, first.0, first.2)];
-        results.extend(handles.into_iter().map(|h| h.join().expect("decoder thread panicked")));
-        results
-    });
-    for r in results {
-        let (extras, text) = r?;
-        let text_base = t.text_data.len();
-        t.text_data.extend_from_slice(&text);
-        t.extras.extend(extras.into_iter().map(|x| Extra { text: (x.text.0 + text_base, x.text.1 + text_base), ..x }));
-    }
-    Ok(())
 }
 
-/// A share's sparse extras (with table row numbers) and their text bytes.
+/// What a decoding thread works with.
+#[derive(Clone, Copy)]
+struct Decoder<'a> {
+    inputs: &'a [Input],
+    lookup: &'a RwbsLookup,
+    queue: &'a BatchQueue,
+    columns: &'a SharedColumns<'a>,
+    names: &'a std::sync::OnceLock<HashMap<u32, u32>>,
+}
+
+impl Decoder<'_> {
+    /// Takes batches from the queue until the merge is over and none are left, decoding each
+    /// into its rows; returns each batch's sparse extras with its first row. Process names
+    /// are known only once the merge has read every file: batches decoded before that get
+    /// theirs afterwards, from their pids, by the thread that decoded them.
+    fn run(self) -> Result<Vec<(usize, Decoded)>, ParseError> {
+        let mut decoded = Vec::new();
+        let mut unnamed: Vec<(usize, usize)> = Vec::new();
+        loop {
+            let batch = self.queue.pop();
+            let names = self.names.get();
+            if let Some(names) = names {
+                for (base, rows) in unnamed.drain(..) {
+                    // SAFETY: this thread decoded these rows and no longer holds a view of them.
+                    name_rows(unsafe { self.columns.rows(base, rows) }, names);
+                }
+            }
+            let Some(batch) = batch else { break };
+            // SAFETY: the merge hands out every row range once, in batches that do not overlap.
+            let cols = unsafe { self.columns.rows(batch.base, batch.rows) };
+            decoded.push((batch.base, decode_runs(self.inputs, self.lookup, &batch, names, cols)?));
+            if names.is_none() {
+                unnamed.push((batch.base, batch.rows));
+            }
+        }
+        Ok(decoded)
+    }
+}
+
+/// Process names of the block rows, from their pids.
+fn name_rows(cols: Columns, names: &HashMap<u32, u32>) {
+    let mut last = (u32::MAX, 0u32);
+    for ((comm, &kind), &pid) in cols.comm.iter_mut().zip(cols.kind.iter()).zip(cols.pid.iter()) {
+        if kind == RecordKind::Block as u8 {
+            if pid != last.0 {
+                last = (pid, names.get(&pid).copied().unwrap_or(0));
+            }
+            if last.1 != 0 {
+                *comm = last.1;
+            }
+        }
+    }
+}
+
+/// A batch's sparse extras (with table row numbers) and their text bytes.
 type Decoded = (Vec<Extra>, Vec<u8>);
 
-/// Decodes the rows of `runs` into `cols`, whose first row is row `base` of the table.
-/// Returns the share's sparse extras (with table row numbers) and their text bytes.
-fn decode_share(inputs: &[Input], plan: &Plan, runs: &[Run], base: usize, cols: Columns) -> Result<Decoded, ParseError> {
+/// Decodes the rows of a batch's runs into `cols`, whose first row is the batch's; with
+/// `names`, the process names of block rows too.
+fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Option<&HashMap<u32, u32>>, cols: Columns) -> Result<Decoded, ParseError> {
     let mut streams: Vec<Option<Stream>> = inputs.iter().map(|_| None).collect();
     let mut rec = Record::default();
     let mut extras = Vec::new();
     let mut text_data = Vec::new();
     let mut last_pid = (u32::MAX, 0u32);
     let mut i = 0usize;
-    for run in runs {
+    for run in &batch.runs {
         let f = run.file as usize;
         let s = match &mut streams[f] {
             Some(s) if s.offset() == run.offset => s,
@@ -665,12 +805,12 @@ fn decode_share(inputs: &[Input], plan: &Plan, runs: &[Run], base: usize, cols: 
                 }
                 cols.kind[i] = RecordKind::Message as u8;
                 cols.action[i] = Action::Notify as u8;
-                cols.rwbs[i] = plan.notify_rwbs;
+                cols.rwbs[i] = batch.notify_rwbs;
                 let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
                 text = &rec.text[..end];
             } else {
                 let Some(action) = action_of(act) else { continue };
-                let (rwbs, operation, flags) = plan.rwbs_codes.get(cat, rec.bytes);
+                let (rwbs, operation, flags) = lookup.get(cat, rec.bytes);
                 cols.action[i] = action as u8;
                 cols.operation[i] = operation as u8;
                 cols.flags[i] = flags;
@@ -681,11 +821,13 @@ fn decode_share(inputs: &[Input], plan: &Plan, runs: &[Run], base: usize, cols: 
                     cols.error[i] = rec.error as i16 as i32;
                 }
                 cols.rwbs[i] = rwbs;
-                if rec.pid != last_pid.0 {
-                    last_pid = (rec.pid, plan.comm_by_pid.get(&rec.pid).copied().unwrap_or(0));
-                }
-                if last_pid.1 != 0 {
-                    cols.comm[i] = last_pid.1;
+                if let Some(names) = names {
+                    if rec.pid != last_pid.0 {
+                        last_pid = (rec.pid, names.get(&rec.pid).copied().unwrap_or(0));
+                    }
+                    if last_pid.1 != 0 {
+                        cols.comm[i] = last_pid.1;
+                    }
                 }
                 text = b"";
             }
@@ -699,7 +841,7 @@ fn decode_share(inputs: &[Input], plan: &Plan, runs: &[Run], base: usize, cols: 
                 let start = text_data.len();
                 text_data.extend_from_slice(text);
                 extras.push(Extra {
-                    row: base + i,
+                    row: batch.base + i,
                     remap: rec.remap.map(|(from, sector)| (dev_major(from), dev_minor(from), sector)),
                     aux: rec.aux,
                     cgroup_id: rec.cgroup_id,
@@ -710,6 +852,9 @@ fn decode_share(inputs: &[Input], plan: &Plan, runs: &[Run], base: usize, cols: 
             }
             i += 1;
         }
+    }
+    if i != batch.rows {
+        return Err(ParseError::bad(inputs[0].path(), Location::Whole, "file changed while being read: rows differ between the passes"));
     }
     Ok((extras, text_data))
 }
@@ -732,27 +877,54 @@ fn advance(s: &mut Stream, rec: &mut Record, lenient: bool, report: &mut ParseRe
 
 /// Dictionary codes of the RWBS strings, with the operation and flags they decode to, by
 /// the category bits that decide them: interning a string per record would cost more than
-/// decoding the whole record, and this way the bits are decoded once per pattern.
-struct RwbsCodes {
+/// decoding the whole record, and this way the bits are decoded once per pattern. The
+/// first pass fills it; decoders read it meanwhile ([`RwbsLookup`]).
+struct RwbsCodes<'a> {
     /// (code, operation, flags without PC, which no RWBS letter shows); code u32::MAX until seen.
     by_bits: [(u32, Operation, u16); 256],
-    /// The same answer (PC included) packed by [`RwbsCodes::key`], `UNSEEN` until seen: one
-    /// load per record instead of gathering the bits that decide it. 1 MiB, of which
-    /// only the few cache lines of the patterns a trace uses are ever touched.
-    by_key: Vec<u64>,
+    lookup: &'a RwbsLookup,
+}
+
+/// The answers of [`RwbsCodes`] packed by [`RwbsLookup::key`], `UNSEEN` until seen: one load
+/// per record instead of gathering the bits that decide it. 1 MiB, of which only the few
+/// cache lines of the patterns a trace uses are ever touched. The first pass stores an
+/// answer before it hands on a batch with the pattern (through the batch queue's lock), so
+/// a decoder finds every answer its rows need; relaxed atomics are plain loads and stores.
+struct RwbsLookup {
+    by_key: Vec<std::sync::atomic::AtomicU64>,
 }
 
 const UNSEEN: u64 = u64::MAX;
 
-impl RwbsCodes {
+impl RwbsLookup {
     fn new() -> Self {
-        RwbsCodes { by_bits: [(u32::MAX, Operation::None, 0); 256], by_key: vec![UNSEEN; 1 << 17] }
+        RwbsLookup { by_key: (0..1 << 17).map(|_| std::sync::atomic::AtomicU64::new(UNSEEN)).collect() }
     }
 
     /// All that decides a record's RWBS: its 16 category bits and whether it has bytes.
     #[inline(always)]
     fn key(cat: u32, bytes: u32) -> usize {
         ((cat as usize & 0xffff) << 1) | (bytes != 0) as usize
+    }
+
+    #[inline(always)]
+    fn packed(&self, cat: u32, bytes: u32) -> u64 {
+        self.by_key[Self::key(cat, bytes)].load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// RWBS code, operation and flags (`decode_category`) of a record whose RWBS the
+    /// first pass saw.
+    #[inline(always)]
+    fn get(&self, cat: u32, bytes: u32) -> (u32, Operation, u16) {
+        let packed = self.packed(cat, bytes);
+        debug_assert_ne!(packed, UNSEEN, "the first pass saw every row's RWBS");
+        (packed as u32, Operation::ALL[(packed >> 32) as u8 as usize], (packed >> 48) as u16)
+    }
+}
+
+impl<'a> RwbsCodes<'a> {
+    fn new(lookup: &'a RwbsLookup) -> Self {
+        RwbsCodes { by_bits: [(u32::MAX, Operation::None, 0); 256], lookup }
     }
 
     fn bits(cat: u32, bytes: u32) -> usize {
@@ -762,35 +934,27 @@ impl RwbsCodes {
             .fold((bytes != 0) as usize, |acc, (n, &bit)| acc | (((cat & bit != 0) as usize) << (n + 1)))
     }
 
-    /// RWBS code, operation and flags (`decode_category`) of a record whose RWBS the
-    /// first pass saw.
-    #[inline(always)]
-    fn get(&self, cat: u32, bytes: u32) -> (u32, Operation, u16) {
-        let packed = self.by_key[Self::key(cat, bytes)];
-        debug_assert_ne!(packed, UNSEEN, "the first pass saw every row's RWBS");
-        (packed as u32, Operation::ALL[(packed >> 32) as u8 as usize], (packed >> 48) as u16)
-    }
-
     /// Interns the record's RWBS if its pattern is new.
     #[inline(always)]
-    fn code(&mut self, cat: u32, bytes: u32, table: &mut EventTable) {
-        if self.by_key[Self::key(cat, bytes)] == UNSEEN {
-            self.code_new(cat, bytes, table);
+    fn code(&mut self, cat: u32, bytes: u32, rwbs_values: &mut Dictionary) {
+        if self.lookup.packed(cat, bytes) == UNSEEN {
+            self.code_new(cat, bytes, rwbs_values);
         }
     }
 
     #[inline(never)]
-    fn code_new(&mut self, cat: u32, bytes: u32, table: &mut EventTable) {
+    fn code_new(&mut self, cat: u32, bytes: u32, rwbs_values: &mut Dictionary) {
         let slot = &mut self.by_bits[Self::bits(cat, bytes)];
         if slot.0 == u32::MAX {
             let mut buf = [0u8; 8];
             let n = rwbs_from_category(cat, bytes, &mut buf);
             let (operation, f) = decode_category(cat & !category::PC, bytes);
-            *slot = (table.rwbs_values.intern(&buf[..n]), operation, f);
+            *slot = (rwbs_values.intern(&buf[..n]), operation, f);
         }
         let (code, operation, f) = *slot;
         let f = if cat & category::PC != 0 { f | flags::PC } else { f };
-        self.by_key[Self::key(cat, bytes)] = code as u64 | (operation as u64) << 32 | (f as u64) << 48;
+        let packed = code as u64 | (operation as u64) << 32 | (f as u64) << 48;
+        self.lookup.by_key[RwbsLookup::key(cat, bytes)].store(packed, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

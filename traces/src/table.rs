@@ -731,15 +731,3 @@ fn advise_huge_range(start: usize, len: usize) {
         }
     }
 }
-
-/// Has the kernel map (and zero) the pages of `len` bytes at `start` as if written, without
-/// writing them. Only a hint: on kernels without MADV_POPULATE_WRITE (before 5.14) the
-/// first write faults the pages in as usual. The contents never change.
-pub(crate) fn populate_range(start: usize, len: usize) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: MADV_POPULATE_WRITE changes no byte of memory; on a range that is not mapped
-    // writable it fails with an error, which is ignored.
-    unsafe {
-        libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE);
-    }
-}

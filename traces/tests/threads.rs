@@ -1,7 +1,7 @@
-//! The binary reader's parallel second pass: any number of decoding threads yields the
-//! same table, row for row, including long single-file stretches (split into several
-//! runs), notify records, messages, payloads and errors; and with the columns sized ahead
-//! (several threads) or after the first pass (one thread).
+//! The binary reader's parallel second pass: any number of decoding threads (which take
+//! batches of rows while the merge is still handing them on) yields the same table, row
+//! for row, including long single-file stretches (split into several runs), notify
+//! records, messages, payloads and errors.
 mod common;
 
 use blktrace_parse::binary::{read_with_threads, ta};
