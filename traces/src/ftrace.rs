@@ -141,12 +141,13 @@ impl Key {
         let n = s.len();
         let w = |i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("eight bytes"));
         Some(match n {
-            0..=7 => {
-                let mut v = 0u64;
-                for (i, &b) in s.iter().enumerate() {
-                    v |= (b as u64) << (8 * i);
-                }
-                Key([v, 0, 0], n)
+            0 => Key([0; 3], 0),
+            // Overlapping loads that together cover every byte once or twice (with the
+            // same value): the string's bytes as one word, first byte lowest.
+            1..=3 => Key([s[0] as u64 | (s[n / 2] as u64) << (8 * (n / 2)) | (s[n - 1] as u64) << (8 * (n - 1)), 0, 0], n),
+            4..=7 => {
+                let word = |i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("four bytes")) as u64;
+                Key([word(0) | word(n - 4) << (8 * (n - 4)), 0, 0], n)
             }
             8..=16 => Key([w(0), w(n - 8), 0], n),
             17..=24 => Key([w(0), w(8), w(n - 8)], n),
@@ -278,8 +279,50 @@ fn word_end(s: &[u8], mut p: usize) -> usize {
     p
 }
 
+/// The first `byte` in `s`, eight bytes at a time: `memchr` costs more in its setup than
+/// in its search on the few dozen bytes this looks through.
+#[inline(always)]
+fn find_byte(s: &[u8], byte: u8) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut p = 0;
+    while let Some(chunk) = s.get(p..p + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes")) ^ (ONES * byte as u64);
+        // Exact up to the first match, which is all that counts.
+        let m = w.wrapping_sub(ONES) & !w & HIGHS;
+        if m != 0 {
+            return Some(p + (m.trailing_zeros() / 8) as usize);
+        }
+        p += 8;
+    }
+    s[p..].iter().position(|&c| c == byte).map(|k| p + k)
+}
+
 fn is_blank(b: u8) -> bool {
     b == b' ' || b == b'\t'
+}
+
+/// `end` moved back over the ASCII whitespace before it, but not before `start`; runs of
+/// spaces (the padding after `comm-pid`) eight at a time.
+#[inline(always)]
+fn skip_back_whitespace(line: &[u8], start: usize, mut end: usize) -> usize {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const SPACES: u64 = 0x2020_2020_2020_2020;
+    while end >= start + 8 {
+        let w = u64::from_le_bytes(line[end - 8..end].try_into().expect("eight bytes")) ^ SPACES;
+        // High bit of each byte that is not a space, exactly.
+        let not_space = (((w & LOW7) + LOW7) | w) & !LOW7;
+        if not_space == 0 {
+            end -= 8;
+            continue;
+        }
+        end -= (not_space.leading_zeros() / 8) as usize;
+        break;
+    }
+    while end > start && line[end - 1].is_ascii_whitespace() {
+        end -= 1;
+    }
+    end
 }
 
 /// Digits from `*p` up to a blank or the end (at most 19, so no overflow) → the value,
@@ -360,7 +403,7 @@ fn fast_header(line: &[u8]) -> Option<Header<'_>> {
         return None;
     }
     // The first `[` must be the CPU column (` [digits]`), as find_cpu_bracket would find.
-    let open = start + memchr::memchr(b'[', &line[start..])?;
+    let open = start + find_byte(&line[start..], b'[')?;
     if open == 0 || line[open - 1] != b' ' {
         return None;
     }
@@ -371,10 +414,7 @@ fn fast_header(line: &[u8]) -> Option<Header<'_>> {
     }
     let cpu = cpu as u32;
     // `comm-pid` before it: the pid is the digits after the last dash.
-    let mut end = open;
-    while end > start && line[end - 1].is_ascii_whitespace() {
-        end -= 1;
-    }
+    let end = skip_back_whitespace(line, start, open);
     let mut dash = end;
     let mut pid = 0u32;
     let mut scale = 1u32;
@@ -469,7 +509,11 @@ fn fast_block(
         if let Some(v) = first.take() {
             bytes = Some(v);
         }
-        let Some(close) = memchr::memchr(b')', &b[p..]) else { return false };
+        // Usually `()`: no search needed.
+        let close = if b.get(p + 1) == Some(&b')') { 1 } else { memchr::memchr(b')', &b[p..]).unwrap_or(0) };
+        if close == 0 {
+            return false;
+        }
         p += close + 1;
         skip_blanks(b, &mut p);
         if !b.get(p).is_some_and(u8::is_ascii_digit) {
@@ -1107,6 +1151,35 @@ mod tests {
                 let run = line[start..].iter().take_while(|c| c.is_ascii_digit()).count();
                 let want = line[start..start + run].iter().fold(0u64, |v, &c| v.wrapping_mul(10).wrapping_add((c - b'0') as u64));
                 assert_eq!((v, n, p), (want, run, start + run), "{:?} at {start}", String::from_utf8_lossy(&line));
+            }
+        }
+    }
+
+    #[test]
+    fn short_keys_are_the_strings_bytes() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..5_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let s: Vec<u8> = (0..(x % 8) as usize).map(|k| (x >> (8 * k)) as u8).collect();
+            let mut word = [0u8; 8];
+            word[..s.len()].copy_from_slice(&s);
+            assert!(Key::of(&s) == Some(Key([u64::from_le_bytes(word), 0, 0], s.len())), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn whitespace_is_skipped_back_as_one_byte_at_a_time() {
+        for line in [&b"x-1            [0]"[..], b"x-1 \t \r  \x0c        [0]", b"        [", b"a[", b"ab                 "] {
+            for start in 0..line.len() {
+                for end in start..=line.len() {
+                    let mut want = end;
+                    while want > start && line[want - 1].is_ascii_whitespace() {
+                        want -= 1;
+                    }
+                    assert_eq!(skip_back_whitespace(line, start, end), want, "{line:?} {start}..{end}");
+                }
             }
         }
     }
