@@ -404,6 +404,9 @@ pub fn read_with_threads(
     let decoder = Decoder { inputs: &inputs, lookup: &lookup, queue: &queue, columns: &columns, names: &names };
     let (planned, decoded) = std::thread::scope(|s| {
         let helpers: Vec<_> = (1..threads).map(|_| s.spawn(|| decoder.run())).collect();
+        // Should the merge panic, the decoders must not wait for batches that never come:
+        // the scope joins them before the panic goes on.
+        let _release = ReleaseOnPanic(&queue);
         let planned = plan(&inputs, lenient, (rwbs_values, comms), &lookup, report, &mut |batch| queue.push(batch)).map(|p| {
             names.set(p.comm_by_pid).expect("names are set once");
             p.rows
@@ -507,6 +510,17 @@ impl BatchQueue {
                 return None;
             }
             state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Ends the batch queue if dropped while panicking.
+struct ReleaseOnPanic<'a>(&'a BatchQueue);
+
+impl Drop for ReleaseOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.finish(true);
         }
     }
 }
