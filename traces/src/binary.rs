@@ -422,12 +422,23 @@ pub fn read_with_threads(
     for d in decoded {
         shares.extend(d?);
     }
+    cut_to_rows(&mut out, rows, shares);
+    if table.is_empty() {
+        *table = out;
+    } else {
+        table.append(&out);
+    }
+    Ok(())
+}
+
+/// Cuts the columns sized ahead to the rows there are, and gathers the batches' extras in
+/// row order.
+fn cut_to_rows(out: &mut EventTable, rows: usize, mut shares: Vec<(usize, Decoded)>) {
     out.size_dense_columns(rows);
     out.kind.truncate(rows);
     out.error.truncate(rows);
     out.comm.truncate(rows);
     out.name = vec![0; rows];
-    // Extras in row order: the batches' in the order of their first rows.
     shares.sort_unstable_by_key(|&(base, _)| base);
     out.extras.reserve_exact(shares.iter().map(|(_, (extras, _))| extras.len()).sum());
     out.text_data.reserve_exact(shares.iter().map(|(_, (_, text))| text.len()).sum());
@@ -436,12 +447,6 @@ pub fn read_with_threads(
         out.text_data.extend_from_slice(&text);
         out.extras.extend(extras.into_iter().map(|x| Extra { text: (x.text.0 + text_base, x.text.1 + text_base), ..x }));
     }
-    if table.is_empty() {
-        *table = out;
-    } else {
-        table.append(&out);
-    }
-    Ok(())
 }
 
 /// Rows per batch the merge hands to the decoders: big enough that handing over is rare,
