@@ -343,6 +343,15 @@ fn number_word(s: &[u8], p: &mut usize) -> Option<u64> {
 fn digits(s: &[u8], p: &mut usize) -> (u64, usize) {
     const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
     let start = *p;
+    // Most numbers end within their first eight bytes: no loop, no scaling.
+    if let Some(chunk) = s.get(start..start + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let n = leading_digits(w);
+        if n < 8 {
+            *p += n;
+            return (if n == 0 { 0 } else { eight_digits(w << (8 * (8 - n))) }, n);
+        }
+    }
     let mut v = 0u64;
     while let Some(chunk) = s.get(*p..*p + 8) {
         let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
