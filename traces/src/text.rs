@@ -8,13 +8,52 @@ use crate::report::ParseReport;
 
 const CHUNK: usize = 8 << 20;
 
-/// Calls `f(line_number, line)` for every line (without its newline) of `path`, reading in
-/// large chunks so neither the whole file nor one String per line is ever held.
-pub fn for_each_line(
+/// Calls `f(line_number, line)` for every line (without its newline) of `path`, never
+/// holding the whole file: a regular file is mapped and its pages dropped behind the reader
+/// (no copy of the page cache), anything else (a pipe, a tracefs file) read in chunks.
+pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>) -> Result<(), ParseError> {
+    let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
+    let regular = file.metadata().is_ok_and(|m| m.is_file() && m.len() > 0);
+    // SAFETY: the map is read-only and lives until the lines are read. Were the file cut
+    // short by another process meanwhile, reading past the new end would fault (SIGBUS);
+    // tracers only ever append, and bytes appended after the map is made are not read.
+    match regular.then(|| unsafe { memmap2::Mmap::map(&file) }.ok()).flatten() {
+        Some(map) => for_each_mapped_line(&map, f),
+        None => for_each_read_line(path, file, f),
+    }
+}
+
+/// Mapped pages this many bytes behind the reader are dropped from the process (they stay
+/// in the page cache): the peak resident memory then holds at most this much of the file.
+const RELEASE: usize = 64 << 20;
+
+fn for_each_mapped_line(map: &memmap2::Mmap, mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>) -> Result<(), ParseError> {
+    let _ = map.advise(memmap2::Advice::Sequential);
+    let newline = NewlineFinder::new();
+    let data: &[u8] = map;
+    let (mut start, mut line_no, mut released) = (0usize, 0u64, 0usize);
+    while start < data.len() {
+        let len = newline.find(&data[start..]).unwrap_or(data.len() - start);
+        line_no += 1;
+        f(line_no, trim_cr(&data[start..start + len]))?;
+        start += len + 1;
+        if start - released >= 2 * RELEASE {
+            let upto = (start - RELEASE) & !(RELEASE - 1);
+            // SAFETY: a read-only file mapping: dropped pages read back from the page cache,
+            // unchanged, should anything touch them again (nothing does: f keeps no line).
+            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, released, upto - released) };
+            released = upto;
+        }
+    }
+    Ok(())
+}
+
+/// Reads in large chunks so neither the whole file nor one String per line is ever held.
+fn for_each_read_line(
     path: &Path,
+    mut file: std::fs::File,
     mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    let mut file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
     let mut buf = vec![0u8; CHUNK];
     let mut filled = 0usize;
     let mut line_no = 0u64;
@@ -278,6 +317,40 @@ pub fn parse_body(s: &[u8]) -> Result<Body<'_>, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mapped file and the same file read in chunks give the same lines, numbered alike.
+    #[test]
+    fn mapped_and_read_files_give_the_same_lines() {
+        let dir = std::env::temp_dir().join(format!("text-lines-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let long = "x".repeat(100_000);
+        let contents = ["a\nb\n", "a\r\nb", "\n\n\n", "last line without newline", "crlf\r\n\r\nend\r", long.as_str()];
+        for (k, text) in contents.iter().enumerate() {
+            let path = dir.join(format!("{k}.txt"));
+            std::fs::write(&path, text).unwrap();
+            let collect = |mapped: bool| {
+                let mut lines = Vec::new();
+                let f = |no: u64, line: &[u8]| {
+                    lines.push((no, line.to_vec()));
+                    Ok(())
+                };
+                let file = std::fs::File::open(&path).unwrap();
+                if mapped {
+                    for_each_mapped_line(&unsafe { memmap2::Mmap::map(&file) }.unwrap(), f).unwrap();
+                } else {
+                    for_each_read_line(&path, file, f).unwrap();
+                }
+                lines
+            };
+            // Lines end at '\n' (the last may not), less one trailing '\r'.
+            let body = text.strip_suffix('\n').unwrap_or(text);
+            let want: Vec<(u64, Vec<u8>)> =
+                body.split('\n').enumerate().map(|(i, l)| (i as u64 + 1, l.strip_suffix('\r').unwrap_or(l).as_bytes().to_vec())).collect();
+            assert_eq!(collect(true), want, "mapped {k}");
+            assert_eq!(collect(false), want, "read {k}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn times_scale_to_nanoseconds() {
