@@ -1,4 +1,4 @@
-//! Shared pieces of the two text readers: chunked line reading and the body grammar
+//! Shared pieces of the two text readers: line reading (mapped or chunked) and the body grammar
 //! blkparse and the kernel's block tracepoints share (`sector + n`, `<- (maj,min) s`, …).
 use std::io::Read;
 use std::path::Path;
