@@ -42,39 +42,9 @@ impl ParseReport {
     /// Fills the event count and the per-action / per-operation / per-kind counts.
     pub fn count(&mut self, table: &EventTable) {
         self.events = table.len() as u64;
-        const A: usize = Action::ALL.len();
-        const O: usize = Operation::ALL.len();
-        const K: usize = RecordKind::ALL.len();
-        // One count per (kind, action, operation); big tables are counted in slices on all
-        // cores, each slice in four interleaved copies of the counts: consecutive rows
-        // mostly fall in the same cell, and one copy would make each increment wait for
-        // the one before it.
-        let count_rows = |rows: std::ops::Range<usize>| {
-            let mut cells = vec![[0u64; 4]; K * A * O];
-            let (kinds, actions, ops) = (&table.kind[rows.clone()], &table.action[rows.clone()], &table.operation[rows]);
-            for (i, ((&kind, &action), &op)) in kinds.iter().zip(actions).zip(ops).enumerate() {
-                cells[(kind as usize * A + action as usize) * O + op as usize][i % 4] += 1;
-            }
-            cells
-        };
-        let n = table.len();
-        let slices = if n < 1 << 20 { 1 } else { std::thread::available_parallelism().map_or(1, |c| c.get()).min(8) };
-        let bounds: Vec<usize> = (0..=slices).map(|k| n * k / slices).collect();
-        let counted: Vec<Vec<[u64; 4]>> = std::thread::scope(|s| {
-            let handles: Vec<_> = bounds.windows(2).skip(1).map(|w| s.spawn(move || count_rows(w[0]..w[1]))).collect();
-            let mut all = vec![count_rows(0..bounds[1])];
-            all.extend(handles.into_iter().map(|h| h.join().expect("counting thread panicked")));
-            all
-        });
-        let mut cells = vec![0u64; K * A * O];
-        for part in &counted {
-            for (total, lanes) in cells.iter_mut().zip(part) {
-                *total += lanes.iter().sum::<u64>();
-            }
-        }
-        let (mut actions, mut ops, mut kinds) = ([0u64; A], [0u64; O], [0u64; K]);
-        for (cell, &n) in cells.iter().enumerate() {
-            let (kind, action, op) = (cell / (A * O), cell / O % A, cell % O);
+        let (mut actions, mut ops, mut kinds) = ([0u64; ACTIONS], [0u64; OPERATIONS], [0u64; KINDS]);
+        for (cell, n) in count_cells(table).into_iter().enumerate() {
+            let (kind, action, op) = (cell / (ACTIONS * OPERATIONS), cell / OPERATIONS % ACTIONS, cell % OPERATIONS);
             kinds[kind] += n;
             // Actions and operations count block rows only.
             if kind == RecordKind::Block as usize {
@@ -86,6 +56,42 @@ impl ParseReport {
         self.per_operation = nonzero(Operation::ALL.map(Operation::name), ops);
         self.per_kind = nonzero(RecordKind::ALL.map(RecordKind::name), kinds);
     }
+}
+
+/// How many actions, operations and record kinds there are: the count cells' dimensions.
+const ACTIONS: usize = Action::ALL.len();
+const OPERATIONS: usize = Operation::ALL.len();
+const KINDS: usize = RecordKind::ALL.len();
+
+/// Rows per (kind, action, operation) cell; big tables counted in slices on all cores.
+fn count_cells(table: &EventTable) -> Vec<u64> {
+    let n = table.len();
+    let slices = if n < 1 << 20 { 1 } else { std::thread::available_parallelism().map_or(1, |c| c.get()).min(8) };
+    let bounds: Vec<usize> = (0..=slices).map(|k| n * k / slices).collect();
+    let counted: Vec<Vec<[u64; 4]>> = std::thread::scope(|s| {
+        let handles: Vec<_> = bounds.windows(2).skip(1).map(|w| s.spawn(move || count_slice(table, w[0]..w[1]))).collect();
+        let mut all = vec![count_slice(table, 0..bounds[1])];
+        all.extend(handles.into_iter().map(|h| h.join().expect("counting thread panicked")));
+        all
+    });
+    let mut cells = vec![0u64; KINDS * ACTIONS * OPERATIONS];
+    for part in &counted {
+        for (total, lanes) in cells.iter_mut().zip(part) {
+            *total += lanes.iter().sum::<u64>();
+        }
+    }
+    cells
+}
+
+/// The cells of one slice of rows, in four interleaved copies: consecutive rows mostly
+/// fall in the same cell, and one copy would make each increment wait for the one before.
+fn count_slice(table: &EventTable, rows: std::ops::Range<usize>) -> Vec<[u64; 4]> {
+    let mut cells = vec![[0u64; 4]; KINDS * ACTIONS * OPERATIONS];
+    let (kinds, actions, ops) = (&table.kind[rows.clone()], &table.action[rows.clone()], &table.operation[rows]);
+    for (i, ((&kind, &action), &op)) in kinds.iter().zip(actions).zip(ops).enumerate() {
+        cells[(kind as usize * ACTIONS + action as usize) * OPERATIONS + op as usize][i % 4] += 1;
+    }
+    cells
 }
 
 /// Name → count for the names counted at least once.
