@@ -396,7 +396,10 @@ pub fn read_with_threads(
     out.error = vec![0; max_rows];
     out.comm = zeroed_column(max_rows, max_rows);
     let lookup = RwbsLookup::new();
-    let queue = BatchQueue::default();
+    // The merge's batches, taken by whichever decoder is free. The decoders stop once the
+    // sender is gone and the channel empty; the sender is dropped when the merge ends, or
+    // while unwinding should the merge panic, so no decoder waits for batches never sent.
+    let (batches, queue) = crossbeam_channel::unbounded::<Batch>();
     // pid → process name code, once the merge has read every file.
     let names = std::sync::OnceLock::new();
     let EventTable { kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs, rwbs_values, comms, .. } = &mut out;
@@ -404,15 +407,18 @@ pub fn read_with_threads(
     let decoder = Decoder { inputs: &inputs, lookup: &lookup, queue: &queue, columns: &columns, names: &names };
     let (planned, decoded) = std::thread::scope(|s| {
         let helpers: Vec<_> = (1..threads).map(|_| s.spawn(|| decoder.run())).collect();
-        // Should the merge panic, the decoders must not wait for batches that never come:
-        // the scope joins them before the panic goes on.
-        let _release = ReleaseOnPanic(&queue);
-        let planned = plan(&inputs, lenient, (rwbs_values, comms), &lookup, report, &mut |batch| queue.push(batch)).map(|p| {
+        let planned = plan(&inputs, lenient, (rwbs_values, comms), &lookup, report, &mut |batch| {
+            batches.send(batch).expect("the merging thread holds a receiver");
+        })
+        .map(|p| {
             names.set(p.comm_by_pid).expect("names are set once");
             p.rows
         });
+        drop(batches);
         // After a failed merge nothing is decoded: the error is the answer.
-        queue.finish(planned.is_err());
+        if planned.is_err() {
+            queue.try_iter().for_each(drop);
+        }
         let mut decoded = vec![decoder.run()];
         decoded.extend(helpers.into_iter().map(|h| h.join().expect("decoder thread panicked")));
         (planned, decoded)
@@ -458,76 +464,12 @@ struct Batch {
     runs: Vec<Run>,
     base: usize,
     rows: usize,
-    /// RWBS code of message rows (`N`), once one has been seen.
-    notify_rwbs: u32,
 }
 
 /// What the first pass learns besides the merge order.
 struct Planned {
     rows: usize,
     comm_by_pid: HashMap<u32, u32>,
-}
-
-/// The batches the merge has handed on and no decoder has taken yet.
-#[derive(Default)]
-struct BatchQueue {
-    state: std::sync::Mutex<QueueState>,
-    ready: std::sync::Condvar,
-}
-
-#[derive(Default)]
-struct QueueState {
-    batches: std::collections::VecDeque<Batch>,
-    /// The merge is over: no more batches will come.
-    merged: bool,
-}
-
-impl BatchQueue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
-        // A decoder that panicked poisons the lock; its panic reaches the caller anyway.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn push(&self, batch: Batch) {
-        self.lock().batches.push_back(batch);
-        self.ready.notify_one();
-    }
-
-    /// No more batches; with `abandon`, the waiting ones are dropped too.
-    fn finish(&self, abandon: bool) {
-        let mut state = self.lock();
-        state.merged = true;
-        if abandon {
-            state.batches.clear();
-        }
-        drop(state);
-        self.ready.notify_all();
-    }
-
-    /// The next batch, waiting for the merge to hand one on; `None` once all are taken.
-    fn pop(&self) -> Option<Batch> {
-        let mut state = self.lock();
-        loop {
-            if let Some(batch) = state.batches.pop_front() {
-                return Some(batch);
-            }
-            if state.merged {
-                return None;
-            }
-            state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-/// Ends the batch queue if dropped while panicking.
-struct ReleaseOnPanic<'a>(&'a BatchQueue);
-
-impl Drop for ReleaseOnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.finish(true);
-        }
-    }
 }
 
 /// The first pass: merges the files by time, hands the merge order to `emit` in batches of
@@ -555,15 +497,14 @@ fn plan(
     // dictionary codes do not vary from run to run.
     let mut names: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     let mut rwbs_codes = RwbsCodes::new(lookup);
-    let mut notify_rwbs = None;
     let mut time_base: Option<u64> = None;
-    let mut batch = Batch { runs: Vec::new(), base: 0, rows: 0, notify_rwbs: 0 };
-    let mut push_run = |run: Run, notify_rwbs: Option<u32>| {
+    let mut batch = Batch { runs: Vec::new(), base: 0, rows: 0 };
+    let mut push_run = |run: Run| {
         batch.rows += run.rows as usize;
         batch.runs.push(run);
         if batch.rows >= BATCH_ROWS {
-            let next = Batch { runs: Vec::new(), base: batch.base + batch.rows, rows: 0, notify_rwbs: 0 };
-            emit(Batch { notify_rwbs: notify_rwbs.unwrap_or(0), ..std::mem::replace(&mut batch, next) });
+            let next = Batch { runs: Vec::new(), base: batch.base + batch.rows, rows: 0 };
+            emit(std::mem::replace(&mut batch, next));
         }
     };
     while let Some(Reverse((_, i))) = heap.pop() {
@@ -575,7 +516,7 @@ fn plan(
         loop {
             let rec = &heads[i];
             let big = streams[i].big_endian == Some(true);
-            if note(rec, big, rwbs_values, report, &mut names, &mut rwbs_codes, &mut notify_rwbs) {
+            if note(rec, big, rwbs_values, report, &mut names, &mut rwbs_codes) {
                 run.rows += 1;
                 // blkparse's time zero is the first printed event, not the first notify record.
                 time_base = Some(time_base.map_or(rec.time, |t| t.min(rec.time)));
@@ -593,13 +534,13 @@ fn plan(
             }
             if run.records == MAX_RUN {
                 let next = Run { offset: head_offsets[i], file: i as u32, records: 0, rows: 0 };
-                push_run(std::mem::replace(&mut run, next), notify_rwbs);
+                push_run(std::mem::replace(&mut run, next));
             }
         }
-        push_run(run, notify_rwbs);
+        push_run(run);
     }
     let rows = batch.base + batch.rows;
-    emit(Batch { notify_rwbs: notify_rwbs.unwrap_or(0), ..batch });
+    emit(batch);
     report.time_base_ns = time_base;
     let mut comm_by_pid: HashMap<u32, u32> = HashMap::with_capacity(names.len());
     for (&pid, name) in &names {
@@ -618,7 +559,6 @@ fn note(
     report: &mut ParseReport,
     names: &mut BTreeMap<u32, Vec<u8>>,
     rwbs_codes: &mut RwbsCodes,
-    notify_rwbs: &mut Option<u32>,
 ) -> bool {
     let cat = rec.action >> 16;
     let act = rec.action & 0xffff & !ta::CGROUP;
@@ -644,7 +584,7 @@ fn note(
                 false
             }
             _ => {
-                notify_rwbs.get_or_insert_with(|| rwbs_values.intern(b"N"));
+                rwbs_codes.code_message(rwbs_values);
                 true
             }
         }
@@ -743,7 +683,7 @@ impl<'a> SharedColumns<'a> {
 struct Decoder<'a> {
     inputs: &'a [Input],
     lookup: &'a RwbsLookup,
-    queue: &'a BatchQueue,
+    queue: &'a crossbeam_channel::Receiver<Batch>,
     columns: &'a SharedColumns<'a>,
     names: &'a std::sync::OnceLock<HashMap<u32, u32>>,
 }
@@ -757,7 +697,7 @@ impl Decoder<'_> {
         let mut decoded = Vec::new();
         let mut unnamed: Vec<(usize, usize)> = Vec::new();
         loop {
-            let batch = self.queue.pop();
+            let batch = self.queue.recv().ok();
             let names = self.names.get();
             if let Some(names) = names {
                 for (base, rows) in unnamed.drain(..) {
@@ -779,15 +719,34 @@ impl Decoder<'_> {
 
 /// Process names of the block rows, from their pids.
 fn name_rows(cols: Columns, names: &HashMap<u32, u32>) {
-    let mut last = (u32::MAX, 0u32);
+    let mut names = PidNames::new(names);
     for ((comm, &kind), &pid) in cols.comm.iter_mut().zip(cols.kind.iter()).zip(cols.pid.iter()) {
         if kind == RecordKind::Block as u8 {
-            if pid != last.0 {
-                last = (pid, names.get(&pid).copied().unwrap_or(0));
-            }
-            if last.1 != 0 {
-                *comm = last.1;
-            }
+            names.write(comm, pid);
+        }
+    }
+}
+
+/// Process name codes by pid, the last pid's at hand: rows come in long runs of one pid.
+struct PidNames<'a> {
+    names: &'a HashMap<u32, u32>,
+    last: (u32, u32),
+}
+
+impl<'a> PidNames<'a> {
+    fn new(names: &'a HashMap<u32, u32>) -> Self {
+        PidNames { names, last: (u32::MAX, 0) }
+    }
+
+    /// Writes the pid's process name code into `comm`, unless it has none (the column's
+    /// zero pages then stay untouched).
+    #[inline(always)]
+    fn write(&mut self, comm: &mut u32, pid: u32) {
+        if pid != self.last.0 {
+            self.last = (pid, self.names.get(&pid).copied().unwrap_or(0));
+        }
+        if self.last.1 != 0 {
+            *comm = self.last.1;
         }
     }
 }
@@ -802,7 +761,7 @@ fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Opti
     let mut rec = Record::default();
     let mut extras = Vec::new();
     let mut text_data = Vec::new();
-    let mut last_pid = (u32::MAX, 0u32);
+    let mut names = names.map(PidNames::new);
     let mut i = 0usize;
     for run in &batch.runs {
         let f = run.file as usize;
@@ -824,7 +783,7 @@ fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Opti
                 }
                 cols.kind[i] = RecordKind::Message as u8;
                 cols.action[i] = Action::Notify as u8;
-                cols.rwbs[i] = batch.notify_rwbs;
+                cols.rwbs[i] = lookup.message_code();
                 let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
                 text = &rec.text[..end];
             } else {
@@ -840,13 +799,8 @@ fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Opti
                     cols.error[i] = rec.error as i16 as i32;
                 }
                 cols.rwbs[i] = rwbs;
-                if let Some(names) = names {
-                    if rec.pid != last_pid.0 {
-                        last_pid = (rec.pid, names.get(&rec.pid).copied().unwrap_or(0));
-                    }
-                    if last_pid.1 != 0 {
-                        cols.comm[i] = last_pid.1;
-                    }
+                if let Some(names) = &mut names {
+                    names.write(&mut cols.comm[i], rec.pid);
                 }
                 text = b"";
             }
@@ -931,6 +885,13 @@ impl RwbsLookup {
         self.by_key[Self::key(cat, bytes)].load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// RWBS code of message rows (`N`), which the first pass interns at the first one.
+    /// Kept in the slot of the bare notify category, which no block row has.
+    #[inline(always)]
+    fn message_code(&self) -> u32 {
+        self.get(category::NOTIFY, 0).0
+    }
+
     /// RWBS code, operation and flags (`decode_category`) of a record whose RWBS the
     /// first pass saw.
     #[inline(always)]
@@ -958,6 +919,14 @@ impl<'a> RwbsCodes<'a> {
     fn code(&mut self, cat: u32, bytes: u32, rwbs_values: &mut Dictionary) {
         if self.lookup.packed(cat, bytes) == UNSEEN {
             self.code_new(cat, bytes, rwbs_values);
+        }
+    }
+
+    /// Interns the RWBS of message rows (`N`) at the first one.
+    fn code_message(&mut self, rwbs_values: &mut Dictionary) {
+        if self.lookup.packed(category::NOTIFY, 0) == UNSEEN {
+            let code = rwbs_values.intern(b"N");
+            self.lookup.by_key[RwbsLookup::key(category::NOTIFY, 0)].store(code as u64, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
