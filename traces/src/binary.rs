@@ -391,10 +391,11 @@ pub fn read_with_threads(
     let max_rows = inputs.iter().map(|i| i.bytes().len() / HEADER_LEN).sum::<usize>();
     let threads = threads.unwrap_or_else(|| threads_for(max_rows)).clamp(1, max_rows.max(1));
     out.size_dense_columns(max_rows);
-    // Zero and untouched where no row writes: kind, error (mostly), comm (unnamed pids).
+    // Zero and untouched where no row writes: kind, error (mostly), comm (unnamed pids), name.
     out.kind = vec![0; max_rows];
     out.error = vec![0; max_rows];
     out.comm = zeroed_column(max_rows, max_rows);
+    out.name = vec![0; max_rows];
     let lookup = RwbsLookup::new();
     // The merge's batches, taken by whichever decoder is free. The decoders stop once the
     // sender is gone and the channel empty; the sender is dropped when the merge ends, or
@@ -440,11 +441,7 @@ pub fn read_with_threads(
 /// Cuts the columns sized ahead to the rows there are, and gathers the batches' extras in
 /// row order.
 fn cut_to_rows(out: &mut EventTable, rows: usize, mut shares: Vec<(usize, Decoded)>) {
-    out.size_dense_columns(rows);
-    out.kind.truncate(rows);
-    out.error.truncate(rows);
-    out.comm.truncate(rows);
-    out.name = vec![0; rows];
+    out.truncate_rows(rows);
     shares.sort_unstable_by_key(|&(base, _)| base);
     out.extras.reserve_exact(shares.iter().map(|(_, (extras, _))| extras.len()).sum());
     out.text_data.reserve_exact(shares.iter().map(|(_, (_, text))| text.len()).sum());

@@ -358,6 +358,14 @@ impl Default for Event {
     }
 }
 
+/// Calls macro `$m` with the names of the columns every row writes, then any `$extra`
+/// names: one list for the operations that go over the columns alike.
+macro_rules! dense_columns {
+    ($m:ident $(, $extra:ident)*) => {
+        $m!(time_ns, sequence, sector, bytes, dev_major, dev_minor, cpu, pid, sectors, rwbs, flags, action, operation $(, $extra)*)
+    };
+}
+
 /// Struct of column vectors: one entry per event, in trace order.
 #[derive(Default, Debug, Clone)]
 pub struct EventTable {
@@ -410,24 +418,18 @@ impl EventTable {
 
     /// Returns unused reserved capacity (large allocations shrink in place via mremap).
     pub fn shrink_to_fit(&mut self) {
-        self.kind.shrink_to_fit();
-        self.time_ns.shrink_to_fit();
-        self.dev_major.shrink_to_fit();
-        self.dev_minor.shrink_to_fit();
-        self.cpu.shrink_to_fit();
-        self.sequence.shrink_to_fit();
-        self.pid.shrink_to_fit();
-        self.comm.shrink_to_fit();
-        self.action.shrink_to_fit();
-        self.operation.shrink_to_fit();
-        self.flags.shrink_to_fit();
-        self.sector.shrink_to_fit();
-        self.sectors.shrink_to_fit();
-        self.bytes.shrink_to_fit();
-        self.error.shrink_to_fit();
-        self.rwbs.shrink_to_fit();
-        self.name.shrink_to_fit();
-        self.text_data.shrink_to_fit();
+        macro_rules! shrink {
+            ($($c:ident),*) => { $(self.$c.shrink_to_fit();)* };
+        }
+        dense_columns!(shrink, kind, comm, error, name, text_data);
+    }
+
+    /// Cuts every column to its first `n` rows.
+    pub(crate) fn truncate_rows(&mut self, n: usize) {
+        macro_rules! truncate {
+            ($($c:ident),*) => { $(self.$c.truncate(n);)* };
+        }
+        dense_columns!(truncate, kind, comm, error, name);
     }
 
     pub fn len(&self) -> usize {
@@ -462,82 +464,31 @@ impl EventTable {
     }
 
     /// Sizes the columns every row writes to `n` zeroed rows (huge-page advised when
-    /// large), truncating those already sized for at least `n` rows instead.
+    /// large): pages straight from the OS, which cost nothing until written.
     pub(crate) fn size_dense_columns(&mut self, n: usize) {
-        fn rows<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
-            if v.len() >= n {
-                v.truncate(n);
-            } else {
-                *v = vec![T::default(); n];
-            }
+        macro_rules! size {
+            ($($c:ident),*) => { $(self.$c = vec![Default::default(); n];)* };
         }
-        rows(&mut self.time_ns, n);
-        rows(&mut self.sequence, n);
-        rows(&mut self.sector, n);
-        rows(&mut self.bytes, n);
-        rows(&mut self.dev_major, n);
-        rows(&mut self.dev_minor, n);
-        rows(&mut self.cpu, n);
-        rows(&mut self.pid, n);
-        rows(&mut self.sectors, n);
-        rows(&mut self.rwbs, n);
-        rows(&mut self.flags, n);
-        rows(&mut self.action, n);
-        rows(&mut self.operation, n);
+        dense_columns!(size);
         if n >= 1 << 16 {
             self.advise_dense_columns();
         }
     }
 
-    /// Address and byte length of the allocation (reserved room included) of each column
-    /// every row writes, the ones [`EventTable::size_dense_columns`] sizes.
-    pub(crate) fn dense_column_ranges(&self) -> Vec<(usize, usize)> {
-        fn range<T>(v: &Vec<T>) -> (usize, usize) {
-            (v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>())
-        }
-        vec![
-            range(&self.time_ns),
-            range(&self.sequence),
-            range(&self.sector),
-            range(&self.bytes),
-            range(&self.dev_major),
-            range(&self.dev_minor),
-            range(&self.cpu),
-            range(&self.pid),
-            range(&self.sectors),
-            range(&self.rwbs),
-            range(&self.flags),
-            range(&self.action),
-            range(&self.operation),
-        ]
-    }
-
     /// Huge-page hint for the columns every row writes (not kind, error, comm and name,
     /// which a binary trace mostly leaves zero and untouched).
     pub(crate) fn advise_dense_columns(&self) {
-        for (start, len) in self.dense_column_ranges() {
-            advise_huge_range(start, len);
+        macro_rules! advise {
+            ($($c:ident),*) => { $(advise_huge_pages(&self.$c);)* };
         }
+        dense_columns!(advise);
     }
 
     fn reserve_columns(&mut self, n: usize) {
-        self.kind.reserve(n);
-        self.time_ns.reserve(n);
-        self.dev_major.reserve(n);
-        self.dev_minor.reserve(n);
-        self.cpu.reserve(n);
-        self.sequence.reserve(n);
-        self.pid.reserve(n);
-        self.comm.reserve(n);
-        self.action.reserve(n);
-        self.operation.reserve(n);
-        self.flags.reserve(n);
-        self.sector.reserve(n);
-        self.sectors.reserve(n);
-        self.bytes.reserve(n);
-        self.error.reserve(n);
-        self.rwbs.reserve(n);
-        self.name.reserve(n);
+        macro_rules! reserve {
+            ($($c:ident),*) => { $(self.$c.reserve(n);)* };
+        }
+        dense_columns!(reserve, kind, comm, error, name);
     }
 
     /// Until `undefer_zero_columns`, `push` writes no `sequence` and `error` entries but
