@@ -19,18 +19,8 @@ enum Bytes {
 impl Input {
     pub fn open(path: &Path) -> Result<Input, ParseError> {
         let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
-        let len = file.metadata().map_err(|e| ParseError::io(path, e))?.len();
-        // SAFETY: the map is read-only and lives as long as `Input`. Were the file cut
-        // short by another process while mapped, reading past the new end would fault
-        // (SIGBUS); tracers only ever append, and bytes appended after the map is made are
-        // not read.
-        let mapped = if len > 0 { unsafe { memmap2::Mmap::map(&file) }.ok() } else { None };
-        let data = match mapped {
-            Some(m) => {
-                // Only a hint (more read-ahead); the data is the same either way.
-                let _ = m.advise(memmap2::Advice::Sequential);
-                Bytes::Mapped(m)
-            }
+        let data = match map_file(&file) {
+            Some(m) => Bytes::Mapped(m),
             None => {
                 let mut v = Vec::new();
                 (&file).read_to_end(&mut v).map_err(|e| ParseError::io(path, e))?;
@@ -50,4 +40,17 @@ impl Input {
             Bytes::Read(v) => v,
         }
     }
+}
+
+/// A regular, non-empty file mapped read-only and advised for sequential reading; `None`
+/// where it cannot be mapped (a pipe, a tracefs file that reports no size, a failed map).
+pub(crate) fn map_file(file: &std::fs::File) -> Option<memmap2::Mmap> {
+    let regular = file.metadata().is_ok_and(|m| m.is_file() && m.len() > 0);
+    // SAFETY: the map is read-only and lives as long as its holder. Were the file cut short
+    // by another process while mapped, reading past the new end would fault (SIGBUS);
+    // tracers only ever append, and bytes appended after the map is made are not read.
+    let map = regular.then(|| unsafe { memmap2::Mmap::map(file) }.ok()).flatten()?;
+    // Only a hint (more read-ahead); the data is the same either way.
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Some(map)
 }

@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::error::{Location, ParseError};
+use crate::input::map_file;
 use crate::report::ParseReport;
 
 const CHUNK: usize = 8 << 20;
@@ -13,11 +14,7 @@ const CHUNK: usize = 8 << 20;
 /// (no copy of the page cache), anything else (a pipe, a tracefs file) read in chunks.
 pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>) -> Result<(), ParseError> {
     let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
-    let regular = file.metadata().is_ok_and(|m| m.is_file() && m.len() > 0);
-    // SAFETY: the map is read-only and lives until the lines are read. Were the file cut
-    // short by another process meanwhile, reading past the new end would fault (SIGBUS);
-    // tracers only ever append, and bytes appended after the map is made are not read.
-    match regular.then(|| unsafe { memmap2::Mmap::map(&file) }.ok()).flatten() {
+    match map_file(&file) {
         Some(map) => for_each_mapped_line(&map, f),
         None => for_each_read_line(path, file, f),
     }
@@ -28,7 +25,6 @@ pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8]) -> Result<(), ParseE
 const RELEASE: usize = 64 << 20;
 
 fn for_each_mapped_line(map: &memmap2::Mmap, mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>) -> Result<(), ParseError> {
-    let _ = map.advise(memmap2::Advice::Sequential);
     let newline = NewlineFinder::new();
     let data: &[u8] = map;
     let (mut start, mut line_no, mut released) = (0usize, 0u64, 0usize);
@@ -336,7 +332,7 @@ mod tests {
                 };
                 let file = std::fs::File::open(&path).unwrap();
                 if mapped {
-                    for_each_mapped_line(&unsafe { memmap2::Mmap::map(&file) }.unwrap(), f).unwrap();
+                    for_each_mapped_line(&map_file(&file).expect("a regular file maps"), f).unwrap();
                 } else {
                     for_each_read_line(&path, file, f).unwrap();
                 }
