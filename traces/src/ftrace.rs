@@ -262,44 +262,46 @@ impl FastCaches {
     }
 }
 
-/// The first blank (space or tab) at or after `p`, or the end; eight bytes at a time.
+/// The first blank (space or tab) at or after `p`, or the end.
 #[inline(always)]
-fn word_end(s: &[u8], mut p: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+fn word_end(s: &[u8], p: usize) -> usize {
+    scan(s, p, |w| bytes_equal(w, b' ') | bytes_equal(w, b'\t'), is_blank)
+}
+
+/// The first `byte` in `s`: `memchr` costs more in its setup than in its search on the few
+/// dozen bytes this looks through.
+#[inline(always)]
+fn find_byte(s: &[u8], byte: u8) -> Option<usize> {
+    let at = scan(s, 0, |w| bytes_equal(w, byte), |c| c == byte);
+    (at < s.len()).then_some(at)
+}
+
+/// The first position at or after `p` whose byte `hit` accepts, or the end: eight bytes at
+/// a time where `matches` marks the accepted bytes of a word (first byte lowest) by their
+/// high bits, exactly up to the first.
+#[inline(always)]
+fn scan(s: &[u8], mut p: usize, matches: impl Fn(u64) -> u64, hit: impl Fn(u8) -> bool) -> usize {
     while let Some(chunk) = s.get(p..p + 8) {
-        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        // Exact up to the first match, which is all that counts.
-        let m = zero_bytes(w ^ (ONES * b' ' as u64)) | zero_bytes(w ^ (ONES * b'\t' as u64));
+        let m = matches(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
         if m != 0 {
             return p + (m.trailing_zeros() / 8) as usize;
         }
         p += 8;
     }
-    while s.get(p).is_some_and(|&c| !is_blank(c)) {
+    while s.get(p).is_some_and(|&c| !hit(c)) {
         p += 1;
     }
     p
 }
 
-/// The first `byte` in `s`, eight bytes at a time: `memchr` costs more in its setup than
-/// in its search on the few dozen bytes this looks through.
+/// High bit of each byte of `w` equal to `byte`: exact up to the first such byte (a borrow
+/// may mark later ones), which is all a search needs.
 #[inline(always)]
-fn find_byte(s: &[u8], byte: u8) -> Option<usize> {
+fn bytes_equal(w: u64, byte: u8) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let mut p = 0;
-    while let Some(chunk) = s.get(p..p + 8) {
-        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes")) ^ (ONES * byte as u64);
-        // Exact up to the first match, which is all that counts.
-        let m = w.wrapping_sub(ONES) & !w & HIGHS;
-        if m != 0 {
-            return Some(p + (m.trailing_zeros() / 8) as usize);
-        }
-        p += 8;
-    }
-    s[p..].iter().position(|&c| c == byte).map(|k| p + k)
+    let v = w ^ (ONES * byte as u64);
+    v.wrapping_sub(ONES) & !v & HIGHS
 }
 
 fn is_blank(b: u8) -> bool {
