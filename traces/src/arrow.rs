@@ -263,8 +263,7 @@ pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
     let (comm, rwbs, name) = (take(&mut t.comm), take(&mut t.rwbs), take(&mut t.name));
     let (kind, action, operation) = (take(&mut t.kind), take(&mut t.action), take(&mut t.operation));
     // Three independent pieces on their own threads: the sparse columns (mostly the kernel
-    // zeroing their pages), the flag booleans, and the dictionary columns (whose keys Arrow
-    // checks one by one).
+    // zeroing their pages), the flag booleans, and the dictionary columns.
     let (sparse, flag_bools, dicts) = std::thread::scope(|s| {
         let sparse = s.spawn(|| sparse_columns(n, &t.extras));
         let flag_bools = s.spawn(|| flag_columns(&t.flags, [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]));
