@@ -134,19 +134,15 @@ def write_bytes_since_commit(trace: Path, dev: str, index: int) -> int:
     return sum(int(rq["bytes"]) for rq in issues if rq and rq["dev"] == dev and "W" in rq["rwbs"])
 
 
-def marker_latency_ms(trace: Path) -> dict[int, float]:
-    """Per commit: txn_end minus txn_begin by the kernel's own timestamps of the marker
-    lines (µs resolution), not by the engine's clock readings."""
-    begin: dict[int, float] = {}
-    latency: dict[int, float] = {}
+def marker_times_ns(trace: Path) -> dict[tuple[str, int], int]:
+    """The kernel's own timestamp of every marker line, keyed (``txn_begin``/``txn_end``,
+    commit index), in ns of the trace clock (printed with µs resolution, truncated)."""
+    times: dict[tuple[str, int], int] = {}
     for line in trace.read_text(errors="replace").splitlines():
         if (m := TRACE_LINE.match(line)) and m["event"] == "tracing_mark_write" and (mk := MARKER.match(m["body"])):
-            index, ts = int(mk.group(2)), float(m["ts"])
-            if mk.group(1) == "txn_begin":
-                begin[index] = ts
-            else:
-                latency[index] = (ts - begin[index]) * 1e3
-    return latency
+            seconds, micros = m["ts"].split(".")
+            times[(mk.group(1), int(mk.group(2)))] = (int(seconds) * 1_000_000 + int(micros)) * 1000
+    return times
 
 
 @pytest.mark.parametrize("fs", ["ext4", "xfs"])
@@ -163,16 +159,39 @@ def test_block_per_commit_equals_independent_tally(tmp_path, fs):
         assert row["flush_requests"] == t["flush"], row["index"]
     first_measured = commits.filter(~pl.col("warmup"))["index"].min()
     assert summary["amortized"]["write_bytes"] == write_bytes_since_commit(trace, dev, first_measured)
-    # Latency: the engine's clock readings vs the kernel's timestamps of the same markers;
-    # they differ by the marker writes themselves (under 1 µs measured here) and the 1 µs
-    # resolution; 50 µs leaves room for a preempted marker write on a loaded machine.
-    kernel_ms = marker_latency_ms(trace)
-    for row in commits.iter_rows(named=True):
-        assert row["latency_ns"] / 1e6 == pytest.approx(kernel_ms[row["index"]], abs=0.05), row["index"]
-    measured_kernel_ms = pl.Series([kernel_ms[i] for i in commits.filter(~pl.col("warmup"))["index"]])
-    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
-        assert summary["latency_ms"][name] == pytest.approx(measured_kernel_ms.quantile(q, "linear"), abs=0.05), name
-    assert summary["latency_ms"]["max"] == pytest.approx(measured_kernel_ms.max(), abs=0.05)
+    assert_latency_agrees_with_kernel(summary, commits, marker_times_ns(trace))
+
+
+def assert_latency_agrees_with_kernel(summary: dict, commits: pl.DataFrame, kernel: dict) -> None:
+    """The engine's clock readings against the kernel's timestamps of the marker lines they
+    precede (capture sets the trace clock to the engine's CLOCK_MONOTONIC).
+
+    Exact, whatever the load: each reading lies after the previous marker was written and
+    before its own marker was (one µs of slack for the printed truncation). Close, not
+    exact: a reading and its marker write are apart by the write itself (under 1 µs
+    measured here), unless the thread is preempted in between, which a loaded 2-core CI
+    machine does now and then (72 µs seen once) -- so most commits, and the summary's
+    middle quantiles, must match the kernel's latency within 50 µs."""
+    us = 1000
+    previous_end = 0
+    close = 0
+    for row in commits.sort("index").iter_rows(named=True):
+        i = row["index"]
+        begin, end = kernel[("txn_begin", i)], kernel[("txn_end", i)]
+        assert previous_end <= row["start_ns"] < begin + us, i
+        assert begin <= row["end_ns"] < end + us, i
+        previous_end = end
+        close += abs(row["latency_ns"] - (end - begin)) <= 50 * us
+    assert close >= 0.9 * commits.height, f"{close} of {commits.height} commits within 50 µs of the kernel's latency"
+    measured = commits.filter(~pl.col("warmup"))
+    kernel_ms = pl.Series([(kernel[("txn_end", i)] - kernel[("txn_begin", i)]) / 1e6 for i in measured["index"]])
+    for name, q in (("p50", 0.5), ("p90", 0.9)):
+        assert summary["latency_ms"][name] == pytest.approx(kernel_ms.quantile(q, "linear"), abs=0.05), name
+    # The tail is where a preempted marker write lands, so it is checked against the
+    # per-commit latencies (themselves bracketed by the kernel above).
+    engine_ms = measured["latency_ns"] / 1e6
+    assert summary["latency_ms"]["p99"] == pytest.approx(engine_ms.quantile(0.99, "linear"))
+    assert summary["latency_ms"]["max"] == pytest.approx(engine_ms.max())
 
 
 # ----------------------------------------------------------------------------- filesystems
