@@ -53,7 +53,7 @@ fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> 
 /// scan (`fast_header`, `fast_block`); anything else, and anything the fast path is not
 /// sure about, goes the general way with the same result.
 fn parse_line_fast(line: &[u8], table: &mut EventTable, report: &mut ParseReport, fast: &mut FastCaches) -> Result<(), &'static str> {
-    match fast_header(line) {
+    match fast_header(line, &mut fast.prefixes) {
         Some(h) => push_line_fast(table, h, fast),
         None => parse_line(line, table, report),
     }
@@ -197,6 +197,7 @@ struct FastCaches {
     names: Cache<(NameKind, u32)>,
     rwbs: Cache<(Operation, u16, u32)>,
     comms: Cache<u32>,
+    prefixes: PrefixMemo,
 }
 
 const BLOCK_RQ: u64 = u64::from_le_bytes(*b"block_rq");
@@ -242,6 +243,7 @@ impl Default for FastCaches {
             names: Cache::new((NameKind::Other, NO_CODE)),
             rwbs: Cache::new((Operation::None, 0, NO_CODE)),
             comms: Cache::new(NO_CODE),
+            prefixes: PrefixMemo::default(),
         }
     }
 }
@@ -403,12 +405,22 @@ fn skip_blanks(s: &[u8], p: &mut usize) {
     }
 }
 
-/// The header of a line of the usual shape, `  comm-pid [cpu] flags secs.frac: rest`
-/// (flags optional), in one forward scan; `None` for anything else (comments, `CPU`
-/// lines, the tgid column, counter clocks, odd digits), which `parse_header` then reads.
-/// Where it answers, it answers as `parse_header` would.
+/// What a line's bytes up to and including the CPU column's `[` say: where that `[` is,
+/// the process name's range and the pid.
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+struct TaskPrefix {
+    /// Never 0 in a real prefix (a `[` at 0 has no ` ` before it): 0 marks an empty slot.
+    open: usize,
+    comm: (usize, usize),
+    pid: u32,
+}
+
+/// `  comm-pid [` of a line of the usual shape, in one forward scan to the first `[` (which
+/// must be the CPU column's, ` [`, as find_cpu_bracket would find) and back over the pid;
+/// `None` for comments, `CPU` lines and any other shape. A function of the bytes up to
+/// that `[` alone, which `PrefixMemo` relies on.
 #[inline]
-fn fast_header(line: &[u8]) -> Option<Header<'_>> {
+fn task_prefix(line: &[u8]) -> Option<TaskPrefix> {
     let mut start = 0;
     while line.get(start..start + 8).is_some_and(|w| w == b"        ") {
         start += 8;
@@ -417,17 +429,10 @@ fn fast_header(line: &[u8]) -> Option<Header<'_>> {
     if line[start] == b'#' || line[start..].starts_with(b"CPU") {
         return None;
     }
-    // The first `[` must be the CPU column (` [digits]`), as find_cpu_bracket would find.
     let open = start + find_byte(&line[start..], b'[')?;
     if open == 0 || line[open - 1] != b' ' {
         return None;
     }
-    let mut p = open + 1;
-    let (cpu, n) = digits(line, &mut p);
-    if n == 0 || n > 9 || line.get(p) != Some(&b']') {
-        return None;
-    }
-    let cpu = cpu as u32;
     // `comm-pid` before it: the pid is the digits after the last dash.
     let end = skip_back_whitespace(line, start, open);
     let mut dash = end;
@@ -444,7 +449,90 @@ fn fast_header(line: &[u8]) -> Option<Header<'_>> {
     if dash == end || dash <= start || line[dash - 1] != b'-' {
         return None;
     }
-    let comm = &line[start..dash - 1];
+    Some(TaskPrefix { open, comm: (start, dash - 1), pid })
+}
+
+/// Bytes a `PrefixMemo` compares: prefixes up to here are remembered.
+const MEMO_BYTES: usize = 32;
+
+/// The last `TaskPrefix` of each of a few dozen distinct line starts. ftrace pads
+/// `comm-pid` to fixed widths, so one process's lines start with the same bytes up to the
+/// CPU column: four word compares replace the scan to `[`, the walk back over the padding
+/// and the pid's digits.
+struct PrefixMemo {
+    slots: Box<[PrefixSlot; 64]>,
+}
+
+impl Default for PrefixMemo {
+    fn default() -> Self {
+        PrefixMemo { slots: Box::new([PrefixSlot::default(); 64]) }
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct PrefixSlot {
+    /// The prefix's bytes as words, first byte lowest, zero past its end.
+    words: [u64; 4],
+    /// Which bytes of the words are the prefix's.
+    masks: [u64; 4],
+    prefix: TaskPrefix,
+}
+
+impl PrefixMemo {
+    #[inline(always)]
+    fn words(line: &[u8]) -> Option<[u64; 4]> {
+        let head = line.get(..MEMO_BYTES)?;
+        Some(std::array::from_fn(|i| load(&head[8 * i..])))
+    }
+
+    /// A slot from the first 24 bytes, prefix or not: a short prefix then lands in a few
+    /// slots (the bytes after it vary), which costs hits, never correctness.
+    #[inline(always)]
+    fn slot(w: &[u64; 4]) -> usize {
+        ((w[0] ^ w[1].rotate_left(17) ^ w[2].rotate_left(41)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
+    }
+
+    #[inline(always)]
+    fn find(&self, line: &[u8]) -> Option<TaskPrefix> {
+        let w = Self::words(line)?;
+        let slot = &self.slots[Self::slot(&w)];
+        let differ = (0..4).fold(0, |d, i| d | ((w[i] & slot.masks[i]) ^ slot.words[i]));
+        (differ == 0 && slot.prefix.open != 0).then_some(slot.prefix)
+    }
+
+    fn remember(&mut self, line: &[u8], prefix: TaskPrefix) {
+        let Some(w) = Self::words(line).filter(|_| prefix.open < MEMO_BYTES) else { return };
+        let masks: [u64; 4] = std::array::from_fn(|i| match (prefix.open + 1).saturating_sub(8 * i) {
+            0 => 0,
+            n if n >= 8 => u64::MAX,
+            n => (1u64 << (8 * n)) - 1,
+        });
+        self.slots[Self::slot(&w)] = PrefixSlot { words: std::array::from_fn(|i| w[i] & masks[i]), masks, prefix };
+    }
+}
+
+/// The header of a line of the usual shape, `  comm-pid [cpu] flags secs.frac: rest`
+/// (flags optional), in one forward scan; `None` for anything else (comments, `CPU`
+/// lines, the tgid column, counter clocks, odd digits), which `parse_header` then reads.
+/// Where it answers, it answers as `parse_header` would.
+#[inline]
+fn fast_header<'a>(line: &'a [u8], memo: &mut PrefixMemo) -> Option<Header<'a>> {
+    let prefix = match memo.find(line) {
+        Some(prefix) => prefix,
+        None => {
+            let prefix = task_prefix(line)?;
+            memo.remember(line, prefix);
+            prefix
+        }
+    };
+    let mut p = prefix.open + 1;
+    let (cpu, n) = digits(line, &mut p);
+    if n == 0 || n > 9 || line.get(p) != Some(&b']') {
+        return None;
+    }
+    let cpu = cpu as u32;
+    let pid = prefix.pid;
+    let comm = &line[prefix.comm.0..prefix.comm.1];
     // Optional irq-flags word, then `secs.frac:`.
     p += 1;
     skip_blanks(line, &mut p);
@@ -1071,7 +1159,7 @@ mod tests {
         let fast: Vec<&str> = ODD_LINES
             .iter()
             .filter(|l| {
-                fast_header(l.as_bytes()).is_some_and(|h| {
+                fast_header(l.as_bytes(), &mut PrefixMemo::default()).is_some_and(|h| {
                     let mut c = Cursor::new(h.rest);
                     let name = c.word().and_then(|w| w.strip_suffix(b":")).unwrap_or_default();
                     c.skip_spaces();
@@ -1174,6 +1262,37 @@ mod tests {
                 assert_eq!((v, n, p), (want, run, start + run), "{:?} at {start}", String::from_utf8_lossy(&line));
             }
         }
+    }
+
+    #[test]
+    fn remembered_prefixes_answer_as_the_scan_does() {
+        // The usual lines with one byte changed anywhere in their first 40: starts that
+        // agree up to, into and past the CPU column's `[`.
+        let mut lines: Vec<Vec<u8>> = ODD_LINES.iter().map(|l| l.as_bytes().to_vec()).collect();
+        for l in &ODD_LINES[..4] {
+            for at in 0..40 {
+                for b in [b' ', b'[', b'-', b'7', b'x', b'\t'] {
+                    let mut v = l.as_bytes().to_vec();
+                    v[at] = b;
+                    lines.push(v);
+                }
+            }
+        }
+        let (mut remembered, mut hits) = (0, 0);
+        for a in &lines {
+            let Some(prefix) = task_prefix(a) else { continue };
+            let mut memo = PrefixMemo::default();
+            memo.remember(a, prefix);
+            remembered += 1;
+            for b in &lines {
+                if let Some(got) = memo.find(b) {
+                    hits += 1;
+                    assert_eq!(Some(got), task_prefix(b), "{:?} after {:?}", String::from_utf8_lossy(b), String::from_utf8_lossy(a));
+                }
+            }
+        }
+        // Lines changed past their `[` share the remembered start.
+        assert!(hits > 3 * remembered, "{hits} hits for {remembered} remembered");
     }
 
     #[test]
