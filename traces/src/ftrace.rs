@@ -99,7 +99,13 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
     skip_blanks(rest, &mut q);
     let body = &rest[q..];
     match kind {
-        NameKind::Block(action) if fast_block(table, fast, &h, action, (slot, name_code), name, body) => Ok(()),
+        // The kernel's single spaces first: fewer checks than runs of blanks.
+        NameKind::Block(action)
+            if fast_block::<true>(table, fast, &h, action, (slot, name_code), name, body)
+                || fast_block::<false>(table, fast, &h, action, (slot, name_code), name, body) =>
+        {
+            Ok(())
+        }
         NameKind::Marker => {
             let e = Event { kind: RecordKind::Marker, time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
             let name_code = table.names.intern(marker_event(body));
@@ -558,11 +564,30 @@ fn fast_header<'a>(line: &'a [u8], memo: &mut PrefixMemo) -> Option<Header<'a>> 
     Some(Header { comm, pid, cpu, time_ns, rest: &line[p + 1..] })
 }
 
+/// The blanks between two fields of a block body: with `SINGLE`, one space or the end of
+/// the line (how the kernel prints them; the next field's own parse rejects a second
+/// blank), otherwise any run of blanks, none included.
+#[inline(always)]
+fn gap<const SINGLE: bool>(s: &[u8], p: &mut usize) -> bool {
+    if !SINGLE {
+        skip_blanks(s, p);
+        return true;
+    }
+    match s.get(*p) {
+        None => true,
+        Some(b' ') => {
+            *p += 1;
+            true
+        }
+        Some(_) => false,
+    }
+}
+
 /// A block tracepoint whose body has the usual shape, `maj,min RWBS [bytes ()] sector + n
 /// [ioprio] [[comm]]`, pushed as `push_block_tracepoint` would push it. `false` (and
 /// nothing pushed or interned) for any other event or shape.
 #[inline]
-fn fast_block(
+fn fast_block<const SINGLE: bool>(
     table: &mut EventTable,
     fast: &mut FastCaches,
     h: &Header<'_>,
@@ -585,7 +610,9 @@ fn fast_block(
     if n == 0 || n > 9 || !b.get(p).is_some_and(|&c| is_blank(c)) {
         return false;
     }
-    skip_blanks(b, &mut p);
+    if !gap::<SINGLE>(b, &mut p) {
+        return false;
+    }
     let rwbs_start = p;
     p = word_end(b, p);
     let rwbs = &b[rwbs_start..p];
@@ -600,12 +627,16 @@ fn fast_block(
         }
     };
     // `[bytes ]()`, then `sector + n`.
-    skip_blanks(b, &mut p);
+    if !gap::<SINGLE>(b, &mut p) {
+        return false;
+    }
     let mut bytes = None;
     let mut first = None;
     if b.get(p).is_some_and(u8::is_ascii_digit) {
         let Some(v) = number_word(b, &mut p) else { return false };
-        skip_blanks(b, &mut p);
+        if !gap::<SINGLE>(b, &mut p) {
+        return false;
+    }
         first = Some(v);
     }
     if b.get(p) == Some(&b'(') {
@@ -618,12 +649,16 @@ fn fast_block(
             return false;
         }
         p += close + 1;
-        skip_blanks(b, &mut p);
+        if !gap::<SINGLE>(b, &mut p) {
+        return false;
+    }
         if !b.get(p).is_some_and(u8::is_ascii_digit) {
             return false;
         }
         let Some(v) = number_word(b, &mut p) else { return false };
-        skip_blanks(b, &mut p);
+        if !gap::<SINGLE>(b, &mut p) {
+        return false;
+    }
         first = Some(v);
     }
     let Some(sector) = first else { return false };
@@ -631,9 +666,13 @@ fn fast_block(
         return false;
     }
     p += 1;
-    skip_blanks(b, &mut p);
+    if !gap::<SINGLE>(b, &mut p) {
+        return false;
+    }
     let Some(sectors) = number_word(b, &mut p).and_then(|v| u32::try_from(v).ok()) else { return false };
-    skip_blanks(b, &mut p);
+    if !gap::<SINGLE>(b, &mut p) {
+        return false;
+    }
     // An ioprio word (`be,0,4`), then a `[...]` group ending the line.
     if b.get(p).is_some_and(|&c| !matches!(c, b'[' | b'(' | b'<')) {
         let w = p;
@@ -644,7 +683,9 @@ fn fast_block(
         if !has_comma {
             return false;
         }
-        skip_blanks(b, &mut p);
+        if !gap::<SINGLE>(b, &mut p) {
+        return false;
+    }
     }
     let mut bracket = None;
     if p < b.len() {
@@ -1154,23 +1195,34 @@ mod tests {
         let lines: Vec<&[u8]> = ODD_LINES.iter().map(|l| l.as_bytes()).collect();
         assert_paths_agree(&lines);
         // The fast path does take the usual lines (and some odd ones).
-        let mut t = EventTable::new();
-        let mut caches = FastCaches::default();
-        let fast: Vec<&str> = ODD_LINES
-            .iter()
-            .filter(|l| {
-                fast_header(l.as_bytes(), &mut PrefixMemo::default()).is_some_and(|h| {
-                    let mut c = Cursor::new(h.rest);
-                    let name = c.word().and_then(|w| w.strip_suffix(b":")).unwrap_or_default();
-                    c.skip_spaces();
-                    let (Some(action), Some(key)) = (Action::from_tracepoint(name), Key::of(name)) else { return false };
-                    fast_block(&mut t, &mut caches, &h, action, (NameSlot::Cached(key), NO_CODE), name, c.rest())
+        let takes = |single: bool| -> Vec<&str> {
+            let mut t = EventTable::new();
+            let mut caches = FastCaches::default();
+            ODD_LINES
+                .iter()
+                .filter(|l| {
+                    fast_header(l.as_bytes(), &mut PrefixMemo::default()).is_some_and(|h| {
+                        let mut c = Cursor::new(h.rest);
+                        let name = c.word().and_then(|w| w.strip_suffix(b":")).unwrap_or_default();
+                        c.skip_spaces();
+                        let (Some(action), Some(key)) = (Action::from_tracepoint(name), Key::of(name)) else { return false };
+                        let slot = (NameSlot::Cached(key), NO_CODE);
+                        if single {
+                            fast_block::<true>(&mut t, &mut caches, &h, action, slot, name, c.rest())
+                        } else {
+                            fast_block::<false>(&mut t, &mut caches, &h, action, slot, name, c.rest())
+                        }
+                    })
                 })
-            })
-            .copied()
-            .collect();
-        assert!(fast.len() >= 20, "{fast:#?}");
-        assert!(fast.contains(&ODD_LINES[0]) && fast.contains(&ODD_LINES[1]) && fast.contains(&ODD_LINES[5]));
+                .copied()
+                .collect()
+        };
+        let (any_blanks, single_spaces) = (takes(false), takes(true));
+        assert!(any_blanks.len() >= 20, "{any_blanks:#?}");
+        assert!(single_spaces.len() >= 10 && single_spaces.len() < any_blanks.len(), "{single_spaces:#?}");
+        for fast in [&any_blanks, &single_spaces] {
+            assert!(fast.contains(&ODD_LINES[0]) && fast.contains(&ODD_LINES[1]) && fast.contains(&ODD_LINES[5]));
+        }
         // And each line on its own, so one line's dictionary entries cannot hide another's.
         for line in &lines {
             assert_paths_agree(&[line]);
