@@ -8,7 +8,7 @@ use crate::blkparse_text::push_block_event;
 use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
-use crate::table::{Action, Event, EventTable, Operation, RecordKind};
+use crate::table::{Action, Dictionary, Event, EventTable, Operation, RecordKind};
 use crate::text::{for_each_line, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, Cursor};
 
 pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
@@ -66,9 +66,21 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
     let rest = h.rest;
     let mut p = 0;
     skip_blanks(rest, &mut p);
-    // Other whitespace (trimmed before the `sys_` test) and syscalls: the general way.
-    if rest.get(p).is_none_or(|c| c.is_ascii_whitespace()) || rest[p..].starts_with(b"sys_") {
+    // Other whitespace (trimmed before the `sys_` test): the general way.
+    if rest.get(p).is_none_or(|c| c.is_ascii_whitespace()) {
         return push_line(table, h);
+    }
+    if rest[p..].starts_with(b"sys_") {
+        let mut e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
+        return match syscall_print_format(&mut e, &rest[p..]) {
+            Ok(Some((name, body))) => {
+                let name_code = fast.name_code(table, name);
+                let comm_code = fast.comm_code(table, h.comm);
+                table.push(&e, comm_code, 0, name_code, body);
+                Ok(())
+            }
+            _ => push_line(table, h),
+        };
     }
     // The commonest names by their first words; any other through the name cache.
     let word = |i: usize| rest.get(p + i..p + i + 8).map(load);
@@ -108,7 +120,7 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
         }
         NameKind::Marker => {
             let e = Event { kind: RecordKind::Marker, time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
-            let name_code = table.names.intern(marker_event(body));
+            let name_code = fast.name_code(table, marker_event(body));
             let comm_code = fast.comm_code(table, h.comm);
             table.push(&e, comm_code, 0, name_code, body);
             Ok(())
@@ -121,8 +133,14 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
 fn push_line(table: &mut EventTable, h: Header<'_>) -> Result<(), &'static str> {
     let e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
     let rest = h.rest.trim_ascii_start();
-    if rest.starts_with(b"sys_") && push_syscall_print_format(table, &e, rest, h.comm)? {
-        return Ok(());
+    if rest.starts_with(b"sys_") {
+        let mut sys = e.clone();
+        if let Some((name, body)) = syscall_print_format(&mut sys, rest)? {
+            let name_code = table.names.intern(name);
+            let comm_code = table.comms.intern(h.comm);
+            table.push(&sys, comm_code, 0, name_code, body);
+            return Ok(());
+        }
     }
     let mut c = Cursor::new(h.rest);
     let first = c.word().ok_or("nothing after the timestamp")?;
@@ -203,6 +221,8 @@ struct FastCaches {
     names: Cache<(NameKind, u32)>,
     rwbs: Cache<(Operation, u16, u32)>,
     comms: Cache<u32>,
+    /// Codes in `names` of syscall names and marker event words.
+    name_codes: Cache<u32>,
     prefixes: PrefixMemo,
 }
 
@@ -249,6 +269,7 @@ impl Default for FastCaches {
             names: Cache::new((NameKind::Other, NO_CODE)),
             rwbs: Cache::new((Operation::None, 0, NO_CODE)),
             comms: Cache::new(NO_CODE),
+            name_codes: Cache::new(NO_CODE),
             prefixes: PrefixMemo::default(),
         }
     }
@@ -258,14 +279,26 @@ impl FastCaches {
     /// The process name's code, interned if new.
     #[inline(always)]
     fn comm_code(&mut self, table: &mut EventTable, comm: &[u8]) -> u32 {
-        let Some(k) = Key::of(comm) else { return table.comms.intern(comm) };
-        match self.comms.get(k) {
-            Some(code) => code,
-            None => {
-                let code = table.comms.intern(comm);
-                self.comms.put(k, code);
-                code
-            }
+        cached_code(&mut self.comms, &mut table.comms, comm)
+    }
+
+    /// A syscall name's or marker event word's code, interned if new.
+    #[inline(always)]
+    fn name_code(&mut self, table: &mut EventTable, name: &[u8]) -> u32 {
+        cached_code(&mut self.name_codes, &mut table.names, name)
+    }
+}
+
+/// `s`'s code in `dictionary`, interned if new, remembered in `cache`.
+#[inline(always)]
+fn cached_code(cache: &mut Cache<u32>, dictionary: &mut Dictionary, s: &[u8]) -> u32 {
+    let Some(k) = Key::of(s) else { return dictionary.intern(s) };
+    match cache.get(k) {
+        Some(code) => code,
+        None => {
+            let code = dictionary.intern(s);
+            cache.put(k, code);
+            code
         }
     }
 }
@@ -841,29 +874,25 @@ fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u
 }
 
 /// The syscall events' own print format: `sys_write(fd: 3, buf: 0x7f…, count: 0x28)` on
-/// entry and `sys_write -> 0x28` on exit. `Ok(false)` (nothing pushed) if `rest` is not in
-/// that form.
-fn push_syscall_print_format(table: &mut EventTable, e: &Event, rest: &[u8], comm: &[u8]) -> Result<bool, &'static str> {
+/// entry and `sys_write -> 0x28` on exit → the syscall's name and the row's text, with the
+/// kind, arguments and return value set in `e`. `Ok(None)` if `rest` is not in that form.
+fn syscall_print_format<'a>(e: &mut Event, rest: &'a [u8]) -> Result<Option<(&'a [u8], &'a [u8])>, &'static str> {
     let name_end = rest.iter().position(|&b| b == b'(' || b == b' ' || b == b':').unwrap_or(rest.len());
     let name = &rest[4..name_end];
-    let mut e = e.clone();
     let body;
     if rest.get(name_end) == Some(&b'(') {
         let args = &rest[name_end + 1..];
         body = args.strip_suffix(b")").ok_or("unclosed syscall argument list")?;
         e.kind = RecordKind::SyscallEnter;
-        parse_syscall_args(&mut e, body);
+        parse_syscall_args(e, body);
     } else if let Some(ret) = rest[name_end..].strip_prefix(b" -> ") {
         body = ret.trim_ascii();
         e.kind = RecordKind::SyscallExit;
         e.ret = Some(parse_number(body).map(|v| v as i64).ok_or("bad syscall return value")?);
     } else {
-        return Ok(false);
+        return Ok(None);
     }
-    let name_code = table.names.intern(name);
-    let comm_code = table.comms.intern(comm);
-    table.push(&e, comm_code, 0, name_code, body);
-    Ok(true)
+    Ok(Some((name, body)))
 }
 
 /// `0x1f` (hex) or `31` (decimal), as syscall tracepoints print arguments.
@@ -877,12 +906,15 @@ fn parse_number(s: &[u8]) -> Option<u64> {
 
 /// `sqlwa txn_begin i=3 …` → `txn_begin`; foreign markers have no event word.
 fn marker_event(body: &[u8]) -> &[u8] {
-    let mut c = Cursor::new(body);
-    if c.word() == Some(b"sqlwa") {
-        c.word().unwrap_or_default()
-    } else {
-        b""
+    let mut p = 0;
+    skip_blanks(body, &mut p);
+    let end = word_end(body, p);
+    if &body[p..end] != b"sqlwa" {
+        return b"";
     }
+    p = end;
+    skip_blanks(body, &mut p);
+    &body[p..word_end(body, p)]
 }
 
 /// `fd: 0x00000003, buf: 0x…, count: 0x00001000` → fd and count (into `aux`).
