@@ -73,7 +73,7 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
     if rest[p..].starts_with(b"sys_") {
         let mut e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
         return match syscall_print_format(&mut e, &rest[p..]) {
-            Ok(Some((name, body))) => {
+            Ok(Some(SyscallText { name, body })) => {
                 let name_code = fast.name_code(table, name);
                 let comm_code = fast.comm_code(table, h.comm);
                 table.push(&e, comm_code, 0, name_code, body);
@@ -135,7 +135,7 @@ fn push_line(table: &mut EventTable, h: Header<'_>) -> Result<(), &'static str> 
     let rest = h.rest.trim_ascii_start();
     if rest.starts_with(b"sys_") {
         let mut sys = e.clone();
-        if let Some((name, body)) = syscall_print_format(&mut sys, rest)? {
+        if let Some(SyscallText { name, body }) = syscall_print_format(&mut sys, rest)? {
             let name_code = table.names.intern(name);
             let comm_code = table.comms.intern(h.comm);
             table.push(&sys, comm_code, 0, name_code, body);
@@ -876,7 +876,7 @@ fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u
 /// The syscall events' own print format: `sys_write(fd: 3, buf: 0x7f…, count: 0x28)` on
 /// entry and `sys_write -> 0x28` on exit → the syscall's name and the row's text, with the
 /// kind, arguments and return value set in `e`. `Ok(None)` if `rest` is not in that form.
-fn syscall_print_format<'a>(e: &mut Event, rest: &'a [u8]) -> Result<Option<(&'a [u8], &'a [u8])>, &'static str> {
+fn syscall_print_format<'a>(e: &mut Event, rest: &'a [u8]) -> Result<Option<SyscallText<'a>>, &'static str> {
     let name_end = rest.iter().position(|&b| b == b'(' || b == b' ' || b == b':').unwrap_or(rest.len());
     let name = &rest[4..name_end];
     let body;
@@ -892,7 +892,13 @@ fn syscall_print_format<'a>(e: &mut Event, rest: &'a [u8]) -> Result<Option<(&'a
     } else {
         return Ok(None);
     }
-    Ok(Some((name, body)))
+    Ok(Some(SyscallText { name, body }))
+}
+
+/// A syscall line's name (without `sys_`) and the row's text.
+struct SyscallText<'a> {
+    name: &'a [u8],
+    body: &'a [u8],
 }
 
 /// `0x1f` (hex) or `31` (decimal), as syscall tracepoints print arguments.
