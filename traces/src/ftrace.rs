@@ -491,13 +491,51 @@ fn task_prefix(line: &[u8]) -> Option<TaskPrefix> {
     Some(TaskPrefix { open, comm: (start, dash - 1), pid })
 }
 
-/// Bytes a `PrefixMemo` compares: prefixes up to here are remembered.
-const MEMO_BYTES: usize = 32;
+/// What a line's bytes before its timestamp say: `comm-pid`, the CPU and where the
+/// timestamp starts.
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+struct LinePrefix {
+    task: TaskPrefix,
+    cpu: u32,
+    time_at: usize,
+    /// Whether an irq-flags word stands between the CPU column and the timestamp.
+    flags: bool,
+}
 
-/// The last `TaskPrefix` of each of a few dozen distinct line starts. ftrace pads
-/// `comm-pid` to fixed widths, so one process's lines start with the same bytes up to the
-/// CPU column: four word compares replace the scan to `[`, the walk back over the padding
-/// and the pid's digits.
+/// `  comm-pid [cpu] flags ` of a line of the usual shape (flags optional); `None` for any
+/// other (which `parse_header` then reads).
+#[inline]
+fn line_prefix(line: &[u8]) -> Option<LinePrefix> {
+    let task = task_prefix(line)?;
+    let mut p = task.open + 1;
+    let (cpu, n) = digits(line, &mut p);
+    if n == 0 || n > 9 || line.get(p) != Some(&b']') {
+        return None;
+    }
+    // Optional irq-flags word, then `secs.frac:`.
+    p += 1;
+    skip_blanks(line, &mut p);
+    let w = word_end(line, p);
+    if w == p {
+        return None;
+    }
+    let flags = line[w - 1] != b':';
+    if flags {
+        p = w;
+        skip_blanks(line, &mut p);
+    }
+    Some(LinePrefix { task, cpu: cpu as u32, time_at: p, flags })
+}
+
+/// Bytes a `PrefixMemo` compares: prefixes up to here are remembered.
+const MEMO_BYTES: usize = 40;
+const MEMO_WORDS: usize = MEMO_BYTES / 8;
+
+/// The last `LinePrefix` of each of a few dozen distinct line starts. ftrace pads
+/// `comm-pid` and the CPU to fixed widths, so one process's lines on one CPU start with
+/// the same bytes up to the timestamp: five word compares replace the scan to `[`, the
+/// walk back over the padding, the pid's and CPU's digits and the flags word.
+#[derive(Clone)]
 struct PrefixMemo {
     slots: Box<[PrefixSlot; 64]>,
 }
@@ -511,37 +549,43 @@ impl Default for PrefixMemo {
 #[derive(Clone, Copy, Default)]
 struct PrefixSlot {
     /// The prefix's bytes as words, first byte lowest, zero past its end.
-    words: [u64; 4],
+    words: [u64; MEMO_WORDS],
     /// Which bytes of the words are the prefix's.
-    masks: [u64; 4],
-    prefix: TaskPrefix,
+    masks: [u64; MEMO_WORDS],
+    prefix: LinePrefix,
 }
 
 impl PrefixMemo {
     #[inline(always)]
-    fn words(line: &[u8]) -> Option<[u64; 4]> {
+    fn words(line: &[u8]) -> Option<[u64; MEMO_WORDS]> {
         let head = line.get(..MEMO_BYTES)?;
         Some(std::array::from_fn(|i| load(&head[8 * i..])))
     }
 
-    /// A slot from the first 24 bytes, prefix or not: a short prefix then lands in a few
-    /// slots (the bytes after it vary), which costs hits, never correctness.
+    /// A slot from the first 32 bytes (comm-pid and the CPU on the usual lines), prefix or
+    /// not: a short prefix then lands in a few slots (the bytes after it vary), which costs
+    /// hits, never correctness.
     #[inline(always)]
-    fn slot(w: &[u64; 4]) -> usize {
-        ((w[0] ^ w[1].rotate_left(17) ^ w[2].rotate_left(41)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
+    fn slot(w: &[u64; MEMO_WORDS]) -> usize {
+        let h = w[0] ^ w[1].rotate_left(17) ^ w[2].rotate_left(41) ^ w[3].rotate_left(29);
+        (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
     }
 
     #[inline(always)]
-    fn find(&self, line: &[u8]) -> Option<TaskPrefix> {
+    fn find(&self, line: &[u8]) -> Option<LinePrefix> {
         let w = Self::words(line)?;
         let slot = &self.slots[Self::slot(&w)];
-        let differ = (0..4).fold(0, |d, i| d | ((w[i] & slot.masks[i]) ^ slot.words[i]));
-        (differ == 0 && slot.prefix.open != 0).then_some(slot.prefix)
+        let differ = (0..MEMO_WORDS).fold(0, |d, i| d | ((w[i] & slot.masks[i]) ^ slot.words[i]));
+        (differ == 0 && slot.prefix.task.open != 0).then_some(slot.prefix)
     }
 
-    fn remember(&mut self, line: &[u8], prefix: TaskPrefix) {
-        let Some(w) = Self::words(line).filter(|_| prefix.open < MEMO_BYTES) else { return };
-        let masks: [u64; 4] = std::array::from_fn(|i| match (prefix.open + 1).saturating_sub(8 * i) {
+    /// Remembers a prefix that its bytes alone decide: with a flags word (without one, the
+    /// timestamp's own colon told it apart) ended by a blank before `time_at`. Whether the
+    /// blanks end at `time_at` is the next byte's to say: the timestamp's parse checks it.
+    fn remember(&mut self, line: &[u8], prefix: LinePrefix) {
+        let decided = prefix.flags && prefix.time_at <= MEMO_BYTES && is_blank(line[prefix.time_at - 1]);
+        let Some(w) = Self::words(line).filter(|_| decided) else { return };
+        let masks: [u64; MEMO_WORDS] = std::array::from_fn(|i| match prefix.time_at.saturating_sub(8 * i) {
             0 => 0,
             n if n >= 8 => u64::MAX,
             n => (1u64 << (8 * n)) - 1,
@@ -559,30 +603,14 @@ fn fast_header<'a>(line: &'a [u8], memo: &mut PrefixMemo) -> Option<Header<'a>> 
     let prefix = match memo.find(line) {
         Some(prefix) => prefix,
         None => {
-            let prefix = task_prefix(line)?;
+            let prefix = line_prefix(line)?;
             memo.remember(line, prefix);
             prefix
         }
     };
-    let mut p = prefix.open + 1;
-    let (cpu, n) = digits(line, &mut p);
-    if n == 0 || n > 9 || line.get(p) != Some(&b']') {
-        return None;
-    }
-    let cpu = cpu as u32;
-    let pid = prefix.pid;
-    let comm = &line[prefix.comm.0..prefix.comm.1];
-    // Optional irq-flags word, then `secs.frac:`.
-    p += 1;
-    skip_blanks(line, &mut p);
-    let w = word_end(line, p);
-    if w == p {
-        return None;
-    }
-    if line[w - 1] != b':' {
-        p = w;
-        skip_blanks(line, &mut p);
-    }
+    let LinePrefix { task, cpu, time_at, .. } = prefix;
+    let (pid, comm) = (task.pid, &line[task.comm.0..task.comm.1]);
+    let mut p = time_at;
     let (secs, n) = digits(line, &mut p);
     if n == 0 || n > 10 || line.get(p) != Some(&b'.') {
         return None;
@@ -1360,7 +1388,7 @@ mod tests {
         // agree up to, into and past the CPU column's `[`.
         let mut lines: Vec<Vec<u8>> = ODD_LINES.iter().map(|l| l.as_bytes().to_vec()).collect();
         for l in &ODD_LINES[..4] {
-            for at in 0..40 {
+            for at in 0..48 {
                 for b in [b' ', b'[', b'-', b'7', b'x', b'\t'] {
                     let mut v = l.as_bytes().to_vec();
                     v[at] = b;
@@ -1368,20 +1396,26 @@ mod tests {
                 }
             }
         }
+        let header = |line: &[u8], memo: &mut PrefixMemo| fast_header(line, memo).map(|h| (h.comm.to_vec(), h.pid, h.cpu, h.time_ns, h.rest.to_vec()));
         let (mut remembered, mut hits) = (0, 0);
         for a in &lines {
-            let Some(prefix) = task_prefix(a) else { continue };
             let mut memo = PrefixMemo::default();
-            memo.remember(a, prefix);
+            if header(a, &mut memo).is_none() || memo.find(a).is_none() {
+                continue;
+            }
             remembered += 1;
             for b in &lines {
-                if let Some(got) = memo.find(b) {
-                    hits += 1;
-                    assert_eq!(Some(got), task_prefix(b), "{:?} after {:?}", String::from_utf8_lossy(b), String::from_utf8_lossy(a));
+                let hit = memo.find(b).is_some();
+                // Where the remembered start answers, as the scan does; or not at all (a
+                // blank more before the timestamp), leaving the line to the general path.
+                let got = header(b, &mut memo.clone());
+                if got.is_some() {
+                    assert_eq!(got, header(b, &mut PrefixMemo::default()), "{:?} after {:?}", String::from_utf8_lossy(b), String::from_utf8_lossy(a));
                 }
+                hits += (hit && got.is_some()) as usize;
             }
         }
-        // Lines changed past their `[` share the remembered start.
+        // Lines changed past their timestamp's start share the remembered start.
         assert!(hits > 3 * remembered, "{hits} hits for {remembered} remembered");
     }
 
