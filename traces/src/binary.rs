@@ -960,13 +960,11 @@ mod tests {
             let r = RawRecord { sequence: k as u32, time: k as u64, bytes, action: act(ta::ISSUE, cat), device: dev(8, 0), ..Default::default() };
             write_record(&mut out, &r, false, SUPPORTED_VERSION);
         }
-        let dir = std::env::temp_dir().join(format!("binary-flags-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("t.blktrace.0");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.blktrace.0");
         std::fs::write(&path, &out).unwrap();
         let (mut t, mut r) = (EventTable::new(), ParseReport::default());
         read(&[path], false, &mut t, &mut r).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
         let got: Vec<_> = (0..t.len()).map(|i| (t.operation_at(i), t.flags[i], t.rwbs_at(i))).collect();
         assert_eq!(
             got,
@@ -984,8 +982,7 @@ mod tests {
     #[test]
     fn wall_clock_start_in_either_byte_order() {
         use crate::writer::be64_pdu;
-        let dir = std::env::temp_dir().join(format!("binary-wallclock-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::tempdir().unwrap();
         for big in [false, true] {
             let (sec, nsec) = (1_700_000_000u32, 123_456_789u32);
             let words = if big { [sec.to_be_bytes(), nsec.to_be_bytes()] } else { [sec.to_le_bytes(), nsec.to_le_bytes()] }.concat();
@@ -994,13 +991,12 @@ mod tests {
             write_record(&mut out, &stamp, big, SUPPORTED_VERSION);
             let unplug = RawRecord { time: 5, action: act(ta::UNPLUG_IO, 0), pdu: be64_pdu(1), ..Default::default() };
             write_record(&mut out, &unplug, big, SUPPORTED_VERSION);
-            let path = dir.join(format!("t{big}.blktrace.0"));
+            let path = dir.path().join(format!("t{big}.blktrace.0"));
             std::fs::write(&path, &out).unwrap();
             let (mut t, mut r) = (EventTable::new(), ParseReport::default());
             read(&[path], false, &mut t, &mut r).unwrap();
             assert_eq!(r.wall_clock_start_ns, Some(1_700_000_000_123_456_789), "big endian: {big}");
             assert_eq!((t.len(), t.aux_at(0)), (1, 1));
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

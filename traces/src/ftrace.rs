@@ -1313,14 +1313,12 @@ mod tests {
         let mut mixed = ODD_LINES.iter().filter(|l| parse_line(l.as_bytes(), &mut EventTable::new(), &mut ParseReport::default()).is_ok()).copied().collect::<Vec<_>>().join("\n");
         mixed.push('\n');
         mixed.push_str(&std::fs::read_to_string(&path).unwrap());
-        let dir = std::env::temp_dir().join(format!("ftrace-read-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("mixed.txt");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mixed.txt");
         std::fs::write(&file, &mixed).unwrap();
         let (mut t, mut r) = (EventTable::new(), ParseReport::default());
         read(&file, false, &mut t, &mut r).unwrap();
         read(&file, false, &mut t, &mut r).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
         let (mut g, mut rg) = (EventTable::new(), ParseReport::default());
         for _ in 0..2 {
             for line in mixed.lines() {

@@ -317,12 +317,11 @@ mod tests {
     /// A mapped file and the same file read in chunks give the same lines, numbered alike.
     #[test]
     fn mapped_and_read_files_give_the_same_lines() {
-        let dir = std::env::temp_dir().join(format!("text-lines-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tempfile::tempdir().unwrap();
         let long = "x".repeat(100_000);
         let contents = ["a\nb\n", "a\r\nb", "\n\n\n", "last line without newline", "crlf\r\n\r\nend\r", long.as_str()];
         for (k, text) in contents.iter().enumerate() {
-            let path = dir.join(format!("{k}.txt"));
+            let path = dir.path().join(format!("{k}.txt"));
             std::fs::write(&path, text).unwrap();
             let collect = |mapped: bool| {
                 let mut lines = Vec::new();
@@ -345,7 +344,6 @@ mod tests {
             assert_eq!(collect(true), want, "mapped {k}");
             assert_eq!(collect(false), want, "read {k}");
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

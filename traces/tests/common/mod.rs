@@ -9,29 +9,20 @@ pub fn sample(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("samples").join(rel)
 }
 
-/// A fresh temporary directory, unique per test and process, removed when dropped (also
-/// when the test fails).
-pub struct Scratch(pub PathBuf);
+/// A fresh temporary directory named for its test, removed when dropped (also when the
+/// test fails).
+pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("blktrace-parse-{}-{}", name, std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
+        Scratch(tempfile::Builder::new().prefix(&format!("blktrace-parse-{name}-")).tempdir().unwrap())
     }
 }
 
 impl std::ops::Deref for Scratch {
     type Target = Path;
     fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 
