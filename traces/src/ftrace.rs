@@ -111,13 +111,7 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
     skip_blanks(rest, &mut q);
     let body = &rest[q..];
     match kind {
-        // The kernel's single spaces first: fewer checks than runs of blanks.
-        NameKind::Block(action)
-            if fast_block::<true>(table, fast, &h, action, (slot, name_code), name, body)
-                || fast_block::<false>(table, fast, &h, action, (slot, name_code), name, body) =>
-        {
-            Ok(())
-        }
+        NameKind::Block(action) if fast_block(table, fast, &h, action, (slot, name_code), name, body) => Ok(()),
         NameKind::Marker => {
             let e = Event { kind: RecordKind::Marker, time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
             let name_code = fast.name_code(table, marker_event(body));
@@ -629,26 +623,105 @@ fn fast_header<'a>(line: &'a [u8], memo: &mut PrefixMemo) -> Option<Header<'a>> 
 /// the line (how the kernel prints them; the next field's own parse rejects a second
 /// blank), otherwise any run of blanks, none included.
 #[inline(always)]
-fn gap<const SINGLE: bool>(s: &[u8], p: &mut usize) -> bool {
+fn gap<const SINGLE: bool>(s: &[u8], p: &mut usize) -> Option<()> {
     if !SINGLE {
         skip_blanks(s, p);
-        return true;
+        return Some(());
     }
     match s.get(*p) {
-        None => true,
+        None => Some(()),
         Some(b' ') => {
             *p += 1;
-            true
+            Some(())
         }
-        Some(_) => false,
+        Some(_) => None,
     }
 }
 
-/// A block tracepoint whose body has the usual shape, `maj,min RWBS [bytes ()] sector + n
-/// [ioprio] [[comm]]`, pushed as `push_block_tracepoint` would push it. `false` (and
-/// nothing pushed or interned) for any other event or shape.
+/// The fields of a block tracepoint's body of the usual shape.
+struct BlockBody<'a> {
+    dev: (u32, u32),
+    rwbs: &'a [u8],
+    bytes: Option<u64>,
+    sector: u64,
+    sectors: u32,
+    /// The `[...]` group ending the line, without its brackets.
+    bracket: Option<&'a [u8]>,
+}
+
+/// `maj,min RWBS [bytes ()] sector + n [ioprio] [[comm]]`, fields apart by the kernel's
+/// single spaces (`SINGLE`) or by any runs of blanks; `None` for any other shape.
+#[inline(always)]
+fn block_body<const SINGLE: bool>(b: &[u8]) -> Option<BlockBody<'_>> {
+    let mut p = 0;
+    let (maj, n) = digits(b, &mut p);
+    if n == 0 || n > 9 || b.get(p) != Some(&b',') {
+        return None;
+    }
+    p += 1;
+    let (min, n) = digits(b, &mut p);
+    if n == 0 || n > 9 || !b.get(p).is_some_and(|&c| is_blank(c)) {
+        return None;
+    }
+    gap::<SINGLE>(b, &mut p)?;
+    let rwbs_start = p;
+    p = word_end(b, p);
+    let rwbs = &b[rwbs_start..p];
+    // `[bytes ]()`, then `sector + n`.
+    gap::<SINGLE>(b, &mut p)?;
+    let mut bytes = None;
+    let mut first = None;
+    if b.get(p).is_some_and(u8::is_ascii_digit) {
+        first = Some(number_word(b, &mut p)?);
+        gap::<SINGLE>(b, &mut p)?;
+    }
+    if b.get(p) == Some(&b'(') {
+        bytes = first.take();
+        // Usually `()`: no search needed.
+        let close = if b.get(p + 1) == Some(&b')') { 1 } else { memchr::memchr(b')', &b[p..])? };
+        p += close + 1;
+        gap::<SINGLE>(b, &mut p)?;
+        if !b.get(p).is_some_and(u8::is_ascii_digit) {
+            return None;
+        }
+        first = Some(number_word(b, &mut p)?);
+        gap::<SINGLE>(b, &mut p)?;
+    }
+    let sector = first?;
+    if b.get(p) != Some(&b'+') {
+        return None;
+    }
+    p += 1;
+    gap::<SINGLE>(b, &mut p)?;
+    let sectors = u32::try_from(number_word(b, &mut p)?).ok()?;
+    gap::<SINGLE>(b, &mut p)?;
+    // An ioprio word (`be,0,4`), then a `[...]` group ending the line.
+    if b.get(p).is_some_and(|&c| !matches!(c, b'[' | b'(' | b'<')) {
+        let w = p;
+        p = word_end(b, p);
+        // A short word: a plain loop, not the memchr call `contains` makes.
+        #[allow(clippy::manual_contains)]
+        let has_comma = b[w..p].iter().any(|&c| c == b',');
+        if !has_comma {
+            return None;
+        }
+        gap::<SINGLE>(b, &mut p)?;
+    }
+    let mut bracket = None;
+    if p < b.len() {
+        if b[p] != b'[' || b[b.len() - 1] != b']' || b.len() - 1 <= p {
+            return None;
+        }
+        bracket = Some(&b[p + 1..b.len() - 1]);
+    }
+    Some(BlockBody { dev: (maj as u32, min as u32), rwbs, bytes, sector, sectors, bracket })
+}
+
+/// A block tracepoint whose body has the usual shape (`block_body`), pushed as
+/// `push_block_tracepoint` would push it. `false` (and nothing pushed or interned) for any
+/// other event or shape.
 #[inline]
-fn fast_block<const SINGLE: bool>(
+fn fast_block(
     table: &mut EventTable,
     fast: &mut FastCaches,
     h: &Header<'_>,
@@ -660,23 +733,12 @@ fn fast_block<const SINGLE: bool>(
     if matches!(action, Action::Plug | Action::Unplug | Action::OtherBlock) {
         return false;
     }
-    let b = body;
-    let mut p = 0;
-    let (maj, n) = digits(b, &mut p);
-    if n == 0 || n > 9 || b.get(p) != Some(&b',') {
+    // The kernel's single spaces first: fewer checks than runs of blanks.
+    let Some(BlockBody { dev: (maj, min), rwbs, bytes, sector, sectors, bracket }) =
+        block_body::<true>(body).or_else(|| block_body::<false>(body))
+    else {
         return false;
-    }
-    p += 1;
-    let (min, n) = digits(b, &mut p);
-    if n == 0 || n > 9 || !b.get(p).is_some_and(|&c| is_blank(c)) {
-        return false;
-    }
-    if !gap::<SINGLE>(b, &mut p) {
-        return false;
-    }
-    let rwbs_start = p;
-    p = word_end(b, p);
-    let rwbs = &b[rwbs_start..p];
+    };
     let Some(rwbs_key) = Key::of(rwbs) else { return false };
     let (operation, flags, rwbs_code) = match fast.rwbs.get(rwbs_key) {
         Some(v) => v,
@@ -687,74 +749,6 @@ fn fast_block<const SINGLE: bool>(
             v
         }
     };
-    // `[bytes ]()`, then `sector + n`.
-    if !gap::<SINGLE>(b, &mut p) {
-        return false;
-    }
-    let mut bytes = None;
-    let mut first = None;
-    if b.get(p).is_some_and(u8::is_ascii_digit) {
-        let Some(v) = number_word(b, &mut p) else { return false };
-        if !gap::<SINGLE>(b, &mut p) {
-        return false;
-    }
-        first = Some(v);
-    }
-    if b.get(p) == Some(&b'(') {
-        if let Some(v) = first.take() {
-            bytes = Some(v);
-        }
-        // Usually `()`: no search needed.
-        let close = if b.get(p + 1) == Some(&b')') { 1 } else { memchr::memchr(b')', &b[p..]).unwrap_or(0) };
-        if close == 0 {
-            return false;
-        }
-        p += close + 1;
-        if !gap::<SINGLE>(b, &mut p) {
-        return false;
-    }
-        if !b.get(p).is_some_and(u8::is_ascii_digit) {
-            return false;
-        }
-        let Some(v) = number_word(b, &mut p) else { return false };
-        if !gap::<SINGLE>(b, &mut p) {
-        return false;
-    }
-        first = Some(v);
-    }
-    let Some(sector) = first else { return false };
-    if b.get(p) != Some(&b'+') {
-        return false;
-    }
-    p += 1;
-    if !gap::<SINGLE>(b, &mut p) {
-        return false;
-    }
-    let Some(sectors) = number_word(b, &mut p).and_then(|v| u32::try_from(v).ok()) else { return false };
-    if !gap::<SINGLE>(b, &mut p) {
-        return false;
-    }
-    // An ioprio word (`be,0,4`), then a `[...]` group ending the line.
-    if b.get(p).is_some_and(|&c| !matches!(c, b'[' | b'(' | b'<')) {
-        let w = p;
-        p = word_end(b, p);
-        // A short word: a plain loop, not the memchr call `contains` makes.
-        #[allow(clippy::manual_contains)]
-        let has_comma = b[w..p].iter().any(|&c| c == b',');
-        if !has_comma {
-            return false;
-        }
-        if !gap::<SINGLE>(b, &mut p) {
-        return false;
-    }
-    }
-    let mut bracket = None;
-    if p < b.len() {
-        if b[p] != b'[' || b[b.len() - 1] != b']' || b.len() - 1 <= p {
-            return false;
-        }
-        bracket = Some(&b[p + 1..b.len() - 1]);
-    }
     let mut error = 0;
     let mut comm = h.comm;
     if let Some(g) = bracket {
@@ -771,8 +765,8 @@ fn fast_block<const SINGLE: bool>(
     let e = Event {
         kind: RecordKind::Block,
         time_ns: h.time_ns,
-        dev_major: maj as u32,
-        dev_minor: min as u32,
+        dev_major: maj,
+        dev_minor: min,
         cpu: h.cpu,
         sequence: 0,
         pid: h.pid,
@@ -1272,12 +1266,8 @@ mod tests {
                         let name = c.word().and_then(|w| w.strip_suffix(b":")).unwrap_or_default();
                         c.skip_spaces();
                         let (Some(action), Some(key)) = (Action::from_tracepoint(name), Key::of(name)) else { return false };
-                        let slot = (NameSlot::Cached(key), NO_CODE);
-                        if single {
-                            fast_block::<true>(&mut t, &mut caches, &h, action, slot, name, c.rest())
-                        } else {
-                            fast_block::<false>(&mut t, &mut caches, &h, action, slot, name, c.rest())
-                        }
+                        let read = if single { block_body::<true>(c.rest()).is_some() } else { block_body::<false>(c.rest()).is_some() };
+                        read && fast_block(&mut t, &mut caches, &h, action, (NameSlot::Cached(key), NO_CODE), name, c.rest())
                     })
                 })
                 .copied()
