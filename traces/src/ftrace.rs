@@ -33,6 +33,13 @@ struct Header<'a> {
     rest: &'a [u8],
 }
 
+impl Header<'_> {
+    /// A row of `kind` with the header's time, CPU and pid, the rest left to the body.
+    fn event(&self, kind: RecordKind) -> Event {
+        Event { kind, time_ns: self.time_ns, cpu: self.cpu, pid: self.pid, ..Event::default() }
+    }
+}
+
 fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> Result<(), &'static str> {
     let trimmed = line.trim_ascii_start();
     if trimmed.is_empty() || trimmed[0] == b'#' {
@@ -71,7 +78,7 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
         return push_line(table, h);
     }
     if rest[p..].starts_with(b"sys_") {
-        let mut e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
+        let mut e = h.event(RecordKind::Block);
         return match syscall_print_format(&mut e, &rest[p..]) {
             Ok(Some(SyscallText { name, body })) => {
                 let name_code = fast.name_code(table, name);
@@ -113,7 +120,7 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
     match kind {
         NameKind::Block(action) if fast_block(table, fast, &h, action, (slot, name_code), name, body) => Ok(()),
         NameKind::Marker => {
-            let e = Event { kind: RecordKind::Marker, time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
+            let e = h.event(RecordKind::Marker);
             let name_code = fast.name_code(table, marker_event(body));
             let comm_code = fast.comm_code(table, h.comm);
             table.push(&e, comm_code, 0, name_code, body);
@@ -125,14 +132,13 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
 
 /// Everything after the header.
 fn push_line(table: &mut EventTable, h: Header<'_>) -> Result<(), &'static str> {
-    let e = Event { time_ns: h.time_ns, cpu: h.cpu, pid: h.pid, ..Event::default() };
+    let mut e = h.event(RecordKind::Block);
     let rest = h.rest.trim_ascii_start();
     if rest.starts_with(b"sys_") {
-        let mut sys = e.clone();
-        if let Some(SyscallText { name, body }) = syscall_print_format(&mut sys, rest)? {
+        if let Some(SyscallText { name, body }) = syscall_print_format(&mut e, rest)? {
             let name_code = table.names.intern(name);
             let comm_code = table.comms.intern(h.comm);
-            table.push(&sys, comm_code, 0, name_code, body);
+            table.push(&e, comm_code, 0, name_code, body);
             return Ok(());
         }
     }
@@ -897,7 +903,8 @@ fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u
 
 /// The syscall events' own print format: `sys_write(fd: 3, buf: 0x7f…, count: 0x28)` on
 /// entry and `sys_write -> 0x28` on exit → the syscall's name and the row's text, with the
-/// kind, arguments and return value set in `e`. `Ok(None)` if `rest` is not in that form.
+/// kind, arguments and return value set in `e`. `Ok(None)`, with `e` untouched, if `rest`
+/// is not in that form.
 fn syscall_print_format<'a>(e: &mut Event, rest: &'a [u8]) -> Result<Option<SyscallText<'a>>, &'static str> {
     let name_end = rest.iter().position(|&b| b == b'(' || b == b' ' || b == b':').unwrap_or(rest.len());
     let name = &rest[4..name_end];
