@@ -57,7 +57,8 @@ fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> 
 }
 
 /// `parse_line` with the fast path: lines of the common shape are read in one forward
-/// scan (`fast_header`, `fast_block`); anything else, and anything the fast path is not
+/// scan (`fast_header`, `push_line_fast`) with what earlier lines taught (`FastCaches`);
+/// anything else, and anything the fast path is not
 /// sure about, goes the general way with the same result.
 fn parse_line_fast(line: &[u8], table: &mut EventTable, report: &mut ParseReport, fast: &mut FastCaches) -> Result<(), &'static str> {
     match fast_header(line, &mut fast.prefixes) {
@@ -66,8 +67,8 @@ fn parse_line_fast(line: &[u8], table: &mut EventTable, report: &mut ParseReport
     }
 }
 
-/// `push_line` for the usual events: block tracepoints of the usual shape (`fast_block`)
-/// and sqlwa markers; everything else goes to `push_line`.
+/// `push_line` for the usual events: block tracepoints of the usual shape (`fast_block`),
+/// syscalls in their print format and sqlwa markers; everything else goes to `push_line`.
 #[inline]
 fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) -> Result<(), &'static str> {
     let rest = h.rest;
@@ -214,15 +215,21 @@ impl<V: Copy> Cache<V> {
 /// general path does).
 const NO_CODE: u32 = u32::MAX;
 
-/// What the fast path remembers across lines of one file: each event name's block action
-/// and name code, each RWBS string's decoding and code, each process name's code.
+/// What the fast path remembers across lines of one file.
 struct FastCaches {
+    /// What block_rq_issue, block_rq_complete and tracing_mark_write stand for, and their
+    /// codes in the table's `names`.
     known: [(NameKind, u32); 3],
+    /// The same for any other event name.
     names: Cache<(NameKind, u32)>,
+    /// Each RWBS string's decoding and code.
     rwbs: Cache<(Operation, u16, u32)>,
+    /// Each process name's code.
     comms: Cache<u32>,
-    /// Codes in `names` of syscall names and marker event words.
+    /// Codes in the table's `names` of syscall names and marker event words (not event
+    /// names: those carry what they stand for, in `known` and `names`).
     name_codes: Cache<u32>,
+    /// Line starts up to the timestamp.
     prefixes: PrefixMemo,
 }
 
@@ -595,7 +602,8 @@ impl PrefixMemo {
 }
 
 /// The header of a line of the usual shape, `  comm-pid [cpu] flags secs.frac: rest`
-/// (flags optional), in one forward scan; `None` for anything else (comments, `CPU`
+/// (flags optional), the start from `memo` where it has it, else in one forward scan
+/// (`line_prefix`); `None` for anything else (comments, `CPU`
 /// lines, the tgid column, counter clocks, odd digits), which `parse_header` then reads.
 /// Where it answers, it answers as `parse_header` would.
 #[inline]
@@ -1379,8 +1387,8 @@ mod tests {
 
     #[test]
     fn remembered_prefixes_answer_as_the_scan_does() {
-        // The usual lines with one byte changed anywhere in their first 40: starts that
-        // agree up to, into and past the CPU column's `[`.
+        // The usual lines with one byte changed anywhere in their first 48: starts that
+        // agree up to, into and past the CPU column and the timestamp's start.
         let mut lines: Vec<Vec<u8>> = ODD_LINES.iter().map(|l| l.as_bytes().to_vec()).collect();
         for l in &ODD_LINES[..4] {
             for at in 0..48 {
