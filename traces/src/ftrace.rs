@@ -9,7 +9,7 @@ use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
 use crate::table::{Action, Dictionary, Event, EventTable, Operation, RecordKind};
-use crate::text::{for_each_line, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, Cursor};
+use crate::text::{bytes_equal, for_each_line, is_blank, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, scan, skip_blanks, word_end, Cursor};
 
 pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
     let mut fast = FastCaches::default();
@@ -310,50 +310,12 @@ fn cached_code(cache: &mut Cache<u32>, dictionary: &mut Dictionary, s: &[u8]) ->
     }
 }
 
-/// The first blank (space or tab) at or after `p`, or the end.
-#[inline(always)]
-fn word_end(s: &[u8], p: usize) -> usize {
-    scan(s, p, |w| bytes_equal(w, b' ') | bytes_equal(w, b'\t'), is_blank)
-}
-
 /// The first `byte` in `s`: `memchr` costs more in its setup than in its search on the few
 /// dozen bytes this looks through.
 #[inline(always)]
 fn find_byte(s: &[u8], byte: u8) -> Option<usize> {
     let at = scan(s, 0, |w| bytes_equal(w, byte), |c| c == byte);
     (at < s.len()).then_some(at)
-}
-
-/// The first position at or after `p` whose byte `hit` accepts, or the end: eight bytes at
-/// a time where `matches` marks the accepted bytes of a word (first byte lowest) by their
-/// high bits, exactly up to the first.
-#[inline(always)]
-fn scan(s: &[u8], mut p: usize, matches: impl Fn(u64) -> u64, hit: impl Fn(u8) -> bool) -> usize {
-    while let Some(chunk) = s.get(p..p + 8) {
-        let m = matches(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
-        if m != 0 {
-            return p + (m.trailing_zeros() / 8) as usize;
-        }
-        p += 8;
-    }
-    while s.get(p).is_some_and(|&c| !hit(c)) {
-        p += 1;
-    }
-    p
-}
-
-/// High bit of each byte of `w` equal to `byte`: exact up to the first such byte (a borrow
-/// may mark later ones), which is all a search needs.
-#[inline(always)]
-fn bytes_equal(w: u64, byte: u8) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let v = w ^ (ONES * byte as u64);
-    v.wrapping_sub(ONES) & !v & HIGHS
-}
-
-fn is_blank(b: u8) -> bool {
-    b == b' ' || b == b'\t'
 }
 
 /// `end` moved back over the ASCII whitespace before it, but not before `start`; runs of
@@ -442,13 +404,6 @@ fn eight_digits(w: u64) -> u64 {
     let w = (w & 0x0F0F_0F0F_0F0F_0F0F).wrapping_mul(2561) >> 8;
     let w = (w & 0x00FF_00FF_00FF_00FF).wrapping_mul(6_553_601) >> 16;
     (w & 0x0000_FFFF_0000_FFFF).wrapping_mul(42_949_672_960_001) >> 32
-}
-
-#[inline]
-fn skip_blanks(s: &[u8], p: &mut usize) {
-    while s.get(*p).is_some_and(|&c| is_blank(c)) {
-        *p += 1;
-    }
 }
 
 /// What a line's bytes up to and including the CPU column's `[` say: where that `[` is,
@@ -949,15 +904,12 @@ fn parse_number(s: &[u8]) -> Option<u64> {
 
 /// `sqlwa txn_begin i=3 …` → `txn_begin`; foreign markers have no event word.
 fn marker_event(body: &[u8]) -> &[u8] {
-    let mut p = 0;
-    skip_blanks(body, &mut p);
-    let end = word_end(body, p);
-    if &body[p..end] != b"sqlwa" {
-        return b"";
+    let mut c = Cursor::new(body);
+    if c.word() == Some(b"sqlwa") {
+        c.word().unwrap_or_default()
+    } else {
+        b""
     }
-    p = end;
-    skip_blanks(body, &mut p);
-    &body[p..word_end(body, p)]
 }
 
 /// `fd: 0x00000003, buf: 0x…, count: 0x00001000` → fd and count (into `aux`).

@@ -122,6 +122,52 @@ pub fn reject_line(path: &Path, line_no: u64, line: &[u8], what: &str, reason: &
     }
 }
 
+/// The first blank (space or tab) at or after `p`, or the end.
+#[inline(always)]
+pub(crate) fn word_end(s: &[u8], p: usize) -> usize {
+    scan(s, p, |w| bytes_equal(w, b' ') | bytes_equal(w, b'\t'), is_blank)
+}
+
+/// The first position at or after `p` whose byte `hit` accepts, or the end: eight bytes at
+/// a time where `matches` marks the accepted bytes of a word (first byte lowest) by their
+/// high bits, exactly up to the first.
+#[inline(always)]
+pub(crate) fn scan(s: &[u8], mut p: usize, matches: impl Fn(u64) -> u64, hit: impl Fn(u8) -> bool) -> usize {
+    while let Some(chunk) = s.get(p..p + 8) {
+        let m = matches(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
+        if m != 0 {
+            return p + (m.trailing_zeros() / 8) as usize;
+        }
+        p += 8;
+    }
+    while s.get(p).is_some_and(|&c| !hit(c)) {
+        p += 1;
+    }
+    p
+}
+
+/// High bit of each byte of `w` equal to `byte`: exact up to the first such byte (a borrow
+/// may mark later ones), which is all a search needs.
+#[inline(always)]
+pub(crate) fn bytes_equal(w: u64, byte: u8) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let v = w ^ (ONES * byte as u64);
+    v.wrapping_sub(ONES) & !v & HIGHS
+}
+
+pub(crate) fn is_blank(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// Moves `*p` past the blanks (spaces and tabs) at it.
+#[inline]
+pub(crate) fn skip_blanks(s: &[u8], p: &mut usize) {
+    while s.get(*p).is_some_and(|&c| is_blank(c)) {
+        *p += 1;
+    }
+}
+
 /// A cursor over one line's bytes.
 pub struct Cursor<'a> {
     pub s: &'a [u8],
@@ -132,10 +178,9 @@ impl<'a> Cursor<'a> {
     pub fn new(s: &'a [u8]) -> Self {
         Cursor { s, pos: 0 }
     }
+    #[inline]
     pub fn skip_spaces(&mut self) {
-        while self.pos < self.s.len() && (self.s[self.pos] == b' ' || self.s[self.pos] == b'\t') {
-            self.pos += 1;
-        }
+        skip_blanks(self.s, &mut self.pos);
     }
     pub fn at_end(&self) -> bool {
         self.pos >= self.s.len()
@@ -144,12 +189,11 @@ impl<'a> Cursor<'a> {
         &self.s[self.pos.min(self.s.len())..]
     }
     /// The next whitespace-delimited token.
+    #[inline]
     pub fn word(&mut self) -> Option<&'a [u8]> {
         self.skip_spaces();
         let start = self.pos;
-        while self.pos < self.s.len() && self.s[self.pos] != b' ' && self.s[self.pos] != b'\t' {
-            self.pos += 1;
-        }
+        self.pos = word_end(self.s, start);
         (self.pos > start).then(|| &self.s[start..self.pos])
     }
 }
