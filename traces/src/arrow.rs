@@ -7,7 +7,7 @@ use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, LargeStringArray, Pri
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
-use crate::table::{flags, zeroed_column, Action, EventTable, Extra, Operation, RecordKind};
+use crate::table::{flags, zeroed_column, Action, EventTable, Operation, RecordKind, Sparse, SparseFields};
 
 fn dict8() -> DataType {
     DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8))
@@ -111,9 +111,8 @@ fn flag_columns<const K: usize>(flags: &[u16], bits: [u16; K]) -> [ArrayRef; K] 
     out.map(|v| Arc::new(BooleanArray::new(BooleanBuffer::new(Buffer::from_vec(v), 0, flags.len()), None)) as ArrayRef)
 }
 
-/// The sparse extras' fields as dense columns, zero (and null where the column has a null
-/// mask) in rows without the field, filled in one pass over the extras. The zeroed
-/// allocations come straight from the OS, so pages no row writes cost nothing.
+/// The sparse fields as dense columns, zero (and null where the column has a null mask)
+/// in rows without the field.
 struct SparseColumns {
     remap_major: Vec<u32>,
     remap_minor: Vec<u32>,
@@ -127,103 +126,61 @@ struct SparseColumns {
     ret_valid: NullBuffer,
 }
 
-fn sparse_columns(n: usize, extras: &[Extra]) -> SparseColumns {
-    let writes = extras.len();
-    let (mut remap_major, mut remap_minor, mut remap_sector) = (zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes));
-    let (mut aux, mut cgroup_id, mut fd, mut ret) = (zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes), zeroed_column(n, writes));
-    let mut valid: [Vec<u64>; 3] = std::array::from_fn(|_| vec![0u64; n.div_ceil(64)]);
-    let [remap_bits, fd_bits, ret_bits] = &mut valid;
-    let all = SparseRows {
-        first_row: 0,
-        remap_major: &mut remap_major,
-        remap_minor: &mut remap_minor,
-        remap_sector: &mut remap_sector,
-        aux: &mut aux,
-        cgroup_id: &mut cgroup_id,
-        fd: &mut fd,
-        ret: &mut ret,
-        remap_bits,
-        fd_bits,
-        ret_bits,
+fn sparse_columns(n: usize, s: &SparseFields) -> SparseColumns {
+    SparseColumns {
+        remap_major: scatter(n, &s.remap, |(major, _, _)| major),
+        remap_minor: scatter(n, &s.remap, |(_, minor, _)| minor),
+        remap_sector: scatter(n, &s.remap, |(_, _, sector)| sector),
+        remap_valid: validity(n, &s.remap),
+        aux: scatter(n, &s.aux, |v| v),
+        cgroup_id: scatter(n, &s.cgroup_id, |v| v),
+        fd: scatter(n, &s.fd, |v| v),
+        fd_valid: validity(n, &s.fd),
+        ret: scatter(n, &s.ret, |v| v),
+        ret_valid: validity(n, &s.ret),
+    }
+}
+
+/// A dense column of `n` rows: `value` of each sparse entry in its row, zero elsewhere. The
+/// zeroed allocation comes straight from the OS, so pages no row writes cost nothing.
+fn scatter<T, U>(n: usize, sparse: &Sparse<T>, value: impl Fn(T) -> U + Sync) -> Vec<U>
+where
+    T: Copy + Sync,
+    U: Copy + Default + Send,
+{
+    let entries = &sparse.0;
+    let mut column = zeroed_column(n, entries.len());
+    let fill = |rows: &mut [U], first_row: usize, entries: &[(usize, T)]| {
+        for &(row, v) in entries {
+            rows[row - first_row] = value(v);
+        }
     };
     // Writing the rows is mostly the kernel zeroing the pages they land on: with many
-    // extras, two threads take a half of the rows each.
-    if extras.len() >= 1 << 16 && n >= 1 << 16 {
-        let middle = n / 2 / 64 * 64;
-        let split = extras.partition_point(|x| x.row < middle);
-        let (low, high) = all.split_at(middle);
+    // entries, two threads take a half of the rows each.
+    if entries.len() >= 1 << 16 {
+        let middle = n / 2;
+        let split = entries.partition_point(|&(row, _)| row < middle);
+        let (low, high) = column.split_at_mut(middle);
         std::thread::scope(|s| {
-            s.spawn(|| high.fill(&extras[split..]));
-            low.fill(&extras[..split]);
+            s.spawn(|| fill(high, middle, &entries[split..]));
+            fill(low, 0, &entries[..split]);
         });
     } else {
-        all.fill(extras);
+        fill(&mut column, 0, entries);
     }
-    let [remap_valid, fd_valid, ret_valid] = valid.map(|bits| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(bits), 0, n)));
-    SparseColumns { remap_major, remap_minor, remap_sector, remap_valid, aux, cgroup_id, fd, fd_valid, ret, ret_valid }
+    column
 }
 
-/// The sparse columns' rows from `first_row` on (a multiple of 64, so each validity word
-/// belongs to one range).
-struct SparseRows<'a> {
-    first_row: usize,
-    remap_major: &'a mut [u32],
-    remap_minor: &'a mut [u32],
-    remap_sector: &'a mut [u64],
-    aux: &'a mut [u64],
-    cgroup_id: &'a mut [u64],
-    fd: &'a mut [i64],
-    ret: &'a mut [i64],
-    remap_bits: &'a mut [u64],
-    fd_bits: &'a mut [u64],
-    ret_bits: &'a mut [u64],
+/// The null mask of a column that has values in the sparse entries' rows only.
+fn validity<T>(n: usize, sparse: &Sparse<T>) -> NullBuffer {
+    let mut bits = vec![0u64; n.div_ceil(64)];
+    for &(row, _) in &sparse.0 {
+        bits[row / 64] |= 1 << (row % 64);
+    }
+    NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(bits), 0, n))
 }
 
-impl SparseRows<'_> {
-    /// The rows before `row` (a multiple of 64) and the rows from it on.
-    fn split_at(self, row: usize) -> (Self, Self) {
-        let k = row - self.first_row;
-        macro_rules! split {
-            ($($col:ident),*; $($bits:ident),*) => {{
-                $(let $col = self.$col.split_at_mut(k);)*
-                $(let $bits = self.$bits.split_at_mut(k / 64);)*
-                (
-                    SparseRows { first_row: self.first_row, $($col: $col.0,)* $($bits: $bits.0,)* },
-                    SparseRows { first_row: row, $($col: $col.1,)* $($bits: $bits.1,)* },
-                )
-            }};
-        }
-        split!(remap_major, remap_minor, remap_sector, aux, cgroup_id, fd, ret; remap_bits, fd_bits, ret_bits)
-    }
-
-    /// Writes the fields of `extras`, whose rows all fall in this range.
-    fn fill(self, extras: &[Extra]) {
-        let set = |bits: &mut [u64], i: usize| bits[i / 64] |= 1 << (i % 64);
-        for x in extras {
-            let i = x.row - self.first_row;
-            if let Some((major, minor, sector)) = x.remap {
-                (self.remap_major[i], self.remap_minor[i], self.remap_sector[i]) = (major, minor, sector);
-                set(self.remap_bits, i);
-            }
-            if x.aux != 0 {
-                self.aux[i] = x.aux;
-            }
-            if x.cgroup_id != 0 {
-                self.cgroup_id[i] = x.cgroup_id;
-            }
-            if let Some(v) = x.fd {
-                self.fd[i] = v;
-                set(self.fd_bits, i);
-            }
-            if let Some(v) = x.ret {
-                self.ret[i] = v;
-                set(self.ret_bits, i);
-            }
-        }
-    }
-}
-
-fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, ArrowError> {
+fn text_column(n: usize, text_end: &Sparse<usize>, data: Vec<u8>) -> Result<ArrayRef, ArrowError> {
     if data.is_empty() {
         // No row has text: every offset is zero, pages that nothing writes or reads.
         let offsets = ScalarBuffer::from(zeroed_column::<i64>(n + 1, 0));
@@ -236,11 +193,11 @@ fn text_column(n: usize, extras: &[Extra], data: Vec<u8>) -> Result<ArrayRef, Ar
     {
         // Rows without text repeat the offset before them: fill those runs at once.
         let (mut end, mut filled) = (0i64, 1usize);
-        for x in extras {
-            offsets[filled..=x.row].fill(end);
-            end += (x.text.1 - x.text.0) as i64;
-            offsets[x.row + 1] = end;
-            filled = x.row + 2;
+        for &(row, text_end) in &text_end.0 {
+            offsets[filled..=row].fill(end);
+            end = text_end as i64;
+            offsets[row + 1] = end;
+            filled = row + 2;
         }
         offsets[filled.min(n + 1)..].fill(end);
     }
@@ -265,7 +222,7 @@ pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
     // Three independent pieces on their own threads: the sparse columns (mostly the kernel
     // zeroing their pages), the flag booleans, and the dictionary columns.
     let (sparse, flag_bools, dicts) = std::thread::scope(|s| {
-        let sparse = s.spawn(|| sparse_columns(n, &t.extras));
+        let sparse = s.spawn(|| sparse_columns(n, &t.sparse));
         let flag_bools = s.spawn(|| flag_columns(&t.flags, [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]));
         let dicts = (|| -> Result<[ArrayRef; 6], ArrowError> {
             Ok([
@@ -282,7 +239,7 @@ pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
     let [kind, comm, action, operation, rwbs, name] = dicts?;
     let SparseColumns { remap_major, remap_minor, remap_sector, remap_valid, aux, cgroup_id, fd, fd_valid, ret, ret_valid } = sparse;
     // Text rows are ordered by row, so the text bytes are already in row order.
-    let text = text_column(n, &t.extras, t.text_data)?;
+    let text = text_column(n, &t.sparse.text_end, std::mem::take(&mut t.sparse.text_data))?;
     let mut columns: Vec<ArrayRef> = vec![
         kind,
         prim::<UInt64Type>(t.time_ns, None),
@@ -368,8 +325,9 @@ mod tests {
         use arrow_array::cast::AsArray;
         use arrow_array::types::{Int64Type, UInt64Type};
         use arrow_array::Array;
-        // 140 000 rows: enough extras for the conversion to fill them on two threads.
-        for (rows, with_text) in [(200, false), (200, true), (140_000, true)] {
+        // 200 000 rows: enough remaps (every third row) for the conversion to fill those
+        // columns on two threads.
+        for (rows, with_text) in [(200, false), (200, true), (200_000, true)] {
             let t = sparse_table(rows, with_text);
             let batch = to_record_batch(t.clone()).unwrap();
             let col = |name: &str| batch.column_by_name(name).unwrap().clone();

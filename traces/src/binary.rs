@@ -10,7 +10,7 @@ use crate::error::{Location, ParseError};
 use crate::input::Input;
 use crate::report::ParseReport;
 use crate::rwbs::{category, decode_category, rwbs_from_category};
-use crate::table::{flags, zeroed_column, Action, Dictionary, EventTable, Extra, Operation, RecordKind};
+use crate::table::{flags, zeroed_column, Action, Dictionary, EventTable, Operation, RecordKind, SparseFields};
 
 pub const MAGIC: u32 = 0x6561_7400;
 pub const SUPPORTED_VERSION: u32 = 7;
@@ -438,17 +438,14 @@ pub fn read_with_threads(
     Ok(())
 }
 
-/// Cuts the columns sized ahead to the rows there are, and gathers the batches' extras in
-/// row order.
+/// Cuts the columns sized ahead to the rows there are, and gathers the batches' sparse
+/// fields in row order.
 fn cut_to_rows(out: &mut EventTable, rows: usize, mut shares: Vec<(usize, Decoded)>) {
     out.truncate_rows(rows);
     shares.sort_unstable_by_key(|&(base, _)| base);
-    out.extras.reserve_exact(shares.iter().map(|(_, (extras, _))| extras.len()).sum());
-    out.text_data.reserve_exact(shares.iter().map(|(_, (_, text))| text.len()).sum());
-    for (_, (extras, text)) in shares {
-        let text_base = out.text_data.len();
-        out.text_data.extend_from_slice(&text);
-        out.extras.extend(extras.into_iter().map(|x| Extra { text: (x.text.0 + text_base, x.text.1 + text_base), ..x }));
+    for (_, sparse) in shares {
+        // Rows are already the table's.
+        out.sparse.append(&sparse, 0);
     }
 }
 
@@ -687,7 +684,7 @@ struct Decoder<'a> {
 
 impl Decoder<'_> {
     /// Takes batches from the queue until the merge is over and none are left, decoding each
-    /// into its rows; returns each batch's sparse extras with its first row. Process names
+    /// into its rows; returns each batch's sparse fields with its first row. Process names
     /// are known only once the merge has read every file: batches decoded before that get
     /// theirs afterwards, from their pids, by the thread that decoded them.
     fn run(self) -> Result<Vec<(usize, Decoded)>, ParseError> {
@@ -748,16 +745,15 @@ impl<'a> PidNames<'a> {
     }
 }
 
-/// A batch's sparse extras (with table row numbers) and their text bytes.
-type Decoded = (Vec<Extra>, Vec<u8>);
+/// A batch's sparse fields, with table row numbers.
+type Decoded = SparseFields;
 
 /// Decodes the rows of a batch's runs into `cols`, whose first row is the batch's; with
 /// `names`, the process names of block rows too.
 fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Option<&HashMap<u32, u32>>, cols: Columns) -> Result<Decoded, ParseError> {
     let mut streams: Vec<Option<Stream>> = inputs.iter().map(|_| None).collect();
     let mut rec = Record::default();
-    let mut extras = Vec::new();
-    let mut text_data = Vec::new();
+    let mut sparse = SparseFields::default();
     let mut names = names.map(PidNames::new);
     let mut i = 0usize;
     for run in &batch.runs {
@@ -807,26 +803,24 @@ fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Opti
             cols.cpu[i] = rec.cpu;
             cols.sequence[i] = rec.sequence as u64;
             cols.pid[i] = rec.pid;
-            if rec.aux != 0 || rec.remap.is_some() || rec.cgroup_id != 0 || !text.is_empty() {
-                let start = text_data.len();
-                text_data.extend_from_slice(text);
-                extras.push(Extra {
-                    row: batch.base + i,
-                    remap: rec.remap.map(|(from, sector)| (dev_major(from), dev_minor(from), sector)),
-                    aux: rec.aux,
-                    cgroup_id: rec.cgroup_id,
-                    fd: None,
-                    ret: None,
-                    text: (start, text_data.len()),
-                });
+            let row = batch.base + i;
+            if let Some((from, sector)) = rec.remap {
+                sparse.remap.set(row, (dev_major(from), dev_minor(from), sector));
             }
+            if rec.aux != 0 {
+                sparse.aux.set(row, rec.aux);
+            }
+            if rec.cgroup_id != 0 {
+                sparse.cgroup_id.set(row, rec.cgroup_id);
+            }
+            sparse.push_text(row, text);
             i += 1;
         }
     }
     if i != batch.rows {
         return Err(ParseError::bad(inputs[0].path(), Location::Whole, "file changed while being read: rows differ between the passes"));
     }
-    Ok((extras, text_data))
+    Ok(sparse)
 }
 
 /// In lenient mode a bad record ends its file (Ok(false)); other errors stay errors.

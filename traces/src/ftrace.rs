@@ -1070,7 +1070,7 @@ mod tests {
         assert_eq!((t.kind_at(1), t.text_at(1)), (RecordKind::Message, "cfq40 slice"));
     }
 
-    /// Every column of every row, with dictionary codes resolved, plus the sparse extras.
+    /// Every column of every row, with dictionary codes resolved, plus the sparse fields.
     fn rows(t: &EventTable) -> Vec<String> {
         (0..t.len())
             .map(|i| {
@@ -1093,7 +1093,7 @@ mod tests {
                     t.bytes[i],
                     t.error[i],
                     t.name_at(i),
-                    t.extra_at(i).map(|x| (x.remap, x.aux, x.cgroup_id, x.fd, x.ret)),
+                    (t.remap_at(i), t.aux_at(i), t.cgroup_id_at(i), t.fd_at(i), t.ret_at(i)),
                     t.text_at(i),
                 )
             })

@@ -312,24 +312,121 @@ pub struct Event {
     pub ret: Option<i64>,
 }
 
-impl Event {
-    fn has_extra(&self) -> bool {
-        self.remap.is_some() || self.aux != 0 || self.cgroup_id != 0 || self.fd.is_some() || self.ret.is_some()
+/// A field most rows leave unset, as (row, value) pairs in row order: a table holds (and
+/// writes) bytes for it only in the rows that have it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sparse<T>(pub Vec<(usize, T)>);
+
+impl<T> Default for Sparse<T> {
+    fn default() -> Self {
+        Sparse(Vec::new())
     }
 }
 
-/// The fields most rows leave at their defaults, stored only for the rows that set them:
-/// a block trace then writes (and holds) half the bytes per row it otherwise would.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Extra {
-    pub row: usize,
-    pub remap: Option<(u32, u32, u64)>,
-    pub aux: u64,
-    pub cgroup_id: u64,
-    pub fd: Option<i64>,
-    pub ret: Option<i64>,
-    /// Byte range of the row's text in `text_data`.
-    pub text: (usize, usize),
+impl<T: Copy> Sparse<T> {
+    /// The value of `row`, if it has one.
+    pub fn get(&self, row: usize) -> Option<T> {
+        self.position(row).map(|k| self.0[k].1)
+    }
+
+    fn position(&self, row: usize) -> Option<usize> {
+        self.0.binary_search_by_key(&row, |&(r, _)| r).ok()
+    }
+
+    /// Sets `row`, which must come after every row set so far.
+    #[inline(always)]
+    pub fn set(&mut self, row: usize, value: T) {
+        debug_assert!(self.0.last().is_none_or(|&(r, _)| r < row), "sparse rows out of order");
+        self.0.push((row, value));
+    }
+
+    /// Appends `other`'s rows moved down by `row_base`, their values passed through `shift`.
+    fn extend_moved(&mut self, other: &Sparse<T>, row_base: usize, shift: impl Fn(T) -> T) {
+        self.0.extend(other.0.iter().map(|&(r, v)| (r + row_base, shift(v))));
+    }
+}
+
+/// The fields most rows leave at their defaults, each stored only for the rows that set it
+/// (a block trace then writes, and holds, half the bytes per row it otherwise would), and
+/// the rows' text.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SparseFields {
+    pub remap: Sparse<(u32, u32, u64)>,
+    /// Nonzero values only.
+    pub aux: Sparse<u64>,
+    /// Nonzero values only.
+    pub cgroup_id: Sparse<u64>,
+    pub fd: Sparse<i64>,
+    pub ret: Sparse<i64>,
+    /// Rows with text and where it ends in `text_data`; it starts where the previous
+    /// row's ends.
+    pub text_end: Sparse<usize>,
+    /// The text of every row with text, in row order.
+    pub text_data: Vec<u8>,
+}
+
+impl SparseFields {
+    /// Sets `row`'s fields from the row's event and text (only those it sets).
+    #[inline(always)]
+    pub fn push(&mut self, row: usize, e: &Event, text: &[u8]) {
+        if let Some(remap) = e.remap {
+            self.remap.set(row, remap);
+        }
+        if e.aux != 0 {
+            self.aux.set(row, e.aux);
+        }
+        if e.cgroup_id != 0 {
+            self.cgroup_id.set(row, e.cgroup_id);
+        }
+        if let Some(fd) = e.fd {
+            self.fd.set(row, fd);
+        }
+        if let Some(ret) = e.ret {
+            self.ret.set(row, ret);
+        }
+        self.push_text(row, text);
+    }
+
+    /// Sets `row`'s text (none when empty).
+    #[inline(always)]
+    pub fn push_text(&mut self, row: usize, text: &[u8]) {
+        if !text.is_empty() {
+            self.text_data.extend_from_slice(text);
+            self.text_end.set(row, self.text_data.len());
+        }
+    }
+
+    /// `row`'s text bytes (empty when it has none).
+    pub fn text(&self, row: usize) -> &[u8] {
+        match self.text_end.position(row) {
+            Some(k) => {
+                let start = if k == 0 { 0 } else { self.text_end.0[k - 1].1 };
+                &self.text_data[start..self.text_end.0[k].1]
+            }
+            None => b"",
+        }
+    }
+
+    /// Appends `other`'s fields, its rows moved down by `row_base`.
+    pub fn append(&mut self, other: &SparseFields, row_base: usize) {
+        use std::convert::identity;
+        self.remap.extend_moved(&other.remap, row_base, identity);
+        self.aux.extend_moved(&other.aux, row_base, identity);
+        self.cgroup_id.extend_moved(&other.cgroup_id, row_base, identity);
+        self.fd.extend_moved(&other.fd, row_base, identity);
+        self.ret.extend_moved(&other.ret, row_base, identity);
+        let text_base = self.text_data.len();
+        self.text_end.extend_moved(&other.text_end, row_base, |end| end + text_base);
+        self.text_data.extend_from_slice(&other.text_data);
+    }
+
+    /// Bytes the fields hold.
+    pub fn heap_bytes(&self) -> usize {
+        fn bytes<T>(s: &Sparse<T>) -> usize {
+            s.0.len() * std::mem::size_of::<(usize, T)>()
+        }
+        bytes(&self.remap) + bytes(&self.aux) + bytes(&self.cgroup_id) + bytes(&self.fd) + bytes(&self.ret) + bytes(&self.text_end) + self.text_data.len()
+    }
 }
 
 impl Default for Event {
@@ -385,14 +482,12 @@ pub struct EventTable {
     pub sectors: Vec<u32>,
     pub bytes: Vec<u64>,
     pub error: Vec<i32>,
-    /// Rows with remap, aux, cgroup, syscall or text fields, in row order.
-    pub extras: Vec<Extra>,
+    /// Remap, aux, cgroup, syscall and text fields, in the rows that have them.
+    pub sparse: SparseFields,
     /// Code into `rwbs_values`: the RWBS string exactly as the trace printed it.
     pub rwbs: Vec<u32>,
     /// Code into `names`: tracepoint / syscall name, or the sqlwa marker's event word.
     pub name: Vec<u32>,
-    /// Raw marker text, syscall arguments, message text (ranges in `extras`).
-    pub text_data: Vec<u8>,
     pub comms: Dictionary,
     pub rwbs_values: Dictionary,
     pub names: Dictionary,
@@ -421,7 +516,8 @@ impl EventTable {
         macro_rules! shrink {
             ($($c:ident),*) => { $(self.$c.shrink_to_fit();)* };
         }
-        dense_columns!(shrink, kind, comm, error, name, text_data);
+        dense_columns!(shrink, kind, comm, error, name);
+        self.sparse.text_data.shrink_to_fit();
     }
 
     /// Cuts every column to its first `n` rows.
@@ -452,15 +548,21 @@ impl EventTable {
         }
     }
 
-    /// Room for `rows` rows with extras and `bytes` of their text, for text traces whose
-    /// count is unknown ahead. Growing these from small copies them at every doubling
-    /// (the allocator moves blocks under its mmap threshold); reserved room that no row
-    /// uses costs address space only.
+    /// Room for `rows` rows with syscall fields or text and `bytes` of text, for text
+    /// traces whose count is unknown ahead. Growing these from small copies them at every
+    /// doubling (the allocator moves blocks under its mmap threshold); reserved room that
+    /// no row uses costs address space only.
     pub fn reserve_extras(&mut self, rows: usize, bytes: usize) {
-        self.extras.reserve(rows);
-        self.text_data.reserve(bytes);
-        advise_huge_pages(&self.extras);
-        advise_huge_pages(&self.text_data);
+        fn reserve_huge<T>(v: &mut Vec<T>, n: usize) {
+            v.reserve(n);
+            advise_huge_pages(v);
+        }
+        let s = &mut self.sparse;
+        reserve_huge(&mut s.aux.0, rows);
+        reserve_huge(&mut s.fd.0, rows);
+        reserve_huge(&mut s.ret.0, rows);
+        reserve_huge(&mut s.text_end.0, rows);
+        reserve_huge(&mut s.text_data, bytes);
     }
 
     /// Sizes the columns every row writes to `n` zeroed rows (huge-page advised when
@@ -548,19 +650,7 @@ impl EventTable {
         self.sector.push(e.sector);
         self.sectors.push(e.sectors);
         self.bytes.push(e.bytes);
-        if e.has_extra() || !text.is_empty() {
-            let start = self.text_data.len();
-            self.text_data.extend_from_slice(text);
-            self.extras.push(Extra {
-                row,
-                remap: e.remap,
-                aux: e.aux,
-                cgroup_id: e.cgroup_id,
-                fd: e.fd,
-                ret: e.ret,
-                text: (start, self.text_data.len()),
-            });
-        }
+        self.sparse.push(row, e, text);
         self.rwbs.push(rwbs);
         self.name.push(name);
     }
@@ -583,34 +673,30 @@ impl EventTable {
     pub fn name_at(&self, i: usize) -> &str {
         self.names.get(self.name[i])
     }
-    pub fn extra_at(&self, i: usize) -> Option<&Extra> {
-        self.extras.binary_search_by_key(&i, |x| x.row).ok().map(|k| &self.extras[k])
-    }
     pub fn text_at(&self, i: usize) -> &str {
-        self.extra_at(i).map_or("", |x| std::str::from_utf8(&self.text_data[x.text.0..x.text.1]).unwrap_or(""))
+        std::str::from_utf8(self.sparse.text(i)).unwrap_or("")
     }
     pub fn aux_at(&self, i: usize) -> u64 {
-        self.extra_at(i).map_or(0, |x| x.aux)
+        self.sparse.aux.get(i).unwrap_or(0)
     }
     pub fn remap_at(&self, i: usize) -> Option<(u32, u32, u64)> {
-        self.extra_at(i).and_then(|x| x.remap)
+        self.sparse.remap.get(i)
     }
     pub fn cgroup_id_at(&self, i: usize) -> u64 {
-        self.extra_at(i).map_or(0, |x| x.cgroup_id)
+        self.sparse.cgroup_id.get(i).unwrap_or(0)
     }
     pub fn fd_at(&self, i: usize) -> Option<i64> {
-        self.extra_at(i).and_then(|x| x.fd)
+        self.sparse.fd.get(i)
     }
     pub fn ret_at(&self, i: usize) -> Option<i64> {
-        self.extra_at(i).and_then(|x| x.ret)
+        self.sparse.ret.get(i)
     }
 
     /// Bytes held by the columns (what the Arrow table will occupy, give or take).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();
         n * (1 + 8 + 4 + 4 + 4 + 8 + 4 + 4 + 1 + 1 + 2 + 8 + 4 + 8 + 4 + 4 + 4)
-            + self.extras.len() * std::mem::size_of::<Extra>()
-            + self.text_data.len()
+            + self.sparse.heap_bytes()
     }
 
     /// Appends all rows of `other`, re-coding its dictionaries.
@@ -637,13 +723,7 @@ impl EventTable {
         self.error.extend_from_slice(&other.error);
         self.rwbs.extend(other.rwbs.iter().map(|&c| rwbs_map[c as usize]));
         self.name.extend(other.name.iter().map(|&c| name_map[c as usize]));
-        let text_base = self.text_data.len();
-        self.text_data.extend_from_slice(&other.text_data);
-        self.extras.extend(other.extras.iter().map(|x| Extra {
-            row: x.row + row_base,
-            text: (x.text.0 + text_base, x.text.1 + text_base),
-            ..x.clone()
-        }));
+        self.sparse.append(&other.sparse, row_base);
     }
 }
 

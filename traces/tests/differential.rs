@@ -117,7 +117,7 @@ fn synthetic_case(name: &str, big_endian: bool, cgroup: bool) {
     if cgroup {
         // blkparse 1.2 prints no record that has the cgroup bit ("Bad fs action"), so the
         // reference here is the same trace without cgroup ids.
-        assert!(t.extras.iter().any(|x| x.cgroup_id == 0x1234_5678_9abc));
+        assert!(t.sparse.cgroup_id.0.iter().any(|&(_, id)| id == 0x1234_5678_9abc));
         let plain_dir = Scratch::new(&format!("{name}-plain"));
         write_trace(&plain_dir, "synth", big_endian, false);
         let (plain, plain_report) = parse_paths(&[plain_dir.join("synth")], Format::Auto, false).unwrap();
