@@ -6,11 +6,12 @@ use std::path::Path;
 use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
-use crate::table::{Action, Event, EventTable, RecordKind};
+use crate::table::{Action, Event, EventTable, RecordKind, RowWriter};
 use crate::text::{for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, Cursor};
 
 pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
     let mut in_summary = false;
+    let mut rows = table.writer();
     for_each_line(path, |line_no, line| {
         match classify(line, &mut in_summary) {
             LineKind::Skip => {
@@ -19,7 +20,7 @@ pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut Par
             }
             LineKind::Event => {}
         }
-        match parse_event_line(line, table) {
+        match parse_event_line(line, &mut rows) {
             Ok(()) => Ok(()),
             Err(_) if in_summary => {
                 report.skipped_lines += 1;
@@ -56,7 +57,7 @@ fn classify(line: &[u8], in_summary: &mut bool) -> LineKind {
     }
 }
 
-fn parse_event_line(line: &[u8], table: &mut EventTable) -> Result<(), &'static str> {
+fn parse_event_line(line: &[u8], table: &mut RowWriter<'_>) -> Result<(), &'static str> {
     let mut c = Cursor::new(line);
     let (dev_major, dev_minor) = c.word().and_then(parse_dev).ok_or("bad device")?;
     let cpu = c.word().and_then(parse_u32).ok_or("bad cpu")?;
@@ -75,7 +76,7 @@ fn parse_event_line(line: &[u8], table: &mut EventTable) -> Result<(), &'static 
 /// `fallback_comm` names the task when the body has no `[comm]` group. A message record
 /// (`m N <text>`, action Notify) becomes a message row whose text is the body.
 pub fn push_block_event(
-    table: &mut EventTable,
+    table: &mut RowWriter<'_>,
     mut e: Event,
     action: Action,
     rwbs: &[u8],
@@ -89,8 +90,8 @@ pub fn push_block_event(
         text.skip_spaces();
         e.kind = RecordKind::Message;
         e.action = action;
-        let comm_code = table.comms.intern(fallback_comm);
-        let rwbs_code = table.rwbs_values.intern(rwbs);
+        let comm_code = table.comms().intern(fallback_comm);
+        let rwbs_code = table.rwbs_values().intern(rwbs);
         table.push(&e, comm_code, rwbs_code, name, text.rest());
         return Ok(());
     }
@@ -117,8 +118,8 @@ pub fn push_block_event(
         Action::Unplug | Action::UnplugTimer => body.trailing.unwrap_or(0),
         _ => 0,
     };
-    let comm_code = table.comms.intern(comm);
-    let rwbs_code = table.rwbs_values.intern(rwbs);
+    let comm_code = table.comms().intern(comm);
+    let rwbs_code = table.rwbs_values().intern(rwbs);
     table.push(&e, comm_code, rwbs_code, name, b"");
     Ok(())
 }
@@ -133,7 +134,7 @@ mod tests {
         let mut summary = false;
         for line in text.lines() {
             if let LineKind::Event = classify(line.as_bytes(), &mut summary) {
-                parse_event_line(line.as_bytes(), &mut t).unwrap();
+                parse_event_line(line.as_bytes(), &mut t.writer()).unwrap();
             }
         }
         t

@@ -8,17 +8,19 @@ use crate::blkparse_text::push_block_event;
 use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
-use crate::table::{Action, Dictionary, Event, EventTable, Operation, RecordKind};
+use crate::table::{Action, Dictionary, Event, EventTable, Operation, RecordKind, RowWriter};
 use crate::text::{bytes_equal, for_each_line, is_blank, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, scan, skip_blanks, word_end, Cursor};
 
 pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
     let mut fast = FastCaches::default();
     // Text rows have no sequence numbers and few errors: leave those columns untouched.
     table.defer_zero_columns();
-    let result = for_each_line(path, |line_no, line| match parse_line_fast(line, table, report, &mut fast) {
+    let mut rows = table.writer();
+    let result = for_each_line(path, |line_no, line| match parse_line_fast(line, &mut rows, report, &mut fast) {
         Ok(()) => Ok(()),
         Err(reason) => reject_line(path, line_no, line, "an ftrace line", reason, lenient, report),
     });
+    drop(rows);
     table.undefer_zero_columns();
     result
 }
@@ -40,7 +42,7 @@ impl Header<'_> {
     }
 }
 
-fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> Result<(), &'static str> {
+fn parse_line(line: &[u8], table: &mut RowWriter<'_>, report: &mut ParseReport) -> Result<(), &'static str> {
     let trimmed = line.trim_ascii_start();
     if trimmed.is_empty() || trimmed[0] == b'#' {
         report.lost_events += overwritten_entries(trimmed);
@@ -60,7 +62,7 @@ fn parse_line(line: &[u8], table: &mut EventTable, report: &mut ParseReport) -> 
 /// scan (`fast_header`, `push_line_fast`) with what earlier lines taught (`FastCaches`);
 /// anything else, and anything the fast path is not
 /// sure about, goes the general way with the same result.
-fn parse_line_fast(line: &[u8], table: &mut EventTable, report: &mut ParseReport, fast: &mut FastCaches) -> Result<(), &'static str> {
+fn parse_line_fast(line: &[u8], table: &mut RowWriter<'_>, report: &mut ParseReport, fast: &mut FastCaches) -> Result<(), &'static str> {
     match fast_header(line, &mut fast.prefixes) {
         Some(h) => push_line_fast(table, h, fast),
         None => parse_line(line, table, report),
@@ -70,7 +72,7 @@ fn parse_line_fast(line: &[u8], table: &mut EventTable, report: &mut ParseReport
 /// `push_line` for the usual events: block tracepoints of the usual shape (`fast_block`),
 /// syscalls in their print format and sqlwa markers; everything else goes to `push_line`.
 #[inline]
-fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) -> Result<(), &'static str> {
+fn push_line_fast(table: &mut RowWriter<'_>, h: Header<'_>, fast: &mut FastCaches) -> Result<(), &'static str> {
     let rest = h.rest;
     let mut p = 0;
     skip_blanks(rest, &mut p);
@@ -132,13 +134,13 @@ fn push_line_fast(table: &mut EventTable, h: Header<'_>, fast: &mut FastCaches) 
 }
 
 /// Everything after the header.
-fn push_line(table: &mut EventTable, h: Header<'_>) -> Result<(), &'static str> {
+fn push_line(table: &mut RowWriter<'_>, h: Header<'_>) -> Result<(), &'static str> {
     let mut e = h.event(RecordKind::Block);
     let rest = h.rest.trim_ascii_start();
     if rest.starts_with(b"sys_") {
         if let Some(SyscallText { name, body }) = syscall_print_format(&mut e, rest)? {
-            let name_code = table.names.intern(name);
-            let comm_code = table.comms.intern(h.comm);
+            let name_code = table.names().intern(name);
+            let comm_code = table.comms().intern(h.comm);
             table.push(&e, comm_code, 0, name_code, body);
             return Ok(());
         }
@@ -285,14 +287,14 @@ impl Default for FastCaches {
 impl FastCaches {
     /// The process name's code, interned if new.
     #[inline(always)]
-    fn comm_code(&mut self, table: &mut EventTable, comm: &[u8]) -> u32 {
-        cached_code(&mut self.comms, &mut table.comms, comm)
+    fn comm_code(&mut self, table: &mut RowWriter<'_>, comm: &[u8]) -> u32 {
+        cached_code(&mut self.comms, table.comms(), comm)
     }
 
     /// A syscall name's or marker event word's code, interned if new.
     #[inline(always)]
-    fn name_code(&mut self, table: &mut EventTable, name: &[u8]) -> u32 {
-        cached_code(&mut self.name_codes, &mut table.names, name)
+    fn name_code(&mut self, table: &mut RowWriter<'_>, name: &[u8]) -> u32 {
+        cached_code(&mut self.name_codes, table.names(), name)
     }
 }
 
@@ -691,7 +693,7 @@ fn block_body<const SINGLE: bool>(b: &[u8]) -> Option<BlockBody<'_>> {
 /// other event or shape.
 #[inline]
 fn fast_block(
-    table: &mut EventTable,
+    table: &mut RowWriter<'_>,
     fast: &mut FastCaches,
     h: &Header<'_>,
     action: Action,
@@ -754,7 +756,7 @@ fn fast_block(
     };
     // Interned in the general path's order: name, process name, RWBS.
     let name_code = if name_code == NO_CODE {
-        let code = table.names.intern(name);
+        let code = table.names().intern(name);
         match name_slot {
             NameSlot::Known(k) => fast.known[k].1 = code,
             NameSlot::Cached(key) => fast.names.put(key, (NameKind::Block(action), code)),
@@ -765,7 +767,7 @@ fn fast_block(
     };
     let comm_code = fast.comm_code(table, comm);
     let rwbs_code = if rwbs_code == NO_CODE {
-        let code = table.rwbs_values.intern(rwbs);
+        let code = table.rwbs_values().intern(rwbs);
         fast.rwbs.put(rwbs_key, (operation, flags, code));
         code
     } else {
@@ -839,27 +841,27 @@ fn find_cpu_bracket(line: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
-fn push_named_event(table: &mut EventTable, mut e: Event, name: &[u8], body: &[u8], comm: &[u8]) -> Result<(), &'static str> {
+fn push_named_event(table: &mut RowWriter<'_>, mut e: Event, name: &[u8], body: &[u8], comm: &[u8]) -> Result<(), &'static str> {
     if let Some(action) = Action::from_tracepoint(name) {
         return push_block_tracepoint(table, e, action, name, body, comm);
     }
     let name_code;
     if name == b"tracing_mark_write" {
         e.kind = RecordKind::Marker;
-        name_code = table.names.intern(marker_event(body));
+        name_code = table.names().intern(marker_event(body));
     } else if let Some(sys) = name.strip_prefix(b"sys_enter_") {
         e.kind = RecordKind::SyscallEnter;
-        name_code = table.names.intern(sys);
+        name_code = table.names().intern(sys);
         parse_syscall_args(&mut e, body);
     } else if let Some(sys) = name.strip_prefix(b"sys_exit_") {
         e.kind = RecordKind::SyscallExit;
-        name_code = table.names.intern(sys);
+        name_code = table.names().intern(sys);
         e.ret = Some(parse_number(body.trim_ascii()).map(|v| v as i64).ok_or("bad syscall return value")?);
     } else {
         e.kind = RecordKind::Other;
-        name_code = table.names.intern(name);
+        name_code = table.names().intern(name);
     }
-    let comm_code = table.comms.intern(comm);
+    let comm_code = table.comms().intern(comm);
     table.push(&e, comm_code, 0, name_code, body);
     Ok(())
 }
@@ -927,14 +929,14 @@ fn parse_syscall_args(e: &mut Event, body: &[u8]) {
 }
 
 fn push_block_tracepoint(
-    table: &mut EventTable,
+    table: &mut RowWriter<'_>,
     mut e: Event,
     action: Action,
     name: &[u8],
     body: &[u8],
     comm: &[u8],
 ) -> Result<(), &'static str> {
-    let name_code = table.names.intern(name);
+    let name_code = table.names().intern(name);
     // block_plug / block_unplug print no device and no RWBS.
     if matches!(action, Action::Plug | Action::Unplug) {
         return push_block_event(table, e, action, b"N", body, comm, name_code);
@@ -954,7 +956,7 @@ fn push_block_tracepoint(
         }
         e.kind = RecordKind::Block;
         e.action = action;
-        let comm_code = table.comms.intern(comm);
+        let comm_code = table.comms().intern(comm);
         table.push(&e, comm_code, 0, name_code, body);
         return Ok(());
     }
@@ -963,7 +965,7 @@ fn push_block_tracepoint(
 }
 
 /// The `blk` tracer: `maj,min [cgroup] action rwbs body`.
-fn push_blk_tracer_line(table: &mut EventTable, mut e: Event, rest: &[u8], comm: &[u8]) -> Result<(), &'static str> {
+fn push_blk_tracer_line(table: &mut RowWriter<'_>, mut e: Event, rest: &[u8], comm: &[u8]) -> Result<(), &'static str> {
     let mut c = Cursor::new(rest);
     let (maj, min) = c.word().and_then(parse_dev).ok_or("neither an event name nor a blk tracer device")?;
     e.dev_major = maj;
@@ -987,7 +989,7 @@ mod tests {
         let mut t = EventTable::new();
         let mut r = ParseReport::default();
         for line in text.lines() {
-            parse_line(line.as_bytes(), &mut t, &mut r).unwrap_or_else(|e| panic!("{e}: {line}"));
+            parse_line(line.as_bytes(), &mut t.writer(), &mut r).unwrap_or_else(|e| panic!("{e}: {line}"));
         }
         (t, r)
     }
@@ -1107,8 +1109,8 @@ mod tests {
         let (mut rf, mut rg) = (ParseReport::default(), ParseReport::default());
         let mut caches = FastCaches::default();
         for &line in lines {
-            let a = parse_line_fast(line, &mut fast, &mut rf, &mut caches);
-            let b = parse_line(line, &mut general, &mut rg);
+            let a = parse_line_fast(line, &mut fast.writer(), &mut rf, &mut caches);
+            let b = parse_line(line, &mut general.writer(), &mut rg);
             assert_eq!(a, b, "{}", String::from_utf8_lossy(line));
         }
         assert_eq!(rows(&fast), rows(&general));
@@ -1234,7 +1236,7 @@ mod tests {
                         c.skip_spaces();
                         let (Some(action), Some(key)) = (Action::from_tracepoint(name), Key::of(name)) else { return false };
                         let read = if single { block_body::<true>(c.rest()).is_some() } else { block_body::<false>(c.rest()).is_some() };
-                        read && fast_block(&mut t, &mut caches, &h, action, (NameSlot::Cached(key), NO_CODE), name, c.rest())
+                        read && fast_block(&mut t.writer(), &mut caches, &h, action, (NameSlot::Cached(key), NO_CODE), name, c.rest())
                     })
                 })
                 .copied()
@@ -1267,7 +1269,7 @@ mod tests {
     #[test]
     fn read_matches_the_general_path_line_by_line() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ftrace-loop-ext4/trace.txt");
-        let mut mixed = ODD_LINES.iter().filter(|l| parse_line(l.as_bytes(), &mut EventTable::new(), &mut ParseReport::default()).is_ok()).copied().collect::<Vec<_>>().join("\n");
+        let mut mixed = ODD_LINES.iter().filter(|l| parse_line(l.as_bytes(), &mut EventTable::new().writer(), &mut ParseReport::default()).is_ok()).copied().collect::<Vec<_>>().join("\n");
         mixed.push('\n');
         mixed.push_str(&std::fs::read_to_string(&path).unwrap());
         let dir = tempfile::tempdir().unwrap();
@@ -1279,7 +1281,7 @@ mod tests {
         let (mut g, mut rg) = (EventTable::new(), ParseReport::default());
         for _ in 0..2 {
             for line in mixed.lines() {
-                parse_line(line.as_bytes(), &mut g, &mut rg).unwrap();
+                parse_line(line.as_bytes(), &mut g.writer(), &mut rg).unwrap();
             }
         }
         assert!(t.error.iter().any(|&e| e != 0));
@@ -1407,7 +1409,7 @@ mod tests {
     fn garbage_is_an_error() {
         let mut t = EventTable::new();
         let mut r = ParseReport::default();
-        assert!(parse_line(b"hello world", &mut t, &mut r).is_err());
-        assert!(parse_line(b"x-1 [000] 1.0: block_rq_issue: 7,0 QQ 1 + 8 [x]", &mut t, &mut r).is_err());
+        assert!(parse_line(b"hello world", &mut t.writer(), &mut r).is_err());
+        assert!(parse_line(b"x-1 [000] 1.0: block_rq_issue: 7,0 QQ 1 + 8 [x]", &mut t.writer(), &mut r).is_err());
     }
 }

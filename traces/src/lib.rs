@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{Location, ParseError};
 pub use report::ParseReport;
-pub use table::{flags, Action, Event, EventTable, Operation, RecordKind};
+pub use table::{flags, Action, Event, EventTable, Operation, RecordKind, RowWriter};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
