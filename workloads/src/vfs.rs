@@ -7,7 +7,8 @@
 //!
 //! What is counted, per `FileKind` (kind from the xOpen flags; for xDelete from the
 //! name suffix):
-//! - xWrite / xRead: calls and bytes; xSync: calls, and how many had SQLITE_SYNC_FULL
+//! - xWrite / xRead: calls and bytes (for xRead the bytes read: a read past the end of a
+//!   file counts what the file had); xSync: calls, and how many had SQLITE_SYNC_FULL
 //!   and SQLITE_SYNC_DATAONLY; xTruncate, xDelete and (successful) xOpen: calls.
 //! - shm (WAL index): xShmMap calls are counted as `shm.open_calls` (each maps one
 //!   32 KiB region), xShmUnmap with deleteFlag as `shm.delete_calls`. Stores into the
@@ -574,10 +575,25 @@ unsafe extern "C" fn io_read(
     off: ffi::sqlite3_int64,
 ) -> c_int {
     let (shim, real, m) = parts(file);
+    let rc = (m.xRead.unwrap())(real, buf, amt, off);
+    let read = match rc {
+        ffi::SQLITE_OK => amt as u64,
+        // Past the end (SQLite checks a journal for a next header there): the bytes the
+        // file had, as the pread returned them; SQLite zero-fills the rest.
+        ffi::SQLITE_IOERR_SHORT_READ => {
+            let mut size: ffi::sqlite3_int64 = 0;
+            if (m.xFileSize.unwrap())(real, &mut size) == ffi::SQLITE_OK {
+                (size - off).clamp(0, amt as i64) as u64
+            } else {
+                0
+            }
+        }
+        _ => 0,
+    };
     let c = shared(shim).of(shim.kind);
     c.read_calls.bump(1);
-    c.read_bytes.bump(amt as u64);
-    (m.xRead.unwrap())(real, buf, amt, off)
+    c.read_bytes.bump(read);
+    rc
 }
 
 unsafe extern "C" fn io_write(
