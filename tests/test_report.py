@@ -156,6 +156,40 @@ def test_vfs_report_loads_cleanly(vfs_matrix, tmp_path):
     assert plots == {p: True for p in PLOT_IDS if p != "plot-timeline"}
 
 
+def heatmap_cells(html: str, plot_id: str) -> dict[tuple[str, str], float]:
+    """(row label, column label) → value of the heatmap drawn into ``plot_id``, read from
+    the figure data the page hands to Plotly.newPlot."""
+    import json
+
+    call = re.search(r'Plotly\.newPlot\(\s*"' + re.escape(plot_id) + r'",\s*', html)
+    assert call, f"no figure for {plot_id}"
+    data, _ = json.JSONDecoder().raw_decode(html, call.end())
+    (heatmap,) = [trace for trace in data if trace["type"] == "heatmap"]
+    return {(y, x): z for y, row in zip(heatmap["y"], heatmap["z"]) for x, z in zip(heatmap["x"], row)}
+
+
+# Syncs per commit from SQLite's documented commit sequence (../shared/reference/
+# sqlite-commit-syncs.md): at the VFS level the directory sync is inside the journal's
+# first xSync; the syscall level counts it.
+VFS_XSYNCS = {"delete/full": 3, "wal/full": 1}
+SYSCALL_SYNCS = {"delete/normal": 3, "delete/full": 4, "wal/normal": 0, "wal/full": 1}
+
+
+def test_vfs_report_heatmap_shows_sqlites_xsyncs(vfs_matrix, tmp_path):
+    out = tmp_path / "report.html"
+    sqlwa("report", str(vfs_matrix), "-o", str(out))
+    cells = heatmap_cells(out.read_text(), "plot-fsync-heatmap")
+    assert {x: z for (_, x), z in cells.items()} == VFS_XSYNCS
+
+
+@pytest.mark.root
+def test_lab_report_heatmap_shows_the_documented_fsyncs(lab_matrix, tmp_path):
+    out = tmp_path / "report.html"
+    sqlwa("report", str(lab_matrix), "-o", str(out))
+    cells = heatmap_cells(out.read_text(), "plot-fsync-heatmap")
+    assert {x: z for (_, x), z in cells.items()} == pytest.approx(SYSCALL_SYNCS)
+
+
 def test_report_of_nothing_is_a_usage_error(tmp_path):
     proc = sqlwa("report", str(tmp_path), "-o", str(tmp_path / "r.html"), check=False)
     assert proc.returncode == 2 and "neither" in proc.stderr and "Traceback" not in proc.stderr
