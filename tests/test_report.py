@@ -190,6 +190,30 @@ def test_lab_report_heatmap_shows_the_documented_fsyncs(lab_matrix, tmp_path):
     assert {x: z for (_, x), z in cells.items()} == pytest.approx(SYSCALL_SYNCS)
 
 
+@pytest.mark.root
+def test_lab_report_kib_heatmap_equals_the_raw_traces_block_writes(lab_matrix, tmp_path):
+    # Each run's amortized KiB per commit, tallied from its own trace.txt: write requests
+    # issued on the lab device from the first measured commit's txn_begin to the end.
+    import json
+
+    import polars as pl
+
+    from trace_truth import write_bytes_since_commit
+
+    out = tmp_path / "report.html"
+    sqlwa("report", str(lab_matrix), "-o", str(out))
+    cells = heatmap_cells(out.read_text(), "plot-kib-heatmap")
+    truth = {}
+    for run in sorted((lab_matrix / "runs").iterdir()):
+        config = json.loads((run / "summary.json").read_text())["config"]
+        measured = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
+        dev = config["lab"]["dev"].replace(":", ",")
+        written = write_bytes_since_commit(run / "trace.txt", dev, measured["index"].min())
+        truth[(f"{config['scenario']} · {config['fs']}", f"{config['journal']}/{config['sync']}")] = written / measured.height / 1024
+    assert len(truth) == 4 and all(kib > 0 for kib in truth.values())
+    assert cells == pytest.approx(truth)
+
+
 def test_report_of_nothing_is_a_usage_error(tmp_path):
     proc = sqlwa("report", str(tmp_path), "-o", str(tmp_path / "r.html"), check=False)
     assert proc.returncode == 2 and "neither" in proc.stderr and "Traceback" not in proc.stderr

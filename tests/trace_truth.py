@@ -1,0 +1,69 @@
+"""Independent truth from a capture's raw ftrace text (``trace.txt``), read with regular
+expressions of its own, never with sqlwa's parser: commit windows from the engine's
+markers, block requests from the kernel's ``block_rq_issue`` lines."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Callable, Iterable
+
+MARKER = re.compile(r"sqlwa (txn_begin|txn_end) i=(\d+)")
+
+
+def in_commit_windows(records: Iterable[tuple[str, str]], marker_in: Callable[[str, str], re.Match | None]):
+    """(commit index, name, rest) of every (name, rest) record between a txn_begin marker
+    and its txn_end; ``marker_in(name, rest)`` finds the marker in a record (the marker
+    records themselves are not yielded)."""
+    current = None
+    for name, rest in records:
+        marker = marker_in(name, rest)
+        if marker:
+            current = int(marker.group(2)) if marker.group(1) == "txn_begin" else None
+        elif current is not None:
+            yield current, name, rest
+
+
+TRACE_LINE = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<event>\w+): (?P<body>.*)$")
+ISSUE_BODY = re.compile(r"^(?P<dev>\d+,\d+) (?P<rwbs>\S+) (?P<bytes>\d+) \(")
+
+
+def tally_block_per_commit(trace: Path, dev: str) -> dict[int, Counter]:
+    """Per commit window: write requests, write bytes and flushes issued on ``dev``."""
+    events = (m.group("event", "body") for line in trace.read_text(errors="replace").splitlines()
+              if (m := TRACE_LINE.match(line)))
+    marker_in = lambda event, body: MARKER.match(body) if event == "tracing_mark_write" else None  # noqa: E731
+    tallies: dict[int, Counter] = defaultdict(Counter)
+    for current, event, body in in_commit_windows(events, marker_in):
+        rq = ISSUE_BODY.match(body) if event == "block_rq_issue" else None
+        if not rq or rq.group("dev") != dev:
+            continue
+        rwbs = rq.group("rwbs")
+        if rwbs.startswith("F"):  # FF = flush request; F + op = preflush
+            tallies[current]["flush"] += 1
+        if "W" in rwbs:
+            tallies[current]["writes"] += 1
+            tallies[current]["bytes"] += int(rq.group("bytes"))
+    return tallies
+
+
+def write_bytes_since_commit(trace: Path, dev: str, index: int) -> int:
+    """Write bytes issued on ``dev`` from commit ``index``'s txn_begin marker to the end of
+    the trace (the final syncfs included)."""
+    lines = [m for line in trace.read_text(errors="replace").splitlines() if (m := TRACE_LINE.match(line))]
+    start = next(float(m["ts"]) for m in lines if m["event"] == "tracing_mark_write"
+                 and (mk := MARKER.match(m["body"])) and mk.group(1) == "txn_begin" and int(mk.group(2)) == index)
+    issues = (ISSUE_BODY.match(m["body"]) for m in lines if m["event"] == "block_rq_issue" and float(m["ts"]) >= start)
+    return sum(int(rq["bytes"]) for rq in issues if rq and rq["dev"] == dev and "W" in rq["rwbs"])
+
+
+def marker_times_ns(trace: Path) -> dict[tuple[str, int], int]:
+    """The kernel's own timestamp of every marker line, keyed (``txn_begin``/``txn_end``,
+    commit index), in ns of the trace clock (printed with µs resolution, truncated)."""
+    times: dict[tuple[str, int], int] = {}
+    for line in trace.read_text(errors="replace").splitlines():
+        if (m := TRACE_LINE.match(line)) and m["event"] == "tracing_mark_write" and (mk := MARKER.match(m["body"])):
+            seconds, micros = m["ts"].split(".")
+            times[(mk.group(1), int(mk.group(2)))] = (int(seconds) * 1_000_000 + int(micros)) * 1000
+    return times
