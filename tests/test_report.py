@@ -214,6 +214,29 @@ def test_lab_report_kib_heatmap_equals_the_raw_traces_block_writes(lab_matrix, t
     assert cells == pytest.approx(truth)
 
 
+def test_latency_cdf_is_the_runs_commit_latencies(vfs_matrix, tmp_path):
+    # Each configuration's curve: from its fastest measured commit to its slowest, through
+    # the median at 50 %, by the runs' own commits.parquet (statistics.median, not polars).
+    import json
+    import statistics
+
+    import polars as pl
+
+    out = tmp_path / "report.html"
+    sqlwa("report", str(vfs_matrix), "-o", str(out))
+    html = out.read_text()
+    call = re.search(r'Plotly\.newPlot\(\s*"plot-latency",\s*', html)
+    data, _ = json.JSONDecoder().raw_decode(html, call.end())
+    curves = {trace["name"]: trace for trace in data if trace["type"] == "scatter"}
+    for run in sorted((vfs_matrix / "runs").iterdir()):
+        config = json.loads((run / "summary.json").read_text())["config"]
+        commits = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
+        ms = sorted(v / 1e6 for v in commits["latency_ns"].to_list())
+        (curve,) = [c for name, c in curves.items() if name.endswith(f"{config['journal']}/{config['sync']}")]
+        assert curve["x"][0] == pytest.approx(ms[0]) and curve["x"][-1] == pytest.approx(ms[-1])
+        assert curve["x"][curve["y"].index(0.5)] == pytest.approx(statistics.median(ms))
+
+
 def test_report_of_nothing_is_a_usage_error(tmp_path):
     proc = sqlwa("report", str(tmp_path), "-o", str(tmp_path / "r.html"), check=False)
     assert proc.returncode == 2 and "neither" in proc.stderr and "Traceback" not in proc.stderr
