@@ -1094,32 +1094,7 @@ mod tests {
 
     /// Every column of every row, with dictionary codes resolved, plus the sparse fields.
     fn rows(t: &EventTable) -> Vec<String> {
-        (0..t.len())
-            .map(|i| {
-                format!(
-                    "{:?} {} {}:{} cpu{} seq{} pid{} {:?} {:?} {:?} {:?} f{} {}+{} {}B e{} {:?} {:?} {:?}",
-                    t.kind_at(i),
-                    t.time_ns[i],
-                    t.dev_major[i],
-                    t.dev_minor[i],
-                    t.cpu[i],
-                    t.sequence[i],
-                    t.pid[i],
-                    t.comm_at(i),
-                    t.action_at(i),
-                    t.operation_at(i),
-                    t.rwbs_at(i),
-                    t.flags[i],
-                    t.sector[i],
-                    t.sectors[i],
-                    t.bytes[i],
-                    t.error[i],
-                    t.name_at(i),
-                    (t.remap_at(i), t.aux_at(i), t.cgroup_id_at(i), t.fd_at(i), t.ret_at(i)),
-                    t.text_at(i),
-                )
-            })
-            .collect()
+        (0..t.len()).map(|i| t.row_text(i)).collect()
     }
 
     /// Each line through the fast and the general path: same verdict, same rows, same

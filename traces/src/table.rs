@@ -666,6 +666,37 @@ impl EventTable {
         self.sparse.ret.get(i)
     }
 
+    /// Every field of row `i` on one line, dictionary codes resolved, sparse fields and
+    /// text included: for tests that compare tables row by row, and for debugging.
+    pub fn row_text(&self, i: usize) -> String {
+        format!(
+            "{:?} {} {}:{} cpu{} seq{} pid{} {:?} {:?} {:?} {:?} f{} {}+{} {}B e{} remap{:?} aux{} cg{} {:?} fd{:?} ret{:?} {:?}",
+            self.kind_at(i),
+            self.time_ns[i],
+            self.dev_major[i],
+            self.dev_minor[i],
+            self.cpu[i],
+            self.sequence[i],
+            self.pid[i],
+            self.comm_at(i),
+            self.action_at(i),
+            self.operation_at(i),
+            self.rwbs_at(i),
+            self.flags[i],
+            self.sector[i],
+            self.sectors[i],
+            self.bytes[i],
+            self.error[i],
+            self.remap_at(i),
+            self.aux_at(i),
+            self.cgroup_id_at(i),
+            self.name_at(i),
+            self.fd_at(i),
+            self.ret_at(i),
+            self.text_at(i),
+        )
+    }
+
     /// Bytes held by the columns (what the Arrow table will occupy, give or take).
     pub fn heap_bytes(&self) -> usize {
         let n = self.len();

@@ -141,3 +141,33 @@ fn synthetic_big_endian_matches_blkparse() {
 fn synthetic_with_cgroup_ids_matches_blkparse() {
     synthetic_case("synth-cg", false, true);
 }
+
+#[test]
+fn files_of_every_format_in_one_parse_keep_their_own_rows() {
+    // Text files are appended in the order given (each through its own row writer, their
+    // text after the previous file's), binary files merged and appended after them.
+    let ftrace = sample("ftrace-loop-ext4/trace.txt");
+    let blkparse = sample("blkparse-nvme-dmcrypt/nvme0n1.blktrace.txt");
+    // A binary trace with remaps, unplug depths, messages and cgroup ids: sparse fields
+    // whose rows the append moves past the text files' rows.
+    let dir = Scratch::new("every-format");
+    let binary = write_trace(&dir, "synth", false, true);
+    let alone = |paths: &[std::path::PathBuf]| {
+        let (t, _) = parse_paths(paths, Format::Auto, false).unwrap();
+        (0..t.len()).map(|i| t.row_text(i)).collect::<Vec<_>>()
+    };
+    let mut want = alone(std::slice::from_ref(&ftrace));
+    want.extend(alone(std::slice::from_ref(&blkparse)));
+    want.extend(alone(std::slice::from_ref(&ftrace)));
+    let binary_rows = alone(&binary);
+    let base = want.len();
+    want.extend(binary_rows);
+    let all: Vec<std::path::PathBuf> = [ftrace.clone(), blkparse, ftrace].into_iter().chain(binary).collect();
+    let got = alone(&all);
+    assert_eq!(got.len(), want.len());
+    if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+        panic!("row {i}: {} vs {}", got[i], want[i]);
+    }
+    assert!(want[base..].iter().any(|r| r.contains("Some((")) && want[base..].iter().any(|r| !r.contains(" aux0 ")), "binary remap and aux rows");
+    assert!(want[base..].iter().any(|r| !r.contains(" cg0 ")) && want[..base].iter().any(|r| r.contains("Marker")), "cgroup and marker rows");
+}
