@@ -56,7 +56,9 @@ def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> No
         f"[bold]{report['events']:,}[/] events from {len(report['files'])} file(s) ({', '.join(formats)})"
         + (f" → {output}" if output else "")
     )
-    block = events.filter(pl.col("kind") == "block")
+    # Lazy: only the grouping column and bytes of the block rows are read, not a copy of
+    # every column of them (a second on ten million events).
+    block = events.lazy().filter(pl.col("kind") == "block")
     console.print(count_table("action", report["per_action"], block, "action"))
     console.print(count_table("operation", report["per_operation"], block, "operation"))
     if set(report["per_kind"]) - {"block"}:
@@ -69,15 +71,15 @@ def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> No
             console.print(f"  {message}", markup=False)
 
 
-def count_table(title: str, counts: dict, block: pl.DataFrame | None, column: str | None) -> Table:
+def count_table(title: str, counts: dict, block: pl.LazyFrame | None, column: str | None) -> Table:
     table = Table(title=f"per {title}", title_justify="left")
     table.add_column(title)
     table.add_column("events", justify="right")
     if block is not None:
         table.add_column("bytes", justify="right")
-        byte_sums = dict(
-            block.group_by(pl.col(column).cast(pl.String)).agg(pl.col("bytes").sum()).iter_rows()
-        )
+        # Grouped by the categorical codes; only the few groups' names become strings.
+        sums = block.group_by(column).agg(pl.col("bytes").sum()).collect()
+        byte_sums = dict(zip(sums[column].cast(pl.String).to_list(), sums["bytes"].to_list()))
     for key, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         row = [key or "(none)", f"{n:,}"]
         if block is not None:
