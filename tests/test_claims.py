@@ -7,8 +7,11 @@
   (the WAL frame, jbd2's descriptor+metadata, jbd2's commit block); DELETE takes 5 while
   the database's pages are contiguous (one merged db write) and 7 once the table's new
   leaf pages are not (three db writes). The ratio is 0.6 on a short run and falls below
-  0.5 on longer ones; bytes halve (33 vs 66 KiB). The test checks what holds throughout:
-  WAL needs at most 3 requests and at most 60% of DELETE's (see the README).
+  0.5 on longer ones. Bytes halve (33 vs 66 KiB per commit), except in runs where ext4's
+  journal carries one more metadata block in every commit (37 KiB: 0.56 of DELETE's; seen
+  in a loaded CI run and in the first of three runs in a row, timing-dependent). The test
+  checks what holds throughout: WAL needs at most 3 requests, and at most 60% of DELETE's
+  requests and bytes (see the README).
 - Attribution: on every built-in scenario on ext4, xfs and btrfs the bytes left
   unattributed stay at or below 5%, and the categories add up to the block bytes.
 """
@@ -57,7 +60,7 @@ def test_wal_needs_fewer_write_requests_than_delete(tmp_path):
     ratio = wal["per_commit"]["write_requests"] / delete["per_commit"]["write_requests"]
     assert wal["per_commit"]["write_requests"] <= 3.05, wal["per_commit"]
     assert ratio <= 0.6, (wal["per_commit"], delete["per_commit"])
-    assert wal["per_commit"]["write_bytes"] <= 0.55 * delete["per_commit"]["write_bytes"]
+    assert wal["per_commit"]["write_bytes"] <= 0.6 * delete["per_commit"]["write_bytes"], (wal["per_commit"], delete["per_commit"])
 
 
 SCENARIOS = [name for name, _ in engine.builtin_scenarios()]
