@@ -97,12 +97,12 @@ pub fn parse_paths(paths: &[PathBuf], format: Format, lenient: bool) -> Result<(
 }
 
 /// Reserves room for a text file's rows (about one per 60 bytes) to avoid regrowing, and
-/// for a quarter of them to carry extras (markers, syscalls, messages).
+/// for a quarter of them to carry sparse fields or text (markers, syscalls, messages).
 fn reserve_for_text(path: &Path, table: &mut EventTable) {
     if let Ok(meta) = std::fs::metadata(path) {
         let rows = (meta.len() / 60) as usize;
         table.reserve(rows);
-        table.reserve_extras(rows / 4, rows * 4);
+        table.reserve_sparse(rows / 4, rows * 4);
     }
 }
 

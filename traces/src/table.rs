@@ -552,7 +552,7 @@ impl EventTable {
     /// traces whose count is unknown ahead. Growing these from small copies them at every
     /// doubling (the allocator moves blocks under its mmap threshold); reserved room that
     /// no row uses costs address space only.
-    pub fn reserve_extras(&mut self, rows: usize, bytes: usize) {
+    pub fn reserve_sparse(&mut self, rows: usize, bytes: usize) {
         fn reserve_huge<T>(v: &mut Vec<T>, n: usize) {
             v.reserve(n);
             advise_huge_pages(v);
