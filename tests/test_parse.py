@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import shutil
 import subprocess
 from pathlib import Path
@@ -131,3 +132,15 @@ def test_cli_per_action_figures_equal_a_plain_tally_of_the_text():
     rows = {m["key"]: [int(m["events"].replace(",", "")), int(m["bytes"].replace(",", ""))]
             for m in PRINTED_ROW.finditer(printed)}
     assert len(truth) == 7 and rows == truth
+
+
+def test_parse_shows_progress_only_on_a_terminal(tmp_path):
+    # Piped (as here), stderr stays clean for scripts; on a terminal a spinner says what
+    # is being parsed and written.
+    proc = sqlwa("parse", str(NVME), "-o", str(tmp_path / "ev.parquet"))
+    assert proc.stderr == "" and "1,364 events" in proc.stdout
+    if shutil.which("script"):
+        tty = subprocess.run(["script", "-qec", f"{sys.executable} -m sqlwa parse {NVME} -o {tmp_path / 'ev2.parquet'}", "/dev/null"],
+                             capture_output=True, text=True, timeout=120)
+        assert tty.returncode == 0 and "1,364 events" in tty.stdout
+        assert "parsing " in tty.stdout and "writing 1,364 events" in tty.stdout

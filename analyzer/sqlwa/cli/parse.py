@@ -43,9 +43,14 @@ def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool
     sqlwa's own captures: a foreign trace is analysed at the device level."""
     if output is not None and output.parent and not output.parent.exists():
         raise UsageError(f"output directory {output.parent} does not exist")
-    events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
+    # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
+    status = Console(stderr=True)
+    names = ", ".join(str(p) for p in traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
+    with status.status(f"parsing {names}"):
+        events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
     if output is not None:
-        events.write_parquet(output)
+        with status.status(f"writing {report['events']:,} events to {output}"):
+            events.write_parquet(output)
     print_summary(events, report, output)
 
 
