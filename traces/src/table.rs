@@ -459,7 +459,15 @@ impl Default for Event {
 /// names: one list for the operations that go over the columns alike.
 macro_rules! dense_columns {
     ($m:ident $(, $extra:ident)*) => {
-        $m!(time_ns, sequence, sector, bytes, dev_major, dev_minor, cpu, pid, sectors, rwbs, flags, action, operation $(, $extra)*)
+        value_columns!($m, sequence $(, $extra)*)
+    };
+}
+
+/// Calls macro `$m` with the columns that hold each row's own values (every reader writes
+/// them), then any `$extra` names: the one list the other column lists build on.
+macro_rules! value_columns {
+    ($m:ident $(, $extra:ident)*) => {
+        $m!(time_ns, sector, bytes, dev_major, dev_minor, cpu, pid, sectors, rwbs, flags, action, operation $(, $extra)*)
     };
 }
 
@@ -736,7 +744,7 @@ impl EventTable {
 /// `error`, which `defer_zero_columns` can set aside.
 macro_rules! row_columns {
     ($m:ident) => {
-        $m!(kind, time_ns, dev_major, dev_minor, cpu, pid, comm, action, operation, flags, sector, sectors, bytes, rwbs, name)
+        value_columns!($m, kind, comm, name)
     };
 }
 
