@@ -803,17 +803,8 @@ fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Opti
             cols.cpu[i] = rec.cpu;
             cols.sequence[i] = rec.sequence as u64;
             cols.pid[i] = rec.pid;
-            let row = batch.base + i;
-            if let Some((from, sector)) = rec.remap {
-                sparse.remap.set(row, (dev_major(from), dev_minor(from), sector));
-            }
-            if rec.aux != 0 {
-                sparse.aux.set(row, rec.aux);
-            }
-            if rec.cgroup_id != 0 {
-                sparse.cgroup_id.set(row, rec.cgroup_id);
-            }
-            sparse.push_text(row, text);
+            let remap = rec.remap.map(|(from, sector)| (dev_major(from), dev_minor(from), sector));
+            sparse.push_fields(batch.base + i, remap, rec.aux, rec.cgroup_id, (None, None), text);
             i += 1;
         }
     }

@@ -369,27 +369,28 @@ impl SparseFields {
     /// Sets `row`'s fields from the row's event and text (only those it sets).
     #[inline(always)]
     pub fn push(&mut self, row: usize, e: &Event, text: &[u8]) {
-        if let Some(remap) = e.remap {
-            self.remap.set(row, remap);
-        }
-        if e.aux != 0 {
-            self.aux.set(row, e.aux);
-        }
-        if e.cgroup_id != 0 {
-            self.cgroup_id.set(row, e.cgroup_id);
-        }
-        if let Some(fd) = e.fd {
-            self.fd.set(row, fd);
-        }
-        if let Some(ret) = e.ret {
-            self.ret.set(row, ret);
-        }
-        self.push_text(row, text);
+        self.push_fields(row, e.remap, e.aux, e.cgroup_id, (e.fd, e.ret), text);
     }
 
-    /// Sets `row`'s text (none when empty).
+    /// Sets `row`'s fields that are set: a remap, nonzero aux and cgroup id, a syscall's
+    /// fd and return value, nonempty text.
     #[inline(always)]
-    pub fn push_text(&mut self, row: usize, text: &[u8]) {
+    pub fn push_fields(&mut self, row: usize, remap: Option<(u32, u32, u64)>, aux: u64, cgroup_id: u64, (fd, ret): (Option<i64>, Option<i64>), text: &[u8]) {
+        if let Some(remap) = remap {
+            self.remap.set(row, remap);
+        }
+        if aux != 0 {
+            self.aux.set(row, aux);
+        }
+        if cgroup_id != 0 {
+            self.cgroup_id.set(row, cgroup_id);
+        }
+        if let Some(fd) = fd {
+            self.fd.set(row, fd);
+        }
+        if let Some(ret) = ret {
+            self.ret.set(row, ret);
+        }
         if !text.is_empty() {
             self.text_data.extend_from_slice(text);
             self.text_end.set(row, self.text_data.len());
