@@ -182,14 +182,20 @@ impl Key {
         })
     }
 
-    /// Folded and multiplied twice: keys that differ in a bit or two (`W` and `WS`) must
-    /// still differ in the slot's top bits.
     #[inline(always)]
     fn slot(&self) -> usize {
-        const K: u64 = 0x9E37_79B9_7F4A_7C15;
-        let h = (self.0[0] ^ self.0[1].rotate_left(21) ^ self.0[2].rotate_left(42) ^ self.1 as u64).wrapping_mul(K);
-        ((h ^ (h >> 32)).wrapping_mul(K) >> (64 - CACHE_BITS)) as usize
+        spread(self.0[0] ^ self.0[1].rotate_left(21) ^ self.0[2].rotate_left(42) ^ self.1 as u64, CACHE_BITS)
     }
+}
+
+/// The top `bits` bits of `h` mixed: multiplied, folded and multiplied again, so that keys
+/// differing in a bit or two (`W` and `WS`, one CPU digit, one flag) still differ there. A
+/// single multiply leaves such differences out of the top bits.
+#[inline(always)]
+fn spread(h: u64, bits: u32) -> usize {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let h = h.wrapping_mul(K);
+    ((h ^ (h >> 32)).wrapping_mul(K) >> (64 - bits)) as usize
 }
 
 /// log2 of a cache's slots: room for the few dozen RWBS strings, names and processes of a
@@ -543,14 +549,10 @@ impl PrefixMemo {
 
     /// A set from the first 36 bytes (comm-pid, the CPU and the flags on the usual lines),
     /// prefix or not: a shorter prefix then lands in a few sets (the bytes after it vary),
-    /// which costs hits, never correctness. Folded and multiplied twice: the starts differ
-    /// in a few bits (a CPU digit, one flag) that a single multiply leaves out of the top.
+    /// which costs hits, never correctness.
     #[inline(always)]
     fn set(w: &[u64; MEMO_WORDS]) -> usize {
-        const K: u64 = 0x9E37_79B9_7F4A_7C15;
-        let h = w[0] ^ w[1].rotate_left(17) ^ w[2].rotate_left(41) ^ w[3].rotate_left(29) ^ (w[4] & 0xFFFF_FFFF);
-        let h = h.wrapping_mul(K);
-        ((h ^ (h >> 32)).wrapping_mul(K) >> (64 - MEMO_SETS.trailing_zeros())) as usize
+        spread(w[0] ^ w[1].rotate_left(17) ^ w[2].rotate_left(41) ^ w[3].rotate_left(29) ^ (w[4] & 0xFFFF_FFFF), MEMO_SETS.trailing_zeros())
     }
 
     #[inline(always)]
