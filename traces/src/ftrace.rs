@@ -756,13 +756,8 @@ fn fast_block(
         }
     }
     let e = Event {
-        kind: RecordKind::Block,
-        time_ns: h.time_ns,
         dev_major: maj,
         dev_minor: min,
-        cpu: h.cpu,
-        sequence: 0,
-        pid: h.pid,
         action,
         operation,
         flags,
@@ -770,11 +765,7 @@ fn fast_block(
         sectors,
         bytes: bytes.unwrap_or(sectors as u64 * 512),
         error,
-        remap: None,
-        aux: 0,
-        cgroup_id: 0,
-        fd: None,
-        ret: None,
+        ..h.event(RecordKind::Block)
     };
     // Interned in the general path's order: name, process name, RWBS.
     let name_code = if name_code == NO_CODE {
