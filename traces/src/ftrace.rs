@@ -82,15 +82,14 @@ fn push_line_fast(table: &mut RowWriter<'_>, h: Header<'_>, fast: &mut FastCache
     }
     if rest[p..].starts_with(b"sys_") {
         let mut e = h.event(RecordKind::Block);
-        return match syscall_print_format(&mut e, &rest[p..]) {
-            Ok(Some(SyscallText { name, body })) => {
-                let name_code = fast.name_code(table, name);
-                let comm_code = fast.comm_code(table, h.comm);
-                table.push(&e, comm_code, 0, name_code, body);
-                Ok(())
-            }
-            _ => push_line(table, h),
+        // Read once: what it is not, `push_event_line` takes, as `push_line` would.
+        let Some(SyscallText { name, body }) = syscall_print_format(&mut e, &rest[p..])? else {
+            return push_event_line(table, e, &h);
         };
+        let name_code = fast.name_code(table, name);
+        let comm_code = fast.comm_code(table, h.comm);
+        table.push(&e, comm_code, 0, name_code, body);
+        return Ok(());
     }
     // The commonest names by their first words; any other through the name cache.
     let word = |i: usize| rest.get(p + i..p + i + 8).map(load);
@@ -145,6 +144,11 @@ fn push_line(table: &mut RowWriter<'_>, h: Header<'_>) -> Result<(), &'static st
             return Ok(());
         }
     }
+    push_event_line(table, e, &h)
+}
+
+/// A line that is not a syscall in its print format: `event: body` or a `blk` tracer line.
+fn push_event_line(table: &mut RowWriter<'_>, e: Event, h: &Header<'_>) -> Result<(), &'static str> {
     let mut c = Cursor::new(h.rest);
     let first = c.word().ok_or("nothing after the timestamp")?;
     if let Some(name) = first.strip_suffix(b":") {
@@ -1185,6 +1189,9 @@ mod tests {
         "   x-12 [000] .... 1.5: sys_enter_pwrite64: fd: 0x00000004, buf: 0x7f00, count: 0x00001000",
         "   x-12 [000] .... 1.5: sys_exit_unlink: 0xfffffffffffffffe",
         "   x-12 [000] .... 1.5: sys_unlink -> 0xfffffffffffffffe",
+        "   x-12 [000] .... 1.5: sys_read(fd: 3",
+        "   x-12 [000] .... 1.5: sys_read -> zz",
+        "   x-12 [000] .... 1.5: sys_read 7,0 D W 8 + 8",
         "   x-12 (     12) [000] .... 1.5: block_rq_issue: 7,0 W () 1234 + 8 [x]",
         "   x-12 (-------) [000] 1.5: sys_unlink -> 0x0",
         "  kworker/0:1-40    [000] ....   123.456000:   8,0    D   W 1234 + 8 [kworker/0:1]",
