@@ -10,17 +10,21 @@ searched for uncaught errors. A deliberately broken page proves the detection wo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import helpers
 from helpers import sqlwa
+from trace_truth import write_bytes_since_commit
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("SQLWA_TEST_ARTIFACTS", ROOT / "target" / "test-artifacts"))
@@ -74,7 +78,6 @@ def load(page: Path) -> tuple[str, list[str], str]:
     caught = re.search(r'<pre id="sqlwa-caught">(.*?)</pre>', proc.stdout, re.S)
     assert caught, f"the collector did not report; chromium said:\n{proc.stderr[-2000:]}"
     import html as html_module
-    import json
 
     return proc.stdout, json.loads(html_module.unescape(caught.group(1))), proc.stderr
 
@@ -118,6 +121,24 @@ def vfs_matrix(tmp_path_factory) -> Path:
     return out
 
 
+def written_report(matrix: Path, tmp_path_factory, name: str) -> Path:
+    out = tmp_path_factory.mktemp(name) / "report.html"
+    sqlwa("report", str(matrix), "-o", str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab_report(lab_matrix, tmp_path_factory) -> Path:
+    """The lab matrix's report, written once for the tests that read it."""
+    return written_report(lab_matrix, tmp_path_factory, "lab-report")
+
+
+@pytest.fixture(scope="module")
+def vfs_report(vfs_matrix, tmp_path_factory) -> Path:
+    """The VFS-only matrix's report, written once for the tests that read it."""
+    return written_report(vfs_matrix, tmp_path_factory, "vfs-report")
+
+
 def test_report_is_self_contained(vfs_matrix, tmp_path):
     out = tmp_path / "report.html"
     proc = sqlwa("report", str(vfs_matrix), "-o", str(out))
@@ -132,9 +153,8 @@ def test_report_is_self_contained(vfs_matrix, tmp_path):
 
 @pytest.mark.root
 @needs_chromium
-def test_lab_report_loads_cleanly_and_every_chart_renders(lab_matrix, tmp_path):
-    out = tmp_path / "report.html"
-    sqlwa("report", str(lab_matrix), "-o", str(out))
+def test_lab_report_loads_cleanly_and_every_chart_renders(lab_report):
+    out = lab_report
     dom, caught, stderr = load(out)
     assert caught == [] and uncaught_in_log(stderr) == []
     assert rendered_plots(dom) == {plot_id: True for plot_id in PLOT_IDS}
@@ -147,24 +167,26 @@ def test_lab_report_loads_cleanly_and_every_chart_renders(lab_matrix, tmp_path):
 
 
 @needs_chromium
-def test_vfs_report_loads_cleanly(vfs_matrix, tmp_path):
-    out = tmp_path / "report.html"
-    sqlwa("report", str(vfs_matrix), "-o", str(out))
-    dom, caught, stderr = load(out)
+def test_vfs_report_loads_cleanly(vfs_report):
+    dom, caught, stderr = load(vfs_report)
     assert caught == [] and uncaught_in_log(stderr) == []
     plots = rendered_plots(dom)
     assert plots == {p: True for p in PLOT_IDS if p != "plot-timeline"}
 
 
-def heatmap_cells(html: str, plot_id: str) -> dict[tuple[str, str], float]:
-    """(row label, column label) → value of the heatmap drawn into ``plot_id``, read from
-    the figure data the page hands to Plotly.newPlot."""
-    import json
-
+def figure_data(page: Path, plot_id: str) -> list[dict]:
+    """The traces of the figure drawn into ``plot_id``: the data the page hands to
+    Plotly.newPlot, not what the report code meant to draw."""
+    html = page.read_text()
     call = re.search(r'Plotly\.newPlot\(\s*"' + re.escape(plot_id) + r'",\s*', html)
     assert call, f"no figure for {plot_id}"
     data, _ = json.JSONDecoder().raw_decode(html, call.end())
-    (heatmap,) = [trace for trace in data if trace["type"] == "heatmap"]
+    return data
+
+
+def heatmap_cells(page: Path, plot_id: str) -> dict[tuple[str, str], float]:
+    """(row label, column label) → value of the heatmap drawn into ``plot_id``."""
+    (heatmap,) = [trace for trace in figure_data(page, plot_id) if trace["type"] == "heatmap"]
     return {(y, x): z for y, row in zip(heatmap["y"], heatmap["z"]) for x, z in zip(heatmap["x"], row)}
 
 
@@ -175,34 +197,22 @@ VFS_XSYNCS = {"delete/full": 3, "wal/full": 1}
 SYSCALL_SYNCS = {"delete/normal": 3, "delete/full": 4, "wal/normal": 0, "wal/full": 1}
 
 
-def test_vfs_report_heatmap_shows_sqlites_xsyncs(vfs_matrix, tmp_path):
-    out = tmp_path / "report.html"
-    sqlwa("report", str(vfs_matrix), "-o", str(out))
-    cells = heatmap_cells(out.read_text(), "plot-fsync-heatmap")
+def test_vfs_report_heatmap_shows_sqlites_xsyncs(vfs_report):
+    cells = heatmap_cells(vfs_report, "plot-fsync-heatmap")
     assert {x: z for (_, x), z in cells.items()} == VFS_XSYNCS
 
 
 @pytest.mark.root
-def test_lab_report_heatmap_shows_the_documented_fsyncs(lab_matrix, tmp_path):
-    out = tmp_path / "report.html"
-    sqlwa("report", str(lab_matrix), "-o", str(out))
-    cells = heatmap_cells(out.read_text(), "plot-fsync-heatmap")
+def test_lab_report_heatmap_shows_the_documented_fsyncs(lab_report):
+    cells = heatmap_cells(lab_report, "plot-fsync-heatmap")
     assert {x: z for (_, x), z in cells.items()} == pytest.approx(SYSCALL_SYNCS)
 
 
 @pytest.mark.root
-def test_lab_report_kib_heatmap_equals_the_raw_traces_block_writes(lab_matrix, tmp_path):
+def test_lab_report_kib_heatmap_equals_the_raw_traces_block_writes(lab_matrix, lab_report):
     # Each run's amortized KiB per commit, tallied from its own trace.txt: write requests
     # issued on the lab device from the first measured commit's txn_begin to the end.
-    import json
-
-    import polars as pl
-
-    from trace_truth import write_bytes_since_commit
-
-    out = tmp_path / "report.html"
-    sqlwa("report", str(lab_matrix), "-o", str(out))
-    cells = heatmap_cells(out.read_text(), "plot-kib-heatmap")
+    cells = heatmap_cells(lab_report, "plot-kib-heatmap")
     truth = {}
     for run in sorted((lab_matrix / "runs").iterdir()):
         config = json.loads((run / "summary.json").read_text())["config"]
@@ -214,20 +224,10 @@ def test_lab_report_kib_heatmap_equals_the_raw_traces_block_writes(lab_matrix, t
     assert cells == pytest.approx(truth)
 
 
-def test_latency_cdf_is_the_runs_commit_latencies(vfs_matrix, tmp_path):
+def test_latency_cdf_is_the_runs_commit_latencies(vfs_matrix, vfs_report):
     # Each configuration's curve: from its fastest measured commit to its slowest, through
     # the median at 50 %, by the runs' own commits.parquet (statistics.median, not polars).
-    import json
-    import statistics
-
-    import polars as pl
-
-    out = tmp_path / "report.html"
-    sqlwa("report", str(vfs_matrix), "-o", str(out))
-    html = out.read_text()
-    call = re.search(r'Plotly\.newPlot\(\s*"plot-latency",\s*', html)
-    data, _ = json.JSONDecoder().raw_decode(html, call.end())
-    curves = {trace["name"]: trace for trace in data if trace["type"] == "scatter"}
+    curves = {trace["name"]: trace for trace in figure_data(vfs_report, "plot-latency") if trace["type"] == "scatter"}
     for run in sorted((vfs_matrix / "runs").iterdir()):
         config = json.loads((run / "summary.json").read_text())["config"]
         commits = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
