@@ -1,4 +1,5 @@
-"""The VFS counts against independent truth: strace's count of fsync/fdatasync.
+"""The VFS counts against independent truth: strace's count of fsync/fdatasync and of
+pread64 calls and bytes, and SQLite's own pager.c for the xSync flags.
 
 Setup (schema, warm-up) also syncs, so the test runs the same configuration twice with
 different transaction counts and takes the difference: what remains is exactly the
@@ -13,8 +14,12 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import polars as pl
 import pytest
+
+from helpers import sqlwa
 
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (apt-get install strace)")
 
@@ -33,15 +38,22 @@ EXPECTED = {
 }
 
 
-def strace_syncs(tmp_path, name: str, journal: str, sync: str, txns: int) -> tuple[int, dict]:
+def run_under_strace(tmp_path: Path, name: str, strace_args: list[str], journal: str, sync: str, txns: int) -> tuple[Path, Path]:
+    """``sqlwa run`` of ``txns`` commits (2 warm-up, no checkpoint) under strace; returns
+    (strace's output file, the run directory)."""
     out = tmp_path / name
     log = tmp_path / f"{name}.strace"
     cmd = [
-        "strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", str(log),
+        "strace", "-f", *strace_args, "-o", str(log),
         sys.executable, "-m", "sqlwa", "run", "-j", journal, "--sync", sync, "--txns", str(txns),
         "--warmup", "2", "--wal-autocheckpoint", "0", "--out", str(out),
     ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    return log, out
+
+
+def strace_syncs(tmp_path: Path, name: str, journal: str, sync: str, txns: int) -> tuple[int, dict]:
+    log, out = run_under_strace(tmp_path, name, ["-c", "-e", "trace=fsync,fdatasync"], journal, sync, txns)
     calls = 0
     # strace -c columns: % time, seconds, usecs/call, calls, [errors,] syscall
     for line in log.read_text().splitlines():
@@ -62,25 +74,15 @@ def test_syscall_syncs_per_commit_match_vfs_and_reference(tmp_path, journal, syn
     assert syscall_per_commit == pytest.approx(reference_total)
 
 
-def strace_reads(tmp_path, name: str, journal: str, txns: int) -> tuple[int, int, "object"]:
+def strace_reads(tmp_path: Path, name: str, journal: str, txns: int) -> tuple[int, int, pl.DataFrame]:
     """(pread64 calls, bytes they returned, commits.parquet) of one run under strace."""
-    import polars as pl
-
-    out = tmp_path / name
-    log = tmp_path / f"{name}.strace"
-    cmd = [
-        "strace", "-f", "-e", "trace=pread64", "-o", str(log),
-        sys.executable, "-m", "sqlwa", "run", "-j", journal, "--sync", "full", "--txns", str(txns),
-        "--warmup", "2", "--wal-autocheckpoint", "0", "--out", str(out),
-    ]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    log, out = run_under_strace(tmp_path, name, ["-e", "trace=pread64"], journal, "full", txns)
     calls = returned = 0
-    # `PID pread64(FD, "..."..., COUNT, OFFSET) = N`
+    # `PID pread64(FD, "..."..., COUNT, OFFSET) = N`, or split by another thread into
+    # `pread64(... <unfinished ...>` and `<... pread64 resumed>...) = N`.
     for line in log.read_text().splitlines():
-        if "pread64(" in line and "= " in line and "<unfinished" not in line:
-            calls += 1
-            returned += max(int(line.rsplit("= ", 1)[1].split()[0]), 0)
-        elif "pread64 resumed>" in line:
+        whole = "pread64(" in line and "= " in line and "<unfinished" not in line
+        if whole or "pread64 resumed>" in line:
             calls += 1
             returned += max(int(line.rsplit("= ", 1)[1].split()[0]), 0)
     return calls, returned, pl.read_parquet(out / "commits.parquet")
@@ -132,10 +134,6 @@ SYNC_FLAGS = {
 
 @pytest.mark.parametrize("journal,fullfsync", list(SYNC_FLAGS))
 def test_sync_flags_follow_pager_c(tmp_path, journal, fullfsync):
-    import polars as pl
-
-    from helpers import sqlwa
-
     pragma = ["--pragma", "fullfsync=1"] if fullfsync else []
     sqlwa("run", "-j", journal, "--sync", "full", "--txns", "20", "--warmup", "2", *pragma, "--out", str(tmp_path / "o"))
     measured = pl.read_parquet(tmp_path / "o" / "commits.parquet").filter(~pl.col("warmup"))
