@@ -4,6 +4,7 @@ markers, block requests from the kernel's ``block_rq_issue`` lines."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -29,10 +30,22 @@ TRACE_LINE = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<t
 ISSUE_BODY = re.compile(r"^(?P<dev>\d+,\d+) (?P<rwbs>\S+) (?P<bytes>\d+) \(")
 
 
+@functools.lru_cache(maxsize=8)
+def trace_records(trace: Path) -> list[re.Match]:
+    """Every event line of an ftrace text capture, matched by TRACE_LINE; read once per
+    file (a test asks several questions of the same capture)."""
+    return [m for line in trace.read_text(errors="replace").splitlines() if (m := TRACE_LINE.match(line))]
+
+
+def time_ns(record: re.Match) -> int:
+    """A line's timestamp in ns of the trace clock (printed with µs resolution, truncated)."""
+    seconds, micros = record["ts"].split(".")
+    return (int(seconds) * 1_000_000 + int(micros)) * 1000
+
+
 def tally_block_per_commit(trace: Path, dev: str) -> dict[int, Counter]:
     """Per commit window: write requests, write bytes and flushes issued on ``dev``."""
-    events = (m.group("event", "body") for line in trace.read_text(errors="replace").splitlines()
-              if (m := TRACE_LINE.match(line)))
+    events = (m.group("event", "body") for m in trace_records(trace))
     marker_in = lambda event, body: MARKER.match(body) if event == "tracing_mark_write" else None  # noqa: E731
     tallies: dict[int, Counter] = defaultdict(Counter)
     for current, event, body in in_commit_windows(events, marker_in):
@@ -51,19 +64,16 @@ def tally_block_per_commit(trace: Path, dev: str) -> dict[int, Counter]:
 def write_bytes_since_commit(trace: Path, dev: str, index: int) -> int:
     """Write bytes issued on ``dev`` from commit ``index``'s txn_begin marker to the end of
     the trace (the final syncfs included)."""
-    lines = [m for line in trace.read_text(errors="replace").splitlines() if (m := TRACE_LINE.match(line))]
-    start = next(float(m["ts"]) for m in lines if m["event"] == "tracing_mark_write"
-                 and (mk := MARKER.match(m["body"])) and mk.group(1) == "txn_begin" and int(mk.group(2)) == index)
-    issues = (ISSUE_BODY.match(m["body"]) for m in lines if m["event"] == "block_rq_issue" and float(m["ts"]) >= start)
+    start = marker_times_ns(trace)[("txn_begin", index)]
+    issues = (ISSUE_BODY.match(m["body"]) for m in trace_records(trace) if m["event"] == "block_rq_issue" and time_ns(m) >= start)
     return sum(int(rq["bytes"]) for rq in issues if rq and rq["dev"] == dev and "W" in rq["rwbs"])
 
 
 def marker_times_ns(trace: Path) -> dict[tuple[str, int], int]:
     """The kernel's own timestamp of every marker line, keyed (``txn_begin``/``txn_end``,
-    commit index), in ns of the trace clock (printed with µs resolution, truncated)."""
-    times: dict[tuple[str, int], int] = {}
-    for line in trace.read_text(errors="replace").splitlines():
-        if (m := TRACE_LINE.match(line)) and m["event"] == "tracing_mark_write" and (mk := MARKER.match(m["body"])):
-            seconds, micros = m["ts"].split(".")
-            times[(mk.group(1), int(mk.group(2)))] = (int(seconds) * 1_000_000 + int(micros)) * 1000
-    return times
+    commit index), in ns of the trace clock."""
+    return {
+        (mk.group(1), int(mk.group(2))): time_ns(m)
+        for m in trace_records(trace)
+        if m["event"] == "tracing_mark_write" and (mk := MARKER.match(m["body"]))
+    }
