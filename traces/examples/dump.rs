@@ -11,9 +11,23 @@ fn main() {
                 let ns = t.time_ns[i] - base;
                 println!(
                     "{},{} {} {} {}.{:09} {} {} {} {} {} [{}] err={} aux={} remap={:?} {:?} {}",
-                    t.dev_major[i], t.dev_minor[i], t.cpu[i], t.sequence[i], ns / 1_000_000_000, ns % 1_000_000_000,
-                    t.pid[i], t.action_at(i).name(), t.rwbs_at(i), t.sector[i], t.sectors[i], t.comm_at(i), t.error[i],
-                    t.aux_at(i), t.remap_at(i), t.kind_at(i), t.text_at(i)
+                    t.dev_major[i],
+                    t.dev_minor[i],
+                    t.cpu[i],
+                    t.sequence[i],
+                    ns / 1_000_000_000,
+                    ns % 1_000_000_000,
+                    t.pid[i],
+                    t.action_at(i).name(),
+                    t.rwbs_at(i),
+                    t.sector[i],
+                    t.sectors[i],
+                    t.comm_at(i),
+                    t.error[i],
+                    t.aux_at(i),
+                    t.remap_at(i),
+                    t.kind_at(i),
+                    t.text_at(i)
                 );
             }
             eprintln!("{report:?}");

@@ -12,7 +12,9 @@ use blktrace_parse::writer::{self, act, dev, RawRecord};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("blktrace") => gen_blktrace(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap()),
+        Some("blktrace") => {
+            gen_blktrace(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap())
+        }
         Some("ftrace") => gen_ftrace(&args[2], args[3].parse().unwrap()),
         _ => {
             eprintln!("usage: gen_trace blktrace BASE EVENTS CPUS | gen_trace ftrace FILE LINES");
@@ -32,12 +34,23 @@ impl Rng {
     }
 }
 
-const WRITE_KINDS: [u32; 5] = [c::WRITE, c::WRITE | c::SYNC, c::WRITE | c::SYNC | c::FUA, c::WRITE | c::FLUSH | c::SYNC, c::WRITE | c::META | c::SYNC];
+const WRITE_KINDS: [u32; 5] = [
+    c::WRITE,
+    c::WRITE | c::SYNC,
+    c::WRITE | c::SYNC | c::FUA,
+    c::WRITE | c::FLUSH | c::SYNC,
+    c::WRITE | c::META | c::SYNC,
+];
 
 fn gen_blktrace(base: &str, events: u64, cpus: u32) {
     let d = dev(259, 0);
     let mut outs: Vec<BufWriter<std::fs::File>> = (0..cpus)
-        .map(|n| BufWriter::with_capacity(1 << 20, std::fs::File::create(format!("{base}.blktrace.{n}")).unwrap()))
+        .map(|n| {
+            BufWriter::with_capacity(
+                1 << 20,
+                std::fs::File::create(format!("{base}.blktrace.{n}")).unwrap(),
+            )
+        })
         .collect();
     let mut rng = Rng(0x9e3779b97f4a7c15);
     let mut buf = Vec::with_capacity(256);
@@ -45,7 +58,12 @@ fn gen_blktrace(base: &str, events: u64, cpus: u32) {
     let mut time = 1_000_000_000u64;
     for cpu in 0..cpus {
         buf.clear();
-        writer::write_record(&mut buf, &writer::process_notify(time, 100 + cpu, cpu, d, &format!("sqlite-{cpu}")), false, 7);
+        writer::write_record(
+            &mut buf,
+            &writer::process_notify(time, 100 + cpu, cpu, d, &format!("sqlite-{cpu}")),
+            false,
+            7,
+        );
         outs[cpu as usize].write_all(&buf).unwrap();
     }
     let mut written = 0u64;
@@ -60,7 +78,11 @@ fn gen_blktrace(base: &str, events: u64, cpus: u32) {
             2 => c::DISCARD,
             k => WRITE_KINDS[(k % 5) as usize],
         };
-        let bytes = if kind == c::FLUSH { 0 } else { 4096 * (1 + (r >> 50) as u32 % 8) };
+        let bytes = if kind == c::FLUSH {
+            0
+        } else {
+            4096 * (1 + (r >> 50) as u32 % 8)
+        };
         let sequence_of = |actions: &[(u32, u32, Vec<u8>)]| actions.len();
         let mut steps: Vec<(u32, u32, Vec<u8>)> = vec![
             (ta::QUEUE, c::QUEUE, vec![]),
@@ -70,7 +92,14 @@ fn gen_blktrace(base: &str, events: u64, cpus: u32) {
             (ta::COMPLETE, c::COMPLETE, vec![]),
         ];
         if r % 16 == 0 {
-            steps.insert(0, (ta::REMAP, c::QUEUE, writer::remap_pdu(dev(253, 1), d, sector / 2)));
+            steps.insert(
+                0,
+                (
+                    ta::REMAP,
+                    c::QUEUE,
+                    writer::remap_pdu(dev(253, 1), d, sector / 2),
+                ),
+            );
             steps.insert(2, (ta::PLUG, c::QUEUE, vec![]));
             steps.insert(3, (ta::UNPLUG_IO, c::QUEUE, writer::be64_pdu(1)));
         }

@@ -25,7 +25,11 @@ fn main() {
     let batch = blktrace_parse::arrow::to_record_batch(table).unwrap();
     let total = start.elapsed().as_secs_f64();
     let table_bytes = batch.get_array_memory_size();
-    let threads = if format == Format::Blktrace { blktrace_parse::binary::threads_for(report.events as usize) } else { 1 };
+    let threads = if format == Format::Blktrace {
+        blktrace_parse::binary::threads_for(report.events as usize)
+    } else {
+        1
+    };
     println!(
         "{{\"events\": {}, \"parse_s\": {:.4}, \"total_s\": {:.4}, \"events_per_s\": {:.0}, \"table_bytes\": {}, \"peak_rss_bytes\": {}, \"threads\": {}}}",
         report.events,

@@ -3,11 +3,16 @@
 use std::sync::Arc;
 
 use arrow_array::types::{UInt32Type, UInt8Type};
-use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, LargeStringArray, PrimitiveArray, RecordBatch, StringArray};
+use arrow_array::{
+    ArrayRef, BooleanArray, DictionaryArray, LargeStringArray, PrimitiveArray, RecordBatch,
+    StringArray,
+};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
-use crate::table::{flags, zeroed_column, Action, EventTable, Operation, RecordKind, Sparse, SparseFields};
+use crate::table::{
+    flags, zeroed_column, Action, EventTable, Operation, RecordKind, Sparse, SparseFields,
+};
 
 fn dict8() -> DataType {
     DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8))
@@ -53,7 +58,10 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
-fn prim<T: arrow_array::ArrowPrimitiveType>(v: Vec<T::Native>, nulls: Option<NullBuffer>) -> ArrayRef {
+fn prim<T: arrow_array::ArrowPrimitiveType>(
+    v: Vec<T::Native>,
+    nulls: Option<NullBuffer>,
+) -> ArrayRef {
     Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(v), nulls))
 }
 
@@ -62,7 +70,10 @@ fn fixed_dict(codes: Vec<u8>, names: Vec<&str>) -> Result<ArrayRef, ArrowError> 
 }
 
 fn interned(codes: Vec<u32>, values: &[String]) -> Result<ArrayRef, ArrowError> {
-    dictionary::<UInt32Type>(codes, Arc::new(StringArray::from_iter_values(values.iter())))
+    dictionary::<UInt32Type>(
+        codes,
+        Arc::new(StringArray::from_iter_values(values.iter())),
+    )
 }
 
 /// A dictionary column. The keys are checked with one maximum over them rather than
@@ -74,12 +85,17 @@ where
 {
     let largest = codes.iter().copied().max().map_or(0, Into::into);
     if !codes.is_empty() && largest >= values.len() as u64 {
-        return Err(ArrowError::InvalidArgumentError(format!("dictionary code {largest} past its {} values", values.len())));
+        return Err(ArrowError::InvalidArgumentError(format!(
+            "dictionary code {largest} past its {} values",
+            values.len()
+        )));
     }
     let keys = PrimitiveArray::<K>::new(ScalarBuffer::from(codes), None);
     // SAFETY: the keys have no nulls and every key is below the number of values (checked
     // above), which is all try_new checks.
-    Ok(Arc::new(unsafe { DictionaryArray::<K>::new_unchecked(keys, values) }))
+    Ok(Arc::new(unsafe {
+        DictionaryArray::<K>::new_unchecked(keys, values)
+    }))
 }
 
 /// The boolean columns of the given flag bits (each in the low byte), all in one pass over
@@ -90,7 +106,10 @@ fn flag_columns<const K: usize>(flags: &[u16], bits: [u16; K]) -> [ArrayRef; K] 
     // Moves bit 0 of byte j to bit 56 + j (no two products meet, so nothing carries).
     const GATHER: u64 = 0x0102_0408_1020_4080;
     let shifts = bits.map(|b| {
-        assert!(b.count_ones() == 1 && b < 0x100, "flag bits are single bits of the low byte");
+        assert!(
+            b.count_ones() == 1 && b < 0x100,
+            "flag bits are single bits of the low byte"
+        );
         b.trailing_zeros()
     });
     let words = flags.len().div_ceil(64);
@@ -98,7 +117,10 @@ fn flag_columns<const K: usize>(flags: &[u16], bits: [u16; K]) -> [ArrayRef; K] 
     for chunk in flags.chunks(64) {
         let mut w = [0u64; K];
         for (g, group) in chunk.chunks(8).enumerate() {
-            let low_bytes = group.iter().enumerate().fold(0u64, |x, (j, &f)| x | ((f & 0xff) as u64) << (8 * j));
+            let low_bytes = group
+                .iter()
+                .enumerate()
+                .fold(0u64, |x, (j, &f)| x | ((f & 0xff) as u64) << (8 * j));
             for k in 0..K {
                 let eight = ((low_bytes >> shifts[k]) & LOW_BITS).wrapping_mul(GATHER) >> 56;
                 w[k] |= eight << (8 * g);
@@ -108,7 +130,12 @@ fn flag_columns<const K: usize>(flags: &[u16], bits: [u16; K]) -> [ArrayRef; K] 
             out[k].push(w[k]);
         }
     }
-    out.map(|v| Arc::new(BooleanArray::new(BooleanBuffer::new(Buffer::from_vec(v), 0, flags.len()), None)) as ArrayRef)
+    out.map(|v| {
+        Arc::new(BooleanArray::new(
+            BooleanBuffer::new(Buffer::from_vec(v), 0, flags.len()),
+            None,
+        )) as ArrayRef
+    })
 }
 
 /// The sparse fields as dense columns, zero (and null where the column has a null mask)
@@ -186,7 +213,13 @@ fn text_column(n: usize, text_end: &Sparse<usize>, data: Vec<u8>) -> Result<Arra
         let offsets = ScalarBuffer::from(zeroed_column::<i64>(n + 1, 0));
         // SAFETY: all-zero offsets are monotonic and within the empty data, and the empty
         // string is UTF-8; try_new would only read every page to check that.
-        return Ok(Arc::new(unsafe { LargeStringArray::new_unchecked(OffsetBuffer::new_unchecked(offsets), Buffer::from_vec(data), None) }));
+        return Ok(Arc::new(unsafe {
+            LargeStringArray::new_unchecked(
+                OffsetBuffer::new_unchecked(offsets),
+                Buffer::from_vec(data),
+                None,
+            )
+        }));
     }
     // With any text, every offset after the first text row is written.
     let mut offsets = zeroed_column(n + 1, n);
@@ -208,7 +241,9 @@ fn text_column(n: usize, text_end: &Sparse<usize>, data: Vec<u8>) -> Result<Arra
         return Ok(Arc::new(array));
     }
     // Non-UTF-8 bytes (a corrupt message record): keep the rows, replace the bad bytes.
-    let strings = offsets.windows(2).map(|w| String::from_utf8_lossy(&data[w[0] as usize..w[1] as usize]).into_owned());
+    let strings = offsets
+        .windows(2)
+        .map(|w| String::from_utf8_lossy(&data[w[0] as usize..w[1] as usize]).into_owned());
     Ok(Arc::new(LargeStringArray::from_iter_values(strings)))
 }
 
@@ -218,12 +253,27 @@ pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
     let n = t.len();
     use std::mem::take;
     let (comm, rwbs, name) = (take(&mut t.comm), take(&mut t.rwbs), take(&mut t.name));
-    let (kind, action, operation) = (take(&mut t.kind), take(&mut t.action), take(&mut t.operation));
+    let (kind, action, operation) = (
+        take(&mut t.kind),
+        take(&mut t.action),
+        take(&mut t.operation),
+    );
     // Three independent pieces on their own threads: the sparse columns (mostly the kernel
     // zeroing their pages), the flag booleans, and the dictionary columns.
     let (sparse, flag_bools, dicts) = std::thread::scope(|s| {
         let sparse = s.spawn(|| sparse_columns(n, &t.sparse));
-        let flag_bools = s.spawn(|| flag_columns(&t.flags, [flags::PREFLUSH, flags::FUA, flags::SYNC, flags::META, flags::READAHEAD]));
+        let flag_bools = s.spawn(|| {
+            flag_columns(
+                &t.flags,
+                [
+                    flags::PREFLUSH,
+                    flags::FUA,
+                    flags::SYNC,
+                    flags::META,
+                    flags::READAHEAD,
+                ],
+            )
+        });
         let dicts = (|| -> Result<[ArrayRef; 6], ArrowError> {
             Ok([
                 fixed_dict(kind, RecordKind::ALL.iter().map(|k| k.name()).collect())?,
@@ -234,12 +284,31 @@ pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
                 interned(name, &t.names.values)?,
             ])
         })();
-        (sparse.join().expect("sparse column thread panicked"), flag_bools.join().expect("flag column thread panicked"), dicts)
+        (
+            sparse.join().expect("sparse column thread panicked"),
+            flag_bools.join().expect("flag column thread panicked"),
+            dicts,
+        )
     });
     let [kind, comm, action, operation, rwbs, name] = dicts?;
-    let SparseColumns { remap_major, remap_minor, remap_sector, remap_valid, aux, cgroup_id, fd, fd_valid, ret, ret_valid } = sparse;
+    let SparseColumns {
+        remap_major,
+        remap_minor,
+        remap_sector,
+        remap_valid,
+        aux,
+        cgroup_id,
+        fd,
+        fd_valid,
+        ret,
+        ret_valid,
+    } = sparse;
     // Text rows are ordered by row, so the text bytes are already in row order.
-    let text = text_column(n, &t.sparse.text_end, std::mem::take(&mut t.sparse.text_data))?;
+    let text = text_column(
+        n,
+        &t.sparse.text_end,
+        std::mem::take(&mut t.sparse.text_data),
+    )?;
     let mut columns: Vec<ArrayRef> = vec![
         kind,
         prim::<UInt64Type>(t.time_ns, None),
@@ -280,7 +349,8 @@ mod tests {
 
     #[test]
     fn sample_converts_with_every_column() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/blkparse-nvme-dmcrypt/nvme0n1.blktrace.txt");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("samples/blkparse-nvme-dmcrypt/nvme0n1.blktrace.txt");
         let (t, _) = parse_paths(&[path], Format::Auto, false).unwrap();
         let n = t.len();
         let batch = to_record_batch(t).unwrap();
@@ -298,7 +368,12 @@ mod tests {
         let rwbs = t.rwbs_values.intern(b"WS");
         let name = t.names.intern(b"fsync");
         for row in 0..rows {
-            let mut e = crate::table::Event { time_ns: row, pid: row as u32, flags: row as u16 & 0x1f, ..Default::default() };
+            let mut e = crate::table::Event {
+                time_ns: row,
+                pid: row as u32,
+                flags: row as u16 & 0x1f,
+                ..Default::default()
+            };
             if row % 3 == 0 {
                 e.remap = Some((253, row as u32, row * 8));
             }
@@ -314,8 +389,18 @@ mod tests {
             if row % 13 == 0 {
                 e.ret = Some(-(row as i64));
             }
-            let text = if with_text && row % 4 == 0 { format!("row {row}") } else { String::new() };
-            t.push(&e, if row % 2 == 0 { comm } else { 0 }, rwbs, name, text.as_bytes());
+            let text = if with_text && row % 4 == 0 {
+                format!("row {row}")
+            } else {
+                String::new()
+            };
+            t.push(
+                &e,
+                if row % 2 == 0 { comm } else { 0 },
+                rwbs,
+                name,
+                text.as_bytes(),
+            );
         }
         t
     }
@@ -332,24 +417,52 @@ mod tests {
             let batch = to_record_batch(t.clone()).unwrap();
             let col = |name: &str| batch.column_by_name(name).unwrap().clone();
             let (remap_minor, remap_sector) = (col("remap_dev_minor"), col("remap_sector"));
-            let (remap_minor, remap_sector) = (remap_minor.as_primitive::<UInt32Type>(), remap_sector.as_primitive::<UInt64Type>());
+            let (remap_minor, remap_sector) = (
+                remap_minor.as_primitive::<UInt32Type>(),
+                remap_sector.as_primitive::<UInt64Type>(),
+            );
             let (aux, cgroup) = (col("aux"), col("cgroup_id"));
             let (fd, ret) = (col("fd"), col("ret"));
-            let (fd, ret) = (fd.as_primitive::<Int64Type>(), ret.as_primitive::<Int64Type>());
+            let (fd, ret) = (
+                fd.as_primitive::<Int64Type>(),
+                ret.as_primitive::<Int64Type>(),
+            );
             let text = col("text");
             let text = text.as_string::<i64>();
             let comm = col("comm");
             let comm = comm.as_dictionary::<UInt32Type>();
             let comm_values = comm.values().as_string::<i32>();
             for i in 0..t.len() {
-                let remap = remap_minor.is_valid(i).then(|| (253, remap_minor.value(i), remap_sector.value(i)));
+                let remap = remap_minor
+                    .is_valid(i)
+                    .then(|| (253, remap_minor.value(i), remap_sector.value(i)));
                 assert_eq!(remap, t.remap_at(i), "remap row {i}");
-                assert_eq!(aux.as_primitive::<UInt64Type>().value(i), t.aux_at(i), "aux row {i}");
-                assert_eq!(cgroup.as_primitive::<UInt64Type>().value(i), t.cgroup_id_at(i), "cgroup row {i}");
-                assert_eq!(fd.is_valid(i).then(|| fd.value(i)), t.fd_at(i), "fd row {i}");
-                assert_eq!(ret.is_valid(i).then(|| ret.value(i)), t.ret_at(i), "ret row {i}");
+                assert_eq!(
+                    aux.as_primitive::<UInt64Type>().value(i),
+                    t.aux_at(i),
+                    "aux row {i}"
+                );
+                assert_eq!(
+                    cgroup.as_primitive::<UInt64Type>().value(i),
+                    t.cgroup_id_at(i),
+                    "cgroup row {i}"
+                );
+                assert_eq!(
+                    fd.is_valid(i).then(|| fd.value(i)),
+                    t.fd_at(i),
+                    "fd row {i}"
+                );
+                assert_eq!(
+                    ret.is_valid(i).then(|| ret.value(i)),
+                    t.ret_at(i),
+                    "ret row {i}"
+                );
                 assert_eq!(text.value(i), t.text_at(i), "text row {i}");
-                assert_eq!(comm_values.value(comm.keys().value(i) as usize), t.comm_at(i), "comm row {i}");
+                assert_eq!(
+                    comm_values.value(comm.keys().value(i) as usize),
+                    t.comm_at(i),
+                    "comm row {i}"
+                );
             }
             assert_eq!(remap_minor.null_count(), t.len() - t.len().div_ceil(3));
         }
@@ -366,19 +479,36 @@ mod tests {
     #[test]
     fn text_and_flag_columns_match_the_table_row_by_row() {
         use arrow_array::Array;
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ftrace-loop-ext4/trace.txt");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("samples/ftrace-loop-ext4/trace.txt");
         let (t, _) = parse_paths(&[path], Format::Auto, false).unwrap();
         let n = t.len();
         let texts: Vec<String> = (0..n).map(|i| t.text_at(i).to_string()).collect();
         let row_flags = t.flags.clone();
         assert!(texts.iter().any(|s| !s.is_empty()) && texts.last().is_some_and(|s| s.is_empty()));
         let batch = to_record_batch(t).unwrap();
-        let text = batch.column_by_name("text").unwrap().as_any().downcast_ref::<LargeStringArray>().unwrap();
+        let text = batch
+            .column_by_name("text")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<LargeStringArray>()
+            .unwrap();
         for (i, want) in texts.iter().enumerate() {
             assert_eq!(text.value(i), want, "row {i}");
         }
-        for (name, bit) in [("preflush", flags::PREFLUSH), ("fua", flags::FUA), ("sync", flags::SYNC), ("meta", flags::META), ("readahead", flags::READAHEAD)] {
-            let col = batch.column_by_name(name).unwrap().as_any().downcast_ref::<BooleanArray>().unwrap();
+        for (name, bit) in [
+            ("preflush", flags::PREFLUSH),
+            ("fua", flags::FUA),
+            ("sync", flags::SYNC),
+            ("meta", flags::META),
+            ("readahead", flags::READAHEAD),
+        ] {
+            let col = batch
+                .column_by_name(name)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .unwrap();
             assert_eq!(col.len(), n);
             for (i, f) in row_flags.iter().enumerate() {
                 assert_eq!(col.value(i), f & bit != 0, "{name} row {i}");

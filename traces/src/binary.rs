@@ -10,7 +10,9 @@ use crate::error::{Location, ParseError};
 use crate::input::Input;
 use crate::report::ParseReport;
 use crate::rwbs::{category, decode_category, rwbs_from_category};
-use crate::table::{flags, zeroed_column, Action, Dictionary, EventTable, Operation, RecordKind, SparseFields};
+use crate::table::{
+    flags, zeroed_column, Action, Dictionary, EventTable, Operation, RecordKind, SparseFields,
+};
 
 pub const MAGIC: u32 = 0x6561_7400;
 pub const SUPPORTED_VERSION: u32 = 7;
@@ -78,7 +80,13 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ParseError> {
         }
         let per_cpu = per_cpu_files(p);
         if per_cpu.is_empty() {
-            return Err(ParseError::io(p, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file, and no NAME.blktrace.N files for it")));
+            return Err(ParseError::io(
+                p,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file, and no NAME.blktrace.N files for it",
+                ),
+            ));
         }
         out.extend(per_cpu);
     }
@@ -91,9 +99,13 @@ pub fn per_cpu_files(base: &Path) -> Vec<PathBuf> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let Some(stem) = base.file_name().and_then(|s| s.to_str()) else { return Vec::new() };
+    let Some(stem) = base.file_name().and_then(|s| s.to_str()) else {
+        return Vec::new();
+    };
     let prefix = format!("{stem}.blktrace.");
-    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
     let mut found: Vec<(u32, PathBuf)> = entries
         .filter_map(|e| e.ok())
         .filter_map(|e| {
@@ -136,7 +148,12 @@ struct Record {
 
 /// A reader of `input` positioned at byte `offset`.
 fn stream_at(input: &Input, offset: u64) -> Stream<'_> {
-    Stream { path: input.path(), data: input.bytes(), pos: offset as usize, big_endian: None }
+    Stream {
+        path: input.path(),
+        data: input.bytes(),
+        pos: offset as usize,
+        big_endian: None,
+    }
 }
 
 /// A cursor over one file's records.
@@ -165,7 +182,10 @@ impl Stream<'_> {
     /// for anything else, which [`Stream::next`] reads and checks.
     #[inline(always)]
     fn block_header(&self) -> Option<(Header<'_>, usize)> {
-        let h = Header { bytes: self.data[self.pos..].first_chunk::<HEADER_LEN>()?, big: self.big_endian? };
+        let h = Header {
+            bytes: self.data[self.pos..].first_chunk::<HEADER_LEN>()?,
+            big: self.big_endian?,
+        };
         let pdu_len = h.u16(46) as usize;
         let whole = h.u32(0) == MAGIC | SUPPORTED_VERSION && self.left() >= HEADER_LEN + pdu_len;
         (whole && (h.u32(28) >> 16) & category::NOTIFY == 0).then_some((h, pdu_len))
@@ -175,7 +195,9 @@ impl Stream<'_> {
     /// order and RWBS (time, action, bytes); anything else goes through [`Stream::next`].
     #[inline]
     fn next_light(&mut self, rec: &mut Record) -> Result<bool, ParseError> {
-        let Some((h, pdu_len)) = self.block_header() else { return self.next(rec) };
+        let Some((h, pdu_len)) = self.block_header() else {
+            return self.next(rec);
+        };
         rec.time = h.u64(8);
         rec.action = h.u32(28);
         rec.bytes = h.u32(24);
@@ -188,7 +210,9 @@ impl Stream<'_> {
     /// [`Stream::next`] then reads.
     #[inline(always)]
     fn next_plain(&mut self, rec: &mut Record) -> bool {
-        let Some((h, 0)) = self.block_header() else { return false };
+        let Some((h, 0)) = self.block_header() else {
+            return false;
+        };
         h.read_fields(rec);
         rec.aux = 0;
         rec.remap = None;
@@ -203,7 +227,13 @@ impl Stream<'_> {
         let start = self.offset();
         let Some(bytes) = self.data[self.pos..].first_chunk::<HEADER_LEN>() else {
             if self.left() > 0 {
-                return Err(self.error(start, format!("truncated record: {} of {HEADER_LEN} header bytes", self.left())));
+                return Err(self.error(
+                    start,
+                    format!(
+                        "truncated record: {} of {HEADER_LEN} header bytes",
+                        self.left()
+                    ),
+                ));
             }
             return Ok(false);
         };
@@ -212,7 +242,13 @@ impl Stream<'_> {
             Some(b) => b,
             None => {
                 let b = detect_byte_order(magic_bytes).ok_or_else(|| {
-                    self.error(start, format!("bad magic {:#010x}: not a blktrace file", u32::from_le_bytes(magic_bytes)))
+                    self.error(
+                        start,
+                        format!(
+                            "bad magic {:#010x}: not a blktrace file",
+                            u32::from_le_bytes(magic_bytes)
+                        ),
+                    )
                 })?;
                 self.big_endian = Some(b);
                 b
@@ -223,7 +259,10 @@ impl Stream<'_> {
         h.read_fields(rec);
         let pdu_len = h.u16(46) as usize;
         if self.left() < HEADER_LEN + pdu_len {
-            return Err(self.error(start, format!("truncated record: payload of {pdu_len} bytes cut off")));
+            return Err(self.error(
+                start,
+                format!("truncated record: payload of {pdu_len} bytes cut off"),
+            ));
         }
         let pdu_start = self.pos + HEADER_LEN;
         decode_payload(rec, &self.data[pdu_start..pdu_start + pdu_len], big);
@@ -243,19 +282,36 @@ impl Header<'_> {
     #[inline(always)]
     fn u16(&self, o: usize) -> u16 {
         let b = [self.bytes[o], self.bytes[o + 1]];
-        if self.big { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) }
+        if self.big {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        }
     }
 
     #[inline(always)]
     fn u32(&self, o: usize) -> u32 {
-        let b = [self.bytes[o], self.bytes[o + 1], self.bytes[o + 2], self.bytes[o + 3]];
-        if self.big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }
+        let b = [
+            self.bytes[o],
+            self.bytes[o + 1],
+            self.bytes[o + 2],
+            self.bytes[o + 3],
+        ];
+        if self.big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
     }
 
     #[inline(always)]
     fn u64(&self, o: usize) -> u64 {
         let b: [u8; 8] = self.bytes[o..o + 8].try_into().unwrap();
-        if self.big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) }
+        if self.big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        }
     }
 
     /// The header's fields (all but magic and payload length) into `rec`.
@@ -285,7 +341,9 @@ fn detect_byte_order(b: [u8; 4]) -> Option<bool> {
 
 fn check_magic(magic: u32) -> Result<(), String> {
     if magic & 0xffff_ff00 != MAGIC {
-        return Err(format!("bad magic {magic:#010x}: not a blktrace record (corrupt or misaligned)"));
+        return Err(format!(
+            "bad magic {magic:#010x}: not a blktrace record (corrupt or misaligned)"
+        ));
     }
     match magic & 0xff {
         SUPPORTED_VERSION => Ok(()),
@@ -307,7 +365,11 @@ fn decode_payload(rec: &mut Record, pdu: &[u8], big: bool) {
     let mut pdu = pdu;
     if act & ta::CGROUP != 0 && pdu.len() >= 8 {
         let b: [u8; 8] = pdu[..8].try_into().unwrap();
-        rec.cgroup_id = if big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) };
+        rec.cgroup_id = if big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        };
         pdu = &pdu[8..];
     }
     let cat = rec.action >> 16;
@@ -315,7 +377,10 @@ fn decode_payload(rec: &mut Record, pdu: &[u8], big: bool) {
         rec.text.extend_from_slice(pdu);
         return;
     }
-    let be64 = |p: &[u8]| p.get(..8).map(|b| u64::from_be_bytes(b.try_into().unwrap()));
+    let be64 = |p: &[u8]| {
+        p.get(..8)
+            .map(|b| u64::from_be_bytes(b.try_into().unwrap()))
+    };
     match act & !ta::CGROUP {
         // Payload integers and the remap struct are big-endian on every machine.
         ta::SPLIT | ta::UNPLUG_IO | ta::UNPLUG_TIMER => rec.aux = be64(pdu).unwrap_or(0),
@@ -370,7 +435,12 @@ pub fn threads_for(rows: usize) -> usize {
 /// the merge order on in batches of runs; the other threads decode those batches' rows as
 /// they come, each batch into its own range of rows, and the first thread joins them once
 /// the merge is done.
-pub fn read(paths: &[PathBuf], lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
+pub fn read(
+    paths: &[PathBuf],
+    lenient: bool,
+    table: &mut EventTable,
+    report: &mut ParseReport,
+) -> Result<(), ParseError> {
     read_with_threads(paths, lenient, table, report, None)
 }
 
@@ -383,13 +453,21 @@ pub fn read_with_threads(
     report: &mut ParseReport,
     threads: Option<usize>,
 ) -> Result<(), ParseError> {
-    let inputs = paths.iter().map(|p| Input::open(p)).collect::<Result<Vec<_>, _>>()?;
+    let inputs = paths
+        .iter()
+        .map(|p| Input::open(p))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut out = EventTable::new();
     // No row is shorter than a header: this many rows at most. The columns rows write are
     // sized for that many (zeroed pages, which cost nothing until written) and cut to the
     // real count at the end, so decoding can start before the count is known.
-    let max_rows = inputs.iter().map(|i| i.bytes().len() / HEADER_LEN).sum::<usize>();
-    let threads = threads.unwrap_or_else(|| threads_for(max_rows)).clamp(1, max_rows.max(1));
+    let max_rows = inputs
+        .iter()
+        .map(|i| i.bytes().len() / HEADER_LEN)
+        .sum::<usize>();
+    let threads = threads
+        .unwrap_or_else(|| threads_for(max_rows))
+        .clamp(1, max_rows.max(1));
     out.size_dense_columns(max_rows);
     // Zero and untouched where no row writes: kind, error (mostly), comm (unnamed pids), name.
     out.kind = vec![0; max_rows];
@@ -403,14 +481,66 @@ pub fn read_with_threads(
     let (batches, queue) = crossbeam_channel::unbounded::<Batch>();
     // pid → process name code, once the merge has read every file.
     let names = std::sync::OnceLock::new();
-    let EventTable { kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs, rwbs_values, comms, .. } = &mut out;
-    let columns = SharedColumns::new(Columns { kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs });
-    let decoder = Decoder { inputs: &inputs, lookup: &lookup, queue: &queue, columns: &columns, names: &names };
+    let EventTable {
+        kind,
+        time_ns,
+        dev_major,
+        dev_minor,
+        cpu,
+        sequence,
+        pid,
+        comm,
+        action,
+        operation,
+        flags,
+        sector,
+        sectors,
+        bytes,
+        error,
+        rwbs,
+        rwbs_values,
+        comms,
+        ..
+    } = &mut out;
+    let columns = SharedColumns::new(Columns {
+        kind,
+        time_ns,
+        dev_major,
+        dev_minor,
+        cpu,
+        sequence,
+        pid,
+        comm,
+        action,
+        operation,
+        flags,
+        sector,
+        sectors,
+        bytes,
+        error,
+        rwbs,
+    });
+    let decoder = Decoder {
+        inputs: &inputs,
+        lookup: &lookup,
+        queue: &queue,
+        columns: &columns,
+        names: &names,
+    };
     let (planned, decoded) = std::thread::scope(|s| {
         let helpers: Vec<_> = (1..threads).map(|_| s.spawn(|| decoder.run())).collect();
-        let planned = plan(&inputs, lenient, (rwbs_values, comms), &lookup, report, &mut |batch| {
-            batches.send(batch).expect("the merging thread holds a receiver");
-        })
+        let planned = plan(
+            &inputs,
+            lenient,
+            (rwbs_values, comms),
+            &lookup,
+            report,
+            &mut |batch| {
+                batches
+                    .send(batch)
+                    .expect("the merging thread holds a receiver");
+            },
+        )
         .map(|p| {
             names.set(p.comm_by_pid).expect("names are set once");
             p.rows
@@ -421,7 +551,11 @@ pub fn read_with_threads(
             queue.try_iter().for_each(drop);
         }
         let mut decoded = vec![decoder.run()];
-        decoded.extend(helpers.into_iter().map(|h| h.join().expect("decoder thread panicked")));
+        decoded.extend(
+            helpers
+                .into_iter()
+                .map(|h| h.join().expect("decoder thread panicked")),
+        );
         (planned, decoded)
     });
     let rows = planned?;
@@ -492,12 +626,20 @@ fn plan(
     let mut names: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     let mut rwbs_codes = RwbsCodes::new(lookup);
     let mut time_base: Option<u64> = None;
-    let mut batch = Batch { runs: Vec::new(), base: 0, rows: 0 };
+    let mut batch = Batch {
+        runs: Vec::new(),
+        base: 0,
+        rows: 0,
+    };
     let mut push_run = |run: Run| {
         batch.rows += run.rows as usize;
         batch.runs.push(run);
         if batch.rows >= BATCH_ROWS {
-            let next = Batch { runs: Vec::new(), base: batch.base + batch.rows, rows: 0 };
+            let next = Batch {
+                runs: Vec::new(),
+                base: batch.base + batch.rows,
+                rows: 0,
+            };
             emit(std::mem::replace(&mut batch, next));
         }
     };
@@ -506,7 +648,12 @@ fn plan(
         // long runs, and this avoids a heap operation per record. Ties go to the lower
         // file index, exactly as the heap orders them.
         let next_other = heap.peek().map(|Reverse(key)| *key);
-        let mut run = Run { offset: head_offsets[i], file: i as u32, records: 0, rows: 0 };
+        let mut run = Run {
+            offset: head_offsets[i],
+            file: i as u32,
+            records: 0,
+            rows: 0,
+        };
         loop {
             let rec = &heads[i];
             let big = streams[i].big_endian == Some(true);
@@ -517,7 +664,9 @@ fn plan(
             }
             run.records += 1;
             head_offsets[i] = streams[i].offset();
-            let more = streams[i].next_light(&mut heads[i]).or_else(|e| advance_failed(e, lenient, report))?;
+            let more = streams[i]
+                .next_light(&mut heads[i])
+                .or_else(|e| advance_failed(e, lenient, report))?;
             if !more {
                 break;
             }
@@ -527,7 +676,12 @@ fn plan(
                 break;
             }
             if run.records == MAX_RUN {
-                let next = Run { offset: head_offsets[i], file: i as u32, records: 0, rows: 0 };
+                let next = Run {
+                    offset: head_offsets[i],
+                    file: i as u32,
+                    records: 0,
+                    rows: 0,
+                };
                 push_run(std::mem::replace(&mut run, next));
             }
         }
@@ -569,7 +723,11 @@ fn note(
                 if rec.text.len() >= 8 {
                     let word = |o: usize| {
                         let b = rec.text[o..o + 4].try_into().unwrap();
-                        (if big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }) as u64
+                        (if big {
+                            u32::from_be_bytes(b)
+                        } else {
+                            u32::from_le_bytes(b)
+                        }) as u64
                     };
                     let (sec, nsec) = (word(0), word(4));
                     report.wall_clock_start_ns = Some(sec * 1_000_000_000 + nsec);
@@ -614,7 +772,10 @@ struct Columns<'a> {
 
 macro_rules! for_each_column {
     ($m:ident) => {
-        $m!(kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation, flags, sector, sectors, bytes, error, rwbs)
+        $m!(
+            kind, time_ns, dev_major, dev_minor, cpu, sequence, pid, comm, action, operation,
+            flags, sector, sectors, bytes, error, rwbs
+        )
     };
 }
 
@@ -662,7 +823,12 @@ impl<'a> SharedColumns<'a> {
     /// # Safety
     /// No two views alive at the same time may share a row.
     unsafe fn rows(&self, base: usize, n: usize) -> Columns<'a> {
-        assert!(base + n <= self.rows, "rows {base}..{} past the columns' {} rows", base + n, self.rows);
+        assert!(
+            base + n <= self.rows,
+            "rows {base}..{} past the columns' {} rows",
+            base + n,
+            self.rows
+        );
         macro_rules! view {
             // SAFETY: in bounds (checked above) of allocations borrowed for 'a, and by the
             // caller's promise no other live view overlaps these rows.
@@ -702,7 +868,10 @@ impl Decoder<'_> {
             let Some(batch) = batch else { break };
             // SAFETY: the merge hands out every row range once, in batches that do not overlap.
             let cols = unsafe { self.columns.rows(batch.base, batch.rows) };
-            decoded.push((batch.base, decode_runs(self.inputs, self.lookup, &batch, names, cols)?));
+            decoded.push((
+                batch.base,
+                decode_runs(self.inputs, self.lookup, &batch, names, cols)?,
+            ));
             if names.is_none() {
                 unnamed.push((batch.base, batch.rows));
             }
@@ -714,7 +883,12 @@ impl Decoder<'_> {
 /// Process names of the block rows, from their pids.
 fn name_rows(cols: Columns, names: &HashMap<u32, u32>) {
     let mut names = PidNames::new(names);
-    for ((comm, &kind), &pid) in cols.comm.iter_mut().zip(cols.kind.iter()).zip(cols.pid.iter()) {
+    for ((comm, &kind), &pid) in cols
+        .comm
+        .iter_mut()
+        .zip(cols.kind.iter())
+        .zip(cols.pid.iter())
+    {
         if kind == RecordKind::Block as u8 {
             names.write(comm, pid);
         }
@@ -729,7 +903,10 @@ struct PidNames<'a> {
 
 impl<'a> PidNames<'a> {
     fn new(names: &'a HashMap<u32, u32>) -> Self {
-        PidNames { names, last: (u32::MAX, 0) }
+        PidNames {
+            names,
+            last: (u32::MAX, 0),
+        }
     }
 
     /// Writes the pid's process name code into `comm`, unless it has none (the column's
@@ -750,7 +927,13 @@ type Decoded = SparseFields;
 
 /// Decodes the rows of a batch's runs into `cols`, whose first row is the batch's; with
 /// `names`, the process names of block rows too.
-fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Option<&HashMap<u32, u32>>, cols: Columns) -> Result<Decoded, ParseError> {
+fn decode_runs(
+    inputs: &[Input],
+    lookup: &RwbsLookup,
+    batch: &Batch,
+    names: Option<&HashMap<u32, u32>>,
+    cols: Columns,
+) -> Result<Decoded, ParseError> {
     let mut streams: Vec<Option<Stream>> = inputs.iter().map(|_| None).collect();
     let mut rec = Record::default();
     let mut sparse = SparseFields::default();
@@ -765,7 +948,10 @@ fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Opti
         for _ in 0..run.records {
             let at = s.offset();
             if !s.next_plain(&mut rec) && !s.next(&mut rec)? {
-                return Err(s.error(at, "file changed while being read: record missing in the second pass"));
+                return Err(s.error(
+                    at,
+                    "file changed while being read: record missing in the second pass",
+                ));
             }
             let cat = rec.action >> 16;
             let act = rec.action & 0xffff & !ta::CGROUP;
@@ -780,7 +966,9 @@ fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Opti
                 let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
                 text = &rec.text[..end];
             } else {
-                let Some(action) = action_of(act) else { continue };
+                let Some(action) = action_of(act) else {
+                    continue;
+                };
                 let (rwbs, operation, flags) = lookup.get(cat, rec.bytes);
                 cols.action[i] = action as u8;
                 cols.operation[i] = operation as u8;
@@ -803,19 +991,36 @@ fn decode_runs(inputs: &[Input], lookup: &RwbsLookup, batch: &Batch, names: Opti
             cols.cpu[i] = rec.cpu;
             cols.sequence[i] = rec.sequence as u64;
             cols.pid[i] = rec.pid;
-            let remap = rec.remap.map(|(from, sector)| (dev_major(from), dev_minor(from), sector));
-            sparse.push_fields(batch.base + i, remap, rec.aux, rec.cgroup_id, (None, None), text);
+            let remap = rec
+                .remap
+                .map(|(from, sector)| (dev_major(from), dev_minor(from), sector));
+            sparse.push_fields(
+                batch.base + i,
+                remap,
+                rec.aux,
+                rec.cgroup_id,
+                (None, None),
+                text,
+            );
             i += 1;
         }
     }
     if i != batch.rows {
-        return Err(ParseError::bad(inputs[0].path(), Location::Whole, "file changed while being read: rows differ between the passes"));
+        return Err(ParseError::bad(
+            inputs[0].path(),
+            Location::Whole,
+            "file changed while being read: rows differ between the passes",
+        ));
     }
     Ok(sparse)
 }
 
 /// In lenient mode a bad record ends its file (Ok(false)); other errors stay errors.
-fn advance_failed(e: ParseError, lenient: bool, report: &mut ParseReport) -> Result<bool, ParseError> {
+fn advance_failed(
+    e: ParseError,
+    lenient: bool,
+    report: &mut ParseReport,
+) -> Result<bool, ParseError> {
     match e {
         e @ ParseError::Bad { .. } if lenient => {
             report.note_bad(format!("{e} (rest of the file skipped)"));
@@ -826,7 +1031,12 @@ fn advance_failed(e: ParseError, lenient: bool, report: &mut ParseReport) -> Res
 }
 
 /// Reads the next record of a stream; in lenient mode a bad record ends that file.
-fn advance(s: &mut Stream, rec: &mut Record, lenient: bool, report: &mut ParseReport) -> Result<bool, ParseError> {
+fn advance(
+    s: &mut Stream,
+    rec: &mut Record,
+    lenient: bool,
+    report: &mut ParseReport,
+) -> Result<bool, ParseError> {
     s.next(rec).or_else(|e| advance_failed(e, lenient, report))
 }
 
@@ -853,7 +1063,11 @@ const UNSEEN: u64 = u64::MAX;
 
 impl RwbsLookup {
     fn new() -> Self {
-        RwbsLookup { by_key: (0..1 << 17).map(|_| std::sync::atomic::AtomicU64::new(UNSEEN)).collect() }
+        RwbsLookup {
+            by_key: (0..1 << 17)
+                .map(|_| std::sync::atomic::AtomicU64::new(UNSEEN))
+                .collect(),
+        }
     }
 
     /// All that decides a record's RWBS: its 16 category bits and whether it has bytes.
@@ -880,20 +1094,37 @@ impl RwbsLookup {
     fn get(&self, cat: u32, bytes: u32) -> (u32, Operation, u16) {
         let packed = self.packed(cat, bytes);
         debug_assert_ne!(packed, UNSEEN, "the first pass saw every row's RWBS");
-        (packed as u32, Operation::ALL[(packed >> 32) as u8 as usize], (packed >> 48) as u16)
+        (
+            packed as u32,
+            Operation::ALL[(packed >> 32) as u8 as usize],
+            (packed >> 48) as u16,
+        )
     }
 }
 
 impl<'a> RwbsCodes<'a> {
     fn new(lookup: &'a RwbsLookup) -> Self {
-        RwbsCodes { by_bits: [(u32::MAX, Operation::None, 0); 256], lookup }
+        RwbsCodes {
+            by_bits: [(u32::MAX, Operation::None, 0); 256],
+            lookup,
+        }
     }
 
     fn bits(cat: u32, bytes: u32) -> usize {
-        [category::FLUSH, category::DISCARD, category::WRITE, category::FUA, category::AHEAD, category::SYNC, category::META]
-            .iter()
-            .enumerate()
-            .fold((bytes != 0) as usize, |acc, (n, &bit)| acc | (((cat & bit != 0) as usize) << (n + 1)))
+        [
+            category::FLUSH,
+            category::DISCARD,
+            category::WRITE,
+            category::FUA,
+            category::AHEAD,
+            category::SYNC,
+            category::META,
+        ]
+        .iter()
+        .enumerate()
+        .fold((bytes != 0) as usize, |acc, (n, &bit)| {
+            acc | (((cat & bit != 0) as usize) << (n + 1))
+        })
     }
 
     /// Interns the record's RWBS if its pattern is new.
@@ -908,7 +1139,8 @@ impl<'a> RwbsCodes<'a> {
     fn code_message(&mut self, rwbs_values: &mut Dictionary) {
         if self.lookup.packed(category::NOTIFY, 0) == UNSEEN {
             let code = rwbs_values.intern(b"N");
-            self.lookup.by_key[RwbsLookup::key(category::NOTIFY, 0)].store(code as u64, std::sync::atomic::Ordering::Relaxed);
+            self.lookup.by_key[RwbsLookup::key(category::NOTIFY, 0)]
+                .store(code as u64, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -922,9 +1154,14 @@ impl<'a> RwbsCodes<'a> {
             *slot = (rwbs_values.intern(&buf[..n]), operation, f);
         }
         let (code, operation, f) = *slot;
-        let f = if cat & category::PC != 0 { f | flags::PC } else { f };
+        let f = if cat & category::PC != 0 {
+            f | flags::PC
+        } else {
+            f
+        };
         let packed = code as u64 | (operation as u64) << 32 | (f as u64) << 48;
-        self.lookup.by_key[RwbsLookup::key(cat, bytes)].store(packed, std::sync::atomic::Ordering::Relaxed);
+        self.lookup.by_key[RwbsLookup::key(cat, bytes)]
+            .store(packed, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -938,11 +1175,23 @@ mod tests {
     /// that share an RWBS with records without it.
     #[test]
     fn flags_and_rwbs_come_from_the_category_bits() {
-        let cats = [category::WRITE | category::SYNC, category::WRITE | category::SYNC | category::PC, category::FLUSH, category::DISCARD | category::FUA];
+        let cats = [
+            category::WRITE | category::SYNC,
+            category::WRITE | category::SYNC | category::PC,
+            category::FLUSH,
+            category::DISCARD | category::FUA,
+        ];
         let mut out = Vec::new();
         for (k, &cat) in cats.iter().enumerate() {
             let bytes = if cat & category::FLUSH != 0 { 0 } else { 4096 };
-            let r = RawRecord { sequence: k as u32, time: k as u64, bytes, action: act(ta::ISSUE, cat), device: dev(8, 0), ..Default::default() };
+            let r = RawRecord {
+                sequence: k as u32,
+                time: k as u64,
+                bytes,
+                action: act(ta::ISSUE, cat),
+                device: dev(8, 0),
+                ..Default::default()
+            };
             write_record(&mut out, &r, false, SUPPORTED_VERSION);
         }
         let dir = tempfile::tempdir().unwrap();
@@ -950,7 +1199,9 @@ mod tests {
         std::fs::write(&path, &out).unwrap();
         let (mut t, mut r) = (EventTable::new(), ParseReport::default());
         read(&[path], false, &mut t, &mut r).unwrap();
-        let got: Vec<_> = (0..t.len()).map(|i| (t.operation_at(i), t.flags[i], t.rwbs_at(i))).collect();
+        let got: Vec<_> = (0..t.len())
+            .map(|i| (t.operation_at(i), t.flags[i], t.rwbs_at(i)))
+            .collect();
         assert_eq!(
             got,
             [
@@ -970,17 +1221,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for big in [false, true] {
             let (sec, nsec) = (1_700_000_000u32, 123_456_789u32);
-            let words = if big { [sec.to_be_bytes(), nsec.to_be_bytes()] } else { [sec.to_le_bytes(), nsec.to_le_bytes()] }.concat();
+            let words = if big {
+                [sec.to_be_bytes(), nsec.to_be_bytes()]
+            } else {
+                [sec.to_le_bytes(), nsec.to_le_bytes()]
+            }
+            .concat();
             let mut out = Vec::new();
-            let stamp = RawRecord { action: act(tn::TIMESTAMP, category::NOTIFY), pdu: words, ..Default::default() };
+            let stamp = RawRecord {
+                action: act(tn::TIMESTAMP, category::NOTIFY),
+                pdu: words,
+                ..Default::default()
+            };
             write_record(&mut out, &stamp, big, SUPPORTED_VERSION);
-            let unplug = RawRecord { time: 5, action: act(ta::UNPLUG_IO, 0), pdu: be64_pdu(1), ..Default::default() };
+            let unplug = RawRecord {
+                time: 5,
+                action: act(ta::UNPLUG_IO, 0),
+                pdu: be64_pdu(1),
+                ..Default::default()
+            };
             write_record(&mut out, &unplug, big, SUPPORTED_VERSION);
             let path = dir.path().join(format!("t{big}.blktrace.0"));
             std::fs::write(&path, &out).unwrap();
             let (mut t, mut r) = (EventTable::new(), ParseReport::default());
             read(&[path], false, &mut t, &mut r).unwrap();
-            assert_eq!(r.wall_clock_start_ns, Some(1_700_000_000_123_456_789), "big endian: {big}");
+            assert_eq!(
+                r.wall_clock_start_ns,
+                Some(1_700_000_000_123_456_789),
+                "big endian: {big}"
+            );
             assert_eq!((t.len(), t.aux_at(0)), (1, 1));
         }
     }

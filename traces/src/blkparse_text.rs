@@ -7,9 +7,17 @@ use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
 use crate::table::{Action, Event, EventTable, RecordKind, RowWriter};
-use crate::text::{for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, Cursor};
+use crate::text::{
+    for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64,
+    reject_line, Cursor,
+};
 
-pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
+pub fn read(
+    path: &Path,
+    lenient: bool,
+    table: &mut EventTable,
+    report: &mut ParseReport,
+) -> Result<(), ParseError> {
     let mut in_summary = false;
     let mut rows = table.writer();
     for_each_line(path, |line_no, line| {
@@ -26,7 +34,15 @@ pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut Par
                 report.skipped_lines += 1;
                 Ok(())
             }
-            Err(reason) => reject_line(path, line_no, line, "a blkparse event line", reason, lenient, report),
+            Err(reason) => reject_line(
+                path,
+                line_no,
+                line,
+                "a blkparse event line",
+                reason,
+                lenient,
+                report,
+            ),
         }
     })
 }
@@ -67,7 +83,15 @@ fn parse_event_line(line: &[u8], table: &mut RowWriter<'_>) -> Result<(), &'stat
     let letters = c.word().ok_or("missing action")?;
     let action = Action::from_letters(letters).ok_or("unknown action")?;
     let rwbs = c.word().ok_or("missing RWBS")?;
-    let e = Event { time_ns, dev_major, dev_minor, cpu, sequence, pid, ..Event::default() };
+    let e = Event {
+        time_ns,
+        dev_major,
+        dev_minor,
+        cpu,
+        sequence,
+        pid,
+        ..Event::default()
+    };
     push_block_event(table, e, action, rwbs, c.rest(), b"", 0)
 }
 
@@ -107,7 +131,9 @@ pub fn push_block_event(
     let mut comm = fallback_comm;
     if let Some(b) = body.bracket {
         if matches!(action, Action::Complete | Action::Requeue) {
-            e.error = parse_i64(b).and_then(|v| i32::try_from(v).ok()).ok_or("bad error code")?;
+            e.error = parse_i64(b)
+                .and_then(|v| i32::try_from(v).ok())
+                .ok_or("bad error code")?;
         } else {
             comm = b;
         }
@@ -156,7 +182,10 @@ mod tests {
         assert_eq!(t.action_at(0), Action::Remap);
         assert_eq!(t.remap_at(0), Some((253, 3, 578805392)));
         assert_eq!(t.comm_at(1), "dmcrypt_write/2");
-        assert_eq!((t.sector[2], t.sectors[2], t.bytes[2], t.error[2]), (763360912, 16, 8192, 0));
+        assert_eq!(
+            (t.sector[2], t.sectors[2], t.bytes[2], t.error[2]),
+            (763360912, 16, 8192, 0)
+        );
         assert_eq!((t.operation_at(3), t.error[3]), (Operation::Flush, -5));
         assert_eq!((t.action_at(4), t.aux_at(4)), (Action::Unplug, 4));
         assert_eq!((t.action_at(5), t.aux_at(5)), (Action::Split, 108));

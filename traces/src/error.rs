@@ -12,9 +12,16 @@ pub enum Location {
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
     #[error("{}{}: {message}", file.display(), location)]
-    Bad { file: PathBuf, location: Location, message: String },
+    Bad {
+        file: PathBuf,
+        location: Location,
+        message: String,
+    },
     #[error("{}: {source}", file.display())]
-    Io { file: PathBuf, source: std::io::Error },
+    Io {
+        file: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Usage(String),
 }
@@ -31,9 +38,16 @@ impl fmt::Display for Location {
 
 impl ParseError {
     pub fn bad(file: &std::path::Path, location: Location, message: impl Into<String>) -> Self {
-        ParseError::Bad { file: file.to_path_buf(), location, message: message.into() }
+        ParseError::Bad {
+            file: file.to_path_buf(),
+            location,
+            message: message.into(),
+        }
     }
     pub fn io(file: &std::path::Path, source: std::io::Error) -> Self {
-        ParseError::Io { file: file.to_path_buf(), source }
+        ParseError::Io {
+            file: file.to_path_buf(),
+            source,
+        }
     }
 }

@@ -9,16 +9,34 @@ use crate::error::ParseError;
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
 use crate::table::{Action, Dictionary, Event, EventTable, Operation, RecordKind, RowWriter};
-use crate::text::{bytes_equal, for_each_line, is_blank, parse_dev, parse_hex, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line, scan, skip_blanks, word_end, Cursor};
+use crate::text::{
+    bytes_equal, for_each_line, is_blank, parse_dev, parse_hex, parse_i64, parse_time_ns,
+    parse_u32, parse_u64, reject_line, scan, skip_blanks, word_end, Cursor,
+};
 
-pub fn read(path: &Path, lenient: bool, table: &mut EventTable, report: &mut ParseReport) -> Result<(), ParseError> {
+pub fn read(
+    path: &Path,
+    lenient: bool,
+    table: &mut EventTable,
+    report: &mut ParseReport,
+) -> Result<(), ParseError> {
     let mut fast = FastCaches::default();
     // Text rows have no sequence numbers and few errors: leave those columns untouched.
     table.defer_zero_columns();
     let mut rows = table.writer();
-    let result = for_each_line(path, |line_no, line| match parse_line_fast(line, &mut rows, report, &mut fast) {
-        Ok(()) => Ok(()),
-        Err(reason) => reject_line(path, line_no, line, "an ftrace line", reason, lenient, report),
+    let result = for_each_line(path, |line_no, line| {
+        match parse_line_fast(line, &mut rows, report, &mut fast) {
+            Ok(()) => Ok(()),
+            Err(reason) => reject_line(
+                path,
+                line_no,
+                line,
+                "an ftrace line",
+                reason,
+                lenient,
+                report,
+            ),
+        }
     });
     drop(rows);
     table.undefer_zero_columns();
@@ -38,11 +56,21 @@ struct Header<'a> {
 impl Header<'_> {
     /// A row of `kind` with the header's time, CPU and pid, the rest left to the body.
     fn event(&self, kind: RecordKind) -> Event {
-        Event { kind, time_ns: self.time_ns, cpu: self.cpu, pid: self.pid, ..Event::default() }
+        Event {
+            kind,
+            time_ns: self.time_ns,
+            cpu: self.cpu,
+            pid: self.pid,
+            ..Event::default()
+        }
     }
 }
 
-fn parse_line(line: &[u8], table: &mut RowWriter<'_>, report: &mut ParseReport) -> Result<(), &'static str> {
+fn parse_line(
+    line: &[u8],
+    table: &mut RowWriter<'_>,
+    report: &mut ParseReport,
+) -> Result<(), &'static str> {
     let trimmed = line.trim_ascii_start();
     if trimmed.is_empty() || trimmed[0] == b'#' {
         report.lost_events += overwritten_entries(trimmed);
@@ -62,7 +90,12 @@ fn parse_line(line: &[u8], table: &mut RowWriter<'_>, report: &mut ParseReport) 
 /// scan (`fast_header`, `push_line_fast`) with what earlier lines taught (`FastCaches`);
 /// anything else, and anything the fast path is not
 /// sure about, goes the general way with the same result.
-fn parse_line_fast(line: &[u8], table: &mut RowWriter<'_>, report: &mut ParseReport, fast: &mut FastCaches) -> Result<(), &'static str> {
+fn parse_line_fast(
+    line: &[u8],
+    table: &mut RowWriter<'_>,
+    report: &mut ParseReport,
+    fast: &mut FastCaches,
+) -> Result<(), &'static str> {
     match fast_header(line, &mut fast.prefixes) {
         Some(h) => push_line_fast(table, h, fast),
         None => parse_line(line, table, report),
@@ -72,7 +105,11 @@ fn parse_line_fast(line: &[u8], table: &mut RowWriter<'_>, report: &mut ParseRep
 /// `push_line` for the usual events: block tracepoints of the usual shape (`fast_block`),
 /// syscalls in their print format and sqlwa markers; everything else goes to `push_line`.
 #[inline]
-fn push_line_fast(table: &mut RowWriter<'_>, h: Header<'_>, fast: &mut FastCaches) -> Result<(), &'static str> {
+fn push_line_fast(
+    table: &mut RowWriter<'_>,
+    h: Header<'_>,
+    fast: &mut FastCaches,
+) -> Result<(), &'static str> {
     let rest = h.rest;
     let mut p = 0;
     skip_blanks(rest, &mut p);
@@ -95,16 +132,29 @@ fn push_line_fast(table: &mut RowWriter<'_>, h: Header<'_>, fast: &mut FastCache
     let word = |i: usize| rest.get(p + i..p + i + 8).map(load);
     let known = match (word(0), word(8)) {
         (Some(BLOCK_RQ), Some(ISSUE)) => Some((0, 14)),
-        (Some(BLOCK_RQ), Some(COMPLET)) if rest.get(p + 16..p + 19) == Some(b"e: ") => Some((1, 17)),
-        (Some(TRACING), Some(MARK_WRI)) if rest.get(p + 16..p + 20) == Some(b"te: ") => Some((2, 18)),
+        (Some(BLOCK_RQ), Some(COMPLET)) if rest.get(p + 16..p + 19) == Some(b"e: ") => {
+            Some((1, 17))
+        }
+        (Some(TRACING), Some(MARK_WRI)) if rest.get(p + 16..p + 20) == Some(b"te: ") => {
+            Some((2, 18))
+        }
         _ => None,
     };
     let (name, end, slot, (kind, name_code)) = match known {
-        Some((k, len)) => (&rest[p..p + len], p + len + 1, NameSlot::Known(k), fast.known[k]),
+        Some((k, len)) => (
+            &rest[p..p + len],
+            p + len + 1,
+            NameSlot::Known(k),
+            fast.known[k],
+        ),
         None => {
             let end = word_end(rest, p);
-            let Some(name) = rest[p..end].strip_suffix(b":") else { return push_line(table, h) };
-            let Some(key) = Key::of(name) else { return push_line(table, h) };
+            let Some(name) = rest[p..end].strip_suffix(b":") else {
+                return push_line(table, h);
+            };
+            let Some(key) = Key::of(name) else {
+                return push_line(table, h);
+            };
             let v = match fast.names.get(key) {
                 Some(v) => v,
                 None => {
@@ -120,7 +170,11 @@ fn push_line_fast(table: &mut RowWriter<'_>, h: Header<'_>, fast: &mut FastCache
     skip_blanks(rest, &mut q);
     let body = &rest[q..];
     match kind {
-        NameKind::Block(action) if fast_block(table, fast, &h, action, (slot, name_code), name, body) => Ok(()),
+        NameKind::Block(action)
+            if fast_block(table, fast, &h, action, (slot, name_code), name, body) =>
+        {
+            Ok(())
+        }
         NameKind::Marker => {
             let e = h.event(RecordKind::Marker);
             let name_code = fast.name_code(table, marker_event(body));
@@ -148,7 +202,11 @@ fn push_line(table: &mut RowWriter<'_>, h: Header<'_>) -> Result<(), &'static st
 }
 
 /// A line that is not a syscall in its print format: `event: body` or a `blk` tracer line.
-fn push_event_line(table: &mut RowWriter<'_>, e: Event, h: &Header<'_>) -> Result<(), &'static str> {
+fn push_event_line(
+    table: &mut RowWriter<'_>,
+    e: Event,
+    h: &Header<'_>,
+) -> Result<(), &'static str> {
     let mut c = Cursor::new(h.rest);
     let first = c.word().ok_or("nothing after the timestamp")?;
     if let Some(name) = first.strip_suffix(b":") {
@@ -175,9 +233,20 @@ impl Key {
             0 => Key([0; 3], 0),
             // Overlapping loads that together cover every byte once or twice (with the
             // same value): the string's bytes as one word, first byte lowest.
-            1..=3 => Key([s[0] as u64 | (s[n / 2] as u64) << (8 * (n / 2)) | (s[n - 1] as u64) << (8 * (n - 1)), 0, 0], n),
+            1..=3 => Key(
+                [
+                    s[0] as u64
+                        | (s[n / 2] as u64) << (8 * (n / 2))
+                        | (s[n - 1] as u64) << (8 * (n - 1)),
+                    0,
+                    0,
+                ],
+                n,
+            ),
             4..=7 => {
-                let word = |i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("four bytes")) as u64;
+                let word = |i: usize| {
+                    u32::from_le_bytes(s[i..i + 4].try_into().expect("four bytes")) as u64
+                };
                 Key([word(0) | word(n - 4) << (8 * (n - 4)), 0, 0], n)
             }
             8..=16 => Key([w(0), w(n - 8), 0], n),
@@ -188,7 +257,10 @@ impl Key {
 
     #[inline(always)]
     fn slot(&self) -> usize {
-        spread(self.0[0] ^ self.0[1].rotate_left(21) ^ self.0[2].rotate_left(42) ^ self.1 as u64, CACHE_BITS)
+        spread(
+            self.0[0] ^ self.0[1].rotate_left(21) ^ self.0[2].rotate_left(42) ^ self.1 as u64,
+            CACHE_BITS,
+        )
     }
 }
 
@@ -213,7 +285,9 @@ struct Cache<V: Copy> {
 
 impl<V: Copy> Cache<V> {
     fn new(empty: V) -> Self {
-        Cache { slots: Box::new([(Key::NONE, empty); 1 << CACHE_BITS]) }
+        Cache {
+            slots: Box::new([(Key::NONE, empty); 1 << CACHE_BITS]),
+        }
     }
     #[inline(always)]
     fn get(&self, k: Key) -> Option<V> {
@@ -287,7 +361,12 @@ enum NameKind {
 impl Default for FastCaches {
     fn default() -> Self {
         FastCaches {
-            known: [b"block_rq_issue".as_slice(), b"block_rq_complete", b"tracing_mark_write"].map(|n| (name_kind(n), NO_CODE)),
+            known: [
+                b"block_rq_issue".as_slice(),
+                b"block_rq_complete",
+                b"tracing_mark_write",
+            ]
+            .map(|n| (name_kind(n), NO_CODE)),
             names: Cache::new((NameKind::Other, NO_CODE)),
             rwbs: Cache::new((Operation::None, 0, NO_CODE)),
             comms: Cache::new(NO_CODE),
@@ -314,7 +393,9 @@ impl FastCaches {
 /// `s`'s code in `dictionary`, interned if new, remembered in `cache`.
 #[inline(always)]
 fn cached_code(cache: &mut Cache<u32>, dictionary: &mut Dictionary, s: &[u8]) -> u32 {
-    let Some(k) = Key::of(s) else { return dictionary.intern(s) };
+    let Some(k) = Key::of(s) else {
+        return dictionary.intern(s);
+    };
     match cache.get(k) {
         Some(code) => code,
         None => {
@@ -368,7 +449,17 @@ fn number_word(s: &[u8], p: &mut usize) -> Option<u64> {
 /// 19 digits; callers bound the count. Eight bytes at a time where the line has them.
 #[inline(always)]
 fn digits(s: &[u8], p: &mut usize) -> (u64, usize) {
-    const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
+    const POW10: [u64; 9] = [
+        1,
+        10,
+        100,
+        1_000,
+        10_000,
+        100_000,
+        1_000_000,
+        10_000_000,
+        100_000_000,
+    ];
     let start = *p;
     // Most numbers end within their first eight bytes: no loop, no scaling.
     if let Some(chunk) = s.get(start..start + 8) {
@@ -376,7 +467,14 @@ fn digits(s: &[u8], p: &mut usize) -> (u64, usize) {
         let n = leading_digits(w);
         if n < 8 {
             *p += n;
-            return (if n == 0 { 0 } else { eight_digits(w << (8 * (8 - n))) }, n);
+            return (
+                if n == 0 {
+                    0
+                } else {
+                    eight_digits(w << (8 * (8 - n)))
+                },
+                n,
+            );
         }
     }
     let mut v = 0u64;
@@ -384,7 +482,9 @@ fn digits(s: &[u8], p: &mut usize) -> (u64, usize) {
         let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
         let n = leading_digits(w);
         if n > 0 {
-            v = v.wrapping_mul(POW10[n]).wrapping_add(eight_digits(w << (8 * (8 - n))));
+            v = v
+                .wrapping_mul(POW10[n])
+                .wrapping_add(eight_digits(w << (8 * (8 - n))));
             *p += n;
         }
         if n < 8 {
@@ -441,7 +541,9 @@ fn task_prefix(line: &[u8]) -> Option<TaskPrefix> {
     while line.get(start..start + 8).is_some_and(|w| w == b"        ") {
         start += 8;
     }
-    start += line[start..].iter().position(|c| !c.is_ascii_whitespace())?;
+    start += line[start..]
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())?;
     if line[start] == b'#' || line[start..].starts_with(b"CPU") {
         return None;
     }
@@ -465,7 +567,11 @@ fn task_prefix(line: &[u8]) -> Option<TaskPrefix> {
     if dash == end || dash <= start || line[dash - 1] != b'-' {
         return None;
     }
-    Some(TaskPrefix { open, comm: (start, dash - 1), pid })
+    Some(TaskPrefix {
+        open,
+        comm: (start, dash - 1),
+        pid,
+    })
 }
 
 /// What a line's bytes before its timestamp say: `comm-pid`, the CPU and where the
@@ -501,7 +607,12 @@ fn line_prefix(line: &[u8]) -> Option<LinePrefix> {
         p = w;
         skip_blanks(line, &mut p);
     }
-    Some(LinePrefix { task, cpu: cpu as u32, time_at: p, flags })
+    Some(LinePrefix {
+        task,
+        cpu: cpu as u32,
+        time_at: p,
+        flags,
+    })
 }
 
 /// Bytes a `PrefixMemo` compares: prefixes up to here are remembered.
@@ -523,7 +634,9 @@ const MEMO_SETS: usize = 32;
 
 impl Default for PrefixMemo {
     fn default() -> Self {
-        PrefixMemo { sets: Box::new([[PrefixSlot::default(); 2]; MEMO_SETS]) }
+        PrefixMemo {
+            sets: Box::new([[PrefixSlot::default(); 2]; MEMO_SETS]),
+        }
     }
 }
 
@@ -556,14 +669,22 @@ impl PrefixMemo {
     /// which costs hits, never correctness.
     #[inline(always)]
     fn set(w: &[u64; MEMO_WORDS]) -> usize {
-        spread(w[0] ^ w[1].rotate_left(17) ^ w[2].rotate_left(41) ^ w[3].rotate_left(29) ^ (w[4] & 0xFFFF_FFFF), MEMO_SETS.trailing_zeros())
+        spread(
+            w[0] ^ w[1].rotate_left(17)
+                ^ w[2].rotate_left(41)
+                ^ w[3].rotate_left(29)
+                ^ (w[4] & 0xFFFF_FFFF),
+            MEMO_SETS.trailing_zeros(),
+        )
     }
 
     #[inline(always)]
     fn find(&self, line: &[u8]) -> Option<LinePrefix> {
         let w = Self::words(line)?;
         let set = &self.sets[Self::set(&w)];
-        set.iter().find(|slot| slot.matches(&w)).map(|slot| slot.prefix)
+        set.iter()
+            .find(|slot| slot.matches(&w))
+            .map(|slot| slot.prefix)
     }
 
     /// Remembers a prefix that its bytes alone decide: with a flags word (without one, the
@@ -571,16 +692,24 @@ impl PrefixMemo {
     /// blanks end at `time_at` is the next byte's to say: the timestamp's parse checks it.
     /// It takes its set's first way, the one there moving to the second.
     fn remember(&mut self, line: &[u8], prefix: LinePrefix) {
-        let decided = prefix.flags && prefix.time_at <= MEMO_BYTES && is_blank(line[prefix.time_at - 1]);
-        let Some(w) = Self::words(line).filter(|_| decided) else { return };
-        let masks: [u64; MEMO_WORDS] = std::array::from_fn(|i| match prefix.time_at.saturating_sub(8 * i) {
-            0 => 0,
-            n if n >= 8 => u64::MAX,
-            n => (1u64 << (8 * n)) - 1,
-        });
+        let decided =
+            prefix.flags && prefix.time_at <= MEMO_BYTES && is_blank(line[prefix.time_at - 1]);
+        let Some(w) = Self::words(line).filter(|_| decided) else {
+            return;
+        };
+        let masks: [u64; MEMO_WORDS] =
+            std::array::from_fn(|i| match prefix.time_at.saturating_sub(8 * i) {
+                0 => 0,
+                n if n >= 8 => u64::MAX,
+                n => (1u64 << (8 * n)) - 1,
+            });
         let set = &mut self.sets[Self::set(&w)];
         set[1] = set[0];
-        set[0] = PrefixSlot { words: std::array::from_fn(|i| w[i] & masks[i]), masks, prefix };
+        set[0] = PrefixSlot {
+            words: std::array::from_fn(|i| w[i] & masks[i]),
+            masks,
+            prefix,
+        };
     }
 }
 
@@ -599,7 +728,9 @@ fn fast_header<'a>(line: &'a [u8], memo: &mut PrefixMemo) -> Option<Header<'a>> 
             prefix
         }
     };
-    let LinePrefix { task, cpu, time_at, .. } = prefix;
+    let LinePrefix {
+        task, cpu, time_at, ..
+    } = prefix;
     let (pid, comm) = (task.pid, &line[task.comm.0..task.comm.1]);
     let mut p = time_at;
     let (secs, n) = digits(line, &mut p);
@@ -608,12 +739,33 @@ fn fast_header<'a>(line: &'a [u8], memo: &mut PrefixMemo) -> Option<Header<'a>> 
     }
     p += 1;
     let (frac, n) = digits(line, &mut p);
-    if n == 0 || n > 9 || line.get(p) != Some(&b':') || line.get(p + 1).is_some_and(|&c| !is_blank(c)) {
+    if n == 0
+        || n > 9
+        || line.get(p) != Some(&b':')
+        || line.get(p + 1).is_some_and(|&c| !is_blank(c))
+    {
         return None;
     }
-    const SCALE: [u64; 10] = [1_000_000_000, 100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1];
+    const SCALE: [u64; 10] = [
+        1_000_000_000,
+        100_000_000,
+        10_000_000,
+        1_000_000,
+        100_000,
+        10_000,
+        1_000,
+        100,
+        10,
+        1,
+    ];
     let time_ns = secs * 1_000_000_000 + frac * SCALE[n];
-    Some(Header { comm, pid, cpu, time_ns, rest: &line[p + 1..] })
+    Some(Header {
+        comm,
+        pid,
+        cpu,
+        time_ns,
+        rest: &line[p + 1..],
+    })
 }
 
 /// The blanks between two fields of a block body: with `SINGLE`, one space or the end of
@@ -675,7 +827,11 @@ fn block_body<const SINGLE: bool>(b: &[u8]) -> Option<BlockBody<'_>> {
     if b.get(p) == Some(&b'(') {
         bytes = first.take();
         // Usually `()`: no search needed.
-        let close = if b.get(p + 1) == Some(&b')') { 1 } else { memchr::memchr(b')', &b[p..])? };
+        let close = if b.get(p + 1) == Some(&b')') {
+            1
+        } else {
+            memchr::memchr(b')', &b[p..])?
+        };
         p += close + 1;
         gap::<SINGLE>(b, &mut p)?;
         if !b.get(p).is_some_and(u8::is_ascii_digit) {
@@ -711,7 +867,14 @@ fn block_body<const SINGLE: bool>(b: &[u8]) -> Option<BlockBody<'_>> {
         }
         bracket = Some(&b[p + 1..b.len() - 1]);
     }
-    Some(BlockBody { dev: (maj as u32, min as u32), rwbs, bytes, sector, sectors, bracket })
+    Some(BlockBody {
+        dev: (maj as u32, min as u32),
+        rwbs,
+        bytes,
+        sector,
+        sectors,
+        bracket,
+    })
 }
 
 /// A block tracepoint whose body has the usual shape (`block_body`), pushed as
@@ -731,16 +894,26 @@ fn fast_block(
         return false;
     }
     // The kernel's single spaces first: fewer checks than runs of blanks.
-    let Some(BlockBody { dev: (maj, min), rwbs, bytes, sector, sectors, bracket }) =
-        block_body::<true>(body).or_else(|| block_body::<false>(body))
+    let Some(BlockBody {
+        dev: (maj, min),
+        rwbs,
+        bytes,
+        sector,
+        sectors,
+        bracket,
+    }) = block_body::<true>(body).or_else(|| block_body::<false>(body))
     else {
         return false;
     };
-    let Some(rwbs_key) = Key::of(rwbs) else { return false };
+    let Some(rwbs_key) = Key::of(rwbs) else {
+        return false;
+    };
     let (operation, flags, rwbs_code) = match fast.rwbs.get(rwbs_key) {
         Some(v) => v,
         None => {
-            let Some((operation, flags)) = parse_rwbs(rwbs) else { return false };
+            let Some((operation, flags)) = parse_rwbs(rwbs) else {
+                return false;
+            };
             let v = (operation, flags, NO_CODE);
             fast.rwbs.put(rwbs_key, v);
             v
@@ -752,7 +925,9 @@ fn fast_block(
         if matches!(action, Action::Complete | Action::Requeue) {
             // Nearly always `[0]`.
             if g != b"0" {
-                let Some(err) = parse_i64(g).and_then(|v| i32::try_from(v).ok()) else { return false };
+                let Some(err) = parse_i64(g).and_then(|v| i32::try_from(v).ok()) else {
+                    return false;
+                };
                 error = err;
             }
         } else {
@@ -797,10 +972,14 @@ fn fast_block(
 /// The `trace` file's header `# entries-in-buffer/entries-written: 1578/1600` says 22
 /// events were overwritten in the ring buffer before the file was read.
 fn overwritten_entries(comment: &[u8]) -> u64 {
-    let Some(rest) = comment.strip_prefix(b"# entries-in-buffer/entries-written: ") else { return 0 };
+    let Some(rest) = comment.strip_prefix(b"# entries-in-buffer/entries-written: ") else {
+        return 0;
+    };
     let mut c = Cursor::new(rest);
     let Some(counts) = c.word() else { return 0 };
-    let Some(slash) = memchr::memchr(b'/', counts) else { return 0 };
+    let Some(slash) = memchr::memchr(b'/', counts) else {
+        return 0;
+    };
     match (parse_u64(&counts[..slash]), parse_u64(&counts[slash + 1..])) {
         (Some(kept), Some(written)) => written.saturating_sub(kept),
         _ => 0,
@@ -837,7 +1016,13 @@ fn parse_header(line: &[u8]) -> Result<Header<'_>, &'static str> {
     }
     let stamp = word.strip_suffix(b":").ok_or("no timestamp")?;
     let time_ns = parse_time_ns(stamp).ok_or("bad timestamp")?;
-    Ok(Header { comm, pid, cpu, time_ns, rest: c.rest() })
+    Ok(Header {
+        comm,
+        pid,
+        cpu,
+        time_ns,
+        rest: c.rest(),
+    })
 }
 
 /// The first ` [digits]` group: the CPU column (a process name may contain brackets, but
@@ -850,7 +1035,12 @@ fn find_cpu_bracket(line: &[u8]) -> Option<(usize, usize)> {
         while end < line.len() && line[end].is_ascii_digit() {
             end += 1;
         }
-        if end > open + 1 && end < line.len() && line[end] == b']' && open > 0 && line[open - 1] == b' ' {
+        if end > open + 1
+            && end < line.len()
+            && line[end] == b']'
+            && open > 0
+            && line[open - 1] == b' '
+        {
             return Some((open, end));
         }
         from = open + 1;
@@ -858,7 +1048,13 @@ fn find_cpu_bracket(line: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
-fn push_named_event(table: &mut RowWriter<'_>, mut e: Event, name: &[u8], body: &[u8], comm: &[u8]) -> Result<(), &'static str> {
+fn push_named_event(
+    table: &mut RowWriter<'_>,
+    mut e: Event,
+    name: &[u8],
+    body: &[u8],
+    comm: &[u8],
+) -> Result<(), &'static str> {
     if let Some(action) = Action::from_tracepoint(name) {
         return push_block_tracepoint(table, e, action, name, body, comm);
     }
@@ -873,7 +1069,11 @@ fn push_named_event(table: &mut RowWriter<'_>, mut e: Event, name: &[u8], body: 
     } else if let Some(sys) = name.strip_prefix(b"sys_exit_") {
         e.kind = RecordKind::SyscallExit;
         name_code = table.names().intern(sys);
-        e.ret = Some(parse_number(body.trim_ascii()).map(|v| v as i64).ok_or("bad syscall return value")?);
+        e.ret = Some(
+            parse_number(body.trim_ascii())
+                .map(|v| v as i64)
+                .ok_or("bad syscall return value")?,
+        );
     } else {
         e.kind = RecordKind::Other;
         name_code = table.names().intern(name);
@@ -887,19 +1087,31 @@ fn push_named_event(table: &mut RowWriter<'_>, mut e: Event, name: &[u8], body: 
 /// entry and `sys_write -> 0x28` on exit → the syscall's name and the row's text, with the
 /// kind, arguments and return value set in `e`. `Ok(None)`, with `e` untouched, if `rest`
 /// is not in that form.
-fn syscall_print_format<'a>(e: &mut Event, rest: &'a [u8]) -> Result<Option<SyscallText<'a>>, &'static str> {
-    let name_end = rest.iter().position(|&b| b == b'(' || b == b' ' || b == b':').unwrap_or(rest.len());
+fn syscall_print_format<'a>(
+    e: &mut Event,
+    rest: &'a [u8],
+) -> Result<Option<SyscallText<'a>>, &'static str> {
+    let name_end = rest
+        .iter()
+        .position(|&b| b == b'(' || b == b' ' || b == b':')
+        .unwrap_or(rest.len());
     let name = &rest[4..name_end];
     let body;
     if rest.get(name_end) == Some(&b'(') {
         let args = &rest[name_end + 1..];
-        body = args.strip_suffix(b")").ok_or("unclosed syscall argument list")?;
+        body = args
+            .strip_suffix(b")")
+            .ok_or("unclosed syscall argument list")?;
         e.kind = RecordKind::SyscallEnter;
         parse_syscall_args(e, body);
     } else if let Some(ret) = rest[name_end..].strip_prefix(b" -> ") {
         body = ret.trim_ascii();
         e.kind = RecordKind::SyscallExit;
-        e.ret = Some(parse_number(body).map(|v| v as i64).ok_or("bad syscall return value")?);
+        e.ret = Some(
+            parse_number(body)
+                .map(|v| v as i64)
+                .ok_or("bad syscall return value")?,
+        );
     } else {
         return Ok(None);
     }
@@ -934,9 +1146,13 @@ fn marker_event(body: &[u8]) -> &[u8] {
 /// `fd: 0x00000003, buf: 0x…, count: 0x00001000` → fd and count (into `aux`).
 fn parse_syscall_args(e: &mut Event, body: &[u8]) {
     for arg in body.split(|&b| b == b',') {
-        let Some(colon) = memchr::memchr(b':', arg) else { continue };
+        let Some(colon) = memchr::memchr(b':', arg) else {
+            continue;
+        };
         let key = arg[..colon].trim_ascii();
-        let Some(value) = parse_number(arg[colon + 1..].trim_ascii()) else { continue };
+        let Some(value) = parse_number(arg[colon + 1..].trim_ascii()) else {
+            continue;
+        };
         match key {
             b"fd" => e.fd = Some(value as u32 as i32 as i64),
             b"count" | b"nbytes" | b"len" | b"length" => e.aux = value,
@@ -967,7 +1183,17 @@ fn push_block_tracepoint(
         let rest = c.rest();
         let mut probe = Cursor::new(rest);
         if let Some(rwbs) = probe.word() {
-            if push_block_event(table, e.clone(), action, rwbs, probe.rest(), comm, name_code).is_ok() {
+            if push_block_event(
+                table,
+                e.clone(),
+                action,
+                rwbs,
+                probe.rest(),
+                comm,
+                name_code,
+            )
+            .is_ok()
+            {
                 return Ok(());
             }
         }
@@ -982,9 +1208,17 @@ fn push_block_tracepoint(
 }
 
 /// The `blk` tracer: `maj,min [cgroup] action rwbs body`.
-fn push_blk_tracer_line(table: &mut RowWriter<'_>, mut e: Event, rest: &[u8], comm: &[u8]) -> Result<(), &'static str> {
+fn push_blk_tracer_line(
+    table: &mut RowWriter<'_>,
+    mut e: Event,
+    rest: &[u8],
+    comm: &[u8],
+) -> Result<(), &'static str> {
     let mut c = Cursor::new(rest);
-    let (maj, min) = c.word().and_then(parse_dev).ok_or("neither an event name nor a blk tracer device")?;
+    let (maj, min) = c
+        .word()
+        .and_then(parse_dev)
+        .ok_or("neither an event name nor a blk tracer device")?;
     e.dev_major = maj;
     e.dev_minor = min;
     let mut letters = c.word().ok_or("missing action")?;
@@ -1006,7 +1240,8 @@ mod tests {
         let mut t = EventTable::new();
         let mut r = ParseReport::default();
         for line in text.lines() {
-            parse_line(line.as_bytes(), &mut t.writer(), &mut r).unwrap_or_else(|e| panic!("{e}: {line}"));
+            parse_line(line.as_bytes(), &mut t.writer(), &mut r)
+                .unwrap_or_else(|e| panic!("{e}: {line}"));
         }
         (t, r)
     }
@@ -1026,19 +1261,37 @@ mod tests {
              dd-9 [000] 5.000007: block_dirty_buffer: 7,0 sector=12 size=4096\n",
         );
         assert_eq!(t.len(), 10);
-        assert_eq!((t.action_at(0), t.time_ns[0], t.cpu[0], t.pid[0]), (Action::Issue, 1_234_567_890_000, 1, 1234));
-        assert_eq!((t.sector[0], t.sectors[0], t.bytes[0], t.comm_at(0)), (1234, 8, 4096, "sqlite"));
-        assert_eq!((t.action_at(1), t.error[1], t.comm_at(1)), (Action::Complete, 0, "<idle>"));
-        assert_eq!((t.operation_at(2), t.flags[2]), (Operation::Flush, flags::PREFLUSH));
+        assert_eq!(
+            (t.action_at(0), t.time_ns[0], t.cpu[0], t.pid[0]),
+            (Action::Issue, 1_234_567_890_000, 1, 1234)
+        );
+        assert_eq!(
+            (t.sector[0], t.sectors[0], t.bytes[0], t.comm_at(0)),
+            (1234, 8, 4096, "sqlite")
+        );
+        assert_eq!(
+            (t.action_at(1), t.error[1], t.comm_at(1)),
+            (Action::Complete, 0, "<idle>")
+        );
+        assert_eq!(
+            (t.operation_at(2), t.flags[2]),
+            (Operation::Flush, flags::PREFLUSH)
+        );
         assert_eq!(t.pid[2], 77);
-        assert_eq!((t.error[3], t.flags[3]), (-5, flags::PREFLUSH | flags::FUA | flags::SYNC));
+        assert_eq!(
+            (t.error[3], t.flags[3]),
+            (-5, flags::PREFLUSH | flags::FUA | flags::SYNC)
+        );
         assert_eq!(t.comm_at(3), "kworker/0:1");
         assert_eq!(t.action_at(4), Action::Queue);
         assert_eq!(t.action_at(5), Action::Plug);
         assert_eq!((t.action_at(6), t.aux_at(6)), (Action::Unplug, 1));
         assert_eq!((t.action_at(7), t.aux_at(7)), (Action::Split, 96));
         assert_eq!(t.remap_at(8), Some((253, 1, 80)));
-        assert_eq!((t.action_at(9), t.text_at(9)), (Action::OtherBlock, "7,0 sector=12 size=4096"));
+        assert_eq!(
+            (t.action_at(9), t.text_at(9)),
+            (Action::OtherBlock, "7,0 sector=12 size=4096")
+        );
         assert_eq!(t.name_at(0), "block_rq_issue");
     }
 
@@ -1056,13 +1309,29 @@ mod tests {
              sqlwa-run-500 [001] ..... 10.000006: sched_switch: prev_comm=a\n",
         );
         assert_eq!(r.lost_events, 42 + 22);
-        assert_eq!((t.kind_at(0), t.name_at(0), t.text_at(0)), (RecordKind::Marker, "txn_begin", "sqlwa txn_begin i=3 warmup=0 t=123"));
-        assert_eq!((t.kind_at(1), t.name_at(1), t.fd_at(1)), (RecordKind::SyscallEnter, "fsync", Some(3)));
-        assert_eq!((t.kind_at(2), t.ret_at(2)), (RecordKind::SyscallExit, Some(0)));
+        assert_eq!(
+            (t.kind_at(0), t.name_at(0), t.text_at(0)),
+            (
+                RecordKind::Marker,
+                "txn_begin",
+                "sqlwa txn_begin i=3 warmup=0 t=123"
+            )
+        );
+        assert_eq!(
+            (t.kind_at(1), t.name_at(1), t.fd_at(1)),
+            (RecordKind::SyscallEnter, "fsync", Some(3))
+        );
+        assert_eq!(
+            (t.kind_at(2), t.ret_at(2)),
+            (RecordKind::SyscallExit, Some(0))
+        );
         assert_eq!((t.fd_at(3), t.aux_at(3)), (Some(4), 4096));
         assert_eq!(t.ret_at(4), Some(-2));
         assert_eq!(t.comm_at(0), "sqlwa-run");
-        assert_eq!((t.kind_at(5), t.name_at(5)), (RecordKind::Other, "sched_switch"));
+        assert_eq!(
+            (t.kind_at(5), t.name_at(5)),
+            (RecordKind::Other, "sched_switch")
+        );
     }
 
     #[test]
@@ -1073,9 +1342,18 @@ mod tests {
                       python3-21901   [001] .....  7285.608437: sys_write(fd: 3, buf: 0x7fc27e0175c0, count: 0x28)\n\
                       python3-21901   (-------) [001]   7285.608439: sys_unlink -> 0xfffffffffffffffe\n",
         );
-        assert_eq!((t.kind_at(0), t.name_at(0), t.fd_at(0)), (RecordKind::SyscallEnter, "openat", None));
-        assert_eq!((t.kind_at(1), t.name_at(1), t.ret_at(1)), (RecordKind::SyscallExit, "openat", Some(3)));
-        assert_eq!((t.fd_at(2), t.aux_at(2), t.text_at(2)), (Some(3), 0x28, "fd: 3, buf: 0x7fc27e0175c0, count: 0x28"));
+        assert_eq!(
+            (t.kind_at(0), t.name_at(0), t.fd_at(0)),
+            (RecordKind::SyscallEnter, "openat", None)
+        );
+        assert_eq!(
+            (t.kind_at(1), t.name_at(1), t.ret_at(1)),
+            (RecordKind::SyscallExit, "openat", Some(3))
+        );
+        assert_eq!(
+            (t.fd_at(2), t.aux_at(2), t.text_at(2)),
+            (Some(3), 0x28, "fd: 3, buf: 0x7fc27e0175c0, count: 0x28")
+        );
         assert_eq!((t.name_at(3), t.ret_at(3)), ("unlink", Some(-2)));
     }
 
@@ -1085,8 +1363,14 @@ mod tests {
             "  kworker/0:1-40    [000] ....   123.456000:   8,0    D   W 1234 + 8 [kworker/0:1]\n\
                kworker/0:1-40    [000] ....   123.456001:   8,0    m   N cfq40 slice\n",
         );
-        assert_eq!((t.action_at(0), t.dev_major[0], t.sector[0]), (Action::Issue, 8, 1234));
-        assert_eq!((t.kind_at(1), t.text_at(1)), (RecordKind::Message, "cfq40 slice"));
+        assert_eq!(
+            (t.action_at(0), t.dev_major[0], t.sector[0]),
+            (Action::Issue, 8, 1234)
+        );
+        assert_eq!(
+            (t.kind_at(1), t.text_at(1)),
+            (RecordKind::Message, "cfq40 slice")
+        );
     }
 
     /// Every column of every row, with dictionary codes resolved, plus the sparse fields.
@@ -1109,7 +1393,10 @@ mod tests {
         assert_eq!(fast.comms.values, general.comms.values);
         assert_eq!(fast.rwbs_values.values, general.rwbs_values.values);
         assert_eq!(fast.names.values, general.names.values);
-        assert_eq!((rf.lost_events, rf.skipped_lines), (rg.lost_events, rg.skipped_lines));
+        assert_eq!(
+            (rf.lost_events, rf.skipped_lines),
+            (rg.lost_events, rg.skipped_lines)
+        );
     }
 
     const ODD_LINES: &[&str] = &[
@@ -1227,11 +1514,30 @@ mod tests {
                 .filter(|l| {
                     fast_header(l.as_bytes(), &mut PrefixMemo::default()).is_some_and(|h| {
                         let mut c = Cursor::new(h.rest);
-                        let name = c.word().and_then(|w| w.strip_suffix(b":")).unwrap_or_default();
+                        let name = c
+                            .word()
+                            .and_then(|w| w.strip_suffix(b":"))
+                            .unwrap_or_default();
                         c.skip_spaces();
-                        let (Some(action), Some(key)) = (Action::from_tracepoint(name), Key::of(name)) else { return false };
-                        let read = if single { block_body::<true>(c.rest()).is_some() } else { block_body::<false>(c.rest()).is_some() };
-                        read && fast_block(&mut t.writer(), &mut caches, &h, action, (NameSlot::Cached(key), NO_CODE), name, c.rest())
+                        let (Some(action), Some(key)) =
+                            (Action::from_tracepoint(name), Key::of(name))
+                        else {
+                            return false;
+                        };
+                        let read = if single {
+                            block_body::<true>(c.rest()).is_some()
+                        } else {
+                            block_body::<false>(c.rest()).is_some()
+                        };
+                        read && fast_block(
+                            &mut t.writer(),
+                            &mut caches,
+                            &h,
+                            action,
+                            (NameSlot::Cached(key), NO_CODE),
+                            name,
+                            c.rest(),
+                        )
                     })
                 })
                 .copied()
@@ -1239,9 +1545,16 @@ mod tests {
         };
         let (any_blanks, single_spaces) = (takes(false), takes(true));
         assert!(any_blanks.len() >= 20, "{any_blanks:#?}");
-        assert!(single_spaces.len() >= 10 && single_spaces.len() < any_blanks.len(), "{single_spaces:#?}");
+        assert!(
+            single_spaces.len() >= 10 && single_spaces.len() < any_blanks.len(),
+            "{single_spaces:#?}"
+        );
         for fast in [&any_blanks, &single_spaces] {
-            assert!(fast.contains(&ODD_LINES[0]) && fast.contains(&ODD_LINES[1]) && fast.contains(&ODD_LINES[5]));
+            assert!(
+                fast.contains(&ODD_LINES[0])
+                    && fast.contains(&ODD_LINES[1])
+                    && fast.contains(&ODD_LINES[5])
+            );
         }
         // And each line on its own, so one line's dictionary entries cannot hide another's.
         for line in &lines {
@@ -1252,7 +1565,9 @@ mod tests {
     #[test]
     fn fast_and_general_paths_agree_on_the_samples() {
         for name in ["trace.txt", "trace-tgid-noirq.txt"] {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ftrace-loop-ext4").join(name);
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("samples/ftrace-loop-ext4")
+                .join(name);
             let text = std::fs::read(path).unwrap();
             let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
             assert_paths_agree(&lines);
@@ -1263,8 +1578,21 @@ mod tests {
     /// reading the sample twice into one table so the second read starts mid-table.
     #[test]
     fn read_matches_the_general_path_line_by_line() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ftrace-loop-ext4/trace.txt");
-        let mut mixed = ODD_LINES.iter().filter(|l| parse_line(l.as_bytes(), &mut EventTable::new().writer(), &mut ParseReport::default()).is_ok()).copied().collect::<Vec<_>>().join("\n");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("samples/ftrace-loop-ext4/trace.txt");
+        let mut mixed = ODD_LINES
+            .iter()
+            .filter(|l| {
+                parse_line(
+                    l.as_bytes(),
+                    &mut EventTable::new().writer(),
+                    &mut ParseReport::default(),
+                )
+                .is_ok()
+            })
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n");
         mixed.push('\n');
         mixed.push_str(&std::fs::read_to_string(&path).unwrap());
         let dir = tempfile::tempdir().unwrap();
@@ -1282,7 +1610,10 @@ mod tests {
         assert!(t.error.iter().any(|&e| e != 0));
         assert_eq!((t.sequence.len(), t.error.len()), (t.len(), t.len()));
         assert_eq!(rows(&t), rows(&g));
-        assert_eq!((r.lost_events, r.skipped_lines), (rg.lost_events, rg.skipped_lines));
+        assert_eq!(
+            (r.lost_events, r.skipped_lines),
+            (rg.lost_events, rg.skipped_lines)
+        );
     }
 
     proptest::proptest! {
@@ -1308,7 +1639,12 @@ mod tests {
 
     #[test]
     fn digit_runs_read_eight_at_a_time_as_one_at_a_time() {
-        let mut cases: Vec<Vec<u8>> = vec![b"".to_vec(), b"0".to_vec(), b"12345678".to_vec(), b"123456789 x".to_vec()];
+        let mut cases: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"0".to_vec(),
+            b"12345678".to_vec(),
+            b"123456789 x".to_vec(),
+        ];
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..20_000 {
             x ^= x << 13;
@@ -1318,7 +1654,11 @@ mod tests {
             let line: Vec<u8> = (0..len)
                 .map(|k| {
                     let r = (x >> (k % 8 * 8)) as u8 ^ k as u8;
-                    if r % 5 == 0 { b"/:. \xff\x00\x2f\x3a"[(r / 5 % 8) as usize] } else { b'0' + r % 10 }
+                    if r % 5 == 0 {
+                        b"/:. \xff\x00\x2f\x3a"[(r / 5 % 8) as usize]
+                    } else {
+                        b'0' + r % 10
+                    }
                 })
                 .collect();
             cases.push(line);
@@ -1327,9 +1667,19 @@ mod tests {
             for start in 0..=line.len() {
                 let mut p = start;
                 let (v, n) = digits(&line, &mut p);
-                let run = line[start..].iter().take_while(|c| c.is_ascii_digit()).count();
-                let want = line[start..start + run].iter().fold(0u64, |v, &c| v.wrapping_mul(10).wrapping_add((c - b'0') as u64));
-                assert_eq!((v, n, p), (want, run, start + run), "{:?} at {start}", String::from_utf8_lossy(&line));
+                let run = line[start..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit())
+                    .count();
+                let want = line[start..start + run].iter().fold(0u64, |v, &c| {
+                    v.wrapping_mul(10).wrapping_add((c - b'0') as u64)
+                });
+                assert_eq!(
+                    (v, n, p),
+                    (want, run, start + run),
+                    "{:?} at {start}",
+                    String::from_utf8_lossy(&line)
+                );
             }
         }
     }
@@ -1348,7 +1698,10 @@ mod tests {
                 }
             }
         }
-        let header = |line: &[u8], memo: &mut PrefixMemo| fast_header(line, memo).map(|h| (h.comm.to_vec(), h.pid, h.cpu, h.time_ns, h.rest.to_vec()));
+        let header = |line: &[u8], memo: &mut PrefixMemo| {
+            fast_header(line, memo)
+                .map(|h| (h.comm.to_vec(), h.pid, h.cpu, h.time_ns, h.rest.to_vec()))
+        };
         let (mut remembered, mut hits) = (0, 0);
         for a in &lines {
             let mut memo = PrefixMemo::default();
@@ -1362,13 +1715,22 @@ mod tests {
                 // blank more before the timestamp), leaving the line to the general path.
                 let got = header(b, &mut memo.clone());
                 if got.is_some() {
-                    assert_eq!(got, header(b, &mut PrefixMemo::default()), "{:?} after {:?}", String::from_utf8_lossy(b), String::from_utf8_lossy(a));
+                    assert_eq!(
+                        got,
+                        header(b, &mut PrefixMemo::default()),
+                        "{:?} after {:?}",
+                        String::from_utf8_lossy(b),
+                        String::from_utf8_lossy(a)
+                    );
                 }
                 hits += (hit && got.is_some()) as usize;
             }
         }
         // Lines changed past their timestamp's start share the remembered start.
-        assert!(hits > 3 * remembered, "{hits} hits for {remembered} remembered");
+        assert!(
+            hits > 3 * remembered,
+            "{hits} hits for {remembered} remembered"
+        );
     }
 
     #[test]
@@ -1377,7 +1739,11 @@ mod tests {
         // starts that agree in their first 32 bytes, seen in turns.
         let mut lines = Vec::new();
         for cpu in 0..4 {
-            for (comm, pid, flags) in [("sqlite3", 4242, "....."), ("sqlite3", 4242, "...1."), ("<idle>", 0, "d.h1.")] {
+            for (comm, pid, flags) in [
+                ("sqlite3", 4242, "....."),
+                ("sqlite3", 4242, "...1."),
+                ("<idle>", 0, "d.h1."),
+            ] {
                 lines.push(format!("{comm:>16}-{pid:<7} [{cpu:03}] {flags}  7000.000172: block_rq_issue: 259,0 W 4096 () 8 + 8 be,0,4 [x]"));
             }
         }
@@ -1397,23 +1763,38 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let s: Vec<u8> = (0..(x % 8) as usize).map(|k| (x >> (8 * k)) as u8).collect();
+            let s: Vec<u8> = (0..(x % 8) as usize)
+                .map(|k| (x >> (8 * k)) as u8)
+                .collect();
             let mut word = [0u8; 8];
             word[..s.len()].copy_from_slice(&s);
-            assert!(Key::of(&s) == Some(Key([u64::from_le_bytes(word), 0, 0], s.len())), "{s:?}");
+            assert!(
+                Key::of(&s) == Some(Key([u64::from_le_bytes(word), 0, 0], s.len())),
+                "{s:?}"
+            );
         }
     }
 
     #[test]
     fn whitespace_is_skipped_back_as_one_byte_at_a_time() {
-        for line in [&b"x-1            [0]"[..], b"x-1 \t \r  \x0c        [0]", b"        [", b"a[", b"ab                 "] {
+        for line in [
+            &b"x-1            [0]"[..],
+            b"x-1 \t \r  \x0c        [0]",
+            b"        [",
+            b"a[",
+            b"ab                 ",
+        ] {
             for start in 0..line.len() {
                 for end in start..=line.len() {
                     let mut want = end;
                     while want > start && line[want - 1].is_ascii_whitespace() {
                         want -= 1;
                     }
-                    assert_eq!(skip_back_whitespace(line, start, end), want, "{line:?} {start}..{end}");
+                    assert_eq!(
+                        skip_back_whitespace(line, start, end),
+                        want,
+                        "{line:?} {start}..{end}"
+                    );
                 }
             }
         }
@@ -1424,6 +1805,11 @@ mod tests {
         let mut t = EventTable::new();
         let mut r = ParseReport::default();
         assert!(parse_line(b"hello world", &mut t.writer(), &mut r).is_err());
-        assert!(parse_line(b"x-1 [000] 1.0: block_rq_issue: 7,0 QQ 1 + 8 [x]", &mut t.writer(), &mut r).is_err());
+        assert!(parse_line(
+            b"x-1 [000] 1.0: block_rq_issue: 7,0 QQ 1 + 8 [x]",
+            &mut t.writer(),
+            &mut r
+        )
+        .is_err());
     }
 }

@@ -23,11 +23,16 @@ impl Input {
             Some(m) => Bytes::Mapped(m),
             None => {
                 let mut v = Vec::new();
-                (&file).read_to_end(&mut v).map_err(|e| ParseError::io(path, e))?;
+                (&file)
+                    .read_to_end(&mut v)
+                    .map_err(|e| ParseError::io(path, e))?;
                 Bytes::Read(v)
             }
         };
-        Ok(Input { path: path.to_path_buf(), data })
+        Ok(Input {
+            path: path.to_path_buf(),
+            data,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -49,7 +54,9 @@ pub(crate) fn map_file(file: &std::fs::File) -> Option<memmap2::Mmap> {
     // SAFETY: the map is read-only and lives as long as its holder. Were the file cut short
     // by another process while mapped, reading past the new end would fault (SIGBUS);
     // tracers only ever append, and bytes appended after the map is made are not read.
-    let map = regular.then(|| unsafe { memmap2::Mmap::map(file) }.ok()).flatten()?;
+    let map = regular
+        .then(|| unsafe { memmap2::Mmap::map(file) }.ok())
+        .flatten()?;
     // Only a hint (more read-ahead); the data is the same either way.
     let _ = map.advise(memmap2::Advice::Sequential);
     Some(map)

@@ -6,6 +6,8 @@
 //! let (table, report) = parse_paths(&["keks".into()], Format::Auto, false).unwrap();
 //! println!("{} events, {} lost", report.events, report.lost_events);
 //! ```
+#[cfg(feature = "arrow")]
+pub mod arrow;
 pub mod binary;
 pub mod blkparse_text;
 pub mod error;
@@ -16,8 +18,6 @@ pub mod rwbs;
 pub mod table;
 pub mod text;
 pub mod writer;
-#[cfg(feature = "arrow")]
-pub mod arrow;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -64,7 +64,11 @@ impl std::str::FromStr for Format {
 
 /// Parses every given trace into one table. Binary per-CPU files (or their base name) are
 /// merged by time into one trace; text files are appended in the order given.
-pub fn parse_paths(paths: &[PathBuf], format: Format, lenient: bool) -> Result<(EventTable, ParseReport), ParseError> {
+pub fn parse_paths(
+    paths: &[PathBuf],
+    format: Format,
+    lenient: bool,
+) -> Result<(EventTable, ParseReport), ParseError> {
     if paths.is_empty() {
         return Err(ParseError::Usage("no trace files given".into()));
     }
@@ -72,8 +76,14 @@ pub fn parse_paths(paths: &[PathBuf], format: Format, lenient: bool) -> Result<(
     let mut report = ParseReport::default();
     let mut binaries = Vec::new();
     for path in binary::expand_paths(paths)? {
-        let fmt = if format == Format::Auto { detect(&path)? } else { format };
-        report.files.push((path.display().to_string(), fmt.name().to_string()));
+        let fmt = if format == Format::Auto {
+            detect(&path)?
+        } else {
+            format
+        };
+        report
+            .files
+            .push((path.display().to_string(), fmt.name().to_string()));
         match fmt {
             Format::Blktrace => binaries.push(path),
             Format::Blkparse => {
@@ -112,7 +122,9 @@ pub fn detect(path: &Path) -> Result<Format, ParseError> {
     let mut file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
     let mut n = 0;
     while n < head.len() {
-        let got = file.read(&mut head[n..]).map_err(|e| ParseError::io(path, e))?;
+        let got = file
+            .read(&mut head[n..])
+            .map_err(|e| ParseError::io(path, e))?;
         if got == 0 {
             break;
         }

@@ -42,9 +42,14 @@ impl ParseReport {
     /// Fills the event count and the per-action / per-operation / per-kind counts.
     pub fn count(&mut self, table: &EventTable) {
         self.events = table.len() as u64;
-        let (mut actions, mut ops, mut kinds) = ([0u64; ACTIONS], [0u64; OPERATIONS], [0u64; KINDS]);
+        let (mut actions, mut ops, mut kinds) =
+            ([0u64; ACTIONS], [0u64; OPERATIONS], [0u64; KINDS]);
         for (cell, n) in count_cells(table).into_iter().enumerate() {
-            let (kind, action, op) = (cell / (ACTIONS * OPERATIONS), cell / OPERATIONS % ACTIONS, cell % OPERATIONS);
+            let (kind, action, op) = (
+                cell / (ACTIONS * OPERATIONS),
+                cell / OPERATIONS % ACTIONS,
+                cell % OPERATIONS,
+            );
             kinds[kind] += n;
             // Actions and operations count block rows only.
             if kind == RecordKind::Block as usize {
@@ -66,12 +71,26 @@ const KINDS: usize = RecordKind::ALL.len();
 /// Rows per (kind, action, operation) cell; big tables counted in slices on all cores.
 fn count_cells(table: &EventTable) -> Vec<u64> {
     let n = table.len();
-    let slices = if n < 1 << 20 { 1 } else { std::thread::available_parallelism().map_or(1, |c| c.get()).min(8) };
+    let slices = if n < 1 << 20 {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, |c| c.get())
+            .min(8)
+    };
     let bounds: Vec<usize> = (0..=slices).map(|k| n * k / slices).collect();
     let counted: Vec<Vec<[u64; 4]>> = std::thread::scope(|s| {
-        let handles: Vec<_> = bounds.windows(2).skip(1).map(|w| s.spawn(move || count_slice(table, w[0]..w[1]))).collect();
+        let handles: Vec<_> = bounds
+            .windows(2)
+            .skip(1)
+            .map(|w| s.spawn(move || count_slice(table, w[0]..w[1])))
+            .collect();
         let mut all = vec![count_slice(table, 0..bounds[1])];
-        all.extend(handles.into_iter().map(|h| h.join().expect("counting thread panicked")));
+        all.extend(
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("counting thread panicked")),
+        );
         all
     });
     let mut cells = vec![0u64; KINDS * ACTIONS * OPERATIONS];
@@ -87,7 +106,11 @@ fn count_cells(table: &EventTable) -> Vec<u64> {
 /// fall in the same cell, and one copy would make each increment wait for the one before.
 fn count_slice(table: &EventTable, rows: std::ops::Range<usize>) -> Vec<[u64; 4]> {
     let mut cells = vec![[0u64; 4]; KINDS * ACTIONS * OPERATIONS];
-    let (kinds, actions, ops) = (&table.kind[rows.clone()], &table.action[rows.clone()], &table.operation[rows]);
+    let (kinds, actions, ops) = (
+        &table.kind[rows.clone()],
+        &table.action[rows.clone()],
+        &table.operation[rows],
+    );
     for (i, ((&kind, &action), &op)) in kinds.iter().zip(actions).zip(ops).enumerate() {
         cells[(kind as usize * ACTIONS + action as usize) * OPERATIONS + op as usize][i % 4] += 1;
     }
@@ -96,7 +119,12 @@ fn count_slice(table: &EventTable, rows: std::ops::Range<usize>) -> Vec<[u64; 4]
 
 /// Name → count for the names counted at least once.
 fn nonzero<const N: usize>(names: [&str; N], counts: [u64; N]) -> BTreeMap<String, u64> {
-    names.into_iter().zip(counts).filter(|&(_, n)| n > 0).map(|(name, n)| (name.to_string(), n)).collect()
+    names
+        .into_iter()
+        .zip(counts)
+        .filter(|&(_, n)| n > 0)
+        .map(|(name, n)| (name.to_string(), n))
+        .collect()
 }
 
 #[cfg(test)]
@@ -116,15 +144,22 @@ mod tests {
             t.time_ns.push(0);
             t.kind.push((x % RecordKind::ALL.len() as u32) as u8);
             t.action.push((x / 7 % Action::ALL.len() as u32) as u8);
-            t.operation.push((x / 151 % Operation::ALL.len() as u32) as u8);
+            t.operation
+                .push((x / 151 % Operation::ALL.len() as u32) as u8);
         }
         let mut want = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         for i in 0..n {
             let kind = t.kind_at(i);
             *want.2.entry(kind.name().to_string()).or_insert(0u64) += 1;
             if kind == RecordKind::Block {
-                *want.0.entry(t.action_at(i).name().to_string()).or_insert(0u64) += 1;
-                *want.1.entry(t.operation_at(i).name().to_string()).or_insert(0u64) += 1;
+                *want
+                    .0
+                    .entry(t.action_at(i).name().to_string())
+                    .or_insert(0u64) += 1;
+                *want
+                    .1
+                    .entry(t.operation_at(i).name().to_string())
+                    .or_insert(0u64) += 1;
             }
         }
         let mut r = ParseReport::default();

@@ -92,7 +92,12 @@ pub fn rwbs_from_category(cat: u32, bytes: u32, out: &mut [u8; 8]) -> usize {
         b'N'
     };
     i += 1;
-    for (bit, letter) in [(category::FUA, b'F'), (category::AHEAD, b'A'), (category::SYNC, b'S'), (category::META, b'M')] {
+    for (bit, letter) in [
+        (category::FUA, b'F'),
+        (category::AHEAD, b'A'),
+        (category::SYNC, b'S'),
+        (category::META, b'M'),
+    ] {
         if cat & bit != 0 {
             out[i] = letter;
             i += 1;
@@ -143,11 +148,23 @@ mod tests {
 
     #[test]
     fn preflush_and_fua_are_told_apart_by_position() {
-        assert_eq!(parse_rwbs(b"FWFS"), Some((Operation::Write, flags::PREFLUSH | flags::FUA | flags::SYNC)));
-        assert_eq!(parse_rwbs(b"WFS"), Some((Operation::Write, flags::FUA | flags::SYNC)));
-        assert_eq!(parse_rwbs(b"FWS"), Some((Operation::Write, flags::PREFLUSH | flags::SYNC)));
+        assert_eq!(
+            parse_rwbs(b"FWFS"),
+            Some((Operation::Write, flags::PREFLUSH | flags::FUA | flags::SYNC))
+        );
+        assert_eq!(
+            parse_rwbs(b"WFS"),
+            Some((Operation::Write, flags::FUA | flags::SYNC))
+        );
+        assert_eq!(
+            parse_rwbs(b"FWS"),
+            Some((Operation::Write, flags::PREFLUSH | flags::SYNC))
+        );
         assert_eq!(parse_rwbs(b"RA"), Some((Operation::Read, flags::READAHEAD)));
-        assert_eq!(parse_rwbs(b"WSM"), Some((Operation::Write, flags::SYNC | flags::META)));
+        assert_eq!(
+            parse_rwbs(b"WSM"),
+            Some((Operation::Write, flags::SYNC | flags::META))
+        );
         assert_eq!(parse_rwbs(b"DS"), Some((Operation::Discard, flags::SYNC)));
         assert_eq!(parse_rwbs(b"DE"), Some((Operation::SecureErase, 0)));
         assert_eq!(parse_rwbs(b"WZ"), Some((Operation::WriteZeroes, 0)));
@@ -159,14 +176,30 @@ mod tests {
     #[test]
     fn binary_categories_round_trip_through_rwbs() {
         for cat in 0u32..(1 << 16) {
-            if cat & (category::QUEUE | category::REQUEUE | category::ISSUE | category::COMPLETE | category::FS | category::NOTIFY | category::DRV_DATA | category::READ | category::PC) != 0 {
+            if cat
+                & (category::QUEUE
+                    | category::REQUEUE
+                    | category::ISSUE
+                    | category::COMPLETE
+                    | category::FS
+                    | category::NOTIFY
+                    | category::DRV_DATA
+                    | category::READ
+                    | category::PC)
+                != 0
+            {
                 continue;
             }
             for bytes in [0u32, 4096] {
                 let mut buf = [0u8; 8];
                 let n = rwbs_from_category(cat, bytes, &mut buf);
                 let parsed = parse_rwbs(&buf[..n]).unwrap();
-                assert_eq!(parsed, decode_category(cat, bytes), "cat {cat:#x} rwbs {:?}", std::str::from_utf8(&buf[..n]));
+                assert_eq!(
+                    parsed,
+                    decode_category(cat, bytes),
+                    "cat {cat:#x} rwbs {:?}",
+                    std::str::from_utf8(&buf[..n])
+                );
             }
         }
     }

@@ -13,7 +13,8 @@ impl Hasher for FastHasher {
         const K: u64 = 0x517c_c1b7_2722_0a95;
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().unwrap())).wrapping_mul(K);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().unwrap())).wrapping_mul(K);
         }
         for &b in chunks.remainder() {
             self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
@@ -70,24 +71,24 @@ impl RecordKind {
 pub enum Action {
     /// Not a block action (markers, syscalls, other events).
     None = 0,
-    Queue = 1,       // Q
-    GetRq = 2,       // G
-    Insert = 3,      // I
-    Issue = 4,       // D
-    Complete = 5,    // C
-    BackMerge = 6,   // M
-    FrontMerge = 7,  // F
-    Remap = 8,       // A
-    Split = 9,       // X
-    Bounce = 10,     // B
-    SleepRq = 11,    // S
-    Requeue = 12,    // R
-    Plug = 13,       // P
-    Unplug = 14,     // U
+    Queue = 1,        // Q
+    GetRq = 2,        // G
+    Insert = 3,       // I
+    Issue = 4,        // D
+    Complete = 5,     // C
+    BackMerge = 6,    // M
+    FrontMerge = 7,   // F
+    Remap = 8,        // A
+    Split = 9,        // X
+    Bounce = 10,      // B
+    SleepRq = 11,     // S
+    Requeue = 12,     // R
+    Plug = 13,        // P
+    Unplug = 14,      // U
     UnplugTimer = 15, // UT
-    Abort = 16,      // T (kernel __BLK_TA_ABORT; blkparse has no letter for it)
-    Notify = 17,     // N (message records)
-    DrvData = 18,    // driver data records
+    Abort = 16,       // T (kernel __BLK_TA_ABORT; blkparse has no letter for it)
+    Notify = 17,      // N (message records)
+    DrvData = 18,     // driver data records
     /// A block tracepoint with no blkparse equivalent (block_dirty_buffer, block_io_start …).
     OtherBlock = 19,
 }
@@ -255,7 +256,11 @@ pub struct Dictionary {
 
 impl Default for Dictionary {
     fn default() -> Self {
-        Dictionary { values: Vec::new(), index: FastMap::default(), recent: [u32::MAX; 64] }
+        Dictionary {
+            values: Vec::new(),
+            index: FastMap::default(),
+            recent: [u32::MAX; 64],
+        }
     }
 }
 
@@ -336,13 +341,17 @@ impl<T: Copy> Sparse<T> {
     /// Sets `row`, which must come after every row set so far.
     #[inline(always)]
     pub fn set(&mut self, row: usize, value: T) {
-        debug_assert!(self.0.last().is_none_or(|&(r, _)| r < row), "sparse rows out of order");
+        debug_assert!(
+            self.0.last().is_none_or(|&(r, _)| r < row),
+            "sparse rows out of order"
+        );
         self.0.push((row, value));
     }
 
     /// Appends `other`'s rows moved down by `row_base`, their values passed through `shift`.
     fn extend_moved(&mut self, other: &Sparse<T>, row_base: usize, shift: impl Fn(T) -> T) {
-        self.0.extend(other.0.iter().map(|&(r, v)| (r + row_base, shift(v))));
+        self.0
+            .extend(other.0.iter().map(|&(r, v)| (r + row_base, shift(v))));
     }
 }
 
@@ -375,7 +384,15 @@ impl SparseFields {
     /// Sets `row`'s fields that are set: a remap, nonzero aux and cgroup id, a syscall's
     /// fd and return value, nonempty text.
     #[inline(always)]
-    pub fn push_fields(&mut self, row: usize, remap: Option<(u32, u32, u64)>, aux: u64, cgroup_id: u64, (fd, ret): (Option<i64>, Option<i64>), text: &[u8]) {
+    pub fn push_fields(
+        &mut self,
+        row: usize,
+        remap: Option<(u32, u32, u64)>,
+        aux: u64,
+        cgroup_id: u64,
+        (fd, ret): (Option<i64>, Option<i64>),
+        text: &[u8],
+    ) {
         if let Some(remap) = remap {
             self.remap.set(row, remap);
         }
@@ -413,11 +430,13 @@ impl SparseFields {
         use std::convert::identity;
         self.remap.extend_moved(&other.remap, row_base, identity);
         self.aux.extend_moved(&other.aux, row_base, identity);
-        self.cgroup_id.extend_moved(&other.cgroup_id, row_base, identity);
+        self.cgroup_id
+            .extend_moved(&other.cgroup_id, row_base, identity);
         self.fd.extend_moved(&other.fd, row_base, identity);
         self.ret.extend_moved(&other.ret, row_base, identity);
         let text_base = self.text_data.len();
-        self.text_end.extend_moved(&other.text_end, row_base, |end| end + text_base);
+        self.text_end
+            .extend_moved(&other.text_end, row_base, |end| end + text_base);
         self.text_data.extend_from_slice(&other.text_data);
     }
 
@@ -426,7 +445,13 @@ impl SparseFields {
         fn bytes<T>(s: &Sparse<T>) -> usize {
             s.0.len() * std::mem::size_of::<(usize, T)>()
         }
-        bytes(&self.remap) + bytes(&self.aux) + bytes(&self.cgroup_id) + bytes(&self.fd) + bytes(&self.ret) + bytes(&self.text_end) + self.text_data.len()
+        bytes(&self.remap)
+            + bytes(&self.aux)
+            + bytes(&self.cgroup_id)
+            + bytes(&self.fd)
+            + bytes(&self.ret)
+            + bytes(&self.text_end)
+            + self.text_data.len()
     }
 }
 
@@ -613,7 +638,9 @@ impl EventTable {
 
     /// Fills in `sequence` and `error` after `defer_zero_columns`.
     pub fn undefer_zero_columns(&mut self) {
-        let Some(d) = self.deferred.take() else { return };
+        let Some(d) = self.deferred.take() else {
+            return;
+        };
         fn build<T: Copy + Default>(old: &[T], n: usize, set: &[(usize, T)]) -> Vec<T> {
             let mut v = vec![T::default(); n];
             v[..old.len()].copy_from_slice(old);
@@ -716,10 +743,24 @@ impl EventTable {
     /// Appends all rows of `other`, re-coding its dictionaries.
     pub fn append(&mut self, other: &EventTable) {
         let row_base = self.len();
-        let comm_map: Vec<u32> = other.comms.values.iter().map(|s| self.comms.intern(s.as_bytes())).collect();
-        let rwbs_map: Vec<u32> =
-            other.rwbs_values.values.iter().map(|s| self.rwbs_values.intern(s.as_bytes())).collect();
-        let name_map: Vec<u32> = other.names.values.iter().map(|s| self.names.intern(s.as_bytes())).collect();
+        let comm_map: Vec<u32> = other
+            .comms
+            .values
+            .iter()
+            .map(|s| self.comms.intern(s.as_bytes()))
+            .collect();
+        let rwbs_map: Vec<u32> = other
+            .rwbs_values
+            .values
+            .iter()
+            .map(|s| self.rwbs_values.intern(s.as_bytes()))
+            .collect();
+        let name_map: Vec<u32> = other
+            .names
+            .values
+            .iter()
+            .map(|s| self.names.intern(s.as_bytes()))
+            .collect();
         self.kind.extend_from_slice(&other.kind);
         self.time_ns.extend_from_slice(&other.time_ns);
         self.dev_major.extend_from_slice(&other.dev_major);
@@ -727,7 +768,8 @@ impl EventTable {
         self.cpu.extend_from_slice(&other.cpu);
         self.sequence.extend_from_slice(&other.sequence);
         self.pid.extend_from_slice(&other.pid);
-        self.comm.extend(other.comm.iter().map(|&c| comm_map[c as usize]));
+        self.comm
+            .extend(other.comm.iter().map(|&c| comm_map[c as usize]));
         self.action.extend_from_slice(&other.action);
         self.operation.extend_from_slice(&other.operation);
         self.flags.extend_from_slice(&other.flags);
@@ -735,8 +777,10 @@ impl EventTable {
         self.sectors.extend_from_slice(&other.sectors);
         self.bytes.extend_from_slice(&other.bytes);
         self.error.extend_from_slice(&other.error);
-        self.rwbs.extend(other.rwbs.iter().map(|&c| rwbs_map[c as usize]));
-        self.name.extend(other.name.iter().map(|&c| name_map[c as usize]));
+        self.rwbs
+            .extend(other.rwbs.iter().map(|&c| rwbs_map[c as usize]));
+        self.name
+            .extend(other.name.iter().map(|&c| name_map[c as usize]));
         self.sparse.append(&other.sparse, row_base);
     }
 }
@@ -775,7 +819,11 @@ impl<'a> RowWriter<'a> {
         if table.deferred.is_none() {
             in_step!(sequence, error);
         }
-        RowWriter { table, len, room: len }
+        RowWriter {
+            table,
+            len,
+            room: len,
+        }
     }
 
     pub fn comms(&mut self) -> &mut Dictionary {
@@ -912,7 +960,11 @@ fn advise_huge_range(start: usize, len: usize) {
             // SAFETY: MADV_HUGEPAGE changes only how the kernel backs the pages, never
             // their contents.
             unsafe {
-                libc::madvise(aligned_start as *mut libc::c_void, aligned_end - aligned_start, libc::MADV_HUGEPAGE);
+                libc::madvise(
+                    aligned_start as *mut libc::c_void,
+                    aligned_end - aligned_start,
+                    libc::MADV_HUGEPAGE,
+                );
             }
         }
     }
@@ -944,7 +996,11 @@ mod tests {
             aux: i % 10,
             ..Event::default()
         };
-        let text = if i % 6 == 0 { format!("text {i}").into_bytes() } else { Vec::new() };
+        let text = if i % 6 == 0 {
+            format!("text {i}").into_bytes()
+        } else {
+            Vec::new()
+        };
         (e, text)
     }
 
@@ -954,7 +1010,25 @@ mod tests {
         rows.map(|i| {
             let (e, _) = event(i);
             let (comm, rwbs, name) = (i % 2, i % 3, 0);
-            [e.kind as i64, e.time_ns as i64, e.dev_major as i64, e.dev_minor as i64, e.cpu as i64, e.sequence as i64, e.pid as i64, comm as i64, e.action as i64, e.operation as i64, e.flags as i64, e.sector as i64, e.sectors as i64, e.bytes as i64, e.error as i64, rwbs as i64, name]
+            [
+                e.kind as i64,
+                e.time_ns as i64,
+                e.dev_major as i64,
+                e.dev_minor as i64,
+                e.cpu as i64,
+                e.sequence as i64,
+                e.pid as i64,
+                comm as i64,
+                e.action as i64,
+                e.operation as i64,
+                e.flags as i64,
+                e.sector as i64,
+                e.sectors as i64,
+                e.bytes as i64,
+                e.error as i64,
+                rwbs as i64,
+                name,
+            ]
         })
         .collect()
     }
@@ -962,7 +1036,25 @@ mod tests {
     fn table_rows(t: &EventTable) -> Vec<[i64; 17]> {
         (0..t.len())
             .map(|i| {
-                [t.kind[i] as i64, t.time_ns[i] as i64, t.dev_major[i] as i64, t.dev_minor[i] as i64, t.cpu[i] as i64, t.sequence[i] as i64, t.pid[i] as i64, t.comm[i] as i64, t.action[i] as i64, t.operation[i] as i64, t.flags[i] as i64, t.sector[i] as i64, t.sectors[i] as i64, t.bytes[i] as i64, t.error[i] as i64, t.rwbs[i] as i64, t.name[i] as i64]
+                [
+                    t.kind[i] as i64,
+                    t.time_ns[i] as i64,
+                    t.dev_major[i] as i64,
+                    t.dev_minor[i] as i64,
+                    t.cpu[i] as i64,
+                    t.sequence[i] as i64,
+                    t.pid[i] as i64,
+                    t.comm[i] as i64,
+                    t.action[i] as i64,
+                    t.operation[i] as i64,
+                    t.flags[i] as i64,
+                    t.sector[i] as i64,
+                    t.sectors[i] as i64,
+                    t.bytes[i] as i64,
+                    t.error[i] as i64,
+                    t.rwbs[i] as i64,
+                    t.name[i] as i64,
+                ]
             })
             .collect()
     }
@@ -991,12 +1083,19 @@ mod tests {
             let (got, want) = (table_rows(&t), expected_rows(0..total));
             assert_eq!(got.len(), want.len());
             if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
-                panic!("deferred={deferred}: row {i}: {:?} vs {:?}", got[i], want[i]);
+                panic!(
+                    "deferred={deferred}: row {i}: {:?} vs {:?}",
+                    got[i], want[i]
+                );
             }
             for i in 0..total {
                 let (e, text) = event(i);
                 let row = i as usize;
-                assert_eq!((t.fd_at(row), t.aux_at(row), t.text_at(row).as_bytes()), (e.fd, e.aux, &text[..]), "row {i}");
+                assert_eq!(
+                    (t.fd_at(row), t.aux_at(row), t.text_at(row).as_bytes()),
+                    (e.fd, e.aux, &text[..]),
+                    "row {i}"
+                );
             }
         }
     }

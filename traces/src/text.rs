@@ -12,7 +12,10 @@ const CHUNK: usize = 8 << 20;
 /// Calls `f(line_number, line)` for every line (without its newline) of `path`, never
 /// holding the whole file: a regular file is mapped and its pages dropped behind the reader
 /// (no copy of the page cache), anything else (a pipe, a tracefs file) read in chunks.
-pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>) -> Result<(), ParseError> {
+pub fn for_each_line(
+    path: &Path,
+    f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
     let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
     match map_file(&file) {
         Some(map) => for_each_mapped_line(&map, f),
@@ -24,7 +27,10 @@ pub fn for_each_line(path: &Path, f: impl FnMut(u64, &[u8]) -> Result<(), ParseE
 /// in the page cache): the peak resident memory then holds at most this much of the file.
 const RELEASE: usize = 64 << 20;
 
-fn for_each_mapped_line(map: &memmap2::Mmap, mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>) -> Result<(), ParseError> {
+fn for_each_mapped_line(
+    map: &memmap2::Mmap,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
     let newline = NewlineFinder::new();
     let data: &[u8] = map;
     let (mut start, mut line_no, mut released) = (0usize, 0u64, 0usize);
@@ -37,7 +43,13 @@ fn for_each_mapped_line(map: &memmap2::Mmap, mut f: impl FnMut(u64, &[u8]) -> Re
             let upto = (start - RELEASE) & !(RELEASE - 1);
             // SAFETY: a read-only file mapping: dropped pages read back from the page cache,
             // unchanged, should anything touch them again (nothing does: f keeps no line).
-            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, released, upto - released) };
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    released,
+                    upto - released,
+                )
+            };
             released = upto;
         }
     }
@@ -59,7 +71,9 @@ fn for_each_read_line(
             // One line longer than the buffer: grow rather than split it.
             buf.resize(buf.len() * 2, 0);
         }
-        let n = file.read(&mut buf[filled..]).map_err(|e| ParseError::io(path, e))?;
+        let n = file
+            .read(&mut buf[filled..])
+            .map_err(|e| ParseError::io(path, e))?;
         let at_eof = n == 0;
         filled += n;
         let mut start = 0;
@@ -111,9 +125,21 @@ fn trim_cr(line: &[u8]) -> &[u8] {
 
 /// A line a text reader could not take, `what` naming what it expected: an error, or in
 /// lenient mode a note in the report.
-pub fn reject_line(path: &Path, line_no: u64, line: &[u8], what: &str, reason: &str, lenient: bool, report: &mut ParseReport) -> Result<(), ParseError> {
+pub fn reject_line(
+    path: &Path,
+    line_no: u64,
+    line: &[u8],
+    what: &str,
+    reason: &str,
+    lenient: bool,
+    report: &mut ParseReport,
+) -> Result<(), ParseError> {
     let cut = &line[..line.len().min(80)];
-    let err = ParseError::bad(path, Location::Line(line_no), format!("not {what} ({reason}): {}", String::from_utf8_lossy(cut)));
+    let err = ParseError::bad(
+        path,
+        Location::Line(line_no),
+        format!("not {what} ({reason}): {}", String::from_utf8_lossy(cut)),
+    );
     if lenient {
         report.note_bad(err.to_string());
         Ok(())
@@ -125,14 +151,24 @@ pub fn reject_line(path: &Path, line_no: u64, line: &[u8], what: &str, reason: &
 /// The first blank (space or tab) at or after `p`, or the end.
 #[inline(always)]
 pub(crate) fn word_end(s: &[u8], p: usize) -> usize {
-    scan(s, p, |w| bytes_equal(w, b' ') | bytes_equal(w, b'\t'), is_blank)
+    scan(
+        s,
+        p,
+        |w| bytes_equal(w, b' ') | bytes_equal(w, b'\t'),
+        is_blank,
+    )
 }
 
 /// The first position at or after `p` whose byte `hit` accepts, or the end: eight bytes at
 /// a time where `matches` marks the accepted bytes of a word (first byte lowest) by their
 /// high bits, exactly up to the first.
 #[inline(always)]
-pub(crate) fn scan(s: &[u8], mut p: usize, matches: impl Fn(u64) -> u64, hit: impl Fn(u8) -> bool) -> usize {
+pub(crate) fn scan(
+    s: &[u8],
+    mut p: usize,
+    matches: impl Fn(u64) -> u64,
+    hit: impl Fn(u8) -> bool,
+) -> usize {
     while let Some(chunk) = s.get(p..p + 8) {
         let m = matches(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
         if m != 0 {
@@ -314,7 +350,10 @@ pub fn parse_body(s: &[u8]) -> Result<Body<'_>, &'static str> {
                     return Err("expected <-");
                 }
                 let dev = c.word().ok_or("remap without source device")?;
-                let dev = dev.strip_prefix(b"(").and_then(|d| d.strip_suffix(b")")).ok_or("bad remap device")?;
+                let dev = dev
+                    .strip_prefix(b"(")
+                    .and_then(|d| d.strip_suffix(b")"))
+                    .ok_or("bad remap device")?;
                 let (maj, min) = parse_dev(dev).ok_or("bad remap device")?;
                 let from = c.word().and_then(parse_u64).ok_or("bad remap sector")?;
                 body.remap = Some((maj, min, from));
@@ -328,15 +367,19 @@ pub fn parse_body(s: &[u8]) -> Result<Body<'_>, &'static str> {
                     (Some(v), Some(b'+')) => {
                         c.pos += 1;
                         body.sector = Some(v);
-                        body.sectors = Some(c.word().and_then(parse_u32).ok_or("bad sector count")?);
+                        body.sectors =
+                            Some(c.word().and_then(parse_u32).ok_or("bad sector count")?);
                     }
                     (Some(v), Some(b'/')) => {
                         c.pos += 1;
                         body.sector = Some(v);
-                        body.split_to = Some(c.word().and_then(parse_u64).ok_or("bad split sector")?);
+                        body.split_to =
+                            Some(c.word().and_then(parse_u64).ok_or("bad split sector")?);
                     }
                     (Some(v), Some(b'(')) if at_start => body.bytes = Some(v),
-                    (Some(v), _) if body.bracket.is_some() || body.remap.is_some() => body.trailing = Some(v),
+                    (Some(v), _) if body.bracket.is_some() || body.remap.is_some() => {
+                        body.trailing = Some(v)
+                    }
                     (Some(v), _) if body.sector.is_none() => body.sector = Some(v),
                     (None, _) if w.contains(&b',') => body.ioprio = Some(w),
                     _ => return Err("unexpected number"),
@@ -363,7 +406,14 @@ mod tests {
     fn mapped_and_read_files_give_the_same_lines() {
         let dir = tempfile::tempdir().unwrap();
         let long = "x".repeat(100_000);
-        let contents = ["a\nb\n", "a\r\nb", "\n\n\n", "last line without newline", "crlf\r\n\r\nend\r", long.as_str()];
+        let contents = [
+            "a\nb\n",
+            "a\r\nb",
+            "\n\n\n",
+            "last line without newline",
+            "crlf\r\n\r\nend\r",
+            long.as_str(),
+        ];
         for (k, text) in contents.iter().enumerate() {
             let path = dir.path().join(format!("{k}.txt"));
             std::fs::write(&path, text).unwrap();
@@ -375,7 +425,8 @@ mod tests {
                 };
                 let file = std::fs::File::open(&path).unwrap();
                 if mapped {
-                    for_each_mapped_line(&map_file(&file).expect("a regular file maps"), f).unwrap();
+                    for_each_mapped_line(&map_file(&file).expect("a regular file maps"), f)
+                        .unwrap();
                 } else {
                     for_each_read_line(&path, file, f).unwrap();
                 }
@@ -383,8 +434,16 @@ mod tests {
             };
             // Lines end at '\n' (the last may not), less one trailing '\r'.
             let body = text.strip_suffix('\n').unwrap_or(text);
-            let want: Vec<(u64, Vec<u8>)> =
-                body.split('\n').enumerate().map(|(i, l)| (i as u64 + 1, l.strip_suffix('\r').unwrap_or(l).as_bytes().to_vec())).collect();
+            let want: Vec<(u64, Vec<u8>)> = body
+                .split('\n')
+                .enumerate()
+                .map(|(i, l)| {
+                    (
+                        i as u64 + 1,
+                        l.strip_suffix('\r').unwrap_or(l).as_bytes().to_vec(),
+                    )
+                })
+                .collect();
             assert_eq!(collect(true), want, "mapped {k}");
             assert_eq!(collect(false), want, "read {k}");
         }
@@ -402,13 +461,22 @@ mod tests {
     #[test]
     fn body_forms() {
         let b = parse_body(b"763360912 + 16 [dmcrypt_write/2]").unwrap();
-        assert_eq!((b.sector, b.sectors, b.bracket), (Some(763360912), Some(16), Some(&b"dmcrypt_write/2"[..])));
+        assert_eq!(
+            (b.sector, b.sectors, b.bracket),
+            (Some(763360912), Some(16), Some(&b"dmcrypt_write/2"[..]))
+        );
         let b = parse_body(b"746579600 + 8 <- (253,3) 578805392").unwrap();
         assert_eq!(b.remap, Some((253, 3, 578805392)));
         let b = parse_body(b"[kworker/u8:2] 3").unwrap();
-        assert_eq!((b.bracket, b.trailing), (Some(&b"kworker/u8:2"[..]), Some(3)));
+        assert_eq!(
+            (b.bracket, b.trailing),
+            (Some(&b"kworker/u8:2"[..]), Some(3))
+        );
         let b = parse_body(b"4096 () 1234 + 8 be,0,4 [sqlite]").unwrap();
-        assert_eq!((b.bytes, b.sector, b.sectors, b.ioprio), (Some(4096), Some(1234), Some(8), Some(&b"be,0,4"[..])));
+        assert_eq!(
+            (b.bytes, b.sector, b.sectors, b.ioprio),
+            (Some(4096), Some(1234), Some(8), Some(&b"be,0,4"[..]))
+        );
         let b = parse_body(b"() 1234 + 8 none,0,0 [-5]").unwrap();
         assert_eq!(b.bracket, Some(&b"-5"[..]));
         let b = parse_body(b"100 / 108 [fio]").unwrap();

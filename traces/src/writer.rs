@@ -25,9 +25,27 @@ pub fn dev(major: u32, minor: u32) -> u32 {
 
 /// Appends one record to `out` in the given byte order; `version` is normally 7.
 pub fn write_record(out: &mut Vec<u8>, r: &RawRecord, big_endian: bool, version: u32) {
-    let u32b = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
-    let u64b = |v: u64| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
-    let u16b = |v: u16| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+    let u32b = |v: u32| {
+        if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let u64b = |v: u64| {
+        if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let u16b = |v: u16| {
+        if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
     out.extend_from_slice(&u32b(MAGIC | version));
     out.extend_from_slice(&u32b(r.sequence));
     out.extend_from_slice(&u64b(r.time));
@@ -50,12 +68,28 @@ pub fn act(ta_code: u32, categories: u32) -> u32 {
 pub fn process_notify(time: u64, pid: u32, cpu: u32, device: u32, comm: &str) -> RawRecord {
     let mut pdu = comm.as_bytes().to_vec();
     pdu.resize(16, 0);
-    RawRecord { time, pid, cpu, device, action: act(tn::PROCESS, category::NOTIFY), pdu, ..Default::default() }
+    RawRecord {
+        time,
+        pid,
+        cpu,
+        device,
+        action: act(tn::PROCESS, category::NOTIFY),
+        pdu,
+        ..Default::default()
+    }
 }
 
 /// A message record (`blk_add_trace_msg`).
 pub fn message(time: u64, pid: u32, cpu: u32, device: u32, text: &str) -> RawRecord {
-    RawRecord { time, pid, cpu, device, action: act(tn::MESSAGE, category::NOTIFY), pdu: text.as_bytes().to_vec(), ..Default::default() }
+    RawRecord {
+        time,
+        pid,
+        cpu,
+        device,
+        action: act(tn::MESSAGE, category::NOTIFY),
+        pdu: text.as_bytes().to_vec(),
+        ..Default::default()
+    }
 }
 
 /// Remap payload: big-endian device_from, device_to, sector_from.
@@ -74,7 +108,12 @@ pub fn be64_pdu(v: u64) -> Vec<u8> {
 
 /// Prefixes a payload with a cgroup id and sets the cgroup bit on the action.
 pub fn with_cgroup(mut r: RawRecord, cgroup_id: u64, big_endian: bool) -> RawRecord {
-    let mut pdu = if big_endian { cgroup_id.to_be_bytes() } else { cgroup_id.to_le_bytes() }.to_vec();
+    let mut pdu = if big_endian {
+        cgroup_id.to_be_bytes()
+    } else {
+        cgroup_id.to_le_bytes()
+    }
+    .to_vec();
     pdu.extend_from_slice(&r.pdu);
     r.pdu = pdu;
     r.action |= ta::CGROUP;

@@ -11,23 +11,33 @@ use blktrace_parse::writer::{self, act, dev, RawRecord};
 use blktrace_parse::{parse_paths, Format};
 use common::*;
 
-fn compare_with_blkparse_text(binary_paths: Vec<PathBuf>, blkparse_text: &[u8], dir: &std::path::Path) {
+fn compare_with_blkparse_text(
+    binary_paths: Vec<PathBuf>,
+    blkparse_text: &[u8],
+    dir: &std::path::Path,
+) {
     let (ours, report) = parse_paths(&binary_paths, Format::Blktrace, false).unwrap();
     let text_path = dir.join("blkparse-q.txt");
     std::fs::write(&text_path, blkparse_text).unwrap();
     let (theirs, _) = parse_paths(&[text_path], Format::Blkparse, false).unwrap();
-    assert_same(&shown(&ours, report.time_base_ns.unwrap_or(0), true), &shown(&theirs, 0, false));
+    assert_same(
+        &shown(&ours, report.time_base_ns.unwrap_or(0), true),
+        &shown(&theirs, 0, false),
+    );
 }
 
 #[test]
 fn keks_matches_blkparse() {
-    let keks: Vec<PathBuf> = (0..8).map(|n| sample(&format!("blktrace-keks/keks.blktrace.{n}"))).collect();
+    let keks: Vec<PathBuf> = (0..8)
+        .map(|n| sample(&format!("blktrace-keks/keks.blktrace.{n}")))
+        .collect();
     let dir = Scratch::new("keks");
     for p in &keks {
         std::fs::copy(p, dir.join(p.file_name().unwrap())).unwrap();
     }
     // Reference: live blkparse when installed, else its recorded output.
-    let reference = run_blkparse(&dir, "keks").unwrap_or_else(|| std::fs::read(sample("blktrace-keks/keks.blkparse-q.txt")).unwrap());
+    let reference = run_blkparse(&dir, "keks")
+        .unwrap_or_else(|| std::fs::read(sample("blktrace-keks/keks.blkparse-q.txt")).unwrap());
     compare_with_blkparse_text(keks, &reference, &dir);
     let (t, report) = parse_paths(&[dir.join("keks")], Format::Auto, false).unwrap();
     assert_eq!(report.events, 2398);
@@ -42,11 +52,28 @@ fn synthetic_records(cpu: u32) -> Vec<RawRecord> {
     let pid = 1000 + cpu;
     let mut time = 1_000_000 + cpu as u64 * 7;
     let mut seq = 0;
-    let mut out = vec![writer::process_notify(time, pid, cpu, d, &format!("worker{cpu}"))];
+    let mut out = vec![writer::process_notify(
+        time,
+        pid,
+        cpu,
+        d,
+        &format!("worker{cpu}"),
+    )];
     let mut rec = |ta_code: u32, cats: u32, sector: u64, bytes: u32, pdu: Vec<u8>, device: u32| {
         time += 1_000 + (seq as u64 % 3) * 333;
         seq += 1;
-        RawRecord { sequence: seq, time, sector, bytes, action: act(ta_code, cats), pid, device, cpu, error: 0, pdu }
+        RawRecord {
+            sequence: seq,
+            time,
+            sector,
+            bytes,
+            action: act(ta_code, cats),
+            pid,
+            device,
+            cpu,
+            error: 0,
+            pdu,
+        }
     };
     let mut v = Vec::new();
     let data_categories = [
@@ -80,11 +107,38 @@ fn synthetic_records(cpu: u32) -> Vec<RawRecord> {
     v.push(failed);
     v.push(rec(ta::PLUG, c::QUEUE, 0, 0, vec![], d));
     v.push(rec(ta::UNPLUG_IO, c::QUEUE, 0, 0, writer::be64_pdu(3), d));
-    v.push(rec(ta::UNPLUG_TIMER, c::QUEUE, 0, 0, writer::be64_pdu(7), d));
-    v.push(rec(ta::SPLIT, c::WRITE | c::QUEUE, 4000, 8192, writer::be64_pdu(4008), d));
-    v.push(rec(ta::REMAP, c::WRITE | c::QUEUE, 5000, 4096, writer::remap_pdu(dm, d, 77), d));
+    v.push(rec(
+        ta::UNPLUG_TIMER,
+        c::QUEUE,
+        0,
+        0,
+        writer::be64_pdu(7),
+        d,
+    ));
+    v.push(rec(
+        ta::SPLIT,
+        c::WRITE | c::QUEUE,
+        4000,
+        8192,
+        writer::be64_pdu(4008),
+        d,
+    ));
+    v.push(rec(
+        ta::REMAP,
+        c::WRITE | c::QUEUE,
+        5000,
+        4096,
+        writer::remap_pdu(dm, d, 77),
+        d,
+    ));
     let last = v.last().unwrap().time;
-    v.push(writer::message(last + 500, pid, cpu, d, &format!("message from cpu {cpu}")));
+    v.push(writer::message(
+        last + 500,
+        pid,
+        cpu,
+        d,
+        &format!("message from cpu {cpu}"),
+    ));
     out.extend(v);
     out
 }
@@ -97,7 +151,11 @@ fn write_trace(dir: &std::path::Path, base: &str, big_endian: bool, cgroup: bool
                 // blkparse 1.2 does not skip the cgroup prefix before U/X/A payloads, so the
                 // prefix goes only on records whose payload it does not read.
                 let plain_payload = r.pdu.is_empty() && r.action >> 16 & c::NOTIFY == 0;
-                let r = if cgroup && plain_payload { writer::with_cgroup(r, 0x1234_5678_9abc, big_endian) } else { r };
+                let r = if cgroup && plain_payload {
+                    writer::with_cgroup(r, 0x1234_5678_9abc, big_endian)
+                } else {
+                    r
+                };
                 writer::write_record(&mut bytes, &r, big_endian, 7);
             }
             let path = dir.join(format!("{base}.blktrace.{cpu}"));
@@ -117,11 +175,20 @@ fn synthetic_case(name: &str, big_endian: bool, cgroup: bool) {
     if cgroup {
         // blkparse 1.2 prints no record that has the cgroup bit ("Bad fs action"), so the
         // reference here is the same trace without cgroup ids.
-        assert!(t.sparse.cgroup_id.0.iter().any(|&(_, id)| id == 0x1234_5678_9abc));
+        assert!(t
+            .sparse
+            .cgroup_id
+            .0
+            .iter()
+            .any(|&(_, id)| id == 0x1234_5678_9abc));
         let plain_dir = Scratch::new(&format!("{name}-plain"));
         write_trace(&plain_dir, "synth", big_endian, false);
-        let (plain, plain_report) = parse_paths(&[plain_dir.join("synth")], Format::Auto, false).unwrap();
-        assert_same(&shown(&t, report.time_base_ns.unwrap(), true), &shown(&plain, plain_report.time_base_ns.unwrap(), true));
+        let (plain, plain_report) =
+            parse_paths(&[plain_dir.join("synth")], Format::Auto, false).unwrap();
+        assert_same(
+            &shown(&t, report.time_base_ns.unwrap(), true),
+            &shown(&plain, plain_report.time_base_ns.unwrap(), true),
+        );
     } else if let Some(text) = run_blkparse(&dir, "synth") {
         compare_with_blkparse_text(paths, &text, &dir);
     }
@@ -162,12 +229,23 @@ fn files_of_every_format_in_one_parse_keep_their_own_rows() {
     let binary_rows = alone(&binary);
     let base = want.len();
     want.extend(binary_rows);
-    let all: Vec<std::path::PathBuf> = [ftrace.clone(), blkparse, ftrace].into_iter().chain(binary).collect();
+    let all: Vec<std::path::PathBuf> = [ftrace.clone(), blkparse, ftrace]
+        .into_iter()
+        .chain(binary)
+        .collect();
     let got = alone(&all);
     assert_eq!(got.len(), want.len());
     if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
         panic!("row {i}: {} vs {}", got[i], want[i]);
     }
-    assert!(want[base..].iter().any(|r| r.contains("Some((")) && want[base..].iter().any(|r| !r.contains(" aux0 ")), "binary remap and aux rows");
-    assert!(want[base..].iter().any(|r| !r.contains(" cg0 ")) && want[..base].iter().any(|r| r.contains("Marker")), "cgroup and marker rows");
+    assert!(
+        want[base..].iter().any(|r| r.contains("Some(("))
+            && want[base..].iter().any(|r| !r.contains(" aux0 ")),
+        "binary remap and aux rows"
+    );
+    assert!(
+        want[base..].iter().any(|r| !r.contains(" cg0 "))
+            && want[..base].iter().any(|r| r.contains("Marker")),
+        "cgroup and marker rows"
+    );
 }

@@ -6,16 +6,33 @@ use blktrace_parse::{parse_paths, Format};
 use common::Scratch;
 
 fn one_record(big_endian: bool, version: u32) -> Vec<u8> {
-    let r = RawRecord { sequence: 1, time: 5, sector: 8, bytes: 4096, action: act(7, 2 | 1 << 6), pid: 9, device: dev(8, 0), ..Default::default() };
+    let r = RawRecord {
+        sequence: 1,
+        time: 5,
+        sector: 8,
+        bytes: 4096,
+        action: act(7, 2 | 1 << 6),
+        pid: 9,
+        device: dev(8, 0),
+        ..Default::default()
+    };
     let mut out = Vec::new();
     writer::write_record(&mut out, &r, big_endian, version);
     out
 }
 
-fn parse_bytes(dir: &Scratch, name: &str, bytes: &[u8], format: Format, lenient: bool) -> Result<blktrace_parse::ParseReport, String> {
+fn parse_bytes(
+    dir: &Scratch,
+    name: &str,
+    bytes: &[u8],
+    format: Format,
+    lenient: bool,
+) -> Result<blktrace_parse::ParseReport, String> {
     let path = dir.join(name);
     std::fs::write(&path, bytes).unwrap();
-    parse_paths(&[path], format, lenient).map(|(_, r)| r).map_err(|e| e.to_string())
+    parse_paths(&[path], format, lenient)
+        .map(|(_, r)| r)
+        .map_err(|e| e.to_string())
 }
 
 #[test]
@@ -24,7 +41,10 @@ fn truncated_record_names_file_and_offset() {
     let mut bytes = one_record(false, 7);
     bytes.extend_from_slice(&one_record(false, 7)[..30]);
     let err = parse_bytes(&dir, "t.blktrace.0", &bytes, Format::Auto, false).unwrap_err();
-    assert!(err.contains("t.blktrace.0 at byte offset 48: truncated record"), "{err}");
+    assert!(
+        err.contains("t.blktrace.0 at byte offset 48: truncated record"),
+        "{err}"
+    );
     let report = parse_bytes(&dir, "t.blktrace.0", &bytes, Format::Auto, true).unwrap();
     assert_eq!((report.events, report.bad_records), (1, 1));
 }
@@ -32,12 +52,19 @@ fn truncated_record_names_file_and_offset() {
 #[test]
 fn truncated_payload_is_an_error() {
     let dir = Scratch::new("trunc-pdu");
-    let r = RawRecord { action: act(10, 1 << 4), pdu: writer::be64_pdu(3), ..Default::default() };
+    let r = RawRecord {
+        action: act(10, 1 << 4),
+        pdu: writer::be64_pdu(3),
+        ..Default::default()
+    };
     let mut bytes = Vec::new();
     writer::write_record(&mut bytes, &r, false, 7);
     bytes.truncate(52);
     let err = parse_bytes(&dir, "p.blktrace.0", &bytes, Format::Blktrace, false).unwrap_err();
-    assert!(err.contains("at byte offset 0: truncated record: payload"), "{err}");
+    assert!(
+        err.contains("at byte offset 0: truncated record: payload"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -61,9 +88,26 @@ fn not_a_trace_at_all() {
 #[test]
 fn version_8_is_refused_clearly_and_others_are_unknown() {
     let dir = Scratch::new("version");
-    let err = parse_bytes(&dir, "v8.blktrace.0", &one_record(false, 8), Format::Auto, false).unwrap_err();
-    assert!(err.contains("version 8") && err.contains("not supported"), "{err}");
-    let err = parse_bytes(&dir, "v6.blktrace.0", &one_record(false, 6), Format::Auto, false).unwrap_err();
+    let err = parse_bytes(
+        &dir,
+        "v8.blktrace.0",
+        &one_record(false, 8),
+        Format::Auto,
+        false,
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("version 8") && err.contains("not supported"),
+        "{err}"
+    );
+    let err = parse_bytes(
+        &dir,
+        "v6.blktrace.0",
+        &one_record(false, 6),
+        Format::Auto,
+        false,
+    )
+    .unwrap_err();
     assert!(err.contains("unknown blktrace format version 6"), "{err}");
 }
 
@@ -72,7 +116,10 @@ fn garbage_lines_name_the_line() {
     let dir = Scratch::new("garbage-text");
     let text = b"  8,0    1        1     0.000000000   100  D   W 8 + 8 [dd]\nthis is not blkparse\n  8,0    1        2     0.000000100   100  C   W 8 + 8 [0]\n";
     let err = parse_bytes(&dir, "b.txt", text, Format::Blkparse, false).unwrap_err();
-    assert!(err.contains("b.txt line 2: not a blkparse event line"), "{err}");
+    assert!(
+        err.contains("b.txt line 2: not a blkparse event line"),
+        "{err}"
+    );
     let report = parse_bytes(&dir, "b.txt", text, Format::Blkparse, true).unwrap();
     assert_eq!((report.events, report.bad_records), (2, 1));
     assert!(report.bad_messages[0].contains("line 2"));
@@ -84,7 +131,9 @@ fn garbage_lines_name_the_line() {
 
 #[test]
 fn missing_file_and_unknown_format() {
-    let err = parse_paths(&["/nonexistent/trace".into()], Format::Auto, false).unwrap_err().to_string();
+    let err = parse_paths(&["/nonexistent/trace".into()], Format::Auto, false)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("/nonexistent/trace"), "{err}");
     assert!("nope".parse::<Format>().is_err());
 }

@@ -10,12 +10,21 @@ use proptest::prelude::*;
 fn parse_all_ways(dir: &Scratch, bytes: &[u8]) {
     let path = dir.join("case.blktrace.0");
     std::fs::write(&path, bytes).unwrap();
-    for format in [Format::Auto, Format::Blktrace, Format::Blkparse, Format::Ftrace] {
+    for format in [
+        Format::Auto,
+        Format::Blktrace,
+        Format::Blkparse,
+        Format::Ftrace,
+    ] {
         for lenient in [false, true] {
             // Errors are fine; panics are not. Lenient mode only fails on I/O errors.
             let result = parse_paths(std::slice::from_ref(&path), format, lenient);
             if lenient && format != Format::Auto {
-                assert!(result.is_ok(), "lenient {format:?} failed: {:?}", result.err());
+                assert!(
+                    result.is_ok(),
+                    "lenient {format:?} failed: {:?}",
+                    result.err()
+                );
             }
         }
     }
@@ -23,7 +32,10 @@ fn parse_all_ways(dir: &Scratch, bytes: &[u8]) {
 
 fn sample_lines() -> Vec<String> {
     let mut lines = Vec::new();
-    for name in ["ftrace-loop-ext4/trace.txt", "blkparse-nvme-dmcrypt/nvme0n1.blktrace.txt"] {
+    for name in [
+        "ftrace-loop-ext4/trace.txt",
+        "blkparse-nvme-dmcrypt/nvme0n1.blktrace.txt",
+    ] {
         let text = std::fs::read_to_string(sample(name)).unwrap();
         lines.extend(text.lines().take(400).map(str::to_string));
     }

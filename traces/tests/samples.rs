@@ -21,24 +21,46 @@ fn blkparse_nvme_dmcrypt_parses_completely() {
 
 #[test]
 fn ftrace_samples_parse_completely_with_markers_and_syscalls() {
-    for name in ["ftrace-loop-ext4/trace.txt", "ftrace-loop-ext4/trace-tgid-noirq.txt"] {
+    for name in [
+        "ftrace-loop-ext4/trace.txt",
+        "ftrace-loop-ext4/trace-tgid-noirq.txt",
+    ] {
         let (t, report) = parse_paths(&[sample(name)], Format::Auto, false).unwrap();
         assert_eq!(report.bad_records, 0, "{name}");
         assert_eq!(report.per_kind["marker"], 8, "{name}");
-        assert_eq!(report.per_kind["syscall_enter"], report.per_kind["syscall_exit"], "{name}");
-        let fsyncs = (0..t.len()).filter(|&i| t.kind_at(i) == RecordKind::SyscallEnter && t.name_at(i) == "fsync").count();
+        assert_eq!(
+            report.per_kind["syscall_enter"], report.per_kind["syscall_exit"],
+            "{name}"
+        );
+        let fsyncs = (0..t.len())
+            .filter(|&i| t.kind_at(i) == RecordKind::SyscallEnter && t.name_at(i) == "fsync")
+            .count();
         assert_eq!(fsyncs, 4, "{name}");
-        let issues = (0..t.len()).filter(|&i| t.action_at(i) == Action::Issue).count();
+        let issues = (0..t.len())
+            .filter(|&i| t.action_at(i) == Action::Issue)
+            .count();
         assert!(issues > 100, "{name}");
-        let flushes = (0..t.len()).filter(|&i| t.action_at(i) == Action::Issue && t.operation_at(i) == Operation::Flush).count();
+        let flushes = (0..t.len())
+            .filter(|&i| t.action_at(i) == Action::Issue && t.operation_at(i) == Operation::Flush)
+            .count();
         assert!(flushes > 0, "{name}: fsync on ext4 must show cache flushes");
     }
 }
 
 #[test]
 fn both_ftrace_column_layouts_give_the_same_events() {
-    let (a, _) = parse_paths(&[sample("ftrace-loop-ext4/trace.txt")], Format::Ftrace, false).unwrap();
-    let (b, _) = parse_paths(&[sample("ftrace-loop-ext4/trace-tgid-noirq.txt")], Format::Ftrace, false).unwrap();
+    let (a, _) = parse_paths(
+        &[sample("ftrace-loop-ext4/trace.txt")],
+        Format::Ftrace,
+        false,
+    )
+    .unwrap();
+    let (b, _) = parse_paths(
+        &[sample("ftrace-loop-ext4/trace-tgid-noirq.txt")],
+        Format::Ftrace,
+        false,
+    )
+    .unwrap();
     // The second read of the buffer may have lost a few lines at its start to overwrite.
     let offset = a.len() - b.len();
     for i in 0..b.len() {

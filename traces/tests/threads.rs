@@ -20,10 +20,19 @@ fn write_trace(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     for (cpu, out) in files.iter_mut().enumerate() {
         let cpu = cpu as u32;
         let big = cpu == 1;
-        let mut time = if cpu == 2 { 10_000_000_000 } else { 1_000 + cpu as u64 };
+        let mut time = if cpu == 2 {
+            10_000_000_000
+        } else {
+            1_000 + cpu as u64
+        };
         let count = if cpu == 2 { 40_000 } else { 30_000 };
         if cpu != 1 {
-            writer::write_record(out, &writer::process_notify(time, 100 + cpu, cpu, d, &format!("p{cpu}")), big, 7);
+            writer::write_record(
+                out,
+                &writer::process_notify(time, 100 + cpu, cpu, d, &format!("p{cpu}")),
+                big,
+                7,
+            );
         }
         for k in 0..count {
             rng ^= rng << 13;
@@ -32,11 +41,19 @@ fn write_trace(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
             time += 1 + rng % 50;
             seq += 1;
             let (code, cats, pdu) = match rng % 11 {
-                0 => (ta::REMAP, c::QUEUE | c::WRITE, writer::remap_pdu(dev(253, 1), d, rng % 999)),
+                0 => (
+                    ta::REMAP,
+                    c::QUEUE | c::WRITE,
+                    writer::remap_pdu(dev(253, 1), d, rng % 999),
+                ),
                 1 => (ta::UNPLUG_IO, c::QUEUE, writer::be64_pdu(rng % 7 + 1)),
                 2 => (ta::COMPLETE, c::COMPLETE | c::READ, vec![]),
                 3 => (ta::DRV_DATA, c::DRV_DATA, vec![1, 2, 3]),
-                4 => (ta::SPLIT, c::QUEUE | c::WRITE | c::SYNC, writer::be64_pdu(rng % 1000)),
+                4 => (
+                    ta::SPLIT,
+                    c::QUEUE | c::WRITE | c::SYNC,
+                    writer::be64_pdu(rng % 1000),
+                ),
                 5 => (ta::ISSUE, c::ISSUE | c::WRITE | c::FUA | c::FLUSH, vec![]),
                 _ => (ta::QUEUE, c::QUEUE | c::WRITE, vec![]),
             };
@@ -57,14 +74,26 @@ fn write_trace(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
             }
             writer::write_record(out, &r, big, 7);
             if k % 5000 == 17 {
-                writer::write_record(out, &writer::message(time, 100 + cpu, cpu, d, &format!("msg {k}")), big, 7);
+                writer::write_record(
+                    out,
+                    &writer::message(time, 100 + cpu, cpu, d, &format!("msg {k}")),
+                    big,
+                    7,
+                );
             }
             if cpu == 1 && k == 20_000 {
-                writer::write_record(out, &writer::process_notify(time, 101, cpu, d, "late-name"), big, 7);
+                writer::write_record(
+                    out,
+                    &writer::process_notify(time, 101, cpu, d, "late-name"),
+                    big,
+                    7,
+                );
             }
         }
     }
-    let dir_files: Vec<_> = (0..3).map(|n| dir.join(format!("t.blktrace.{n}"))).collect();
+    let dir_files: Vec<_> = (0..3)
+        .map(|n| dir.join(format!("t.blktrace.{n}")))
+        .collect();
     for (path, bytes) in dir_files.iter().zip(&files) {
         std::fs::write(path, bytes).unwrap();
     }

@@ -8,12 +8,42 @@ mod workloads;
 
 mod traces;
 
-create_exception!(_native, SqlwaError, PyException, "Base of every error sqlwa raises.");
-create_exception!(_native, ScenarioError, SqlwaError, "A scenario is unknown, unreadable or invalid.");
-create_exception!(_native, ConfigError, SqlwaError, "A setting has a value sqlwa cannot use.");
-create_exception!(_native, WorkloadError, SqlwaError, "The workload failed while running (SQL or I/O).");
-create_exception!(_native, TraceParseError, SqlwaError, "A trace file could not be parsed.");
-create_exception!(_native, Interrupted, SqlwaError, "The run was interrupted (Ctrl-C or a signal).");
+create_exception!(
+    _native,
+    SqlwaError,
+    PyException,
+    "Base of every error sqlwa raises."
+);
+create_exception!(
+    _native,
+    ScenarioError,
+    SqlwaError,
+    "A scenario is unknown, unreadable or invalid."
+);
+create_exception!(
+    _native,
+    ConfigError,
+    SqlwaError,
+    "A setting has a value sqlwa cannot use."
+);
+create_exception!(
+    _native,
+    WorkloadError,
+    SqlwaError,
+    "The workload failed while running (SQL or I/O)."
+);
+create_exception!(
+    _native,
+    TraceParseError,
+    SqlwaError,
+    "A trace file could not be parsed."
+);
+create_exception!(
+    _native,
+    Interrupted,
+    SqlwaError,
+    "The run was interrupted (Ctrl-C or a signal)."
+);
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

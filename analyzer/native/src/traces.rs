@@ -29,13 +29,14 @@ fn parse_trace<'py>(
     lenient: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
     let format: Format = format.parse().map_err(to_py_err)?;
-    let (batch, report) = py.detach(|| {
-        let (table, report) = parse_paths(&paths, format, lenient)?;
-        let batch = blktrace_parse::arrow::to_record_batch(table)
-            .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
-        Ok::<_, ParseError>((batch, report))
-    })
-    .map_err(to_py_err)?;
+    let (batch, report) = py
+        .detach(|| {
+            let (table, report) = parse_paths(&paths, format, lenient)?;
+            let batch = blktrace_parse::arrow::to_record_batch(table)
+                .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
+            Ok::<_, ParseError>((batch, report))
+        })
+        .map_err(to_py_err)?;
     let schema = batch.schema();
     let table = PyTable::try_new(vec![batch], schema)?.into_pyarrow(py)?;
     Ok((table, report_dict(py, &report)?))

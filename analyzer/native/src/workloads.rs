@@ -51,12 +51,16 @@ fn to_pyerr(err: EngineError) -> PyErr {
 
 #[pyfunction]
 fn builtin_scenario(name: &str) -> PyResult<PyScenario> {
-    Scenario::builtin(name).map(|inner| PyScenario { inner }).map_err(to_pyerr)
+    Scenario::builtin(name)
+        .map(|inner| PyScenario { inner })
+        .map_err(to_pyerr)
 }
 
 #[pyfunction]
 fn scenario_from_file(path: PathBuf) -> PyResult<PyScenario> {
-    Scenario::from_file(&path).map(|inner| PyScenario { inner }).map_err(to_pyerr)
+    Scenario::from_file(&path)
+        .map(|inner| PyScenario { inner })
+        .map_err(to_pyerr)
 }
 
 /// (name, description) of every built-in scenario.
@@ -102,7 +106,10 @@ fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyR
     match d.get_item(key)? {
         Some(v) if !v.is_none() => v.extract::<T>().map(Some).map_err(|e| {
             let e: PyErr = Into::into(e);
-            ConfigError::new_err((format!("setting {key}: {e}"), "pass a value of the right type"))
+            ConfigError::new_err((
+                format!("setting {key}: {e}"),
+                "pass a value of the right type",
+            ))
         }),
         _ => Ok(None),
     }
@@ -113,14 +120,32 @@ fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyR
 fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bound<'py, PyDict>> {
     let cols = PyDict::new(py);
     cols.set_item("index", commits.iter().map(|c| c.index).collect::<Vec<_>>())?;
-    cols.set_item("warmup", commits.iter().map(|c| c.warmup).collect::<Vec<_>>())?;
-    cols.set_item("start_ns", commits.iter().map(|c| c.start_ns).collect::<Vec<_>>())?;
-    cols.set_item("end_ns", commits.iter().map(|c| c.end_ns).collect::<Vec<_>>())?;
-    cols.set_item("logical_bytes", commits.iter().map(|c| c.logical_bytes).collect::<Vec<_>>())?;
-    cols.set_item("statements", commits.iter().map(|c| c.statements).collect::<Vec<_>>())?;
+    cols.set_item(
+        "warmup",
+        commits.iter().map(|c| c.warmup).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "start_ns",
+        commits.iter().map(|c| c.start_ns).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "end_ns",
+        commits.iter().map(|c| c.end_ns).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "logical_bytes",
+        commits.iter().map(|c| c.logical_bytes).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "statements",
+        commits.iter().map(|c| c.statements).collect::<Vec<_>>(),
+    )?;
     for kind in FileKind::ALL {
         for (i, (field, _)) in KindCounts::default().fields().into_iter().enumerate() {
-            let values: Vec<u64> = commits.iter().map(|c| c.vfs.get(kind).fields()[i].1).collect();
+            let values: Vec<u64> = commits
+                .iter()
+                .map(|c| c.vfs.get(kind).fields()[i].1)
+                .collect();
             cols.set_item(format!("vfs_{}_{field}", kind.as_str()), values)?;
         }
     }
@@ -153,7 +178,15 @@ fn run_workload<'py>(
         })
     };
     let output = py
-        .detach(|| engine::run(&scenario.inner, &settings, &dir, marker_path.as_deref(), &mut report))
+        .detach(|| {
+            engine::run(
+                &scenario.inner,
+                &settings,
+                &dir,
+                marker_path.as_deref(),
+                &mut report,
+            )
+        })
         .map_err(to_pyerr)?;
 
     let info = PyDict::new(py);
@@ -162,7 +195,10 @@ fn run_workload<'py>(
     info.set_item("seed", i.seed)?;
     info.set_item("sqlite_version", &i.sqlite_version)?;
     info.set_item("sqlite_source_id", &i.sqlite_source_id)?;
-    info.set_item("sqlite_compile_options", PyList::new(py, &i.compile_options)?)?;
+    info.set_item(
+        "sqlite_compile_options",
+        PyList::new(py, &i.compile_options)?,
+    )?;
     let pragmas = PyDict::new(py);
     for (k, v) in &i.pragmas {
         pragmas.set_item(k, v)?;

@@ -6,7 +6,9 @@ use std::process::Command;
 use blktrace_parse::EventTable;
 
 pub fn sample(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples")
+        .join(rel)
 }
 
 /// A fresh temporary directory named for its test, removed when dropped (also when the
@@ -15,7 +17,12 @@ pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        Scratch(tempfile::Builder::new().prefix(&format!("blktrace-parse-{name}-")).tempdir().unwrap())
+        Scratch(
+            tempfile::Builder::new()
+                .prefix(&format!("blktrace-parse-{name}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
 }
 
@@ -28,7 +35,11 @@ impl std::ops::Deref for Scratch {
 
 /// `blkparse -q -i BASE` output, or None (with a note) if blkparse is not installed.
 pub fn run_blkparse(dir: &Path, base: &str) -> Option<Vec<u8>> {
-    match Command::new("blkparse").current_dir(dir).args(["-q", "-i", base]).output() {
+    match Command::new("blkparse")
+        .current_dir(dir)
+        .args(["-q", "-i", base])
+        .output()
+    {
         Ok(out) if out.status.success() => Some(out.stdout),
         Ok(out) => panic!("blkparse failed: {}", String::from_utf8_lossy(&out.stderr)),
         Err(_) => {
@@ -69,7 +80,11 @@ pub fn shown(t: &EventTable, time_base: u64, from_binary: bool) -> Vec<Shown> {
             let tail = if action == "A" {
                 String::new()
             } else if is_completion {
-                let err = if from_binary { t.error[i] as u16 as i64 } else { t.error[i] as i64 };
+                let err = if from_binary {
+                    t.error[i] as u16 as i64
+                } else {
+                    t.error[i] as i64
+                };
                 err.to_string()
             } else {
                 t.comm_at(i).to_string()
