@@ -33,7 +33,10 @@ import threading
 import time
 from pathlib import Path
 
-from sqlwa import capture, engine, lab
+from sqlwa import _system
+from sqlwa.capture import tracing
+from sqlwa.lab import filesystem
+from sqlwa.measure import engine
 
 
 def commits_per_second(result: engine.WorkloadResult) -> float:
@@ -58,19 +61,25 @@ class Run:
 
 def one_run(fs: str, settings: engine.RunSettings, traced: bool, workdir: str, buffer_kb: int) -> Run:
     scenario = engine.load_scenario("mobibench-insert")
-    with lab.LabFilesystem(fs, image_size="1G", workdir=workdir) as lab_fs, tempfile.TemporaryDirectory() as out:
+    with filesystem.LabFilesystem(fs, image_size="1G", workdir=workdir) as lab_fs, tempfile.TemporaryDirectory() as out:
         mountpoint = Path(lab_fs.mountpoint)
         if not traced:
             result = engine.run_workload(scenario, settings, mountpoint, marker_path=Path("/dev/null"))
             return Run(commits_per_second(result), latency_us(result, 0.5), latency_us(result, 0.1))
         dev = lab_fs.dev
-        with capture.TraceCapture(out, dev=dev, pid=threading.get_native_id(), buffer_kb=buffer_kb) as cap:
+        with tracing.TraceCapture(out, dev=dev, pid=threading.get_native_id(), buffer_kb=buffer_kb) as cap:
             result = engine.run_workload(scenario, settings, mountpoint, marker_path=Path(cap.marker_path))
-            lab.syncfs(lab_fs.mountpoint)  # as sqlwa run does; after the last commit, not measured
+            _system.syncfs(lab_fs.mountpoint)  # as sqlwa run does; after the last commit, not measured
         summary = cap.trace_summary or {}
-        drains = cap._drain.drains if cap._drain else 0  # noqa: SLF001 (bench introspection)
-        return Run(commits_per_second(result), latency_us(result, 0.5), latency_us(result, 0.1), summary.get("events", 0),
-                   drains, summary.get("lost_events", 0))
+        drains = cap._drain.drains if cap._drain else 0
+        return Run(
+            commits_per_second(result),
+            latency_us(result, 0.5),
+            latency_us(result, 0.1),
+            summary.get("events", 0),
+            drains,
+            summary.get("lost_events", 0),
+        )
 
 
 @dataclasses.dataclass
@@ -129,39 +138,58 @@ def measure(fs: str, settings: engine.RunSettings, reps: int, workdir: str, buff
             (result.on if traced else result.off).append(run)
             if verbose:
                 extra = f"  events {run.events} drains-while-recording {run.drains} lost {run.lost}" if traced else ""
-                print(f"  rep {rep + 1}: capture {'on ' if traced else 'off'} {run.rate:10.1f} commits/s{extra}", flush=True)
+                print(
+                    f"  rep {rep + 1}: capture {'on ' if traced else 'off'} {run.rate:10.1f} commits/s{extra}",
+                    flush=True,
+                )
     return result
 
 
 def print_one(r: Result, txns: int, reps: int) -> None:
     ratios = sorted(r.pair_ratios)
     print(f"\n{r.fs} journal={r.journal} sync={r.sync} txns={txns} reps={reps}")
-    print(f"capture off (baseline, no tracefs instance): {r.off_median:10.1f} commits/s (median; range {r.spread(r.off)})")
-    print(f"capture on:                                  {r.on_median:10.1f} commits/s (median; range {r.spread(r.on)})")
+    print(
+        f"capture off (baseline, no tracefs instance): {r.off_median:10.1f} commits/s (median; range {r.spread(r.off)})"
+    )
+    print(
+        f"capture on:                                  {r.on_median:10.1f} commits/s (median; range {r.spread(r.on)})"
+    )
     print(f"ratio on/off of the medians: {r.on_median / r.off_median:.3f}")
-    print(f"per-pair ratios on/off: median {statistics.median(ratios):.3f}  (min {ratios[0]:.3f}, max {ratios[-1]:.3f})")
-    print(f"best of {reps} on / best off: {r.best_ratio:.3f};  median commit latency off/on: {r.p50_ratio:.3f} "
-          f"({statistics.median(x.p50_us for x in r.off):.1f} / {statistics.median(x.p50_us for x in r.on):.1f} µs); "
-          f"p10 latency off/on: {r.p10_ratio:.3f} ({statistics.median(x.p10_us for x in r.off):.1f} / "
-          f"{statistics.median(x.p10_us for x in r.on):.1f} µs)")
+    print(
+        f"per-pair ratios on/off: median {statistics.median(ratios):.3f}  (min {ratios[0]:.3f}, max {ratios[-1]:.3f})"
+    )
+    print(
+        f"best of {reps} on / best off: {r.best_ratio:.3f};  median commit latency off/on: {r.p50_ratio:.3f} "
+        f"({statistics.median(x.p50_us for x in r.off):.1f} / {statistics.median(x.p50_us for x in r.on):.1f} µs); "
+        f"p10 latency off/on: {r.p10_ratio:.3f} ({statistics.median(x.p10_us for x in r.off):.1f} / "
+        f"{statistics.median(x.p10_us for x in r.on):.1f} µs)"
+    )
     print(f"capture cost (median pair): {r.cost_pct:+.1f}%   (target <= 10%)")
 
 
 def print_table(results: list[Result], txns: int, reps: int) -> None:
-    print(f"\ncapture overhead, mobibench-insert, txns={txns}, reps={reps} (medians; cost from the median on/off pair ratio)")
-    header = (f"{'fs':7s} {'journal':8s} {'sync':5s} {'off c/s':>9s} {'on c/s':>9s} {'on/off':>7s} {'pair med':>8s} "
-              f"{'pair min..max':>14s} {'best':>6s} {'p50lat':>6s} {'p10lat':>6s} {'p10 off/on µs':>14s} {'cost':>7s}")
+    print(
+        f"\ncapture overhead, mobibench-insert, txns={txns}, reps={reps} (medians; cost from the median on/off pair ratio)"
+    )
+    header = (
+        f"{'fs':7s} {'journal':8s} {'sync':5s} {'off c/s':>9s} {'on c/s':>9s} {'on/off':>7s} {'pair med':>8s} "
+        f"{'pair min..max':>14s} {'best':>6s} {'p50lat':>6s} {'p10lat':>6s} {'p10 off/on µs':>14s} {'cost':>7s}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
         ratios = sorted(r.pair_ratios)
-        print(f"{r.fs:7s} {r.journal:8s} {r.sync:5s} {r.off_median:9.0f} {r.on_median:9.0f} {r.on_median / r.off_median:7.3f} "
-              f"{statistics.median(ratios):8.3f} {ratios[0]:6.3f}..{ratios[-1]:.3f} {r.best_ratio:6.3f} {r.p50_ratio:6.3f} "
-              f"{r.p10_ratio:6.3f} {statistics.median(x.p10_us for x in r.off):6.1f}/{statistics.median(x.p10_us for x in r.on):<7.1f} "
-              f"{r.cost_pct:+6.1f}%")
-    print("on/off: ratio of the median commits/s; pair med: median of per-pair on/off ratios (the cost column);\n"
-          "best: fastest on / fastest off; p50lat, p10lat: median / 10th-percentile commit latency off/on\n"
-          "(medians over the runs). All ratios: 1.0 = free.")
+        print(
+            f"{r.fs:7s} {r.journal:8s} {r.sync:5s} {r.off_median:9.0f} {r.on_median:9.0f} {r.on_median / r.off_median:7.3f} "
+            f"{statistics.median(ratios):8.3f} {ratios[0]:6.3f}..{ratios[-1]:.3f} {r.best_ratio:6.3f} {r.p50_ratio:6.3f} "
+            f"{r.p10_ratio:6.3f} {statistics.median(x.p10_us for x in r.off):6.1f}/{statistics.median(x.p10_us for x in r.on):<7.1f} "
+            f"{r.cost_pct:+6.1f}%"
+        )
+    print(
+        "on/off: ratio of the median commits/s; pair med: median of per-pair on/off ratios (the cost column);\n"
+        "best: fastest on / fastest off; p50lat, p10lat: median / 10th-percentile commit latency off/on\n"
+        "(medians over the runs). All ratios: 1.0 = free."
+    )
 
 
 def main() -> None:
@@ -174,12 +202,22 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="loop over --fs-list x --journals and print one table")
     parser.add_argument("--fs-list", default="ext4,xfs,btrfs")
     parser.add_argument("--journals", default="wal,delete")
-    parser.add_argument("--buffer-kb", type=int, default=capture.DEFAULT_BUFFER_KB,
-                        help="ring buffer per CPU; a small one makes the drain format events while the run goes")
-    parser.add_argument("--no-map-extents", action="store_true",
-                        help="leave out the engine's extents markers (sqlwa run --fs turns them on)")
-    parser.add_argument("--workdir", default="/dev/shm",
-                        help="where the lab image lives; tmpfs (default) keeps host-disk noise out of the figure")
+    parser.add_argument(
+        "--buffer-kb",
+        type=int,
+        default=tracing.DEFAULT_BUFFER_KB,
+        help="ring buffer per CPU; a small one makes the drain format events while the run goes",
+    )
+    parser.add_argument(
+        "--no-map-extents",
+        action="store_true",
+        help="leave out the engine's extents markers (sqlwa run --fs turns them on)",
+    )
+    parser.add_argument(
+        "--workdir",
+        default="/dev/shm",
+        help="where the lab image lives; tmpfs (default) keeps host-disk noise out of the figure",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-run lines")
     args = parser.parse_args()
     settings = engine.RunSettings(journal=args.journal, sync=args.sync, txns=args.txns, warmup=20)
@@ -201,8 +239,10 @@ def main() -> None:
             print_one(results[-1], args.txns, args.reps)
     if args.all:
         print_table(results, args.txns, args.reps)
-    print(f"\n({time.monotonic() - started:.0f} s; map_extents={getattr(settings, 'map_extents', False)}, "
-          f"buffer_kb={args.buffer_kb}, workdir={args.workdir})")
+    print(
+        f"\n({time.monotonic() - started:.0f} s; map_extents={getattr(settings, 'map_extents', False)}, "
+        f"buffer_kb={args.buffer_kb}, workdir={args.workdir})"
+    )
 
 
 if __name__ == "__main__":

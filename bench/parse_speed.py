@@ -36,9 +36,22 @@ TARGET = ROOT / "target" / "release" / "examples"
 
 def build() -> None:
     subprocess.run(
-        ["cargo", "build", "-q", "--release", "-p", "blktrace-parse", "--features", "arrow",
-         "--example", "gen_trace", "--example", "parse_bench"],
-        cwd=ROOT, check=True,
+        [
+            "cargo",
+            "build",
+            "-q",
+            "--release",
+            "-p",
+            "blktrace-parse",
+            "--features",
+            "arrow",
+            "--example",
+            "gen_trace",
+            "--example",
+            "parse_bench",
+        ],
+        cwd=ROOT,
+        check=True,
     )
 
 
@@ -81,35 +94,53 @@ def main() -> int:
     try:
         base = work / "bench"
         if not (work / "bench.blktrace.0").exists():
-            subprocess.run([str(TARGET / "gen_trace"), "blktrace", str(base), str(args.events), str(args.cpus)], check=True)
+            subprocess.run(
+                [str(TARGET / "gen_trace"), "blktrace", str(base), str(args.events), str(args.cpus)], check=True
+            )
         ftrace = work / "ftrace.txt"
         if not ftrace.exists():
             subprocess.run([str(TARGET / "gen_trace"), "ftrace", str(ftrace), str(args.ftrace_lines)], check=True)
         binary_size = sum(f.stat().st_size for f in work.glob("bench.blktrace.*"))
-        print(f"binary trace: {binary_size / 1e6:.0f} MB in {args.cpus} files; ftrace text: {ftrace.stat().st_size / 1e6:.0f} MB")
-        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (wall figures suffer under load; CPU figures less)")
+        print(
+            f"binary trace: {binary_size / 1e6:.0f} MB in {args.cpus} files; ftrace text: {ftrace.stat().st_size / 1e6:.0f} MB"
+        )
+        print(
+            f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (wall figures suffer under load; CPU figures less)"
+        )
 
         cmd = [str(TARGET / "parse_bench"), "blktrace", str(base)]
         ours = best_of(args.runs, cmd, key="wall_s")
         one = best_of(args.runs, cmd, env={**os.environ, "BLKTRACE_PARSE_THREADS": "1"})
         n = ours["events"]
-        print(f"\nblktrace-parse binary → Arrow, {ours['threads']} threads: {n:,} events, wall {ours['wall_s']:.2f} s "
-              f"({n / ours['wall_s'] / 1e6:.1f} M events/s), CPU {ours['cpu_s']:.2f} s ({n / ours['cpu_s'] / 1e6:.1f} M events/s)")
-        print(f"  peak RSS {ours['peak_rss_bytes'] / 1e6:.0f} MB, Arrow table {ours['table_bytes'] / 1e6:.0f} MB "
-              f"→ {ours['peak_rss_bytes'] / ours['table_bytes']:.2f}× the table (target ≤ 1.5×)")
-        print(f"blktrace-parse binary → Arrow, 1 thread: wall {one['wall_s']:.2f} s ({n / one['wall_s'] / 1e6:.1f} M events/s), "
-              f"CPU {one['cpu_s']:.2f} s ({n / one['cpu_s'] / 1e6:.1f} M events/s)")
+        print(
+            f"\nblktrace-parse binary → Arrow, {ours['threads']} threads: {n:,} events, wall {ours['wall_s']:.2f} s "
+            f"({n / ours['wall_s'] / 1e6:.1f} M events/s), CPU {ours['cpu_s']:.2f} s ({n / ours['cpu_s'] / 1e6:.1f} M events/s)"
+        )
+        print(
+            f"  peak RSS {ours['peak_rss_bytes'] / 1e6:.0f} MB, Arrow table {ours['table_bytes'] / 1e6:.0f} MB "
+            f"→ {ours['peak_rss_bytes'] / ours['table_bytes']:.2f}× the table (target ≤ 1.5×)"
+        )
+        print(
+            f"blktrace-parse binary → Arrow, 1 thread: wall {one['wall_s']:.2f} s ({n / one['wall_s'] / 1e6:.1f} M events/s), "
+            f"CPU {one['cpu_s']:.2f} s ({n / one['cpu_s'] / 1e6:.1f} M events/s)"
+        )
 
         if shutil.which("blkparse"):
             out = work / "blkparse.out"
             theirs = best_of(args.blkparse_runs, ["blkparse", "-i", "bench", "-o", str(out)], key="wall_s", cwd=work)
             wall, cpu = theirs["wall_s"], theirs["cpu_s"]
             out.unlink(missing_ok=True)
-            print(f"blkparse -i bench -o FILE (best of {args.blkparse_runs}): wall {wall:.2f} s ({n / wall / 1e6:.2f} M events/s), CPU {cpu:.2f} s "
-                  f"({n / cpu / 1e6:.2f} M events/s)")
-            print(f"  ratio ({ours['threads']} threads): {wall / ours['wall_s']:.1f}× by wall clock (target ≥ 30×), "
-                  f"{cpu / ours['cpu_s']:.1f}× by CPU time")
-            print(f"  ratio (1 thread): {wall / one['wall_s']:.1f}× by wall clock, {cpu / one['cpu_s']:.1f}× by CPU time")
+            print(
+                f"blkparse -i bench -o FILE (best of {args.blkparse_runs}): wall {wall:.2f} s ({n / wall / 1e6:.2f} M events/s), CPU {cpu:.2f} s "
+                f"({n / cpu / 1e6:.2f} M events/s)"
+            )
+            print(
+                f"  ratio ({ours['threads']} threads): {wall / ours['wall_s']:.1f}× by wall clock (target ≥ 30×), "
+                f"{cpu / ours['cpu_s']:.1f}× by CPU time"
+            )
+            print(
+                f"  ratio (1 thread): {wall / one['wall_s']:.1f}× by wall clock, {cpu / one['cpu_s']:.1f}× by CPU time"
+            )
         else:
             print("blkparse not installed (Debian package `blktrace`): no ratio")
 
@@ -119,11 +150,15 @@ def main() -> int:
         text = best_of(args.runs, [*one_core, str(TARGET / "parse_bench"), "ftrace", str(ftrace)])
         lines = text["events"]
         pinned = "pinned to one CPU" if one_core else "not pinned: taskset missing"
-        print(f"\nftrace text → Arrow ({pinned}): {lines:,} lines, wall {text['wall_s']:.2f} s "
-              f"({lines / text['wall_s'] / 1e6:.2f} M lines/s), CPU {text['cpu_s']:.2f} s "
-              f"({lines / text['cpu_s'] / 1e6:.2f} M lines/s; target ≥ 5 M lines/s)")
-        print(f"  peak RSS {text['peak_rss_bytes'] / 1e6:.0f} MB, Arrow table {text['table_bytes'] / 1e6:.0f} MB "
-              f"→ {text['peak_rss_bytes'] / text['table_bytes']:.2f}× the table")
+        print(
+            f"\nftrace text → Arrow ({pinned}): {lines:,} lines, wall {text['wall_s']:.2f} s "
+            f"({lines / text['wall_s'] / 1e6:.2f} M lines/s), CPU {text['cpu_s']:.2f} s "
+            f"({lines / text['cpu_s'] / 1e6:.2f} M lines/s; target ≥ 5 M lines/s)"
+        )
+        print(
+            f"  peak RSS {text['peak_rss_bytes'] / 1e6:.0f} MB, Arrow table {text['table_bytes'] / 1e6:.0f} MB "
+            f"→ {text['peak_rss_bytes'] / text['table_bytes']:.2f}× the table"
+        )
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

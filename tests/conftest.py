@@ -1,5 +1,9 @@
-"""Session guard: a test run leaves no loop device, mount, tracefs instance or lab
-directory of sqlwa's behind, even when tests fail.
+"""The one gate for tests that need root or tracefs, the closing list of what was skipped
+and why, and the session guard: a test run leaves no loop device, mount, tracefs instance
+or lab directory of sqlwa's behind, even when tests fail.
+
+Markers (pyproject.toml): ``root`` — loop devices, mkfs, mount, tracefs, dropping to
+nobody; ``tracefs`` — the kernel's tracing filesystem with the block tracepoints.
 
 Each test cleans up after itself; this is the independent check of that promise. The
 controller (not an xdist worker) notes what of ours exists when the session starts — a
@@ -10,12 +14,50 @@ with `sqlwa lab cleanup`'s logic (which only touches things whose owner process 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from helpers import sqlwa_leftovers
-from sqlwa import lab
+from sqlwa import _system
+from sqlwa.lab.cleanup import cleanup_leftovers
 
 BEFORE = pytest.StashKey[set]()  # what of ours existed when the session started
+
+NEEDS_ROOT = "needs root (loop devices, mkfs, mount, tracefs): run as root, e.g. sudo ./scripts/test"
+
+
+def tracefs_unavailable() -> str | None:
+    """Why the capture cannot run here, or None if it can."""
+    from sqlwa.capture.tracing import tracefs_available
+
+    availability = tracefs_available()
+    return None if availability.available else f"needs tracefs: {availability.reason}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip what this machine cannot run, with one reason per cause."""
+    root = _system.is_root()
+    tracefs_reason = tracefs_unavailable() if root and any(i.get_closest_marker("tracefs") for i in items) else None
+    for item in items:
+        if not root and (item.get_closest_marker("root") or item.get_closest_marker("tracefs")):
+            item.add_marker(pytest.mark.skip(reason=NEEDS_ROOT))
+        elif tracefs_reason and item.get_closest_marker("tracefs"):
+            item.add_marker(pytest.mark.skip(reason=tracefs_reason))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """A short list at the end: how many tests were skipped for each reason."""
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        return
+    terminalreporter.section("skipped, and why")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count:4d}  {reason}")
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -36,9 +78,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     lines = ["the tests left these behind (a test does not clean up after itself):", *left]
-    removed = lab.cleanup_leftovers() if lab.is_root() else []
-    lines += ["removed by `sqlwa lab cleanup`'s logic:", *removed] if removed else [
-        "run `sudo .venv/bin/sqlwa lab cleanup` once this pytest process has exited (it owns them)"]
+    removed = cleanup_leftovers() if _system.is_root() else []
+    lines += (
+        ["removed by `sqlwa lab cleanup`'s logic:", *removed]
+        if removed
+        else ["run `sudo .venv/bin/sqlwa lab cleanup` once this pytest process has exited (it owns them)"]
+    )
     if reporter is None:
         print("\n".join(lines))
     else:
@@ -46,4 +91,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for line in lines:
             reporter.write_line(line, red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
-

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def sqlwa(*args: str, check: bool = True, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     """Run ``python -m sqlwa ARGS`` and return the completed process (text mode)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "sqlwa", *args], capture_output=True, text=True, timeout=timeout, **kw
-    )
+    proc = subprocess.run([sys.executable, "-m", "sqlwa", *args], capture_output=True, text=True, timeout=timeout, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"sqlwa {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -27,38 +27,47 @@ def run_summary(out: Path, *args: str) -> dict:
 
 
 def lab_matrix(tmp_path_factory, name: str, *args: str) -> Path:
-    """``sqlwa matrix --fs ext4 ARGS`` into a fresh ``NAME/m`` directory; skips without root."""
-    import os
-
-    import pytest
-
-    if os.geteuid() != 0:
-        pytest.skip("lab runs need root")
+    """``sqlwa matrix --fs ext4 ARGS`` into a fresh ``NAME/m`` directory (tests that use it
+    carry the ``root`` marker)."""
     out = tmp_path_factory.mktemp(name) / "m"
     sqlwa("matrix", "--fs", "ext4", *args, "--out", str(out))
     return out
 
 
 @contextmanager
-def sqlwa_as_nobody(*args: str, prefix: str, timeout: float = 120) -> Iterator[tuple[subprocess.CompletedProcess, Path]]:
+def sqlwa_as_nobody(
+    *args: str, prefix: str, timeout: float = 120
+) -> Iterator[tuple[subprocess.CompletedProcess, Path]]:
     """Run ``python -m sqlwa ARGS`` as nobody (setpriv) in a fresh world-writable directory
     (nobody cannot enter pytest's root-only tmp_path); ``{dir}`` in ARGS is that directory.
-    Yields the process and the directory, removed afterwards. Skips without root or setpriv."""
+    Yields the process and the directory, removed afterwards. Tests that use it carry the
+    ``root`` marker; it skips without setpriv."""
     import os
     import shutil
     import tempfile
 
     import pytest
 
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root to drop to nobody, and setpriv")
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is not installed (Debian package util-linux)")
     workdir = Path(tempfile.mkdtemp(prefix=prefix))
     os.chmod(workdir, 0o777)
     try:
         proc = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "sqlwa",
-             *(arg.format(dir=workdir) for arg in args)],
-            capture_output=True, text=True, timeout=timeout, cwd=workdir,
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                sys.executable,
+                "-m",
+                "sqlwa",
+                *(arg.format(dir=workdir) for arg in args),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=workdir,
         )
         yield proc, workdir
     finally:
@@ -73,11 +82,13 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     import re
     import tempfile
 
-    from sqlwa import capture, lab
+    from sqlwa import _system
+    from sqlwa.capture.tracing import INSTANCE_PREFIX
+    from sqlwa.lab.filesystem import LAB_PREFIX
 
     owner = str(pid) if pid is not None else r"\d+"
-    lab_name = re.compile(rf"{lab.LAB_PREFIX}-{owner}-[0-9a-f]+")
-    instance_name = re.compile(rf"{capture.INSTANCE_PREFIX}-{owner}-[0-9a-f]+")
+    lab_name = re.compile(rf"{LAB_PREFIX}-{owner}-[0-9a-f]+")
+    instance_name = re.compile(rf"{INSTANCE_PREFIX}-{owner}-[0-9a-f]+")
     try:
         losetup = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True)
         loops = losetup.stdout.splitlines()
@@ -85,7 +96,7 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
         loops = []  # no losetup: no loop devices of ours either
     found = [f"loop: {line.strip()}" for line in loops if lab_name.search(line)]
     found += [f"mount: {line}" for line in Path("/proc/mounts").read_text().splitlines() if lab_name.search(line)]
-    tracefs = capture.tracefs_root()
+    tracefs = _system.tracefs_root()
     if tracefs is not None:
         found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]
     found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]

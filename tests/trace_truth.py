@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 MARKER = re.compile(r"sqlwa (txn_begin|txn_end) i=(\d+)")
 
@@ -26,7 +26,9 @@ def in_commit_windows(records: Iterable[tuple[str, str]], marker_in: Callable[[s
             yield current, name, rest
 
 
-TRACE_LINE = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<event>\w+): (?P<body>.*)$")
+TRACE_LINE = re.compile(
+    r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<event>\w+): (?P<body>.*)$"
+)
 ISSUE_BODY = re.compile(r"^(?P<dev>\d+,\d+) (?P<rwbs>\S+) (?P<bytes>\d+) \(")
 
 
@@ -65,7 +67,11 @@ def write_bytes_since_commit(trace: Path, dev: str, index: int) -> int:
     """Write bytes issued on ``dev`` from commit ``index``'s txn_begin marker to the end of
     the trace (the final syncfs included)."""
     start = marker_times_ns(trace)[("txn_begin", index)]
-    issues = (ISSUE_BODY.match(m["body"]) for m in trace_records(trace) if m["event"] == "block_rq_issue" and time_ns(m) >= start)
+    issues = (
+        ISSUE_BODY.match(m["body"])
+        for m in trace_records(trace)
+        if m["event"] == "block_rq_issue" and time_ns(m) >= start
+    )
     return sum(int(rq["bytes"]) for rq in issues if rq and rq["dev"] == dev and "W" in rq["rwbs"])
 
 

@@ -16,24 +16,57 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _API = ("load", "parse", "Run", "Matrix", "Trace", "DeviceTrace")
-_ERRORS = (
-    "SqlwaError", "ScenarioError", "ConfigError", "WorkloadError", "TraceParseError", "Interrupted",
-    "UsageError", "LabError", "UnsupportedFilesystem", "NeedsRoot", "CaptureError", "TraceLossError",
-)
-__all__ = [*_API, *_ERRORS]
+
+__all__ = [
+    "CaptureError",
+    "ConfigError",
+    "DeviceTrace",
+    "Interrupted",
+    "LabError",
+    "Matrix",
+    "NeedsRoot",
+    "Run",
+    "ScenarioError",
+    "SqlwaError",
+    "ToolError",
+    "Trace",
+    "TraceLossError",
+    "TraceParseError",
+    "UnsupportedFilesystem",
+    "UsageError",
+    "WorkloadError",
+    "__version__",
+    "load",
+    "parse",
+]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily below
     from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse
     from sqlwa.errors import (
-        CaptureError, ConfigError, Interrupted, LabError, NeedsRoot, ScenarioError, SqlwaError, TraceLossError,
-        TraceParseError, UnsupportedFilesystem, UsageError, WorkloadError,
+        CaptureError,
+        ConfigError,
+        Interrupted,
+        LabError,
+        NeedsRoot,
+        ScenarioError,
+        SqlwaError,
+        ToolError,
+        TraceLossError,
+        TraceParseError,
+        UnsupportedFilesystem,
+        UsageError,
+        WorkloadError,
     )
+
+    __version__: str
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return importlib.import_module("sqlwa._native").__version__
     if name in _API:
         return getattr(importlib.import_module("sqlwa.api"), name)
-    if name in _ERRORS:
+    if name in __all__:
         return getattr(importlib.import_module("sqlwa.errors"), name)
     raise AttributeError(f"module 'sqlwa' has no attribute {name!r}")
 

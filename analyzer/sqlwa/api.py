@@ -33,8 +33,10 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
-from sqlwa import plots, report, rundir, store, traceparse, windows
+from sqlwa.analysis import traceparse, windows
 from sqlwa.errors import UsageError
+from sqlwa.results import rundir, store
+from sqlwa.views import figures, report
 
 PathArg = str | PathLike
 TIMELINE_COMMITS = report.TIMELINE_COMMITS
@@ -58,14 +60,18 @@ def load(path: PathArg) -> Run | Matrix:
     if not path.exists():
         raise UsageError(f"{path} does not exist", "pass a directory written by `sqlwa run` or `sqlwa matrix`")
     if not path.is_dir():
-        raise UsageError(f"{path} is a file, not a run or matrix directory",
-                         "pass the directory that holds summary.json (a run) or results.sqlite (a matrix)")
+        raise UsageError(
+            f"{path} is a file, not a run or matrix directory",
+            "pass the directory that holds summary.json (a run) or results.sqlite (a matrix)",
+        )
     if (path / rundir.SUMMARY_FILE).is_file():
         return Run(path)
     if (path / store.STORE_FILE).is_file() or run_dirs_below(path):
         return Matrix(path)
-    raise UsageError(f"{path} is not a sqlwa run or matrix: it holds neither summary.json nor results.sqlite",
-                     "pass a directory written by `sqlwa run --out` or `sqlwa matrix --out`")
+    raise UsageError(
+        f"{path} is not a sqlwa run or matrix: it holds neither summary.json nor results.sqlite",
+        "pass a directory written by `sqlwa run --out` or `sqlwa matrix --out`",
+    )
 
 
 def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: bool = False) -> Trace:
@@ -91,8 +97,10 @@ def pandas_frame(frame: pl.DataFrame) -> Any:
     try:
         return frame.to_pandas()
     except ModuleNotFoundError as exc:
-        raise UsageError(f"to_pandas() needs {exc.name}, which is not installed",
-                         "pip install pandas (or stay in Polars: every frame here is a polars.DataFrame)") from None
+        raise UsageError(
+            f"to_pandas() needs {exc.name}, which is not installed",
+            "pip install pandas (or stay in Polars: every frame here is a polars.DataFrame)",
+        ) from None
 
 
 # ------------------------------------------------------------------ device level
@@ -136,7 +144,7 @@ class DeviceTrace:
         action = "D" if (block["action"] == "D").any() else "Q"
         issued = block.filter(pl.col("action") == action)
         t0 = int(issued["time_ns"].min() or 0)
-        return plots.with_ms(issued, t0).with_columns(plots.is_flush().alias("is_flush"))
+        return figures.with_ms(issued, t0).with_columns(figures.is_flush().alias("is_flush"))
 
     def request_mix(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
         """What the device was asked to do: requests and bytes per kind (write, read,
@@ -179,19 +187,21 @@ class DeviceTrace:
 
     def timeline(self, device: tuple[int, int] | None = None) -> go.Figure:
         """Block requests by sector over time, coloured by operation, flushes marked."""
-        reqs = self.requests(device).with_columns(plots.operation_key().alias("key"))
+        reqs = self.requests(device).with_columns(figures.operation_key().alias("key"))
         major, minor = device or self.device
-        return plots.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor})")
+        return figures.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor})")
 
     def size_histogram(self, device: tuple[int, int] | None = None) -> go.Figure:
         """Number of write requests per request size."""
-        return plots.size_histogram(self.requests(device), f"write request sizes: {self.label}")
+        return figures.size_histogram(self.requests(device), f"write request sizes: {self.label}")
 
-    def sector_heatmap(self, device: tuple[int, int] | None = None, time_bins: int = 80,
-                       sector_bins: int = 64) -> go.Figure:
+    def sector_heatmap(
+        self, device: tuple[int, int] | None = None, time_bins: int = 80, sector_bins: int = 64
+    ) -> go.Figure:
         """KiB written per time × sector bin."""
-        return plots.sector_heatmap(self.requests(device), time_bins, sector_bins,
-                                    f"KiB written by time and sector: {self.label}")
+        return figures.sector_heatmap(
+            self.requests(device), time_bins, sector_bins, f"KiB written by time and sector: {self.label}"
+        )
 
 
 class Trace(DeviceTrace):
@@ -235,8 +245,9 @@ class Run(DeviceTrace):
         self.dir = Path(path)
         summary_path = self.dir / rundir.SUMMARY_FILE
         if not summary_path.is_file():
-            raise UsageError(f"{self.dir} is not a run directory: no summary.json",
-                             "pass a directory written by `sqlwa run --out`")
+            raise UsageError(
+                f"{self.dir} is not a run directory: no summary.json", "pass a directory written by `sqlwa run --out`"
+            )
         try:
             self.summary: dict = json.loads(summary_path.read_text())
         except json.JSONDecodeError as exc:
@@ -375,8 +386,11 @@ class Run(DeviceTrace):
             return events
         major, minor = self.device
         issued_write = (
-            (pl.col("kind") == "block") & (pl.col("action") == "D") & (pl.col("operation") == "write")
-            & (pl.col("dev_major") == major) & (pl.col("dev_minor") == minor)
+            (pl.col("kind") == "block")
+            & (pl.col("action") == "D")
+            & (pl.col("operation") == "write")
+            & (pl.col("dev_major") == major)
+            & (pl.col("dev_minor") == minor)
         )
         joined = events.join(cats, on=["time_ns", "sector"], how="left", maintain_order="left")
         return joined.with_columns(pl.when(issued_write).then(pl.col("category")).alias("category"))
@@ -389,17 +403,19 @@ class Run(DeviceTrace):
         coloured by category (by operation without attribution), flushes marked, commit
         windows shaded."""
         self.require_trace("timeline()")
-        wins = self.windows.filter(~pl.col("warmup")) if first is None else self.windows.filter(pl.col("index") >= first)
+        wins = (
+            self.windows.filter(~pl.col("warmup")) if first is None else self.windows.filter(pl.col("index") >= first)
+        )
         wins = wins.sort("win_start_ns").head(count) if count is not None else wins.sort("win_start_ns")
         if wins.height == 0:
             raise UsageError(f"{self.label}: no commit windows to draw", "choose `first` within the run's commits")
         t0, t1 = int(wins["win_start_ns"].min()), int(wins["win_end_ns"].max())
         reqs = self.requests().filter(pl.col("time_ns").is_between(t0, t1))
-        reqs = plots.with_ms(reqs, t0)
+        reqs = figures.with_ms(reqs, t0)
         coloured_by = "category" if "category" in reqs.columns else "operation"
-        key = pl.coalesce("category", plots.operation_key()) if coloured_by == "category" else plots.operation_key()
+        key = pl.coalesce("category", figures.operation_key()) if coloured_by == "category" else figures.operation_key()
         title = f"timeline: {self.label}, commits {wins['index'].min()}–{wins['index'].max()} (shaded)"
-        fig = plots.timeline_figure(reqs.with_columns(key.alias("key")), title, wins, t0, coloured_by)
+        fig = figures.timeline_figure(reqs.with_columns(key.alias("key")), title, wins, t0, coloured_by)
         fig.update_layout(xaxis_title="ms since the first commit shown")
         return fig
 
@@ -408,7 +424,9 @@ class Run(DeviceTrace):
         attribution category, or SQLite's VFS bytes by file kind when the run has no
         categories (the title says which)."""
         frame, source = report.per_commit_bytes(str(self.dir))
-        return plots.stacked_bars(frame.rename({"index": "commit"}), "commit", f"{self.label}: KiB per commit — {source}")
+        return figures.stacked_bars(
+            frame.rename({"index": "commit"}), "commit", f"{self.label}: KiB per commit — {source}"
+        )
 
     def latency_cdf(self) -> go.Figure:
         """The commit-latency CDF with the 60 Hz frame budget marked."""
@@ -420,10 +438,14 @@ def layer_expr() -> pl.Expr:
     markers: sync, truncate, delete, extents), syscall, block, other."""
     kind = pl.col("kind").cast(pl.String)
     return (
-        pl.when((kind == "marker") & pl.col("name").cast(pl.String).is_in(MARKER_EVENTS)).then(pl.lit("marker"))
-        .when(kind == "marker").then(pl.lit("vfs"))
-        .when(kind.str.starts_with("syscall")).then(pl.lit("syscall"))
-        .when(kind == "block").then(pl.lit("block"))
+        pl.when((kind == "marker") & pl.col("name").cast(pl.String).is_in(MARKER_EVENTS))
+        .then(pl.lit("marker"))
+        .when(kind == "marker")
+        .then(pl.lit("vfs"))
+        .when(kind.str.starts_with("syscall"))
+        .then(pl.lit("syscall"))
+        .when(kind == "block")
+        .then(pl.lit("block"))
         .otherwise(pl.lit("other"))
     )
 
@@ -431,9 +453,16 @@ def layer_expr() -> pl.Expr:
 def runs_frame(runs: list[Run]) -> pl.DataFrame:
     """The minimal runs frame :mod:`sqlwa.report`'s figures take, without touching the
     run directories (no events.parquet is written)."""
-    return pl.DataFrame([{
-        "status": "ok", "run_dir": str(run.dir.resolve()), **{key: run.config.get(key, "?") for key in store.CONFIG_KEYS},
-    } for run in runs])
+    return pl.DataFrame(
+        [
+            {
+                "status": "ok",
+                "run_dir": str(run.dir.resolve()),
+                **{key: run.config.get(key, "?") for key in store.CONFIG_KEYS},
+            }
+            for run in runs
+        ]
+    )
 
 
 # ------------------------------------------------------------------ a matrix
@@ -452,8 +481,10 @@ class Matrix:
         else:
             dirs = run_dirs_below(self.dir)
             if not dirs:
-                raise UsageError(f"{self.dir} is not a matrix: no results.sqlite and no run directories below it",
-                                 "pass a directory written by `sqlwa matrix --out`")
+                raise UsageError(
+                    f"{self.dir} is not a matrix: no results.sqlite and no run directories below it",
+                    "pass a directory written by `sqlwa matrix --out`",
+                )
             self.summary = frame_of_runs([Run(d) for d in dirs])
 
     def __repr__(self) -> str:
@@ -512,5 +543,6 @@ class Matrix:
 
 def frame_of_runs(runs: list[Run]) -> pl.DataFrame:
     """A store-like summary frame for run directories without a store (read-only)."""
-    return pl.DataFrame([store.run_dir_row(run.dir, run.summary, run.commits) for run in runs],
-                        infer_schema_length=None)
+    return pl.DataFrame(
+        [store.run_dir_row(run.dir, run.summary, run.commits) for run in runs], infer_schema_length=None
+    )

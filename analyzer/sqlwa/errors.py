@@ -26,6 +26,28 @@ class LabError(SqlwaError):
     """Making, mounting or removing a lab filesystem failed."""
 
 
+class ToolError(LabError):
+    """A system tool the lab runs (mkfs, mount, losetup, dumpe2fs ...) failed.
+
+    ``argv`` is the command, ``returncode`` its exit code (None if it never ran or did
+    not finish) and ``stderr`` what it printed there.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        argv: list[str] | None = None,
+        returncode: int | None = None,
+        stderr: str = "",
+    ) -> None:
+        super().__init__(message, hint)
+        self.argv = argv or []
+        self.returncode = returncode
+        self.stderr = stderr
+
+
 class UnsupportedFilesystem(LabError):
     """This machine cannot provide the requested filesystem (kernel module or mkfs missing)."""
 
@@ -59,6 +81,7 @@ __all__ = [
     "Interrupted",
     "UsageError",
     "LabError",
+    "ToolError",
     "UnsupportedFilesystem",
     "NeedsRoot",
     "CaptureError",

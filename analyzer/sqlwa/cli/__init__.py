@@ -1,5 +1,6 @@
-"""The ``sqlwa`` command line. Each sub-command lives in its own module here and is
-registered on :data:`main`; user mistakes become one red line and exit code 2."""
+"""The ``sqlwa`` command line. Each sub-command lives in its own module here and knows
+nothing of the group; this module adds them all to it. User mistakes become one red line
+and exit code 2."""
 
 from __future__ import annotations
 
@@ -7,13 +8,27 @@ import sys
 
 import click
 
-from sqlwa.errors import SqlwaError, hint_of, Interrupted
-from sqlwa.cli._app import main as _group, register_commands
+from sqlwa.cli import check, compare, lab, matrix, parse, report, run
+from sqlwa.cli._app import main as _group
+from sqlwa.errors import Interrupted, SqlwaError, hint_of
+
+COMMANDS = (
+    run.run,
+    run.scenarios,
+    matrix.matrix_command,
+    matrix.demo_command,
+    parse.parse,
+    report.report_command,
+    check.check_command,
+    compare.compare_command,
+    lab.lab,
+)
+for _command in COMMANDS:
+    _group.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the click group, turning SqlwaError into a clean message."""
-    register_commands()
     try:
         _group.main(args=argv, prog_name="sqlwa", standalone_mode=False)
     except click.exceptions.Abort:

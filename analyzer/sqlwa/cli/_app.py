@@ -1,4 +1,4 @@
-"""The click group every sub-command module attaches itself to."""
+"""The ``sqlwa`` click group; :mod:`sqlwa.cli` adds the commands to it."""
 
 from __future__ import annotations
 
@@ -24,14 +24,3 @@ def main() -> None:
       sqlwa run --scenario messenger --txns 500   another built-in scenario
       sqlwa scenarios                             list the built-in scenarios
     """
-
-
-def register_commands() -> None:
-    """Import every command module so it attaches itself to :data:`main`."""
-    from sqlwa.cli import run  # noqa: F401
-    from sqlwa.cli import parse  # noqa: F401
-    from sqlwa.cli import lab  # noqa: F401
-    from sqlwa.cli import matrix  # noqa: F401
-    from sqlwa.cli import check  # noqa: F401
-    from sqlwa.cli import compare  # noqa: F401
-    from sqlwa.cli import report  # noqa: F401

@@ -7,20 +7,33 @@ from pathlib import Path
 
 import click
 
-from sqlwa import check as checking
-from sqlwa import store
-from sqlwa.cli._app import main
 from sqlwa.errors import UsageError
+from sqlwa.results import check as checking
+from sqlwa.results import store
 
 
-@main.command("check")
-@click.option("-p", "--policy", "policy_path", type=click.Path(path_type=Path, dir_okay=False), required=True,
-              help="Policy TOML: [[rule]] tables with limits and scopes (see examples/policy.toml).")
+@click.command("check")
+@click.option(
+    "-p",
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="Policy TOML: [[rule]] tables with limits and scopes (see examples/policy.toml).",
+)
 @click.argument("results", type=click.Path(path_type=Path))
-@click.option("-b", "--baseline", type=click.Path(path_type=Path),
-              help="Results to compare against for max_regression_pct rules (a matrix or run directory).")
-@click.option("--junit", "junit_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="Also write the outcome as JUnit XML (one test case per rule x configuration x limit).")
+@click.option(
+    "-b",
+    "--baseline",
+    type=click.Path(path_type=Path),
+    help="Results to compare against for max_regression_pct rules (a matrix or run directory).",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the outcome as JUnit XML (one test case per rule x configuration x limit).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Also print the checks that passed.")
 def check_command(policy_path, results, baseline, junit_path, verbose):
     """Check a matrix (or one run) against a policy of limits: a regression gate for CI.
@@ -49,8 +62,10 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
     policy = checking.load_policy(policy_path)
     runs = store.load_results(results)
     if policy.needs_baseline and baseline is None:
-        raise UsageError("the policy has max_regression_pct rules but no --baseline was given",
-                         "pass --baseline DIR (an earlier matrix or run directory)")
+        raise UsageError(
+            "the policy has max_regression_pct rules but no --baseline was given",
+            "pass --baseline DIR (an earlier matrix or run directory)",
+        )
     baseline_runs = store.load_results(baseline) if baseline is not None else None
     result = checking.check(policy, runs, baseline_runs)
     failing = result.failing(policy)
@@ -61,7 +76,10 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
         click.echo(f"note: {note}", err=True)
     if junit_path is not None:
         junit_path.write_text(checking.junit_xml(result, policy))
-    click.echo(f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
-               f"{result.count('unmeasured')} not measured"
-               + (" (allowed)" if policy.allow_unmeasured and result.count("unmeasured") else ""), err=True)
+    click.echo(
+        f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
+        f"{result.count('unmeasured')} not measured"
+        + (" (allowed)" if policy.allow_unmeasured and result.count("unmeasured") else ""),
+        err=True,
+    )
     sys.exit(1 if failing else 0)

@@ -7,10 +7,9 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from sqlwa import compare as comparing
-from sqlwa import store
-from sqlwa.cli._app import main
 from sqlwa.cli.matrix import fmt, wide_console
+from sqlwa.results import compare as comparing
+from sqlwa.results import store
 
 
 def delta_text(delta, pct) -> str:
@@ -21,7 +20,7 @@ def delta_text(delta, pct) -> str:
     return f"[{colour}]{delta:+,.3f}{pct_text}[/{colour}]"
 
 
-@main.command("compare")
+@click.command("compare")
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 def compare_command(a, b):
@@ -39,14 +38,20 @@ def compare_command(a, b):
     """
     rows = comparing.compare(store.load_results(a), store.load_results(b))
     table = Table(title=f"A = {a}   B = {b}", title_justify="left")
-    for name, justify in (("configuration", "left"), ("per commit", "left"), ("A", "right"), ("B", "right"),
-                          ("B − A", "right")):
-        table.add_column(name, justify=justify)
+    table.add_column("configuration")
+    table.add_column("per commit")
+    for name in ("A", "B", "B − A"):
+        table.add_column(name, justify="right")
     previous = None
     for row in rows.iter_rows(named=True):
         if previous is not None and row["config"] != previous:
             table.add_section()
-        table.add_row(row["config"] if row["config"] != previous else "", row["metric"],
-                      fmt(row["a"], 3), fmt(row["b"], 3), delta_text(row["delta"], row["pct"]))
+        table.add_row(
+            row["config"] if row["config"] != previous else "",
+            row["metric"],
+            fmt(row["a"], 3),
+            fmt(row["b"], 3),
+            delta_text(row["delta"], row["pct"]),
+        )
         previous = row["config"]
     wide_console().print(table)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import click
 
-from sqlwa.cli._app import main
 
-
-@main.group()
+@click.group()
 def lab() -> None:
     """The lab: fresh filesystems on loop devices, and the tracefs capture."""
 
@@ -27,7 +25,7 @@ def cleanup(workdirs: tuple[str, ...]) -> None:
     mounts, sqlwa-<pid>-* tracefs instances) whose owning process is dead are removed;
     nothing else is touched.
     """
-    from sqlwa.lab import cleanup_leftovers
+    from sqlwa.lab.cleanup import cleanup_leftovers
 
     removed = cleanup_leftovers(workdirs)
     if not removed:
@@ -41,8 +39,9 @@ def cleanup(workdirs: tuple[str, ...]) -> None:
 @lab.command()
 def check() -> None:
     """Which filesystems this machine can provide, and whether the capture can run."""
-    from sqlwa.capture import tracefs_available
-    from sqlwa.lab import FILESYSTEMS, filesystem_support, is_root
+    from sqlwa._system import is_root
+    from sqlwa.capture.tracing import tracefs_available
+    from sqlwa.lab.filesystem import FILESYSTEMS, filesystem_support
 
     _line("root", is_root(), "yes" if is_root() else "no: --fs and the capture need root (use sudo, or --dir)")
     tracefs = tracefs_available()

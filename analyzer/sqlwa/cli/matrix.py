@@ -10,11 +10,19 @@ from pathlib import Path
 import click
 import polars as pl
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from sqlwa import matrix, store
-from sqlwa.cli._app import main
+from sqlwa.measure import matrix
+from sqlwa.results import store
 
 
 def split_list(_ctx, _param, value: str | None) -> tuple[str, ...] | None:
@@ -36,11 +44,17 @@ class MatrixProgress:
         self.console = console
         self.live = console.is_terminal
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=True,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
         )
         self.cells = self.progress.add_task("cells", total=total)
-        self.txns = None
+        self.txns: TaskID | None = None
         self.total = total
 
     def __enter__(self):
@@ -72,7 +86,8 @@ class MatrixProgress:
         lost = f" [red]({result.lost_events:,} events lost)[/red]" if result.lost_events else ""
         self.console.print(
             f"[{style}]{result.status:>12}[/{style}] {result.cell.label} ({result.seconds:.1f} s){lost}{note}",
-            highlight=False, markup=True,
+            highlight=False,
+            markup=True,
         )
 
 
@@ -96,20 +111,37 @@ def wide_console(stderr: bool = False) -> Console:
 
 def results_table(runs: pl.DataFrame, title: str) -> Table:
     """Means per configuration; '—' marks a layer that was not measured (never 0)."""
-    table = Table(title=title, title_justify="left",
-                  caption="per commit, mean over measured commits (and repeats); — = level not measured; "
-                          "block KiB amortized: all block bytes from the first commit to the end / commits")
-    for name, justify in (("configuration", "left"), ("commits", "right"), ("VFS xSync", "right"),
-                          ("fsync", "right"), ("flushes", "right"), ("VFS KiB", "right"),
-                          ("block KiB", "right"), ("block/logical", "right"), ("p99 ms", "right"),
-                          ("frame misses", "right")):
-        table.add_column(name, justify=justify)
+    table = Table(
+        title=title,
+        title_justify="left",
+        caption="per commit, mean over measured commits (and repeats); — = level not measured; "
+        "block KiB amortized: all block bytes from the first commit to the end / commits",
+    )
+    table.add_column("configuration")
+    for name in (
+        "commits",
+        "VFS xSync",
+        "fsync",
+        "flushes",
+        "VFS KiB",
+        "block KiB",
+        "block/logical",
+        "p99 ms",
+        "frame misses",
+    ):
+        table.add_column(name, justify="right")
     for row in store.config_means(runs).iter_rows(named=True):
         table.add_row(
-            store.config_label(row), f"{row['commits']:,}", fmt(row["vfs_sync_calls_per_commit"]),
-            fmt(row["fsync_calls_per_commit"]), fmt(row["flushes_per_commit"]),
-            fmt(row["vfs_write_kib_per_commit"], 1), fmt(row["write_kib_per_commit"], 1),
-            fmt(row["block_over_logical"], 0), fmt(row["p99_ms"], 3), fmt(row["frame_budget_misses"], 0),
+            store.config_label(row),
+            f"{row['commits']:,}",
+            fmt(row["vfs_sync_calls_per_commit"]),
+            fmt(row["fsync_calls_per_commit"]),
+            fmt(row["flushes_per_commit"]),
+            fmt(row["vfs_write_kib_per_commit"], 1),
+            fmt(row["write_kib_per_commit"], 1),
+            fmt(row["block_over_logical"], 0),
+            fmt(row["p99_ms"], 3),
+            fmt(row["frame_budget_misses"], 0),
         )
     return table
 
@@ -126,8 +158,9 @@ def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
                 console.print(f"  {result.cell.label}: {short(result.reason)}", highlight=False)
     lossy = [r for r in outcome.results if r.lost_events]
     if lossy:
-        console.print(f"[red]{len(lossy)} run(s) lost trace events; `sqlwa check` fails them unless the policy "
-                      "allows loss[/red]")
+        console.print(
+            f"[red]{len(lossy)} run(s) lost trace events; `sqlwa check` fails them unless the policy allows loss[/red]"
+        )
 
 
 def run_and_report(plan: matrix.MatrixPlan, console: Console) -> matrix.MatrixOutcome:
@@ -145,17 +178,51 @@ def run_and_report(plan: matrix.MatrixPlan, console: Console) -> matrix.MatrixOu
 
 
 MATRIX_OPTIONS = [
-    click.option("-s", "--scenario", "scenarios", default="mobibench-insert", show_default=True,
-                 callback=split_scenarios, metavar="A,B", help="Scenarios (built-in names or TOML paths), comma-separated."),
-    click.option("--fs", "filesystems", default="ext4", show_default=True, callback=split_list, metavar="FS,..",
-                 help="Lab filesystems, e.g. ext4,xfs,btrfs (each cell gets a fresh one; needs root)."),
-    click.option("-j", "--journal", "journals", default=",".join(matrix.DEFAULT_JOURNALS), show_default=True,
-                 callback=split_list, metavar="MODE,..", help="PRAGMA journal_mode values."),
-    click.option("--sync", "syncs", default=",".join(matrix.DEFAULT_SYNCS), show_default=True, callback=split_list,
-                 metavar="MODE,..", help="PRAGMA synchronous values."),
+    click.option(
+        "-s",
+        "--scenario",
+        "scenarios",
+        default="mobibench-insert",
+        show_default=True,
+        callback=split_scenarios,
+        metavar="A,B",
+        help="Scenarios (built-in names or TOML paths), comma-separated.",
+    ),
+    click.option(
+        "--fs",
+        "filesystems",
+        default="ext4",
+        show_default=True,
+        callback=split_list,
+        metavar="FS,..",
+        help="Lab filesystems, e.g. ext4,xfs,btrfs (each cell gets a fresh one; needs root).",
+    ),
+    click.option(
+        "-j",
+        "--journal",
+        "journals",
+        default=",".join(matrix.DEFAULT_JOURNALS),
+        show_default=True,
+        callback=split_list,
+        metavar="MODE,..",
+        help="PRAGMA journal_mode values.",
+    ),
+    click.option(
+        "--sync",
+        "syncs",
+        default=",".join(matrix.DEFAULT_SYNCS),
+        show_default=True,
+        callback=split_list,
+        metavar="MODE,..",
+        help="PRAGMA synchronous values.",
+    ),
     click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per configuration."),
-    click.option("-n", "--txns", type=click.IntRange(min=1), help="Measured transactions per run [default: the scenario's]."),
-    click.option("--warmup", type=click.IntRange(min=0), help="Warm-up transactions per run [default: the scenario's]."),
+    click.option(
+        "-n", "--txns", type=click.IntRange(min=1), help="Measured transactions per run [default: the scenario's]."
+    ),
+    click.option(
+        "--warmup", type=click.IntRange(min=0), help="Warm-up transactions per run [default: the scenario's]."
+    ),
     click.option("--vfs-only", is_flag=True, help="Measure the VFS level only, even as root (no lab filesystems)."),
     click.option("--image-size", default="1G", show_default=True, metavar="SIZE", help="Size of each lab image."),
 ]
@@ -166,15 +233,24 @@ def with_options(options):
         for option in reversed(options):
             func = option(func)
         return func
+
     return apply
 
 
-@main.command("matrix")
+@click.command("matrix")
 @with_options(MATRIX_OPTIONS)
-@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
-              help="Matrix directory: results.sqlite and runs/<cell>/.")
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Matrix directory: results.sqlite and runs/<cell>/.",
+)
 @click.option("--resume", is_flag=True, help="Continue a matrix in --out: cells already done are skipped.")
-def matrix_command(scenarios, filesystems, journals, syncs, repeat, txns, warmup, vfs_only, image_size, out_dir, resume):
+def matrix_command(
+    scenarios, filesystems, journals, syncs, repeat, txns, warmup, vfs_only, image_size, out_dir, resume
+):
     """Run every combination of scenario × fs × journal × sync, each on a fresh filesystem.
 
     \b
@@ -192,8 +268,17 @@ def matrix_command(scenarios, filesystems, journals, syncs, repeat, txns, warmup
     Then: `sqlwa report OUT -o report.html`, `sqlwa check --policy P OUT`, `sqlwa compare OUT OTHER`.
     """
     plan = matrix.MatrixPlan(
-        out_dir=out_dir, scenarios=scenarios, filesystems=filesystems, journals=journals, syncs=syncs,
-        repeat=repeat, txns=txns, warmup=warmup, lab=not vfs_only, resume=resume, image_size=image_size,
+        out_dir=out_dir,
+        scenarios=scenarios,
+        filesystems=filesystems,
+        journals=journals,
+        syncs=syncs,
+        repeat=repeat,
+        txns=txns,
+        warmup=warmup,
+        lab=not vfs_only,
+        resume=resume,
+        image_size=image_size,
     )
     outcome = run_and_report(plan, wide_console())
     if outcome.with_status("failed"):
@@ -203,14 +288,24 @@ def matrix_command(scenarios, filesystems, journals, syncs, repeat, txns, warmup
 DEMO_TXNS = 500  # about 50 s for the 8 lab cells here; stays under 3 minutes on a loaded 2-core box
 
 
-@main.command("demo")
+@click.command("demo")
 @with_options(MATRIX_OPTIONS)
-@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Matrix directory [default: sqlwa-out/demo-TIME].")
-@click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="Where the HTML report goes [default: report.html in the current directory].")
-def demo_command(scenarios, filesystems, journals, syncs, repeat, txns, warmup, vfs_only, image_size, out_dir,
-                 report_path):
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Matrix directory [default: sqlwa-out/demo-TIME].",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Where the HTML report goes [default: report.html in the current directory].",
+)
+def demo_command(
+    scenarios, filesystems, journals, syncs, repeat, txns, warmup, vfs_only, image_size, out_dir, report_path
+):
     """The default sweep: mobibench-insert on ext4, journal delete/truncate/persist/wal ×
     sync normal/full, then the table and report.html.
 
@@ -224,12 +319,20 @@ def demo_command(scenarios, filesystems, journals, syncs, repeat, txns, warmup, 
     transactions default to 500 per cell here (DEMO_TXNS), which keeps the whole sweep
     to about a minute. Without root every cell runs at the VFS level and says so.
     """
-    from sqlwa import report
+    from sqlwa.views import report
 
     out_dir = out_dir or Path("sqlwa-out") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     plan = matrix.MatrixPlan(
-        out_dir=out_dir, scenarios=scenarios, filesystems=filesystems, journals=journals, syncs=syncs,
-        repeat=repeat, txns=txns or DEMO_TXNS, warmup=warmup, lab=not vfs_only, image_size=image_size,
+        out_dir=out_dir,
+        scenarios=scenarios,
+        filesystems=filesystems,
+        journals=journals,
+        syncs=syncs,
+        repeat=repeat,
+        txns=txns or DEMO_TXNS,
+        warmup=warmup,
+        lab=not vfs_only,
+        image_size=image_size,
     )
     console = wide_console()
     outcome = run_and_report(plan, console)

@@ -9,19 +9,26 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from sqlwa import traceparse
-from sqlwa.cli._app import main
+from sqlwa.analysis import traceparse
 from sqlwa.errors import UsageError
 
 
-@main.command("parse")
+@click.command("parse")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
-    "--format", "fmt", type=click.Choice(traceparse.FORMATS), default="auto", show_default=True,
+    "--format",
+    "fmt",
+    type=click.Choice(traceparse.FORMATS),
+    default="auto",
+    show_default=True,
     help="Trace format; auto detects blktrace binary, blkparse text and ftrace text.",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the event table to this Parquet file.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the event table to this Parquet file.",
+)
 @click.option("--lenient", is_flag=True, help="Skip and count unparsable records instead of failing.")
 def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool) -> None:
     """Read block traces captured anywhere (phones, servers) into one event table.
@@ -80,7 +87,7 @@ def count_table(title: str, counts: dict, block: pl.LazyFrame | None, column: st
     table = Table(title=f"per {title}", title_justify="left")
     table.add_column(title)
     table.add_column("events", justify="right")
-    if block is not None:
+    if block is not None and column is not None:
         table.add_column("bytes", justify="right")
         # Grouped by the categorical codes; only the few groups' names become strings.
         sums = block.group_by(column).agg(pl.col("bytes").sum()).collect()

@@ -6,14 +6,20 @@ from pathlib import Path
 
 import click
 
-from sqlwa import report as reporting
-from sqlwa.cli._app import main
+from sqlwa.views import report as reporting
 
 
-@main.command("report")
+@click.command("report")
 @click.argument("results", type=click.Path(path_type=Path))
-@click.option("-o", "--out", "out_path", type=click.Path(path_type=Path, dir_okay=False), default=Path("report.html"),
-              show_default=True, help="The HTML file to write.")
+@click.option(
+    "-o",
+    "--out",
+    "out_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("report.html"),
+    show_default=True,
+    help="The HTML file to write.",
+)
 def report_command(results, out_path):
     """Write one HTML page with charts and every number for a matrix (or one run).
 

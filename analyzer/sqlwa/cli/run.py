@@ -9,10 +9,12 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from sqlwa import display, engine, lab, metrics, runner
-from sqlwa.cli._app import main
+from sqlwa.analysis import metrics
+from sqlwa.lab import filesystem
+from sqlwa.measure import engine, runner
+from sqlwa.views import terminal
 
 
 def default_out_dir(scenario: str, journal: str, sync: str) -> Path:
@@ -26,12 +28,16 @@ class ProgressBar:
     def __init__(self, label: str) -> None:
         self.enabled = sys.stderr.isatty()
         self.progress = Progress(
-            TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True), transient=True,
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
         )
-        self.task = None
+        self.task: TaskID | None = None
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         if self.enabled:
             self.progress.start()
         return self
@@ -48,47 +54,121 @@ class ProgressBar:
         self.progress.update(self.task, completed=done, total=total)
 
 
-@main.command()
-@click.option("-s", "--scenario", default="mobibench-insert", show_default=True, metavar="NAME|PATH",
-              help="A built-in scenario (see `sqlwa scenarios`) or a scenario TOML file.")
-@click.option("-j", "--journal", type=click.Choice(engine.JOURNAL_MODES, case_sensitive=False),
-              default="delete", show_default=True, help="PRAGMA journal_mode.")
-@click.option("--sync", type=click.Choice(engine.SYNC_MODES, case_sensitive=False),
-              default="full", show_default=True, help="PRAGMA synchronous.")
+@click.command()
+@click.option(
+    "-s",
+    "--scenario",
+    default="mobibench-insert",
+    show_default=True,
+    metavar="NAME|PATH",
+    help="A built-in scenario (see `sqlwa scenarios`) or a scenario TOML file.",
+)
+@click.option(
+    "-j",
+    "--journal",
+    type=click.Choice(engine.JOURNAL_MODES, case_sensitive=False),
+    default="delete",
+    show_default=True,
+    help="PRAGMA journal_mode.",
+)
+@click.option(
+    "--sync",
+    type=click.Choice(engine.SYNC_MODES, case_sensitive=False),
+    default="full",
+    show_default=True,
+    help="PRAGMA synchronous.",
+)
 @click.option("-n", "--txns", type=click.IntRange(min=1), help="Measured transactions [default: the scenario's].")
-@click.option("--warmup", type=click.IntRange(min=0), help="Warm-up transactions, run but not measured [default: the scenario's].")
+@click.option(
+    "--warmup", type=click.IntRange(min=0), help="Warm-up transactions, run but not measured [default: the scenario's]."
+)
 @click.option("--seed", type=int, help="Seed for generated values [default: the scenario's].")
 @click.option("--page-size", type=int, help="PRAGMA page_size.")
 @click.option("--cache-size", type=int, help="PRAGMA cache_size.")
 @click.option("--wal-autocheckpoint", type=int, help="PRAGMA wal_autocheckpoint (pages).")
 @click.option("--journal-size-limit", type=int, help="PRAGMA journal_size_limit (bytes).")
-@click.option("--locking-mode", type=click.Choice(engine.LOCKING_MODES, case_sensitive=False), help="PRAGMA locking_mode.")
+@click.option(
+    "--locking-mode", type=click.Choice(engine.LOCKING_MODES, case_sensitive=False), help="PRAGMA locking_mode."
+)
 @click.option("--mmap-size", type=int, help="PRAGMA mmap_size (bytes).")
 @click.option("--pragma", "extra_pragmas", multiple=True, metavar="NAME[=VALUE]", help="Any other PRAGMA; repeatable.")
 @click.option("--think-time-ms", type=click.FloatRange(min=0), help="Pause between transactions.")
-@click.option("--fs", type=click.Choice(tuple(lab.FILESYSTEMS)),
-              help="Measure on a fresh filesystem of this kind on a loop device, tracing block requests "
-                   "and syscalls (needs root and tracefs). ext4 = data=ordered.")
-@click.option("--image-size", default=runner.RunRequest.image_size, show_default=True, metavar="SIZE",
-              help="Size of the lab image (--fs).")
+@click.option(
+    "--fs",
+    type=click.Choice(tuple(filesystem.FILESYSTEMS)),
+    help="Measure on a fresh filesystem of this kind on a loop device, tracing block requests "
+    "and syscalls (needs root and tracefs). ext4 = data=ordered.",
+)
+@click.option(
+    "--image-size",
+    default=runner.RunRequest.image_size,
+    show_default=True,
+    metavar="SIZE",
+    help="Size of the lab image (--fs).",
+)
 @click.option("--mkfs-opts", default="", metavar="OPTS", help="Extra mkfs options, e.g. '-O fast_commit' (--fs).")
 @click.option("--mount-opts", default="", metavar="OPTS", help="Extra mount options, e.g. 'noatime,barrier=0' (--fs).")
-@click.option("--fill", "fill_pct", type=click.FloatRange(0, 99), default=0, metavar="PCT",
-              help="Fill the lab filesystem to PCT%% with files before the workload (--fs).")
-@click.option("--frame-budget-ms", type=click.FloatRange(min=0, min_open=True), default=metrics.DEFAULT_FRAME_BUDGET_MS,
-              show_default=True, help="Commits longer than this count as frame-budget misses (60 Hz: 16.67).")
+@click.option(
+    "--fill",
+    "fill_pct",
+    type=click.FloatRange(0, 99),
+    default=0,
+    metavar="PCT",
+    help="Fill the lab filesystem to PCT%% with files before the workload (--fs).",
+)
+@click.option(
+    "--frame-budget-ms",
+    type=click.FloatRange(min=0, min_open=True),
+    default=metrics.DEFAULT_FRAME_BUDGET_MS,
+    show_default=True,
+    help="Commits longer than this count as frame-budget misses (60 Hz: 16.67).",
+)
 @click.option("--allow-loss", is_flag=True, help="Keep a run whose trace lost events instead of failing it.")
-@click.option("--dir", "run_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Run in a fresh sub-directory of this existing directory (VFS level only) "
-                   "[default: a fresh temporary directory].")
-@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Where summary.json and commits.parquet go [default: sqlwa-out/SCENARIO-JOURNAL-SYNC-TIME].")
+@click.option(
+    "--dir",
+    "run_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Run in a fresh sub-directory of this existing directory (VFS level only) "
+    "[default: a fresh temporary directory].",
+)
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where summary.json and commits.parquet go [default: sqlwa-out/SCENARIO-JOURNAL-SYNC-TIME].",
+)
 @click.option("--keep-db", is_flag=True, help="Keep the database files after the run.")
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
-def run(scenario, journal, sync, txns, warmup, seed, page_size, cache_size, wal_autocheckpoint,
-        journal_size_limit, locking_mode, mmap_size, extra_pragmas, think_time_ms, fs, image_size, mkfs_opts,
-        mount_opts, fill_pct, frame_budget_ms, allow_loss, run_dir, out_dir, keep_db, no_vfs_count, as_json):
+def run(
+    scenario,
+    journal,
+    sync,
+    txns,
+    warmup,
+    seed,
+    page_size,
+    cache_size,
+    wal_autocheckpoint,
+    journal_size_limit,
+    locking_mode,
+    mmap_size,
+    extra_pragmas,
+    think_time_ms,
+    fs,
+    image_size,
+    mkfs_opts,
+    mount_opts,
+    fill_pct,
+    frame_budget_ms,
+    allow_loss,
+    run_dir,
+    out_dir,
+    keep_db,
+    no_vfs_count,
+    as_json,
+):
     """Run one SQLite workload and report what each commit cost.
 
     \b
@@ -107,16 +187,33 @@ def run(scenario, journal, sync, txns, warmup, seed, page_size, cache_size, wal_
     OUT/trace.txt for re-analysis.
     """
     settings = engine.RunSettings(
-        journal=journal.lower(), sync=sync.lower(), txns=txns, warmup=warmup, seed=seed,
-        page_size=page_size, cache_size=cache_size, wal_autocheckpoint=wal_autocheckpoint,
-        journal_size_limit=journal_size_limit, locking_mode=locking_mode, mmap_size=mmap_size,
-        think_time_ms=think_time_ms, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count,
+        journal=journal.lower(),
+        sync=sync.lower(),
+        txns=txns,
+        warmup=warmup,
+        seed=seed,
+        page_size=page_size,
+        cache_size=cache_size,
+        wal_autocheckpoint=wal_autocheckpoint,
+        journal_size_limit=journal_size_limit,
+        locking_mode=locking_mode,
+        mmap_size=mmap_size,
+        think_time_ms=think_time_ms,
+        extra_pragmas=list(extra_pragmas),
+        count_vfs=not no_vfs_count,
     )
     request = runner.RunRequest(
-        scenario=scenario, settings=settings,
+        scenario=scenario,
+        settings=settings,
         out_dir=out_dir or default_out_dir(scenario, settings.journal, settings.sync),
-        dir=run_dir, keep_db=keep_db, fs=fs, image_size=image_size, mkfs_opts=mkfs_opts,
-        mount_opts=mount_opts, fill_pct=fill_pct, allow_loss=allow_loss,
+        dir=run_dir,
+        keep_db=keep_db,
+        fs=fs,
+        image_size=image_size,
+        mkfs_opts=mkfs_opts,
+        mount_opts=mount_opts,
+        fill_pct=fill_pct,
+        allow_loss=allow_loss,
         frame_budget_ms=frame_budget_ms,
     )
     with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
@@ -124,11 +221,11 @@ def run(scenario, journal, sync, txns, warmup, seed, page_size, cache_size, wal_
     if as_json:
         click.echo(json.dumps(outcome.summary, indent=2))
         return
-    display.print_summary(outcome.summary)
+    terminal.print_summary(outcome.summary)
     click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
 
 
-@main.command()
+@click.command()
 def scenarios():
     """List the built-in scenarios."""
     from rich.table import Table

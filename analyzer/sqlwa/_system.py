@@ -1,0 +1,389 @@
+"""The operating system, in one place: running tools, the mount table, loop devices,
+processes, signals, syncfs and tracefs.
+
+Every other module asks this one when it needs the OS beyond plain file I/O, so there is
+one way to run a subprocess (:func:`run_tool`, raising :class:`~sqlwa.errors.ToolError`
+with the command, exit code and stderr), one mount-table parser (mountinfo, with the
+kernel's octal escapes undone) and one signal guard.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlwa.errors import Interrupted, ToolError
+
+SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin")
+TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def find_tool(name: str) -> str | None:
+    """``name`` on PATH or in the system sbin directories (non-root PATHs often lack them)."""
+    path = os.environ.get("PATH", "") + os.pathsep + os.pathsep.join(SYSTEM_BIN_DIRS)
+    return shutil.which(name, path=path)
+
+
+def run_tool(
+    argv: Sequence[str], what: str, hint: str | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a system tool and return its output, or raise :class:`ToolError`.
+
+    The tool runs in its own session, so a terminal Ctrl-C reaches only sqlwa, whose
+    signal handler decides; subprocess.run kills the child if an exception unwinds the wait.
+    ``what`` says what the tool was for ("mkfs for xfs"), ``hint`` the fix to show.
+    """
+    argv = [str(a) for a in argv]
+    try:
+        return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+    except FileNotFoundError as exc:
+        raise ToolError(
+            f"{what}: {argv[0]} not found", hint or f"install the package providing {argv[0]}", argv=argv
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ToolError(f"{what}: {' '.join(argv)} did not finish in {timeout:g} s", hint, argv=argv) from exc
+    except subprocess.CalledProcessError as exc:
+        detail = " ".join(line.strip() for line in (exc.stderr or exc.stdout or "").splitlines() if line.strip())
+        raise ToolError(
+            f"{what} failed: {' '.join(argv)}: {detail or f'exit code {exc.returncode}'}",
+            hint,
+            argv=argv,
+            returncode=exc.returncode,
+            stderr=exc.stderr or "",
+        ) from exc
+
+
+def try_tool(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str] | None:
+    """Run a tool whose failure the caller handles itself (a retry, a fallback): the
+    finished process whatever its exit code, or None if it could not run or timed out."""
+    try:
+        return subprocess.run(
+            [str(a) for a in argv], capture_output=True, text=True, timeout=timeout, start_new_session=True
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def tool_version(tool: str) -> str | None:
+    """The first line a tool prints for ``-V`` or ``--version``."""
+    for flag in ("-V", "--version"):
+        proc = try_tool([tool, flag], timeout=10)
+        if proc is None:
+            return None
+        text = (proc.stdout + proc.stderr).strip()
+        if proc.returncode == 0 and text:
+            return text.splitlines()[0]
+    return None
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def pid_is_dead(pid: int) -> bool:
+    """True if no live process has this pid (a zombie counts as dead: it will never
+    clean up after itself)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def interruption(signum: int) -> BaseException:
+    """The exception a signal becomes: Ctrl-C stays KeyboardInterrupt (click turns it into
+    "interrupted"), SIGTERM becomes :class:`Interrupted`."""
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
+    return Interrupted(f"terminated by {signal.Signals(signum).name}")
+
+
+class SignalGuard:
+    """Turns SIGINT and SIGTERM into exceptions while a lab or capture is active, so the
+    ``with`` block unwinds and cleans up, and restores the previous handlers afterwards.
+
+    Inside :meth:`critical` a signal is remembered and raised when the section ends; during
+    teardown it is only remembered (a second Ctrl-C must not abort the cleanup) and
+    :meth:`take_pending` hands it back once everything is removed. Handlers can only be
+    installed from the main thread; elsewhere the guard does nothing and the caller's
+    ``finally`` still cleans up.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, object] = {}
+        self._defer = 0
+        self._pending: int | None = None
+        self.tearing_down = False
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        with self.critical():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.getsignal(signum)
+                signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def take_pending(self) -> int | None:
+        signum, self._pending = self._pending, None
+        return signum
+
+    def set_up(self, setup: Callable[[], None], teardown: Callable[[], object]) -> None:
+        """Installs the handlers and runs ``setup``; if anything fails part-way (a signal
+        included) ``teardown`` removes what was made before the exception propagates."""
+        try:
+            self.install()
+            setup()
+        except BaseException:
+            teardown()
+            raise
+
+    def finish(self, teardown_errors: list[Exception], failure: Callable[[str], BaseException]) -> None:
+        """After a clean teardown: raises ``failure(message)`` if parts of it failed, then
+        the signal that arrived during it, if any."""
+        if teardown_errors:
+            raise failure("; ".join(str(e) for e in teardown_errors))
+        pending = self.take_pending()
+        if pending is not None:
+            raise interruption(pending)
+
+    @contextmanager
+    def critical(self) -> Iterator[None]:
+        self._defer += 1
+        try:
+            yield
+        finally:
+            self._defer -= 1
+        pending = self._pending
+        if not self._defer and not self.tearing_down and pending is not None:
+            self._pending = None
+            raise interruption(pending)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self._defer or self.tearing_down:
+            self._pending = self._pending or signum
+            return
+        raise interruption(signum)
+
+
+# --------------------------------------------------------------------------- mounts
+
+
+def _unescape_mount_field(text: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes (\\040 ...)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
+
+
+def _merged_options(per_mount: str, superblock: str) -> str:
+    """The mount's options as /proc/self/mounts shows them: per-mount options, then the
+    superblock's, each once."""
+    merged = dict.fromkeys(o for o in f"{per_mount},{superblock}".split(",") if o)
+    return ",".join(merged)
+
+
+@dataclass(frozen=True)
+class Mount:
+    mountpoint: str
+    fstype: str
+    source: str
+    options: str  # per-mount and superblock options, as the kernel shows them
+
+
+def current_mounts() -> list[Mount]:
+    """The mount table of this process (``/proc/self/mountinfo``), in mount order."""
+    mounts = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.rstrip("\n").split(" - ", 1)
+            fields, tail = left.split(), right.split()
+            mounts.append(
+                Mount(
+                    mountpoint=_unescape_mount_field(fields[4]),
+                    fstype=tail[0],
+                    source=_unescape_mount_field(tail[1]),
+                    options=_merged_options(fields[5], tail[2] if len(tail) > 2 else ""),
+                )
+            )
+    return mounts
+
+
+def mount_at(mountpoint: str) -> Mount | None:
+    """The mount whose mount point is exactly ``mountpoint`` (the topmost one)."""
+    found = [m for m in current_mounts() if m.mountpoint == mountpoint]
+    return found[-1] if found else None
+
+
+def mount_holding(path: str | os.PathLike[str]) -> Mount | None:
+    """The mount that holds ``path``: the longest mount point that prefixes it, so a
+    directory inside a loop mount reports the loop filesystem, not its parent's."""
+    target = os.path.realpath(path)
+    best: Mount | None = None
+    try:
+        mounts = current_mounts()
+    except OSError:
+        return None
+    for mount in mounts:
+        inside = target == mount.mountpoint or target.startswith(mount.mountpoint.rstrip("/") + "/")
+        if inside and (best is None or len(mount.mountpoint) >= len(best.mountpoint)):
+            best = mount
+    return best
+
+
+def unmount(mountpoint: str) -> None:
+    """umount, retrying briefly (udev or a just-closed file can hold it a moment); a lazy
+    unmount is the last resort so the loop device can still be released."""
+    last = None
+    for attempt in range(5):
+        last = try_tool(["umount", mountpoint])
+        if (last is not None and last.returncode == 0) or mount_at(mountpoint) is None:
+            return
+        time.sleep(0.1 * (attempt + 1))
+    try_tool(["umount", "-l", mountpoint])
+    if mount_at(mountpoint) is not None:
+        reason = last.stderr.strip() if last is not None else "umount could not run"
+        raise ToolError(
+            f"could not unmount {mountpoint}: {reason}",
+            argv=["umount", mountpoint],
+            returncode=last.returncode if last else None,
+            stderr=last.stderr if last else "",
+        )
+
+
+def kernel_filesystems() -> set[str]:
+    """The filesystem types the running kernel knows (``/proc/filesystems``)."""
+    with open("/proc/filesystems") as f:
+        return {line.split()[-1] for line in f if line.strip()}
+
+
+def syncfs(path: str) -> None:
+    """syncfs(2) on the filesystem holding ``path``: write back everything dirty on it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def used_fraction(path: str) -> float:
+    """Used / (used + available), as df shows it (ext4's root reserve is not counted)."""
+    st = os.statvfs(path)
+    used = st.f_blocks - st.f_bfree
+    return used / max(1, used + st.f_bavail)
+
+
+# --------------------------------------------------------------------------- loop devices
+
+
+@dataclass(frozen=True)
+class LoopDevice:
+    device: str  # /dev/loopN
+    backing_file: str  # as the kernel reports it, without " (deleted)"
+    major: int
+    minor: int
+    direct_io: bool
+
+
+def loop_devices() -> list[LoopDevice]:
+    """Every attached loop device, from sysfs (no parsing of losetup's output)."""
+    devices = []
+    for sys_dir in sorted(Path("/sys/block").glob("loop*")):
+        try:
+            backing = (sys_dir / "loop" / "backing_file").read_text().rstrip("\n")
+            major, minor = (sys_dir / "dev").read_text().strip().split(":")
+            dio = (sys_dir / "loop" / "dio").read_text().strip() == "1"
+        except OSError:
+            continue  # not attached (no loop/ directory) or detached meanwhile
+        backing = backing.removesuffix(" (deleted)")
+        devices.append(LoopDevice(f"/dev/{sys_dir.name}", backing, int(major), int(minor), dio))
+    return devices
+
+
+def loops_backed_by(image: str) -> list[LoopDevice]:
+    return [d for d in loop_devices() if d.backing_file == image]
+
+
+def loop_backing_file(device: str) -> str | None:
+    """The file behind loop device ``device`` (/dev/loopN), or None if it is not attached."""
+    sys_file = Path("/sys/block") / os.path.basename(device) / "loop" / "backing_file"
+    try:
+        return sys_file.read_text().rstrip("\n").removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
+def detach_loop(device: str) -> None:
+    """losetup -d, then wait until sysfs shows the device free (detach is asynchronous
+    when something still holds the device: the kernel then auto-clears it on last close)."""
+    proc = try_tool(["losetup", "-d", device])
+    for _ in range(50):
+        if loop_backing_file(device) is None:
+            return
+        time.sleep(0.05)
+    raise ToolError(
+        f"loop device {device} is still attached after losetup -d (something holds it open)",
+        argv=["losetup", "-d", device],
+        returncode=proc.returncode if proc else None,
+        stderr=proc.stderr if proc else "",
+    )
+
+
+# --------------------------------------------------------------------------- tracefs
+
+
+def tracefs_root() -> Path | None:
+    """Where tracefs is mounted (a directory with ``instances/``), or None."""
+    for candidate in TRACEFS_MOUNTS:
+        if os.path.isdir(os.path.join(candidate, "instances")):
+            return Path(candidate)
+    return None
+
+
+def tracefs_write(path: Path, value: str) -> None:
+    """Write one control file of tracefs (one write(2): tracefs acts on each write)."""
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def remove_tracefs_instance(instance_dir: Path, attempts: int = 20) -> None:
+    """rmdir a tracefs instance, retrying briefly: it is busy while any of its files (a
+    writer of trace_marker, a reader of trace_pipe) is still open. Raises the last
+    OSError if it stays busy."""
+    for attempt in range(attempts):
+        try:
+            os.rmdir(instance_dir)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1)

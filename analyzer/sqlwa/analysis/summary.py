@@ -1,0 +1,92 @@
+"""summary.json: the per-run figures, computed from the per-commit table.
+
+The names here are a contract later stages extend (see the README's "summary.json"
+section). Per-commit figures are means over measured (non-warm-up) commits.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import polars as pl
+
+from sqlwa.analysis import metrics
+from sqlwa.catalogue import FILE_KINDS
+
+SCHEMA_VERSION = 1
+KIND_FIELDS = ("write_calls", "write_bytes", "sync_calls", "truncate_calls", "delete_calls")
+
+
+def vfs_total(field: str) -> pl.Expr:
+    """Sum of one VFS counter over every file kind, per commit."""
+    return pl.sum_horizontal([pl.col(f"vfs_{kind}_{field}") for kind in FILE_KINDS])
+
+
+def with_vfs_totals(commits: pl.DataFrame) -> pl.DataFrame:
+    """Add vfs_write_calls / vfs_write_bytes / vfs_sync_calls columns (all file kinds)."""
+    return commits.with_columns(
+        vfs_total("write_calls").alias("vfs_write_calls"),
+        vfs_total("write_bytes").alias("vfs_write_bytes"),
+        vfs_total("sync_calls").alias("vfs_sync_calls"),
+    )
+
+
+def mean_of(frame: pl.DataFrame, column: str) -> float:
+    if frame.height == 0:
+        return 0.0
+    return float(cast(float, frame[column].mean()))
+
+
+VFS_MEANS = ("logical_bytes", "vfs_write_calls", "vfs_write_bytes", "vfs_sync_calls")
+# Present only when the level was captured: an absent level is absent, never 0.
+SYSCALL_MEANS = ("fsync_calls", "fdatasync_calls", "pwrite_calls", "pwrite_bytes", "ftruncate_calls", "unlink_calls")
+BLOCK_MEANS = (
+    "write_requests",
+    "write_bytes",
+    "flush_requests",
+    "fua_writes",
+    "read_requests",
+    "read_bytes",
+    "discard_requests",
+)
+
+
+def per_commit_means(measured: pl.DataFrame) -> dict[str, float]:
+    names = [*VFS_MEANS, *(n for n in (*SYSCALL_MEANS, *BLOCK_MEANS) if n in measured.columns)]
+    return {name: mean_of(measured, name) for name in names}
+
+
+def vfs_by_file(measured: pl.DataFrame) -> dict[str, dict[str, float]]:
+    """Per-commit means by file kind; temp/other appear only when SQLite used them."""
+    result = {}
+    for kind in FILE_KINDS:
+        figures = {field: mean_of(measured, f"vfs_{kind}_{field}") for field in KIND_FIELDS}
+        if kind in ("db", "journal", "wal", "shm") or any(figures.values()):
+            result[kind] = figures
+    return result
+
+
+def build_summary(
+    config: dict,
+    commits: pl.DataFrame,
+    levels: list[str],
+    frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS,
+    amortized_bytes: int | None = None,
+    **sections,
+) -> dict:
+    """The summary.json document for one run; ``sections`` adds later stages' parts."""
+    measured = commits.filter(~pl.col("warmup"))
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "config": config,
+        "levels": levels,
+        "commits": measured.height,
+        "warmup_commits": commits.height - measured.height,
+        "per_commit": per_commit_means(measured),
+        "vfs_by_file": vfs_by_file(measured),
+        "latency_ms": metrics.latency_ms(measured),
+        "frame_budget_misses": metrics.frame_budget_misses(measured, frame_budget_ms),
+        "waf": metrics.run_waf(measured, amortized_bytes),
+    }
+    summary.update(sections)
+    return summary

@@ -1,0 +1,154 @@
+"""Commit windows cut from the engine's markers, and what each layer did inside them.
+
+A commit window is ``[txn_begin.t, txn_end.t]`` of one transaction, taken from the
+trace's own timestamps of the two marker events (the same timeline as the block and
+syscall events; the capture uses the ``mono`` clock, the engine's clock). Events are
+assigned to windows with an as-of join; nothing here loops over events in Python.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+SYNC_SYSCALLS = ("fsync", "fdatasync", "sync_file_range")
+WRITE_SYSCALLS = ("pwrite64", "write")
+UNLINK_SYSCALLS = ("unlink", "unlinkat")
+
+
+def marker_field(key: str) -> pl.Expr:
+    """An integer ``key=value`` field of a marker line's text."""
+    return pl.col("text").str.extract(rf"\b{key}=(-?\d+)").cast(pl.Int64)
+
+
+def markers(events: pl.DataFrame) -> pl.DataFrame:
+    """The sqlwa marker rows: time, event word and raw text."""
+    return events.filter(pl.col("kind") == "marker").select(
+        "time_ns", pl.col("name").cast(pl.String).alias("event"), "text"
+    )
+
+
+def commit_windows(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per transaction: ``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``."""
+    marks = markers(events)
+    begins = marks.filter(pl.col("event") == "txn_begin").select(
+        marker_field("i").alias("index"),
+        (marker_field("warmup") == 1).alias("warmup"),
+        pl.col("time_ns").alias("win_start_ns"),
+    )
+    ends = marks.filter(pl.col("event") == "txn_end").select(
+        marker_field("i").alias("index"), pl.col("time_ns").alias("win_end_ns")
+    )
+    return begins.join(ends, on="index", how="inner").sort("win_start_ns")
+
+
+def run_tid(events: pl.DataFrame) -> int | None:
+    """The SQL thread's id from the ``run_begin`` marker."""
+    begin = markers(events).filter(pl.col("event") == "run_begin")
+    if begin.height == 0:
+        return None
+    return begin.select(marker_field("tid")).item(0, 0)
+
+
+def assign_windows(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Add ``commit`` (the transaction index, null outside every window) to each event."""
+    spans = windows.select("index", "win_start_ns", "win_end_ns").sort("win_start_ns")
+    joined = events.sort("time_ns").join_asof(spans, left_on="time_ns", right_on="win_start_ns", strategy="backward")
+    inside = pl.col("time_ns") <= pl.col("win_end_ns")
+    return joined.with_columns(pl.when(inside).then(pl.col("index")).otherwise(None).alias("commit")).drop(
+        "index", "win_start_ns", "win_end_ns"
+    )
+
+
+def block_issues(events: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
+    """Requests issued to the device (action D), the point the device sees them."""
+    major, minor = dev
+    return events.filter(
+        (pl.col("kind") == "block")
+        & (pl.col("action") == "D")
+        & (pl.col("dev_major") == major)
+        & (pl.col("dev_minor") == minor)
+    )
+
+
+def block_tallies() -> list[pl.Expr]:
+    """Per-group block figures; a flush is a standalone flush request or a preflush flag."""
+    is_write = pl.col("operation") == "write"
+    is_flush_req = pl.col("operation") == "flush"
+    return [
+        is_write.sum().alias("write_requests"),
+        pl.when(is_write).then(pl.col("bytes")).otherwise(0).sum().alias("write_bytes"),
+        (is_flush_req | pl.col("preflush")).sum().alias("flush_requests"),
+        (is_write & pl.col("fua")).sum().alias("fua_writes"),
+        (pl.col("operation") == "read").sum().alias("read_requests"),
+        pl.when(pl.col("operation") == "read").then(pl.col("bytes")).otherwise(0).sum().alias("read_bytes"),
+        (pl.col("operation") == "discard").sum().alias("discard_requests"),
+    ]
+
+
+def syscall_entries(events: pl.DataFrame, tid: int | None) -> pl.DataFrame:
+    return events.filter((pl.col("kind") == "syscall_enter") & (pl.col("pid") == tid)).with_columns(
+        pl.col("name").cast(pl.String)
+    )
+
+
+def syscall_tallies() -> list[pl.Expr]:
+    name = pl.col("name")
+    return [
+        name.is_in(SYNC_SYSCALLS).sum().alias("fsync_calls"),
+        (name == "fdatasync").sum().alias("fdatasync_calls"),
+        (name == "pwrite64").sum().alias("pwrite_calls"),
+        pl.when(name == "pwrite64").then(pl.col("aux")).otherwise(0).sum().alias("pwrite_bytes"),
+        (name == "ftruncate").sum().alias("ftruncate_calls"),
+        name.is_in(UNLINK_SYSCALLS).sum().alias("unlink_calls"),
+    ]
+
+
+BLOCK_COLUMNS = (
+    "write_requests",
+    "write_bytes",
+    "flush_requests",
+    "fua_writes",
+    "read_requests",
+    "read_bytes",
+    "discard_requests",
+)
+SYSCALL_COLUMNS = ("fsync_calls", "fdatasync_calls", "pwrite_calls", "pwrite_bytes", "ftruncate_calls", "unlink_calls")
+
+
+def per_window(rows: pl.DataFrame, windows: pl.DataFrame, tallies: list[pl.Expr], columns) -> pl.DataFrame:
+    """Tally ``rows`` per commit window; windows without events get zeros."""
+    return tally_by_commit(assign_windows(rows, windows), windows, tallies, columns)
+
+
+def tally_by_commit(rows: pl.DataFrame, windows: pl.DataFrame, tallies: list[pl.Expr], columns) -> pl.DataFrame:
+    """Tally ``rows`` that already carry ``commit`` per window (``index`` + ``columns``);
+    rows outside every window are left out, windows without rows get zeros."""
+    counted = rows.filter(pl.col("commit").is_not_null())
+    grouped = counted.group_by("commit").agg(tallies).rename({"commit": "index"})
+    out = windows.select("index").join(grouped, on="index", how="left")
+    return out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in columns])
+
+
+def block_per_commit(events: pl.DataFrame, windows: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
+    return per_window(block_issues(events, dev), windows, block_tallies(), BLOCK_COLUMNS)
+
+
+def syscalls_per_commit(events: pl.DataFrame, windows: pl.DataFrame, tid: int | None) -> pl.DataFrame:
+    return per_window(syscall_entries(events, tid), windows, syscall_tallies(), SYSCALL_COLUMNS)
+
+
+def amortized_write_bytes(events: pl.DataFrame, windows: pl.DataFrame, dev: tuple[int, int]) -> dict:
+    """Every block byte written from the first measured commit to the end of the trace
+    (final syncfs included), so deferred writeback and checkpoints are counted."""
+    measured = windows.filter(~pl.col("warmup"))
+    if measured.height == 0:
+        return {"write_bytes": 0, "write_requests": 0, "flush_requests": 0, "commits": 0}
+    first = measured["win_start_ns"].min()
+    issued = block_issues(events, dev).filter(pl.col("time_ns") >= first)
+    totals = issued.select(block_tallies()).row(0, named=True)
+    return {
+        "write_bytes": int(totals["write_bytes"] or 0),
+        "write_requests": int(totals["write_requests"] or 0),
+        "flush_requests": int(totals["flush_requests"] or 0),
+        "commits": measured.height,
+    }

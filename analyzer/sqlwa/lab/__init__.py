@@ -1,0 +1,4 @@
+"""The lab: a fresh filesystem on a loop device for every run (:mod:`.filesystem`),
+filled to a level (:mod:`.fill`), its own journal and metadata located
+(:mod:`.fslayout`), and what crashed runs left behind removed (:mod:`.cleanup`).
+How it works and what it guarantees: LAB.md in this folder."""

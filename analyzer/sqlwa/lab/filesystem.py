@@ -1,0 +1,440 @@
+"""The lab: a fresh filesystem on a loop device for every run.
+
+:class:`LabFilesystem` creates a sparse image file of its own, attaches it to a loop
+device, runs mkfs on that loop device, mounts it on a directory of its own, optionally
+fills it to a given percentage, and removes all of it again on exit, on an exception, and
+on SIGINT / SIGTERM. ``tmpfs`` needs no image or loop device and is simply mounted.
+
+Safety: the only device ever given to mkfs is the loop device this object attached,
+after checking that the device's backing file is the very image file (same inode) it
+created. No caller-supplied path is ever formatted; a mkfs option that names a device is
+refused.
+
+Naming: everything the lab creates is named ``sqlwa-lab-<pid>-<token>`` (a directory in
+``workdir`` holding ``<name>.img`` and ``mnt/``), so :func:`cleanup_leftovers` can find
+what a crashed run left behind, tell from the pid whether its owner is dead, and touch
+nothing else.
+
+Loop device and the page cache: the loop device is attached with direct I/O
+(``losetup --direct-io=on``). The block tracepoints fire on the loop device's own request
+queue, so what is counted is exactly what the filesystem sent to its "disk" either way;
+direct I/O keeps the host's page cache out from *under* the loop device, so a cache
+flush or a FUA write really waits for the host disk (request latencies are meaningful)
+and the image is not cached twice in RAM. If the backing filesystem refuses direct I/O
+the loop device falls back to buffered I/O and :meth:`LabFilesystem.describe` says so
+(``loop_direct_io: false``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shlex
+import stat
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlwa import _system
+from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError
+from sqlwa.lab.fill import fill_filesystem
+
+LAB_PREFIX = "sqlwa-lab"
+# <prefix>-<owner pid>-<random token>; the pid tells cleanup whether the owner is alive.
+LAB_NAME_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)$")
+LAB_IMAGE_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)\.img$")
+DIR_HINT = "run with sudo, or use --dir PATH for a VFS-only run (no block or syscall level)"
+
+
+@dataclass(frozen=True)
+class FsSpec:
+    """How to make one of the lab's filesystems."""
+
+    name: str
+    kernel_type: str
+    mkfs_tool: str | None
+    mkfs_args: tuple[str, ...]
+    mount_opts: tuple[str, ...]
+
+
+# ext4: inode tables and the journal are zeroed at mkfs time (lazy_*_init=0); otherwise
+# the kernel's ext4lazyinit thread writes them in the background after mount and those
+# writes would land in the measured trace. 4 KiB blocks always: mke2fs would pick 1 KiB
+# for images under 512 MiB, which no phone or disk uses.
+_EXT4_MKFS = ("-F", "-q", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0")
+FILESYSTEMS: dict[str, FsSpec] = {
+    "ext4": FsSpec("ext4", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=ordered",)),
+    "ext4-journal": FsSpec("ext4-journal", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=journal",)),
+    "ext4-writeback": FsSpec("ext4-writeback", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=writeback",)),
+    "xfs": FsSpec("xfs", "xfs", "mkfs.xfs", ("-f", "-q"), ()),
+    "btrfs": FsSpec("btrfs", "btrfs", "mkfs.btrfs", ("-f", "-q"), ()),
+    "f2fs": FsSpec("f2fs", "f2fs", "mkfs.f2fs", ("-f", "-q"), ()),
+    "tmpfs": FsSpec("tmpfs", "tmpfs", None, (), ()),
+}
+
+# --------------------------------------------------------------------------- helpers
+
+
+def parse_size(text: str | int) -> int:
+    """``"1G"``, ``"512M"``, ``"1GiB"``, ``4096`` → bytes (binary units)."""
+    if isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.IGNORECASE)
+    if not match:
+        raise UsageError(f"image size {text!r} is not a size", "give e.g. 1G, 512M or a byte count")
+    number, unit = int(match.group(1)), match.group(2).upper()
+    return number * 1024 ** "_KMGT".index(unit) if unit else number
+
+
+# --------------------------------------------------------------------------- availability
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether this machine can provide a lab filesystem, and if not why and how to fix it."""
+
+    fs: str
+    available: bool
+    reason: str
+    hint: str | None = None
+
+
+def _kernel_support(kernel_type: str, fs: str) -> Support | None:
+    if kernel_type in _system.kernel_filesystems():
+        return None
+    modprobe = _system.find_tool("modprobe")
+    if modprobe and _system.is_root():
+        _system.try_tool([modprobe, "-q", kernel_type])
+        if kernel_type in _system.kernel_filesystems():
+            return None
+        tried = f"modprobe {kernel_type} failed"
+    else:
+        tried = "modprobe not available" if not modprobe else "modprobe needs root"
+    return Support(
+        fs,
+        False,
+        f"{fs}: the kernel has no {kernel_type} support (not in /proc/filesystems, {tried})",
+        f"use another --fs, or load the {kernel_type} module / run on a kernel with CONFIG_{kernel_type.upper()}_FS",
+    )
+
+
+def filesystem_support(fs: str) -> Support:
+    """Can this machine provide ``fs``? Checks the kernel (with a modprobe attempt), the
+    mkfs tool and losetup. Root is checked separately (:func:`require_root`)."""
+    spec = FILESYSTEMS.get(fs)
+    if spec is None:
+        return Support(fs, False, f"{fs!r} is not a lab filesystem", f"choose one of: {', '.join(FILESYSTEMS)}")
+    missing_kernel = _kernel_support(spec.kernel_type, fs)
+    if missing_kernel:
+        return missing_kernel
+    for tool, package in ((spec.mkfs_tool, _package_of(spec)), ("losetup" if spec.mkfs_tool else None, "mount")):
+        if tool and not _system.find_tool(tool):
+            return Support(fs, False, f"{fs}: {tool} is not installed", f"install it, e.g. apt-get install {package}")
+    return Support(fs, True, f"{fs}: kernel support and {spec.mkfs_tool or 'mount'} present")
+
+
+def _package_of(spec: FsSpec) -> str:
+    return {"ext4": "e2fsprogs", "xfs": "xfsprogs", "btrfs": "btrfs-progs", "f2fs": "f2fs-tools"}.get(
+        spec.kernel_type, "util-linux"
+    )
+
+
+def require_root(what: str) -> None:
+    if not _system.is_root():
+        raise NeedsRoot(f"{what} needs root (loop devices, mkfs and mount are root-only)", DIR_HINT)
+
+
+def require_filesystem(fs: str) -> FsSpec:
+    """The spec for ``fs`` if this machine can make it, else the error saying why not."""
+    if fs not in FILESYSTEMS:
+        raise UsageError(f"unknown filesystem {fs!r}", f"choose one of: {', '.join(FILESYSTEMS)}")
+    support = filesystem_support(fs)
+    if not support.available:
+        raise UnsupportedFilesystem(support.reason, support.hint)
+    require_root(f"--fs {fs}")
+    return FILESYSTEMS[fs]
+
+
+# --------------------------------------------------------------------------- options
+
+
+def _refuse_device_tokens(opts: Iterable[str]) -> tuple[str, ...]:
+    """mkfs takes its device as a positional argument, so a stray path among the options
+    could become the device formatted. Refuse anything that names a device."""
+    checked = []
+    for token in opts:
+        token = str(token)
+        path = token.split("=", 1)[-1]
+        if path.startswith("/dev/") or _is_device(path):
+            raise LabError(
+                f"refusing mkfs option {token!r}: it names a device; the lab only formats its own image",
+                "pass only options in --mkfs-opts; the lab chooses the device",
+            )
+        checked.append(token)
+    return tuple(checked)
+
+
+def _is_device(path: str) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
+
+
+def _checked_mount_opts(opts: Iterable[str]) -> tuple[str, ...]:
+    checked = tuple(o for opt in opts for o in str(opt).split(",") if o)
+    for opt in checked:
+        if any(c.isspace() for c in opt):
+            raise UsageError(f"mount option {opt!r} contains whitespace", "separate mount options with commas")
+    return checked
+
+
+def _checked_workdir(workdir: str | os.PathLike | None) -> str:
+    base = os.path.realpath(workdir if workdir is not None else tempfile.gettempdir())
+    if _is_device(base):
+        raise LabError(
+            f"refusing {base}: it is a device; the lab never formats a given device or path, "
+            "only an image file it creates itself",
+            "give --workdir a directory (the image is created inside it), or leave it out",
+        )
+    if not os.path.isdir(base):
+        raise LabError(f"lab workdir {base} is not a directory", "give an existing directory for the image file")
+    return base
+
+
+# --------------------------------------------------------------------------- the lab
+
+
+class LabFilesystem:
+    """A fresh filesystem for one run; use as a context manager.
+
+    >>> with LabFilesystem("ext4-journal", image_size="1G", mount_opts=["noatime"]) as lab:
+    ...     run_workload(lab.mountpoint, block_dev=lab.dev)
+
+    Attributes after ``__enter__``: ``fs``, ``mountpoint``, ``loop_device`` (None for
+    tmpfs), ``dev_major`` / ``dev_minor`` (the loop device; None for tmpfs) and ``dev``
+    (the two as a tuple, what the capture traces; None for tmpfs), ``mkfs_cmd``
+    (argv list or None), ``mount_opts`` (requested, including the lab's defaults),
+    ``mount_options`` (what the kernel reports), ``fill`` (dict or None).
+    ``progress`` is called with a stage name (image, loop, mkfs, mount, fill, ready) as
+    setup proceeds — for a progress display, and for tests that interrupt setup.
+    """
+
+    def __init__(
+        self,
+        fs: str,
+        image_size: str | int = "1G",
+        mkfs_opts: Sequence[str] | str = (),
+        mount_opts: Sequence[str] | str = (),
+        fill_pct: float = 0,
+        workdir: str | os.PathLike | None = None,
+        direct_io: bool = True,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        if fs not in FILESYSTEMS:
+            raise UsageError(f"unknown filesystem {fs!r}", f"choose one of: {', '.join(FILESYSTEMS)}")
+        if not 0 <= fill_pct < 100:
+            raise UsageError(f"--fill {fill_pct}: must be between 0 and 99", "give a percentage such as 80")
+        self.fs = fs
+        self.spec = FILESYSTEMS[fs]
+        self.image_size = parse_size(image_size)
+        if isinstance(mkfs_opts, str):  # "-O fast_commit" as typed on the command line
+            mkfs_opts = shlex.split(mkfs_opts)
+        if isinstance(mount_opts, str):  # "noatime,barrier=0"
+            mount_opts = [mount_opts]
+        self.user_mkfs_opts = _refuse_device_tokens(mkfs_opts)
+        self.mount_opts = self.spec.mount_opts + _checked_mount_opts(mount_opts)
+        self.fill_pct = fill_pct
+        self.workdir = _checked_workdir(workdir)
+        self.direct_io = direct_io
+        self._progress = progress or (lambda stage: None)
+        self._guard = _system.SignalGuard()
+        self.name = f"{LAB_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.lab_dir = os.path.join(self.workdir, self.name)
+        self.image = os.path.join(self.lab_dir, self.name + ".img")
+        self.mountpoint = os.path.join(self.lab_dir, "mnt")
+        self.loop_device: str | None = None
+        self.dev_major: int | None = None
+        self.dev_minor: int | None = None
+        self.loop_direct_io: bool | None = None
+        self.mkfs_cmd: list[str] | None = None
+        self.mkfs_version: str | None = None
+        self.mount_options: str | None = None
+        self.fill: dict | None = None
+        self._image_identity: tuple[int, int] | None = None
+
+    @property
+    def dev(self) -> tuple[int, int] | None:
+        """(major, minor) of the loop device, or None when there is none (tmpfs)."""
+        return (self.dev_major, self.dev_minor) if self.loop_device else None  # type: ignore[return-value]
+
+    # -- context manager
+
+    def __enter__(self) -> LabFilesystem:
+        require_filesystem(self.fs)
+        self._guard.set_up(self._setup, self._teardown)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        errors = self._teardown()
+        if exc_type is not None:
+            return  # the original exception propagates; teardown did its best
+        self._guard.finish(
+            errors,
+            lambda message: LabError(
+                f"cleaning up {self.name} failed: {message}",
+                "run `sqlwa lab cleanup` once the run's process has exited",
+            ),
+        )
+
+    # -- setup
+
+    def _setup(self) -> None:
+        os.mkdir(self.lab_dir, 0o700)
+        if self.spec.mkfs_tool is None:
+            os.mkdir(self.mountpoint, 0o700)
+            self._mount_tmpfs()
+        else:
+            self._create_image()
+            self._attach_loop()
+            self._mkfs()
+            os.mkdir(self.mountpoint, 0o700)
+            self._mount_loop()
+        self.mount_options = _system.mount_at(self.mountpoint).options  # type: ignore[union-attr]
+        if self.fill_pct:
+            self._progress("fill")
+            self.fill = fill_filesystem(self.mountpoint, self.fill_pct)
+        self._progress("ready")
+
+    def _create_image(self) -> None:
+        self._progress("image")
+        fd = os.open(self.image, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, self.image_size)  # sparse: costs no space until written
+            st = os.fstat(fd)
+            self._image_identity = (st.st_dev, st.st_ino)
+        finally:
+            os.close(fd)
+
+    def _attach_loop(self) -> None:
+        self._progress("loop")
+        argv = ["losetup", "--find", "--show", f"--direct-io={'on' if self.direct_io else 'off'}", self.image]
+        with self._guard.critical():
+            out = _system.run_tool(
+                argv, "attaching the image to a loop device", "check that loop devices are available"
+            ).stdout
+        device = out.strip().splitlines()[-1] if out.strip() else ""
+        loop = next((d for d in _system.loops_backed_by(self.image) if d.device == device), None)
+        if loop is None:
+            raise LabError(f"losetup reported {device!r}, which is not backed by {self.image}")
+        self.loop_device, self.dev_major, self.dev_minor = loop.device, loop.major, loop.minor
+        self.loop_direct_io = loop.direct_io
+
+    def _assert_loop_is_ours(self) -> None:
+        """The last check before mkfs: the device is a loop device whose backing file is
+        the image this object created (same inode), nothing else."""
+        device = self.loop_device or ""
+        ok = re.fullmatch(r"/dev/loop\d+", device) is not None
+        backing = _system.loop_backing_file(device) if ok else None
+        try:
+            st = os.stat(backing) if backing else None
+        except OSError:
+            st = None
+        ok = st is not None and backing == self.image and (st.st_dev, st.st_ino) == self._image_identity
+        if not ok:
+            raise LabError(f"refusing to format {device!r}: it is not the loop device of {self.image}")
+
+    def _mkfs(self) -> None:
+        self._progress("mkfs")
+        self._assert_loop_is_ours()
+        assert self.spec.mkfs_tool is not None and self.loop_device is not None  # only image-backed labs run mkfs
+        tool = _system.find_tool(self.spec.mkfs_tool) or self.spec.mkfs_tool
+        self.mkfs_cmd = [tool, *self.spec.mkfs_args, *self.user_mkfs_opts, self.loop_device]
+        self.mkfs_version = _system.tool_version(tool)
+        _system.run_tool(
+            self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts (and --image-size: xfs needs >= 300M)"
+        )
+
+    def _mount_loop(self) -> None:
+        self._progress("mount")
+        argv = ["mount", "-t", self.spec.kernel_type]
+        if self.mount_opts:
+            argv += ["-o", ",".join(self.mount_opts)]
+        with self._guard.critical():
+            _system.run_tool(argv + [self.loop_device, self.mountpoint], f"mounting {self.fs}", "check --mount-opts")  # type: ignore[list-item]
+
+    def _mount_tmpfs(self) -> None:
+        self._progress("mount")
+        opts = (f"size={self.image_size}", *self.mount_opts)
+        # The source name carries the lab name, so cleanup can recognise the mount.
+        argv = ["mount", "-t", "tmpfs", "-o", ",".join(opts), self.name, self.mountpoint]
+        with self._guard.critical():
+            _system.run_tool(argv, "mounting tmpfs", "check --mount-opts")
+
+    # -- teardown
+
+    def _teardown(self) -> list[Exception]:
+        """Remove whatever exists of this lab, found by its names (not by what setup got
+        to record), so a setup interrupted at any point is fully undone."""
+        self._guard.tearing_down = True
+        errors: list[Exception] = []
+        for step in (self._unmount, self._detach_loops, self._remove_files):
+            try:
+                step()
+            except Exception as exc:  # keep going: later steps still free what they can
+                errors.append(exc)
+        self._guard.restore()
+        return errors
+
+    def _unmount(self) -> None:
+        if _system.mount_at(self.mountpoint) is not None:
+            _system.unmount(self.mountpoint)
+
+    def _detach_loops(self) -> None:
+        for loop in _system.loops_backed_by(self.image):
+            _system.detach_loop(loop.device)
+
+    def _remove_files(self) -> None:
+        remove_lab_dir(self.lab_dir)
+
+    # -- reporting
+
+    def describe(self) -> dict:
+        """What summary.json records about the filesystem the run measured."""
+        return {
+            "fs": self.fs,
+            "fs_type": self.spec.kernel_type,
+            "image_size": self.image_size if self.spec.mkfs_tool else None,
+            "tmpfs_size": self.image_size if not self.spec.mkfs_tool else None,
+            "loop_device": self.loop_device,
+            "dev": f"{self.dev_major}:{self.dev_minor}" if self.dev else None,
+            "loop_direct_io": self.loop_direct_io,
+            "mkfs_cmd": self.mkfs_cmd,
+            "mkfs_version": self.mkfs_version,
+            "mount_opts": list(self.mount_opts),
+            "mount_options": self.mount_options,
+            "mountpoint": self.mountpoint,
+            "fill": self.fill,
+            "kernel": os.uname().release,
+        }
+
+
+# --------------------------------------------------------------------------- removal
+
+
+def remove_lab_dir(lab_dir: str) -> None:
+    """Delete the image and the empty mount directory, then the lab directory. Only our own
+    names, never recursively: if mnt/ is still a mount or not empty, rmdir fails and
+    nothing inside it is touched."""
+    if not os.path.isdir(lab_dir):
+        return
+    name = os.path.basename(lab_dir)
+    image = os.path.join(lab_dir, name + ".img")
+    if os.path.lexists(image):
+        os.unlink(image)
+    mnt = os.path.join(lab_dir, "mnt")
+    if os.path.isdir(mnt) and _system.mount_at(mnt) is None:
+        os.rmdir(mnt)
+    os.rmdir(lab_dir)

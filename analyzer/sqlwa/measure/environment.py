@@ -1,0 +1,36 @@
+"""Facts about the machine a run happened on, recorded with every result."""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from sqlwa._system import mount_holding
+
+
+def tool_version() -> str:
+    try:
+        return version("sqlwa")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def filesystem_of(path: Path) -> dict[str, str]:
+    """The mount that holds ``path``: its filesystem type, source, mount point and options
+    (a directory inside a loop mount reports the loop filesystem, not its parent's)."""
+    mount = mount_holding(path)
+    if mount is None:
+        return {"type": "unknown", "source": "unknown", "mountpoint": "/", "options": ""}
+    return {"type": mount.fstype, "source": mount.source, "mountpoint": mount.mountpoint, "options": mount.options}
+
+
+def machine_facts() -> dict[str, str | int]:
+    return {
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count() or 0,
+        "python": platform.python_version(),
+        "tool_version": tool_version(),
+    }

@@ -1,0 +1,310 @@
+"""One measurement run, from request to the files in the output directory.
+
+A run without ``--fs`` measures the VFS level only, in a scratch directory (a fresh
+temporary one, or one made inside ``--dir``) that is removed afterwards. A run with
+``--fs`` makes a fresh lab filesystem, traces block requests, the SQL thread's syscalls
+and the engine's markers in one tracefs instance, and cuts the trace into commit windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sqlwa import _system
+from sqlwa.analysis import attribution, metrics, traceparse, windows
+from sqlwa.analysis.summary import build_summary, with_vfs_totals
+from sqlwa.capture import tracing
+from sqlwa.errors import TraceLossError, UsageError
+from sqlwa.lab import filesystem, fslayout
+from sqlwa.measure import engine, environment
+from sqlwa.results import rundir
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass
+class RunRequest:
+    scenario: str = "mobibench-insert"
+    settings: engine.RunSettings = field(default_factory=engine.RunSettings)
+    out_dir: Path = Path("sqlwa-out")
+    dir: Path | None = None
+    keep_db: bool = False
+    fs: str | None = None
+    image_size: str = "1G"
+    mkfs_opts: str = ""
+    mount_opts: str = ""
+    fill_pct: float = 0
+    allow_loss: bool = False
+    buffer_kb: int = tracing.DEFAULT_BUFFER_KB
+    frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
+
+
+@dataclass
+class RunOutcome:
+    summary: dict
+    commits: pl.DataFrame
+    out_dir: Path
+
+
+def ensure_writable_dir(path: Path, what: str) -> Path:
+    """Create ``path`` if needed and prove we can write there, or explain why not."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"{what} {path} cannot be created: {exc.strerror}",
+            f"choose a writable {what}",
+        ) from None
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path} is not a writable directory", f"choose a writable {what}")
+    return path
+
+
+@contextmanager
+def scratch_dir(parent: Path | None, keep: bool) -> Iterator[Path]:
+    """A fresh directory for the database, removed afterwards unless ``keep``."""
+    if parent is not None:
+        ensure_writable_dir(parent, "--dir")
+    path = Path(tempfile.mkdtemp(prefix="sqlwa-run-", dir=parent))
+    try:
+        yield path
+    finally:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -> dict:
+    fs = environment.filesystem_of(work_dir)
+    s = request.settings
+    return {
+        "scenario": info["scenario"],
+        "scenario_source": request.scenario,
+        "fs": fs["type"],
+        "fs_source": "existing directory (no lab filesystem)",
+        "mount_options": fs["options"],
+        "journal": s.journal,
+        "sync": s.sync,
+        "txns": measured,
+        "warmup": s.warmup,
+        "seed": info["seed"],
+        "settings": s.as_dict(),
+        "pragmas": info["pragmas"],
+        "sqlite_version": info["sqlite_version"],
+        "sqlite_source_id": info["sqlite_source_id"],
+        "sqlite_compile_options": info["sqlite_compile_options"],
+        "vfs_counting": info["vfs_counting"],
+        "pid": info["pid"],
+        "tid": info["tid"],
+        **environment.machine_facts(),
+    }
+
+
+def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame) -> None:
+    (out_dir / rundir.SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    commits.write_parquet(out_dir / rundir.COMMITS_FILE)
+
+
+def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+    """Run the request's workload and write summary.json and commits.parquet."""
+    if request.fs:
+        return execute_in_lab(request, progress)
+    return execute_vfs_only(request, progress)
+
+
+def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+    scenario = engine.load_scenario(request.scenario)
+    out_dir = ensure_writable_dir(request.out_dir, "output directory")
+    with scratch_dir(request.dir, request.keep_db) as work_dir:
+        result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
+        commits = metrics.with_waf(with_vfs_totals(result.commits))
+        measured = commits.filter(~pl.col("warmup")).height
+        config = run_config(request, result.info, work_dir, measured)
+    summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
+    write_outputs(out_dir, summary, commits)
+    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
+
+
+def preflight_lab(request: RunRequest) -> None:
+    """Say everything a lab run lacks before anything is made."""
+    if request.dir is not None:
+        raise UsageError("--dir and --fs exclude each other", "use --fs for a lab run, or --dir for a VFS-only run")
+    assert request.fs is not None, "a lab run names its filesystem"
+    filesystem.require_root(f"--fs {request.fs} (loop devices, mkfs, mount and tracefs)")
+    filesystem.require_filesystem(request.fs)
+    tracing.require_tracefs()
+
+
+def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict:
+    config = run_config(request, info, Path(fs["mountpoint"]), measured)
+    config.update(
+        fs=request.fs,
+        fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",
+        mount_options=fs["mount_options"],
+        lab=fs,
+    )
+    return config
+
+
+def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.LabFilesystem, progress):
+    """Run the workload inside one capture; returns (result, capture, loss error or None)."""
+    dev = fs.dev
+    loss = None
+    cap = tracing.TraceCapture(
+        out_dir, dev=dev, pid=threading.get_native_id(), allow_loss=request.allow_loss, buffer_kb=request.buffer_kb
+    )
+    try:
+        with cap:
+            # extents markers: which block ranges belong to which file (attribution);
+            # only with a block device to attribute (tmpfs has no FIEMAP either)
+            mapped = request.settings.count_vfs and dev is not None
+            settings = dataclasses.replace(request.settings, map_extents=mapped)
+            result = engine.run_workload(
+                scenario, settings, Path(fs.mountpoint), marker_path=Path(cap.marker_path), progress=progress
+            )
+            # Inside the capture: deferred writeback and journal commits are part of the bill.
+            _system.syncfs(fs.mountpoint)
+    except TraceLossError as exc:
+        loss = exc
+    return result, cap, loss
+
+
+def trace_levels(cap: tracing.TraceCapture) -> list[str]:
+    levels = ["vfs"]
+    for level in ("syscall", "block"):
+        if cap.levels.get(level) and cap.levels[level].captured:
+            levels.append(level)
+    return levels
+
+
+@dataclasses.dataclass
+class LabContext:
+    """What attribution needs to know about the run besides the trace."""
+
+    journal: str
+    sync: str
+    fs_type: str
+    layout: dict
+
+
+@dataclass
+class TraceAnalysis:
+    commits: pl.DataFrame
+    parse_report: dict
+    amortized: dict | None
+    sections: dict
+    events: pl.DataFrame
+    writes: pl.DataFrame | None  # block writes with their attribution category
+
+
+def analyse_trace(
+    cap: tracing.TraceCapture, commits: pl.DataFrame, dev, levels: list[str], context: LabContext | None = None
+) -> TraceAnalysis:
+    """Per-commit syscall and block figures from the raw capture, joined onto ``commits``;
+    with ``context`` also the block bytes by category and the checkpoints."""
+    # Lenient: a damaged line must not throw the run away; it is counted and, like lost
+    # events, fails the run unless --allow-loss (see unparsed_loss).
+    events, report = traceparse.parse(cap.trace_path, format="ftrace", lenient=True)
+    wins = windows.commit_windows(events)
+    joined = commits.join(wins.drop("warmup"), on="index", how="left")
+    amortized = None
+    sections: dict[str, Any] = {}
+    tid = windows.run_tid(events)
+    if "syscall" in levels:
+        joined = joined.join(windows.syscalls_per_commit(events, wins, tid), on="index", how="left")
+    attributed = None
+    if "block" in levels:
+        joined = joined.join(windows.block_per_commit(events, wins, dev), on="index", how="left")
+        amortized = windows.amortized_write_bytes(events, wins, dev)
+        if context is not None:
+            attributed = attribution.attribute(events, wins, dev, tid, context.journal, context.fs_type, context.layout)
+            per_commit = attribution.bytes_per_commit(attributed, wins)
+            joined = joined.join(per_commit, on="index", how="left")
+            sections["bytes_by_category"] = attribution.summary_section(attributed, wins, per_commit)
+    if context is not None:
+        found = metrics.checkpoints(events, attributed, context.journal)
+        if attributed is not None:  # bytes only where the block level was captured
+            joined = metrics.with_checkpoint_columns(joined, found)
+        measured = joined.filter(~pl.col("warmup"))
+        sections["checkpoint"] = metrics.checkpoint_summary(found, measured, context.journal)
+        sections["findings"] = metrics.consistency_findings(measured, context.sync)
+    return TraceAnalysis(metrics.with_waf(joined), report, amortized, sections, events, attributed)
+
+
+def unparsed_loss(report: dict, trace_path: Path) -> TraceLossError | None:
+    bad = report.get("bad_records", 0)
+    if not bad:
+        return None
+    return TraceLossError(
+        f"{bad} line(s) of the trace could not be parsed, so some events are unaccounted for "
+        f"(raw capture kept in {trace_path})",
+        "re-run; if it recurs, report the lines (sqlwa parse --lenient shows them); --allow-loss keeps such runs",
+    )
+
+
+def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
+    """Parsed events and attributed writes, so no reader parses or attributes again."""
+    analysis.events.write_parquet(out_dir / rundir.EVENTS_FILE)
+    if analysis.writes is not None:
+        analysis.writes.write_parquet(out_dir / rundir.WRITES_FILE)
+
+
+def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+    preflight_lab(request)
+    scenario = engine.load_scenario(request.scenario)
+    out_dir = ensure_writable_dir(request.out_dir, "output directory")
+    assert request.fs is not None, "a lab run names its filesystem"
+    with filesystem.LabFilesystem(
+        request.fs,
+        image_size=request.image_size,
+        mkfs_opts=request.mkfs_opts,
+        mount_opts=request.mount_opts,
+        fill_pct=request.fill_pct,
+    ) as fs:
+        result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
+        fs_facts = fs.describe()
+        dev = fs.dev
+        # read while still mounted: the fs's own journal/metadata location for attribution
+        layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
+    (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(layout) + "\n")
+    levels = trace_levels(cap)
+    context = LabContext(request.settings.journal, request.settings.sync, fs_facts["fs_type"], layout)
+    analysis = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels, context)
+    commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
+    measured = commits.filter(~pl.col("warmup")).height
+    config = lab_config(request, result.info, fs_facts, measured)
+    trace = {
+        **cap.describe(),
+        "parse": analysis.parse_report,
+        "unparsed_lines": analysis.parse_report.get("bad_records", 0),
+    }
+    if loss is None and not request.allow_loss:
+        loss = unparsed_loss(analysis.parse_report, cap.trace_path)
+    summary = build_summary(
+        config,
+        commits,
+        levels=levels,
+        frame_budget_ms=request.frame_budget_ms,
+        amortized_bytes=amortized["write_bytes"] if amortized else None,
+        trace=trace,
+        **sections,
+    )
+    if amortized is not None:
+        summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
+        summary["amortized"] = amortized
+    write_outputs(out_dir, summary, commits)
+    write_trace_tables(out_dir, analysis)
+    if loss is not None:
+        raise loss
+    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)

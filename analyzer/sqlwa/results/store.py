@@ -1,0 +1,507 @@
+"""The results store: every run of a sweep in one SQLite file, ``DIR/results.sqlite``.
+
+Tables (schema version in ``PRAGMA user_version``, upgraded by :data:`MIGRATIONS`):
+
+* ``runs`` — one row per run (or per failed / skipped matrix cell): its configuration,
+  its environment (kernel, SQLite version and compile options, filesystem and mount
+  options, tool version, machine), its status, the headline figures per commit, the
+  paths of its run directory and of its event table (``events.parquet``), and the whole
+  ``summary.json``. A figure of a layer that was not measured is NULL, never 0.
+* ``commits`` — per-commit metrics of every run (one row per transaction).
+
+Many processes may write at once (parallel sweeps into one store, ``sqlwa run --store``):
+the file is in WAL mode, every connection waits up to :data:`BUSY_TIMEOUT_MS` for a
+lock, and every write is one ``BEGIN IMMEDIATE`` transaction, so a run appears whole or
+not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from sqlwa.analysis import metrics
+from sqlwa.errors import UsageError
+from sqlwa.results import rundir
+
+STORE_FILE = "results.sqlite"
+EVENTS_FILE = rundir.EVENTS_FILE
+BUSY_TIMEOUT_MS = 60_000
+# A run's summary.json names the budget it was measured with; this is for runs without one.
+FRAME_BUDGET_MS = metrics.DEFAULT_FRAME_BUDGET_MS
+
+# Per-run headline figures: name → (level it needs, what it is). Levels: "vfs" is always
+# measured; "syscall" and "block" only on a lab filesystem with tracefs.
+RUN_METRICS = {
+    "logical_bytes_per_commit": ("vfs", "payload the app asked to store, bytes"),
+    "vfs_write_calls_per_commit": ("vfs", "SQLite xWrite calls, all files"),
+    "vfs_write_kib_per_commit": ("vfs", "SQLite xWrite KiB, all files"),
+    "vfs_sync_calls_per_commit": ("vfs", "SQLite xSync calls, all files"),
+    "fsync_calls_per_commit": ("syscall", "fsync + fdatasync + sync_file_range syscalls"),
+    "pwrite_kib_per_commit": ("syscall", "pwrite64 KiB"),
+    "block_write_requests_per_commit": ("block", "block write requests inside the commit window"),
+    "block_write_kib_per_commit": ("block", "block KiB written inside the commit window"),
+    "write_kib_per_commit": (
+        "block",
+        "block KiB written from the first commit to the end / commits (writeback included)",
+    ),
+    "flushes_per_commit": ("block", "device cache flushes (flush requests + preflush flags)"),
+    "fua_per_commit": ("block", "FUA writes"),
+    "block_over_logical": ("block", "amortized block bytes / logical bytes (whole-stack write amplification)"),
+    "block_over_vfs": ("block", "amortized block bytes / VFS bytes (the filesystem's share)"),
+    "vfs_over_logical": ("vfs", "VFS bytes / logical bytes (SQLite's share)"),
+    "p50_ms": ("vfs", "commit latency p50, ms"),
+    "p99_ms": ("vfs", "commit latency p99, ms"),
+    "p999_ms": ("vfs", "commit latency p99.9, ms"),
+    "max_ms": ("vfs", "commit latency max, ms"),
+    "frame_budget_misses": (
+        "vfs",
+        "measured commits slower than the run's frame budget (default one 60 Hz frame, 16.67 ms), count",
+    ),
+    "frame_budget_miss_pct": ("vfs", "the same as a share of measured commits, %"),
+}
+
+# Per-commit columns kept in the store; a column of an unmeasured layer stays NULL.
+COMMIT_COLUMNS = (
+    "warmup",
+    "start_ns",
+    "latency_ns",
+    "logical_bytes",
+    "vfs_write_calls",
+    "vfs_write_bytes",
+    "vfs_sync_calls",
+    "fsync_calls",
+    "fdatasync_calls",
+    "pwrite_calls",
+    "pwrite_bytes",
+    "write_requests",
+    "write_bytes",
+    "flush_requests",
+    "fua_writes",
+)
+
+# Frozen: the metric columns as version 1 made them. New metrics come with a migration.
+V1_METRICS = tuple(m for m in RUN_METRICS if m != "frame_budget_miss_pct")
+
+SCHEMA_V1 = f"""
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    run_key TEXT NOT NULL UNIQUE,      -- cell + repeat for matrix runs, the run dir otherwise
+    cell TEXT, repeat INTEGER, status TEXT NOT NULL, reason TEXT,
+    scenario TEXT, fs TEXT, journal TEXT, sync TEXT, txns INTEGER,
+    levels TEXT, commits INTEGER, lost_events INTEGER,
+    run_dir TEXT, events_path TEXT, started_at REAL, finished_at REAL,
+    kernel TEXT, machine TEXT, hostname TEXT,
+    sqlite_version TEXT, sqlite_source_id TEXT, sqlite_compile_options TEXT,
+    fs_type TEXT, fs_source TEXT, mount_options TEXT, mkfs_options TEXT, tool_version TEXT,
+    config_json TEXT, summary_json TEXT,
+    {", ".join(f"{name} REAL" for name in V1_METRICS)}
+);
+CREATE TABLE commits (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    warmup INTEGER, start_ns INTEGER, latency_ns INTEGER, logical_bytes INTEGER,
+    vfs_write_calls INTEGER, vfs_write_bytes INTEGER, vfs_sync_calls INTEGER,
+    fsync_calls INTEGER, fdatasync_calls INTEGER, pwrite_calls INTEGER, pwrite_bytes INTEGER,
+    write_requests INTEGER, write_bytes INTEGER, flush_requests INTEGER, fua_writes INTEGER,
+    PRIMARY KEY (run_id, idx)
+);
+"""
+
+# Version 2: look-ups by configuration (check, compare and report group by it).
+SCHEMA_V2 = "CREATE INDEX runs_by_config ON runs (scenario, fs, journal, sync, status);"
+
+# Version 3: frame-budget misses as a share too (the attribution stage reports a share).
+SCHEMA_V3 = "ALTER TABLE runs ADD COLUMN frame_budget_miss_pct REAL;"
+
+#: MIGRATIONS[i] upgrades a store from version i to version i + 1.
+MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# --------------------------------------------------------------------------- connection
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating and migrating if needed) the store at ``path``."""
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise UsageError(f"cannot open results store {path}: {exc}", "choose a writable directory") from None
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    set_wal_mode(conn)
+    migrate(conn)
+    return conn
+
+
+def set_wal_mode(conn: sqlite3.Connection) -> None:
+    # Switching to WAL needs a moment of exclusive access; under a burst of new writers
+    # the busy handler is not always consulted for it, so retry briefly.
+    for attempt in range(100):
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 99:
+                raise
+            time.sleep(0.05)
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One atomic write; BEGIN IMMEDIATE takes the write lock up front, so two writers
+    never both read-then-write and deadlock on the upgrade."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the store to :data:`SCHEMA_VERSION`; concurrent openers migrate once."""
+    if schema_version(conn) == SCHEMA_VERSION:
+        return
+    with write_transaction(conn):
+        current = schema_version(conn)  # re-read under the lock: another writer may have won
+        if current > SCHEMA_VERSION:
+            raise UsageError(
+                f"results store has schema version {current}, newer than this sqlwa ({SCHEMA_VERSION})",
+                "upgrade sqlwa",
+            )
+        for version in range(current, SCHEMA_VERSION):
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _per_commit(summary: dict, name: str) -> float | None:
+    return summary.get("per_commit", {}).get(name)
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def _kib(value: float | None) -> float | None:
+    return None if value is None else value / 1024
+
+
+def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float | None]:
+    """The headline figures of one run; a figure of an unmeasured layer is None."""
+    levels = set(summary.get("levels", []))
+    pc = summary.get("per_commit", {})
+    syscall = "syscall" in levels
+    block = "block" in levels
+    amortized = pc.get("amortized_write_bytes", pc.get("write_bytes")) if block else None
+    latency = summary.get("latency_ms", {})
+    figures = {
+        "logical_bytes_per_commit": pc.get("logical_bytes"),
+        "vfs_write_calls_per_commit": pc.get("vfs_write_calls"),
+        "vfs_write_kib_per_commit": _kib(pc.get("vfs_write_bytes")),
+        "vfs_sync_calls_per_commit": pc.get("vfs_sync_calls"),
+        "fsync_calls_per_commit": pc.get("fsync_calls") if syscall else None,
+        "pwrite_kib_per_commit": _kib(pc.get("pwrite_bytes")) if syscall else None,
+        "block_write_requests_per_commit": pc.get("write_requests") if block else None,
+        "block_write_kib_per_commit": _kib(pc.get("write_bytes")) if block else None,
+        "write_kib_per_commit": _kib(amortized),
+        "flushes_per_commit": pc.get("flush_requests") if block else None,
+        "fua_per_commit": pc.get("fua_writes") if block else None,
+        "block_over_logical": _ratio(amortized, pc.get("logical_bytes")),
+        "block_over_vfs": _ratio(amortized, pc.get("vfs_write_bytes")),
+        "vfs_over_logical": _ratio(pc.get("vfs_write_bytes"), pc.get("logical_bytes")),
+        "p50_ms": latency.get("p50"),
+        "p99_ms": latency.get("p99"),
+        "p999_ms": latency.get("p99.9", latency.get("p999")),
+        "max_ms": latency.get("max"),
+        "frame_budget_misses": None,
+        "frame_budget_miss_pct": None,
+    }
+    # The run's own budget (`--frame-budget-ms`), so the store and summary.json agree.
+    recorded = summary.get("frame_budget_misses")
+    budget_ms = recorded.get("budget_ms", FRAME_BUDGET_MS) if isinstance(recorded, dict) else FRAME_BUDGET_MS
+    figures.update(latency_figures(commits, budget_ms))
+    return figures
+
+
+def latency_figures(commits: pl.DataFrame | None, budget_ms: float = FRAME_BUDGET_MS) -> dict[str, float]:
+    """p99.9 and frame-budget misses straight from the measured commits' latencies."""
+    if commits is None or "latency_ns" not in commits.columns:
+        return {}
+    measured = commits.filter(~pl.col("warmup"))
+    if measured.height == 0:
+        return {"frame_budget_misses": 0.0, "frame_budget_miss_pct": 0.0}
+    misses = metrics.frame_budget_misses(measured, budget_ms)
+    return {
+        "p999_ms": metrics.latency_ms(measured)["p99.9"],
+        "frame_budget_misses": float(misses["commits"]),
+        "frame_budget_miss_pct": misses["share"] * 100,
+    }
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@dataclass
+class RunRecord:
+    """What the store keeps about one run or one matrix cell that did not run."""
+
+    run_key: str
+    status: str  # ok | failed | skipped
+    scenario: str
+    fs: str
+    journal: str
+    sync: str
+    cell: str | None = None
+    repeat: int = 1
+    reason: str | None = None
+    txns: int | None = None
+    run_dir: Path | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+def ensure_event_table(run_dir: Path) -> Path | None:
+    """``run_dir/events.parquet``: the parsed events of the run's trace (lab runs write
+    it themselves; older run directories get it here, once)."""
+    events_path = run_dir / EVENTS_FILE
+    if events_path.exists():
+        return events_path
+    if not rundir.has_trace(run_dir):
+        return None
+    rundir.events(run_dir).write_parquet(events_path)
+    return events_path
+
+
+def _relative(path: Path | None, base: Path) -> str | None:
+    """Paths inside the store's directory are kept relative, so the directory can move."""
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(Path(path).resolve())
+
+
+def environment_columns(summary: dict) -> dict:
+    cfg = summary.get("config", {})
+    lab = cfg.get("lab") or {}
+    return {
+        "kernel": cfg.get("kernel"),
+        "machine": cfg.get("machine"),
+        "hostname": platform.node(),
+        "sqlite_version": cfg.get("sqlite_version"),
+        "sqlite_source_id": cfg.get("sqlite_source_id"),
+        "sqlite_compile_options": json.dumps(cfg.get("sqlite_compile_options")),
+        "fs_type": lab.get("fs_type", cfg.get("fs")),
+        "fs_source": cfg.get("fs_source"),
+        "mount_options": cfg.get("mount_options"),
+        "mkfs_options": json.dumps({"cmd": lab.get("mkfs_cmd"), "version": lab.get("mkfs_version")}) if lab else None,
+        "tool_version": cfg.get("tool_version"),
+        "config_json": json.dumps(cfg),
+    }
+
+
+def record_row(
+    record: RunRecord, summary: dict | None, commits: pl.DataFrame | None, base: Path, write_events: bool = True
+) -> dict:
+    """The runs-table row; ``write_events`` makes the run's events.parquet if missing
+    (saving into a store does; merely reading a run directory does not write into it)."""
+    row = {
+        "run_key": record.run_key,
+        "cell": record.cell,
+        "repeat": record.repeat,
+        "status": record.status,
+        "reason": record.reason,
+        "scenario": record.scenario,
+        "fs": record.fs,
+        "journal": record.journal,
+        "sync": record.sync,
+        "txns": record.txns,
+        "run_dir": _relative(record.run_dir, base),
+        "started_at": record.started_at,
+        "finished_at": record.finished_at or time.time(),
+    }
+    if summary is not None:
+        trace = summary.get("trace") or {}
+        events = None
+        if record.run_dir is not None:
+            existing = Path(record.run_dir) / EVENTS_FILE
+            events = ensure_event_table(record.run_dir) if write_events else (existing if existing.exists() else None)
+        row.update(
+            levels=json.dumps(summary.get("levels", [])),
+            commits=summary.get("commits"),
+            lost_events=trace.get("lost_events") if trace else None,
+            events_path=_relative(events, base),
+            summary_json=json.dumps(summary),
+            **environment_columns(summary),
+            **run_metrics(summary, commits),
+        )
+    return row
+
+
+def commit_rows(run_id: int, commits: pl.DataFrame) -> list[tuple]:
+    present = [c for c in COMMIT_COLUMNS if c in commits.columns]
+    frame = commits.select(
+        pl.col("index"),
+        *[pl.col(c).cast(pl.Int64) for c in present],
+        *[pl.lit(None, dtype=pl.Int64).alias(c) for c in COMMIT_COLUMNS if c not in present],
+    ).select("index", *COMMIT_COLUMNS)
+    return [(run_id, *row) for row in frame.iter_rows()]
+
+
+def save_run(
+    conn: sqlite3.Connection,
+    record: RunRecord,
+    summary: dict | None = None,
+    commits: pl.DataFrame | None = None,
+    base: Path | None = None,
+) -> int:
+    """Insert or replace one run (and its commits) atomically; returns its id."""
+    row = record_row(record, summary, commits, base or Path("."))
+    names = ", ".join(row)
+    marks = ", ".join("?" for _ in row)
+    with write_transaction(conn):
+        conn.execute("DELETE FROM runs WHERE run_key = ?", (record.run_key,))
+        run_id = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values())).lastrowid
+        if commits is not None:
+            placeholders = ", ".join("?" for _ in range(len(COMMIT_COLUMNS) + 2))
+            conn.executemany(f"INSERT INTO commits VALUES ({placeholders})", commit_rows(run_id, commits))
+    return run_id
+
+
+def run_dir_record(run_dir: Path, config: dict) -> RunRecord:
+    """The record of a lone run directory (not a matrix cell), from its configuration."""
+    return RunRecord(
+        run_key=str(run_dir.resolve()),
+        status="ok",
+        scenario=config.get("scenario", "?"),
+        fs=config.get("fs", "?"),
+        journal=config.get("journal", "?"),
+        sync=config.get("sync", "?"),
+        txns=config.get("txns"),
+        run_dir=run_dir,
+    )
+
+
+def save_run_dir(store_path: Path, run_dir: Path, record: RunRecord | None = None) -> int:
+    """Add the run in ``run_dir`` (summary.json + commits.parquet) to the store at ``store_path``."""
+    summary = rundir.summary(run_dir)
+    commits = pl.read_parquet(run_dir / rundir.COMMITS_FILE)
+    record = record or run_dir_record(run_dir, summary["config"])
+    conn = connect(store_path)
+    try:
+        return save_run(conn, record, summary, commits, base=store_path.parent)
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def done_keys(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT run_key FROM runs WHERE status = 'ok'")}
+
+
+def runs_frame(conn: sqlite3.Connection, base: Path) -> pl.DataFrame:
+    """Every run as a Polars frame; paths made absolute against ``base``."""
+    rows = [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY id")]
+    if not rows:
+        return pl.DataFrame()
+    for row in rows:
+        for key in ("run_dir", "events_path"):
+            if row[key] is not None:
+                row[key] = str((base / row[key]).resolve())
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def single_run_frame(run_dir: Path) -> pl.DataFrame:
+    """A run directory (summary.json + commits.parquet) as a one-row runs frame."""
+    commits_path = run_dir / rundir.COMMITS_FILE
+    commits = pl.read_parquet(commits_path) if commits_path.exists() else None
+    return pl.DataFrame([run_dir_row(run_dir, rundir.summary(run_dir), commits)], infer_schema_length=None)
+
+
+def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> dict:
+    """The runs-frame row of a run directory already read, without writing into it."""
+    record = run_dir_record(run_dir, summary.get("config", {}))
+    row = record_row(record, summary, commits, run_dir, write_events=False)
+    row["run_dir"] = str(run_dir.resolve())
+    events = run_dir / EVENTS_FILE
+    row["events_path"] = str(events.resolve()) if events.exists() else None
+    return row
+
+
+def load_results(path: Path) -> pl.DataFrame:
+    """The runs of a matrix directory (its results.sqlite) or of one run directory."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".sqlite":
+        path = path.parent
+    if (path / STORE_FILE).exists():
+        conn = connect(path / STORE_FILE)
+        try:
+            return runs_frame(conn, path)
+        finally:
+            conn.close()
+    if (path / rundir.SUMMARY_FILE).exists():
+        return single_run_frame(path)
+    raise UsageError(
+        f"{path} holds neither {STORE_FILE} nor summary.json",
+        "pass a directory written by `sqlwa matrix --out` or `sqlwa run --out`",
+    )
+
+
+CONFIG_KEYS = ("scenario", "fs", "journal", "sync")
+
+
+def config_label(row: dict) -> str:
+    return f"{row['scenario']} {row['fs']} {row['journal']}/{row['sync']}"
+
+
+def run_label(row: dict) -> str:
+    """:func:`config_label` plus ``#N`` for a repeat after the first."""
+    return config_label(row) + (f" #{row['repeat']}" if (row.get("repeat") or 1) > 1 else "")
+
+
+def config_key(row: dict) -> tuple:
+    """The configuration a row belongs to (:data:`CONFIG_KEYS` values), for matching."""
+    return tuple(row[key] for key in CONFIG_KEYS)
+
+
+def config_means(runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per configuration (scenario, fs, journal, sync) over its successful runs:
+    the mean of every figure across repeats, the repeats counted and lost events summed."""
+    ok = runs.filter(pl.col("status") == "ok") if runs.height else runs
+    if ok.height == 0:
+        return ok
+    metrics = [m for m in RUN_METRICS if m in ok.columns]
+    return ok.group_by(CONFIG_KEYS, maintain_order=True).agg(
+        pl.len().alias("repeats"),
+        pl.col("levels").first(),
+        pl.col("commits").sum(),
+        pl.col("lost_events").fill_null(0).sum().alias("lost_events"),
+        pl.col("run_dir").first(),
+        *[pl.col(m).cast(pl.Float64).mean() for m in metrics],
+    )

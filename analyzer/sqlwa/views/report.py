@@ -1,0 +1,503 @@
+"""``sqlwa report``: one self-contained HTML page for a matrix (or one run).
+
+The page carries plotly.js inline (no CDN, works offline) and these charts:
+
+1. heatmaps of fsyncs per commit and KiB per commit across the matrix;
+2. bytes per commit stacked by category for each configuration (attribution categories
+   when the runs have ``bytes_by_category``, else SQLite's VFS bytes by file kind — the
+   chart says which);
+3. the timeline of one run: block requests by sector over time, coloured by category (or
+   by operation when the run has no categories), cache flushes marked, commit windows
+   shaded — the seekwatcher view with commits;
+4. commit-latency CDFs per configuration with the 60 Hz frame budget marked;
+
+and a table with every number. A layer that was not measured is shown as absent (—),
+never as 0, and the page says what measuring it needs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import plotly.graph_objects as go
+import polars as pl
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from sqlwa.analysis import windows as sqlwa_windows
+from sqlwa.results import rundir, store
+from sqlwa.views import figures
+from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT
+
+PER_COMMIT_BARS = 40
+TIMELINE_COMMITS = 12  # commit windows shown in the timeline: enough to see the rhythm, few enough to read
+CDF_POINTS = 400
+
+
+@dataclass
+class Section:
+    title: str
+    html: str  # a plot div or a table
+    note: str = ""
+
+
+# --------------------------------------------------------------------------- data
+
+
+def measured_anywhere(means: pl.DataFrame, metric: str) -> bool:
+    return metric in means.columns and means[metric].is_not_null().any()
+
+
+def config_axes(means: pl.DataFrame) -> tuple[list[str], list[str]]:
+    """Heatmap rows (scenario · fs) and columns (journal/sync), in matrix order."""
+    rows = means.select(pl.concat_str("scenario", pl.lit(" · "), "fs").alias("r"))["r"].unique(maintain_order=True)
+    cols = means.select(pl.concat_str("journal", pl.lit("/"), "sync").alias("c"))["c"].unique(maintain_order=True)
+    return rows.to_list(), cols.to_list()
+
+
+def heatmap_grid(means: pl.DataFrame, metric: str) -> tuple[list[str], list[str], list[list[float | None]]]:
+    rows, cols = config_axes(means)
+    grid = [[None] * len(cols) for _ in rows]
+    for row in means.iter_rows(named=True):
+        r = rows.index(f"{row['scenario']} · {row['fs']}")
+        c = cols.index(f"{row['journal']}/{row['sync']}")
+        grid[r][c] = row[metric]
+    return rows, cols, grid
+
+
+def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
+    """Bytes per commit by category, and where they come from."""
+    by_cat = summary.get("bytes_by_category")
+    commits = max(summary.get("commits") or 1, 1)
+    if isinstance(by_cat, dict) and by_cat:
+        # amortized (writeback and checkpoints included) matches the KiB heatmap; else in-window
+        for key, source in (
+            ("amortized_per_commit", "block bytes by attribution category, amortized"),
+            ("per_commit", "block bytes by attribution category, inside commit windows"),
+        ):
+            if isinstance(by_cat.get(key), dict):
+                return {k: float(v) for k, v in by_cat[key].items()}, source
+        numeric = {k: float(v) for k, v in by_cat.items() if isinstance(v, (int, float))}
+        if numeric:
+            return {k: v / commits for k, v in numeric.items()}, "block bytes by attribution category"
+    vfs = summary.get("vfs_by_file", {})
+    return {kind: figures.get("write_bytes", 0.0) for kind, figures in vfs.items()}, "SQLite VFS bytes by file kind"
+
+
+# --------------------------------------------------------------------------- charts
+
+
+def heatmap(means: pl.DataFrame, metric: str, title: str, colourscale: str, digits: int) -> go.Figure:
+    rows, cols, grid = heatmap_grid(means, metric)
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid,
+            x=cols,
+            y=rows,
+            colorscale=colourscale,
+            texttemplate=f"%{{z:.{digits}f}}",
+            hovertemplate="%{y} %{x}: %{z:.3f}<extra></extra>",
+            colorbar=dict(title="per commit"),
+        )
+    )
+    fig.update_layout(title=title, height=180 + 50 * len(rows), xaxis_title="journal/sync", **LAYOUT)
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def fsync_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
+    if measured_anywhere(means, "fsync_calls_per_commit"):
+        return heatmap(means, "fsync_calls_per_commit", "fsync + fdatasync syscalls per commit", "Reds", 2), ""
+    note = (
+        "The syscall level was not measured (it needs root and tracefs: run the matrix with sudo); "
+        "this shows SQLite's own xSync calls, counted by the VFS shim."
+    )
+    return heatmap(means, "vfs_sync_calls_per_commit", "SQLite xSync calls per commit (VFS level)", "Reds", 2), note
+
+
+def kib_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
+    if measured_anywhere(means, "write_kib_per_commit"):
+        note = "Block KiB written from the first measured commit to the end of the run (writeback included) / commits."
+        return heatmap(means, "write_kib_per_commit", "block KiB written per commit (amortized)", "Blues", 1), note
+    note = (
+        "The block level was not measured (it needs root, a lab filesystem and tracefs); "
+        "this shows the KiB SQLite handed to the VFS."
+    )
+    return heatmap(means, "vfs_write_kib_per_commit", "SQLite VFS KiB written per commit", "Blues", 1), note
+
+
+def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
+    per_config = {
+        store.config_label(row): category_bytes(rundir.summary(row["run_dir"])) for row in means.iter_rows(named=True)
+    }
+    sources = {source for _, source in per_config.values()}
+    categories = list(dict.fromkeys(cat for figures, _ in per_config.values() for cat in figures))
+    fig = go.Figure()
+    for cat in categories:
+        values = [figures.get(cat, 0.0) / 1024 for figures, _ in per_config.values()]
+        if any(values):
+            fig.add_bar(
+                name=cat,
+                x=list(per_config),
+                y=values,
+                marker_color=CATEGORY_COLOURS.get(cat),
+                hovertemplate=f"{cat}: %{{y:.2f}} KiB<extra></extra>",
+            )
+    fig.update_layout(
+        barmode="stack",
+        title="KiB per commit by category: " + " / ".join(sorted(sources)),
+        yaxis_title="KiB per commit",
+        height=460,
+        **LAYOUT,
+    )
+    note = (
+        ""
+        if all(src.startswith("block") for src in sources)
+        else (
+            "These runs carry no attribution categories (bytes_by_category); the bars show SQLite's VFS bytes by "
+            "file kind, what SQLite wrote before the filesystem added its own."
+        )
+    )
+    return fig, note
+
+
+def per_commit_bytes(run_dir: str) -> tuple[pl.DataFrame, str]:
+    """The first measured commits with one column per category (KiB), and the source."""
+    commits = rundir.commits(run_dir).filter(~pl.col("warmup")).head(PER_COMMIT_BARS)
+    by_category = [c for c in commits.columns if c.startswith("bytes_")]
+    if by_category:
+        columns = {c.removeprefix("bytes_"): c for c in by_category}
+        source = "block bytes by attribution category (inside the commit window)"
+    else:
+        columns = {
+            c.removeprefix("vfs_").removesuffix("_write_bytes"): c
+            for c in commits.columns
+            if c.startswith("vfs_") and c.endswith("_write_bytes") and c != "vfs_write_bytes"
+        }
+        source = "SQLite VFS bytes by file kind"
+    return commits.select("index", *[(pl.col(c) / 1024).alias(name) for name, c in columns.items()]), source
+
+
+def per_commit_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
+    rows = list(means.iter_rows(named=True))
+    fig = make_subplots(
+        rows=len(rows),
+        cols=1,
+        shared_xaxes=False,
+        vertical_spacing=0.35 / max(len(rows), 1),
+        subplot_titles=[store.config_label(r) for r in rows],
+    )
+    sources, shown = set(), set()
+    for n, row in enumerate(rows, start=1):
+        frame, source = per_commit_bytes(row["run_dir"])
+        sources.add(source)
+        for cat in frame.columns[1:]:
+            if not (frame[cat].fill_null(0) != 0).any():
+                continue
+            fig.add_bar(
+                x=frame["index"].to_list(),
+                y=frame[cat].to_list(),
+                name=cat,
+                legendgroup=cat,
+                showlegend=cat not in shown,
+                marker_color=CATEGORY_COLOURS.get(cat),
+                row=n,
+                col=1,
+                hovertemplate=f"commit %{{x}} {cat}: %{{y:.2f}} KiB<extra></extra>",
+            )
+            shown.add(cat)
+    fig.update_layout(
+        barmode="stack",
+        height=120 + 170 * len(rows),
+        **LAYOUT,
+        title=f"KiB of each commit by category, first {PER_COMMIT_BARS} measured commits per configuration",
+    )
+    fig.update_yaxes(title_text="KiB", title_font_size=11)
+    note = (
+        "Source: " + "; ".join(sorted(sources)) + ". Spikes are the commits that paid for more (checkpoints, "
+        "journal commits); the x axis is the transaction number. An empty panel: nothing reached the device "
+        "inside that configuration's commit windows (its writes were deferred to writeback)."
+    )
+    return fig, note
+
+
+def timeline_run(runs: pl.DataFrame) -> dict | None:
+    """The run to draw: a measured run with an event table, DELETE/FULL when there is one
+    (the busiest commit), else the first."""
+    candidates = [
+        r
+        for r in runs.filter(pl.col("status") == "ok").iter_rows(named=True)
+        if "block" in json.loads(r["levels"] or "[]") and has_events(r)
+    ]
+    if not candidates:
+        return None
+    preferred = [r for r in candidates if r["journal"] == "delete" and r["sync"] == "full"]
+    return (preferred or candidates)[0]
+
+
+def has_events(run: dict) -> bool:
+    return bool(run.get("events_path")) or rundir.has_trace(Path(run["run_dir"]))
+
+
+def read_events(run: dict) -> pl.DataFrame:
+    """The run's event table (events.parquet, or its trace.txt parsed in memory —
+    reading a run never writes into it)."""
+    if run.get("events_path"):
+        return pl.read_parquet(run["events_path"])
+    return rundir.events(Path(run["run_dir"]))
+
+
+def timeline_frames(run: dict) -> tuple[pl.DataFrame, pl.DataFrame, int, pl.DataFrame | None]:
+    """Issued block requests and the commit windows of the first measured commits."""
+    dev = rundir.lab_device(rundir.summary(run["run_dir"])["config"])
+    commits = rundir.commits(run["run_dir"])
+    windows = commits.filter(~pl.col("warmup") & pl.col("win_start_ns").is_not_null()).head(TIMELINE_COMMITS)
+    t0 = windows["win_start_ns"].min()
+    t1 = windows["win_end_ns"].max()
+    issued = sqlwa_windows.block_issues(read_events(run), dev).filter(pl.col("time_ns").is_between(t0, t1))
+    return figures.with_ms(issued, t0), windows, t0, write_categories(run)
+
+
+def write_categories(run: dict) -> pl.DataFrame | None:
+    """``time_ns``, ``sector``, ``category`` of every write, from the attribution stage;
+    None when the run has none (then the timeline colours by operation)."""
+    attributed = rundir.attributed_writes(Path(run["run_dir"]))
+    if attributed is None:
+        return None
+    return attributed.select("time_ns", "sector", pl.col("category").cast(pl.String))
+
+
+def colour_key(issued: pl.DataFrame, categories: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:
+    if categories is None:
+        return issued.with_columns(figures.operation_key().alias("key")), "operation"
+    joined = issued.join(categories, on=["time_ns", "sector"], how="left")
+    return joined.with_columns(pl.coalesce("category", figures.operation_key()).alias("key")), "category"
+
+
+def timeline(run: dict) -> tuple[go.Figure, str]:
+    issued, windows, t0, categories = timeline_frames(run)
+    issued, coloured_by = colour_key(issued, categories)
+    title = f"timeline: {store.config_label(run)} — first {windows.height} measured commits (shaded)"
+    fig = figures.timeline_figure(issued, title, windows, t0, coloured_by)
+    fig.update_layout(xaxis_title="ms since the first measured commit")
+    note = (
+        f"Block requests as issued to the device, marker area by size, coloured by {coloured_by}; "
+        "▼ = cache flush (flush request or preflush flag); shaded bands (alternating yellow/blue, "
+        "labelled with the transaction number) = commit windows; unshaded gaps = I/O between commits."
+    )
+    if coloured_by == "operation":
+        note += " This run has no attribution categories, so colours show the operation instead."
+    return fig, note
+
+
+def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    lowest, highest = store.FRAME_BUDGET_MS, store.FRAME_BUDGET_MS
+    ok = runs.filter(pl.col("status") == "ok")
+    one_scenario = ok["scenario"].n_unique() == 1
+    for key, group in ok.group_by(store.CONFIG_KEYS, maintain_order=True):
+        config = dict(zip(store.CONFIG_KEYS, key))
+        frames = [rundir.commits(d) for d in group["run_dir"]]
+        ms = pl.concat(
+            [f.filter(~pl.col("warmup")).select(pl.col("latency_ns").cast(pl.Float64) / 1e6) for f in frames]
+        )
+        if ms.height == 0:
+            continue
+        qs = [i / CDF_POINTS for i in range(CDF_POINTS + 1)]
+        values = [ms["latency_ns"].quantile(q, interpolation="linear") for q in qs]
+        lowest, highest = min(lowest, max(values[0], 1e-3)), max(highest, values[-1])
+        label = store.config_label(config)
+        label = label.removeprefix(f"{config['scenario']} ") if one_scenario else label
+        fig.add_scatter(
+            x=values,
+            y=qs,
+            mode="lines",
+            name=label,
+            hovertemplate=f"{label}<br>%{{x:.3f}} ms: %{{y:.1%}} of commits<extra></extra>",
+        )
+    fig.add_vline(
+        x=store.FRAME_BUDGET_MS,
+        line_dash="dash",
+        line_color="red",
+        annotation_text=f"frame budget {store.FRAME_BUDGET_MS} ms",
+        annotation_position="top left",
+    )
+    # An explicit range: on a log axis the marker line would otherwise stretch autorange.
+    fig.update_xaxes(range=[math.log10(lowest / 1.5), math.log10(highest * 1.5)])
+    fig.update_layout(
+        title="commit latency CDF per configuration",
+        xaxis_type="log",
+        xaxis_title="commit latency, ms (log)",
+        yaxis_title="share of commits",
+        yaxis_tickformat=".0%",
+        height=480,
+        **LAYOUT,
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def fmt_cell(value) -> str:
+    if value is None:
+        return '<span class="absent" title="not measured">—</span>'
+    if isinstance(value, float):
+        return f"{value:,.3f}"
+    return html.escape(str(value))
+
+
+def numbers_table(means: pl.DataFrame) -> str:
+    metrics = [m for m in store.RUN_METRICS if m in means.columns]
+    head = "".join(f'<th title="{html.escape(store.RUN_METRICS[m][1])}">{m}</th>' for m in metrics)
+    body = []
+    for row in means.iter_rows(named=True):
+        levels = ", ".join(json.loads(row["levels"] or "[]"))
+        cells = "".join(f"<td>{fmt_cell(row[m])}</td>" for m in metrics)
+        body.append(
+            f"<tr><th>{html.escape(store.config_label(row))}</th><td>{row['repeats']}</td>"
+            f"<td>{row['commits']:,}</td><td>{levels}</td><td>{row['lost_events']:,}</td>{cells}</tr>"
+        )
+    return (
+        f'<div class="scroll"><table><thead><tr><th>configuration</th><th>repeats</th><th>commits</th>'
+        f"<th>levels</th><th>lost events</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def runs_table(runs: pl.DataFrame) -> str:
+    rows = []
+    for row in runs.iter_rows(named=True):
+        reason = html.escape(" ".join((row.get("reason") or "").split())[:300])
+        rows.append(
+            f'<tr><td>{html.escape(str(row.get("run_key")))}</td><td class="{row["status"]}">{row["status"]}</td>'
+            f"<td>{fmt_cell(row.get('kernel'))}</td><td>{fmt_cell(row.get('sqlite_version'))}</td>"
+            f"<td>{fmt_cell(row.get('fs_type'))}</td><td>{fmt_cell(row.get('mount_options'))}</td>"
+            f"<td>{fmt_cell(row.get('tool_version'))}</td><td>{reason}</td></tr>"
+        )
+    return (
+        '<div class="scroll"><table><thead><tr><th>run</th><th>status</th><th>kernel</th><th>SQLite</th>'
+        "<th>filesystem</th><th>mount options</th><th>sqlwa</th><th>reason</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def metric_legend() -> str:
+    items = "".join(
+        f"<li><code>{m}</code> ({level}): {html.escape(text)}</li>" for m, (level, text) in store.RUN_METRICS.items()
+    )
+    return f"<details><summary>what each column means</summary><ul>{items}</ul></details>"
+
+
+# --------------------------------------------------------------------------- page
+
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1280px; color: #222; padding: 0 16px; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+.note { color: #555; font-size: 0.92em; margin: 0.3em 0 0.8em; } .banner { background: #fff3cd; padding: 8px 12px; }
+table { border-collapse: collapse; font-size: 0.85em; } th, td { border: 1px solid #ddd; padding: 3px 7px; }
+td { text-align: right; } th { background: #f6f6f6; text-align: left; } .scroll { overflow-x: auto; }
+.absent { color: #999; } .failed { color: #b00020; } .skipped { color: #a06000; } .ok { color: #1b7f3b; }
+"""
+
+
+def plot_div(fig: go.Figure, div_id: str) -> str:
+    return fig.to_html(
+        full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
+    )
+
+
+def build_sections(runs: pl.DataFrame) -> list[Section]:
+    means = store.config_means(runs)
+    sections = []
+    fig, note = fsync_heatmap(means)
+    sections.append(Section("fsyncs per commit", plot_div(fig, "plot-fsync-heatmap"), note))
+    fig, note = kib_heatmap(means)
+    sections.append(Section("KiB written per commit", plot_div(fig, "plot-kib-heatmap"), note))
+    fig, note = category_bars(means)
+    sections.append(Section("bytes per commit by category", plot_div(fig, "plot-categories"), note))
+    fig, note = per_commit_bars(means)
+    sections.append(Section("each commit's bytes by category", plot_div(fig, "plot-per-commit"), note))
+    run = timeline_run(runs)
+    if run is not None:
+        fig, note = timeline(run)
+        sections.append(Section("one run's timeline", plot_div(fig, "plot-timeline"), note))
+    else:
+        sections.append(
+            Section(
+                "one run's timeline",
+                "",
+                "No run measured the block level, so there is no timeline: it needs a lab run (root, --fs, tracefs).",
+            )
+        )
+    sections.append(
+        Section(
+            "commit latency",
+            plot_div(latency_cdfs(runs), "plot-latency"),
+            "Each curve: the share of measured commits at or below a latency. "
+            "Right of the dashed line a commit on the UI thread drops a 60 Hz frame.",
+        )
+    )
+    sections.append(
+        Section(
+            "every number",
+            numbers_table(means) + metric_legend(),
+            "Means per commit over measured commits and repeats. — = level not measured.",
+        )
+    )
+    sections.append(Section("runs and environment", runs_table(runs)))
+    return sections
+
+
+def level_banner(runs: pl.DataFrame) -> str:
+    ok = runs.filter(pl.col("status") == "ok")
+    levels = set().union(*(json.loads(text or "[]") for text in ok["levels"])) if ok.height else set()
+    if "block" in levels:
+        return ""
+    return (
+        '<p class="banner">Measured at the VFS level only: the syscall and block levels need root, a lab '
+        "filesystem (<code>--fs</code>) and tracefs. They are absent here, not zero.</p>"
+    )
+
+
+def render(runs: pl.DataFrame, source: Path) -> str:
+    sections = build_sections(runs)
+    body = "".join(
+        f"<section><h2>{html.escape(s.title)}</h2>"
+        + (f'<p class="note">{html.escape(s.note)}</p>' if s.note else "")
+        + s.html
+        + "</section>"
+        for s in sections
+    )
+    ok = runs.filter(pl.col("status") == "ok").height
+    title = f"sqlwa report — {html.escape(str(source))}"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>{CSS}</style>
+<script type="text/javascript">{get_plotlyjs()}</script>
+</head><body>
+<h1>{title}</h1>
+<p class="note">{ok} successful run(s) of {runs.height}; generated {time.strftime("%Y-%m-%d %H:%M:%S %Z")} by sqlwa.
+What one SQLite commit costs the storage device, per layer.</p>
+{level_banner(runs)}
+{body}
+</body></html>
+"""
+
+
+def write_report(results: Path, out: Path) -> Path:
+    """Render the results in ``results`` (matrix or run directory) to the HTML file ``out``."""
+    runs = store.load_results(results)
+    if runs.height == 0 or runs.filter(pl.col("status") == "ok").height == 0:
+        from sqlwa.errors import UsageError
+
+        raise UsageError(f"{results} has no successful run to report", "run `sqlwa matrix` or `sqlwa run` first")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(runs, Path(results)), encoding="utf-8")
+    return out

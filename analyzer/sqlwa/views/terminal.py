@@ -1,0 +1,122 @@
+"""Human-readable tables for the terminal (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+LEVEL_NOTES = {
+    "vfs": "VFS (SQLite's own file calls, counted by the shim)",
+    "syscall": "syscalls of the workload thread (tracefs)",
+    "block": "block requests on the lab device (tracefs)",
+}
+
+
+def fmt_num(value: float) -> str:
+    if value == int(value):
+        return f"{int(value):,}"
+    return f"{value:,.2f}"
+
+
+def fmt_bytes(value: float) -> str:
+    if value >= 1024:
+        return f"{value / 1024:,.1f} KiB"
+    return f"{value:,.0f} B"
+
+
+def vfs_rows(summary: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for kind, figures in summary["vfs_by_file"].items():
+        if not any(figures.values()):
+            continue
+        rows.append((f"  {kind}: writes", fmt_num(figures["write_calls"]), fmt_bytes(figures["write_bytes"])))
+        rows.append((f"  {kind}: xSync", fmt_num(figures["sync_calls"]), ""))
+        if figures["truncate_calls"]:
+            rows.append((f"  {kind}: xTruncate", fmt_num(figures["truncate_calls"]), ""))
+        if figures["delete_calls"]:
+            rows.append((f"  {kind}: xDelete", fmt_num(figures["delete_calls"]), ""))
+    return rows
+
+
+def summary_table(summary: dict) -> Table:
+    cfg = summary["config"]
+    title = (
+        f"{cfg['scenario']} · journal={cfg['journal']} · sync={cfg['sync']} · fs={cfg['fs']}"
+        f" · {summary['commits']} commits · SQLite {cfg['sqlite_version']}"
+    )
+    table = Table(
+        title=title,
+        title_justify="left",
+        caption="per commit: mean over measured commits; amortized = all block bytes from the first measured commit to the end (writeback included) / commits",
+    )
+    table.add_column("per commit", style="bold")
+    table.add_column("count", justify="right")
+    table.add_column("bytes", justify="right")
+    pc = summary["per_commit"]
+    table.add_row("logical payload", "", fmt_bytes(pc["logical_bytes"]))
+    table.add_row("VFS writes (all files)", fmt_num(pc["vfs_write_calls"]), fmt_bytes(pc["vfs_write_bytes"]))
+    table.add_row("VFS xSync (all files)", fmt_num(pc["vfs_sync_calls"]), "")
+    for row in vfs_rows(summary):
+        table.add_row(*row)
+    if "syscall" in summary["levels"]:
+        table.add_section()
+        table.add_row("fsync/fdatasync syscalls", fmt_num(pc["fsync_calls"]), "")
+        table.add_row("pwrite64 syscalls", fmt_num(pc["pwrite_calls"]), fmt_bytes(pc["pwrite_bytes"]))
+    if "block" in summary["levels"]:
+        table.add_section()
+        table.add_row("block writes", fmt_num(pc["write_requests"]), fmt_bytes(pc["write_bytes"]))
+        table.add_row("block cache flushes", fmt_num(pc["flush_requests"]), "")
+        table.add_row("block FUA writes", fmt_num(pc["fua_writes"]), "")
+        table.add_row("block written, amortized", "", fmt_bytes(pc["amortized_write_bytes"]))
+    category_rows(table, summary)
+    waf_rows(table, summary)
+    lat = summary["latency_ms"]
+    table.add_section()
+    keys = [k for k in ("p50", "p90", "p99", "p99.9", "max") if k in lat]
+    table.add_row(f"latency {' / '.join(keys)}", "", " / ".join(f"{lat[k]:.3f}" for k in keys) + " ms")
+    miss = summary.get("frame_budget_misses")
+    if miss:
+        table.add_row(
+            f"commits over {miss['budget_ms']:g} ms (frame budget)", fmt_num(miss["commits"]), f"{miss['share']:.1%}"
+        )
+    return table
+
+
+def category_rows(table: Table, summary: dict) -> None:
+    """Block bytes per commit by cause (in-window), and the amortized share unattributed."""
+    cats = summary.get("bytes_by_category")
+    if not cats:
+        return
+    table.add_section()
+    for name, value in cats["per_commit"].items():
+        amortized = cats["amortized_per_commit"][name]
+        if value or amortized:
+            table.add_row(f"  block bytes: {name}", f"amortized {fmt_bytes(amortized)}", fmt_bytes(value))
+    table.add_row("  unattributed share (amortized)", "", f"{cats['unattributed_share']:.1%}")
+
+
+def waf_rows(table: Table, summary: dict) -> None:
+    waf = summary.get("waf") or {}
+    parts = [
+        (k, waf[k]) for k in ("vfs_over_logical", "block_over_vfs", "block_over_logical") if waf.get(k) is not None
+    ]
+    if parts:
+        table.add_section()
+        table.add_row("write amplification", "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
+
+
+def print_summary(summary: dict, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(summary_table(summary))
+    levels = ", ".join(LEVEL_NOTES.get(level, level) for level in summary["levels"])
+    console.print(f"measured levels: {levels}")
+    trace = summary.get("trace")
+    if trace:
+        console.print(f"trace: {trace['events']:,} events, {trace['lost_events']:,} lost")
+    for finding in summary.get("findings", []):
+        console.print(f"[yellow]finding[/yellow] {finding['check']}: {finding['commits']} commits — {finding['what']}")
+    if "block" not in summary["levels"] and not trace:
+        console.print(
+            "[dim]block and syscall levels were not measured: they need a lab filesystem "
+            "(--fs ext4 …), root and tracefs.[/dim]"
+        )

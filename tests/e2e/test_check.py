@@ -1,0 +1,178 @@
+"""``sqlwa check``: limits held against real runs, exit codes 0 / 1 / 2, violation lines,
+unmeasured levels reported, lossy traces failed, baselines, JUnit XML, the example policy."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+import helpers
+from helpers import REPO, sqlwa
+from sqlwa import cli
+
+ROOT = REPO
+EXAMPLE_POLICY = ROOT / "examples" / "policy.toml"
+
+
+@pytest.fixture(scope="module")
+def vfs_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("check") / "wal-full"
+    sqlwa("run", "-j", "wal", "--sync", "full", "-n", "20", "--warmup", "2", "--out", str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab_matrix(tmp_path_factory) -> Path:
+    return helpers.lab_matrix(tmp_path_factory, "check-lab", "-j", "delete,wal", "--sync", "full", "-n", "20")
+
+
+def policy(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(text)
+    return path
+
+
+def check(*args: str) -> subprocess.CompletedProcess:
+    """``sqlwa check ARGS`` in this process (the CLI entry point, exit code and streams):
+    a subprocess per case would spend most of the suite importing Polars."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            cli.main(["check", *args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["sqlwa", "check", *args], code, out.getvalue(), err.getvalue())
+
+
+def test_violated_limit_exits_1_with_one_line(tmp_path, vfs_run):
+    p = policy(tmp_path, '[[rule]]\nname = "impossible"\njournal = "wal"\nmax_p99_ms = 0.0001\n')
+    proc = check("--policy", str(p), str(vfs_run))
+    assert proc.returncode == 1, proc.stderr
+    p99 = json.loads((vfs_run / "summary.json").read_text())["latency_ms"]["p99"]
+    line = (
+        f"FAIL mobibench-insert {json.loads((vfs_run / 'summary.json').read_text())['config']['fs']} wal/full: "
+        f"max_p99_ms measured {p99:,.3f}, limit 0.0001 [rule: impossible]"
+    )
+    assert proc.stdout.splitlines() == [line]
+
+
+def test_holding_limits_exit_0(tmp_path, vfs_run):
+    p = policy(
+        tmp_path, "[[rule]]\nmax_p99_ms = 100000\nmax_frame_budget_misses = 1000\nmax_frame_budget_miss_pct = 100\n"
+    )
+    proc = check("--policy", str(p), str(vfs_run))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == "" and "3 passed" in proc.stderr
+
+
+def test_rule_out_of_scope_does_not_apply(tmp_path, vfs_run):
+    p = policy(tmp_path, '[[rule]]\njournal = ["delete", "truncate"]\nmax_p99_ms = 0.0001\n')
+    proc = check("--policy", str(p), str(vfs_run))
+    assert proc.returncode == 0 and "matches no measured configuration" in proc.stderr
+
+
+def test_unmeasured_level_is_reported_not_passed(tmp_path, vfs_run):
+    text = "[[rule]]\nmax_write_kib_per_commit = 1000\nmax_fsync_calls_per_commit = 10\n"
+    proc = check("--policy", str(policy(tmp_path, text)), str(vfs_run))
+    assert proc.returncode == 1
+    assert "NOT MEASURED" in proc.stdout and "needs the block level" in proc.stdout
+    assert "needs the syscall level" in proc.stdout
+    allowed = check("--policy", str(policy(tmp_path, "[options]\nallow_unmeasured = true\n" + text)), str(vfs_run))
+    assert allowed.returncode == 0 and "NOT MEASURED" in allowed.stdout and "(allowed)" in allowed.stderr
+
+
+def lossy_copy(run: Path, tmp_path: Path, lost: int) -> Path:
+    copy = tmp_path / "lossy"
+    shutil.copytree(run, copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    summary["trace"] = {"events": 1000, "lost_events": lost}
+    (copy / "summary.json").write_text(json.dumps(summary))
+    return copy
+
+
+def test_lossy_trace_fails_unless_allowed(tmp_path, vfs_run):
+    lossy = lossy_copy(vfs_run, tmp_path, 7)
+    rule = "[[rule]]\nmax_p99_ms = 100000\n"
+    proc = check("--policy", str(policy(tmp_path, rule)), str(lossy))
+    assert proc.returncode == 1 and "the trace lost 7 events" in proc.stdout
+    proc = check("--policy", str(policy(tmp_path, "[options]\nallow_lossy_trace = true\n" + rule)), str(lossy))
+    assert proc.returncode == 0
+
+
+def test_regression_against_baseline(tmp_path, vfs_run):
+    baseline = tmp_path / "baseline"
+    shutil.copytree(vfs_run, baseline)
+    summary = json.loads((baseline / "summary.json").read_text())
+    summary["per_commit"]["vfs_write_bytes"] /= 2  # the baseline wrote half as much
+    (baseline / "summary.json").write_text(json.dumps(summary))
+    rule = '[[rule]]\nname = "no regressions"\nmax_regression_pct = 10\nmetrics = ["vfs_write_kib_per_commit", "vfs_sync_calls_per_commit"]\n'
+    p = policy(tmp_path, rule)
+    junit = tmp_path / "check.xml"
+    proc = check("--policy", str(p), str(vfs_run), "--baseline", str(baseline), "--junit", str(junit))
+    assert proc.returncode == 1
+    assert len(proc.stdout.splitlines()) == 1
+    assert (
+        "FAIL" in proc.stdout
+        and "max_regression_pct vfs_write_kib_per_commit" in proc.stdout
+        and "+100.0%" in proc.stdout
+    )
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    failure = suite.find("testcase/failure")
+    assert "vfs_write_kib_per_commit" in failure.get("message")
+    same = check("--policy", str(p), str(vfs_run), "--baseline", str(vfs_run))
+    assert same.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[[rule]]\nmax_p99 = 3\n", "unknown key 'max_p99'"),
+        ('[[rule]]\njournal = "wal"\n', "sets no limit"),
+        ('[[rule]]\nmax_p99_ms = "fast"\n', "must be a number"),
+        ("[[rule]]\nmax_regression_pct = 5\n", "no --baseline"),
+        ("[rule\n", "not valid TOML"),
+        ("[options]\nallow_loss = true\n[[rule]]\nmax_p99_ms = 1\n", "unknown option"),
+    ],
+)
+def test_policy_mistakes_exit_2_with_one_line(tmp_path, vfs_run, text, message):
+    proc = check("--policy", str(policy(tmp_path, text)), str(vfs_run))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and "fix:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_results_exit_2(tmp_path):
+    proc = sqlwa("check", "--policy", str(EXAMPLE_POLICY), str(tmp_path), check=False)  # the real command once
+    assert proc.returncode == 2 and "neither results.sqlite nor summary.json" in proc.stderr
+
+
+@pytest.mark.root
+def test_example_policy_holds_for_a_lab_matrix(lab_matrix, tmp_path):
+    proc = check("--policy", str(EXAMPLE_POLICY), str(lab_matrix), "-v")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok mobibench-insert ext4 wal/full: max_fsync_calls_per_commit measured 1.000, limit 1.1" in proc.stdout
+
+
+@pytest.mark.root
+def test_lab_run_breaking_an_fsync_limit_fails(lab_matrix, tmp_path):
+    p = policy(
+        tmp_path, '[[rule]]\nname = "one fsync"\nfs = "ext4"\njournal = "delete"\nmax_fsync_calls_per_commit = 1\n'
+    )
+    proc = check("--policy", str(p), str(lab_matrix))
+    assert proc.returncode == 1
+    [line] = proc.stdout.splitlines()
+    assert line.startswith("FAIL mobibench-insert ext4 delete/full: max_fsync_calls_per_commit measured ")
+    assert line.endswith("limit 1 [rule: one fsync]")
+
+
+def test_example_policy_without_block_level_says_not_measured(vfs_run):
+    proc = check("--policy", str(EXAMPLE_POLICY), str(vfs_run))
+    assert proc.returncode == 1 and "NOT MEASURED" in proc.stdout and "FAIL" not in proc.stdout

@@ -1,0 +1,135 @@
+"""``sqlwa matrix``: cells, store, resume, skipped and failed cells, the non-root path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import sqlwa, sqlwa_as_nobody
+from sqlwa import _system
+from sqlwa.lab.filesystem import filesystem_support
+from sqlwa.results import store
+
+
+def sqlwa_with_pid(*args: str) -> tuple[subprocess.CompletedProcess, int]:
+    """Run sqlwa and return its pid too: lab names carry it, so our leftovers are ours."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqlwa", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    out, err = proc.communicate(timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
+
+
+def test_vfs_only_matrix_records_every_cell_and_resumes(tmp_path):
+    out = tmp_path / "m"
+    proc = sqlwa(
+        "matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "10", "--warmup", "1", "--out", str(out)
+    )
+    assert "mobibench-insert none delete/full" in proc.stdout and "wal/full" in proc.stdout
+    runs = store.load_results(out)
+    assert sorted(runs["run_key"]) == ["mobibench-insert/none/delete/full/r1", "mobibench-insert/none/wal/full/r1"]
+    assert set(runs["status"]) == {"ok"} and set(runs["commits"]) == {10}
+    for run_dir in runs["run_dir"]:
+        assert (Path(run_dir) / "summary.json").exists()
+    # an existing matrix is not overwritten by accident ...
+    again = sqlwa(
+        "matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "10", "--out", str(out), check=False
+    )
+    assert again.returncode == 2 and "already holds a matrix" in again.stderr and "--resume" in again.stderr
+    # ... and --resume runs only the cells not done yet
+    resumed = sqlwa(
+        "matrix", "--vfs-only", "-j", "delete,wal,truncate", "--sync", "full", "-n", "10", "--out", str(out), "--resume"
+    )
+    assert resumed.stderr.count("done-earlier") == 2 and "ok mobibench-insert none truncate/full" in resumed.stderr
+    assert store.load_results(out).height == 3
+
+
+def test_unknown_mode_is_one_line_and_exit_2(tmp_path):
+    proc = sqlwa("matrix", "--vfs-only", "-j", "delete,walrus", "--out", str(tmp_path / "m"), check=False)
+    assert proc.returncode == 2
+    assert "unknown journal mode 'walrus'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.root
+def test_lab_matrix_skips_and_fails_cells_and_goes_on(tmp_path):
+    # xfs refuses a 64 MiB image (mkfs needs >= 300M): that cell fails; f2fs is skipped
+    # where the kernel lacks it; the ext4 cell still runs and is measured at every level.
+    out = tmp_path / "m"
+    proc, pid = sqlwa_with_pid(
+        "matrix",
+        "-j",
+        "wal",
+        "--sync",
+        "full",
+        "--fs",
+        "ext4,xfs,f2fs",
+        "--image-size",
+        "64M",
+        "-n",
+        "10",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 1, proc.stderr
+    runs = {r["fs"]: r for r in store.load_results(out).iter_rows(named=True)}
+    ext4 = runs["ext4"]
+    assert ext4["status"] == "ok" and set(eval(ext4["levels"])) == {"vfs", "syscall", "block"}
+    assert ext4["fs_type"] == "ext4" and "data=ordered" in ext4["mount_options"]
+    assert Path(ext4["events_path"]).exists() and ext4["fsync_calls_per_commit"] == 1.0
+    assert runs["xfs"]["status"] == "failed" and "300M" in runs["xfs"]["reason"]
+    assert "1 cell(s) failed" in proc.stdout and "mobibench-insert xfs wal/full" in proc.stdout
+    if not filesystem_support("f2fs").available:
+        assert runs["f2fs"]["status"] == "skipped" and "f2fs" in runs["f2fs"]["reason"]
+        assert "1 cell(s) skipped" in proc.stdout
+    assert not [m for m in _system.current_mounts() if f"sqlwa-lab-{pid}-" in m.mountpoint]
+    assert not [d for d in _system.loop_devices() if f"sqlwa-lab-{pid}-" in d.backing_file]
+
+
+@pytest.mark.root
+def test_without_root_runs_vfs_level_and_says_what_block_needs():
+    with sqlwa_as_nobody(
+        "matrix", "-j", "wal", "--sync", "normal", "-n", "5", "--out", "{dir}/m", prefix="sqlwa-test-matrix-nonroot-"
+    ) as (proc, workdir):
+        assert proc.returncode == 0, proc.stderr
+        assert "VFS level only" in proc.stderr and "root" in proc.stderr
+        assert "mobibench-insert none wal/normal" in proc.stdout
+        row = store.load_results(workdir / "m").row(0, named=True)
+        assert row["status"] == "ok" and row["fsync_calls_per_commit"] is None
+
+
+@pytest.mark.root
+def test_demo_runs_the_default_sweep_and_writes_the_report(tmp_path):
+    out, report = tmp_path / "demo", tmp_path / "report.html"
+    proc, pid = sqlwa_with_pid("demo", "-n", "10", "--warmup", "1", "--out", str(out), "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    for journal in ("delete", "truncate", "persist", "wal"):
+        for sync in ("normal", "full"):
+            assert f"mobibench-insert ext4 {journal}/{sync}" in proc.stdout
+    assert report.stat().st_size > 1_000_000 and f"wrote {report}" in proc.stdout
+    runs = store.load_results(out)
+    assert runs.height == 8 and set(runs["status"]) == {"ok"}
+    assert not [m for m in _system.current_mounts() if f"sqlwa-lab-{pid}-" in m.mountpoint]
+
+
+@pytest.mark.root
+def test_demo_without_root_is_the_vfs_level_and_says_what_block_needs():
+    with sqlwa_as_nobody(
+        "demo",
+        "-n",
+        "5",
+        "--warmup",
+        "1",
+        "-j",
+        "delete,wal",
+        "--out",
+        "{dir}/demo",
+        prefix="sqlwa-test-demo-nonroot-",
+        timeout=300,
+    ) as (proc, workdir):
+        assert proc.returncode == 0, proc.stderr
+        assert "VFS level only" in proc.stderr and "need root" in proc.stderr
+        assert "mobibench-insert none wal/full" in proc.stdout and (workdir / "report.html").exists()
+        assert "Measured at the VFS level only" in (workdir / "report.html").read_text()

@@ -1,0 +1,269 @@
+"""``sqlwa report``: one self-contained HTML file, loaded in headless Chromium: no console
+errors, every chart rendered as SVG, a screenshot kept as a test artifact.
+
+Console errors are caught without the DevTools protocol: the test loads a copy of the
+report with a small collector script first in <head> (console.error / console.warn,
+window.onerror, unhandled rejections), which writes what it caught into the DOM that
+``--dump-dom`` prints; Chromium's own stderr log (``--enable-logging=stderr``) is also
+searched for uncaught errors. A deliberately broken page proves the detection works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import helpers
+from helpers import REPO, sqlwa
+from trace_truth import write_bytes_since_commit
+
+ROOT = REPO
+ARTIFACTS = Path(os.environ.get("SQLWA_TEST_ARTIFACTS", ROOT / "target" / "test-artifacts"))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+
+COLLECTOR = """<script>
+(function () {
+  var caught = [];
+  function keep(kind, text) { caught.push(kind + ": " + text); }
+  var error = console.error, warn = console.warn;
+  console.error = function () { keep("console.error", Array.from(arguments).join(" ")); error.apply(console, arguments); };
+  console.warn = function () { keep("console.warn", Array.from(arguments).join(" ")); warn.apply(console, arguments); };
+  window.addEventListener("error", function (e) { keep("uncaught", e.message); });
+  window.addEventListener("unhandledrejection", function (e) { keep("unhandled rejection", String(e.reason)); });
+  window.addEventListener("load", function () {
+    setTimeout(function () {
+      var out = document.createElement("pre");
+      out.id = "sqlwa-caught";
+      out.textContent = JSON.stringify(caught);
+      document.body.appendChild(out);
+    }, 1500);
+  });
+})();
+</script>"""
+
+PLOT_IDS = (
+    "plot-fsync-heatmap",
+    "plot-kib-heatmap",
+    "plot-categories",
+    "plot-per-commit",
+    "plot-timeline",
+    "plot-latency",
+)
+
+
+def chromium(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    profile = tempfile.mkdtemp(prefix="sqlwa-chromium-")
+    try:
+        return subprocess.run(
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                f"--user-data-dir={profile}",
+                "--enable-logging=stderr",
+                "--v=0",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def load(page: Path) -> tuple[str, list[str], str]:
+    """(DOM after load, errors the collector caught, Chromium's stderr) for ``page``."""
+    html = page.read_text(encoding="utf-8")
+    probe = page.with_name(page.stem + "-probe.html")
+    probe.write_text(html.replace("<head>", "<head>" + COLLECTOR, 1), encoding="utf-8")
+    # a proxy that refuses every connection: the page must not need the network
+    proc = chromium("--virtual-time-budget=15000", "--proxy-server=http://127.0.0.1:9", "--dump-dom", probe.as_uri())
+    caught = re.search(r'<pre id="sqlwa-caught">(.*?)</pre>', proc.stdout, re.S)
+    assert caught, f"the collector did not report; chromium said:\n{proc.stderr[-2000:]}"
+    import html as html_module
+
+    return proc.stdout, json.loads(html_module.unescape(caught.group(1))), proc.stderr
+
+
+def uncaught_in_log(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CONSOLE" in line and "Uncaught" in line]
+
+
+@needs_chromium
+def test_error_detection_catches_a_broken_page(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text('<html><head></head><body><script>console.error("bad thing");null.nope;</script></body></html>')
+    _, caught, stderr = load(page)
+    assert any("bad thing" in c for c in caught) and any(c.startswith("uncaught") for c in caught)
+    assert uncaught_in_log(stderr)
+
+
+def rendered_plots(dom: str) -> dict[str, bool]:
+    """plot id → whether plotly drew SVG into it."""
+    result = {}
+    for plot_id in PLOT_IDS:
+        start = dom.find(f'id="{plot_id}"')
+        if start < 0:
+            continue
+        end = min(
+            [dom.find(f'id="{other}"', start + 1) for other in PLOT_IDS if dom.find(f'id="{other}"', start + 1) > 0]
+            or [len(dom)]
+        )
+        result[plot_id] = 'class="main-svg"' in dom[start:end]
+    return result
+
+
+@pytest.fixture(scope="module")
+def lab_matrix(tmp_path_factory) -> Path:
+    return helpers.lab_matrix(tmp_path_factory, "report", "-j", "delete,wal", "--sync", "normal,full", "-n", "30")
+
+
+@pytest.fixture(scope="module")
+def vfs_matrix(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report-vfs") / "m"
+    sqlwa("matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "20", "--out", str(out))
+    return out
+
+
+def written_report(matrix: Path, tmp_path_factory, name: str) -> Path:
+    out = tmp_path_factory.mktemp(name) / "report.html"
+    sqlwa("report", str(matrix), "-o", str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab_report(lab_matrix, tmp_path_factory) -> Path:
+    """The lab matrix's report, written once for the tests that read it."""
+    return written_report(lab_matrix, tmp_path_factory, "lab-report")
+
+
+@pytest.fixture(scope="module")
+def vfs_report(vfs_matrix, tmp_path_factory) -> Path:
+    """The VFS-only matrix's report, written once for the tests that read it."""
+    return written_report(vfs_matrix, tmp_path_factory, "vfs-report")
+
+
+def test_report_is_self_contained(vfs_matrix, tmp_path):
+    out = tmp_path / "report.html"
+    proc = sqlwa("report", str(vfs_matrix), "-o", str(out))
+    assert "works offline" in proc.stdout
+    html = out.read_text()
+    # no external script or stylesheet (plotly.js mentions a CDN only as its geo-map default)
+    assert not re.search(r"<script[^>]+src=", html) and not re.search(r"<link[^>]+href=", html)
+    assert html.count("https://cdn.plot.ly") == 1 and "topojsonURL" in html
+    assert "Measured at the VFS level only" in html and "absent here, not zero" in html
+    assert "no timeline" in html  # no block level, so no block timeline — said, not faked
+
+
+@pytest.mark.root
+@needs_chromium
+def test_lab_report_loads_cleanly_and_every_chart_renders(lab_report):
+    out = lab_report
+    dom, caught, stderr = load(out)
+    assert caught == [] and uncaught_in_log(stderr) == []
+    assert rendered_plots(dom) == {plot_id: True for plot_id in PLOT_IDS}
+    assert "frame budget 16.67 ms" in dom and "cache flush" in dom
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report-lab.png"
+    proc = chromium(
+        "--virtual-time-budget=15000",
+        "--window-size=1300,3400",
+        "--hide-scrollbars",
+        f"--screenshot={shot}",
+        out.as_uri(),
+    )
+    assert proc.returncode == 0 and shot.stat().st_size > 50_000, proc.stderr[-2000:]
+
+
+@needs_chromium
+def test_vfs_report_loads_cleanly(vfs_report):
+    dom, caught, stderr = load(vfs_report)
+    assert caught == [] and uncaught_in_log(stderr) == []
+    plots = rendered_plots(dom)
+    assert plots == {p: True for p in PLOT_IDS if p != "plot-timeline"}
+
+
+def figure_data(page: Path, plot_id: str) -> list[dict]:
+    """The traces of the figure drawn into ``plot_id``: the data the page hands to
+    Plotly.newPlot, not what the report code meant to draw."""
+    html = page.read_text()
+    call = re.search(r'Plotly\.newPlot\(\s*"' + re.escape(plot_id) + r'",\s*', html)
+    assert call, f"no figure for {plot_id}"
+    data, _ = json.JSONDecoder().raw_decode(html, call.end())
+    return data
+
+
+def heatmap_cells(page: Path, plot_id: str) -> dict[tuple[str, str], float]:
+    """(row label, column label) → value of the heatmap drawn into ``plot_id``."""
+    (heatmap,) = [trace for trace in figure_data(page, plot_id) if trace["type"] == "heatmap"]
+    return {(y, x): z for y, row in zip(heatmap["y"], heatmap["z"]) for x, z in zip(heatmap["x"], row)}
+
+
+# Syncs per commit from SQLite's documented commit sequence (../shared/reference/
+# sqlite-commit-syncs.md): at the VFS level the directory sync is inside the journal's
+# first xSync; the syscall level counts it.
+VFS_XSYNCS = {"delete/full": 3, "wal/full": 1}
+SYSCALL_SYNCS = {"delete/normal": 3, "delete/full": 4, "wal/normal": 0, "wal/full": 1}
+
+
+def test_vfs_report_heatmap_shows_sqlites_xsyncs(vfs_report):
+    cells = heatmap_cells(vfs_report, "plot-fsync-heatmap")
+    assert {x: z for (_, x), z in cells.items()} == VFS_XSYNCS
+
+
+@pytest.mark.root
+def test_lab_report_heatmap_shows_the_documented_fsyncs(lab_report):
+    cells = heatmap_cells(lab_report, "plot-fsync-heatmap")
+    assert {x: z for (_, x), z in cells.items()} == pytest.approx(SYSCALL_SYNCS)
+
+
+@pytest.mark.root
+def test_lab_report_kib_heatmap_equals_the_raw_traces_block_writes(lab_matrix, lab_report):
+    # Each run's amortized KiB per commit, tallied from its own trace.txt: write requests
+    # issued on the lab device from the first measured commit's txn_begin to the end.
+    cells = heatmap_cells(lab_report, "plot-kib-heatmap")
+    truth = {}
+    for run in sorted((lab_matrix / "runs").iterdir()):
+        config = json.loads((run / "summary.json").read_text())["config"]
+        measured = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
+        dev = config["lab"]["dev"].replace(":", ",")
+        written = write_bytes_since_commit(run / "trace.txt", dev, measured["index"].min())
+        truth[(f"{config['scenario']} · {config['fs']}", f"{config['journal']}/{config['sync']}")] = (
+            written / measured.height / 1024
+        )
+    assert len(truth) == 4 and all(kib > 0 for kib in truth.values())
+    assert cells == pytest.approx(truth)
+
+
+def test_latency_cdf_is_the_runs_commit_latencies(vfs_matrix, vfs_report):
+    # Each configuration's curve: from its fastest measured commit to its slowest, through
+    # the median at 50 %, by the runs' own commits.parquet (statistics.median, not polars).
+    curves = {trace["name"]: trace for trace in figure_data(vfs_report, "plot-latency") if trace["type"] == "scatter"}
+    for run in sorted((vfs_matrix / "runs").iterdir()):
+        config = json.loads((run / "summary.json").read_text())["config"]
+        commits = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
+        ms = sorted(v / 1e6 for v in commits["latency_ns"].to_list())
+        (curve,) = [c for name, c in curves.items() if name.endswith(f"{config['journal']}/{config['sync']}")]
+        assert curve["x"][0] == pytest.approx(ms[0]) and curve["x"][-1] == pytest.approx(ms[-1])
+        assert curve["x"][curve["y"].index(0.5)] == pytest.approx(statistics.median(ms))
+
+
+def test_report_of_nothing_is_a_usage_error(tmp_path):
+    proc = sqlwa("report", str(tmp_path), "-o", str(tmp_path / "r.html"), check=False)
+    assert proc.returncode == 2 and "neither" in proc.stderr and "Traceback" not in proc.stderr

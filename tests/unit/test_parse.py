@@ -1,0 +1,153 @@
+"""sqlwa.traceparse and ``sqlwa parse``: the Rust trace parser as Python sees it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from helpers import REPO, sqlwa
+from sqlwa import _native
+from sqlwa.analysis import traceparse
+from sqlwa.errors import SqlwaError, TraceParseError
+
+SAMPLES = REPO / "traces" / "samples"
+KEKS = SAMPLES / "blktrace-keks" / "keks"
+NVME = SAMPLES / "blkparse-nvme-dmcrypt" / "nvme0n1.blktrace.txt"
+FTRACE = SAMPLES / "ftrace-loop-ext4" / "trace.txt"
+
+
+def test_native_returns_arrow_table_and_report():
+    table, report = _native.parse_trace([str(KEKS)])
+    assert isinstance(table, pa.Table)
+    assert table.num_rows == 2398 == report["events"]
+    assert report["per_action"] == {"C": 1206, "D": 1192}
+    assert set(traceparse.COLUMNS) == set(table.column_names)
+    assert list(traceparse.COLUMNS) == table.column_names
+
+
+def test_blktrace_base_name_matches_blkparse_counts():
+    events, report = traceparse.parse(KEKS)
+    assert events.height == 2398
+    assert report["files"][0][1] == "blktrace"
+    assert report["time_base_ns"] == events["time_ns"].min()
+    flushes = events.filter((pl.col("operation") == "flush") & (pl.col("action") == "D"))
+    assert flushes.height > 0 and flushes["preflush"].all()
+    assert events.filter(pl.col("operation") == "discard")["rwbs"].cast(pl.String).unique().to_list() == ["DS"]
+
+
+def test_blkparse_text_sample_parses_completely():
+    events, report = traceparse.parse([NVME], format="blkparse")
+    assert report["events"] == 1364 and report["bad_records"] == 0
+    remaps = events.filter(pl.col("action") == "A")
+    assert remaps.height == 473 and remaps["remap_dev_major"].null_count() == 0
+    assert events.filter(pl.col("action") != "A")["remap_dev_major"].null_count() == 1364 - 473
+    fwfs = events.filter(pl.col("rwbs") == "FWFS")
+    assert fwfs.height > 0 and fwfs["preflush"].all() and fwfs["fua"].all()
+
+
+def test_ftrace_sample_has_markers_and_syscalls():
+    events, report = traceparse.parse(FTRACE)
+    assert report["per_kind"]["marker"] == 8
+    markers = events.filter(pl.col("kind") == "marker")
+    assert markers["text"][0].startswith("sqlwa run_begin pid=")
+    assert "txn_begin" in markers["name"].cast(pl.String).to_list()
+    fsync = events.filter((pl.col("kind") == "syscall_enter") & (pl.col("name") == "fsync"))
+    assert fsync.height == 4 and fsync["fd"].null_count() == 0
+    exits = events.filter(pl.col("kind") == "syscall_exit")
+    assert exits["ret"].null_count() == 0
+
+
+def test_bad_input_raises_trace_parse_error(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("  8,0  1  1  0.000000000  1  D  W 8 + 8 [x]\nnot a trace line\n")
+    with pytest.raises(TraceParseError, match=r"bad.txt line 2"):
+        traceparse.parse(bad, format="blkparse")
+    events, report = traceparse.parse(bad, format="blkparse", lenient=True)
+    assert (events.height, report["bad_records"]) == (1, 1)
+    with pytest.raises(TraceParseError, match="unknown trace format"):
+        traceparse.parse(bad, format="xml")
+    with pytest.raises(SqlwaError):
+        traceparse.parse(tmp_path / "missing")
+
+
+def test_cli_writes_parquet_and_summary(tmp_path):
+    out = tmp_path / "events.parquet"
+    proc = sqlwa("parse", str(KEKS), "-o", str(out))
+    assert "2,398 events" in proc.stdout
+    assert "flush" in proc.stdout and "discard" in proc.stdout
+    back = pl.read_parquet(out)
+    assert back.height == 2398
+    assert back.columns == list(traceparse.COLUMNS)
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00\x01\x02 not a trace")
+    proc = sqlwa("parse", str(junk), check=False)
+    assert proc.returncode == 2
+    assert "unrecognised trace format" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = sqlwa("parse", str(NVME), "--format", "ftrace", check=False)
+    assert proc.returncode == 2 and "line " in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("blkparse") is None, reason="blkparse (Debian package blktrace) not installed")
+def test_against_blkparse_live(tmp_path):
+    for f in KEKS.parent.glob("keks.blktrace.*"):
+        shutil.copy(f, tmp_path / f.name)
+    text = subprocess.run(["blkparse", "-q", "-i", "keks"], cwd=tmp_path, capture_output=True, check=True).stdout
+    (tmp_path / "ref.txt").write_bytes(text)
+    ours, report = traceparse.parse(tmp_path / "keks")
+    theirs, _ = traceparse.parse(tmp_path / "ref.txt", format="blkparse")
+    cols = ["dev_major", "dev_minor", "cpu", "sequence", "pid", "action", "rwbs", "sector", "sectors"]
+    ours_rel = ours.with_columns(pl.col("time_ns") - report["time_base_ns"])
+    assert (
+        ours_rel.select(cols + ["time_ns"])
+        .cast({"action": pl.String, "rwbs": pl.String})
+        .equals(theirs.select(cols + ["time_ns"]).cast({"action": pl.String, "rwbs": pl.String}))
+    )
+
+
+BLKPARSE_EVENT = re.compile(
+    r"^\s*\d+,\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+(?P<action>[A-Z]+)\s+\S+\s+(?:\d+ \+ (?P<sectors>\d+))?"
+)
+PRINTED_ROW = re.compile(r"│ (?P<key>\S+)\s+│\s+(?P<events>[\d,]+) │\s+(?P<bytes>[\d,]+) │")
+
+
+def test_cli_per_action_figures_equal_a_plain_tally_of_the_text():
+    # Independent truth: events and sectors x 512 per action, read from blkparse's own
+    # text with one regular expression (summary blocks at the end do not match).
+    truth: dict[str, list[int]] = {}
+    for line in NVME.read_text().splitlines():
+        if m := BLKPARSE_EVENT.match(line):
+            tally = truth.setdefault(m["action"], [0, 0])
+            tally[0] += 1
+            tally[1] += int(m["sectors"] or 0) * 512
+    printed = sqlwa("parse", str(NVME)).stdout.split("per operation")[0]
+    rows = {
+        m["key"]: [int(m["events"].replace(",", "")), int(m["bytes"].replace(",", ""))]
+        for m in PRINTED_ROW.finditer(printed)
+    }
+    assert len(truth) == 7 and rows == truth
+
+
+def test_parse_shows_progress_only_on_a_terminal(tmp_path):
+    # Piped (as here), stderr stays clean for scripts; on a terminal a spinner says what
+    # is being parsed and written.
+    proc = sqlwa("parse", str(NVME), "-o", str(tmp_path / "ev.parquet"))
+    assert proc.stderr == "" and "1,364 events" in proc.stdout
+    if shutil.which("script"):
+        tty = subprocess.run(
+            ["script", "-qec", f"{sys.executable} -m sqlwa parse {NVME} -o {tmp_path / 'ev2.parquet'}", "/dev/null"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert tty.returncode == 0 and "1,364 events" in tty.stdout
+        assert "parsing " in tty.stdout and "writing 1,364 events" in tty.stdout
