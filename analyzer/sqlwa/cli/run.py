@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -54,6 +57,34 @@ class ProgressBar:
         self.progress.update(self.task, completed=done, total=total)
 
 
+def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One option per :class:`~sqlwa.measure.engine.RunSettings` field that has an
+    :class:`~sqlwa.measure.engine.Option`, in the fields' order: name, type, bounds,
+    choices, default and help all come from the field."""
+    for setting in reversed(dataclasses.fields(engine.RunSettings)):
+        option = engine.option_of(setting)
+        if option is None:
+            continue
+        flags = [f"--{setting.name.replace('_', '-')}", *([option.short] if option.short else [])]
+        command = click.option(
+            *flags,
+            setting.name,
+            type=_click_type(setting, option),
+            default=setting.default,
+            show_default=setting.default is not None,
+            help=option.help,
+        )(command)
+    return command
+
+
+def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click.ParamType:
+    if option.choices:
+        return click.Choice(option.choices, case_sensitive=False)
+    if "float" in str(setting.type):
+        return click.FloatRange(min=option.minimum)
+    return click.IntRange(min=int(option.minimum)) if option.minimum is not None else click.INT
+
+
 @click.command()
 @click.option(
     "-s",
@@ -63,36 +94,8 @@ class ProgressBar:
     metavar="NAME|PATH",
     help="A built-in scenario (see `sqlwa scenarios`) or a scenario TOML file.",
 )
-@click.option(
-    "-j",
-    "--journal",
-    type=click.Choice(engine.JOURNAL_MODES, case_sensitive=False),
-    default="delete",
-    show_default=True,
-    help="PRAGMA journal_mode.",
-)
-@click.option(
-    "--sync",
-    type=click.Choice(engine.SYNC_MODES, case_sensitive=False),
-    default="full",
-    show_default=True,
-    help="PRAGMA synchronous.",
-)
-@click.option("-n", "--txns", type=click.IntRange(min=1), help="Measured transactions [default: the scenario's].")
-@click.option(
-    "--warmup", type=click.IntRange(min=0), help="Warm-up transactions, run but not measured [default: the scenario's]."
-)
-@click.option("--seed", type=int, help="Seed for generated values [default: the scenario's].")
-@click.option("--page-size", type=int, help="PRAGMA page_size.")
-@click.option("--cache-size", type=int, help="PRAGMA cache_size.")
-@click.option("--wal-autocheckpoint", type=int, help="PRAGMA wal_autocheckpoint (pages).")
-@click.option("--journal-size-limit", type=int, help="PRAGMA journal_size_limit (bytes).")
-@click.option(
-    "--locking-mode", type=click.Choice(engine.LOCKING_MODES, case_sensitive=False), help="PRAGMA locking_mode."
-)
-@click.option("--mmap-size", type=int, help="PRAGMA mmap_size (bytes).")
+@setting_options
 @click.option("--pragma", "extra_pragmas", multiple=True, metavar="NAME[=VALUE]", help="Any other PRAGMA; repeatable.")
-@click.option("--think-time-ms", type=click.FloatRange(min=0), help="Pause between transactions.")
 @click.option(
     "--fs",
     type=click.Choice(tuple(filesystem.FILESYSTEMS)),
@@ -142,33 +145,22 @@ class ProgressBar:
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def run(
-    scenario,
-    journal,
-    sync,
-    txns,
-    warmup,
-    seed,
-    page_size,
-    cache_size,
-    wal_autocheckpoint,
-    journal_size_limit,
-    locking_mode,
-    mmap_size,
-    extra_pragmas,
-    think_time_ms,
-    fs,
-    image_size,
-    mkfs_opts,
-    mount_opts,
-    fill_pct,
-    frame_budget_ms,
-    allow_loss,
-    run_dir,
-    out_dir,
-    keep_db,
-    no_vfs_count,
-    as_json,
-):
+    scenario: str,
+    extra_pragmas: tuple[str, ...],
+    fs: str | None,
+    image_size: str,
+    mkfs_opts: str,
+    mount_opts: str,
+    fill_pct: float,
+    frame_budget_ms: float,
+    allow_loss: bool,
+    run_dir: Path | None,
+    out_dir: Path | None,
+    keep_db: bool,
+    no_vfs_count: bool,
+    as_json: bool,
+    **settings_given: Any,
+) -> None:
     """Run one SQLite workload and report what each commit cost.
 
     \b
@@ -186,22 +178,7 @@ def run(
     With --fs the syscall and block levels are traced too, and the raw trace is kept in
     OUT/trace.txt for re-analysis.
     """
-    settings = engine.RunSettings(
-        journal=journal.lower(),
-        sync=sync.lower(),
-        txns=txns,
-        warmup=warmup,
-        seed=seed,
-        page_size=page_size,
-        cache_size=cache_size,
-        wal_autocheckpoint=wal_autocheckpoint,
-        journal_size_limit=journal_size_limit,
-        locking_mode=locking_mode,
-        mmap_size=mmap_size,
-        think_time_ms=think_time_ms,
-        extra_pragmas=list(extra_pragmas),
-        count_vfs=not no_vfs_count,
-    )
+    settings = engine.RunSettings(**settings_given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
     request = runner.RunRequest(
         scenario=scenario,
         settings=settings,

@@ -8,8 +8,9 @@ the markers live in the Rust crate ``workloads/``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import Field, asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -22,22 +23,50 @@ SYNC_MODES = ("off", "normal", "full", "extra")
 LOCKING_MODES = ("normal", "exclusive")
 
 
+@dataclass(frozen=True)
+class Option:
+    """How ``sqlwa run`` offers a setting: its help, a short flag, a lower bound or the
+    values it takes. The option's name is the field's (``page_size`` → ``--page-size``)."""
+
+    help: str
+    short: str | None = None
+    minimum: float | None = None
+    choices: tuple[str, ...] | None = None
+
+
+def _setting(default: Any, option: Option) -> Any:
+    return field(default=default, metadata={"option": option})
+
+
+def option_of(setting: Field[Any]) -> Option | None:
+    """The command-line option of a RunSettings field, or None for an internal one."""
+    return setting.metadata.get("option")
+
+
 @dataclass
 class RunSettings:
-    """SQLite settings for one run; ``None`` keeps the scenario's (or SQLite's) default."""
+    """SQLite settings for one run; ``None`` keeps the scenario's (or SQLite's) default.
 
-    journal: str = "delete"
-    sync: str = "full"
-    txns: int | None = None
-    warmup: int | None = None
-    seed: int | None = None
-    page_size: int | None = None
-    cache_size: int | None = None
-    wal_autocheckpoint: int | None = None
-    journal_size_limit: int | None = None
-    locking_mode: str | None = None
-    mmap_size: int | None = None
-    think_time_ms: float | None = None
+    The field names are the Rust engine's (``workloads/src/settings.rs``, deserialised
+    with serde; a test holds the two equal) and each field with an :class:`Option` is a
+    ``sqlwa run`` option of the same name.
+    """
+
+    journal: str = _setting("delete", Option("PRAGMA journal_mode.", short="-j", choices=JOURNAL_MODES))
+    sync: str = _setting("full", Option("PRAGMA synchronous.", choices=SYNC_MODES))
+    txns: int | None = _setting(None, Option("Measured transactions [default: the scenario's].", "-n", minimum=1))
+    warmup: int | None = _setting(
+        None, Option("Warm-up transactions, run but not measured [default: the scenario's].", minimum=0)
+    )
+    seed: int | None = _setting(None, Option("Seed for generated values [default: the scenario's]."))
+    page_size: int | None = _setting(None, Option("PRAGMA page_size."))
+    cache_size: int | None = _setting(None, Option("PRAGMA cache_size."))
+    wal_autocheckpoint: int | None = _setting(None, Option("PRAGMA wal_autocheckpoint (pages)."))
+    journal_size_limit: int | None = _setting(None, Option("PRAGMA journal_size_limit (bytes)."))
+    locking_mode: str | None = _setting(None, Option("PRAGMA locking_mode.", choices=LOCKING_MODES))
+    mmap_size: int | None = _setting(None, Option("PRAGMA mmap_size (bytes)."))
+    think_time_ms: float | None = _setting(None, Option("Pause between transactions.", minimum=0))
+    # `--pragma NAME[=VALUE]` (repeatable) and the hidden `--no-vfs-count` in `sqlwa run`
     extra_pragmas: list[str] = field(default_factory=list)
     count_vfs: bool = True
     # extents markers (FIEMAP of the run's files) for block attribution; lab runs turn it on

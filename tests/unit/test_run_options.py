@@ -1,0 +1,35 @@
+"""`sqlwa run`'s settings options are made from RunSettings' fields, not written again."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from click.testing import CliRunner
+
+from sqlwa.cli.run import run
+from sqlwa.measure.engine import RunSettings, option_of
+
+
+def offered_settings() -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(RunSettings) if option_of(f) is not None]
+
+
+def test_every_offered_setting_is_an_option_with_its_help():
+    options = {param.name: param for param in run.params}
+    for setting in offered_settings():
+        param = options[setting.name]
+        assert f"--{setting.name.replace('_', '-')}" in param.opts
+        assert param.help == option_of(setting).help
+
+
+def test_choices_and_bounds_come_from_the_field():
+    runner = CliRunner()
+    refused = runner.invoke(run, ["--journal", "nosuchmode"])
+    assert refused.exit_code == 2 and "nosuchmode" in refused.output
+    assert runner.invoke(run, ["--txns", "0"]).exit_code == 2  # Option(minimum=1)
+    assert runner.invoke(run, ["--think-time-ms", "-1"]).exit_code == 2  # Option(minimum=0)
+
+
+def test_internal_settings_are_not_options():
+    names = {param.name for param in run.params}
+    assert "map_extents" not in names and "count_vfs" not in names
