@@ -34,6 +34,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from sqlwa.analysis import traceparse, windows
+from sqlwa.catalogue import is_flush
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir, store
 from sqlwa.views import figures, report
@@ -144,7 +145,7 @@ class DeviceTrace:
         action = "D" if (block["action"] == "D").any() else "Q"
         issued = block.filter(pl.col("action") == action)
         t0 = int(issued["time_ns"].min() or 0)
-        return figures.with_ms(issued, t0).with_columns(figures.is_flush().alias("is_flush"))
+        return figures.with_ms(issued, t0).with_columns(is_flush().alias("is_flush"))
 
     def request_mix(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
         """What the device was asked to do: requests and bytes per kind (write, read,

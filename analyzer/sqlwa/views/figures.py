@@ -17,6 +17,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import polars as pl
 
+from sqlwa.catalogue import is_flush
+
 CATEGORY_COLOURS = {
     "db": "#1f77b4",
     "journal": "#ff7f0e",
@@ -38,11 +40,6 @@ CATEGORY_COLOURS = {
 LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=60, b=60), font=dict(size=13))
 
 WINDOW_COLOURS = ("#ffd54f", "#90caf9")  # neighbouring commit windows alternate, as in the report
-
-
-def is_flush() -> pl.Expr:
-    """A cache flush: a standalone flush request or a request with the preflush flag."""
-    return (pl.col("operation") == "flush") | pl.col("preflush")
 
 
 def with_ms(requests: pl.DataFrame, t0_ns: int) -> pl.DataFrame:
