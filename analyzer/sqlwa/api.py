@@ -34,7 +34,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from sqlwa.analysis import traceparse, windows
-from sqlwa.catalogue import is_flush
+from sqlwa.catalogue import CONFIG_KEYS, config_label, is_flush
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir, store
 from sqlwa.views import figures, report
@@ -253,7 +253,7 @@ class Run(DeviceTrace):
             self.summary: dict = json.loads(summary_path.read_text())
         except json.JSONDecodeError as exc:
             raise UsageError(f"{summary_path} is not valid JSON: {exc}", "re-run the measurement") from None
-        self.label = store.config_label({key: self.config.get(key, "?") for key in store.CONFIG_KEYS})
+        self.label = config_label({key: self.config.get(key, "?") for key in CONFIG_KEYS})
 
     def __repr__(self) -> str:
         return f"<sqlwa.Run {self.label} ({self.summary.get('commits')} commits, levels {self.levels}) at {self.dir}>"
@@ -459,7 +459,7 @@ def runs_frame(runs: list[Run]) -> pl.DataFrame:
             {
                 "status": "ok",
                 "run_dir": str(run.dir.resolve()),
-                **{key: run.config.get(key, "?") for key in store.CONFIG_KEYS},
+                **{key: run.config.get(key, "?") for key in CONFIG_KEYS},
             }
             for run in runs
         ]
@@ -469,7 +469,7 @@ def runs_frame(runs: list[Run]) -> pl.DataFrame:
 # ------------------------------------------------------------------ a matrix
 
 
-SELECTORS = ("scenario", "fs", "journal", "sync", "repeat")
+SELECTORS = (*CONFIG_KEYS, "repeat")
 
 
 class Matrix:
@@ -514,7 +514,7 @@ class Matrix:
             if key in rows.columns:
                 rows = rows.filter(pl.col(key) == value)
         if rows.height != 1:
-            choices = ", ".join(store.config_label(r) for r in self.ok().iter_rows(named=True))
+            choices = ", ".join(config_label(r) for r in self.ok().iter_rows(named=True))
             found = "no run" if rows.height == 0 else f"{rows.height} runs"
             raise UsageError(f"{found} of {self.dir} match {selection}", f"narrow the selection; runs: {choices}")
         return Run(rows["run_dir"][0])
@@ -524,7 +524,7 @@ class Matrix:
         """Every successful run's commits in one frame, with scenario, fs, journal, sync
         and run_key columns in front (columns a run lacks are null)."""
         frames = [
-            run.commits.select(*[pl.lit(row.get(k)).alias(k) for k in (*store.CONFIG_KEYS, "run_key")], pl.all())
+            run.commits.select(*[pl.lit(row.get(k)).alias(k) for k in (*CONFIG_KEYS, "run_key")], pl.all())
             for run, row in zip(self.runs, self.ok().iter_rows(named=True))
         ]
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()

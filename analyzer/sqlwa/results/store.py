@@ -4,9 +4,10 @@ Tables (schema version in ``PRAGMA user_version``, upgraded by :data:`MIGRATIONS
 
 * ``runs`` — one row per run (or per failed / skipped matrix cell): its configuration,
   its environment (kernel, SQLite version and compile options, filesystem and mount
-  options, tool version, machine), its status, the headline figures per commit, the
-  paths of its run directory and of its event table (``events.parquet``), and the whole
-  ``summary.json``. A figure of a layer that was not measured is NULL, never 0.
+  options, tool version, machine), its status, the headline figures per commit (one
+  column per :data:`sqlwa.catalogue.METRICS` entry), the paths of its run directory and
+  of its event table (``events.parquet``), and the whole ``summary.json``. A figure of a
+  layer that was not measured is NULL, never 0.
 * ``commits`` — per-commit metrics of every run (one row per transaction).
 
 Many processes may write at once (parallel sweeps into one store, ``sqlwa run --store``):
@@ -29,6 +30,7 @@ from pathlib import Path
 import polars as pl
 
 from sqlwa.analysis import metrics
+from sqlwa.catalogue import CONFIG_KEYS, METRICS
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir
 
@@ -38,38 +40,8 @@ BUSY_TIMEOUT_MS = 60_000
 # A run's summary.json names the budget it was measured with; this is for runs without one.
 FRAME_BUDGET_MS = metrics.DEFAULT_FRAME_BUDGET_MS
 
-# Per-run headline figures: name → (level it needs, what it is). Levels: "vfs" is always
-# measured; "syscall" and "block" only on a lab filesystem with tracefs.
-RUN_METRICS = {
-    "logical_bytes_per_commit": ("vfs", "payload the app asked to store, bytes"),
-    "vfs_write_calls_per_commit": ("vfs", "SQLite xWrite calls, all files"),
-    "vfs_write_kib_per_commit": ("vfs", "SQLite xWrite KiB, all files"),
-    "vfs_sync_calls_per_commit": ("vfs", "SQLite xSync calls, all files"),
-    "fsync_calls_per_commit": ("syscall", "fsync + fdatasync + sync_file_range syscalls"),
-    "pwrite_kib_per_commit": ("syscall", "pwrite64 KiB"),
-    "block_write_requests_per_commit": ("block", "block write requests inside the commit window"),
-    "block_write_kib_per_commit": ("block", "block KiB written inside the commit window"),
-    "write_kib_per_commit": (
-        "block",
-        "block KiB written from the first commit to the end / commits (writeback included)",
-    ),
-    "flushes_per_commit": ("block", "device cache flushes (flush requests + preflush flags)"),
-    "fua_per_commit": ("block", "FUA writes"),
-    "block_over_logical": ("block", "amortized block bytes / logical bytes (whole-stack write amplification)"),
-    "block_over_vfs": ("block", "amortized block bytes / VFS bytes (the filesystem's share)"),
-    "vfs_over_logical": ("vfs", "VFS bytes / logical bytes (SQLite's share)"),
-    "p50_ms": ("vfs", "commit latency p50, ms"),
-    "p99_ms": ("vfs", "commit latency p99, ms"),
-    "p999_ms": ("vfs", "commit latency p99.9, ms"),
-    "max_ms": ("vfs", "commit latency max, ms"),
-    "frame_budget_misses": (
-        "vfs",
-        "measured commits slower than the run's frame budget (default one 60 Hz frame, 16.67 ms), count",
-    ),
-    "frame_budget_miss_pct": ("vfs", "the same as a share of measured commits, %"),
-}
-
-# Per-commit columns kept in the store; a column of an unmeasured layer stays NULL.
+# Per-commit columns kept in the store (names from sqlwa.catalogue's per-commit columns),
+# in the commits table's column order; a column of an unmeasured layer stays NULL.
 COMMIT_COLUMNS = (
     "warmup",
     "start_ns",
@@ -88,8 +60,29 @@ COMMIT_COLUMNS = (
     "fua_writes",
 )
 
-# Frozen: the metric columns as version 1 made them. New metrics come with a migration.
-V1_METRICS = tuple(m for m in RUN_METRICS if m != "frame_budget_miss_pct")
+# Frozen history: the metric columns (catalogue.METRICS names) as version 1 made them. A
+# metric added to the catalogue gets its column from a new migration, never from here.
+V1_METRICS = (
+    "logical_bytes_per_commit",
+    "vfs_write_calls_per_commit",
+    "vfs_write_kib_per_commit",
+    "vfs_sync_calls_per_commit",
+    "fsync_calls_per_commit",
+    "pwrite_kib_per_commit",
+    "block_write_requests_per_commit",
+    "block_write_kib_per_commit",
+    "write_kib_per_commit",
+    "flushes_per_commit",
+    "fua_per_commit",
+    "block_over_logical",
+    "block_over_vfs",
+    "vfs_over_logical",
+    "p50_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "frame_budget_misses",
+)
 
 SCHEMA_V1 = f"""
 CREATE TABLE runs (
@@ -210,7 +203,8 @@ def _kib(value: float | None) -> float | None:
 
 
 def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float | None]:
-    """The headline figures of one run; a figure of an unmeasured layer is None."""
+    """The headline figures of one run (one value per :data:`sqlwa.catalogue.METRICS`
+    entry); a figure of an unmeasured layer is None."""
     levels = set(summary.get("levels", []))
     pc = summary.get("per_commit", {})
     syscall = "syscall" in levels
@@ -473,35 +467,18 @@ def load_results(path: Path) -> pl.DataFrame:
     )
 
 
-CONFIG_KEYS = ("scenario", "fs", "journal", "sync")
-
-
-def config_label(row: dict) -> str:
-    return f"{row['scenario']} {row['fs']} {row['journal']}/{row['sync']}"
-
-
-def run_label(row: dict) -> str:
-    """:func:`config_label` plus ``#N`` for a repeat after the first."""
-    return config_label(row) + (f" #{row['repeat']}" if (row.get("repeat") or 1) > 1 else "")
-
-
-def config_key(row: dict) -> tuple:
-    """The configuration a row belongs to (:data:`CONFIG_KEYS` values), for matching."""
-    return tuple(row[key] for key in CONFIG_KEYS)
-
-
 def config_means(runs: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration (scenario, fs, journal, sync) over its successful runs:
     the mean of every figure across repeats, the repeats counted and lost events summed."""
     ok = runs.filter(pl.col("status") == "ok") if runs.height else runs
     if ok.height == 0:
         return ok
-    metrics = [m for m in RUN_METRICS if m in ok.columns]
+    figures = [m for m in METRICS if m in ok.columns]
     return ok.group_by(CONFIG_KEYS, maintain_order=True).agg(
         pl.len().alias("repeats"),
         pl.col("levels").first(),
         pl.col("commits").sum(),
         pl.col("lost_events").fill_null(0).sum().alias("lost_events"),
         pl.col("run_dir").first(),
-        *[pl.col(m).cast(pl.Float64).mean() for m in metrics],
+        *[pl.col(m).cast(pl.Float64).mean() for m in figures],
     )

@@ -30,6 +30,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from sqlwa.analysis import windows as sqlwa_windows
+from sqlwa.catalogue import CONFIG_KEYS, METRICS, Metric, config_label
 from sqlwa.results import rundir, store
 from sqlwa.views import figures
 from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT
@@ -92,17 +93,17 @@ def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
 # --------------------------------------------------------------------------- charts
 
 
-def heatmap(means: pl.DataFrame, metric: str, title: str, colourscale: str, digits: int) -> go.Figure:
-    rows, cols, grid = heatmap_grid(means, metric)
+def heatmap(means: pl.DataFrame, metric: Metric, title: str, colourscale: str) -> go.Figure:
+    rows, cols, grid = heatmap_grid(means, metric.name)
     fig = go.Figure(
         go.Heatmap(
             z=grid,
             x=cols,
             y=rows,
             colorscale=colourscale,
-            texttemplate=f"%{{z:.{digits}f}}",
+            texttemplate=f"%{{z:.{metric.digits}f}}",
             hovertemplate="%{y} %{x}: %{z:.3f}<extra></extra>",
-            colorbar=dict(title="per commit"),
+            colorbar=dict(title=f"{metric.unit} per commit"),
         )
     )
     fig.update_layout(title=title, height=180 + 50 * len(rows), xaxis_title="journal/sync", **LAYOUT)
@@ -112,28 +113,30 @@ def heatmap(means: pl.DataFrame, metric: str, title: str, colourscale: str, digi
 
 def fsync_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
     if measured_anywhere(means, "fsync_calls_per_commit"):
-        return heatmap(means, "fsync_calls_per_commit", "fsync + fdatasync syscalls per commit", "Reds", 2), ""
+        return heatmap(means, METRICS["fsync_calls_per_commit"], "fsync + fdatasync syscalls per commit", "Reds"), ""
     note = (
         "The syscall level was not measured (it needs root and tracefs: run the matrix with sudo); "
         "this shows SQLite's own xSync calls, counted by the VFS shim."
     )
-    return heatmap(means, "vfs_sync_calls_per_commit", "SQLite xSync calls per commit (VFS level)", "Reds", 2), note
+    fig = heatmap(means, METRICS["vfs_sync_calls_per_commit"], "SQLite xSync calls per commit (VFS level)", "Reds")
+    return fig, note
 
 
 def kib_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
     if measured_anywhere(means, "write_kib_per_commit"):
         note = "Block KiB written from the first measured commit to the end of the run (writeback included) / commits."
-        return heatmap(means, "write_kib_per_commit", "block KiB written per commit (amortized)", "Blues", 1), note
+        fig = heatmap(means, METRICS["write_kib_per_commit"], "block KiB written per commit (amortized)", "Blues")
+        return fig, note
     note = (
         "The block level was not measured (it needs root, a lab filesystem and tracefs); "
         "this shows the KiB SQLite handed to the VFS."
     )
-    return heatmap(means, "vfs_write_kib_per_commit", "SQLite VFS KiB written per commit", "Blues", 1), note
+    return heatmap(means, METRICS["vfs_write_kib_per_commit"], "SQLite VFS KiB written per commit", "Blues"), note
 
 
 def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
     per_config = {
-        store.config_label(row): category_bytes(rundir.summary(row["run_dir"])) for row in means.iter_rows(named=True)
+        config_label(row): category_bytes(rundir.summary(row["run_dir"])) for row in means.iter_rows(named=True)
     }
     sources = {source for _, source in per_config.values()}
     categories = list(dict.fromkeys(cat for figures, _ in per_config.values() for cat in figures))
@@ -190,7 +193,7 @@ def per_commit_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
         cols=1,
         shared_xaxes=False,
         vertical_spacing=0.35 / max(len(rows), 1),
-        subplot_titles=[store.config_label(r) for r in rows],
+        subplot_titles=[config_label(r) for r in rows],
     )
     sources, shown = set(), set()
     for n, row in enumerate(rows, start=1):
@@ -282,7 +285,7 @@ def colour_key(issued: pl.DataFrame, categories: pl.DataFrame | None) -> tuple[p
 def timeline(run: dict) -> tuple[go.Figure, str]:
     issued, windows, t0, categories = timeline_frames(run)
     issued, coloured_by = colour_key(issued, categories)
-    title = f"timeline: {store.config_label(run)} — first {windows.height} measured commits (shaded)"
+    title = f"timeline: {config_label(run)} — first {windows.height} measured commits (shaded)"
     fig = figures.timeline_figure(issued, title, windows, t0, coloured_by)
     fig.update_layout(xaxis_title="ms since the first measured commit")
     note = (
@@ -300,8 +303,8 @@ def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
     lowest, highest = store.FRAME_BUDGET_MS, store.FRAME_BUDGET_MS
     ok = runs.filter(pl.col("status") == "ok")
     one_scenario = ok["scenario"].n_unique() == 1
-    for key, group in ok.group_by(store.CONFIG_KEYS, maintain_order=True):
-        config = dict(zip(store.CONFIG_KEYS, key))
+    for key, group in ok.group_by(CONFIG_KEYS, maintain_order=True):
+        config = dict(zip(CONFIG_KEYS, key))
         frames = [rundir.commits(d) for d in group["run_dir"]]
         ms = pl.concat(
             [f.filter(~pl.col("warmup")).select(pl.col("latency_ns").cast(pl.Float64) / 1e6) for f in frames]
@@ -311,7 +314,7 @@ def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
         qs = [i / CDF_POINTS for i in range(CDF_POINTS + 1)]
         values = [ms["latency_ns"].quantile(q, interpolation="linear") for q in qs]
         lowest, highest = min(lowest, max(values[0], 1e-3)), max(highest, values[-1])
-        label = store.config_label(config)
+        label = config_label(config)
         label = label.removeprefix(f"{config['scenario']} ") if one_scenario else label
         fig.add_scatter(
             x=values,
@@ -352,15 +355,20 @@ def fmt_cell(value) -> str:
     return html.escape(str(value))
 
 
+def metric_help(metric: Metric) -> str:
+    """What a metric is, in one line: its description, unit, level and direction."""
+    return f"{metric.description} [{metric.unit}; {metric.level} level; {metric.direction}]"
+
+
 def numbers_table(means: pl.DataFrame) -> str:
-    metrics = [m for m in store.RUN_METRICS if m in means.columns]
-    head = "".join(f'<th title="{html.escape(store.RUN_METRICS[m][1])}">{m}</th>' for m in metrics)
+    metrics = [m for m in METRICS if m in means.columns]
+    head = "".join(f'<th title="{html.escape(metric_help(METRICS[m]))}">{m}</th>' for m in metrics)
     body = []
     for row in means.iter_rows(named=True):
         levels = ", ".join(json.loads(row["levels"] or "[]"))
         cells = "".join(f"<td>{fmt_cell(row[m])}</td>" for m in metrics)
         body.append(
-            f"<tr><th>{html.escape(store.config_label(row))}</th><td>{row['repeats']}</td>"
+            f"<tr><th>{html.escape(config_label(row))}</th><td>{row['repeats']}</td>"
             f"<td>{row['commits']:,}</td><td>{levels}</td><td>{row['lost_events']:,}</td>{cells}</tr>"
         )
     return (
@@ -387,9 +395,7 @@ def runs_table(runs: pl.DataFrame) -> str:
 
 
 def metric_legend() -> str:
-    items = "".join(
-        f"<li><code>{m}</code> ({level}): {html.escape(text)}</li>" for m, (level, text) in store.RUN_METRICS.items()
-    )
+    items = "".join(f"<li><code>{name}</code>: {html.escape(metric_help(m))}</li>" for name, m in METRICS.items())
     return f"<details><summary>what each column means</summary><ul>{items}</ul></details>"
 
 
