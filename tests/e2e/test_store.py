@@ -24,7 +24,7 @@ def vfs_run(tmp_path_factory) -> Path:
 
 def test_new_store_has_current_schema_and_wal_mode(tmp_path):
     conn = store.connect(tmp_path / "results.sqlite")
-    assert store.schema_version(conn) == store.SCHEMA_VERSION
+    assert store.schema_version(conn) == store.STORE_SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert {"runs", "commits", "runs_by_config"} <= names
@@ -39,7 +39,7 @@ def test_old_store_is_migrated_and_keeps_its_rows(tmp_path, vfs_run):
     raw.commit()
     raw.close()
     conn = store.connect(path)
-    assert store.schema_version(conn) == store.SCHEMA_VERSION
+    assert store.schema_version(conn) == store.STORE_SCHEMA_VERSION
     assert tuple(conn.execute("SELECT run_key, frame_budget_misses, frame_budget_miss_pct FROM runs").fetchone()) == (
         "old",
         3,
@@ -53,7 +53,7 @@ def test_old_store_is_migrated_and_keeps_its_rows(tmp_path, vfs_run):
 def test_newer_store_is_refused(tmp_path):
     path = tmp_path / "results.sqlite"
     raw = sqlite3.connect(path)
-    raw.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")
+    raw.execute(f"PRAGMA user_version = {store.STORE_SCHEMA_VERSION + 1}")
     raw.close()
     with pytest.raises(store.UsageError, match="newer than this sqlwa"):
         store.connect(path)

@@ -19,7 +19,9 @@ from sqlwa.catalogue import (
     VFS_COMMIT_COLUMNS,
 )
 
-SCHEMA_VERSION = 1
+#: The version of summary.json's layout (its ``schema_version`` key); not the results
+#: store's schema (:data:`sqlwa.results.store.STORE_SCHEMA_VERSION`).
+SUMMARY_SCHEMA_VERSION = 1
 KIND_FIELDS = ("write_calls", "write_bytes", "sync_calls", "truncate_calls", "delete_calls")
 
 
@@ -72,7 +74,7 @@ def build_summary(
     """The summary.json document for one run; ``sections`` adds later stages' parts."""
     measured = commits.filter(~pl.col("warmup"))
     summary = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SUMMARY_SCHEMA_VERSION,
         "config": config,
         "levels": levels,
         "commits": measured.height,

@@ -117,7 +117,9 @@ SCHEMA_V3 = "ALTER TABLE runs ADD COLUMN frame_budget_miss_pct REAL;"
 
 #: MIGRATIONS[i] upgrades a store from version i to version i + 1.
 MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3)
-SCHEMA_VERSION = len(MIGRATIONS)
+#: The results store's schema version (``PRAGMA user_version``); not summary.json's
+#: (:data:`sqlwa.analysis.summary.SUMMARY_SCHEMA_VERSION`).
+STORE_SCHEMA_VERSION = len(MIGRATIONS)
 
 
 # --------------------------------------------------------------------------- connection
@@ -168,21 +170,21 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the store to :data:`SCHEMA_VERSION`; concurrent openers migrate once."""
-    if schema_version(conn) == SCHEMA_VERSION:
+    """Bring the store to :data:`STORE_SCHEMA_VERSION`; concurrent openers migrate once."""
+    if schema_version(conn) == STORE_SCHEMA_VERSION:
         return
     with write_transaction(conn):
         current = schema_version(conn)  # re-read under the lock: another writer may have won
-        if current > SCHEMA_VERSION:
+        if current > STORE_SCHEMA_VERSION:
             raise UsageError(
-                f"results store has schema version {current}, newer than this sqlwa ({SCHEMA_VERSION})",
+                f"results store has schema version {current}, newer than this sqlwa ({STORE_SCHEMA_VERSION})",
                 "upgrade sqlwa",
             )
-        for version in range(current, SCHEMA_VERSION):
+        for version in range(current, STORE_SCHEMA_VERSION):
             for statement in MIGRATIONS[version].split(";"):
                 if statement.strip():
                     conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
 
 
 # --------------------------------------------------------------------------- figures
