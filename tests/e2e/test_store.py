@@ -11,8 +11,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import sqlwa
-from sqlwa.results import store
+from helpers import REPO, sqlwa
+from sqlwa.results import rundir, store
+from sqlwa.views import report
+
+OLD_LAB_RUN = REPO / "traces" / "samples" / "sqlwa-runs" / "ext4-delete"  # trace.txt, no events.parquet
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +80,26 @@ def test_vfs_run_round_trip_with_absent_levels_null(tmp_path, vfs_run):
     conn = store.connect(path)
     commits = conn.execute("SELECT count(*), sum(warmup), max(write_bytes), max(fsync_calls) FROM commits").fetchone()
     assert tuple(commits) == (22, 2, None, None)
+
+
+def test_saving_records_the_event_table_and_never_parses_the_trace(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(OLD_LAB_RUN, run)
+    path = tmp_path / "results.sqlite"
+    store.save_run_dir(path, run)
+    assert not (run / "events.parquet").exists()  # saving wrote nothing into the run
+    [row] = store.load_results(tmp_path).iter_rows(named=True)
+    assert row["events_path"] is None
+    # readers still get the run's events: derived from trace.txt on the fly
+    assert report.has_events(row) and report.read_events(row).equals(rundir.events(run))
+    fig, _ = report.timeline(row)
+    assert len(fig.layout.shapes) == 12  # the first measured commits' windows
+    rundir.events(run).write_parquet(run / "events.parquet")  # as a lab run writes it
+    store.save_run_dir(path, run)
+    [row] = store.load_results(tmp_path).iter_rows(named=True)
+    assert row["events_path"] == str((run / "events.parquet").resolve())
 
 
 def test_frame_budget_misses_count_slow_measured_commits():

@@ -6,8 +6,9 @@ Tables (schema version in ``PRAGMA user_version``, upgraded by :data:`MIGRATIONS
   its environment (kernel, SQLite version and compile options, filesystem and mount
   options, tool version, machine), its status, the headline figures per commit (one
   column per :data:`sqlwa.catalogue.METRICS` entry), the paths of its run directory and
-  of its event table (``events.parquet``), and the whole ``summary.json``. A figure of a
-  layer that was not measured is NULL, never 0.
+  of its event table (``events.parquet``, when the run wrote one: saving never parses a
+  trace), and the whole ``summary.json``. A figure of a layer that was not measured is
+  NULL, never 0.
 * ``commits`` — per-commit metrics of every run (one row per transaction).
 
 Many processes may write at once (parallel sweeps into one store, ``sqlwa run --store``):
@@ -35,7 +36,6 @@ from sqlwa.errors import UsageError
 from sqlwa.results import rundir
 
 STORE_FILE = "results.sqlite"
-EVENTS_FILE = rundir.EVENTS_FILE
 BUSY_TIMEOUT_MS = 60_000
 # A run's summary.json names the budget it was measured with; this is for runs without one.
 FRAME_BUDGET_MS = metrics.DEFAULT_FRAME_BUDGET_MS
@@ -279,18 +279,6 @@ class RunRecord:
     finished_at: float | None = None
 
 
-def ensure_event_table(run_dir: Path) -> Path | None:
-    """``run_dir/events.parquet``: the parsed events of the run's trace (lab runs write
-    it themselves; older run directories get it here, once)."""
-    events_path = run_dir / EVENTS_FILE
-    if events_path.exists():
-        return events_path
-    if not rundir.has_trace(run_dir):
-        return None
-    rundir.events(run_dir).write_parquet(events_path)
-    return events_path
-
-
 def _relative(path: Path | None, base: Path) -> str | None:
     """Paths inside the store's directory are kept relative, so the directory can move."""
     if path is None:
@@ -320,11 +308,18 @@ def environment_columns(summary: dict) -> dict:
     }
 
 
-def record_row(
-    record: RunRecord, summary: dict | None, commits: pl.DataFrame | None, base: Path, write_events: bool = True
-) -> dict:
-    """The runs-table row; ``write_events`` makes the run's events.parquet if missing
-    (saving into a store does; merely reading a run directory does not write into it)."""
+def event_table(run_dir: Path | None) -> Path | None:
+    """The run's events.parquet when it has one. Lab runs write it themselves; the store
+    only records where it is and never parses a trace to make one (readers derive the
+    events of an older run directory from its trace.txt, see :mod:`.rundir`)."""
+    if run_dir is None:
+        return None
+    path = Path(run_dir) / rundir.EVENTS_FILE
+    return path if path.is_file() else None
+
+
+def record_row(record: RunRecord, summary: dict | None, commits: pl.DataFrame | None, base: Path) -> dict:
+    """The runs-table row of ``record``; paths relative to ``base``. Writes nothing."""
     row = {
         "run_key": record.run_key,
         "cell": record.cell,
@@ -342,15 +337,11 @@ def record_row(
     }
     if summary is not None:
         trace = summary.get("trace") or {}
-        events = None
-        if record.run_dir is not None:
-            existing = Path(record.run_dir) / EVENTS_FILE
-            events = ensure_event_table(record.run_dir) if write_events else (existing if existing.exists() else None)
         row.update(
             levels=json.dumps(summary.get("levels", [])),
             commits=summary.get("commits"),
             lost_events=trace.get("lost_events") if trace else None,
-            events_path=_relative(events, base),
+            events_path=_relative(event_table(record.run_dir), base),
             summary_json=json.dumps(summary),
             **environment_columns(summary),
             **run_metrics(summary, commits),
@@ -441,12 +432,12 @@ def single_run_frame(run_dir: Path) -> pl.DataFrame:
 
 
 def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> dict:
-    """The runs-frame row of a run directory already read, without writing into it."""
+    """The runs-frame row of a run directory already read, its paths absolute."""
     record = run_dir_record(run_dir, summary.get("config", {}))
-    row = record_row(record, summary, commits, run_dir, write_events=False)
+    row = record_row(record, summary, commits, run_dir)
     row["run_dir"] = str(run_dir.resolve())
-    events = run_dir / EVENTS_FILE
-    row["events_path"] = str(events.resolve()) if events.exists() else None
+    events = event_table(run_dir)
+    row["events_path"] = str(events.resolve()) if events is not None else None
     return row
 
 
