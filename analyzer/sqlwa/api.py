@@ -33,14 +33,13 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
-from sqlwa.analysis import traceparse, windows
+from sqlwa.analysis import traceparse
 from sqlwa.catalogue import CONFIG_KEYS, config_label, is_flush
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir, store
-from sqlwa.views import figures, report
+from sqlwa.views import figures
 
 PathArg = str | PathLike
-TIMELINE_COMMITS = report.TIMELINE_COMMITS
 MARKER_EVENTS = ("run_begin", "run_end", "txn_begin", "txn_end")  # the rest are VFS-call markers
 
 
@@ -315,9 +314,7 @@ class Run(DeviceTrace):
     @cached_property
     def windows(self) -> pl.DataFrame:
         """The commit windows: ``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``."""
-        if "win_start_ns" in self.commits.columns:
-            return self.commits.select("index", "warmup", "win_start_ns", "win_end_ns").drop_nulls()
-        return windows.commit_windows(self.events)
+        return rundir.commit_windows(self.commits, lambda: self.events)
 
     # --- attribution (optional stage)
 
@@ -346,11 +343,7 @@ class Run(DeviceTrace):
         """``time_ns``, ``sector``, ``category`` of every issued write (one row per
         request position), or None without attribution."""
         attributed = self.attributed_writes
-        if attributed is None:
-            return None
-        return attributed.select("time_ns", "sector", pl.col("category").cast(pl.String)).unique(
-            ["time_ns", "sector"], keep="first", maintain_order=True
-        )
+        return None if attributed is None else figures.request_categories(attributed)
 
     def requests(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
         """As :meth:`DeviceTrace.requests`, plus ``category`` for writes when attribution exists."""
@@ -398,40 +391,28 @@ class Run(DeviceTrace):
 
     # --- figures
 
-    def timeline(self, first: int | None = None, count: int | None = TIMELINE_COMMITS) -> go.Figure:
+    def timeline(self, first: int | None = None, count: int | None = figures.TIMELINE_COMMITS) -> go.Figure:
         """Block requests by sector over time for ``count`` commit windows from
         transaction ``first`` (default: the first measured one; ``count=None``: all),
         coloured by category (by operation without attribution), flushes marked, commit
-        windows shaded."""
+        windows shaded: the report's timeline figure."""
         self.require_trace("timeline()")
-        wins = (
-            self.windows.filter(~pl.col("warmup")) if first is None else self.windows.filter(pl.col("index") >= first)
+        return figures.commit_timeline(
+            self.events, self.device, self.windows, self.label, self.categories(), first, count
         )
-        wins = wins.sort("win_start_ns").head(count) if count is not None else wins.sort("win_start_ns")
-        if wins.height == 0:
-            raise UsageError(f"{self.label}: no commit windows to draw", "choose `first` within the run's commits")
-        t0, t1 = int(wins["win_start_ns"].min()), int(wins["win_end_ns"].max())
-        reqs = self.requests().filter(pl.col("time_ns").is_between(t0, t1))
-        reqs = figures.with_ms(reqs, t0)
-        coloured_by = "category" if "category" in reqs.columns else "operation"
-        key = pl.coalesce("category", figures.operation_key()) if coloured_by == "category" else figures.operation_key()
-        title = f"timeline: {self.label}, commits {wins['index'].min()}–{wins['index'].max()} (shaded)"
-        fig = figures.timeline_figure(reqs.with_columns(key.alias("key")), title, wins, t0, coloured_by)
-        fig.update_layout(xaxis_title="ms since the first commit shown")
-        return fig
 
     def stacked_categories(self) -> go.Figure:
         """KiB of each of the first measured commits stacked by category: block bytes by
         attribution category, or SQLite's VFS bytes by file kind when the run has no
         categories (the title says which)."""
-        frame, source = report.per_commit_bytes(str(self.dir))
+        frame, source = figures.per_commit_bytes(self.dir)
         return figures.stacked_bars(
             frame.rename({"index": "commit"}), "commit", f"{self.label}: KiB per commit — {source}"
         )
 
     def latency_cdf(self) -> go.Figure:
         """The commit-latency CDF with the 60 Hz frame budget marked."""
-        return report.latency_cdfs(runs_frame([self]))
+        return figures.latency_cdfs(runs_frame([self]))
 
 
 def layer_expr() -> pl.Expr:
@@ -452,8 +433,8 @@ def layer_expr() -> pl.Expr:
 
 
 def runs_frame(runs: list[Run]) -> pl.DataFrame:
-    """The minimal runs frame :mod:`sqlwa.report`'s figures take, without touching the
-    run directories (no events.parquet is written)."""
+    """The minimal runs frame :mod:`sqlwa.views.figures`' run figures take, read from the
+    runs already loaded."""
     return pl.DataFrame(
         [
             {
@@ -535,11 +516,11 @@ class Matrix:
 
     def stacked_categories(self) -> go.Figure:
         """KiB per commit by category for each configuration (means over repeats)."""
-        return report.category_bars(store.config_means(self.summary))[0]
+        return figures.category_bars(store.config_means(self.summary))[0]
 
     def latency_cdf(self) -> go.Figure:
         """Commit-latency CDFs, one curve per configuration, frame budget marked."""
-        return report.latency_cdfs(self.summary)
+        return figures.latency_cdfs(self.summary)
 
 
 def frame_of_runs(runs: list[Run]) -> pl.DataFrame:

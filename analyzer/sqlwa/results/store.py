@@ -37,8 +37,6 @@ from sqlwa.results import rundir
 
 STORE_FILE = "results.sqlite"
 BUSY_TIMEOUT_MS = 60_000
-# A run's summary.json names the budget it was measured with; this is for runs without one.
-FRAME_BUDGET_MS = metrics.DEFAULT_FRAME_BUDGET_MS
 
 # Per-commit columns kept in the store (names from sqlwa.catalogue's per-commit columns),
 # in the commits table's column order; a column of an unmeasured layer stays NULL.
@@ -237,12 +235,15 @@ def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float 
     }
     # The run's own budget (`--frame-budget-ms`), so the store and summary.json agree.
     recorded = summary.get("frame_budget_misses")
-    budget_ms = recorded.get("budget_ms", FRAME_BUDGET_MS) if isinstance(recorded, dict) else FRAME_BUDGET_MS
+    default = metrics.DEFAULT_FRAME_BUDGET_MS
+    budget_ms = recorded.get("budget_ms", default) if isinstance(recorded, dict) else default
     figures.update(latency_figures(commits, budget_ms))
     return figures
 
 
-def latency_figures(commits: pl.DataFrame | None, budget_ms: float = FRAME_BUDGET_MS) -> dict[str, float]:
+def latency_figures(
+    commits: pl.DataFrame | None, budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
+) -> dict[str, float]:
     """p99.9 and frame-budget misses straight from the measured commits' latencies."""
     if commits is None or "latency_ns" not in commits.columns:
         return {}
