@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from functools import cached_property
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import plotly.graph_objects as go
 import polars as pl
@@ -143,7 +143,7 @@ class DeviceTrace:
         )
         action = "D" if (block["action"] == "D").any() else "Q"
         issued = block.filter(pl.col("action") == action)
-        t0 = int(issued["time_ns"].min() or 0)
+        t0 = int(cast(int, issued["time_ns"].min()) or 0)
         return figures.with_ms(issued, t0).with_columns(is_flush().alias("is_flush"))
 
     def request_mix(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
@@ -184,12 +184,6 @@ class DeviceTrace:
             )
             .sort("write_bytes", "requests", "comm", descending=[True, True, False])
         )
-
-    def timeline(self, device: tuple[int, int] | None = None) -> go.Figure:
-        """Block requests by sector over time, coloured by operation, flushes marked."""
-        reqs = self.requests(device).with_columns(figures.operation_key().alias("key"))
-        major, minor = device or self.device
-        return figures.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor})")
 
     def size_histogram(self, device: tuple[int, int] | None = None) -> go.Figure:
         """Number of write requests per request size."""
@@ -232,6 +226,13 @@ class Trace(DeviceTrace):
     def to_pandas(self) -> Any:
         """The events as a pandas DataFrame (needs pandas)."""
         return pandas_frame(self._events)
+
+    # Not on DeviceTrace: a Run's timeline is its commit timeline (Run.timeline).
+    def timeline(self, device: tuple[int, int] | None = None) -> go.Figure:
+        """Block requests by sector over time, coloured by operation, flushes marked."""
+        reqs = self.requests(device).with_columns(figures.operation_key().alias("key"))
+        major, minor = device or self.device
+        return figures.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor})")
 
 
 # ------------------------------------------------------------------ one run
@@ -363,7 +364,7 @@ class Run(DeviceTrace):
         self.require_trace(f"commit({index})")
         window = self.windows.filter(pl.col("index") == index)
         if window.height == 0:
-            first, last = self.windows["index"].min(), self.windows["index"].max()
+            first, last = cast(int, self.windows["index"].min()), cast(int, self.windows["index"].max())
             raise UsageError(f"{self.label}: no commit {index}", f"choose a transaction index from {first} to {last}")
         start, end = window.row(0, named=True)["win_start_ns"], window.row(0, named=True)["win_end_ns"]
         inside = self.events.filter(pl.col("time_ns").is_between(start, end)).sort("time_ns", maintain_order=True)

@@ -374,6 +374,7 @@ def save_run(
     with write_transaction(conn):
         conn.execute("DELETE FROM runs WHERE run_key = ?", (record.run_key,))
         run_id = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values())).lastrowid
+        assert run_id is not None, "an INSERT into a rowid table sets lastrowid"
         if commits is not None:
             placeholders = ", ".join("?" for _ in range(len(COMMIT_COLUMNS) + 2))
             conn.executemany(f"INSERT INTO commits VALUES ({placeholders})", commit_rows(run_id, commits))

@@ -90,7 +90,7 @@ def timeline_figure(
             hovertemplate=f"{key}<br>%{{x:.3f}} ms, sector %{{y}}, %{{customdata:.1f}} KiB<extra></extra>",
         )
     flushes = requests.filter(is_flush())
-    top = int(data["sector"].max() or 0) if data.height else 0
+    top = int(cast(int, data["sector"].max()) or 0) if data.height else 0
     fig.add_scattergl(
         x=flushes["ms"].to_list(),
         y=[top * 1.04] * flushes.height,

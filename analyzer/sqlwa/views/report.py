@@ -60,7 +60,7 @@ def config_axes(means: pl.DataFrame) -> tuple[list[str], list[str]]:
 
 def heatmap_grid(means: pl.DataFrame, metric: str) -> tuple[list[str], list[str], list[list[float | None]]]:
     rows, cols = config_axes(means)
-    grid = [[None] * len(cols) for _ in rows]
+    grid: list[list[float | None]] = [[None] * len(cols) for _ in rows]
     for row in means.iter_rows(named=True):
         r = rows.index(f"{row['scenario']} · {row['fs']}")
         c = cols.index(f"{row['journal']}/{row['sync']}")
