@@ -77,7 +77,7 @@ def load(path: PathArg) -> Run | Matrix:
 def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: bool = False) -> Trace:
     """Load an external block trace (blktrace binary files or base name, blkparse text,
     ftrace text) into a :class:`Trace`. ``format``: one of
-    :data:`sqlwa.traceparse.FORMATS`; ``lenient`` counts unparsable records instead of
+    :data:`sqlwa.analysis.traceparse.FORMATS`; ``lenient`` counts unparsable records instead of
     raising :class:`~sqlwa.errors.TraceParseError`."""
     if format not in traceparse.FORMATS:
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
@@ -110,7 +110,7 @@ class DeviceTrace:
     """Block requests of one trace and the device-level views of them.
 
     Subclasses provide :attr:`events` (the parsed event table, columns in
-    :data:`sqlwa.traceparse.COLUMNS`) and :attr:`device`.
+    :data:`sqlwa.analysis.traceparse.COLUMNS`) and :attr:`device`.
     """
 
     label: str = ""
@@ -212,7 +212,7 @@ class Trace(DeviceTrace):
 
     @property
     def events(self) -> pl.DataFrame:
-        """Every event of the trace, one row each (columns: :data:`sqlwa.traceparse.COLUMNS`)."""
+        """Every event of the trace, one row each (columns: :data:`sqlwa.analysis.traceparse.COLUMNS`)."""
         return self._events
 
     @cached_property
@@ -327,7 +327,7 @@ class Run(DeviceTrace):
     @property
     def attributed_writes(self) -> pl.DataFrame | None:
         """The issued write requests with ``category`` (and ``commit``, ``file``,
-        ``submitter``) from :mod:`sqlwa.attribution`; None when unavailable (see
+        ``submitter``) from :mod:`sqlwa.analysis.attribution`; None when unavailable (see
         :attr:`attribution_note`)."""
         return self._attribution[0]
 

@@ -6,7 +6,7 @@ timeline, bytes per commit by category, and commit-latency CDFs.
 The binning and counting happen in Polars, never in a Python loop over events. Colours
 and layout live here.
 
-The input of the request figures is a frame of block requests as :mod:`sqlwa.traceparse`
+The input of the request figures is a frame of block requests as :mod:`sqlwa.analysis.traceparse`
 produces them (``time_ns``, ``sector``, ``bytes``, ``operation``, ``preflush``, ``fua``)
 plus ``ms`` (time since the start of the view) and, for the timeline, ``key`` (what
 colours the marker: a category, or the operation). The run-level figures read run
