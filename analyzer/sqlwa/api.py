@@ -28,18 +28,18 @@ from collections.abc import Iterable
 from functools import cached_property
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import plotly.graph_objects as go
 import polars as pl
 
-from sqlwa.analysis import traceparse, windows
+from sqlwa.analysis import traceparse
+from sqlwa.catalogue import CONFIG_KEYS, config_label, is_flush
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir, store
-from sqlwa.views import figures, report
+from sqlwa.views import figures
 
 PathArg = str | PathLike
-TIMELINE_COMMITS = report.TIMELINE_COMMITS
 MARKER_EVENTS = ("run_begin", "run_end", "txn_begin", "txn_end")  # the rest are VFS-call markers
 
 
@@ -77,7 +77,7 @@ def load(path: PathArg) -> Run | Matrix:
 def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: bool = False) -> Trace:
     """Load an external block trace (blktrace binary files or base name, blkparse text,
     ftrace text) into a :class:`Trace`. ``format``: one of
-    :data:`sqlwa.traceparse.FORMATS`; ``lenient`` counts unparsable records instead of
+    :data:`sqlwa.analysis.traceparse.FORMATS`; ``lenient`` counts unparsable records instead of
     raising :class:`~sqlwa.errors.TraceParseError`."""
     if format not in traceparse.FORMATS:
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
@@ -110,7 +110,7 @@ class DeviceTrace:
     """Block requests of one trace and the device-level views of them.
 
     Subclasses provide :attr:`events` (the parsed event table, columns in
-    :data:`sqlwa.traceparse.COLUMNS`) and :attr:`device`.
+    :data:`sqlwa.analysis.traceparse.COLUMNS`) and :attr:`device`.
     """
 
     label: str = ""
@@ -143,8 +143,8 @@ class DeviceTrace:
         )
         action = "D" if (block["action"] == "D").any() else "Q"
         issued = block.filter(pl.col("action") == action)
-        t0 = int(issued["time_ns"].min() or 0)
-        return figures.with_ms(issued, t0).with_columns(figures.is_flush().alias("is_flush"))
+        t0 = int(cast(int, issued["time_ns"].min()) or 0)
+        return figures.with_ms(issued, t0).with_columns(is_flush().alias("is_flush"))
 
     def request_mix(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
         """What the device was asked to do: requests and bytes per kind (write, read,
@@ -185,12 +185,6 @@ class DeviceTrace:
             .sort("write_bytes", "requests", "comm", descending=[True, True, False])
         )
 
-    def timeline(self, device: tuple[int, int] | None = None) -> go.Figure:
-        """Block requests by sector over time, coloured by operation, flushes marked."""
-        reqs = self.requests(device).with_columns(figures.operation_key().alias("key"))
-        major, minor = device or self.device
-        return figures.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor})")
-
     def size_histogram(self, device: tuple[int, int] | None = None) -> go.Figure:
         """Number of write requests per request size."""
         return figures.size_histogram(self.requests(device), f"write request sizes: {self.label}")
@@ -218,7 +212,7 @@ class Trace(DeviceTrace):
 
     @property
     def events(self) -> pl.DataFrame:
-        """Every event of the trace, one row each (columns: :data:`sqlwa.traceparse.COLUMNS`)."""
+        """Every event of the trace, one row each (columns: :data:`sqlwa.analysis.traceparse.COLUMNS`)."""
         return self._events
 
     @cached_property
@@ -232,6 +226,13 @@ class Trace(DeviceTrace):
     def to_pandas(self) -> Any:
         """The events as a pandas DataFrame (needs pandas)."""
         return pandas_frame(self._events)
+
+    # Not on DeviceTrace: a Run's timeline is its commit timeline (Run.timeline).
+    def timeline(self, device: tuple[int, int] | None = None) -> go.Figure:
+        """Block requests by sector over time, coloured by operation, flushes marked."""
+        reqs = self.requests(device).with_columns(figures.operation_key().alias("key"))
+        major, minor = device or self.device
+        return figures.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor})")
 
 
 # ------------------------------------------------------------------ one run
@@ -252,7 +253,7 @@ class Run(DeviceTrace):
             self.summary: dict = json.loads(summary_path.read_text())
         except json.JSONDecodeError as exc:
             raise UsageError(f"{summary_path} is not valid JSON: {exc}", "re-run the measurement") from None
-        self.label = store.config_label({key: self.config.get(key, "?") for key in store.CONFIG_KEYS})
+        self.label = config_label({key: self.config.get(key, "?") for key in CONFIG_KEYS})
 
     def __repr__(self) -> str:
         return f"<sqlwa.Run {self.label} ({self.summary.get('commits')} commits, levels {self.levels}) at {self.dir}>"
@@ -314,9 +315,7 @@ class Run(DeviceTrace):
     @cached_property
     def windows(self) -> pl.DataFrame:
         """The commit windows: ``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``."""
-        if "win_start_ns" in self.commits.columns:
-            return self.commits.select("index", "warmup", "win_start_ns", "win_end_ns").drop_nulls()
-        return windows.commit_windows(self.events)
+        return rundir.commit_windows(self.commits, lambda: self.events)
 
     # --- attribution (optional stage)
 
@@ -328,7 +327,7 @@ class Run(DeviceTrace):
     @property
     def attributed_writes(self) -> pl.DataFrame | None:
         """The issued write requests with ``category`` (and ``commit``, ``file``,
-        ``submitter``) from :mod:`sqlwa.attribution`; None when unavailable (see
+        ``submitter``) from :mod:`sqlwa.analysis.attribution`; None when unavailable (see
         :attr:`attribution_note`)."""
         return self._attribution[0]
 
@@ -345,11 +344,7 @@ class Run(DeviceTrace):
         """``time_ns``, ``sector``, ``category`` of every issued write (one row per
         request position), or None without attribution."""
         attributed = self.attributed_writes
-        if attributed is None:
-            return None
-        return attributed.select("time_ns", "sector", pl.col("category").cast(pl.String)).unique(
-            ["time_ns", "sector"], keep="first", maintain_order=True
-        )
+        return None if attributed is None else figures.request_categories(attributed)
 
     def requests(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
         """As :meth:`DeviceTrace.requests`, plus ``category`` for writes when attribution exists."""
@@ -369,7 +364,7 @@ class Run(DeviceTrace):
         self.require_trace(f"commit({index})")
         window = self.windows.filter(pl.col("index") == index)
         if window.height == 0:
-            first, last = self.windows["index"].min(), self.windows["index"].max()
+            first, last = cast(int, self.windows["index"].min()), cast(int, self.windows["index"].max())
             raise UsageError(f"{self.label}: no commit {index}", f"choose a transaction index from {first} to {last}")
         start, end = window.row(0, named=True)["win_start_ns"], window.row(0, named=True)["win_end_ns"]
         inside = self.events.filter(pl.col("time_ns").is_between(start, end)).sort("time_ns", maintain_order=True)
@@ -397,40 +392,28 @@ class Run(DeviceTrace):
 
     # --- figures
 
-    def timeline(self, first: int | None = None, count: int | None = TIMELINE_COMMITS) -> go.Figure:
+    def timeline(self, first: int | None = None, count: int | None = figures.TIMELINE_COMMITS) -> go.Figure:
         """Block requests by sector over time for ``count`` commit windows from
         transaction ``first`` (default: the first measured one; ``count=None``: all),
         coloured by category (by operation without attribution), flushes marked, commit
-        windows shaded."""
+        windows shaded: the report's timeline figure."""
         self.require_trace("timeline()")
-        wins = (
-            self.windows.filter(~pl.col("warmup")) if first is None else self.windows.filter(pl.col("index") >= first)
+        return figures.commit_timeline(
+            self.events, self.device, self.windows, self.label, self.categories(), first, count
         )
-        wins = wins.sort("win_start_ns").head(count) if count is not None else wins.sort("win_start_ns")
-        if wins.height == 0:
-            raise UsageError(f"{self.label}: no commit windows to draw", "choose `first` within the run's commits")
-        t0, t1 = int(wins["win_start_ns"].min()), int(wins["win_end_ns"].max())
-        reqs = self.requests().filter(pl.col("time_ns").is_between(t0, t1))
-        reqs = figures.with_ms(reqs, t0)
-        coloured_by = "category" if "category" in reqs.columns else "operation"
-        key = pl.coalesce("category", figures.operation_key()) if coloured_by == "category" else figures.operation_key()
-        title = f"timeline: {self.label}, commits {wins['index'].min()}–{wins['index'].max()} (shaded)"
-        fig = figures.timeline_figure(reqs.with_columns(key.alias("key")), title, wins, t0, coloured_by)
-        fig.update_layout(xaxis_title="ms since the first commit shown")
-        return fig
 
     def stacked_categories(self) -> go.Figure:
         """KiB of each of the first measured commits stacked by category: block bytes by
         attribution category, or SQLite's VFS bytes by file kind when the run has no
         categories (the title says which)."""
-        frame, source = report.per_commit_bytes(str(self.dir))
+        frame, source = figures.per_commit_bytes(self.dir)
         return figures.stacked_bars(
             frame.rename({"index": "commit"}), "commit", f"{self.label}: KiB per commit — {source}"
         )
 
     def latency_cdf(self) -> go.Figure:
         """The commit-latency CDF with the 60 Hz frame budget marked."""
-        return report.latency_cdfs(runs_frame([self]))
+        return figures.latency_cdfs(runs_frame([self]))
 
 
 def layer_expr() -> pl.Expr:
@@ -451,14 +434,14 @@ def layer_expr() -> pl.Expr:
 
 
 def runs_frame(runs: list[Run]) -> pl.DataFrame:
-    """The minimal runs frame :mod:`sqlwa.report`'s figures take, without touching the
-    run directories (no events.parquet is written)."""
+    """The minimal runs frame :mod:`sqlwa.views.figures`' run figures take, read from the
+    runs already loaded."""
     return pl.DataFrame(
         [
             {
                 "status": "ok",
                 "run_dir": str(run.dir.resolve()),
-                **{key: run.config.get(key, "?") for key in store.CONFIG_KEYS},
+                **{key: run.config.get(key, "?") for key in CONFIG_KEYS},
             }
             for run in runs
         ]
@@ -468,7 +451,7 @@ def runs_frame(runs: list[Run]) -> pl.DataFrame:
 # ------------------------------------------------------------------ a matrix
 
 
-SELECTORS = ("scenario", "fs", "journal", "sync", "repeat")
+SELECTORS = (*CONFIG_KEYS, "repeat")
 
 
 class Matrix:
@@ -513,7 +496,7 @@ class Matrix:
             if key in rows.columns:
                 rows = rows.filter(pl.col(key) == value)
         if rows.height != 1:
-            choices = ", ".join(store.config_label(r) for r in self.ok().iter_rows(named=True))
+            choices = ", ".join(config_label(r) for r in self.ok().iter_rows(named=True))
             found = "no run" if rows.height == 0 else f"{rows.height} runs"
             raise UsageError(f"{found} of {self.dir} match {selection}", f"narrow the selection; runs: {choices}")
         return Run(rows["run_dir"][0])
@@ -523,7 +506,7 @@ class Matrix:
         """Every successful run's commits in one frame, with scenario, fs, journal, sync
         and run_key columns in front (columns a run lacks are null)."""
         frames = [
-            run.commits.select(*[pl.lit(row.get(k)).alias(k) for k in (*store.CONFIG_KEYS, "run_key")], pl.all())
+            run.commits.select(*[pl.lit(row.get(k)).alias(k) for k in (*CONFIG_KEYS, "run_key")], pl.all())
             for run, row in zip(self.runs, self.ok().iter_rows(named=True))
         ]
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
@@ -534,11 +517,11 @@ class Matrix:
 
     def stacked_categories(self) -> go.Figure:
         """KiB per commit by category for each configuration (means over repeats)."""
-        return report.category_bars(store.config_means(self.summary))[0]
+        return figures.category_bars(store.config_means(self.summary))[0]
 
     def latency_cdf(self) -> go.Figure:
         """Commit-latency CDFs, one curve per configuration, frame budget marked."""
-        return report.latency_cdfs(self.summary)
+        return figures.latency_cdfs(self.summary)
 
 
 def frame_of_runs(runs: list[Run]) -> pl.DataFrame:

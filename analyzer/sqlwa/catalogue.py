@@ -1,11 +1,209 @@
-"""sqlwa's vocabulary, in one place: the file kinds SQLite's VFS calls are counted by.
+"""sqlwa's vocabulary, in one place: the headline metrics (name, level, unit, label,
+direction), the per-commit columns, the file kinds, what counts as a cache flush, and the
+configuration keys and labels runs are told apart by.
 
-Store, report, check, compare and the Python API read names from here rather than
-spelling them again.
+Store, report, check, compare, the CLI's tables and the Python API read names from here
+rather than spelling them again. This module sits low in the import layering: it imports
+only third-party libraries (Polars), so every stage can read it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+import polars as pl
+
+# ------------------------------------------------------------------ levels
+
+#: The layers a run measures: ``vfs`` always; ``syscall`` and ``block`` only on a lab
+#: filesystem with tracefs.
+LEVELS = ("vfs", "syscall", "block")
+Level: TypeAlias = Literal["vfs", "syscall", "block"]
+
+# ------------------------------------------------------------------ file kinds
+
 #: The kinds of file the engine's counting VFS tells apart, in its column order
 #: (``vfs_<kind>_<counter>`` in commits.parquet).
 FILE_KINDS = ("db", "journal", "wal", "shm", "temp", "other")
+
+#: The database's own files: the kinds the engine maps with FIEMAP (``extents``
+#: markers), so attribution can name them as the cause of a block write, and the kinds
+#: summary.json's ``vfs_by_file`` always lists (``temp``/``other`` only when used).
+DATABASE_FILE_KINDS = ("db", "journal", "wal", "shm")
+
+# ------------------------------------------------------------------ cache flushes
+
+
+def is_flush() -> pl.Expr:
+    """What counts as a device cache flush, over rows of the event table: a standalone
+    flush request or a request carrying the preflush flag (REQ_PREFLUSH, the ``F`` in
+    front of RWBS). Per-commit ``flush_requests``, the ``flushes_per_commit`` metric and
+    the ▼ marks of the timeline all count this."""
+    return (pl.col("operation") == "flush") | pl.col("preflush")
+
+
+# ------------------------------------------------------------------ per-commit columns
+
+#: commits.parquet's per-commit figures, by the level that measures them (each a count or
+#: a byte total inside the commit window). A column of an unmeasured level is absent.
+VFS_COMMIT_COLUMNS = ("logical_bytes", "vfs_write_calls", "vfs_write_bytes", "vfs_sync_calls")
+SYSCALL_COMMIT_COLUMNS = (
+    "fsync_calls",  # fsync + fdatasync + sync_file_range
+    "fdatasync_calls",
+    "pwrite_calls",
+    "pwrite_bytes",
+    "ftruncate_calls",
+    "unlink_calls",
+)
+BLOCK_COMMIT_COLUMNS = (
+    "write_requests",
+    "write_bytes",
+    "flush_requests",  # see is_flush()
+    "fua_writes",
+    "read_requests",
+    "read_bytes",
+    "discard_requests",
+)
+#: The commit itself: warm-up flag, start (CLOCK_MONOTONIC ns) and latency (ns).
+COMMIT_TIMING_COLUMNS = ("warmup", "start_ns", "latency_ns")
+
+# ------------------------------------------------------------------ headline metrics
+
+#: Which way a metric improves. Every cost (calls, bytes, flushes, amplification,
+#: latency, missed frames) is ``"lower"``; the workload's own payload is ``None``: it is
+#: what was asked for, neither better nor worse.
+Better: TypeAlias = Literal["lower", "higher"] | None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One headline figure of a run: a column of the store's runs table, a cell of the
+    report's table, a limit ``max_<name>`` in a check policy, a row of ``sqlwa compare``."""
+
+    name: str
+    level: Level  # the layer that must be measured for it; NULL in the store otherwise
+    unit: str  # of the value as stored, e.g. "KiB", "ms", "calls"
+    label: str  # short, for table headers and axes
+    description: str  # one line: what it counts
+    better: Better = "lower"
+    digits: int = 2  # decimals a table shows
+
+    @property
+    def direction(self) -> str:
+        """Which way is better, in words."""
+        return {"lower": "lower is better", "higher": "higher is better", None: "neither better nor worse"}[self.better]
+
+    def worse(self, delta: float) -> bool:
+        """A change of ``delta`` (new − old) is for the worse."""
+        if self.better is None:
+            return False
+        return delta > 0 if self.better == "lower" else delta < 0
+
+    def improved(self, delta: float) -> bool:
+        """A change of ``delta`` (new − old) is for the better."""
+        return delta != 0 and self.better is not None and not self.worse(delta)
+
+
+def _metrics(*metrics: Metric) -> dict[str, Metric]:
+    return {m.name: m for m in metrics}
+
+
+#: The per-run headline figures, in the order the store's runs table, the report's table
+#: and its legend show them. Per commit: means over measured (non-warm-up) commits.
+METRICS: Mapping[str, Metric] = _metrics(
+    Metric(
+        "logical_bytes_per_commit",
+        "vfs",
+        "B",
+        "logical B",
+        "payload the app asked to store, bytes",
+        better=None,
+        digits=0,
+    ),
+    Metric("vfs_write_calls_per_commit", "vfs", "calls", "VFS writes", "SQLite xWrite calls, all files"),
+    Metric("vfs_write_kib_per_commit", "vfs", "KiB", "VFS KiB", "SQLite xWrite KiB, all files", digits=1),
+    Metric("vfs_sync_calls_per_commit", "vfs", "calls", "VFS xSync", "SQLite xSync calls, all files"),
+    Metric("fsync_calls_per_commit", "syscall", "calls", "fsync", "fsync + fdatasync + sync_file_range syscalls"),
+    Metric("pwrite_kib_per_commit", "syscall", "KiB", "pwrite KiB", "pwrite64 KiB", digits=1),
+    Metric(
+        "block_write_requests_per_commit",
+        "block",
+        "requests",
+        "block writes",
+        "block write requests inside the commit window",
+    ),
+    Metric(
+        "block_write_kib_per_commit",
+        "block",
+        "KiB",
+        "block KiB in window",
+        "block KiB written inside the commit window",
+        digits=1,
+    ),
+    Metric(
+        "write_kib_per_commit",
+        "block",
+        "KiB",
+        "block KiB",
+        "block KiB written from the first commit to the end / commits (writeback included)",
+        digits=1,
+    ),
+    Metric(
+        "flushes_per_commit", "block", "flushes", "flushes", "device cache flushes (flush requests + preflush flags)"
+    ),
+    Metric("fua_per_commit", "block", "writes", "FUA", "FUA writes (force unit access: past the device cache)"),
+    Metric(
+        "block_over_logical",
+        "block",
+        "×",
+        "block/logical",
+        "amortized block bytes / logical bytes (whole-stack write amplification)",
+        digits=0,
+    ),
+    Metric(
+        "block_over_vfs",
+        "block",
+        "×",
+        "block/VFS",
+        "amortized block bytes / VFS bytes (the filesystem's share)",
+        digits=1,
+    ),
+    Metric("vfs_over_logical", "vfs", "×", "VFS/logical", "VFS bytes / logical bytes (SQLite's share)", digits=1),
+    Metric("p50_ms", "vfs", "ms", "p50 ms", "commit latency p50, ms", digits=3),
+    Metric("p99_ms", "vfs", "ms", "p99 ms", "commit latency p99, ms", digits=3),
+    Metric("p999_ms", "vfs", "ms", "p99.9 ms", "commit latency p99.9, ms", digits=3),
+    Metric("max_ms", "vfs", "ms", "max ms", "commit latency max, ms", digits=3),
+    Metric(
+        "frame_budget_misses",
+        "vfs",
+        "commits",
+        "frame misses",
+        "measured commits slower than the run's frame budget (default one 60 Hz frame, 16.67 ms), count",
+        digits=0,
+    ),
+    Metric(
+        "frame_budget_miss_pct", "vfs", "%", "frame misses %", "the same as a share of measured commits, %", digits=1
+    ),
+)
+
+# ------------------------------------------------------------------ configurations
+
+#: What a configuration is: runs with equal values are repeats of one configuration.
+CONFIG_KEYS = ("scenario", "fs", "journal", "sync")
+
+
+def config_label(row: Mapping[str, Any]) -> str:
+    """``scenario fs journal/sync``: how tables, checks and figures name a configuration."""
+    return f"{row['scenario']} {row['fs']} {row['journal']}/{row['sync']}"
+
+
+def run_label(row: Mapping[str, Any]) -> str:
+    """:func:`config_label` plus ``#N`` for a repeat after the first."""
+    return config_label(row) + (f" #{row['repeat']}" if (row.get("repeat") or 1) > 1 else "")
+
+
+def config_key(row: Mapping[str, Any]) -> tuple:
+    """The configuration a row belongs to (:data:`CONFIG_KEYS` values), for matching."""
+    return tuple(row[key] for key in CONFIG_KEYS)

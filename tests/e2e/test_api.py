@@ -158,11 +158,11 @@ def test_requests_and_mix(delete_run):
 def test_events_parquet_is_read_instead_of_the_trace(tmp_path, delete_run):
     import shutil
 
-    from sqlwa.results import store
+    from sqlwa.results import rundir
 
     copy = tmp_path / "run"
     shutil.copytree(DELETE_RUN, copy)
-    store.ensure_event_table(copy)  # what a matrix writes beside each lab run
+    rundir.events(copy).write_parquet(copy / rundir.EVENTS_FILE)  # what a lab run writes beside its trace
     (copy / "trace.txt").unlink()
     run = sqlwa.load(copy)
     assert run.has_trace

@@ -11,8 +11,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import sqlwa
-from sqlwa.results import store
+from helpers import REPO, sqlwa
+from sqlwa.results import rundir, store
+from sqlwa.views import report
+
+OLD_LAB_RUN = REPO / "traces" / "samples" / "sqlwa-runs" / "ext4-delete"  # trace.txt, no events.parquet
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +27,7 @@ def vfs_run(tmp_path_factory) -> Path:
 
 def test_new_store_has_current_schema_and_wal_mode(tmp_path):
     conn = store.connect(tmp_path / "results.sqlite")
-    assert store.schema_version(conn) == store.SCHEMA_VERSION
+    assert store.schema_version(conn) == store.STORE_SCHEMA_VERSION
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert {"runs", "commits", "runs_by_config"} <= names
@@ -39,7 +42,7 @@ def test_old_store_is_migrated_and_keeps_its_rows(tmp_path, vfs_run):
     raw.commit()
     raw.close()
     conn = store.connect(path)
-    assert store.schema_version(conn) == store.SCHEMA_VERSION
+    assert store.schema_version(conn) == store.STORE_SCHEMA_VERSION
     assert tuple(conn.execute("SELECT run_key, frame_budget_misses, frame_budget_miss_pct FROM runs").fetchone()) == (
         "old",
         3,
@@ -53,7 +56,7 @@ def test_old_store_is_migrated_and_keeps_its_rows(tmp_path, vfs_run):
 def test_newer_store_is_refused(tmp_path):
     path = tmp_path / "results.sqlite"
     raw = sqlite3.connect(path)
-    raw.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")
+    raw.execute(f"PRAGMA user_version = {store.STORE_SCHEMA_VERSION + 1}")
     raw.close()
     with pytest.raises(store.UsageError, match="newer than this sqlwa"):
         store.connect(path)
@@ -77,6 +80,26 @@ def test_vfs_run_round_trip_with_absent_levels_null(tmp_path, vfs_run):
     conn = store.connect(path)
     commits = conn.execute("SELECT count(*), sum(warmup), max(write_bytes), max(fsync_calls) FROM commits").fetchone()
     assert tuple(commits) == (22, 2, None, None)
+
+
+def test_saving_records_the_event_table_and_never_parses_the_trace(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(OLD_LAB_RUN, run)
+    path = tmp_path / "results.sqlite"
+    store.save_run_dir(path, run)
+    assert not (run / "events.parquet").exists()  # saving wrote nothing into the run
+    [row] = store.load_results(tmp_path).iter_rows(named=True)
+    assert row["events_path"] is None
+    # readers still get the run's events: derived from trace.txt on the fly
+    assert report.has_events(row) and report.read_events(row).equals(rundir.events(run))
+    fig, _ = report.timeline(row)
+    assert len(fig.layout.shapes) == 12  # the first measured commits' windows
+    rundir.events(run).write_parquet(run / "events.parquet")  # as a lab run writes it
+    store.save_run_dir(path, run)
+    [row] = store.load_results(tmp_path).iter_rows(named=True)
+    assert row["events_path"] == str((run / "events.parquet").resolve())
 
 
 def test_frame_budget_misses_count_slow_measured_commits():

@@ -27,9 +27,9 @@ from __future__ import annotations
 import polars as pl
 
 from sqlwa.analysis import windows
+from sqlwa.catalogue import DATABASE_FILE_KINDS
 
-CATEGORIES = ("db", "journal", "wal", "shm", "checkpoint", "fs_journal", "fs_metadata", "writeback", "unattributed")
-FILE_KINDS = ("db", "journal", "wal", "shm")
+CATEGORIES = (*DATABASE_FILE_KINDS, "checkpoint", "fs_journal", "fs_metadata", "writeback", "unattributed")
 
 
 # ------------------------------------------------------------------ the files' ranges
@@ -54,7 +54,7 @@ def extents_ranges(events: pl.DataFrame) -> pl.DataFrame:
         "file",
         parts.struct.field("field_0").cast(pl.Int64).alias("start"),
         (parts.struct.field("field_0").cast(pl.Int64) + parts.struct.field("field_1").cast(pl.Int64)).alias("end"),
-    ).filter(pl.col("file").is_in(FILE_KINDS))
+    ).filter(pl.col("file").is_in(DATABASE_FILE_KINDS))
 
 
 def translate_chunks(ranges: pl.DataFrame, chunks: list) -> pl.DataFrame:

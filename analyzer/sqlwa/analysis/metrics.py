@@ -64,8 +64,11 @@ def latency_ms(measured: pl.DataFrame) -> dict[str, float]:
     if measured.height == 0:
         return {name: 0.0 for name in (*LATENCY_QUANTILES, "max")}
     ms = measured["latency_ns"].cast(pl.Float64) / 1e6
-    figures = {name: float(ms.quantile(q, interpolation="linear")) for name, q in LATENCY_QUANTILES.items()}
-    figures["max"] = float(ms.max())
+    # a Float64 series of at least one value: its quantiles and maximum are numbers
+    figures = {
+        name: float(cast(float, ms.quantile(q, interpolation="linear"))) for name, q in LATENCY_QUANTILES.items()
+    }
+    figures["max"] = float(cast(float, ms.max()))
     return figures
 
 

@@ -11,9 +11,17 @@ from typing import cast
 import polars as pl
 
 from sqlwa.analysis import metrics
-from sqlwa.catalogue import FILE_KINDS
+from sqlwa.catalogue import (
+    BLOCK_COMMIT_COLUMNS,
+    DATABASE_FILE_KINDS,
+    FILE_KINDS,
+    SYSCALL_COMMIT_COLUMNS,
+    VFS_COMMIT_COLUMNS,
+)
 
-SCHEMA_VERSION = 1
+#: The version of summary.json's layout (its ``schema_version`` key); not the results
+#: store's schema (:data:`sqlwa.results.store.STORE_SCHEMA_VERSION`).
+SUMMARY_SCHEMA_VERSION = 1
 KIND_FIELDS = ("write_calls", "write_bytes", "sync_calls", "truncate_calls", "delete_calls")
 
 
@@ -37,22 +45,11 @@ def mean_of(frame: pl.DataFrame, column: str) -> float:
     return float(cast(float, frame[column].mean()))
 
 
-VFS_MEANS = ("logical_bytes", "vfs_write_calls", "vfs_write_bytes", "vfs_sync_calls")
-# Present only when the level was captured: an absent level is absent, never 0.
-SYSCALL_MEANS = ("fsync_calls", "fdatasync_calls", "pwrite_calls", "pwrite_bytes", "ftruncate_calls", "unlink_calls")
-BLOCK_MEANS = (
-    "write_requests",
-    "write_bytes",
-    "flush_requests",
-    "fua_writes",
-    "read_requests",
-    "read_bytes",
-    "discard_requests",
-)
-
-
 def per_commit_means(measured: pl.DataFrame) -> dict[str, float]:
-    names = [*VFS_MEANS, *(n for n in (*SYSCALL_MEANS, *BLOCK_MEANS) if n in measured.columns)]
+    """Means of the per-commit columns; syscall and block ones only when the level was
+    captured: an absent level is absent, never 0."""
+    captured = (n for n in (*SYSCALL_COMMIT_COLUMNS, *BLOCK_COMMIT_COLUMNS) if n in measured.columns)
+    names = [*VFS_COMMIT_COLUMNS, *captured]
     return {name: mean_of(measured, name) for name in names}
 
 
@@ -61,7 +58,7 @@ def vfs_by_file(measured: pl.DataFrame) -> dict[str, dict[str, float]]:
     result = {}
     for kind in FILE_KINDS:
         figures = {field: mean_of(measured, f"vfs_{kind}_{field}") for field in KIND_FIELDS}
-        if kind in ("db", "journal", "wal", "shm") or any(figures.values()):
+        if kind in DATABASE_FILE_KINDS or any(figures.values()):
             result[kind] = figures
     return result
 
@@ -77,7 +74,7 @@ def build_summary(
     """The summary.json document for one run; ``sections`` adds later stages' parts."""
     measured = commits.filter(~pl.col("warmup"))
     summary = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SUMMARY_SCHEMA_VERSION,
         "config": config,
         "levels": levels,
         "commits": measured.height,

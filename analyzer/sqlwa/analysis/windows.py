@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS, is_flush
+
 SYNC_SYSCALLS = ("fsync", "fdatasync", "sync_file_range")
 WRITE_SYSCALLS = ("pwrite64", "write")
 UNLINK_SYSCALLS = ("unlink", "unlinkat")
@@ -71,13 +73,13 @@ def block_issues(events: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
 
 
 def block_tallies() -> list[pl.Expr]:
-    """Per-group block figures; a flush is a standalone flush request or a preflush flag."""
+    """Per-group block figures (:data:`sqlwa.catalogue.BLOCK_COMMIT_COLUMNS`); a flush is
+    what :func:`sqlwa.catalogue.is_flush` says."""
     is_write = pl.col("operation") == "write"
-    is_flush_req = pl.col("operation") == "flush"
     return [
         is_write.sum().alias("write_requests"),
         pl.when(is_write).then(pl.col("bytes")).otherwise(0).sum().alias("write_bytes"),
-        (is_flush_req | pl.col("preflush")).sum().alias("flush_requests"),
+        is_flush().sum().alias("flush_requests"),
         (is_write & pl.col("fua")).sum().alias("fua_writes"),
         (pl.col("operation") == "read").sum().alias("read_requests"),
         pl.when(pl.col("operation") == "read").then(pl.col("bytes")).otherwise(0).sum().alias("read_bytes"),
@@ -103,18 +105,6 @@ def syscall_tallies() -> list[pl.Expr]:
     ]
 
 
-BLOCK_COLUMNS = (
-    "write_requests",
-    "write_bytes",
-    "flush_requests",
-    "fua_writes",
-    "read_requests",
-    "read_bytes",
-    "discard_requests",
-)
-SYSCALL_COLUMNS = ("fsync_calls", "fdatasync_calls", "pwrite_calls", "pwrite_bytes", "ftruncate_calls", "unlink_calls")
-
-
 def per_window(rows: pl.DataFrame, windows: pl.DataFrame, tallies: list[pl.Expr], columns) -> pl.DataFrame:
     """Tally ``rows`` per commit window; windows without events get zeros."""
     return tally_by_commit(assign_windows(rows, windows), windows, tallies, columns)
@@ -130,11 +120,11 @@ def tally_by_commit(rows: pl.DataFrame, windows: pl.DataFrame, tallies: list[pl.
 
 
 def block_per_commit(events: pl.DataFrame, windows: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
-    return per_window(block_issues(events, dev), windows, block_tallies(), BLOCK_COLUMNS)
+    return per_window(block_issues(events, dev), windows, block_tallies(), BLOCK_COMMIT_COLUMNS)
 
 
 def syscalls_per_commit(events: pl.DataFrame, windows: pl.DataFrame, tid: int | None) -> pl.DataFrame:
-    return per_window(syscall_entries(events, tid), windows, syscall_tallies(), SYSCALL_COLUMNS)
+    return per_window(syscall_entries(events, tid), windows, syscall_tallies(), SYSCALL_COMMIT_COLUMNS)
 
 
 def amortized_write_bytes(events: pl.DataFrame, windows: pl.DataFrame, dev: tuple[int, int]) -> dict:

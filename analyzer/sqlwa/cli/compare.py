@@ -7,15 +7,17 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from sqlwa.catalogue import METRICS, Metric
 from sqlwa.cli.matrix import fmt, wide_console
 from sqlwa.results import compare as comparing
 from sqlwa.results import store
 
 
-def delta_text(delta, pct) -> str:
+def delta_text(delta, pct, metric: Metric) -> str:
+    """The delta and its share, red for a change for the worse, green for the better."""
     if delta is None:
         return "—"
-    colour = "red" if delta > 0 else "green" if delta < 0 else "dim"
+    colour = "red" if metric.worse(delta) else "green" if metric.improved(delta) else "dim"
     pct_text = f" ({pct:+.1f}%)" if pct is not None else ""
     return f"[{colour}]{delta:+,.3f}{pct_text}[/{colour}]"
 
@@ -33,8 +35,9 @@ def compare_command(a, b):
       sqlwa compare m1/results.sqlite m2
 
     Matrices are matched by configuration (scenario, fs, journal, sync; means over
-    repeats). Per commit figures; higher is worse for all of them, so a positive delta is
-    shown red. — means the level was not measured on that side (never 0).
+    repeats). Per commit figures; a change for the worse is shown red, for the better
+    green (higher is worse for all of them). — means the level was not measured on that
+    side (never 0).
     """
     rows = comparing.compare(store.load_results(a), store.load_results(b))
     table = Table(title=f"A = {a}   B = {b}", title_justify="left")
@@ -51,7 +54,7 @@ def compare_command(a, b):
             row["metric"],
             fmt(row["a"], 3),
             fmt(row["b"], 3),
-            delta_text(row["delta"], row["pct"]),
+            delta_text(row["delta"], row["pct"], METRICS[row["metric"]]),
         )
         previous = row["config"]
     wide_console().print(table)

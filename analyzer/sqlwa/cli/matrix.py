@@ -21,6 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from sqlwa.catalogue import METRICS, config_label
 from sqlwa.measure import matrix
 from sqlwa.results import store
 
@@ -109,6 +110,19 @@ def wide_console(stderr: bool = False) -> Console:
     return console if console.is_terminal else Console(stderr=stderr, width=160)
 
 
+# The catalogue metrics the matrix table shows, in its column order.
+TABLE_METRICS = (
+    "vfs_sync_calls_per_commit",
+    "fsync_calls_per_commit",
+    "flushes_per_commit",
+    "vfs_write_kib_per_commit",
+    "write_kib_per_commit",
+    "block_over_logical",
+    "p99_ms",
+    "frame_budget_misses",
+)
+
+
 def results_table(runs: pl.DataFrame, title: str) -> Table:
     """Means per configuration; '—' marks a layer that was not measured (never 0)."""
     table = Table(
@@ -118,30 +132,14 @@ def results_table(runs: pl.DataFrame, title: str) -> Table:
         "block KiB amortized: all block bytes from the first commit to the end / commits",
     )
     table.add_column("configuration")
-    for name in (
-        "commits",
-        "VFS xSync",
-        "fsync",
-        "flushes",
-        "VFS KiB",
-        "block KiB",
-        "block/logical",
-        "p99 ms",
-        "frame misses",
-    ):
-        table.add_column(name, justify="right")
+    table.add_column("commits", justify="right")
+    for name in TABLE_METRICS:
+        table.add_column(METRICS[name].label, justify="right")
     for row in store.config_means(runs).iter_rows(named=True):
         table.add_row(
-            store.config_label(row),
+            config_label(row),
             f"{row['commits']:,}",
-            fmt(row["vfs_sync_calls_per_commit"]),
-            fmt(row["fsync_calls_per_commit"]),
-            fmt(row["flushes_per_commit"]),
-            fmt(row["vfs_write_kib_per_commit"], 1),
-            fmt(row["write_kib_per_commit"], 1),
-            fmt(row["block_over_logical"], 0),
-            fmt(row["p99_ms"], 3),
-            fmt(row["frame_budget_misses"], 0),
+            *(fmt(row[name], METRICS[name].digits) for name in TABLE_METRICS),
         )
     return table
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture import tracing
+from sqlwa.catalogue import run_label
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import filesystem
 from sqlwa.measure import engine, runner
@@ -57,7 +58,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return store.run_label(asdict(self))
+        return run_label(asdict(self))
 
 
 @dataclass

@@ -32,19 +32,21 @@ from xml.etree import ElementTree as ET
 
 import polars as pl
 
+from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_key, config_label, run_label
 from sqlwa.errors import UsageError
 from sqlwa.results import store
 
-# rule key → (metric in the store, unit for messages)
-LIMITS = {
-    "max_fsync_calls_per_commit": ("fsync_calls_per_commit", "fsync calls/commit"),
-    "max_write_kib_per_commit": ("write_kib_per_commit", "KiB/commit"),
-    "max_p99_ms": ("p99_ms", "ms p99"),
-    "max_frame_budget_misses": ("frame_budget_misses", "commits over their run's frame budget"),
-    "max_frame_budget_miss_pct": ("frame_budget_miss_pct", "% of commits over their run's frame budget"),
-    "max_block_over_logical": ("block_over_logical", "x block/logical"),
-}
-SCOPES = ("scenario", "fs", "journal", "sync")
+# The catalogue metrics a rule may cap, each as ``max_<metric>``.
+LIMIT_METRICS = (
+    "fsync_calls_per_commit",
+    "write_kib_per_commit",
+    "p99_ms",
+    "frame_budget_misses",
+    "frame_budget_miss_pct",
+    "block_over_logical",
+)
+LIMITS = {f"max_{metric}": metric for metric in LIMIT_METRICS}  # rule key → metric
+SCOPES = CONFIG_KEYS  # a rule is scoped by the configuration keys
 RULE_KEYS = {"name", "max_regression_pct", "metrics", *SCOPES, *LIMITS}
 OPTION_KEYS = {"allow_lossy_trace", "allow_unmeasured"}
 DEFAULT_REGRESSION_METRICS = ("fsync_calls_per_commit", "write_kib_per_commit", "flushes_per_commit", "p99_ms")
@@ -134,9 +136,16 @@ def parse_rule(raw: dict, number: int) -> Rule:
     if not limits and regression is None:
         raise UsageError(f"policy {where} sets no limit", f"add one of: {', '.join([*LIMITS, 'max_regression_pct'])}")
     metrics = tuple(raw.get("metrics", DEFAULT_REGRESSION_METRICS))
-    bad = [m for m in metrics if m not in store.RUN_METRICS]
+    directed = [name for name, metric in METRICS.items() if metric.better is not None]
+    bad = [m for m in metrics if m not in METRICS]
     if bad:
-        raise UsageError(f"policy {where}: unknown metric {bad[0]!r}", f"metrics: {', '.join(store.RUN_METRICS)}")
+        raise UsageError(f"policy {where}: unknown metric {bad[0]!r}", f"metrics: {', '.join(directed)}")
+    undirected = [m for m in metrics if m not in directed]
+    if undirected:
+        raise UsageError(
+            f"policy {where}: {undirected[0]!r} is neither better nor worse when it grows, so it cannot regress",
+            f"metrics: {', '.join(directed)}",
+        )
     return Rule(
         name=str(raw.get("name", f"rule {number}")),
         scope={key: _scope_values(raw.get(key, "*"), key, f"policy {where}") for key in SCOPES},
@@ -172,11 +181,11 @@ def load_policy(path: Path) -> Policy:
 
 
 def limit_findings(rule: Rule, row: dict) -> list[Finding]:
-    label = store.config_label(row)
+    label = config_label(row)
     findings = []
     for key, limit in rule.limits.items():
-        metric, _unit = LIMITS[key]
-        level = store.RUN_METRICS[metric][0]
+        metric = LIMITS[key]
+        level = METRICS[metric].level
         value = row.get(metric)
         if value is None:
             findings.append(
@@ -195,8 +204,8 @@ def limit_findings(rule: Rule, row: dict) -> list[Finding]:
 
 
 def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> list[Finding]:
-    label = store.config_label(row)
-    base = baseline.get(store.config_key(row))
+    label = config_label(row)
+    base = baseline.get(config_key(row))
     limit = rule.max_regression_pct
     assert limit is not None, "only rules with max_regression_pct compare against a baseline"
     if base is None:
@@ -222,13 +231,16 @@ def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> l
                     label,
                     check,
                     limit=limit,
-                    detail=f"{store.RUN_METRICS[metric][0]} level not measured in "
+                    detail=f"{METRICS[metric].level} level not measured in "
                     f"{'this run' if now is None else 'the baseline'}",
                 )
             )
             continue
         pct = regression_pct(now, before)
-        outcome = "violation" if pct > limit else "pass"
+        # a regression is a change for the worse: growth of a cost, a fall of a "higher is better" figure
+        higher_is_better = METRICS[metric].better == "higher"
+        worse_pct = -pct if higher_is_better else pct
+        outcome = "violation" if worse_pct > limit else "pass"
         findings.append(
             Finding(
                 outcome,
@@ -237,7 +249,7 @@ def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> l
                 check,
                 pct,
                 limit,
-                detail=f"{before:,.3f} → {now:,.3f} = {pct:+.1f}%, limit +{limit:g}%",
+                detail=f"{before:,.3f} → {now:,.3f} = {pct:+.1f}%, limit {'-' if higher_is_better else '+'}{limit:g}%",
             )
         )
     return findings
@@ -253,7 +265,7 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
     """Lossy traces and failed runs: a gate must not pass a broken measurement."""
     findings = []
     for row in runs.iter_rows(named=True):
-        label = store.run_label(row)
+        label = run_label(row)
         lost = row.get("lost_events") or 0
         if row["status"] == "failed":
             findings.append(Finding("violation", "run must succeed", label, "run", detail=f"failed: {row['reason']}"))
@@ -278,10 +290,10 @@ def check(policy: Policy, runs: pl.DataFrame, baseline_runs: pl.DataFrame | None
     baseline = (
         {}
         if baseline_runs is None
-        else {store.config_key(r): r for r in store.config_means(baseline_runs).iter_rows(named=True)}
+        else {config_key(r): r for r in store.config_means(baseline_runs).iter_rows(named=True)}
     )
     for skipped in runs.filter(pl.col("status") == "skipped").iter_rows(named=True) if runs.height else []:
-        result.notes.append(f"skipped {store.config_label(skipped)}: {skipped['reason']}")
+        result.notes.append(f"skipped {config_label(skipped)}: {skipped['reason']}")
     for rule in policy.rules:
         matched = [row for row in configs if rule.applies_to(row)]
         if not matched:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from sqlwa.catalogue import config_label
 from sqlwa.results import store
 
-# What a reader compares first, in this order.
+# The catalogue metrics a reader compares first, in this order.
 COMPARED_METRICS = (
     "fsync_calls_per_commit",
     "vfs_sync_calls_per_commit",
@@ -38,14 +39,14 @@ def long_means(runs: pl.DataFrame, side: str, label: str | None = None) -> pl.Da
     if means.height == 0:
         return pl.DataFrame(schema={"config": pl.String, "metric": pl.String, side: pl.Float64})
     metrics = [m for m in COMPARED_METRICS if m in means.columns]
-    configs = [label or store.config_label(row) for row in means.iter_rows(named=True)]
+    configs = [label or config_label(row) for row in means.iter_rows(named=True)]
     return means.select(
         pl.Series("config", configs, dtype=pl.String), *[pl.col(m).cast(pl.Float64) for m in metrics]
     ).unpivot(index="config", variable_name="metric", value_name=side)
 
 
 def single_label(runs: pl.DataFrame) -> str:
-    return store.config_label(runs.row(0, named=True))
+    return config_label(runs.row(0, named=True))
 
 
 def compare(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:

@@ -17,6 +17,7 @@ run directories made before these files existed they are derived on the fly.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -52,6 +53,15 @@ def events(run_dir: Path) -> pl.DataFrame:
         return pl.read_parquet(run_dir / EVENTS_FILE)
     parsed, _ = traceparse.parse(run_dir / TRACE_FILE, format="ftrace", lenient=True)
     return parsed
+
+
+def commit_windows(commits: pl.DataFrame, events: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+    """``index``, ``warmup``, ``win_start_ns``, ``win_end_ns`` of every transaction with a
+    window: as commits.parquet recorded them (lab runs), else cut from the run's events
+    (``events()`` is called only then)."""
+    if "win_start_ns" in commits.columns:
+        return commits.select("index", "warmup", "win_start_ns", "win_end_ns").drop_nulls()
+    return windows.commit_windows(events())
 
 
 def lab_device(config: dict) -> tuple[int, int] | None:

@@ -4,9 +4,11 @@ Tables (schema version in ``PRAGMA user_version``, upgraded by :data:`MIGRATIONS
 
 * ``runs`` — one row per run (or per failed / skipped matrix cell): its configuration,
   its environment (kernel, SQLite version and compile options, filesystem and mount
-  options, tool version, machine), its status, the headline figures per commit, the
-  paths of its run directory and of its event table (``events.parquet``), and the whole
-  ``summary.json``. A figure of a layer that was not measured is NULL, never 0.
+  options, tool version, machine), its status, the headline figures per commit (one
+  column per :data:`sqlwa.catalogue.METRICS` entry), the paths of its run directory and
+  of its event table (``events.parquet``, when the run wrote one: saving never parses a
+  trace), and the whole ``summary.json``. A figure of a layer that was not measured is
+  NULL, never 0.
 * ``commits`` — per-commit metrics of every run (one row per transaction).
 
 Many processes may write at once (parallel sweeps into one store, ``sqlwa run --store``):
@@ -29,47 +31,15 @@ from pathlib import Path
 import polars as pl
 
 from sqlwa.analysis import metrics
+from sqlwa.catalogue import CONFIG_KEYS, METRICS
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir
 
 STORE_FILE = "results.sqlite"
-EVENTS_FILE = rundir.EVENTS_FILE
 BUSY_TIMEOUT_MS = 60_000
-# A run's summary.json names the budget it was measured with; this is for runs without one.
-FRAME_BUDGET_MS = metrics.DEFAULT_FRAME_BUDGET_MS
 
-# Per-run headline figures: name → (level it needs, what it is). Levels: "vfs" is always
-# measured; "syscall" and "block" only on a lab filesystem with tracefs.
-RUN_METRICS = {
-    "logical_bytes_per_commit": ("vfs", "payload the app asked to store, bytes"),
-    "vfs_write_calls_per_commit": ("vfs", "SQLite xWrite calls, all files"),
-    "vfs_write_kib_per_commit": ("vfs", "SQLite xWrite KiB, all files"),
-    "vfs_sync_calls_per_commit": ("vfs", "SQLite xSync calls, all files"),
-    "fsync_calls_per_commit": ("syscall", "fsync + fdatasync + sync_file_range syscalls"),
-    "pwrite_kib_per_commit": ("syscall", "pwrite64 KiB"),
-    "block_write_requests_per_commit": ("block", "block write requests inside the commit window"),
-    "block_write_kib_per_commit": ("block", "block KiB written inside the commit window"),
-    "write_kib_per_commit": (
-        "block",
-        "block KiB written from the first commit to the end / commits (writeback included)",
-    ),
-    "flushes_per_commit": ("block", "device cache flushes (flush requests + preflush flags)"),
-    "fua_per_commit": ("block", "FUA writes"),
-    "block_over_logical": ("block", "amortized block bytes / logical bytes (whole-stack write amplification)"),
-    "block_over_vfs": ("block", "amortized block bytes / VFS bytes (the filesystem's share)"),
-    "vfs_over_logical": ("vfs", "VFS bytes / logical bytes (SQLite's share)"),
-    "p50_ms": ("vfs", "commit latency p50, ms"),
-    "p99_ms": ("vfs", "commit latency p99, ms"),
-    "p999_ms": ("vfs", "commit latency p99.9, ms"),
-    "max_ms": ("vfs", "commit latency max, ms"),
-    "frame_budget_misses": (
-        "vfs",
-        "measured commits slower than the run's frame budget (default one 60 Hz frame, 16.67 ms), count",
-    ),
-    "frame_budget_miss_pct": ("vfs", "the same as a share of measured commits, %"),
-}
-
-# Per-commit columns kept in the store; a column of an unmeasured layer stays NULL.
+# Per-commit columns kept in the store (names from sqlwa.catalogue's per-commit columns),
+# in the commits table's column order; a column of an unmeasured layer stays NULL.
 COMMIT_COLUMNS = (
     "warmup",
     "start_ns",
@@ -88,8 +58,29 @@ COMMIT_COLUMNS = (
     "fua_writes",
 )
 
-# Frozen: the metric columns as version 1 made them. New metrics come with a migration.
-V1_METRICS = tuple(m for m in RUN_METRICS if m != "frame_budget_miss_pct")
+# Frozen history: the metric columns (catalogue.METRICS names) as version 1 made them. A
+# metric added to the catalogue gets its column from a new migration, never from here.
+V1_METRICS = (
+    "logical_bytes_per_commit",
+    "vfs_write_calls_per_commit",
+    "vfs_write_kib_per_commit",
+    "vfs_sync_calls_per_commit",
+    "fsync_calls_per_commit",
+    "pwrite_kib_per_commit",
+    "block_write_requests_per_commit",
+    "block_write_kib_per_commit",
+    "write_kib_per_commit",
+    "flushes_per_commit",
+    "fua_per_commit",
+    "block_over_logical",
+    "block_over_vfs",
+    "vfs_over_logical",
+    "p50_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "frame_budget_misses",
+)
 
 SCHEMA_V1 = f"""
 CREATE TABLE runs (
@@ -124,7 +115,9 @@ SCHEMA_V3 = "ALTER TABLE runs ADD COLUMN frame_budget_miss_pct REAL;"
 
 #: MIGRATIONS[i] upgrades a store from version i to version i + 1.
 MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3)
-SCHEMA_VERSION = len(MIGRATIONS)
+#: The results store's schema version (``PRAGMA user_version``); not summary.json's
+#: (:data:`sqlwa.analysis.summary.SUMMARY_SCHEMA_VERSION`).
+STORE_SCHEMA_VERSION = len(MIGRATIONS)
 
 
 # --------------------------------------------------------------------------- connection
@@ -175,21 +168,21 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the store to :data:`SCHEMA_VERSION`; concurrent openers migrate once."""
-    if schema_version(conn) == SCHEMA_VERSION:
+    """Bring the store to :data:`STORE_SCHEMA_VERSION`; concurrent openers migrate once."""
+    if schema_version(conn) == STORE_SCHEMA_VERSION:
         return
     with write_transaction(conn):
         current = schema_version(conn)  # re-read under the lock: another writer may have won
-        if current > SCHEMA_VERSION:
+        if current > STORE_SCHEMA_VERSION:
             raise UsageError(
-                f"results store has schema version {current}, newer than this sqlwa ({SCHEMA_VERSION})",
+                f"results store has schema version {current}, newer than this sqlwa ({STORE_SCHEMA_VERSION})",
                 "upgrade sqlwa",
             )
-        for version in range(current, SCHEMA_VERSION):
+        for version in range(current, STORE_SCHEMA_VERSION):
             for statement in MIGRATIONS[version].split(";"):
                 if statement.strip():
                     conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
 
 
 # --------------------------------------------------------------------------- figures
@@ -210,7 +203,8 @@ def _kib(value: float | None) -> float | None:
 
 
 def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float | None]:
-    """The headline figures of one run; a figure of an unmeasured layer is None."""
+    """The headline figures of one run (one value per :data:`sqlwa.catalogue.METRICS`
+    entry); a figure of an unmeasured layer is None."""
     levels = set(summary.get("levels", []))
     pc = summary.get("per_commit", {})
     syscall = "syscall" in levels
@@ -241,12 +235,15 @@ def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float 
     }
     # The run's own budget (`--frame-budget-ms`), so the store and summary.json agree.
     recorded = summary.get("frame_budget_misses")
-    budget_ms = recorded.get("budget_ms", FRAME_BUDGET_MS) if isinstance(recorded, dict) else FRAME_BUDGET_MS
+    default = metrics.DEFAULT_FRAME_BUDGET_MS
+    budget_ms = recorded.get("budget_ms", default) if isinstance(recorded, dict) else default
     figures.update(latency_figures(commits, budget_ms))
     return figures
 
 
-def latency_figures(commits: pl.DataFrame | None, budget_ms: float = FRAME_BUDGET_MS) -> dict[str, float]:
+def latency_figures(
+    commits: pl.DataFrame | None, budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
+) -> dict[str, float]:
     """p99.9 and frame-budget misses straight from the measured commits' latencies."""
     if commits is None or "latency_ns" not in commits.columns:
         return {}
@@ -283,18 +280,6 @@ class RunRecord:
     finished_at: float | None = None
 
 
-def ensure_event_table(run_dir: Path) -> Path | None:
-    """``run_dir/events.parquet``: the parsed events of the run's trace (lab runs write
-    it themselves; older run directories get it here, once)."""
-    events_path = run_dir / EVENTS_FILE
-    if events_path.exists():
-        return events_path
-    if not rundir.has_trace(run_dir):
-        return None
-    rundir.events(run_dir).write_parquet(events_path)
-    return events_path
-
-
 def _relative(path: Path | None, base: Path) -> str | None:
     """Paths inside the store's directory are kept relative, so the directory can move."""
     if path is None:
@@ -324,11 +309,18 @@ def environment_columns(summary: dict) -> dict:
     }
 
 
-def record_row(
-    record: RunRecord, summary: dict | None, commits: pl.DataFrame | None, base: Path, write_events: bool = True
-) -> dict:
-    """The runs-table row; ``write_events`` makes the run's events.parquet if missing
-    (saving into a store does; merely reading a run directory does not write into it)."""
+def event_table(run_dir: Path | None) -> Path | None:
+    """The run's events.parquet when it has one. Lab runs write it themselves; the store
+    only records where it is and never parses a trace to make one (readers derive the
+    events of an older run directory from its trace.txt, see :mod:`.rundir`)."""
+    if run_dir is None:
+        return None
+    path = Path(run_dir) / rundir.EVENTS_FILE
+    return path if path.is_file() else None
+
+
+def record_row(record: RunRecord, summary: dict | None, commits: pl.DataFrame | None, base: Path) -> dict:
+    """The runs-table row of ``record``; paths relative to ``base``. Writes nothing."""
     row = {
         "run_key": record.run_key,
         "cell": record.cell,
@@ -346,15 +338,11 @@ def record_row(
     }
     if summary is not None:
         trace = summary.get("trace") or {}
-        events = None
-        if record.run_dir is not None:
-            existing = Path(record.run_dir) / EVENTS_FILE
-            events = ensure_event_table(record.run_dir) if write_events else (existing if existing.exists() else None)
         row.update(
             levels=json.dumps(summary.get("levels", [])),
             commits=summary.get("commits"),
             lost_events=trace.get("lost_events") if trace else None,
-            events_path=_relative(events, base),
+            events_path=_relative(event_table(record.run_dir), base),
             summary_json=json.dumps(summary),
             **environment_columns(summary),
             **run_metrics(summary, commits),
@@ -386,6 +374,7 @@ def save_run(
     with write_transaction(conn):
         conn.execute("DELETE FROM runs WHERE run_key = ?", (record.run_key,))
         run_id = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values())).lastrowid
+        assert run_id is not None, "an INSERT into a rowid table sets lastrowid"
         if commits is not None:
             placeholders = ", ".join("?" for _ in range(len(COMMIT_COLUMNS) + 2))
             conn.executemany(f"INSERT INTO commits VALUES ({placeholders})", commit_rows(run_id, commits))
@@ -445,12 +434,12 @@ def single_run_frame(run_dir: Path) -> pl.DataFrame:
 
 
 def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> dict:
-    """The runs-frame row of a run directory already read, without writing into it."""
+    """The runs-frame row of a run directory already read, its paths absolute."""
     record = run_dir_record(run_dir, summary.get("config", {}))
-    row = record_row(record, summary, commits, run_dir, write_events=False)
+    row = record_row(record, summary, commits, run_dir)
     row["run_dir"] = str(run_dir.resolve())
-    events = run_dir / EVENTS_FILE
-    row["events_path"] = str(events.resolve()) if events.exists() else None
+    events = event_table(run_dir)
+    row["events_path"] = str(events.resolve()) if events is not None else None
     return row
 
 
@@ -473,35 +462,18 @@ def load_results(path: Path) -> pl.DataFrame:
     )
 
 
-CONFIG_KEYS = ("scenario", "fs", "journal", "sync")
-
-
-def config_label(row: dict) -> str:
-    return f"{row['scenario']} {row['fs']} {row['journal']}/{row['sync']}"
-
-
-def run_label(row: dict) -> str:
-    """:func:`config_label` plus ``#N`` for a repeat after the first."""
-    return config_label(row) + (f" #{row['repeat']}" if (row.get("repeat") or 1) > 1 else "")
-
-
-def config_key(row: dict) -> tuple:
-    """The configuration a row belongs to (:data:`CONFIG_KEYS` values), for matching."""
-    return tuple(row[key] for key in CONFIG_KEYS)
-
-
 def config_means(runs: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration (scenario, fs, journal, sync) over its successful runs:
     the mean of every figure across repeats, the repeats counted and lost events summed."""
     ok = runs.filter(pl.col("status") == "ok") if runs.height else runs
     if ok.height == 0:
         return ok
-    metrics = [m for m in RUN_METRICS if m in ok.columns]
+    figures = [m for m in METRICS if m in ok.columns]
     return ok.group_by(CONFIG_KEYS, maintain_order=True).agg(
         pl.len().alias("repeats"),
         pl.col("levels").first(),
         pl.col("commits").sum(),
         pl.col("lost_events").fill_null(0).sum().alias("lost_events"),
         pl.col("run_dir").first(),
-        *[pl.col(m).cast(pl.Float64).mean() for m in metrics],
+        *[pl.col(m).cast(pl.Float64).mean() for m in figures],
     )

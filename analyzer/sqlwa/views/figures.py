@@ -1,21 +1,32 @@
-"""Device-level figures over frames of block requests, shared by the Python API
-(:mod:`sqlwa.api`) and usable from notebooks.
+"""The plotly figures the Python API (:mod:`sqlwa.api`) and the HTML report
+(:mod:`sqlwa.views.report`) share, so a figure in a notebook is the same figure as in the
+report: the device-level figures over frames of block requests, a run's commit
+timeline, bytes per commit by category, and commit-latency CDFs.
 
-Every function takes Polars frames and returns a plotly figure; the binning and counting
-happen in Polars, never in a Python loop over events. Colours and layout live here and
-:mod:`sqlwa.report` builds its timeline here too, so a figure in a notebook looks like the
-same figure in the report.
+The binning and counting happen in Polars, never in a Python loop over events. Colours
+and layout live here.
 
-The input of the request figures is a frame of block requests as :mod:`sqlwa.traceparse`
+The input of the request figures is a frame of block requests as :mod:`sqlwa.analysis.traceparse`
 produces them (``time_ns``, ``sector``, ``bytes``, ``operation``, ``preflush``, ``fua``)
 plus ``ms`` (time since the start of the view) and, for the timeline, ``key`` (what
-colours the marker: a category, or the operation).
+colours the marker: a category, or the operation). The run-level figures read run
+directories through :mod:`sqlwa.results.rundir`.
 """
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+from typing import cast
+
 import plotly.graph_objects as go
 import polars as pl
+
+from sqlwa.analysis import metrics
+from sqlwa.analysis.windows import block_issues
+from sqlwa.catalogue import CONFIG_KEYS, config_label, is_flush
+from sqlwa.errors import UsageError
+from sqlwa.results import rundir
 
 CATEGORY_COLOURS = {
     "db": "#1f77b4",
@@ -37,12 +48,10 @@ CATEGORY_COLOURS = {
 }
 LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=60, b=60), font=dict(size=13))
 
-WINDOW_COLOURS = ("#ffd54f", "#90caf9")  # neighbouring commit windows alternate, as in the report
-
-
-def is_flush() -> pl.Expr:
-    """A cache flush: a standalone flush request or a request with the preflush flag."""
-    return (pl.col("operation") == "flush") | pl.col("preflush")
+WINDOW_COLOURS = ("#ffd54f", "#90caf9")  # neighbouring commit windows alternate
+TIMELINE_COMMITS = 12  # commit windows a timeline shows: enough to see the rhythm, few enough to read
+PER_COMMIT_BARS = 40  # commits per configuration in the per-commit bars
+CDF_POINTS = 400
 
 
 def with_ms(requests: pl.DataFrame, t0_ns: int) -> pl.DataFrame:
@@ -81,7 +90,7 @@ def timeline_figure(
             hovertemplate=f"{key}<br>%{{x:.3f}} ms, sector %{{y}}, %{{customdata:.1f}} KiB<extra></extra>",
         )
     flushes = requests.filter(is_flush())
-    top = int(data["sector"].max() or 0) if data.height else 0
+    top = int(cast(int, data["sector"].max()) or 0) if data.height else 0
     fig.add_scattergl(
         x=flushes["ms"].to_list(),
         y=[top * 1.04] * flushes.height,
@@ -113,6 +122,60 @@ def shade_windows(fig: go.Figure, windows: pl.DataFrame, t0_ns: int) -> None:
             annotation_position="bottom left",
             annotation_font_size=9,
         )
+
+
+def timeline_windows(
+    commit_windows: pl.DataFrame, first: int | None = None, count: int | None = TIMELINE_COMMITS
+) -> pl.DataFrame:
+    """The commit windows a timeline shows: ``count`` of them (None: all) from transaction
+    ``first``, by default from the first measured (non-warm-up) one."""
+    shown = (
+        commit_windows.filter(~pl.col("warmup")) if first is None else commit_windows.filter(pl.col("index") >= first)
+    )
+    shown = shown.sort("win_start_ns")
+    return shown.head(count) if count is not None else shown
+
+
+def request_categories(attributed: pl.DataFrame) -> pl.DataFrame:
+    """``time_ns``, ``sector``, ``category`` of every attributed write, one row per request
+    position: what a request on the timeline is joined with to take its colour."""
+    return attributed.select("time_ns", "sector", pl.col("category").cast(pl.String)).unique(
+        ["time_ns", "sector"], keep="first", maintain_order=True
+    )
+
+
+def commit_timeline(
+    events: pl.DataFrame,
+    device: tuple[int, int],
+    commit_windows: pl.DataFrame,
+    label: str,
+    categories: pl.DataFrame | None = None,
+    first: int | None = None,
+    count: int | None = TIMELINE_COMMITS,
+) -> go.Figure:
+    """A run's timeline, the one the report and :meth:`sqlwa.Run.timeline` draw: the block
+    requests on ``device`` during the commit windows :func:`timeline_windows` picks, by
+    sector over time, coloured by ``categories`` (:func:`request_categories`; by operation
+    without them), cache flushes marked, the windows shaded."""
+    shown = timeline_windows(commit_windows, first, count)
+    if shown.height == 0:
+        raise UsageError(f"{label}: no commit windows to draw", "choose `first` within the run's commits")
+    t0, t1 = int(cast(int, shown["win_start_ns"].min())), int(cast(int, shown["win_end_ns"].max()))
+    # Block requests as the device saw them: issued (action D), never queued (Q). A
+    # request is queued bio by bio and may be merged, split or requeued before the driver
+    # takes it; issue is the one moment each request reaches the device, and it is what
+    # the per-commit block figures and the attribution count, so the timeline agrees
+    # with them request for request.
+    issued = with_ms(block_issues(events, device).filter(pl.col("time_ns").is_between(t0, t1)), t0)
+    key, coloured_by = operation_key(), "operation"
+    if categories is not None:
+        issued = issued.join(categories, on=["time_ns", "sector"], how="left")
+        key, coloured_by = pl.coalesce("category", operation_key()), "category"
+    first_shown, last_shown = cast(int, shown["index"].min()), cast(int, shown["index"].max())
+    title = f"timeline: {label}, commits {first_shown}–{last_shown} (shaded)"
+    fig = timeline_figure(issued.with_columns(key.alias("key")), title, shown, t0, coloured_by)
+    fig.update_layout(xaxis_title="ms since the first commit shown")
+    return fig
 
 
 def size_histogram(requests: pl.DataFrame, title: str = "write request sizes") -> go.Figure:
@@ -189,4 +252,134 @@ def stacked_bars(frame: pl.DataFrame, x: str, title: str, yaxis_title: str = "Ki
             hovertemplate=f"{x} %{{x}} {name}: %{{y:.2f}}<extra></extra>",
         )
     fig.update_layout(barmode="stack", title=title, xaxis_title=x, yaxis_title=yaxis_title, height=460, **LAYOUT)
+    return fig
+
+
+# ------------------------------------------------------------------ runs and configurations
+
+
+def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
+    """Bytes per commit by category from a run's summary.json, and where they come from:
+    attribution categories when the run has them, else SQLite's VFS bytes by file kind."""
+    by_cat = summary.get("bytes_by_category")
+    commits = max(summary.get("commits") or 1, 1)
+    if isinstance(by_cat, dict) and by_cat:
+        # amortized (writeback and checkpoints included) matches the KiB heatmap; else in-window
+        for key, source in (
+            ("amortized_per_commit", "block bytes by attribution category, amortized"),
+            ("per_commit", "block bytes by attribution category, inside commit windows"),
+        ):
+            if isinstance(by_cat.get(key), dict):
+                return {k: float(v) for k, v in by_cat[key].items()}, source
+        numeric = {k: float(v) for k, v in by_cat.items() if isinstance(v, (int, float))}
+        if numeric:
+            return {k: v / commits for k, v in numeric.items()}, "block bytes by attribution category"
+    vfs = summary.get("vfs_by_file", {})
+    return {kind: counters.get("write_bytes", 0.0) for kind, counters in vfs.items()}, "SQLite VFS bytes by file kind"
+
+
+def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
+    """KiB per commit by category, one stacked bar per configuration of ``means`` (a
+    :func:`sqlwa.results.store.config_means` frame), and a note when the bars show VFS
+    bytes because the runs carry no attribution categories."""
+    per_config = {
+        config_label(row): category_bytes(rundir.summary(row["run_dir"])) for row in means.iter_rows(named=True)
+    }
+    sources = {source for _, source in per_config.values()}
+    categories = list(dict.fromkeys(cat for by_cat, _ in per_config.values() for cat in by_cat))
+    fig = go.Figure()
+    for cat in categories:
+        values = [by_cat.get(cat, 0.0) / 1024 for by_cat, _ in per_config.values()]
+        if any(values):
+            fig.add_bar(
+                name=cat,
+                x=list(per_config),
+                y=values,
+                marker_color=CATEGORY_COLOURS.get(cat),
+                hovertemplate=f"{cat}: %{{y:.2f}} KiB<extra></extra>",
+            )
+    fig.update_layout(
+        barmode="stack",
+        title="KiB per commit by category: " + " / ".join(sorted(sources)),
+        yaxis_title="KiB per commit",
+        height=460,
+        **LAYOUT,
+    )
+    note = (
+        ""
+        if all(src.startswith("block") for src in sources)
+        else (
+            "These runs carry no attribution categories (bytes_by_category); the bars show SQLite's VFS bytes by "
+            "file kind, what SQLite wrote before the filesystem added its own."
+        )
+    )
+    return fig, note
+
+
+def per_commit_bytes(run_dir: str | Path) -> tuple[pl.DataFrame, str]:
+    """The first measured commits of a run with one column per category (KiB), and the
+    source: attribution categories when commits.parquet has them, else VFS file kinds."""
+    commits = rundir.commits(Path(run_dir)).filter(~pl.col("warmup")).head(PER_COMMIT_BARS)
+    by_category = [c for c in commits.columns if c.startswith("bytes_")]
+    if by_category:
+        columns = {c.removeprefix("bytes_"): c for c in by_category}
+        source = "block bytes by attribution category (inside the commit window)"
+    else:
+        columns = {
+            c.removeprefix("vfs_").removesuffix("_write_bytes"): c
+            for c in commits.columns
+            if c.startswith("vfs_") and c.endswith("_write_bytes") and c != "vfs_write_bytes"
+        }
+        source = "SQLite VFS bytes by file kind"
+    return commits.select("index", *[(pl.col(c) / 1024).alias(name) for name, c in columns.items()]), source
+
+
+def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
+    """Commit-latency CDFs, one curve per configuration of ``runs`` (a runs frame: status,
+    run_dir and the configuration keys), over its successful runs' measured commits,
+    with the default frame budget marked."""
+    budget_ms = metrics.DEFAULT_FRAME_BUDGET_MS
+    fig = go.Figure()
+    lowest, highest = budget_ms, budget_ms
+    ok = runs.filter(pl.col("status") == "ok")
+    one_scenario = ok["scenario"].n_unique() == 1
+    for key, group in ok.group_by(CONFIG_KEYS, maintain_order=True):
+        config = dict(zip(CONFIG_KEYS, key))
+        frames = [rundir.commits(d) for d in group["run_dir"]]
+        ms = pl.concat(
+            [f.filter(~pl.col("warmup")).select(pl.col("latency_ns").cast(pl.Float64) / 1e6) for f in frames]
+        )
+        if ms.height == 0:
+            continue
+        qs = [i / CDF_POINTS for i in range(CDF_POINTS + 1)]
+        # a Float64 column of at least one value: every quantile is a number
+        values = [cast(float, ms["latency_ns"].quantile(q, interpolation="linear")) for q in qs]
+        lowest, highest = min(lowest, max(values[0], 1e-3)), max(highest, values[-1])
+        label = config_label(config)
+        label = label.removeprefix(f"{config['scenario']} ") if one_scenario else label
+        fig.add_scatter(
+            x=values,
+            y=qs,
+            mode="lines",
+            name=label,
+            hovertemplate=f"{label}<br>%{{x:.3f}} ms: %{{y:.1%}} of commits<extra></extra>",
+        )
+    fig.add_vline(
+        x=budget_ms,
+        line_dash="dash",
+        line_color="red",
+        annotation_text=f"frame budget {budget_ms} ms",
+        annotation_position="top left",
+    )
+    # An explicit range: on a log axis the marker line would otherwise stretch autorange.
+    fig.update_xaxes(range=[math.log10(lowest / 1.5), math.log10(highest * 1.5)])
+    fig.update_layout(
+        title="commit latency CDF per configuration",
+        xaxis_type="log",
+        xaxis_title="commit latency, ms (log)",
+        yaxis_title="share of commits",
+        yaxis_tickformat=".0%",
+        height=480,
+        **LAYOUT,
+    )
     return fig

@@ -12,14 +12,15 @@ The page carries plotly.js inline (no CDN, works offline) and these charts:
 4. commit-latency CDFs per configuration with the 60 Hz frame budget marked;
 
 and a table with every number. A layer that was not measured is shown as absent (—),
-never as 0, and the page says what measuring it needs.
+never as 0, and the page says what measuring it needs. The figures the Python API draws
+too (bytes by category, the timeline, the latency CDFs) come from :mod:`.figures`; the
+metric names, units and descriptions from :mod:`sqlwa.catalogue`.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +30,11 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from sqlwa.analysis import windows as sqlwa_windows
+from sqlwa.catalogue import METRICS, Metric, config_label
+from sqlwa.errors import UsageError
 from sqlwa.results import rundir, store
 from sqlwa.views import figures
-from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT
-
-PER_COMMIT_BARS = 40
-TIMELINE_COMMITS = 12  # commit windows shown in the timeline: enough to see the rhythm, few enough to read
-CDF_POINTS = 400
+from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT, PER_COMMIT_BARS
 
 
 @dataclass
@@ -62,7 +60,7 @@ def config_axes(means: pl.DataFrame) -> tuple[list[str], list[str]]:
 
 def heatmap_grid(means: pl.DataFrame, metric: str) -> tuple[list[str], list[str], list[list[float | None]]]:
     rows, cols = config_axes(means)
-    grid = [[None] * len(cols) for _ in rows]
+    grid: list[list[float | None]] = [[None] * len(cols) for _ in rows]
     for row in means.iter_rows(named=True):
         r = rows.index(f"{row['scenario']} · {row['fs']}")
         c = cols.index(f"{row['journal']}/{row['sync']}")
@@ -70,39 +68,20 @@ def heatmap_grid(means: pl.DataFrame, metric: str) -> tuple[list[str], list[str]
     return rows, cols, grid
 
 
-def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
-    """Bytes per commit by category, and where they come from."""
-    by_cat = summary.get("bytes_by_category")
-    commits = max(summary.get("commits") or 1, 1)
-    if isinstance(by_cat, dict) and by_cat:
-        # amortized (writeback and checkpoints included) matches the KiB heatmap; else in-window
-        for key, source in (
-            ("amortized_per_commit", "block bytes by attribution category, amortized"),
-            ("per_commit", "block bytes by attribution category, inside commit windows"),
-        ):
-            if isinstance(by_cat.get(key), dict):
-                return {k: float(v) for k, v in by_cat[key].items()}, source
-        numeric = {k: float(v) for k, v in by_cat.items() if isinstance(v, (int, float))}
-        if numeric:
-            return {k: v / commits for k, v in numeric.items()}, "block bytes by attribution category"
-    vfs = summary.get("vfs_by_file", {})
-    return {kind: figures.get("write_bytes", 0.0) for kind, figures in vfs.items()}, "SQLite VFS bytes by file kind"
-
-
 # --------------------------------------------------------------------------- charts
 
 
-def heatmap(means: pl.DataFrame, metric: str, title: str, colourscale: str, digits: int) -> go.Figure:
-    rows, cols, grid = heatmap_grid(means, metric)
+def heatmap(means: pl.DataFrame, metric: Metric, title: str, colourscale: str) -> go.Figure:
+    rows, cols, grid = heatmap_grid(means, metric.name)
     fig = go.Figure(
         go.Heatmap(
             z=grid,
             x=cols,
             y=rows,
             colorscale=colourscale,
-            texttemplate=f"%{{z:.{digits}f}}",
+            texttemplate=f"%{{z:.{metric.digits}f}}",
             hovertemplate="%{y} %{x}: %{z:.3f}<extra></extra>",
-            colorbar=dict(title="per commit"),
+            colorbar=dict(title=f"{metric.unit} per commit"),
         )
     )
     fig.update_layout(title=title, height=180 + 50 * len(rows), xaxis_title="journal/sync", **LAYOUT)
@@ -112,75 +91,25 @@ def heatmap(means: pl.DataFrame, metric: str, title: str, colourscale: str, digi
 
 def fsync_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
     if measured_anywhere(means, "fsync_calls_per_commit"):
-        return heatmap(means, "fsync_calls_per_commit", "fsync + fdatasync syscalls per commit", "Reds", 2), ""
+        return heatmap(means, METRICS["fsync_calls_per_commit"], "fsync + fdatasync syscalls per commit", "Reds"), ""
     note = (
         "The syscall level was not measured (it needs root and tracefs: run the matrix with sudo); "
         "this shows SQLite's own xSync calls, counted by the VFS shim."
     )
-    return heatmap(means, "vfs_sync_calls_per_commit", "SQLite xSync calls per commit (VFS level)", "Reds", 2), note
+    fig = heatmap(means, METRICS["vfs_sync_calls_per_commit"], "SQLite xSync calls per commit (VFS level)", "Reds")
+    return fig, note
 
 
 def kib_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
     if measured_anywhere(means, "write_kib_per_commit"):
         note = "Block KiB written from the first measured commit to the end of the run (writeback included) / commits."
-        return heatmap(means, "write_kib_per_commit", "block KiB written per commit (amortized)", "Blues", 1), note
+        fig = heatmap(means, METRICS["write_kib_per_commit"], "block KiB written per commit (amortized)", "Blues")
+        return fig, note
     note = (
         "The block level was not measured (it needs root, a lab filesystem and tracefs); "
         "this shows the KiB SQLite handed to the VFS."
     )
-    return heatmap(means, "vfs_write_kib_per_commit", "SQLite VFS KiB written per commit", "Blues", 1), note
-
-
-def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
-    per_config = {
-        store.config_label(row): category_bytes(rundir.summary(row["run_dir"])) for row in means.iter_rows(named=True)
-    }
-    sources = {source for _, source in per_config.values()}
-    categories = list(dict.fromkeys(cat for figures, _ in per_config.values() for cat in figures))
-    fig = go.Figure()
-    for cat in categories:
-        values = [figures.get(cat, 0.0) / 1024 for figures, _ in per_config.values()]
-        if any(values):
-            fig.add_bar(
-                name=cat,
-                x=list(per_config),
-                y=values,
-                marker_color=CATEGORY_COLOURS.get(cat),
-                hovertemplate=f"{cat}: %{{y:.2f}} KiB<extra></extra>",
-            )
-    fig.update_layout(
-        barmode="stack",
-        title="KiB per commit by category: " + " / ".join(sorted(sources)),
-        yaxis_title="KiB per commit",
-        height=460,
-        **LAYOUT,
-    )
-    note = (
-        ""
-        if all(src.startswith("block") for src in sources)
-        else (
-            "These runs carry no attribution categories (bytes_by_category); the bars show SQLite's VFS bytes by "
-            "file kind, what SQLite wrote before the filesystem added its own."
-        )
-    )
-    return fig, note
-
-
-def per_commit_bytes(run_dir: str) -> tuple[pl.DataFrame, str]:
-    """The first measured commits with one column per category (KiB), and the source."""
-    commits = rundir.commits(run_dir).filter(~pl.col("warmup")).head(PER_COMMIT_BARS)
-    by_category = [c for c in commits.columns if c.startswith("bytes_")]
-    if by_category:
-        columns = {c.removeprefix("bytes_"): c for c in by_category}
-        source = "block bytes by attribution category (inside the commit window)"
-    else:
-        columns = {
-            c.removeprefix("vfs_").removesuffix("_write_bytes"): c
-            for c in commits.columns
-            if c.startswith("vfs_") and c.endswith("_write_bytes") and c != "vfs_write_bytes"
-        }
-        source = "SQLite VFS bytes by file kind"
-    return commits.select("index", *[(pl.col(c) / 1024).alias(name) for name, c in columns.items()]), source
+    return heatmap(means, METRICS["vfs_write_kib_per_commit"], "SQLite VFS KiB written per commit", "Blues"), note
 
 
 def per_commit_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
@@ -190,11 +119,11 @@ def per_commit_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
         cols=1,
         shared_xaxes=False,
         vertical_spacing=0.35 / max(len(rows), 1),
-        subplot_titles=[store.config_label(r) for r in rows],
+        subplot_titles=[config_label(r) for r in rows],
     )
     sources, shown = set(), set()
     for n, row in enumerate(rows, start=1):
-        frame, source = per_commit_bytes(row["run_dir"])
+        frame, source = figures.per_commit_bytes(row["run_dir"])
         sources.add(source)
         for cat in frame.columns[1:]:
             if not (frame[cat].fill_null(0) != 0).any():
@@ -252,93 +181,26 @@ def read_events(run: dict) -> pl.DataFrame:
     return rundir.events(Path(run["run_dir"]))
 
 
-def timeline_frames(run: dict) -> tuple[pl.DataFrame, pl.DataFrame, int, pl.DataFrame | None]:
-    """Issued block requests and the commit windows of the first measured commits."""
-    dev = rundir.lab_device(rundir.summary(run["run_dir"])["config"])
-    commits = rundir.commits(run["run_dir"])
-    windows = commits.filter(~pl.col("warmup") & pl.col("win_start_ns").is_not_null()).head(TIMELINE_COMMITS)
-    t0 = windows["win_start_ns"].min()
-    t1 = windows["win_end_ns"].max()
-    issued = sqlwa_windows.block_issues(read_events(run), dev).filter(pl.col("time_ns").is_between(t0, t1))
-    return figures.with_ms(issued, t0), windows, t0, write_categories(run)
-
-
-def write_categories(run: dict) -> pl.DataFrame | None:
-    """``time_ns``, ``sector``, ``category`` of every write, from the attribution stage;
-    None when the run has none (then the timeline colours by operation)."""
-    attributed = rundir.attributed_writes(Path(run["run_dir"]))
-    if attributed is None:
-        return None
-    return attributed.select("time_ns", "sector", pl.col("category").cast(pl.String))
-
-
-def colour_key(issued: pl.DataFrame, categories: pl.DataFrame | None) -> tuple[pl.DataFrame, str]:
-    if categories is None:
-        return issued.with_columns(figures.operation_key().alias("key")), "operation"
-    joined = issued.join(categories, on=["time_ns", "sector"], how="left")
-    return joined.with_columns(pl.coalesce("category", figures.operation_key()).alias("key")), "category"
-
-
 def timeline(run: dict) -> tuple[go.Figure, str]:
-    issued, windows, t0, categories = timeline_frames(run)
-    issued, coloured_by = colour_key(issued, categories)
-    title = f"timeline: {store.config_label(run)} — first {windows.height} measured commits (shaded)"
-    fig = figures.timeline_figure(issued, title, windows, t0, coloured_by)
-    fig.update_layout(xaxis_title="ms since the first measured commit")
+    """The run's timeline, the same figure :meth:`sqlwa.Run.timeline` draws."""
+    run_dir = Path(run["run_dir"])
+    events = read_events(run)
+    device = rundir.lab_device(rundir.summary(run_dir)["config"])
+    assert device is not None, "a run that measured the block level ran on a lab device"
+    attributed = rundir.attributed_writes(run_dir)
+    categories = None if attributed is None else figures.request_categories(attributed)
+    commit_windows = rundir.commit_windows(rundir.commits(run_dir), lambda: events)
+    fig = figures.commit_timeline(events, device, commit_windows, config_label(run), categories)
+    coloured_by = "operation" if categories is None else "category"
     note = (
         f"Block requests as issued to the device, marker area by size, coloured by {coloured_by}; "
         "▼ = cache flush (flush request or preflush flag); shaded bands (alternating yellow/blue, "
-        "labelled with the transaction number) = commit windows; unshaded gaps = I/O between commits."
+        "labelled with the transaction number) = the first measured commits' windows; unshaded gaps = I/O "
+        "between commits."
     )
     if coloured_by == "operation":
         note += " This run has no attribution categories, so colours show the operation instead."
     return fig, note
-
-
-def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
-    fig = go.Figure()
-    lowest, highest = store.FRAME_BUDGET_MS, store.FRAME_BUDGET_MS
-    ok = runs.filter(pl.col("status") == "ok")
-    one_scenario = ok["scenario"].n_unique() == 1
-    for key, group in ok.group_by(store.CONFIG_KEYS, maintain_order=True):
-        config = dict(zip(store.CONFIG_KEYS, key))
-        frames = [rundir.commits(d) for d in group["run_dir"]]
-        ms = pl.concat(
-            [f.filter(~pl.col("warmup")).select(pl.col("latency_ns").cast(pl.Float64) / 1e6) for f in frames]
-        )
-        if ms.height == 0:
-            continue
-        qs = [i / CDF_POINTS for i in range(CDF_POINTS + 1)]
-        values = [ms["latency_ns"].quantile(q, interpolation="linear") for q in qs]
-        lowest, highest = min(lowest, max(values[0], 1e-3)), max(highest, values[-1])
-        label = store.config_label(config)
-        label = label.removeprefix(f"{config['scenario']} ") if one_scenario else label
-        fig.add_scatter(
-            x=values,
-            y=qs,
-            mode="lines",
-            name=label,
-            hovertemplate=f"{label}<br>%{{x:.3f}} ms: %{{y:.1%}} of commits<extra></extra>",
-        )
-    fig.add_vline(
-        x=store.FRAME_BUDGET_MS,
-        line_dash="dash",
-        line_color="red",
-        annotation_text=f"frame budget {store.FRAME_BUDGET_MS} ms",
-        annotation_position="top left",
-    )
-    # An explicit range: on a log axis the marker line would otherwise stretch autorange.
-    fig.update_xaxes(range=[math.log10(lowest / 1.5), math.log10(highest * 1.5)])
-    fig.update_layout(
-        title="commit latency CDF per configuration",
-        xaxis_type="log",
-        xaxis_title="commit latency, ms (log)",
-        yaxis_title="share of commits",
-        yaxis_tickformat=".0%",
-        height=480,
-        **LAYOUT,
-    )
-    return fig
 
 
 # --------------------------------------------------------------------------- tables
@@ -352,15 +214,20 @@ def fmt_cell(value) -> str:
     return html.escape(str(value))
 
 
+def metric_help(metric: Metric) -> str:
+    """What a metric is, in one line: its description, unit, level and direction."""
+    return f"{metric.description} [{metric.unit}; {metric.level} level; {metric.direction}]"
+
+
 def numbers_table(means: pl.DataFrame) -> str:
-    metrics = [m for m in store.RUN_METRICS if m in means.columns]
-    head = "".join(f'<th title="{html.escape(store.RUN_METRICS[m][1])}">{m}</th>' for m in metrics)
+    metrics = [m for m in METRICS if m in means.columns]
+    head = "".join(f'<th title="{html.escape(metric_help(METRICS[m]))}">{m}</th>' for m in metrics)
     body = []
     for row in means.iter_rows(named=True):
         levels = ", ".join(json.loads(row["levels"] or "[]"))
         cells = "".join(f"<td>{fmt_cell(row[m])}</td>" for m in metrics)
         body.append(
-            f"<tr><th>{html.escape(store.config_label(row))}</th><td>{row['repeats']}</td>"
+            f"<tr><th>{html.escape(config_label(row))}</th><td>{row['repeats']}</td>"
             f"<td>{row['commits']:,}</td><td>{levels}</td><td>{row['lost_events']:,}</td>{cells}</tr>"
         )
     return (
@@ -387,9 +254,7 @@ def runs_table(runs: pl.DataFrame) -> str:
 
 
 def metric_legend() -> str:
-    items = "".join(
-        f"<li><code>{m}</code> ({level}): {html.escape(text)}</li>" for m, (level, text) in store.RUN_METRICS.items()
-    )
+    items = "".join(f"<li><code>{name}</code>: {html.escape(metric_help(m))}</li>" for name, m in METRICS.items())
     return f"<details><summary>what each column means</summary><ul>{items}</ul></details>"
 
 
@@ -419,7 +284,7 @@ def build_sections(runs: pl.DataFrame) -> list[Section]:
     sections.append(Section("fsyncs per commit", plot_div(fig, "plot-fsync-heatmap"), note))
     fig, note = kib_heatmap(means)
     sections.append(Section("KiB written per commit", plot_div(fig, "plot-kib-heatmap"), note))
-    fig, note = category_bars(means)
+    fig, note = figures.category_bars(means)
     sections.append(Section("bytes per commit by category", plot_div(fig, "plot-categories"), note))
     fig, note = per_commit_bars(means)
     sections.append(Section("each commit's bytes by category", plot_div(fig, "plot-per-commit"), note))
@@ -438,7 +303,7 @@ def build_sections(runs: pl.DataFrame) -> list[Section]:
     sections.append(
         Section(
             "commit latency",
-            plot_div(latency_cdfs(runs), "plot-latency"),
+            plot_div(figures.latency_cdfs(runs), "plot-latency"),
             "Each curve: the share of measured commits at or below a latency. "
             "Right of the dashed line a commit on the UI thread drops a 60 Hz frame.",
         )
@@ -494,8 +359,6 @@ def write_report(results: Path, out: Path) -> Path:
     """Render the results in ``results`` (matrix or run directory) to the HTML file ``out``."""
     runs = store.load_results(results)
     if runs.height == 0 or runs.filter(pl.col("status") == "ok").height == 0:
-        from sqlwa.errors import UsageError
-
         raise UsageError(f"{results} has no successful run to report", "run `sqlwa matrix` or `sqlwa run` first")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
