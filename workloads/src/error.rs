@@ -29,6 +29,11 @@ pub enum EngineError {
         allowed: Vec<String>,
     },
 
+    /// A settings map that does not deserialise: `name` is the setting (an unknown one,
+    /// or the one with a value of the wrong type or not allowed).
+    #[error("setting {name}: {message}")]
+    BadSetting { name: String, message: String },
+
     #[error("{}: {message}", path.display())]
     Io { path: PathBuf, message: String },
 
@@ -58,6 +63,9 @@ impl EngineError {
             }
             EngineError::InvalidSetting { name, allowed, .. } => {
                 format!("use one of: {} for {name}", allowed.join(", "))
+            }
+            EngineError::BadSetting { name, .. } => {
+                format!("fix or leave out setting {name}; the message says what it accepts")
             }
             EngineError::Io { .. } => {
                 "choose a writable directory that does not already hold this scenario's database"

@@ -1,20 +1,25 @@
 //! Run settings: journal mode, synchronous level, locking mode and the other PRAGMAs a
 //! run can choose. Parsing errors list the allowed values.
+//!
+//! `RunSettings` is the one definition of the settings contract: the Python layer hands
+//! its settings dict to [`RunSettings::deserialize_named`] (serde), and reads the field
+//! names, defaults and allowed enum values back from this module.
 
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::EngineError;
 
 /// Declares a settings enum whose variants map 1:1 to lower-case PRAGMA values.
 macro_rules! pragma_enum {
-    ($(#[$doc:meta])* $name:ident, $setting:literal, { $($variant:ident => $text:literal),+ $(,)? }) => {
+    ($(#[$doc:meta])* $name:ident, $setting:literal, {
+        $($(#[$attr:meta])* $variant:ident => $text:literal),+ $(,)?
+    }) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-        #[serde(rename_all = "lowercase")]
-        pub enum $name { $($variant),+ }
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$attr])* $variant),+ }
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
@@ -47,20 +52,38 @@ macro_rules! pragma_enum {
                 f.write_str(self.as_str())
             }
         }
+
+        /// The lower-case PRAGMA value, as `as_str()`.
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        /// Through `FromStr`: case-insensitive, and a bad value lists the allowed ones.
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                String::deserialize(deserializer)?.parse().map_err(de::Error::custom)
+            }
+        }
     };
 }
 
 pragma_enum!(
-    /// `PRAGMA journal_mode`.
+    /// `PRAGMA journal_mode`. The default is `RunSettings::default()`'s.
+    #[derive(Default)]
     JournalMode, "journal_mode", {
-        Delete => "delete", Truncate => "truncate", Persist => "persist",
+        #[default] Delete => "delete", Truncate => "truncate", Persist => "persist",
         Memory => "memory", Wal => "wal", Off => "off",
     }
 );
 
 pragma_enum!(
-    /// `PRAGMA synchronous`.
-    SyncMode, "synchronous", { Off => "off", Normal => "normal", Full => "full", Extra => "extra" }
+    /// `PRAGMA synchronous`. The default is `RunSettings::default()`'s.
+    #[derive(Default)]
+    SyncMode, "synchronous", {
+        Off => "off", Normal => "normal", #[default] Full => "full", Extra => "extra",
+    }
 );
 
 pragma_enum!(
@@ -82,9 +105,16 @@ impl SyncMode {
 
 /// Everything a run can choose besides the scenario. `None` means "the scenario's own
 /// value" (txns, warmup, seed, think time, page_size) or "SQLite's default".
-#[derive(Clone, Debug, Serialize)]
+///
+/// Deserialised strictly: an unknown name or a value of the wrong type is an error, and
+/// an absent setting or a null value keeps the default (the Python layer sends every
+/// setting, unset ones as `None`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RunSettings {
+    #[serde(deserialize_with = "null_is_default")]
     pub journal: JournalMode,
+    #[serde(deserialize_with = "null_is_default")]
     pub sync: SyncMode,
     pub txns: Option<u64>,
     pub warmup: Option<u64>,
@@ -96,22 +126,25 @@ pub struct RunSettings {
     pub locking_mode: Option<LockingMode>,
     pub mmap_size: Option<i64>,
     /// "name=value" or "name" each, applied after all other settings.
+    #[serde(deserialize_with = "null_is_default")]
     pub extra_pragmas: Vec<String>,
     /// false = the plain unix VFS (benchmark baseline); no VFS counts, no sync markers.
+    #[serde(deserialize_with = "null_is_default_count_vfs")]
     pub count_vfs: bool,
     pub think_time_ms: Option<f64>,
     /// Write `extents` markers (FIEMAP of the file) after each xSync, before each
     /// xTruncate/xDelete, and for the db/wal/shm at the end of the run: lets the analyzer
     /// tell which block ranges belonged to which file. Needs `count_vfs` and a marker
     /// file; costs an open+ioctl+close per marker, so off by default.
+    #[serde(deserialize_with = "null_is_default")]
     pub map_extents: bool,
 }
 
 impl Default for RunSettings {
     fn default() -> Self {
         RunSettings {
-            journal: JournalMode::Delete,
-            sync: SyncMode::Full,
+            journal: JournalMode::default(),
+            sync: SyncMode::default(),
             txns: None,
             warmup: None,
             seed: None,
@@ -127,6 +160,35 @@ impl Default for RunSettings {
             map_extents: false,
         }
     }
+}
+
+impl RunSettings {
+    /// Settings from any serde data format (the Python layer passes its settings dict).
+    /// An error is an `EngineError::BadSetting` naming the setting: an unknown one, or
+    /// the one whose value has the wrong type or is not allowed.
+    pub fn deserialize_named<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Self, EngineError> {
+        serde_path_to_error::deserialize(deserializer).map_err(|err| EngineError::BadSetting {
+            name: err.path().to_string(),
+            message: err.into_inner().to_string(),
+        })
+    }
+}
+
+/// A null value keeps the type's default (which `RunSettings::default()` uses too).
+fn null_is_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// `count_vfs`: a null value keeps `RunSettings::default()`'s (counting on).
+fn null_is_default_count_vfs<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(deserializer)?
+        .unwrap_or_else(|| RunSettings::default().count_vfs))
 }
 
 /// One `PRAGMA name[=value]` statement, checked so free-form input cannot smuggle in
@@ -174,6 +236,8 @@ pub(crate) const REPORTED_PRAGMAS: &[&str] = &[
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -201,6 +265,94 @@ mod tests {
         let err = "fsync".parse::<SyncMode>().unwrap_err();
         assert!(err.to_string().contains("off, normal, full, extra"));
         assert!(err.hint().contains("off, normal, full, extra"));
+    }
+
+    fn from_json(value: serde_json::Value) -> Result<RunSettings, EngineError> {
+        RunSettings::deserialize_named(value)
+    }
+
+    /// (name, message) of the setting error `value` must give.
+    fn setting_error(value: serde_json::Value) -> (String, String) {
+        match from_json(value) {
+            Err(EngineError::BadSetting { name, message }) => (name, message),
+            other => panic!("expected a BadSetting error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn absent_and_null_settings_keep_the_defaults() {
+        assert_eq!(from_json(json!({})).unwrap(), RunSettings::default());
+        // Python sends every setting, the unset ones as None.
+        let mut all_null = serde_json::to_value(RunSettings::default()).unwrap();
+        for value in all_null.as_object_mut().unwrap().values_mut() {
+            *value = serde_json::Value::Null;
+        }
+        assert_eq!(all_null.as_object().unwrap().len(), 15);
+        assert_eq!(from_json(all_null).unwrap(), RunSettings::default());
+    }
+
+    #[test]
+    fn defaults_round_trip_with_lower_case_enum_values() {
+        let value = serde_json::to_value(RunSettings::default()).unwrap();
+        assert_eq!(
+            (value["journal"].as_str(), value["sync"].as_str()),
+            (Some("delete"), Some("full"))
+        );
+        assert_eq!(value["count_vfs"], json!(true));
+        assert_eq!(from_json(value).unwrap(), RunSettings::default());
+    }
+
+    #[test]
+    fn given_settings_are_read() {
+        let s = from_json(json!({
+            "journal": "WAL", "sync": "normal", "locking_mode": "exclusive", "txns": 5,
+            "page_size": 8192, "cache_size": -2000, "think_time_ms": 2,
+            "extra_pragmas": ["temp_store=memory"], "count_vfs": false, "map_extents": true,
+        }))
+        .unwrap();
+        assert_eq!((s.journal, s.sync), (JournalMode::Wal, SyncMode::Normal));
+        assert_eq!(s.locking_mode, Some(LockingMode::Exclusive));
+        assert_eq!(
+            (s.txns, s.page_size, s.cache_size),
+            (Some(5), Some(8192), Some(-2000))
+        );
+        assert_eq!(s.think_time_ms, Some(2.0));
+        assert_eq!(s.extra_pragmas, ["temp_store=memory"]);
+        assert!(!s.count_vfs && s.map_extents);
+        assert_eq!(s.warmup, None);
+    }
+
+    #[test]
+    fn bad_settings_name_the_setting() {
+        let (name, message) = setting_error(json!({"jounral": "wal"}));
+        assert_eq!(name, "jounral");
+        assert!(
+            message.contains("unknown field `jounral`") && message.contains("`journal`"),
+            "{message}"
+        );
+
+        let (name, message) = setting_error(json!({"txns": "5"}));
+        assert_eq!(name, "txns");
+        assert!(message.contains("invalid type: string"), "{message}");
+
+        let (name, message) = setting_error(json!({"page_size": 1u64 << 40}));
+        assert_eq!(name, "page_size");
+        assert!(message.contains("expected u32"), "{message}");
+
+        let (name, _) = setting_error(json!({"extra_pragmas": ["optimize", 3]}));
+        assert_eq!(name, "extra_pragmas[1]");
+
+        // An enum's bad value keeps FromStr's message, with the allowed values.
+        let err = from_json(json!({"journal": "wall"})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "setting journal: invalid value 'wall' for journal_mode (allowed: delete, truncate, persist, memory, wal, off)"
+        );
+        assert!(err.hint().contains("journal"), "{}", err.hint());
+        assert_eq!(
+            setting_error(json!({"locking_mode": "shared"})).0,
+            "locking_mode"
+        );
     }
 
     #[test]

@@ -1,21 +1,80 @@
 //! Bindings for blktrace-parse: `parse_trace(paths, format="auto", lenient=False)` returns
 //! `(pyarrow.Table, report dict)`. The table crosses into Python through the Arrow C Data
 //! Interface without copying the columns.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use blktrace_parse::{parse_paths, Format, ParseError, ParseReport};
+use blktrace_parse::{parse_paths, Format, Location, ParseError, ParseReport};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyType};
 use pyo3_arrow::PyTable;
 
-use crate::TraceParseError;
+use crate::{errno_of, trace_os_error_class, TraceParseError};
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_trace, m)?)
 }
 
-fn to_py_err(e: ParseError) -> PyErr {
-    TraceParseError::new_err(e.to_string())
+/// A `TraceParseError` per variant, its message (`args[0]`) the error's one line, with
+/// `path`, `line` and `byte_offset` as data (None where not known). An I/O error is a
+/// `TraceParseError` that is also the matching `OSError` subclass (lib.rs), with `errno`,
+/// `strerror` and `filename` set as Python's own would have them.
+fn to_py_err(py: Python<'_>, e: ParseError) -> PyErr {
+    let message = e.to_string();
+    let raised = match &e {
+        ParseError::Bad { file, location, .. } => {
+            let (line, byte_offset) = match location {
+                Location::Line(line) => (Some(*line), None),
+                Location::ByteOffset(offset) => (None, Some(*offset)),
+                Location::Whole => (None, None),
+            };
+            let class = py.get_type::<TraceParseError>();
+            new_trace_error(&class, message, Some(file), line, byte_offset)
+        }
+        ParseError::Io { file, source } => new_trace_os_error(py, message, file, source),
+        ParseError::Usage(_) => {
+            new_trace_error(&py.get_type::<TraceParseError>(), message, None, None, None)
+        }
+    };
+    raised.map_or_else(|failed| failed, PyErr::from_value)
+}
+
+fn new_trace_error<'py>(
+    class: &Bound<'py, PyType>,
+    message: String,
+    path: Option<&Path>,
+    line: Option<u64>,
+    byte_offset: Option<u64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let err = class.call1((message,))?;
+    err.setattr("path", path.map(|p| p.to_string_lossy().into_owned()))?;
+    err.setattr("line", line)?;
+    err.setattr("byte_offset", byte_offset)?;
+    Ok(err)
+}
+
+fn new_trace_os_error<'py>(
+    py: Python<'py>,
+    message: String,
+    file: &Path,
+    source: &std::io::Error,
+) -> PyResult<Bound<'py, PyAny>> {
+    let class = trace_os_error_class(py, source.kind())?;
+    let err = new_trace_error(&class, message, Some(file), None, None)?;
+    // An error of our own (no OS code) gets the errno of its kind, as the built-in would.
+    let (errno, strerror) = match source.raw_os_error() {
+        Some(code) => (
+            Some(code.into_pyobject(py)?.into_any()),
+            py.import("os")?.call_method1("strerror", (code,))?,
+        ),
+        None => (
+            errno_of(py, source.kind())?,
+            source.to_string().into_pyobject(py)?.into_any(),
+        ),
+    };
+    err.setattr("errno", errno)?;
+    err.setattr("strerror", strerror)?;
+    err.setattr("filename", file.to_string_lossy().into_owned())?;
+    Ok(err)
 }
 
 /// Parse block traces (blktrace binary per-CPU files or their base name, blkparse text,
@@ -28,7 +87,7 @@ fn parse_trace<'py>(
     format: &str,
     lenient: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
-    let format: Format = format.parse().map_err(to_py_err)?;
+    let format: Format = format.parse().map_err(|e| to_py_err(py, e))?;
     let (batch, report) = py
         .detach(|| {
             let (table, report) = parse_paths(&paths, format, lenient)?;
@@ -36,7 +95,7 @@ fn parse_trace<'py>(
                 .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
             Ok::<_, ParseError>((batch, report))
         })
-        .map_err(to_py_err)?;
+        .map_err(|e| to_py_err(py, e))?;
     let schema = batch.schema();
     let table = PyTable::try_new(vec![batch], schema)?.into_pyarrow(py)?;
     Ok((table, report_dict(py, &report)?))

@@ -3,8 +3,9 @@
 //! one Polars frame from them without looping.
 use std::path::PathBuf;
 
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 use sqlwa_workloads::engine::{self, Progress};
 use sqlwa_workloads::error::EngineError;
 use sqlwa_workloads::scenario::{self, Scenario};
@@ -43,7 +44,9 @@ fn to_pyerr(err: EngineError) -> PyErr {
         EngineError::UnknownScenario { .. }
         | EngineError::ScenarioParse { .. }
         | EngineError::InvalidScenario { .. } => ScenarioError::new_err(args),
-        EngineError::InvalidSetting { .. } => ConfigError::new_err(args),
+        EngineError::InvalidSetting { .. } | EngineError::BadSetting { .. } => {
+            ConfigError::new_err(args)
+        }
         EngineError::Interrupted => Interrupted::new_err(args),
         _ => WorkloadError::new_err(args),
     }
@@ -75,44 +78,48 @@ fn builtin_scenarios() -> PyResult<Vec<(String, String)>> {
         .collect()
 }
 
-/// Settings arrive as a dict of optional values; absent or None keeps the default.
-fn settings_from_dict(d: &Bound<'_, PyDict>) -> PyResult<RunSettings> {
-    let mut s = RunSettings::default();
-    if let Some(v) = get::<String>(d, "journal")? {
-        s.journal = v.parse::<JournalMode>().map_err(to_pyerr)?;
-    }
-    if let Some(v) = get::<String>(d, "sync")? {
-        s.sync = v.parse::<SyncMode>().map_err(to_pyerr)?;
-    }
-    if let Some(v) = get::<String>(d, "locking_mode")? {
-        s.locking_mode = Some(v.parse::<LockingMode>().map_err(to_pyerr)?);
-    }
-    s.txns = get(d, "txns")?;
-    s.warmup = get(d, "warmup")?;
-    s.seed = get(d, "seed")?;
-    s.page_size = get(d, "page_size")?;
-    s.cache_size = get(d, "cache_size")?;
-    s.wal_autocheckpoint = get(d, "wal_autocheckpoint")?;
-    s.journal_size_limit = get(d, "journal_size_limit")?;
-    s.mmap_size = get(d, "mmap_size")?;
-    s.think_time_ms = get(d, "think_time_ms")?;
-    s.extra_pragmas = get(d, "extra_pragmas")?.unwrap_or_default();
-    s.count_vfs = get(d, "count_vfs")?.unwrap_or(true);
-    s.map_extents = get(d, "map_extents")?.unwrap_or(false);
-    Ok(s)
+/// The settings dict through serde, so `RunSettings` alone defines what is accepted: an
+/// absent or None setting keeps the default; an unknown name, a wrong type or a value not
+/// allowed is a `ConfigError` naming the setting. Python's `json` writes the dict out
+/// (plain values only) and serde_json reads it back as a value to deserialise from:
+/// pythonize, which would read the dict directly, has no release for pyo3 0.30.
+fn settings_from_dict<'py>(settings: &Bound<'py, PyDict>) -> PyResult<RunSettings> {
+    let not_plain = |name: &str, err: &dyn std::fmt::Display| {
+        ConfigError::new_err((
+            format!("setting {name}: {err}"),
+            "give each setting a str, int, float, bool, None or a list of str",
+        ))
+    };
+    let py = settings.py();
+    let json = py.import("json")?;
+    let strict = [("allow_nan", false)].into_py_dict(py)?;
+    let dumps = |value: &Bound<'py, PyAny>| json.call_method("dumps", (value,), Some(&strict));
+    let text: String = match dumps(settings.as_any()) {
+        Ok(text) => text.extract()?,
+        Err(err) => {
+            // Name the setting whose value json cannot write (bytes, NaN, an object...).
+            let name = settings
+                .iter()
+                .find(|(_, value)| dumps(value).is_err())
+                .map_or_else(|| "settings".to_string(), |(key, _)| key.to_string());
+            return Err(not_plain(&name, &err));
+        }
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| not_plain("settings", &e))?;
+    RunSettings::deserialize_named(value).map_err(to_pyerr)
 }
 
-fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
-    match d.get_item(key)? {
-        Some(v) if !v.is_none() => v.extract::<T>().map(Some).map_err(|e| {
-            let e: PyErr = Into::into(e);
-            ConfigError::new_err((
-                format!("setting {key}: {e}"),
-                "pass a value of the right type",
-            ))
-        }),
-        _ => Ok(None),
-    }
+/// `RunSettings::default()` as the dict `run_workload` takes: every setting's name and
+/// default (None where the scenario or SQLite decides).
+#[pyfunction]
+fn default_settings(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let text = serde_json::to_string(&RunSettings::default())
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(py
+        .import("json")?
+        .call_method1("loads", (text,))?
+        .cast_into::<PyDict>()?)
 }
 
 /// Commit records as columns: index, warmup, start_ns, end_ns, logical_bytes,
@@ -216,6 +223,19 @@ fn run_workload<'py>(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    // The values each enum setting accepts, the file kinds and the VFS counters of a
+    // kind (commit columns are `vfs_<kind>_<counter>`), from the Rust definitions.
+    m.add("JOURNAL_MODES", PyTuple::new(py, JournalMode::allowed())?)?;
+    m.add("SYNC_MODES", PyTuple::new(py, SyncMode::allowed())?)?;
+    m.add("LOCKING_MODES", PyTuple::new(py, LockingMode::allowed())?)?;
+    m.add(
+        "FILE_KINDS",
+        PyTuple::new(py, FileKind::ALL.map(FileKind::as_str))?,
+    )?;
+    let counters = KindCounts::default().fields().map(|(name, _)| name);
+    m.add("VFS_COUNTERS", PyTuple::new(py, counters)?)?;
+    m.add_function(wrap_pyfunction!(default_settings, m)?)?;
     m.add_class::<PyScenario>()?;
     m.add_function(wrap_pyfunction!(builtin_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_from_file, m)?)?;

@@ -1,0 +1,118 @@
+"""Type stub of ``sqlwa._native``, the PyO3 module built from ``analyzer/native/``.
+
+``mypy.stubtest sqlwa._native`` checks this file against the built module
+(tests/unit/test_native_contract.py runs it). The values of the constants come from the
+Rust definitions at run time; this file only gives their types.
+"""
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Final, final
+
+import pyarrow  # type: ignore[import-untyped]  # pyarrow has no type information; Table reads as Any
+
+_Path = str | os.PathLike[str]
+
+# The module's own __all__: what it adds, in that order.
+__all__ = [
+    "SqlwaError",
+    "ScenarioError",
+    "ConfigError",
+    "WorkloadError",
+    "TraceParseError",
+    "Interrupted",
+    "TraceFileNotFoundError",
+    "TracePermissionError",
+    "TraceIsADirectoryError",
+    "TraceOSError",
+    "JOURNAL_MODES",
+    "SYNC_MODES",
+    "LOCKING_MODES",
+    "FILE_KINDS",
+    "VFS_COUNTERS",
+    "default_settings",
+    "Scenario",
+    "builtin_scenario",
+    "scenario_from_file",
+    "builtin_scenarios",
+    "run_workload",
+    "parse_trace",
+]
+
+__version__: Final[str]
+
+# ----------------------------------------------------------------- the settings contract
+
+#: The values each enum setting accepts (``RunSettings.journal``, ``.sync``, ``.locking_mode``).
+JOURNAL_MODES: Final[tuple[str, ...]]
+SYNC_MODES: Final[tuple[str, ...]]
+LOCKING_MODES: Final[tuple[str, ...]]
+#: The file kinds the VFS counts, in commit-column order.
+FILE_KINDS: Final[tuple[str, ...]]
+#: The counters of one file kind: commit columns are ``vfs_<kind>_<counter>``.
+VFS_COUNTERS: Final[tuple[str, ...]]
+
+def default_settings() -> dict[str, Any]:
+    """Every setting ``run_workload`` takes, with its default (None: the scenario's or SQLite's)."""
+
+# ----------------------------------------------------------------- workloads
+
+@final
+class Scenario:
+    """A loaded, validated scenario."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+
+def builtin_scenario(name: str) -> Scenario: ...
+def scenario_from_file(path: _Path) -> Scenario: ...
+def builtin_scenarios() -> list[tuple[str, str]]:
+    """(name, description) of every built-in scenario."""
+
+def run_workload(
+    scenario: Scenario,
+    settings: dict[str, Any],
+    dir: _Path,
+    marker_path: _Path | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> dict[str, Any]:
+    """Run ``scenario`` in ``dir``: ``{"info": {...}, "commits": {column: [values]}}``.
+
+    ``settings`` has the keys of :func:`default_settings`; an absent or None one keeps the
+    default, an unknown key or a bad value raises :class:`ConfigError` naming it.
+    """
+
+# ----------------------------------------------------------------- traces
+
+def parse_trace(
+    paths: Sequence[_Path], format: str = "auto", lenient: bool = False
+) -> tuple[pyarrow.Table, dict[str, Any]]:
+    """Parse block traces into one Arrow table; returns (table, report dict)."""
+
+# ----------------------------------------------------------------- errors
+# Each carries (message, hint) in ``args`` where it has a hint.
+
+class SqlwaError(Exception): ...
+class ScenarioError(SqlwaError): ...
+class ConfigError(SqlwaError): ...
+class WorkloadError(SqlwaError): ...
+class Interrupted(SqlwaError): ...
+
+class TraceParseError(SqlwaError):
+    """A trace could not be parsed; ``args[0]`` is the message."""
+
+    #: the file (None for an error not about one file, e.g. an unknown format)
+    path: str | None
+    #: the line of a text trace
+    line: int | None
+    #: the byte offset in a binary trace
+    byte_offset: int | None
+
+# A trace file that cannot be read: a TraceParseError and the built-in OSError subclass,
+# with errno, strerror and filename set.
+class TraceFileNotFoundError(TraceParseError, FileNotFoundError): ...
+class TracePermissionError(TraceParseError, PermissionError): ...
+class TraceIsADirectoryError(TraceParseError, IsADirectoryError): ...
+class TraceOSError(TraceParseError, OSError): ...
