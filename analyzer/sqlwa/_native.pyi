@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Final, final
 
-import pyarrow  # type: ignore[import-untyped]  # pyarrow has no type information; Table reads as Any
+import pyarrow  # no type information published (pyproject: ignore_missing_imports); Table reads as Any
 
 _Path = str | os.PathLike[str]
 

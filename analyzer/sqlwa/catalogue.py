@@ -4,7 +4,7 @@ configuration keys and labels runs are told apart by.
 
 Store, report, check, compare, the CLI's tables and the Python API read names from here
 rather than spelling them again. This module sits low in the import layering: it imports
-only third-party libraries (Polars), so every stage can read it.
+only the native core (whose lists it passes on) and Polars, so every stage can read it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 import polars as pl
+
+from sqlwa import _native
 
 # ------------------------------------------------------------------ levels
 
@@ -26,7 +28,7 @@ Level: TypeAlias = Literal["vfs", "syscall", "block"]
 
 #: The kinds of file the engine's counting VFS tells apart, in its column order
 #: (``vfs_<kind>_<counter>`` in commits.parquet).
-FILE_KINDS = ("db", "journal", "wal", "shm", "temp", "other")
+FILE_KINDS = _native.FILE_KINDS
 
 #: The database's own files: the kinds the engine maps with FIEMAP (``extents``
 #: markers), so attribution can name them as the cause of a block write, and the kinds

@@ -13,7 +13,11 @@ from sqlwa._native import (
     Interrupted,
     ScenarioError,
     SqlwaError,
+    TraceFileNotFoundError,
+    TraceIsADirectoryError,
+    TraceOSError,
     TraceParseError,
+    TracePermissionError,
     WorkloadError,
 )
 
@@ -78,6 +82,10 @@ __all__ = [
     "ConfigError",
     "WorkloadError",
     "TraceParseError",
+    "TraceFileNotFoundError",
+    "TracePermissionError",
+    "TraceIsADirectoryError",
+    "TraceOSError",
     "Interrupted",
     "UsageError",
     "LabError",

@@ -18,9 +18,10 @@ from sqlwa import _native
 from sqlwa._native import Scenario
 from sqlwa.errors import ScenarioError
 
-JOURNAL_MODES = ("delete", "truncate", "persist", "memory", "wal", "off")
-SYNC_MODES = ("off", "normal", "full", "extra")
-LOCKING_MODES = ("normal", "exclusive")
+# The values the engine accepts, from its Rust enums (one list, there).
+JOURNAL_MODES = _native.JOURNAL_MODES
+SYNC_MODES = _native.SYNC_MODES
+LOCKING_MODES = _native.LOCKING_MODES
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import os
 import platform
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from sqlwa import _native
 from sqlwa._system import mount_holding
 
 
 def tool_version() -> str:
-    try:
-        return version("sqlwa")
-    except PackageNotFoundError:
-        return "unknown"
+    """sqlwa's version, as the native core was built with it."""
+    return _native.__version__
 
 
 def filesystem_of(path: Path) -> dict[str, str]:
