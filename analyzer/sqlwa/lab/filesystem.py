@@ -7,8 +7,9 @@ on SIGINT / SIGTERM. ``tmpfs`` needs no image or loop device and is simply mount
 
 Safety: the only device ever given to mkfs is the loop device this object attached,
 after checking that the device's backing file is the very image file (same inode) it
-created. No caller-supplied path is ever formatted; a mkfs option that names a device is
-refused.
+created. No caller-supplied path is ever formatted: mkfs options come from an allow-list
+and no mkfs or mount option may name a path or device (:mod:`sqlwa.lab.options`). This
+is checked when the object is made, before anything exists.
 
 Naming: everything the lab creates is named ``sqlwa-lab-<pid>-<token>`` (a directory in
 ``workdir`` holding ``<name>.img`` and ``mnt/``), so :func:`cleanup_leftovers` can find
@@ -30,15 +31,14 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shlex
-import stat
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlwa import _system
 from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError
 from sqlwa.lab.fill import fill_filesystem
+from sqlwa.lab.options import checked_mkfs_opts, checked_mount_opts, is_device
 
 LAB_PREFIX = "sqlwa-lab"
 # <prefix>-<owner pid>-<random token>; the pid tells cleanup whether the owner is alive.
@@ -159,41 +159,18 @@ def require_filesystem(fs: str) -> FsSpec:
 # --------------------------------------------------------------------------- options
 
 
-def _refuse_device_tokens(opts: Iterable[str]) -> tuple[str, ...]:
-    """mkfs takes its device as a positional argument, so a stray path among the options
-    could become the device formatted. Refuse anything that names a device."""
-    checked = []
-    for token in opts:
-        token = str(token)
-        path = token.split("=", 1)[-1]
-        if path.startswith("/dev/") or _is_device(path):
-            raise LabError(
-                f"refusing mkfs option {token!r}: it names a device; the lab only formats its own image",
-                "pass only options in --mkfs-opts; the lab chooses the device",
-            )
-        checked.append(token)
-    return tuple(checked)
-
-
-def _is_device(path: str) -> bool:
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
-
-
-def _checked_mount_opts(opts: Iterable[str]) -> tuple[str, ...]:
-    checked = tuple(o for opt in opts for o in str(opt).split(",") if o)
-    for opt in checked:
-        if any(c.isspace() for c in opt):
-            raise UsageError(f"mount option {opt!r} contains whitespace", "separate mount options with commas")
-    return checked
+def mkfs_argv(fs: str, user_opts: Sequence[str], device: str) -> list[str]:
+    """The mkfs command for ``fs`` on ``device``: the lab's options, then the user's
+    (checked by :func:`~sqlwa.lab.options.checked_mkfs_opts`), the device last."""
+    spec = FILESYSTEMS[fs]
+    assert spec.mkfs_tool is not None, f"{fs} has no mkfs"
+    tool = _system.find_tool(spec.mkfs_tool) or spec.mkfs_tool
+    return [tool, *spec.mkfs_args, *user_opts, device]
 
 
 def _checked_workdir(workdir: str | os.PathLike | None) -> str:
     base = os.path.realpath(workdir if workdir is not None else tempfile.gettempdir())
-    if _is_device(base):
+    if is_device(base):
         raise LabError(
             f"refusing {base}: it is a device; the lab never formats a given device or path, "
             "only an image file it creates itself",
@@ -239,15 +216,12 @@ class LabFilesystem:
             raise UsageError(f"--fill {fill_pct}: must be between 0 and 99", "give a percentage such as 80")
         self.fs = fs
         self.spec = FILESYSTEMS[fs]
-        self.image_size = parse_size(image_size)
-        if isinstance(mkfs_opts, str):  # "-O fast_commit" as typed on the command line
-            mkfs_opts = shlex.split(mkfs_opts)
-        if isinstance(mount_opts, str):  # "noatime,barrier=0"
-            mount_opts = [mount_opts]
-        self.user_mkfs_opts = _refuse_device_tokens(mkfs_opts)
-        self.mount_opts = self.spec.mount_opts + _checked_mount_opts(mount_opts)
+        # Everything the caller chose is checked here, before anything is made.
+        self.user_mkfs_opts = checked_mkfs_opts(fs, self.spec.mkfs_tool, mkfs_opts)
+        self.mount_opts = self.spec.mount_opts + checked_mount_opts(fs, mount_opts)
         self.fill_pct = fill_pct
         self.workdir = _checked_workdir(workdir)
+        self.image_size = parse_size(image_size)
         self.direct_io = direct_io
         self._progress = progress or (lambda stage: None)
         self._guard = _system.SignalGuard()
@@ -349,10 +323,9 @@ class LabFilesystem:
     def _mkfs(self) -> None:
         self._progress("mkfs")
         self._assert_loop_is_ours()
-        assert self.spec.mkfs_tool is not None and self.loop_device is not None  # only image-backed labs run mkfs
-        tool = _system.find_tool(self.spec.mkfs_tool) or self.spec.mkfs_tool
-        self.mkfs_cmd = [tool, *self.spec.mkfs_args, *self.user_mkfs_opts, self.loop_device]
-        self.mkfs_version = _system.tool_version(tool)
+        assert self.loop_device is not None  # only image-backed labs run mkfs
+        self.mkfs_cmd = mkfs_argv(self.fs, self.user_mkfs_opts, self.loop_device)
+        self.mkfs_version = _system.tool_version(self.mkfs_cmd[0])
         _system.run_tool(
             self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts (and --image-size: xfs needs >= 300M)"
         )
