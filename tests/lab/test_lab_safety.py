@@ -1,5 +1,5 @@
-"""Issue #15, what a hostile tester found: sqlwa must format nothing it did not create,
-whatever --mkfs-opts and --mount-opts say.
+"""Issue #15, what a hostile tester found: sqlwa must format nothing it did not create and
+must not fill the host's disk, whatever --mkfs-opts, --mount-opts and --image-size say.
 
 Each attack goes through the command line (``python -m sqlwa run --fs ...``) against
 victims the test makes itself: an image file with known content and a loop device it
@@ -24,6 +24,8 @@ import pytest
 
 from helpers import sqlwa_leftovers
 from sqlwa import _system
+from sqlwa.errors import LabError
+from sqlwa.lab import filesystem
 from sqlwa.lab.cleanup import cleanup_leftovers
 from sqlwa.lab.filesystem import LabFilesystem, filesystem_support, mkfs_argv
 
@@ -278,3 +280,65 @@ def test_a_run_with_allowed_options_measures(tmp_path: Path) -> None:
     lab = json.loads((out / "summary.json").read_text())["config"]["lab"]
     assert lab["mkfs_cmd"][-7:-1] == ["-O", "fast_commit", "-J", "size=8", "-E", "lazy_itable_init=0"]
     assert "noatime" in lab["mount_options"] and "commit=7" in lab["mount_options"]
+
+
+# --------------------------------------------------------------------------- 2. image size
+
+
+@pytest.mark.parametrize(
+    "fs, size, words",
+    [
+        ("ext4", "10T", ["10T", "free"]),  # fills the host's disk
+        ("ext4", "17T", ["17T", "free"]),  # EFBIG on ext4
+        ("xfs", "99999999999999999999T", ["99999999999999999999T", "free"]),  # OverflowError
+        ("tmpfs", "0", ["0", "unlimited"]),
+        ("ext4", "0", ["0"]),
+        ("tmpfs", "10T", ["10T", "memory"]),
+        ("xfs", "200M", ["xfs", "300M"]),
+        ("btrfs", "100M", ["btrfs", "109M"]),
+        ("ext4", "4M", ["ext4", "8M", "journal"]),
+        ("ext4", "lots", ["lots", "not a size"]),
+    ],
+)
+def test_image_sizes_that_cannot_work_are_refused_before_anything_is_made(
+    tmp_path: Path, fs: str, size: str, words: list[str]
+) -> None:
+    work = tmp_path / "work"  # the image's filesystem (TMPDIR): nothing may appear in it
+    work.mkdir()
+    free_before = os.statvfs(work).f_bavail * os.statvfs(work).f_frsize
+    line, _ = sqlwa_refuses(tmp_path, "--fs", fs, "--image-size", size, env={"TMPDIR": str(work)})
+    for word in words:
+        assert word in line, line
+    assert "--image-size" in line
+    assert list(work.iterdir()) == []
+    free_after = os.statvfs(work).f_bavail * os.statvfs(work).f_frsize
+    assert free_after > free_before - 256 * MiB  # others may write meanwhile, but not GBs
+
+
+def test_a_failing_mkfs_leaves_no_image(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "sqlwa", "run", "--fs", "ext4", "--image-size", "64M", "-n", "5"]
+    argv += ["--mkfs-opts", "-O no_such_feature", "--out", str(out)]
+    child = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(work)})
+    _, stderr = child.communicate(timeout=300)
+    assert child.returncode == 2 and "Traceback" not in stderr, stderr
+    assert "mkfs for ext4 failed" in stderr and "no_such_feature" in stderr
+    assert list(work.iterdir()) == [] and sqlwa_leftovers(child.pid) == []
+
+
+@pytest.mark.parametrize("size", ["17T", "99999999999999999999T"])
+def test_an_image_the_host_cannot_hold_is_one_error_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: str
+) -> None:
+    """Past the free-space check (here: a host that claims to have room), ftruncate's
+    EFBIG / OverflowError is one LabError and the partial lab is removed."""
+    huge = 10**40
+    monkeypatch.setattr(_system, "free_space", lambda path: (huge, huge))
+    lab = LabFilesystem("ext4", image_size=size, workdir=tmp_path)
+    with pytest.raises(LabError, match="creating the image"):
+        with lab:
+            pass
+    assert list(tmp_path.iterdir()) == []
+    assert filesystem.parse_size(size) > 16 << 40

@@ -1,4 +1,4 @@
-"""What --mkfs-opts and --mount-opts may say (issue #15), as pure functions:
+"""What --mkfs-opts, --mount-opts and --image-size may say (issue #15), as pure functions:
 no root, nothing made. tests/lab/test_lab_safety.py tries the same through the CLI against
 real victims and real mkfs runs."""
 
@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from sqlwa import _system
 from sqlwa.errors import LabError, UsageError, hint_of
 from sqlwa.lab import options
-from sqlwa.lab.filesystem import FILESYSTEMS
+from sqlwa.lab.filesystem import FILESYSTEMS, LabFilesystem, check_image_size, format_size, free_space_margin
 from sqlwa.lab.options import MKFS_FLAGS, MKFS_GETOPT, checked_mkfs_opts, checked_mount_opts
+
+GiB = 1 << 30
 
 
 def mkfs_opts(fs: str, opts: str | list[str]) -> tuple[str, ...]:
@@ -195,3 +198,66 @@ def test_ordinary_mount_options_pass(fs: str, opts: str) -> None:
 def test_mount_options_with_whitespace_are_a_usage_error() -> None:
     with pytest.raises(UsageError, match="whitespace"):
         checked_mount_opts("ext4", ["noatime, barrier=0"])
+
+
+# --------------------------------------------------------------------------- image size
+
+
+@pytest.fixture
+def host(monkeypatch: pytest.MonkeyPatch):
+    """A host whose disk has 100 GiB free of 2 TiB and whose memory has 8 of 16 GiB free."""
+    monkeypatch.setattr(_system, "free_space", lambda path: (100 * GiB, 2048 * GiB))
+    monkeypatch.setattr(_system, "memory_available", lambda: (8 * GiB, 16 * GiB))
+
+
+@pytest.mark.parametrize(
+    "fs, size, words",
+    [
+        ("ext4", "10T", ["--image-size 10T does not fit", "{workdir} has 100G free", "1G of it must stay free"]),
+        ("ext4", "17T", ["--image-size 17T does not fit"]),
+        ("xfs", "99999999999999999999T", ["--image-size 99999999999999999999T does not fit"]),
+        ("tmpfs", "0", ["--image-size 0", "unlimited"]),
+        ("ext4", "0", ["--image-size 0", "needs a size"]),
+        ("tmpfs", "10T", ["memory", "8G available"]),
+        ("xfs", "200M", ["xfs needs at least 300M"]),
+        ("btrfs", "100M", ["btrfs needs at least 109M"]),
+        ("f2fs", "51M", ["f2fs needs at least 52M"]),
+        ("ext4-journal", "7M", ["ext4-journal needs at least 8M", "journal"]),
+        ("ext4", "lots", ["--image-size 'lots' is not a size"]),
+    ],
+)
+def test_image_sizes_that_cannot_work_are_refused(host, tmp_path: Path, fs: str, size: str, words: list[str]) -> None:
+    with pytest.raises(UsageError) as err:
+        LabFilesystem(fs, image_size=size, workdir=tmp_path)
+    message = str(err.value.args[0])
+    for word in words:
+        assert word.format(workdir=tmp_path) in message, message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_free_space_margin_is_1_gib_or_5_percent(host) -> None:
+    assert free_space_margin(2048 * GiB) == GiB and free_space_margin(4 * GiB) == 4 * GiB // 20
+    check_image_size("ext4", 99 * GiB, "/work")  # 100 GiB free, 1 GiB stays free
+    with pytest.raises(UsageError):
+        check_image_size("ext4", 99 * GiB + 1, "/work")
+    largest_tmpfs = 8 * GiB - 16 * GiB // 20  # memory: 8 of 16 GiB available, 5 % stays free
+    check_image_size("tmpfs", largest_tmpfs, "/work")
+    with pytest.raises(UsageError, match="memory"):
+        check_image_size("tmpfs", largest_tmpfs + 1, "/work")
+
+
+def test_every_filesystem_takes_its_own_minimum(host) -> None:
+    for fs, spec in FILESYSTEMS.items():
+        check_image_size(fs, spec.min_size, "/work")
+        with pytest.raises(UsageError, match=f"{fs} needs at least {format_size(spec.min_size)}"):
+            check_image_size(fs, spec.min_size - 1, "/work")
+
+
+def test_format_size() -> None:
+    assert [format_size(n) for n in (300 << 20, 109 << 20, 3 << 29, 1 << 40, 512)] == [
+        "300M",
+        "109M",
+        "1.5G",
+        "1T",
+        "512",
+    ]

@@ -8,8 +8,10 @@ on SIGINT / SIGTERM. ``tmpfs`` needs no image or loop device and is simply mount
 Safety: the only device ever given to mkfs is the loop device this object attached,
 after checking that the device's backing file is the very image file (same inode) it
 created. No caller-supplied path is ever formatted: mkfs options come from an allow-list
-and no mkfs or mount option may name a path or device (:mod:`sqlwa.lab.options`). This
-is checked when the object is made, before anything exists.
+and no mkfs or mount option may name a path or device (:mod:`sqlwa.lab.options`). The
+image must fit into the free space of the directory it is made in, with a margin, and be
+at least what the filesystem's mkfs needs (:func:`check_image_size`). All of this is
+checked when the object is made, before anything exists.
 
 Naming: everything the lab creates is named ``sqlwa-lab-<pid>-<token>`` (a directory in
 ``workdir`` holding ``<name>.img`` and ``mnt/``), so :func:`cleanup_leftovers` can find
@@ -56,6 +58,8 @@ class FsSpec:
     mkfs_tool: str | None
     mkfs_args: tuple[str, ...]
     mount_opts: tuple[str, ...]
+    min_size: int = 1 << 20  # the smallest --image-size that makes a usable filesystem ...
+    min_reason: str = "a smaller one holds no useful database"  # ... and why
 
 
 # ext4: inode tables and the journal are zeroed at mkfs time (lazy_*_init=0); otherwise
@@ -63,13 +67,18 @@ class FsSpec:
 # writes would land in the measured trace. 4 KiB blocks always: mke2fs would pick 1 KiB
 # for images under 512 MiB, which no phone or disk uses.
 _EXT4_MKFS = ("-F", "-q", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0")
+# The smallest images each mkfs makes a usable filesystem on with the lab's options
+# (measured with e2fsprogs 1.47, xfsprogs 6.1, btrfs-progs 6.2, f2fs-tools 1.15).
+_EXT4_MIN = 8 << 20, "below that mke2fs makes no journal with 4 KiB blocks"
 FILESYSTEMS: dict[str, FsSpec] = {
-    "ext4": FsSpec("ext4", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=ordered",)),
-    "ext4-journal": FsSpec("ext4-journal", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=journal",)),
-    "ext4-writeback": FsSpec("ext4-writeback", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=writeback",)),
-    "xfs": FsSpec("xfs", "xfs", "mkfs.xfs", ("-f", "-q"), ()),
-    "btrfs": FsSpec("btrfs", "btrfs", "mkfs.btrfs", ("-f", "-q"), ()),
-    "f2fs": FsSpec("f2fs", "f2fs", "mkfs.f2fs", ("-f", "-q"), ()),
+    "ext4": FsSpec("ext4", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=ordered",), *_EXT4_MIN),
+    "ext4-journal": FsSpec("ext4-journal", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=journal",), *_EXT4_MIN),
+    "ext4-writeback": FsSpec("ext4-writeback", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=writeback",), *_EXT4_MIN),
+    "xfs": FsSpec("xfs", "xfs", "mkfs.xfs", ("-f", "-q"), (), 300 << 20, "mkfs.xfs: 'must be larger than 300MB'"),
+    "btrfs": FsSpec(
+        "btrfs", "btrfs", "mkfs.btrfs", ("-f", "-q"), (), 109 << 20, "mkfs.btrfs: 'minimum size ... 114294784'"
+    ),
+    "f2fs": FsSpec("f2fs", "f2fs", "mkfs.f2fs", ("-f", "-q"), (), 52 << 20, "below that mkfs.f2fs makes no superblock"),
     "tmpfs": FsSpec("tmpfs", "tmpfs", None, (), ()),
 }
 
@@ -82,9 +91,53 @@ def parse_size(text: str | int) -> int:
         return text
     match = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.IGNORECASE)
     if not match:
-        raise UsageError(f"image size {text!r} is not a size", "give e.g. 1G, 512M or a byte count")
+        raise UsageError(f"--image-size {text!r} is not a size", "give e.g. 1G, 512M or a byte count")
     number, unit = int(match.group(1)), match.group(2).upper()
     return number * 1024 ** "_KMGT".index(unit) if unit else number
+
+
+def format_size(size: int) -> str:
+    """Bytes as --image-size writes them: 300M, 1.5G, 74.2G."""
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.1f}".removesuffix(".0") + unit
+    return str(size)
+
+
+def free_space_margin(total: int) -> int:
+    """What must stay free beside a lab image (or tmpfs) on a filesystem (or in RAM) of
+    ``total`` bytes: 1 GiB, or 5 % of it where that is less."""
+    return min(1 << 30, total // 20)
+
+
+def check_image_size(fs: str, size: int, workdir: str, given: str | None = None) -> None:
+    """Refuse an image (or tmpfs) size that cannot work, before anything is made: 0, less
+    than the filesystem's mkfs needs, or more than the free space of ``workdir``'s
+    filesystem (for tmpfs: available memory) less :func:`free_space_margin`. The image is
+    sparse, but mkfs, --fill and the workload may write all of it."""
+    spec = FILESYSTEMS[fs]
+    what = f"--image-size {given if given is not None else size}"
+    if size <= 0:
+        unlimited = " (a tmpfs of size 0 would be unlimited)" if spec.mkfs_tool is None else ""
+        raise UsageError(f"{what}: a lab filesystem needs a size{unlimited}", "give e.g. --image-size 1G")
+    if size < spec.min_size:
+        raise UsageError(
+            f"{what}: {fs} needs at least {format_size(spec.min_size)} ({spec.min_reason})",
+            f"give --image-size {format_size(spec.min_size)} or more",
+        )
+    if spec.mkfs_tool is None:
+        (free, total), where = _system.memory_available(), "memory (a tmpfs lives in RAM) has {} available"
+        fix = "give a smaller --image-size"
+    else:
+        (free, total), where = _system.free_space(workdir), f"{workdir} has {{}} free"
+        fix = "give a smaller --image-size, or set TMPDIR to a directory on a larger filesystem"
+    margin = free_space_margin(total)
+    if size > free - margin:
+        raise UsageError(
+            f"{what} does not fit: {where.format(format_size(free))}, and {format_size(margin)} of it "
+            "must stay free (1 GiB, or 5 % of the total if less)",
+            fix,
+        )
 
 
 # --------------------------------------------------------------------------- availability
@@ -222,6 +275,7 @@ class LabFilesystem:
         self.fill_pct = fill_pct
         self.workdir = _checked_workdir(workdir)
         self.image_size = parse_size(image_size)
+        check_image_size(fs, self.image_size, self.workdir, str(image_size))
         self.direct_io = direct_io
         self._progress = progress or (lambda stage: None)
         self._guard = _system.SignalGuard()
@@ -286,7 +340,14 @@ class LabFilesystem:
         self._progress("image")
         fd = os.open(self.image, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.ftruncate(fd, self.image_size)  # sparse: costs no space until written
+            try:
+                os.ftruncate(fd, self.image_size)  # sparse: costs no space until written
+            except (OSError, OverflowError) as exc:  # EFBIG: beyond the host's largest file
+                reason = exc.strerror if isinstance(exc, OSError) else "too large for this system"
+                raise LabError(
+                    f"creating the image ({format_size(self.image_size)}) in {self.workdir} failed: {reason}",
+                    "give a smaller --image-size",
+                ) from None
             st = os.fstat(fd)
             self._image_identity = (st.st_dev, st.st_ino)
         finally:
@@ -326,9 +387,7 @@ class LabFilesystem:
         assert self.loop_device is not None  # only image-backed labs run mkfs
         self.mkfs_cmd = mkfs_argv(self.fs, self.user_mkfs_opts, self.loop_device)
         self.mkfs_version = _system.tool_version(self.mkfs_cmd[0])
-        _system.run_tool(
-            self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts (and --image-size: xfs needs >= 300M)"
-        )
+        _system.run_tool(self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts")
 
     def _mount_loop(self) -> None:
         self._progress("mount")
