@@ -121,10 +121,31 @@ def sqlwa_refuses(tmp_path: Path, *args: str, cwd: Path | None = None, env: dict
     return lines[0], lines[1] if len(lines) > 1 else ""
 
 
+def attack(tmp_path: Path, victims: Victims, fs: str, option: str, opts: str, words: list[str]) -> None:
+    """``sqlwa run --fs FS OPTION OPTS`` from the victims' directory: refused with an error
+    line that names OPTION and has all ``words``, and the victims untouched. In OPTS and
+    ``words``, {file} is the victim file, {name} its name alone, {dev} the victim loop
+    device and {devnum} its device number (as ext4's journal_dev= takes it)."""
+    if not filesystem_support(fs).available:
+        pytest.skip(filesystem_support(fs).reason)
+    rdev = os.stat(victims.dev).st_rdev
+    names = {
+        "file": str(victims.file),
+        "name": victims.file.name,
+        "dev": victims.dev,
+        "devnum": str(os.major(rdev) << 8 | os.minor(rdev)),
+    }
+    before = victims.state()
+    line, _ = sqlwa_refuses(tmp_path, "--fs", fs, option, opts.format(**names), cwd=victims.file.parent)
+    assert option in line, line
+    for word in words:
+        assert word.format(**names) in line, line
+    assert victims.state() == before
+
+
 # --------------------------------------------------------------------------- 1. mkfs options
 
-# (fs, --mkfs-opts, words the error line must contain). {file}: the victim file, {dev}: the
-# victim loop device, {name}: the victim file's name, the run starting in its directory.
+# (fs, --mkfs-opts, words the error line must contain; see attack())
 MKFS_ATTACKS = [
     # the issue's three: a positional path, a path and a device inside a key=value list
     ("btrfs", "{file}", ["{file}", "path"]),
@@ -151,15 +172,7 @@ MKFS_ATTACKS = [
 def test_mkfs_options_naming_a_path_are_refused_and_the_victims_untouched(
     tmp_path: Path, victims: Victims, fs: str, opts: str, words: list[str]
 ) -> None:
-    if not filesystem_support(fs).available:
-        pytest.skip(filesystem_support(fs).reason)
-    names = {"file": str(victims.file), "dev": victims.dev, "name": victims.file.name}
-    before = victims.state()
-    line, _ = sqlwa_refuses(tmp_path, "--fs", fs, "--mkfs-opts", opts.format(**names), cwd=victims.file.parent)
-    for word in words:
-        assert word.format(**names) in line, line
-    assert "--mkfs-opts" in line
-    assert victims.state() == before
+    attack(tmp_path, victims, fs, "--mkfs-opts", opts, words)
 
 
 # (fs, --mount-opts, words): the mount options that name a device or a file
@@ -181,18 +194,7 @@ MOUNT_ATTACKS = [
 def test_mount_options_naming_a_device_or_file_are_refused(
     tmp_path: Path, victims: Victims, fs: str, opts: str, words: list[str]
 ) -> None:
-    rdev = os.stat(victims.dev).st_rdev
-    names = {
-        "file": str(victims.file),
-        "dev": victims.dev,
-        "name": victims.file.name,
-        "devnum": str(os.major(rdev) << 8 | os.minor(rdev)),
-    }
-    before = victims.state()
-    line, _ = sqlwa_refuses(tmp_path, "--fs", fs, "--mount-opts", opts.format(**names), cwd=victims.file.parent)
-    for word in words:
-        assert word.format(**names) in line, line
-    assert victims.state() == before
+    attack(tmp_path, victims, fs, "--mount-opts", opts, words)
 
 
 @pytest.mark.parametrize(
