@@ -300,6 +300,23 @@ def used_fraction(path: str) -> float:
     return used / max(1, used + st.f_bavail)
 
 
+def free_space(path: str) -> tuple[int, int]:
+    """(bytes an unprivileged user may still write, total size) of the filesystem holding
+    ``path``; root's reserve is not counted as free."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def memory_available() -> tuple[int, int]:
+    """(MemAvailable, MemTotal) in bytes, from /proc/meminfo: what a tmpfs could fill."""
+    fields = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            fields[name] = int(value.split()[0]) * 1024 if value.split() else 0
+    return fields.get("MemAvailable", fields.get("MemFree", 0)), fields.get("MemTotal", 0)
+
+
 # --------------------------------------------------------------------------- loop devices
 
 

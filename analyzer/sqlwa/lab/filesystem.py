@@ -7,8 +7,11 @@ on SIGINT / SIGTERM. ``tmpfs`` needs no image or loop device and is simply mount
 
 Safety: the only device ever given to mkfs is the loop device this object attached,
 after checking that the device's backing file is the very image file (same inode) it
-created. No caller-supplied path is ever formatted; a mkfs option that names a device is
-refused.
+created. No caller-supplied path is ever formatted: mkfs options come from an allow-list
+and no mkfs or mount option may name a path or device (:mod:`sqlwa.lab.options`). The
+image must fit into the free space of the directory it is made in, with a margin, and be
+at least what the filesystem's mkfs needs (:func:`check_image_size`). All of this is
+checked when the object is made, before anything exists.
 
 Naming: everything the lab creates is named ``sqlwa-lab-<pid>-<token>`` (a directory in
 ``workdir`` holding ``<name>.img`` and ``mnt/``), so :func:`cleanup_leftovers` can find
@@ -30,15 +33,14 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shlex
-import stat
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlwa import _system
 from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError
 from sqlwa.lab.fill import fill_filesystem
+from sqlwa.lab.options import checked_mkfs_opts, checked_mount_opts, is_device
 
 LAB_PREFIX = "sqlwa-lab"
 # <prefix>-<owner pid>-<random token>; the pid tells cleanup whether the owner is alive.
@@ -56,6 +58,8 @@ class FsSpec:
     mkfs_tool: str | None
     mkfs_args: tuple[str, ...]
     mount_opts: tuple[str, ...]
+    min_size: int = 1 << 20  # the smallest --image-size that makes a usable filesystem ...
+    min_reason: str = "a smaller one holds no useful database"  # ... and why
 
 
 # ext4: inode tables and the journal are zeroed at mkfs time (lazy_*_init=0); otherwise
@@ -63,13 +67,18 @@ class FsSpec:
 # writes would land in the measured trace. 4 KiB blocks always: mke2fs would pick 1 KiB
 # for images under 512 MiB, which no phone or disk uses.
 _EXT4_MKFS = ("-F", "-q", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0")
+# The smallest images each mkfs makes a usable filesystem on with the lab's options
+# (measured with e2fsprogs 1.47, xfsprogs 6.1, btrfs-progs 6.2, f2fs-tools 1.15).
+_EXT4_MIN = 8 << 20, "below that mke2fs makes no journal with 4 KiB blocks"
 FILESYSTEMS: dict[str, FsSpec] = {
-    "ext4": FsSpec("ext4", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=ordered",)),
-    "ext4-journal": FsSpec("ext4-journal", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=journal",)),
-    "ext4-writeback": FsSpec("ext4-writeback", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=writeback",)),
-    "xfs": FsSpec("xfs", "xfs", "mkfs.xfs", ("-f", "-q"), ()),
-    "btrfs": FsSpec("btrfs", "btrfs", "mkfs.btrfs", ("-f", "-q"), ()),
-    "f2fs": FsSpec("f2fs", "f2fs", "mkfs.f2fs", ("-f", "-q"), ()),
+    "ext4": FsSpec("ext4", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=ordered",), *_EXT4_MIN),
+    "ext4-journal": FsSpec("ext4-journal", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=journal",), *_EXT4_MIN),
+    "ext4-writeback": FsSpec("ext4-writeback", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=writeback",), *_EXT4_MIN),
+    "xfs": FsSpec("xfs", "xfs", "mkfs.xfs", ("-f", "-q"), (), 300 << 20, "mkfs.xfs: 'must be larger than 300MB'"),
+    "btrfs": FsSpec(
+        "btrfs", "btrfs", "mkfs.btrfs", ("-f", "-q"), (), 109 << 20, "mkfs.btrfs: 'minimum size ... 114294784'"
+    ),
+    "f2fs": FsSpec("f2fs", "f2fs", "mkfs.f2fs", ("-f", "-q"), (), 52 << 20, "below that mkfs.f2fs makes no superblock"),
     "tmpfs": FsSpec("tmpfs", "tmpfs", None, (), ()),
 }
 
@@ -82,9 +91,53 @@ def parse_size(text: str | int) -> int:
         return text
     match = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.IGNORECASE)
     if not match:
-        raise UsageError(f"image size {text!r} is not a size", "give e.g. 1G, 512M or a byte count")
+        raise UsageError(f"--image-size {text!r} is not a size", "give e.g. 1G, 512M or a byte count")
     number, unit = int(match.group(1)), match.group(2).upper()
     return number * 1024 ** "_KMGT".index(unit) if unit else number
+
+
+def format_size(size: int) -> str:
+    """Bytes as --image-size writes them: 300M, 1.5G, 74.2G."""
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.1f}".removesuffix(".0") + unit
+    return str(size)
+
+
+def free_space_margin(total: int) -> int:
+    """What must stay free beside a lab image (or tmpfs) on a filesystem (or in RAM) of
+    ``total`` bytes: 1 GiB, or 5 % of it where that is less."""
+    return min(1 << 30, total // 20)
+
+
+def check_image_size(fs: str, size: int, workdir: str, given: str | None = None) -> None:
+    """Refuse an image (or tmpfs) size that cannot work, before anything is made: 0, less
+    than the filesystem's mkfs needs, or more than the free space of ``workdir``'s
+    filesystem (for tmpfs: available memory) less :func:`free_space_margin`. The image is
+    sparse, but mkfs, --fill and the workload may write all of it."""
+    spec = FILESYSTEMS[fs]
+    what = f"--image-size {given if given is not None else size}"
+    if size <= 0:
+        unlimited = " (a tmpfs of size 0 would be unlimited)" if spec.mkfs_tool is None else ""
+        raise UsageError(f"{what}: a lab filesystem needs a size{unlimited}", "give e.g. --image-size 1G")
+    if size < spec.min_size:
+        raise UsageError(
+            f"{what}: {fs} needs at least {format_size(spec.min_size)} ({spec.min_reason})",
+            f"give --image-size {format_size(spec.min_size)} or more",
+        )
+    if spec.mkfs_tool is None:
+        (free, total), where = _system.memory_available(), "memory (a tmpfs lives in RAM) has {} available"
+        fix = "give a smaller --image-size"
+    else:
+        (free, total), where = _system.free_space(workdir), f"{workdir} has {{}} free"
+        fix = "give a smaller --image-size, or set TMPDIR to a directory on a larger filesystem"
+    margin = free_space_margin(total)
+    if size > free - margin:
+        raise UsageError(
+            f"{what} does not fit: {where.format(format_size(free))}, and {format_size(margin)} of it "
+            "must stay free (1 GiB, or 5 % of the total if less)",
+            fix,
+        )
 
 
 # --------------------------------------------------------------------------- availability
@@ -159,41 +212,18 @@ def require_filesystem(fs: str) -> FsSpec:
 # --------------------------------------------------------------------------- options
 
 
-def _refuse_device_tokens(opts: Iterable[str]) -> tuple[str, ...]:
-    """mkfs takes its device as a positional argument, so a stray path among the options
-    could become the device formatted. Refuse anything that names a device."""
-    checked = []
-    for token in opts:
-        token = str(token)
-        path = token.split("=", 1)[-1]
-        if path.startswith("/dev/") or _is_device(path):
-            raise LabError(
-                f"refusing mkfs option {token!r}: it names a device; the lab only formats its own image",
-                "pass only options in --mkfs-opts; the lab chooses the device",
-            )
-        checked.append(token)
-    return tuple(checked)
-
-
-def _is_device(path: str) -> bool:
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
-
-
-def _checked_mount_opts(opts: Iterable[str]) -> tuple[str, ...]:
-    checked = tuple(o for opt in opts for o in str(opt).split(",") if o)
-    for opt in checked:
-        if any(c.isspace() for c in opt):
-            raise UsageError(f"mount option {opt!r} contains whitespace", "separate mount options with commas")
-    return checked
+def mkfs_argv(fs: str, user_opts: Sequence[str], device: str) -> list[str]:
+    """The mkfs command for ``fs`` on ``device``: the lab's options, then the user's
+    (checked by :func:`~sqlwa.lab.options.checked_mkfs_opts`), the device last."""
+    spec = FILESYSTEMS[fs]
+    assert spec.mkfs_tool is not None, f"{fs} has no mkfs"
+    tool = _system.find_tool(spec.mkfs_tool) or spec.mkfs_tool
+    return [tool, *spec.mkfs_args, *user_opts, device]
 
 
 def _checked_workdir(workdir: str | os.PathLike | None) -> str:
     base = os.path.realpath(workdir if workdir is not None else tempfile.gettempdir())
-    if _is_device(base):
+    if is_device(base):
         raise LabError(
             f"refusing {base}: it is a device; the lab never formats a given device or path, "
             "only an image file it creates itself",
@@ -239,15 +269,13 @@ class LabFilesystem:
             raise UsageError(f"--fill {fill_pct}: must be between 0 and 99", "give a percentage such as 80")
         self.fs = fs
         self.spec = FILESYSTEMS[fs]
-        self.image_size = parse_size(image_size)
-        if isinstance(mkfs_opts, str):  # "-O fast_commit" as typed on the command line
-            mkfs_opts = shlex.split(mkfs_opts)
-        if isinstance(mount_opts, str):  # "noatime,barrier=0"
-            mount_opts = [mount_opts]
-        self.user_mkfs_opts = _refuse_device_tokens(mkfs_opts)
-        self.mount_opts = self.spec.mount_opts + _checked_mount_opts(mount_opts)
+        # Everything the caller chose is checked here, before anything is made.
+        self.user_mkfs_opts = checked_mkfs_opts(fs, self.spec.mkfs_tool, mkfs_opts)
+        self.mount_opts = self.spec.mount_opts + checked_mount_opts(fs, mount_opts)
         self.fill_pct = fill_pct
         self.workdir = _checked_workdir(workdir)
+        self.image_size = parse_size(image_size)
+        check_image_size(fs, self.image_size, self.workdir, str(image_size))
         self.direct_io = direct_io
         self._progress = progress or (lambda stage: None)
         self._guard = _system.SignalGuard()
@@ -312,7 +340,14 @@ class LabFilesystem:
         self._progress("image")
         fd = os.open(self.image, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.ftruncate(fd, self.image_size)  # sparse: costs no space until written
+            try:
+                os.ftruncate(fd, self.image_size)  # sparse: costs no space until written
+            except (OSError, OverflowError) as exc:  # EFBIG: beyond the host's largest file
+                reason = exc.strerror if isinstance(exc, OSError) else "too large for this system"
+                raise LabError(
+                    f"creating the image ({format_size(self.image_size)}) in {self.workdir} failed: {reason}",
+                    "give a smaller --image-size",
+                ) from None
             st = os.fstat(fd)
             self._image_identity = (st.st_dev, st.st_ino)
         finally:
@@ -349,13 +384,10 @@ class LabFilesystem:
     def _mkfs(self) -> None:
         self._progress("mkfs")
         self._assert_loop_is_ours()
-        assert self.spec.mkfs_tool is not None and self.loop_device is not None  # only image-backed labs run mkfs
-        tool = _system.find_tool(self.spec.mkfs_tool) or self.spec.mkfs_tool
-        self.mkfs_cmd = [tool, *self.spec.mkfs_args, *self.user_mkfs_opts, self.loop_device]
-        self.mkfs_version = _system.tool_version(tool)
-        _system.run_tool(
-            self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts (and --image-size: xfs needs >= 300M)"
-        )
+        assert self.loop_device is not None  # only image-backed labs run mkfs
+        self.mkfs_cmd = mkfs_argv(self.fs, self.user_mkfs_opts, self.loop_device)
+        self.mkfs_version = _system.tool_version(self.mkfs_cmd[0])
+        _system.run_tool(self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts")
 
     def _mount_loop(self) -> None:
         self._progress("mount")

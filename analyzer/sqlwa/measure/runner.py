@@ -263,15 +263,18 @@ def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
 def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
     preflight_lab(request)
     scenario = engine.load_scenario(request.scenario)
-    out_dir = ensure_writable_dir(request.out_dir, "output directory")
     assert request.fs is not None, "a lab run names its filesystem"
-    with filesystem.LabFilesystem(
+    # Made (and so its options and size checked) before the output directory: a refused
+    # option leaves nothing behind.
+    lab = filesystem.LabFilesystem(
         request.fs,
         image_size=request.image_size,
         mkfs_opts=request.mkfs_opts,
         mount_opts=request.mount_opts,
         fill_pct=request.fill_pct,
-    ) as fs:
+    )
+    out_dir = ensure_writable_dir(request.out_dir, "output directory")
+    with lab as fs:
         result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
         fs_facts = fs.describe()
         dev = fs.dev
