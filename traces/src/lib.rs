@@ -13,6 +13,7 @@ pub mod blkparse_text;
 pub mod error;
 pub mod ftrace;
 pub mod input;
+mod intern;
 pub mod report;
 pub mod rwbs;
 pub mod table;
