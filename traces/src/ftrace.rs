@@ -6,9 +6,10 @@ use std::path::Path;
 
 use crate::blkparse_text::push_block_event;
 use crate::error::ParseError;
+use crate::intern::{spread, Decoded};
 use crate::report::ParseReport;
 use crate::rwbs::parse_rwbs;
-use crate::table::{Action, Dictionary, Event, EventTable, Operation, RecordKind, RowWriter};
+use crate::table::{Action, Event, EventTable, Operation, RecordKind, RowWriter};
 use crate::text::{
     bytes_equal, for_each_line, is_blank, parse_dev, parse_hex, parse_i64, parse_time_ns,
     parse_u32, parse_u64, reject_line, scan, skip_blanks, word_end, Cursor,
@@ -20,7 +21,7 @@ pub fn read(
     table: &mut EventTable,
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
-    let mut fast = FastCaches::default();
+    let mut fast = FastPath::default();
     // Text rows have no sequence numbers and few errors: leave those columns untouched.
     table.defer_zero_columns();
     let mut rows = table.writer();
@@ -86,18 +87,27 @@ fn parse_line(
     push_line(table, h)
 }
 
+/// What the fast path remembers across lines of one file.
+#[derive(Default)]
+struct FastPath {
+    /// Line starts up to the timestamp.
+    starts: PrefixMemo,
+    /// Each RWBS string's operation and flags, by its code.
+    rwbs: Decoded<(Operation, u16)>,
+}
+
 /// `parse_line` with the fast path: lines of the common shape are read in one forward
-/// scan (`fast_header`, `push_line_fast`) with what earlier lines taught (`FastCaches`);
-/// anything else, and anything the fast path is not
-/// sure about, goes the general way with the same result.
+/// scan (`fast_header`, `push_line_fast`) with what earlier lines taught (`FastPath`);
+/// anything else, and anything the fast path is not sure about, goes the general way with
+/// the same result.
 fn parse_line_fast(
     line: &[u8],
     table: &mut RowWriter<'_>,
     report: &mut ParseReport,
-    fast: &mut FastCaches,
+    fast: &mut FastPath,
 ) -> Result<(), &'static str> {
-    match fast_header(line, &mut fast.prefixes) {
-        Some(h) => push_line_fast(table, h, fast),
+    match fast_header(line, &mut fast.starts) {
+        Some(h) => push_line_fast(table, h, &mut fast.rwbs),
         None => parse_line(line, table, report),
     }
 }
@@ -108,7 +118,7 @@ fn parse_line_fast(
 fn push_line_fast(
     table: &mut RowWriter<'_>,
     h: Header<'_>,
-    fast: &mut FastCaches,
+    rwbs_decoded: &mut Decoded<(Operation, u16)>,
 ) -> Result<(), &'static str> {
     let rest = h.rest;
     let mut p = 0;
@@ -120,65 +130,28 @@ fn push_line_fast(
     if rest[p..].starts_with(b"sys_") {
         let mut e = h.event(RecordKind::Block);
         // Read once: what it is not, `push_event_line` takes, as `push_line` would.
-        let Some(SyscallText { name, body }) = syscall_print_format(&mut e, &rest[p..])? else {
-            return push_event_line(table, e, &h);
+        return match syscall_print_format(&mut e, &rest[p..])? {
+            Some(syscall) => {
+                push_syscall(table, &e, h.comm, syscall);
+                Ok(())
+            }
+            None => push_event_line(table, e, &h),
         };
-        let name_code = fast.name_code(table, name);
-        let comm_code = fast.comm_code(table, h.comm);
-        table.push(&e, comm_code, 0, name_code, body);
-        return Ok(());
     }
-    // The commonest names by their first words; any other through the name cache.
-    let word = |i: usize| rest.get(p + i..p + i + 8).map(load);
-    let known = match (word(0), word(8)) {
-        (Some(BLOCK_RQ), Some(ISSUE)) => Some((0, 14)),
-        (Some(BLOCK_RQ), Some(COMPLET)) if rest.get(p + 16..p + 19) == Some(b"e: ") => {
-            Some((1, 17))
-        }
-        (Some(TRACING), Some(MARK_WRI)) if rest.get(p + 16..p + 20) == Some(b"te: ") => {
-            Some((2, 18))
-        }
-        _ => None,
+    let Some((name, kind)) = event_name(rest, p) else {
+        return push_line(table, h);
     };
-    let (name, end, slot, (kind, name_code)) = match known {
-        Some((k, len)) => (
-            &rest[p..p + len],
-            p + len + 1,
-            NameSlot::Known(k),
-            fast.known[k],
-        ),
-        None => {
-            let end = word_end(rest, p);
-            let Some(name) = rest[p..end].strip_suffix(b":") else {
-                return push_line(table, h);
-            };
-            let Some(key) = Key::of(name) else {
-                return push_line(table, h);
-            };
-            let v = match fast.names.get(key) {
-                Some(v) => v,
-                None => {
-                    let v = (name_kind(name), NO_CODE);
-                    fast.names.put(key, v);
-                    v
-                }
-            };
-            (name, end, NameSlot::Cached(key), v)
-        }
-    };
-    let mut q = end;
+    let mut q = p + name.len() + 1;
     skip_blanks(rest, &mut q);
     let body = &rest[q..];
     match kind {
-        NameKind::Block(action)
-            if fast_block(table, fast, &h, action, (slot, name_code), name, body) =>
-        {
+        NameKind::Block(action) if fast_block(table, rwbs_decoded, &h, action, name, body) => {
             Ok(())
         }
         NameKind::Marker => {
             let e = h.event(RecordKind::Marker);
-            let name_code = fast.name_code(table, marker_event(body));
-            let comm_code = fast.comm_code(table, h.comm);
+            let name_code = table.names().intern(marker_event(body));
+            let comm_code = table.comms().intern(h.comm);
             table.push(&e, comm_code, 0, name_code, body);
             Ok(())
         }
@@ -186,15 +159,36 @@ fn push_line_fast(
     }
 }
 
+/// The event name at `p` (without its colon) and what it stands for; the commonest
+/// names are told by their first sixteen bytes, without a scan for their end. `None` if
+/// the word at `p` does not end in a colon.
+#[inline(always)]
+fn event_name(rest: &[u8], p: usize) -> Option<(&[u8], NameKind)> {
+    let word = |i: usize| rest.get(p + i..p + i + 8).map(load);
+    let common = match (word(0), word(8)) {
+        (Some(BLOCK_RQ), Some(ISSUE)) => Some((14, NameKind::Block(Action::Issue))),
+        (Some(BLOCK_RQ), Some(COMPLET)) if rest.get(p + 16..p + 19) == Some(b"e: ") => {
+            Some((17, NameKind::Block(Action::Complete)))
+        }
+        (Some(TRACING), Some(MARK_WRI)) if rest.get(p + 16..p + 20) == Some(b"te: ") => {
+            Some((18, NameKind::Marker))
+        }
+        _ => None,
+    };
+    if let Some((len, kind)) = common {
+        return Some((&rest[p..p + len], kind));
+    }
+    let name = rest[p..word_end(rest, p)].strip_suffix(b":")?;
+    Some((name, name_kind(name)))
+}
+
 /// Everything after the header.
 fn push_line(table: &mut RowWriter<'_>, h: Header<'_>) -> Result<(), &'static str> {
     let mut e = h.event(RecordKind::Block);
     let rest = h.rest.trim_ascii_start();
     if rest.starts_with(b"sys_") {
-        if let Some(SyscallText { name, body }) = syscall_print_format(&mut e, rest)? {
-            let name_code = table.names().intern(name);
-            let comm_code = table.comms().intern(h.comm);
-            table.push(&e, comm_code, 0, name_code, body);
+        if let Some(syscall) = syscall_print_format(&mut e, rest)? {
+            push_syscall(table, &e, h.comm, syscall);
             return Ok(());
         }
     }
@@ -217,111 +211,6 @@ fn push_event_line(
     }
 }
 
-/// A byte string of up to 24 bytes as three words and its length: equal keys, equal
-/// strings. Lets the fast path's caches compare names without a memcmp call.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Key([u64; 3], usize);
-
-impl Key {
-    const NONE: Key = Key([0; 3], usize::MAX);
-
-    #[inline(always)]
-    fn of(s: &[u8]) -> Option<Key> {
-        let n = s.len();
-        let w = |i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("eight bytes"));
-        Some(match n {
-            0 => Key([0; 3], 0),
-            // Overlapping loads that together cover every byte once or twice (with the
-            // same value): the string's bytes as one word, first byte lowest.
-            1..=3 => Key(
-                [
-                    s[0] as u64
-                        | (s[n / 2] as u64) << (8 * (n / 2))
-                        | (s[n - 1] as u64) << (8 * (n - 1)),
-                    0,
-                    0,
-                ],
-                n,
-            ),
-            4..=7 => {
-                let word = |i: usize| {
-                    u32::from_le_bytes(s[i..i + 4].try_into().expect("four bytes")) as u64
-                };
-                Key([word(0) | word(n - 4) << (8 * (n - 4)), 0, 0], n)
-            }
-            8..=16 => Key([w(0), w(n - 8), 0], n),
-            17..=24 => Key([w(0), w(8), w(n - 8)], n),
-            _ => return None,
-        })
-    }
-
-    #[inline(always)]
-    fn slot(&self) -> usize {
-        spread(
-            self.0[0] ^ self.0[1].rotate_left(21) ^ self.0[2].rotate_left(42) ^ self.1 as u64,
-            CACHE_BITS,
-        )
-    }
-}
-
-/// The top `bits` bits of `h` mixed: multiplied, folded and multiplied again, so that keys
-/// differing in a bit or two (`W` and `WS`, one CPU digit, one flag) still differ there. A
-/// single multiply leaves such differences out of the top bits.
-#[inline(always)]
-fn spread(h: u64, bits: u32) -> usize {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let h = h.wrapping_mul(K);
-    ((h ^ (h >> 32)).wrapping_mul(K) >> (64 - bits)) as usize
-}
-
-/// log2 of a cache's slots: room for the few dozen RWBS strings, names and processes of a
-/// trace with few collisions, small enough to stay in the L1 cache beside the rows.
-const CACHE_BITS: u32 = 6;
-
-/// A direct-mapped cache from short byte strings to what the fast path knows about them.
-struct Cache<V: Copy> {
-    slots: Box<[(Key, V); 1 << CACHE_BITS]>,
-}
-
-impl<V: Copy> Cache<V> {
-    fn new(empty: V) -> Self {
-        Cache {
-            slots: Box::new([(Key::NONE, empty); 1 << CACHE_BITS]),
-        }
-    }
-    #[inline(always)]
-    fn get(&self, k: Key) -> Option<V> {
-        let (key, v) = self.slots[k.slot()];
-        (key == k).then_some(v)
-    }
-    #[inline(always)]
-    fn put(&mut self, k: Key, v: V) {
-        self.slots[k.slot()] = (k, v);
-    }
-}
-
-/// Not yet interned (the dictionaries take a string only once a row uses it, as the
-/// general path does).
-const NO_CODE: u32 = u32::MAX;
-
-/// What the fast path remembers across lines of one file.
-struct FastCaches {
-    /// What block_rq_issue, block_rq_complete and tracing_mark_write stand for, and their
-    /// codes in the table's `names`.
-    known: [(NameKind, u32); 3],
-    /// The same for any other event name.
-    names: Cache<(NameKind, u32)>,
-    /// Each RWBS string's decoding and code.
-    rwbs: Cache<(Operation, u16, u32)>,
-    /// Each process name's code.
-    comms: Cache<u32>,
-    /// Codes in the table's `names` of syscall names and marker event words (not event
-    /// names: those carry what they stand for, in `known` and `names`).
-    name_codes: Cache<u32>,
-    /// Line starts up to the timestamp.
-    prefixes: PrefixMemo,
-}
-
 const BLOCK_RQ: u64 = u64::from_le_bytes(*b"block_rq");
 const ISSUE: u64 = u64::from_le_bytes(*b"_issue: ");
 const COMPLET: u64 = u64::from_le_bytes(*b"_complet");
@@ -332,14 +221,6 @@ const MARK_WRI: u64 = u64::from_le_bytes(*b"mark_wri");
 #[inline(always)]
 fn load(s: &[u8]) -> u64 {
     u64::from_le_bytes(s[..8].try_into().expect("eight bytes"))
-}
-
-/// Where the fast path keeps an event name's code.
-#[derive(Clone, Copy)]
-enum NameSlot {
-    /// `FastCaches::known`: block_rq_issue, block_rq_complete, tracing_mark_write.
-    Known(usize),
-    Cached(Key),
 }
 
 fn name_kind(name: &[u8]) -> NameKind {
@@ -356,54 +237,6 @@ enum NameKind {
     Block(Action),
     Marker,
     Other,
-}
-
-impl Default for FastCaches {
-    fn default() -> Self {
-        FastCaches {
-            known: [
-                b"block_rq_issue".as_slice(),
-                b"block_rq_complete",
-                b"tracing_mark_write",
-            ]
-            .map(|n| (name_kind(n), NO_CODE)),
-            names: Cache::new((NameKind::Other, NO_CODE)),
-            rwbs: Cache::new((Operation::None, 0, NO_CODE)),
-            comms: Cache::new(NO_CODE),
-            name_codes: Cache::new(NO_CODE),
-            prefixes: PrefixMemo::default(),
-        }
-    }
-}
-
-impl FastCaches {
-    /// The process name's code, interned if new.
-    #[inline(always)]
-    fn comm_code(&mut self, table: &mut RowWriter<'_>, comm: &[u8]) -> u32 {
-        cached_code(&mut self.comms, table.comms(), comm)
-    }
-
-    /// A syscall name's or marker event word's code, interned if new.
-    #[inline(always)]
-    fn name_code(&mut self, table: &mut RowWriter<'_>, name: &[u8]) -> u32 {
-        cached_code(&mut self.name_codes, table.names(), name)
-    }
-}
-
-/// `s`'s code in `dictionary`, interned if new, remembered in `cache`.
-#[inline(always)]
-fn cached_code(cache: &mut Cache<u32>, dictionary: &mut Dictionary, s: &[u8]) -> u32 {
-    let Some(k) = Key::of(s) else {
-        return dictionary.intern(s);
-    };
-    match cache.get(k) {
-        Some(code) => code,
-        None => {
-            let code = dictionary.intern(s);
-            cache.put(k, code);
-            code
-        }
-    }
 }
 
 /// The first `byte` in `s`: `memchr` costs more in its setup than in its search on the few
@@ -883,10 +716,9 @@ fn block_body<const SINGLE: bool>(b: &[u8]) -> Option<BlockBody<'_>> {
 #[inline]
 fn fast_block(
     table: &mut RowWriter<'_>,
-    fast: &mut FastCaches,
+    rwbs_decoded: &mut Decoded<(Operation, u16)>,
     h: &Header<'_>,
     action: Action,
-    (name_slot, name_code): (NameSlot, u32),
     name: &[u8],
     body: &[u8],
 ) -> bool {
@@ -905,19 +737,9 @@ fn fast_block(
     else {
         return false;
     };
-    let Some(rwbs_key) = Key::of(rwbs) else {
+    let rwbs_code = table.rwbs_values().code(rwbs);
+    let Some((operation, flags)) = rwbs_decoded.get(rwbs_code, rwbs, parse_rwbs) else {
         return false;
-    };
-    let (operation, flags, rwbs_code) = match fast.rwbs.get(rwbs_key) {
-        Some(v) => v,
-        None => {
-            let Some((operation, flags)) = parse_rwbs(rwbs) else {
-                return false;
-            };
-            let v = (operation, flags, NO_CODE);
-            fast.rwbs.put(rwbs_key, v);
-            v
-        }
     };
     let mut error = 0;
     let mut comm = h.comm;
@@ -947,24 +769,9 @@ fn fast_block(
         ..h.event(RecordKind::Block)
     };
     // Interned in the general path's order: name, process name, RWBS.
-    let name_code = if name_code == NO_CODE {
-        let code = table.names().intern(name);
-        match name_slot {
-            NameSlot::Known(k) => fast.known[k].1 = code,
-            NameSlot::Cached(key) => fast.names.put(key, (NameKind::Block(action), code)),
-        }
-        code
-    } else {
-        name_code
-    };
-    let comm_code = fast.comm_code(table, comm);
-    let rwbs_code = if rwbs_code == NO_CODE {
-        let code = table.rwbs_values().intern(rwbs);
-        fast.rwbs.put(rwbs_key, (operation, flags, code));
-        code
-    } else {
-        rwbs_code
-    };
+    let name_code = table.names().intern(name);
+    let comm_code = table.comms().intern(comm);
+    let rwbs_code = rwbs_code.unwrap_or_else(|| table.rwbs_values().intern(rwbs));
     table.push(&e, comm_code, rwbs_code, name_code, b"");
     true
 }
@@ -1122,6 +929,13 @@ fn syscall_print_format<'a>(
 struct SyscallText<'a> {
     name: &'a [u8],
     body: &'a [u8],
+}
+
+/// A syscall line in its print format, read by `syscall_print_format` into `e`.
+fn push_syscall(table: &mut RowWriter<'_>, e: &Event, comm: &[u8], syscall: SyscallText<'_>) {
+    let name_code = table.names().intern(syscall.name);
+    let comm_code = table.comms().intern(comm);
+    table.push(e, comm_code, 0, name_code, syscall.body);
 }
 
 /// `0x1f` (hex) or `31` (decimal), as syscall tracepoints print arguments.
@@ -1383,7 +1197,7 @@ mod tests {
     fn assert_paths_agree(lines: &[&[u8]]) {
         let (mut fast, mut general) = (EventTable::new(), EventTable::new());
         let (mut rf, mut rg) = (ParseReport::default(), ParseReport::default());
-        let mut caches = FastCaches::default();
+        let mut caches = FastPath::default();
         for &line in lines {
             let a = parse_line_fast(line, &mut fast.writer(), &mut rf, &mut caches);
             let b = parse_line(line, &mut general.writer(), &mut rg);
@@ -1508,7 +1322,7 @@ mod tests {
         // The fast path does take the usual lines (and some odd ones).
         let takes = |single: bool| -> Vec<&str> {
             let mut t = EventTable::new();
-            let mut caches = FastCaches::default();
+            let mut rwbs_decoded = Decoded::default();
             ODD_LINES
                 .iter()
                 .filter(|l| {
@@ -1519,9 +1333,7 @@ mod tests {
                             .and_then(|w| w.strip_suffix(b":"))
                             .unwrap_or_default();
                         c.skip_spaces();
-                        let (Some(action), Some(key)) =
-                            (Action::from_tracepoint(name), Key::of(name))
-                        else {
+                        let Some(action) = Action::from_tracepoint(name) else {
                             return false;
                         };
                         let read = if single {
@@ -1531,10 +1343,9 @@ mod tests {
                         };
                         read && fast_block(
                             &mut t.writer(),
-                            &mut caches,
+                            &mut rwbs_decoded,
                             &h,
                             action,
-                            (NameSlot::Cached(key), NO_CODE),
                             name,
                             c.rest(),
                         )
@@ -1753,25 +1564,6 @@ mod tests {
         }
         for line in &lines {
             assert!(memo.find(line.as_bytes()).is_some(), "forgotten: {line}");
-        }
-    }
-
-    #[test]
-    fn short_keys_are_the_strings_bytes() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..5_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let s: Vec<u8> = (0..(x % 8) as usize)
-                .map(|k| (x >> (8 * k)) as u8)
-                .collect();
-            let mut word = [0u8; 8];
-            word[..s.len()].copy_from_slice(&s);
-            assert!(
-                Key::of(&s) == Some(Key([u64::from_le_bytes(word), 0, 0], s.len())),
-                "{s:?}"
-            );
         }
     }
 
