@@ -850,7 +850,9 @@ impl Drop for RowWriter<'_> {
 /// `row` must be below the column's capacity.
 #[inline(always)]
 unsafe fn write<T>(column: &mut Vec<T>, row: usize, value: T) {
-    column.as_mut_ptr().add(row).write(value);
+    // SAFETY: `row` is below the capacity (the caller's promise): in the allocation, and
+    // `write` neither reads nor drops what was there.
+    unsafe { column.as_mut_ptr().add(row).write(value) };
 }
 
 /// `n` zeroed values for a column of which about `writes` entries will be set. The pages
@@ -1022,6 +1024,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A column long enough that the huge-page advice covers part of it (the madvise call's
+    /// one test): still zeroed, and writable end to end.
+    #[test]
+    fn huge_page_advice_leaves_a_column_zeroed_and_writable() {
+        let n = 1 << 19; // 4 MiB of u64: at least one whole aligned 2 MiB range.
+        let mut v = zeroed_column::<u64>(n, n);
+        assert!(v.iter().all(|&x| x == 0));
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = i as u64;
+        }
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
     }
 
     #[test]
