@@ -380,8 +380,15 @@ fn read_matches_the_general_path_line_by_line() {
     );
 }
 
+/// `n` cases, or as many as `PROPTEST_CASES` says where it is set (proptest itself reads it
+/// only for tests that leave the number at its default): `./scripts/test` runs fewer
+/// under valgrind.
+fn proptest_cases(n: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").map_or(n, |v| v.parse().unwrap_or(n))
+}
+
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, .. Default::default() })]
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: proptest_cases(2000), .. Default::default() })]
 
     /// Real and odd lines with a few bytes replaced or inserted anywhere.
     #[test]
