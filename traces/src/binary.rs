@@ -801,9 +801,11 @@ struct SharedColumns<'a> {
     _borrowed: std::marker::PhantomData<Columns<'a>>,
 }
 
-// SAFETY: the pointers come from a `Columns` borrowed for 'a, and `rows` hands out views of
-// disjoint row ranges only (see there), so threads never touch the same row.
+// SAFETY: the pointers come from a `Columns` borrowed for 'a (mutable slices of plain
+// integers, which are Send): moving them to another thread moves that borrow.
 unsafe impl Send for SharedColumns<'_> {}
+// SAFETY: through a shared reference the columns are reached only by `rows`, whose callers
+// promise views of disjoint row ranges (see there), so no two threads touch the same row.
 unsafe impl Sync for SharedColumns<'_> {}
 
 impl<'a> SharedColumns<'a> {

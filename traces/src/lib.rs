@@ -6,6 +6,11 @@
 //! let (table, report) = parse_paths(&["keks".into()], Format::Auto, false).unwrap();
 //! println!("{} events, {} lost", report.events, report.lost_events);
 //! ```
+//!
+//! Unsafe code: every block and impl says why it is sound in a `// SAFETY:` comment, and
+//! `./scripts/test` runs the tests that reach each one under valgrind (README: Unsafe code).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #[cfg(feature = "arrow")]
 pub mod arrow;
 pub mod binary;
@@ -13,6 +18,7 @@ pub mod blkparse_text;
 pub mod error;
 pub mod ftrace;
 pub mod input;
+mod intern;
 pub mod report;
 pub mod rwbs;
 pub mod table;

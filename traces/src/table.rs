@@ -1,34 +1,5 @@
 //! The columnar event table every reader fills, plus the small enums its columns hold.
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// A small, fast non-cryptographic hasher for the short keys the dictionaries intern
-/// (process names, RWBS, event names); the keys come from the trace, not an adversary
-/// that could exploit collisions for more than a slowdown.
-#[derive(Default, Clone, Copy)]
-pub struct FastHasher(u64);
-
-impl Hasher for FastHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.0 =
-                (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().unwrap())).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub use crate::intern::Dictionary;
 
 /// What kind of record a row is: block I/O is the main subject, but ftrace text also
 /// carries sqlwa's markers and syscall tracepoints on the same timeline.
@@ -242,53 +213,6 @@ pub mod flags {
         (READAHEAD, "readahead"),
         (PC, "pc"),
     ];
-}
-
-/// Interns short strings (process names, RWBS, event names) into u32 codes.
-#[derive(Debug, Clone)]
-pub struct Dictionary {
-    pub values: Vec<String>,
-    index: FastMap<Box<[u8]>, u32>,
-    /// Direct-mapped cache of recent lookups, indexed by length and last byte: consecutive
-    /// trace lines mostly repeat a handful of names, and this skips the hash probe.
-    recent: [u32; 64],
-}
-
-impl Default for Dictionary {
-    fn default() -> Self {
-        Dictionary {
-            values: Vec::new(),
-            index: FastMap::default(),
-            recent: [u32::MAX; 64],
-        }
-    }
-}
-
-impl Dictionary {
-    #[inline]
-    pub fn intern(&mut self, s: &[u8]) -> u32 {
-        let slot = (s.len() * 7 + s.last().copied().unwrap_or(0) as usize) & 63;
-        let code = self.recent[slot];
-        if code != u32::MAX && self.values[code as usize].as_bytes() == s {
-            return code;
-        }
-        let code = self.intern_slow(s);
-        self.recent[slot] = code;
-        code
-    }
-
-    fn intern_slow(&mut self, s: &[u8]) -> u32 {
-        if let Some(&code) = self.index.get(s) {
-            return code;
-        }
-        let code = self.values.len() as u32;
-        self.values.push(String::from_utf8_lossy(s).into_owned());
-        self.index.insert(s.into(), code);
-        code
-    }
-    pub fn get(&self, code: u32) -> &str {
-        &self.values[code as usize]
-    }
 }
 
 /// One row of the table, used by the readers to build rows before pushing them.
@@ -926,7 +850,9 @@ impl Drop for RowWriter<'_> {
 /// `row` must be below the column's capacity.
 #[inline(always)]
 unsafe fn write<T>(column: &mut Vec<T>, row: usize, value: T) {
-    column.as_mut_ptr().add(row).write(value);
+    // SAFETY: `row` is below the capacity (the caller's promise): in the allocation, and
+    // `write` neither reads nor drops what was there.
+    unsafe { column.as_mut_ptr().add(row).write(value) };
 }
 
 /// `n` zeroed values for a column of which about `writes` entries will be set. The pages
@@ -1098,6 +1024,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A column long enough that the huge-page advice covers part of it (the madvise call's
+    /// one test): still zeroed, and writable end to end.
+    #[test]
+    fn huge_page_advice_leaves_a_column_zeroed_and_writable() {
+        let n = 1 << 19; // 4 MiB of u64: at least one whole aligned 2 MiB range.
+        let mut v = zeroed_column::<u64>(n, n);
+        assert!(v.iter().all(|&x| x == 0));
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = i as u64;
+        }
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
     }
 
     #[test]

@@ -4,7 +4,7 @@ mod common;
 
 use blktrace_parse::writer::{self, RawRecord};
 use blktrace_parse::{parse_paths, Format};
-use common::{sample, Scratch};
+use common::{proptest_cases, sample, Scratch};
 use proptest::prelude::*;
 
 fn parse_all_ways(dir: &Scratch, bytes: &[u8]) {
@@ -43,7 +43,7 @@ fn sample_lines() -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: proptest_cases(300), .. ProptestConfig::default() })]
 
     #[test]
     fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {

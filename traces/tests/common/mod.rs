@@ -122,3 +122,10 @@ pub fn assert_same(ours: &[Shown], theirs: &[Shown]) {
     assert_eq!(ours.len(), theirs.len(), "event counts differ");
     assert_eq!(shown_diffs, 0, "events differ (see above)");
 }
+
+/// `n` cases, or as many as `PROPTEST_CASES` says where it is set (proptest itself reads it
+/// only for tests that leave the number at its default): `./scripts/test` runs fewer
+/// under valgrind.
+pub fn proptest_cases(n: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").map_or(n, |v| v.parse().unwrap_or(n))
+}

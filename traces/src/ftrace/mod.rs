@@ -1,0 +1,250 @@
+//! ftrace text (`trace` and `trace_pipe`), with or without the tgid and irq-flags columns:
+//! `comm-pid [cpu] flags secs.frac: event: body`. Block tracepoints and `blk` tracer lines
+//! become block rows; sqlwa's `tracing_mark_write` markers and syscall tracepoints get
+//! their own record kinds on the same timeline; any other event is kept as `other`.
+//!
+//! Every line is read by the general grammar (`parse_line`), or by a fast path that takes
+//! the usual shapes and answers as the general one would (`parse_line_fast`):
+//! - `header`: what every line starts with, `comm-pid [cpu] flags secs.frac:`, and the
+//!   comment and `[LOST n EVENTS]` lines;
+//! - `prefix`: the fast path's scan of a line's start, and its memo of starts seen;
+//! - `block`: block tracepoints and `blk` tracer lines;
+//! - `syscall`: syscall tracepoints, in both print formats;
+//! - `marker`: `tracing_mark_write` markers;
+//! - `scan`: byte-level helpers (digits eight at a time, blanks skipped backwards).
+//!
+//! The strings rows repeat go through the table's dictionaries (`crate::intern`).
+mod block;
+mod header;
+mod marker;
+mod prefix;
+mod scan;
+mod syscall;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use crate::error::ParseError;
+use crate::intern::Decoded;
+use crate::report::ParseReport;
+use crate::table::{Action, Event, EventTable, Operation, RecordKind, RowWriter};
+use crate::text::{for_each_line, reject_line, skip_blanks, word_end, Cursor};
+use block::{fast_block, push_blk_tracer_line, push_block_tracepoint};
+use header::{fast_header, non_event_line, parse_header, Header};
+use marker::push_marker;
+use prefix::PrefixMemo;
+use scan::load;
+use syscall::{read_syscall_text, syscall_print_format, syscall_tracepoint, SyscallText};
+
+pub fn read(
+    path: &Path,
+    lenient: bool,
+    table: &mut EventTable,
+    report: &mut ParseReport,
+) -> Result<(), ParseError> {
+    let mut fast = FastPath::default();
+    // Text rows have no sequence numbers and few errors: leave those columns untouched.
+    table.defer_zero_columns();
+    let mut rows = table.writer();
+    let result = for_each_line(path, |line_no, line| {
+        match parse_line_fast(line, &mut rows, report, &mut fast) {
+            Ok(()) => Ok(()),
+            Err(reason) => reject_line(
+                path,
+                line_no,
+                line,
+                "an ftrace line",
+                reason,
+                lenient,
+                report,
+            ),
+        }
+    });
+    drop(rows);
+    table.undefer_zero_columns();
+    result
+}
+
+/// A line by the general grammar: a comment or `[LOST n EVENTS]` line (counted), else a
+/// header and an event.
+fn parse_line(
+    line: &[u8],
+    table: &mut RowWriter<'_>,
+    report: &mut ParseReport,
+) -> Result<(), &'static str> {
+    if let Some(lost) = non_event_line(line) {
+        report.lost_events += lost;
+        report.skipped_lines += 1;
+        return Ok(());
+    }
+    let h = parse_header(line)?;
+    push_line(table, h)
+}
+
+/// What the fast path remembers across lines of one file.
+#[derive(Default)]
+struct FastPath {
+    /// Line starts up to the timestamp.
+    starts: PrefixMemo,
+    /// Each RWBS string's operation and flags, by its code.
+    rwbs: Decoded<(Operation, u16)>,
+}
+
+/// `parse_line` with the fast path: lines of the common shape are read in one forward
+/// scan (`fast_header`, `push_line_fast`) with what earlier lines taught (`FastPath`);
+/// anything else, and anything the fast path is not sure about, goes the general way with
+/// the same result.
+fn parse_line_fast(
+    line: &[u8],
+    table: &mut RowWriter<'_>,
+    report: &mut ParseReport,
+    fast: &mut FastPath,
+) -> Result<(), &'static str> {
+    match fast_header(line, &mut fast.starts) {
+        Some(h) => push_line_fast(table, h, &mut fast.rwbs),
+        None => parse_line(line, table, report),
+    }
+}
+
+/// `push_line` for block tracepoints of the usual shape (`fast_block`) and sqlwa markers;
+/// everything else goes to `push_line`.
+#[inline]
+fn push_line_fast(
+    table: &mut RowWriter<'_>,
+    h: Header<'_>,
+    rwbs_decoded: &mut Decoded<(Operation, u16)>,
+) -> Result<(), &'static str> {
+    let rest = h.rest;
+    let mut p = 0;
+    skip_blanks(rest, &mut p);
+    // Other whitespace, and syscalls in their print format: the general way.
+    if rest.get(p).is_none_or(|c| c.is_ascii_whitespace()) || rest[p..].starts_with(b"sys_") {
+        return push_line(table, h);
+    }
+    let Some((name, kind)) = event_name(rest, p) else {
+        return push_line(table, h);
+    };
+    let mut q = p + name.len() + 1;
+    skip_blanks(rest, &mut q);
+    let body = &rest[q..];
+    match kind {
+        NameKind::Block(action) if fast_block(table, rwbs_decoded, &h, action, name, body) => {
+            Ok(())
+        }
+        NameKind::Marker => {
+            push_marker(table, h.event(RecordKind::Marker), h.comm, body);
+            Ok(())
+        }
+        _ => push_line(table, h),
+    }
+}
+
+/// The event name at `p` (without its colon) and what it stands for; the commonest
+/// names are told by their first sixteen bytes, without a scan for their end. `None` if
+/// the word at `p` does not end in a colon.
+#[inline(always)]
+fn event_name(rest: &[u8], p: usize) -> Option<(&[u8], NameKind)> {
+    let word = |i: usize| rest.get(p + i..p + i + 8).map(load);
+    let common = match (word(0), word(8)) {
+        (Some(BLOCK_RQ), Some(ISSUE)) => Some((14, NameKind::Block(Action::Issue))),
+        (Some(BLOCK_RQ), Some(COMPLET)) if rest.get(p + 16..p + 19) == Some(b"e: ") => {
+            Some((17, NameKind::Block(Action::Complete)))
+        }
+        (Some(TRACING), Some(MARK_WRI)) if rest.get(p + 16..p + 20) == Some(b"te: ") => {
+            Some((18, NameKind::Marker))
+        }
+        _ => None,
+    };
+    if let Some((len, kind)) = common {
+        return Some((&rest[p..p + len], kind));
+    }
+    let name = rest[p..word_end(rest, p)].strip_suffix(b":")?;
+    Some((name, name_kind(name)))
+}
+
+const BLOCK_RQ: u64 = u64::from_le_bytes(*b"block_rq");
+const ISSUE: u64 = u64::from_le_bytes(*b"_issue: ");
+const COMPLET: u64 = u64::from_le_bytes(*b"_complet");
+const TRACING: u64 = u64::from_le_bytes(*b"tracing_");
+const MARK_WRI: u64 = u64::from_le_bytes(*b"mark_wri");
+
+/// What an event name stands for, as far as the fast path cares.
+#[derive(Clone, Copy)]
+enum NameKind {
+    Block(Action),
+    Marker,
+    Other,
+}
+
+fn name_kind(name: &[u8]) -> NameKind {
+    match Action::from_tracepoint(name) {
+        Some(action) => NameKind::Block(action),
+        None if name == b"tracing_mark_write" => NameKind::Marker,
+        None => NameKind::Other,
+    }
+}
+
+/// Everything after the header: a syscall in its print format, else `push_event_line`.
+fn push_line(table: &mut RowWriter<'_>, h: Header<'_>) -> Result<(), &'static str> {
+    let mut e = h.event(RecordKind::Block);
+    let rest = h.rest.trim_ascii_start();
+    if rest.starts_with(b"sys_") {
+        if let Some(SyscallText { name, body }) = syscall_print_format(&mut e, rest)? {
+            push_text_row(table, &e, h.comm, name, body);
+            return Ok(());
+        }
+    }
+    push_event_line(table, e, &h)
+}
+
+/// A line that is not a syscall in its print format: `event: body` or a `blk` tracer line.
+fn push_event_line(
+    table: &mut RowWriter<'_>,
+    e: Event,
+    h: &Header<'_>,
+) -> Result<(), &'static str> {
+    let mut c = Cursor::new(h.rest);
+    let first = c.word().ok_or("nothing after the timestamp")?;
+    if let Some(name) = first.strip_suffix(b":") {
+        c.skip_spaces();
+        push_named_event(table, e, name, c.rest(), h.comm)
+    } else {
+        push_blk_tracer_line(table, e, h.rest, h.comm)
+    }
+}
+
+/// `event: body`: a block tracepoint, a marker, a syscall tracepoint or any other event.
+fn push_named_event(
+    table: &mut RowWriter<'_>,
+    mut e: Event,
+    name: &[u8],
+    body: &[u8],
+    comm: &[u8],
+) -> Result<(), &'static str> {
+    if let Some(action) = Action::from_tracepoint(name) {
+        return push_block_tracepoint(table, e, action, name, body, comm);
+    }
+    if name == b"tracing_mark_write" {
+        e.kind = RecordKind::Marker;
+        push_marker(table, e, comm, body);
+        return Ok(());
+    }
+    let (kind, name) = syscall_tracepoint(name).unwrap_or((RecordKind::Other, name));
+    e.kind = kind;
+    // Interned before the text is read: a syscall exit rejected for its return value
+    // still leaves its name in the dictionary, as it always has.
+    let name_code = table.names().intern(name);
+    read_syscall_text(&mut e, body)?;
+    let comm_code = table.comms().intern(comm);
+    table.push(&e, comm_code, 0, name_code, body);
+    Ok(())
+}
+
+/// A row without RWBS: its name and process name interned (in that order, as on every
+/// path, so the fast and general paths number them alike), `text` kept as is.
+fn push_text_row(table: &mut RowWriter<'_>, e: &Event, comm: &[u8], name: &[u8], text: &[u8]) {
+    let name_code = table.names().intern(name);
+    let comm_code = table.comms().intern(comm);
+    table.push(e, comm_code, 0, name_code, text);
+}
