@@ -6,6 +6,7 @@ import dataclasses
 
 from click.testing import CliRunner
 
+from sqlwa.cli import main
 from sqlwa.cli.run import run
 from sqlwa.measure.engine import RunSettings, option_of
 
@@ -33,3 +34,28 @@ def test_choices_and_bounds_come_from_the_field():
 def test_internal_settings_are_not_options():
     names = {param.name for param in run.params}
     assert "map_extents" not in names and "count_vfs" not in names
+
+
+def test_non_finite_numbers_are_refused_before_anything_runs():
+    runner = CliRunner()
+    for args in (
+        ["--frame-budget-ms", "nan"],
+        ["--fill", "nan"],
+        ["--think-time-ms", "inf"],
+        ["--think-time-ms", "1e300"],
+    ):  # 1e300 ms overflowed the engine's sleep: a Rust panic
+        result = runner.invoke(run, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output
+
+
+def test_lab_options_without_a_lab_are_one_error_and_nothing_is_written(tmp_path, capsys):
+    out = tmp_path / "out"
+    for args in (["--fill", "50"], ["--mkfs-opts", "-O fast_commit"], ["--mount-opts", "noatime"]):
+        try:
+            main(["run", "-n", "2", *args, "--out", str(out)])
+        except SystemExit as exit:
+            assert exit.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("sqlwa: error: ") and args[0] in err and "--fs" in err
+        assert not out.exists()

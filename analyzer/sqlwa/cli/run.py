@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -77,11 +78,22 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+class FiniteFloat(click.FloatRange):
+    """A float in range that is a number: nan and inf are refused like any value out of
+    range (FloatRange alone lets nan through, as every comparison with it is false)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click.ParamType:
     if option.choices:
         return click.Choice(option.choices, case_sensitive=False)
     if "float" in str(setting.type):
-        return click.FloatRange(min=option.minimum)
+        return FiniteFloat(min=option.minimum, max=option.maximum)
     return click.IntRange(min=int(option.minimum)) if option.minimum is not None else click.INT
 
 
@@ -114,14 +126,14 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
 @click.option(
     "--fill",
     "fill_pct",
-    type=click.FloatRange(0, 99),
+    type=FiniteFloat(0, 99),
     default=0,
     metavar="PCT",
     help="Fill the lab filesystem to PCT%% with files before the workload (--fs).",
 )
 @click.option(
     "--frame-budget-ms",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=metrics.DEFAULT_FRAME_BUDGET_MS,
     show_default=True,
     help="Commits longer than this count as frame-budget misses (60 Hz: 16.67).",

@@ -32,6 +32,7 @@ class Option:
     help: str
     short: str | None = None
     minimum: float | None = None
+    maximum: float | None = None
     choices: tuple[str, ...] | None = None
 
 
@@ -66,7 +67,9 @@ class RunSettings:
     journal_size_limit: int | None = _setting(None, Option("PRAGMA journal_size_limit (bytes)."))
     locking_mode: str | None = _setting(None, Option("PRAGMA locking_mode.", choices=LOCKING_MODES))
     mmap_size: int | None = _setting(None, Option("PRAGMA mmap_size (bytes)."))
-    think_time_ms: float | None = _setting(None, Option("Pause between transactions.", minimum=0))
+    think_time_ms: float | None = _setting(
+        None, Option("Pause between transactions, ms (at most an hour).", minimum=0, maximum=3_600_000)
+    )
     # `--pragma NAME[=VALUE]` (repeatable) and the hidden `--no-vfs-count` in `sqlwa run`
     extra_pragmas: list[str] = field(default_factory=list)
     count_vfs: bool = True

@@ -124,6 +124,7 @@ def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutco
 
 
 def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+    refuse_lab_options_without_lab(request)
     scenario = engine.load_scenario(request.scenario)
     out_dir = ensure_writable_dir(request.out_dir, "output directory")
     with scratch_dir(request.dir, request.keep_db) as work_dir:
@@ -134,6 +135,25 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
     summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
     write_outputs(out_dir, summary, commits)
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
+
+
+def refuse_lab_options_without_lab(request: RunRequest) -> None:
+    """--fill, --mkfs-opts and --mount-opts shape a lab filesystem; without --fs there is
+    none, and ignoring them would measure something else than was asked."""
+    given = [
+        flag
+        for flag, value in (
+            ("--fill", request.fill_pct),
+            ("--mkfs-opts", request.mkfs_opts),
+            ("--mount-opts", request.mount_opts),
+        )
+        if value
+    ]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} a lab filesystem, and this run has none",
+            "add --fs ext4 (or another lab filesystem), or leave them out",
+        )
 
 
 def preflight_lab(request: RunRequest) -> None:
