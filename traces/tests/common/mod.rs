@@ -33,8 +33,27 @@ impl std::ops::Deref for Scratch {
     }
 }
 
+/// Whether `program` is an executable file in a directory of PATH.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program)).is_ok_and(|m| {
+                m.is_file()
+                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            })
+        })
+    })
+}
+
 /// `blkparse -q -i BASE` output, or None (with a note) if blkparse is not installed.
+///
+/// Presence is looked up on PATH first: under valgrind, spawning a missing program does
+/// not fail at spawn but gives a child that exits 127, which read as "blkparse failed".
 pub fn run_blkparse(dir: &Path, base: &str) -> Option<Vec<u8>> {
+    if !on_path("blkparse") {
+        eprintln!("SKIPPED: blkparse is not installed (Debian package `blktrace`); differential check not run");
+        return None;
+    }
     match Command::new("blkparse")
         .current_dir(dir)
         .args(["-q", "-i", base])
@@ -42,10 +61,7 @@ pub fn run_blkparse(dir: &Path, base: &str) -> Option<Vec<u8>> {
     {
         Ok(out) if out.status.success() => Some(out.stdout),
         Ok(out) => panic!("blkparse failed: {}", String::from_utf8_lossy(&out.stderr)),
-        Err(_) => {
-            eprintln!("SKIPPED: blkparse is not installed (Debian package `blktrace`); differential check not run");
-            None
-        }
+        Err(e) => panic!("running blkparse failed: {e}"),
     }
 }
 
