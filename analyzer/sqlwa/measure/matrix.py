@@ -219,6 +219,15 @@ def run_matrix(
 ) -> MatrixOutcome:
     """Run every cell of ``plan`` in order; returns what happened to each."""
     check_axes(plan)
+    runner.ensure_writable_dir(plan.out_dir, "--out directory")
+    # One sweep at a time: a second one's cells would land in this one's store and runs.
+    with _system.directory_lock(plan.out_dir, "sqlwa matrix"):
+        return run_cells(plan, on_start, on_done, progress)
+
+
+def run_cells(
+    plan: MatrixPlan, on_start: CellStart | None, on_done: CellDone | None, progress: runner.ProgressFn | None
+) -> MatrixOutcome:
     conn = open_store(plan)
     outcome = MatrixOutcome(plan)
     try:

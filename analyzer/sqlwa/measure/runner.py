@@ -127,13 +127,13 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
     refuse_lab_options_without_lab(request)
     scenario = engine.load_scenario(request.scenario)
     out_dir = ensure_writable_dir(request.out_dir, "output directory")
-    with scratch_dir(request.dir, request.keep_db) as work_dir:
+    with _system.directory_lock(out_dir, "sqlwa run"), scratch_dir(request.dir, request.keep_db) as work_dir:
         result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
         commits = metrics.with_waf(with_vfs_totals(result.commits))
         measured = commits.filter(~pl.col("warmup")).height
         config = run_config(request, result.info, work_dir, measured)
-    summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
-    write_outputs(out_dir, summary, commits)
+        summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
+        write_outputs(out_dir, summary, commits)
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
 
 
@@ -294,6 +294,15 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
         fill_pct=request.fill_pct,
     )
     out_dir = ensure_writable_dir(request.out_dir, "output directory")
+    # Held until everything is written: a second writer would mix its markers into this
+    # run's trace and its files with this run's.
+    with _system.directory_lock(out_dir, "sqlwa run"):
+        return measure_in_lab(request, scenario, lab, out_dir, progress)
+
+
+def measure_in_lab(
+    request: RunRequest, scenario, lab: filesystem.LabFilesystem, out_dir: Path, progress: ProgressFn | None
+) -> RunOutcome:
     with lab as fs:
         result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
         fs_facts = fs.describe()
