@@ -26,7 +26,7 @@ from sqlwa.catalogue import run_label
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import filesystem
 from sqlwa.measure import engine, runner
-from sqlwa.results import store
+from sqlwa.results import rundir, store
 
 NO_LAB_FS = "none"  # the fs label of VFS-only cells: no lab filesystem was made
 DEFAULT_FILESYSTEMS = ("ext4",)
@@ -235,7 +235,7 @@ def run_cells(
         for number, cell in enumerate(plan.cells(), start=1):
             if on_start:
                 on_start(number, cell)
-            if cell.key in done and (plan.out_dir / "runs" / cell.dirname / "summary.json").exists():
+            if cell.key in done and rundir.is_complete(plan.out_dir / "runs" / cell.dirname):
                 result = CellResult(cell, "done-earlier")
             else:
                 try:

@@ -428,9 +428,10 @@ def runs_frame(conn: sqlite3.Connection, base: Path) -> pl.DataFrame:
 
 def single_run_frame(run_dir: Path) -> pl.DataFrame:
     """A run directory (summary.json + commits.parquet) as a one-row runs frame."""
+    summary = rundir.summary(run_dir)  # first: it refuses an unfinished run
     commits_path = run_dir / rundir.COMMITS_FILE
     commits = pl.read_parquet(commits_path) if commits_path.exists() else None
-    return pl.DataFrame([run_dir_row(run_dir, rundir.summary(run_dir), commits)], infer_schema_length=None)
+    return pl.DataFrame([run_dir_row(run_dir, summary, commits)], infer_schema_length=None)
 
 
 def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> dict:
@@ -454,7 +455,7 @@ def load_results(path: Path) -> pl.DataFrame:
             return runs_frame(conn, path)
         finally:
             conn.close()
-    if (path / rundir.SUMMARY_FILE).exists():
+    if (path / rundir.SUMMARY_FILE).exists() or (path / rundir.RUNNING_FILE).exists():
         return single_run_frame(path)
     raise UsageError(
         f"{path} holds neither {STORE_FILE} nor summary.json",
