@@ -1,5 +1,5 @@
 """The operating system, in one place: running tools, the mount table, loop devices,
-processes, signals, syncfs and tracefs.
+processes, signals, syncfs, tracefs and the output-directory lock.
 
 Every other module asks this one when it needs the OS beyond plain file I/O, so there is
 one way to run a subprocess (:func:`run_tool`, raising :class:`~sqlwa.errors.ToolError`
@@ -10,6 +10,7 @@ kernel's octal escapes undone) and one signal guard.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import re
 import shutil
@@ -22,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlwa.errors import Interrupted, ToolError
+from sqlwa.errors import Interrupted, ToolError, UsageError
 
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin")
 TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -105,6 +106,58 @@ def pid_is_dead(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return True
     return state in ("Z", "X")
+
+
+# --------------------------------------------------------------------------- directory lock
+
+LOCK_FILE = ".sqlwa.lock"
+
+
+@contextmanager
+def directory_lock(directory: Path, owner: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``DIRECTORY/.sqlwa.lock`` for the ``with`` block, or
+    raise :class:`UsageError` naming the process that holds it. ``owner`` says what
+    writes there ("sqlwa run", "sqlwa matrix") for that message.
+
+    flock locks belong to the open file, so the kernel frees the lock when its holder
+    exits however it ends (a kill -9 included): a stale lock file never blocks anyone.
+    The holder writes its pid and command line into the file for the refusal message and
+    removes the file when it is done. A waiter may have opened the old file just before it
+    was removed; it notices (the path no longer names the inode it locked) and retries.
+    """
+    path = Path(directory) / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another sqlwa process"
+            os.close(fd)
+            raise UsageError(
+                f"{directory} is in use: {holder} is writing into it",
+                "wait for it to finish, or choose another --out",
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder removed the file between our open and our lock
+    try:
+        os.ftruncate(fd, 0)
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        os.pwrite(fd, f"{owner} (pid {os.getpid()}, since {started})\n".encode(), 0)
+        yield
+    finally:
+        try:
+            path.unlink()  # while still holding the lock: no one else can own this file
+        except FileNotFoundError:
+            pass
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- signals

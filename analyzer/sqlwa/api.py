@@ -23,7 +23,6 @@ matrix raises :class:`~sqlwa.errors.UsageError`, an unparsable trace raises
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from functools import cached_property
 from os import PathLike
@@ -64,7 +63,7 @@ def load(path: PathArg) -> Run | Matrix:
             f"{path} is a file, not a run or matrix directory",
             "pass the directory that holds summary.json (a run) or results.sqlite (a matrix)",
         )
-    if (path / rundir.SUMMARY_FILE).is_file():
+    if (path / rundir.SUMMARY_FILE).is_file() or (path / rundir.RUNNING_FILE).is_file():
         return Run(path)
     if (path / store.STORE_FILE).is_file() or run_dirs_below(path):
         return Matrix(path)
@@ -244,15 +243,12 @@ class Run(DeviceTrace):
 
     def __init__(self, path: PathArg) -> None:
         self.dir = Path(path)
-        summary_path = self.dir / rundir.SUMMARY_FILE
-        if not summary_path.is_file():
+        rundir.require_complete(self.dir)
+        if not (self.dir / rundir.SUMMARY_FILE).is_file():
             raise UsageError(
                 f"{self.dir} is not a run directory: no summary.json", "pass a directory written by `sqlwa run --out`"
             )
-        try:
-            self.summary: dict = json.loads(summary_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{summary_path} is not valid JSON: {exc}", "re-run the measurement") from None
+        self.summary: dict = rundir.summary(self.dir)
         self.label = config_label({key: self.config.get(key, "?") for key in CONFIG_KEYS})
 
     def __repr__(self) -> str:

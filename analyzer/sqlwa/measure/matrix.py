@@ -26,7 +26,7 @@ from sqlwa.catalogue import run_label
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import filesystem
 from sqlwa.measure import engine, runner
-from sqlwa.results import store
+from sqlwa.results import rundir, store
 
 NO_LAB_FS = "none"  # the fs label of VFS-only cells: no lab filesystem was made
 DEFAULT_FILESYSTEMS = ("ext4",)
@@ -219,6 +219,15 @@ def run_matrix(
 ) -> MatrixOutcome:
     """Run every cell of ``plan`` in order; returns what happened to each."""
     check_axes(plan)
+    runner.ensure_writable_dir(plan.out_dir, "--out directory")
+    # One sweep at a time: a second one's cells would land in this one's store and runs.
+    with _system.directory_lock(plan.out_dir, "sqlwa matrix"):
+        return run_cells(plan, on_start, on_done, progress)
+
+
+def run_cells(
+    plan: MatrixPlan, on_start: CellStart | None, on_done: CellDone | None, progress: runner.ProgressFn | None
+) -> MatrixOutcome:
     conn = open_store(plan)
     outcome = MatrixOutcome(plan)
     try:
@@ -226,7 +235,7 @@ def run_matrix(
         for number, cell in enumerate(plan.cells(), start=1):
             if on_start:
                 on_start(number, cell)
-            if cell.key in done and (plan.out_dir / "runs" / cell.dirname / "summary.json").exists():
+            if cell.key in done and rundir.is_complete(plan.out_dir / "runs" / cell.dirname):
                 result = CellResult(cell, "done-earlier")
             else:
                 try:

@@ -111,9 +111,24 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
     }
 
 
-def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame) -> None:
-    (out_dir / rundir.SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame, analysis: TraceAnalysis | None = None) -> None:
+    """The run's tables, then summary.json, which says the run is complete."""
     commits.write_parquet(out_dir / rundir.COMMITS_FILE)
+    if analysis is not None:
+        write_trace_tables(out_dir, analysis)
+    rundir.finish(out_dir, summary)
+
+
+@contextmanager
+def output_dir(path: Path) -> Iterator[Path]:
+    """The run's output directory, locked against other writers and marked unfinished
+    (an earlier run's files removed) until :func:`write_outputs` completes it."""
+    out_dir = ensure_writable_dir(path, "output directory")
+    # Held until everything is written: a second writer would mix its markers into this
+    # run's trace and its files with this run's.
+    with _system.directory_lock(out_dir, "sqlwa run"):
+        rundir.begin(out_dir)
+        yield out_dir
 
 
 def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
@@ -126,14 +141,13 @@ def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutco
 def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
     refuse_lab_options_without_lab(request)
     scenario = engine.load_scenario(request.scenario)
-    out_dir = ensure_writable_dir(request.out_dir, "output directory")
-    with scratch_dir(request.dir, request.keep_db) as work_dir:
+    with output_dir(request.out_dir) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
         result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
         commits = metrics.with_waf(with_vfs_totals(result.commits))
         measured = commits.filter(~pl.col("warmup")).height
         config = run_config(request, result.info, work_dir, measured)
-    summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
-    write_outputs(out_dir, summary, commits)
+        summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
+        write_outputs(out_dir, summary, commits)
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
 
 
@@ -293,7 +307,13 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
         mount_opts=request.mount_opts,
         fill_pct=request.fill_pct,
     )
-    out_dir = ensure_writable_dir(request.out_dir, "output directory")
+    with output_dir(request.out_dir) as out_dir:
+        return measure_in_lab(request, scenario, lab, out_dir, progress)
+
+
+def measure_in_lab(
+    request: RunRequest, scenario, lab: filesystem.LabFilesystem, out_dir: Path, progress: ProgressFn | None
+) -> RunOutcome:
     with lab as fs:
         result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
         fs_facts = fs.describe()
@@ -326,8 +346,7 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized
-    write_outputs(out_dir, summary, commits)
-    write_trace_tables(out_dir, analysis)
+    write_outputs(out_dir, summary, commits, analysis)
     if loss is not None:
         raise loss
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)

@@ -12,17 +12,33 @@ A lab run writes, beside ``summary.json`` and ``commits.parquet``:
 Readers (report, store, Python API) go through :func:`events` and
 :func:`attributed_writes`, so the trace is parsed and attributed once, at run time; for
 run directories made before these files existed they are derived on the fly.
+
+A directory says whether it holds a complete run: a run starts by writing ``RUNNING``
+and removing the files an earlier run left there (:func:`begin`, ``summary.json``
+first), and ends by renaming ``summary.json`` into place, the last file it writes, and
+removing ``RUNNING`` (:func:`finish`). Readers refuse a directory with ``RUNNING`` in it
+(:func:`require_complete`): an interrupted re-run never passes for the run before it.
+
+Every read of a result file goes through :func:`reading`, which turns what a truncated,
+garbled or foreign file raises (JSON, UTF-8, Parquet, SQLite errors) into one
+:class:`~sqlwa.errors.UsageError` naming the file; what is read is checked for the shape
+readers rely on (:func:`check_summary`, :func:`check_commits`) before anyone uses it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
 
 from sqlwa.analysis import attribution, traceparse, windows
+from sqlwa.errors import UsageError
 
 SUMMARY_FILE = "summary.json"
 COMMITS_FILE = "commits.parquet"
@@ -30,15 +46,155 @@ TRACE_FILE = "trace.txt"
 EVENTS_FILE = "events.parquet"
 WRITES_FILE = "writes.parquet"
 LAYOUT_FILE = "layout.json"
+RUNNING_FILE = "RUNNING"  # a run is being written here, or was and did not finish
+SUMMARY_PART = ".summary.json.part"  # summary.json before its atomic rename into place
+#: Every file a run writes into its directory, summary.json first: what a new run into the
+#: same directory removes before it starts (nothing else there is sqlwa's to touch).
+RUN_FILES = (SUMMARY_FILE, SUMMARY_PART, COMMITS_FILE, TRACE_FILE, EVENTS_FILE, WRITES_FILE, LAYOUT_FILE)
+
+
+def begin(run_dir: Path) -> None:
+    """Mark ``run_dir`` as holding an unfinished run and remove what an earlier run wrote,
+    so no file of it stands beside the new run's."""
+    run_dir = Path(run_dir)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    (run_dir / RUNNING_FILE).write_text(f"sqlwa run (pid {os.getpid()}) started {started} and has not finished\n")
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def finish(run_dir: Path, summary: dict) -> None:
+    """Write summary.json atomically (the run's last file) and clear the RUNNING mark."""
+    run_dir = Path(run_dir)
+    part = run_dir / SUMMARY_PART
+    with open(part, "w") as f:
+        f.write(json.dumps(summary, indent=2) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(part, run_dir / SUMMARY_FILE)
+    (run_dir / RUNNING_FILE).unlink(missing_ok=True)
+
+
+def is_complete(run_dir: Path) -> bool:
+    """True when ``run_dir`` holds a finished run: summary.json and no RUNNING mark."""
+    run_dir = Path(run_dir)
+    return (run_dir / SUMMARY_FILE).is_file() and not (run_dir / RUNNING_FILE).exists()
+
+
+def require_complete(run_dir: Path) -> None:
+    """Refuse a directory whose run did not finish (or is still being written)."""
+    if (Path(run_dir) / RUNNING_FILE).exists():
+        raise UsageError(
+            f"{run_dir} holds an unfinished run (interrupted, failed, or still running): it has a {RUNNING_FILE} mark",
+            "re-run the measurement into it, or pass a directory with a complete run",
+        )
+
+
+# What reading a damaged file raises: OSError (a missing or unreadable file), ValueError
+# (JSONDecodeError, UnicodeDecodeError, an embedded NUL), Polars' errors and panics
+# (truncated or garbled Parquet), sqlite3.DatabaseError (a store that is no database).
+READ_ERRORS = (OSError, ValueError, pl.exceptions.PolarsError, pl.exceptions.PanicException, sqlite3.DatabaseError)
+
+
+class Damaged(Exception):
+    """A file read whole but not of the shape sqlwa wrote (raised inside :func:`reading`)."""
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Read ``path`` inside this block: any sign of damage becomes one UsageError naming it."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise UsageError(f"{path} is missing", "re-run the measurement that writes it") from None
+    except (*READ_ERRORS, Damaged) as exc:
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise UsageError(
+            f"{path} is damaged or not sqlwa's: {detail}", "re-run the measurement that writes it"
+        ) from None
+
+
+def _number(value: object) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+# summary.json: what each top-level key must be (required ones first), and the sections
+# whose values readers do arithmetic on.
+SUMMARY_REQUIRED: dict[str, tuple[type, ...]] = {
+    "config": (dict,),
+    "levels": (list,),
+    "commits": (int,),
+    "per_commit": (dict,),
+}
+SUMMARY_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "latency_ms": (dict,),
+    "trace": (dict, type(None)),
+    "frame_budget_misses": (dict,),
+    "amortized": (dict,),
+}
+CONFIG_TEXT = ("scenario", "fs", "journal", "sync", "kernel", "machine", "sqlite_version", "fs_source")
+
+
+def check_summary(data: object) -> dict:
+    """``data`` (a parsed summary.json) if it has the shape readers use, else :class:`Damaged`."""
+    if not isinstance(data, dict):
+        raise Damaged(f"a JSON {type(data).__name__}, not an object")
+    for key, kind in (*SUMMARY_REQUIRED.items(), *SUMMARY_OPTIONAL.items()):
+        if key in data and not isinstance(data[key], kind):
+            raise Damaged(f"{key!r} is a {type(data[key]).__name__}")
+        if key in SUMMARY_REQUIRED and key not in data:
+            raise Damaged(f"no {key!r}")
+    if not all(isinstance(level, str) for level in data["levels"]):
+        raise Damaged("'levels' is not a list of names")
+    for section in ("per_commit", "latency_ms"):
+        if not all(_number(v) for v in data.get(section, {}).values()):
+            raise Damaged(f"{section!r} holds a value that is not a number")
+    budget = data.get("frame_budget_misses", {}).get("budget_ms")
+    if not _number(budget) or not _number((data.get("trace") or {}).get("lost_events")):
+        raise Damaged("'frame_budget_misses' or 'trace' holds a value that is not a number")
+    check_config(data["config"])
+    return data
+
+
+def check_config(config: dict) -> None:
+    if not all(isinstance(config.get(key), (str, type(None))) for key in CONFIG_TEXT):
+        raise Damaged(f"'config' holds a non-text {', '.join(CONFIG_TEXT)}")
+    if not _number(config.get("txns")):
+        raise Damaged("'config'.'txns' is not a number")
+    lab = config.get("lab")
+    if lab is None:
+        return
+    if not isinstance(lab, dict) or not isinstance(lab.get("dev", ""), (str, type(None))):
+        raise Damaged("'config'.'lab' is not a lab description")
+    dev = lab.get("dev")
+    if dev and not (dev.count(":") == 1 and all(part.isdigit() for part in dev.split(":"))):
+        raise Damaged(f"'config'.'lab'.'dev' is {dev!r}, not MAJOR:MINOR")
+
+
+def check_commits(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (a read commits.parquet) if readers can use it, else :class:`Damaged`."""
+    schema = frame.schema
+    if "index" not in schema or not schema["index"].is_integer() or schema.get("warmup") != pl.Boolean:
+        raise Damaged("no integer 'index' and boolean 'warmup' columns")
+    odd = [name for name, kind in frame.schema.items() if not (kind.is_numeric() or kind == pl.Boolean)]
+    if odd:
+        raise Damaged(f"column {odd[0]!r} is {frame.schema[odd[0]]}, not a number")
+    return frame
 
 
 def summary(run_dir: Path) -> dict:
-    return json.loads((Path(run_dir) / SUMMARY_FILE).read_text())
+    """The run's summary.json, checked; refuses an unfinished run."""
+    require_complete(run_dir)
+    path = Path(run_dir) / SUMMARY_FILE
+    with reading(path):
+        return check_summary(json.loads(path.read_bytes().decode()))
 
 
 def commits(run_dir: Path) -> pl.DataFrame:
-    """The per-commit table (commits.parquet)."""
-    return pl.read_parquet(Path(run_dir) / COMMITS_FILE)
+    """The per-commit table (commits.parquet), checked."""
+    path = Path(run_dir) / COMMITS_FILE
+    with reading(path):
+        return check_commits(pl.read_parquet(path))
 
 
 def has_trace(run_dir: Path) -> bool:
@@ -50,8 +206,10 @@ def events(run_dir: Path) -> pl.DataFrame:
     """Every traced event of the run, from events.parquet (or its trace.txt)."""
     run_dir = Path(run_dir)
     if (run_dir / EVENTS_FILE).is_file():
-        return pl.read_parquet(run_dir / EVENTS_FILE)
-    parsed, _ = traceparse.parse(run_dir / TRACE_FILE, format="ftrace", lenient=True)
+        with reading(run_dir / EVENTS_FILE):
+            return pl.read_parquet(run_dir / EVENTS_FILE)
+    with reading(run_dir / TRACE_FILE):
+        parsed, _ = traceparse.parse(run_dir / TRACE_FILE, format="ftrace", lenient=True)
     return parsed
 
 
@@ -94,8 +252,12 @@ def attributed_writes(run_dir: Path) -> pl.DataFrame | None:
     (a VFS-only run, tmpfs, or a run without layout.json)."""
     run_dir = Path(run_dir)
     if (run_dir / WRITES_FILE).is_file():
-        return pl.read_parquet(run_dir / WRITES_FILE)
+        with reading(run_dir / WRITES_FILE):
+            return pl.read_parquet(run_dir / WRITES_FILE)
     if not has_trace(run_dir) or not (run_dir / LAYOUT_FILE).is_file():
         return None
-    layout = json.loads((run_dir / LAYOUT_FILE).read_text())
+    with reading(run_dir / LAYOUT_FILE):
+        layout = json.loads((run_dir / LAYOUT_FILE).read_bytes().decode())
+        if not isinstance(layout, dict):
+            raise Damaged(f"a JSON {type(layout).__name__}, not an object")
     return attribute_events(events(run_dir), summary(run_dir)["config"], layout)

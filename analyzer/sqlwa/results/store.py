@@ -398,7 +398,7 @@ def run_dir_record(run_dir: Path, config: dict) -> RunRecord:
 def save_run_dir(store_path: Path, run_dir: Path, record: RunRecord | None = None) -> int:
     """Add the run in ``run_dir`` (summary.json + commits.parquet) to the store at ``store_path``."""
     summary = rundir.summary(run_dir)
-    commits = pl.read_parquet(run_dir / rundir.COMMITS_FILE)
+    commits = rundir.commits(run_dir)
     record = record or run_dir_record(run_dir, summary["config"])
     conn = connect(store_path)
     try:
@@ -414,23 +414,72 @@ def done_keys(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT run_key FROM runs WHERE status = 'ok'")}
 
 
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open the store at ``path`` for reading only: readers never create, migrate or
+    write a store (a read-only SQLite URI makes sure of it)."""
+    conn = sqlite3.connect(
+        f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+    )
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def check_readable(conn: sqlite3.Connection) -> None:
+    """Refuse a store SQLite finds damaged, one that holds no sqlwa results, or one of a
+    newer sqlwa; an older one is read as it is (its missing columns read as NULL)."""
+    problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+    if problem != "ok":
+        raise rundir.Damaged(problem)
+    version = schema_version(conn)
+    if version == 0:
+        raise rundir.Damaged("it holds no sqlwa results (schema version 0)")
+    if version > STORE_SCHEMA_VERSION:
+        raise UsageError(
+            f"results store has schema version {version}, newer than this sqlwa ({STORE_SCHEMA_VERSION})",
+            "upgrade sqlwa",
+        )
+
+
+# What a runs-table value may be, by the column's declared type.
+VALUE_TYPES: dict[str, tuple[type, ...]] = {
+    "INTEGER": (int, type(None)),
+    "REAL": (int, float, type(None)),
+    "TEXT": (str, type(None)),
+}
+
+
+def check_row(row: dict, declared: dict[str, str]) -> None:
+    """A runs-table row holds what its columns declare, and readable ``levels``."""
+    for name, value in row.items():
+        allowed = VALUE_TYPES.get(declared.get(name, ""), (object,))
+        if not isinstance(value, allowed):
+            raise rundir.Damaged(f"run {row.get('id')}: {name} holds a {type(value).__name__}")
+    levels = json.loads(row.get("levels") or "[]")
+    if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
+        raise rundir.Damaged(f"run {row.get('id')}: levels is not a list of names")
+
+
 def runs_frame(conn: sqlite3.Connection, base: Path) -> pl.DataFrame:
     """Every run as a Polars frame; paths made absolute against ``base``."""
+    declared = {r["name"]: r["type"] for r in conn.execute("PRAGMA table_info(runs)")}
     rows = [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY id")]
     if not rows:
         return pl.DataFrame()
     for row in rows:
+        check_row(row, declared)
         for key in ("run_dir", "events_path"):
             if row[key] is not None:
                 row[key] = str((base / row[key]).resolve())
+        for name in METRICS:  # columns a newer schema added, read from an older store
+            row.setdefault(name, None)
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def single_run_frame(run_dir: Path) -> pl.DataFrame:
     """A run directory (summary.json + commits.parquet) as a one-row runs frame."""
-    commits_path = run_dir / rundir.COMMITS_FILE
-    commits = pl.read_parquet(commits_path) if commits_path.exists() else None
-    return pl.DataFrame([run_dir_row(run_dir, rundir.summary(run_dir), commits)], infer_schema_length=None)
+    summary = rundir.summary(run_dir)  # first: it refuses an unfinished run
+    commits = rundir.commits(run_dir)  # every run writes it: one without it is damaged
+    return pl.DataFrame([run_dir_row(run_dir, summary, commits)], infer_schema_length=None)
 
 
 def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> dict:
@@ -449,12 +498,14 @@ def load_results(path: Path) -> pl.DataFrame:
     if path.is_file() and path.suffix == ".sqlite":
         path = path.parent
     if (path / STORE_FILE).exists():
-        conn = connect(path / STORE_FILE)
-        try:
-            return runs_frame(conn, path)
-        finally:
-            conn.close()
-    if (path / rundir.SUMMARY_FILE).exists():
+        with rundir.reading(path / STORE_FILE):
+            conn = connect_readonly(path / STORE_FILE)
+            try:
+                check_readable(conn)
+                return runs_frame(conn, path)
+            finally:
+                conn.close()
+    if (path / rundir.SUMMARY_FILE).exists() or (path / rundir.RUNNING_FILE).exists():
         return single_run_frame(path)
     raise UsageError(
         f"{path} holds neither {STORE_FILE} nor summary.json",
