@@ -72,17 +72,36 @@ def ensure_writable_dir(path: Path, what: str) -> Path:
     return path
 
 
+def check_scratch_parent(parent: Path | None) -> None:
+    """``--dir`` must be an existing writable directory: sqlwa makes its fresh run
+    directory inside it, and creates nothing else (no parents left behind)."""
+    if parent is None:
+        return
+    if not parent.is_dir():
+        raise UsageError(
+            f"--dir {parent} is not an existing directory", "give an existing directory, or leave --dir out"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--dir {parent} is not writable", "choose a writable directory, or leave --dir out")
+
+
 @contextmanager
 def scratch_dir(parent: Path | None, keep: bool) -> Iterator[Path]:
-    """A fresh directory for the database, removed afterwards unless ``keep``."""
-    if parent is not None:
-        ensure_writable_dir(parent, "--dir")
+    """A fresh directory for the database, removed afterwards unless ``keep`` — also when
+    SIGTERM or Ctrl-C ends the run (the guard turns them into exceptions that unwind)."""
+    guard = _system.SignalGuard()
+    guard.install()
     path = Path(tempfile.mkdtemp(prefix="sqlwa-run-", dir=parent))
     try:
         yield path
     finally:
+        guard.tearing_down = True  # a second signal must not cut the removal short
         if not keep:
             shutil.rmtree(path, ignore_errors=True)
+        guard.restore()
+        pending = guard.take_pending()
+        if pending is not None:
+            raise _system.interruption(pending)
 
 
 def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -> dict:
@@ -140,6 +159,7 @@ def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutco
 
 def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
     refuse_lab_options_without_lab(request)
+    check_scratch_parent(request.dir)
     scenario = engine.load_scenario(request.scenario)
     with output_dir(request.out_dir) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
         result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
