@@ -8,6 +8,10 @@ analysis). An error may carry ``hint``: the one-line fix the CLI prints after th
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from sqlwa._native import (
     ConfigError,
     Interrupted,
@@ -68,6 +72,17 @@ class TraceLossError(CaptureError):
     """The trace lost events (ring-buffer overrun) and loss was not allowed."""
 
 
+@contextmanager
+def writing(path: str | os.PathLike[str], what: str) -> Iterator[None]:
+    """Turns an OSError while writing ``path`` (a missing or read-only directory, /proc, a
+    full disk) into one :class:`UsageError` naming the file, instead of a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"cannot write {what} {path}: {reason}", "choose a writable path") from None
+
+
 def hint_of(err: BaseException) -> str | None:
     """The fix to show for ``err``, if it carries one."""
     hint = getattr(err, "hint", None)
@@ -95,4 +110,5 @@ __all__ = [
     "CaptureError",
     "TraceLossError",
     "hint_of",
+    "writing",
 ]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sqlwa.errors import UsageError
+from sqlwa.errors import UsageError, writing
 from sqlwa.results import check as checking
 from sqlwa.results import store
 
@@ -75,7 +75,8 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     if junit_path is not None:
-        junit_path.write_text(checking.junit_xml(result, policy))
+        with writing(junit_path, "the JUnit report"):
+            junit_path.write_text(checking.junit_xml(result, policy))
     click.echo(
         f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
         f"{result.count('unmeasured')} not measured"

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sqlwa.analysis import traceparse
-from sqlwa.errors import UsageError
+from sqlwa.errors import UsageError, writing
 
 
 @click.command("parse")
@@ -57,7 +57,8 @@ def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool
         events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
     if output is not None:
         with status.status(f"writing {report['events']:,} events to {output}"):
-            events.write_parquet(output)
+            with writing(output, "the event table"):
+                events.write_parquet(output)
     print_summary(events, report, output)
 
 

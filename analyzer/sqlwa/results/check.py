@@ -162,6 +162,8 @@ def load_policy(path: Path) -> Policy:
         raise UsageError(
             f"cannot read policy {path}: {exc.strerror}", "pass an existing TOML file to --policy"
         ) from None
+    except UnicodeDecodeError:
+        raise UsageError(f"policy {path} is not a text file", "pass a TOML file to --policy") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"policy {path} is not valid TOML: {exc}", "see examples/policy.toml") from None
     unknown = sorted(set(raw) - {"options", "rule"})

@@ -31,7 +31,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from sqlwa.catalogue import METRICS, Metric, config_label
-from sqlwa.errors import UsageError
+from sqlwa.errors import UsageError, writing
 from sqlwa.results import rundir, store
 from sqlwa.views import figures
 from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT, PER_COMMIT_BARS
@@ -361,6 +361,8 @@ def write_report(results: Path, out: Path) -> Path:
     if runs.height == 0 or runs.filter(pl.col("status") == "ok").height == 0:
         raise UsageError(f"{results} has no successful run to report", "run `sqlwa matrix` or `sqlwa run` first")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(runs, Path(results)), encoding="utf-8")
+    page = render(runs, Path(results))
+    with writing(out, "the report"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(page, encoding="utf-8")
     return out
