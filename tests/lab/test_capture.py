@@ -230,7 +230,7 @@ def test_lost_events_fail_the_capture_unless_allowed(tmp_path: Path) -> None:
     with pytest.raises(TraceLossError) as err:
         with TraceCapture(tmp_path / "strict", buffer_kb=8) as cap:
             flood(cap.marker_path)
-    assert "lost" in str(err.value) and "--allow-loss" in hint_of(err.value)
+    assert "lost" in str(err.value) and "--allow-loss" in hint_of(err.value) and "--buffer-kb" in hint_of(err.value)
     assert cap.trace_summary["lost_events"] > 0
     assert not (tracefs_root() / "instances" / cap.instance_name).exists()
 

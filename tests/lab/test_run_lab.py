@@ -173,3 +173,8 @@ def test_without_root_says_what_is_missing():
     ):
         assert proc.returncode == 2, proc.stderr
         assert "root" in proc.stderr and "--dir" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_buffer_kb_sets_the_ring_buffer_the_run_records(tmp_path):
+    summary, _ = lab_run(tmp_path, "--fs", "ext4", "-n", "5", "--buffer-kb", "256")
+    assert summary["trace"]["buffer_kb_per_cpu"] == 256

@@ -59,3 +59,9 @@ def test_lab_options_without_a_lab_are_one_error_and_nothing_is_written(tmp_path
         err = capsys.readouterr().err
         assert err.startswith("sqlwa: error: ") and args[0] in err and "--fs" in err
         assert not out.exists()
+
+
+def test_the_trace_buffer_the_loss_hint_names_is_an_option():
+    buffer = next(param for param in run.params if param.name == "buffer_kb")
+    assert "--buffer-kb" in buffer.opts
+    assert CliRunner().invoke(run, ["--buffer-kb", "1"]).exit_code == 2  # below the 64 KiB floor

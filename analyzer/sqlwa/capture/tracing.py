@@ -221,7 +221,7 @@ class TraceCapture:
             raise TraceLossError(
                 f"the trace lost {lost} events (ring buffer overrun); its counts would be wrong "
                 f"(raw capture kept in {self.trace_path})",
-                f"re-run with a larger buffer (now {self.buffer_kb} KiB per CPU) or pass --allow-loss",
+                f"re-run with a larger --buffer-kb (now {self.buffer_kb} KiB per CPU) or pass --allow-loss",
             )
 
     # -- setup

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from sqlwa.analysis import metrics
+from sqlwa.capture import tracing
 from sqlwa.lab import filesystem
 from sqlwa.measure import engine, runner
 from sqlwa.views import terminal
@@ -140,6 +141,13 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
 )
 @click.option("--allow-loss", is_flag=True, help="Keep a run whose trace lost events instead of failing it.")
 @click.option(
+    "--buffer-kb",
+    type=click.IntRange(64, 1 << 20),
+    default=tracing.DEFAULT_BUFFER_KB,
+    show_default=True,
+    help="tracefs ring buffer per CPU, KiB (--fs); larger if a run loses events.",
+)
+@click.option(
     "--dir",
     "run_dir",
     type=click.Path(path_type=Path, file_okay=False),
@@ -166,6 +174,7 @@ def run(
     fill_pct: float,
     frame_budget_ms: float,
     allow_loss: bool,
+    buffer_kb: int,
     run_dir: Path | None,
     out_dir: Path | None,
     keep_db: bool,
@@ -203,6 +212,7 @@ def run(
         mount_opts=mount_opts,
         fill_pct=fill_pct,
         allow_loss=allow_loss,
+        buffer_kb=buffer_kb,
         frame_budget_ms=frame_budget_ms,
     )
     with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
