@@ -76,8 +76,9 @@ def sqlwa_as_nobody(
 
 def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     """What of sqlwa's exists on this machine, of process ``pid`` or of any: loop devices
-    (as `losetup -l` lists them), mounts (/proc/mounts), tracefs instances and lab
-    directories in the temp dir, each found by the name sqlwa gives it."""
+    (as `losetup -l` lists them), mounts (/proc/mounts), tracefs instances, lab
+    directories and (of any process) VFS-only runs' scratch directories in the temp dir,
+    each found by the name sqlwa gives it."""
     import os
     import re
     import tempfile
@@ -100,4 +101,6 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     if tracefs is not None:
         found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]
     found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]
+    if pid is None:  # a VFS-only run's scratch directory (its name carries no pid)
+        found += [f"scratch: {n}" for n in os.listdir(tempfile.gettempdir()) if n.startswith("sqlwa-run-")]
     return found

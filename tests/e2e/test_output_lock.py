@@ -35,9 +35,14 @@ def holder(*args: str, out: Path) -> Iterator[subprocess.Popen]:
             time.sleep(0.05)
         yield proc
     finally:
+        # SIGTERM unwinds sqlwa, which removes its scratch directory; kill only if it hangs
         if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
             proc.kill()
-        proc.communicate()
+            proc.communicate()
 
 
 def refused(proc: subprocess.CompletedProcess, holder_pid: int, owner: str) -> None:
@@ -71,8 +76,9 @@ def test_second_writer_is_refused_and_the_first_goes_on(tmp_path, first, second,
 
 
 def test_a_killed_holder_frees_the_directory(tmp_path):
-    out = tmp_path / "out"
-    with holder(*LONG_RUN, out=out) as proc:
+    out, work = tmp_path / "out", tmp_path / "work"
+    work.mkdir()  # a kill -9 leaves the run's scratch directory: keep it inside tmp_path
+    with holder(*LONG_RUN, "--dir", str(work), out=out) as proc:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     # The lock file may be left behind by a kill -9; its lock died with the process.
