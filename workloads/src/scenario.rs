@@ -379,8 +379,8 @@ impl Builder<'_> {
             );
             return Err(self.at(flag.span(), msg));
         }
-        if !(file.think_time_ms.is_finite() && file.think_time_ms >= 0.0) {
-            return Err(self.invalid("think_time_ms must be a number >= 0"));
+        if !crate::settings::think_time_ok(file.think_time_ms) {
+            return Err(self.invalid("think_time_ms must be a number of ms between 0 and 3600000"));
         }
         Ok(Scenario {
             name,

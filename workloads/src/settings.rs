@@ -131,6 +131,8 @@ pub struct RunSettings {
     /// false = the plain unix VFS (benchmark baseline); no VFS counts, no sync markers.
     #[serde(deserialize_with = "null_is_default_count_vfs")]
     pub count_vfs: bool,
+    /// Pause between transactions, ms: a number in `0..=MAX_THINK_TIME_MS`.
+    #[serde(deserialize_with = "think_time")]
     pub think_time_ms: Option<f64>,
     /// Write `extents` markers (FIEMAP of the file) after each xSync, before each
     /// xTruncate/xDelete, and for the db/wal/shm at the end of the run: lets the analyzer
@@ -183,6 +185,25 @@ where
     T: Deserialize<'de> + Default,
 {
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// The longest pause between transactions a run or a scenario may ask for (an hour):
+/// beyond it a run is a mistake, and a huge value overflows the sleep's `Duration`.
+pub const MAX_THINK_TIME_MS: f64 = 3_600_000.0;
+
+/// Whether `ms` is a pause the engine can sleep: finite, not negative, at most an hour.
+pub(crate) fn think_time_ok(ms: f64) -> bool {
+    (0.0..=MAX_THINK_TIME_MS).contains(&ms)
+}
+
+/// `think_time_ms`: null keeps the scenario's; otherwise it must pass `think_time_ok`.
+fn think_time<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    match Option::<f64>::deserialize(deserializer)? {
+        Some(ms) if !think_time_ok(ms) => Err(serde::de::Error::custom(format!(
+            "must be a pause between 0 and {MAX_THINK_TIME_MS} ms"
+        ))),
+        given => Ok(given),
+    }
 }
 
 /// `count_vfs`: a null value keeps `RunSettings::default()`'s (counting on).
@@ -317,6 +338,12 @@ mod tests {
             (Some(5), Some(8192), Some(-2000))
         );
         assert_eq!(s.think_time_ms, Some(2.0));
+        for bad in [-1.0, 1e300] {
+            let err = RunSettings::deserialize_named(serde_json::json!({ "think_time_ms": bad }))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("think_time_ms"), "{err}");
+        }
         assert_eq!(s.extra_pragmas, ["temp_store=memory"]);
         assert!(!s.count_vfs && s.map_extents);
         assert_eq!(s.warmup, None);
