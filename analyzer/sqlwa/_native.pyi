@@ -30,6 +30,7 @@ __all__ = [
     "LOCKING_MODES",
     "FILE_KINDS",
     "VFS_COUNTERS",
+    "MAX_THINK_TIME_MS",
     "default_settings",
     "Scenario",
     "builtin_scenario",
@@ -51,6 +52,8 @@ LOCKING_MODES: Final[tuple[str, ...]]
 FILE_KINDS: Final[tuple[str, ...]]
 #: The counters of one file kind: commit columns are ``vfs_<kind>_<counter>``.
 VFS_COUNTERS: Final[tuple[str, ...]]
+#: The longest ``think_time_ms`` a run or a scenario may ask for (an hour).
+MAX_THINK_TIME_MS: Final[float]
 
 def default_settings() -> dict[str, Any]:
     """Every setting ``run_workload`` takes, with its default (None: the scenario's or SQLite's)."""

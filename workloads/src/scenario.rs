@@ -380,7 +380,10 @@ impl Builder<'_> {
             return Err(self.at(flag.span(), msg));
         }
         if !crate::settings::think_time_ok(file.think_time_ms) {
-            return Err(self.invalid("think_time_ms must be a number of ms between 0 and 3600000"));
+            return Err(self.invalid(format!(
+                "think_time_ms must be a number of ms between 0 and {}",
+                crate::settings::MAX_THINK_TIME_MS
+            )));
         }
         Ok(Scenario {
             name,

@@ -9,7 +9,9 @@ use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 use sqlwa_workloads::engine::{self, Progress};
 use sqlwa_workloads::error::EngineError;
 use sqlwa_workloads::scenario::{self, Scenario};
-use sqlwa_workloads::settings::{JournalMode, LockingMode, RunSettings, SyncMode};
+use sqlwa_workloads::settings::{
+    JournalMode, LockingMode, RunSettings, SyncMode, MAX_THINK_TIME_MS,
+};
 use sqlwa_workloads::{CommitRecord, FileKind, KindCounts};
 
 use crate::{ConfigError, Interrupted, ScenarioError, WorkloadError};
@@ -235,6 +237,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     let counters = KindCounts::default().fields().map(|(name, _)| name);
     m.add("VFS_COUNTERS", PyTuple::new(py, counters)?)?;
+    m.add("MAX_THINK_TIME_MS", MAX_THINK_TIME_MS)?;
     m.add_function(wrap_pyfunction!(default_settings, m)?)?;
     m.add_class::<PyScenario>()?;
     m.add_function(wrap_pyfunction!(builtin_scenario, m)?)?;

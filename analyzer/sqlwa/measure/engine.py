@@ -68,7 +68,7 @@ class RunSettings:
     locking_mode: str | None = _setting(None, Option("PRAGMA locking_mode.", choices=LOCKING_MODES))
     mmap_size: int | None = _setting(None, Option("PRAGMA mmap_size (bytes)."))
     think_time_ms: float | None = _setting(
-        None, Option("Pause between transactions, ms (at most an hour).", minimum=0, maximum=3_600_000)
+        None, Option("Pause between transactions, ms (at most an hour).", minimum=0, maximum=_native.MAX_THINK_TIME_MS)
     )
     # `--pragma NAME[=VALUE]` (repeatable) and the hidden `--no-vfs-count` in `sqlwa run`
     extra_pragmas: list[str] = field(default_factory=list)
