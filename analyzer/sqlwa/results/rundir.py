@@ -57,10 +57,34 @@ def begin(run_dir: Path) -> None:
     """Mark ``run_dir`` as holding an unfinished run and remove what an earlier run wrote,
     so no file of it stands beside the new run's."""
     run_dir = Path(run_dir)
+    refuse_foreign_files(run_dir)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     (run_dir / RUNNING_FILE).write_text(f"sqlwa run (pid {os.getpid()}) started {started} and has not finished\n")
     for name in RUN_FILES:
         (run_dir / name).unlink(missing_ok=True)
+
+
+def refuse_foreign_files(run_dir: Path) -> None:
+    """A directory may be re-used only if the files a run writes there are a sqlwa run's:
+    a user's own trace.txt or events.parquet in a chosen --out is never deleted."""
+    present = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if present and not holds_a_run(run_dir):
+        raise UsageError(
+            f"{run_dir} holds {present[0]}, which no sqlwa run wrote; sqlwa replaces only its own results",
+            "choose a new or empty --out directory",
+        )
+
+
+def holds_a_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a sqlwa run, finished (a summary.json of sqlwa's shape) or
+    not (the RUNNING mark)."""
+    if (run_dir / RUNNING_FILE).exists():
+        return True
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and "schema_version" in summary and "config" in summary
 
 
 def finish(run_dir: Path, summary: dict) -> None:

@@ -1,0 +1,24 @@
+"""A run never deletes a file it did not write: an --out holding a user's own file with
+the name of a run's file is refused, and the file is untouched."""
+
+from __future__ import annotations
+
+from helpers import sqlwa
+
+
+def test_a_users_file_named_like_a_run_file_is_kept(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "trace.txt").write_text("my own notes\n")
+    proc = sqlwa("run", "-n", "2", "--out", str(out), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"sqlwa: error: {out} holds trace.txt, which no sqlwa run wrote")
+    assert (out / "trace.txt").read_text() == "my own notes\n"
+    assert sorted(p.name for p in out.iterdir()) == ["trace.txt"]
+
+
+def test_an_earlier_run_is_replaced(tmp_path):
+    out = tmp_path / "out"
+    sqlwa("run", "-n", "2", "--out", str(out))
+    sqlwa("run", "-n", "3", "--out", str(out))
+    assert (out / "summary.json").read_text().count('"commits": 3') == 1
