@@ -127,7 +127,12 @@ def directory_lock(directory: Path, owner: str) -> Iterator[None]:
     """
     path = Path(directory) / LOCK_FILE
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise UsageError(
+                f"{directory} cannot hold sqlwa's lock file: {exc.strerror}", "choose a writable directory"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -351,6 +356,23 @@ def used_fraction(path: str) -> float:
     st = os.statvfs(path)
     used = st.f_blocks - st.f_bfree
     return used / max(1, used + st.f_bavail)
+
+
+# Filesystems that are the kernel's interfaces, not storage: a mkdir there makes a tracefs
+# instance, a cgroup or a configfs item, and a write changes the kernel's state.
+KERNEL_INTERFACE_FILESYSTEMS = frozenset(
+    {
+        "proc", "sysfs", "tracefs", "debugfs", "securityfs", "cgroup", "cgroup2", "configfs", "bpf",
+        "pstore", "efivarfs", "fusectl", "binfmt_misc", "devtmpfs", "devpts", "mqueue", "hugetlbfs",
+        "nsfs", "rpc_pipefs", "autofs",
+    }
+)  # fmt: skip
+
+
+def kernel_interface_at(path: str | os.PathLike[str]) -> str | None:
+    """The type of the kernel-interface filesystem ``path`` would be made on, if any."""
+    mount = mount_holding(path)
+    return mount.fstype if mount is not None and mount.fstype in KERNEL_INTERFACE_FILESYSTEMS else None
 
 
 def free_space(path: str) -> tuple[int, int]:

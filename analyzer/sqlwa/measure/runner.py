@@ -59,7 +59,14 @@ class RunOutcome:
 
 
 def ensure_writable_dir(path: Path, what: str) -> Path:
-    """Create ``path`` if needed and prove we can write there, or explain why not."""
+    """Create ``path`` if needed and prove we can write there, or explain why not. Never
+    on a kernel interface (/proc, /sys, tracefs, /dev …): a mkdir there is not a folder."""
+    interface = _system.kernel_interface_at(path)
+    if interface is not None:
+        raise UsageError(
+            f"{what} {path} is on {interface}, a kernel interface, not storage",
+            "write the output to a directory on a disk filesystem",
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
