@@ -77,8 +77,8 @@ def sqlwa_as_nobody(
 def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     """What of sqlwa's exists on this machine, of process ``pid`` or of any: loop devices
     (as `losetup -l` lists them), mounts (/proc/mounts), tracefs instances, lab
-    directories and (of any process) VFS-only runs' scratch directories in the temp dir,
-    each found by the name sqlwa gives it."""
+    directories and VFS-only runs' scratch directories in the temp dir, each found by the
+    name sqlwa gives it."""
     import os
     import re
     import tempfile
@@ -86,6 +86,7 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     from sqlwa import _system
     from sqlwa.capture.tracing import INSTANCE_PREFIX
     from sqlwa.lab.filesystem import LAB_PREFIX
+    from sqlwa.lab.scratch import SCRATCH_PREFIX
 
     owner = str(pid) if pid is not None else r"\d+"
     lab_name = re.compile(rf"{LAB_PREFIX}-{owner}-[0-9a-f]+")
@@ -101,6 +102,6 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     if tracefs is not None:
         found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]
     found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]
-    if pid is None:  # a VFS-only run's scratch directory (its name carries no pid)
-        found += [f"scratch: {n}" for n in os.listdir(tempfile.gettempdir()) if n.startswith("sqlwa-run-")]
+    scratch_name = re.compile(rf"{SCRATCH_PREFIX}-{owner}-\w+")
+    found += [f"scratch: {n}" for n in os.listdir(tempfile.gettempdir()) if scratch_name.fullmatch(n)]
     return found

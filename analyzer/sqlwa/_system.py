@@ -108,6 +108,51 @@ def pid_is_dead(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+# --------------------------------------------------------------------------- ownership
+#
+# What a run makes (lab directories, scratch directories, tracefs instances) carries the
+# owner's pid in its name, and the owner holds an flock on the directory itself for as
+# long as it lives. A pid means nothing in another PID namespace (inside
+# `unshare --pid` a live host process looks dead, and the other way round); the lock is
+# the kernel's, on the same inode for every namespace, and is freed however its holder
+# ends. Cleanup removes a thing only where both say its owner is gone.
+
+
+def hold_ownership(directory: str | os.PathLike) -> int:
+    """Lock ``directory`` as its owner's for as long as the returned descriptor is open."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def release_ownership(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def owner_is_gone(directory: str | os.PathLike, pid: int) -> bool:
+    """True only if no process in this PID namespace has ``pid`` and nobody holds the
+    ownership lock of ``directory``. A directory this process cannot open (another mount
+    namespace's, say) has an owner it cannot judge: False."""
+    if not pid_is_dead(pid):
+        return False
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # also drops our probe's own lock
+    return True
+
+
 # --------------------------------------------------------------------------- directory lock
 
 LOCK_FILE = ".sqlwa.lock"
@@ -311,6 +356,23 @@ def mount_holding(path: str | os.PathLike[str]) -> Mount | None:
         if inside and (best is None or len(mount.mountpoint) >= len(best.mountpoint)):
             best = mount
     return best
+
+
+# Filesystems that are the kernel's interfaces, not storage: a mkdir there makes a tracefs
+# instance, a cgroup or a configfs item, and a write changes the kernel's state.
+KERNEL_INTERFACE_FILESYSTEMS = frozenset(
+    {
+        "proc", "sysfs", "tracefs", "debugfs", "securityfs", "cgroup", "cgroup2", "configfs", "bpf",
+        "pstore", "efivarfs", "fusectl", "binfmt_misc", "devtmpfs", "devpts", "mqueue", "hugetlbfs",
+        "nsfs", "rpc_pipefs", "autofs",
+    }
+)  # fmt: skip
+
+
+def kernel_interface_at(path: str | os.PathLike[str]) -> str | None:
+    """The type of the kernel-interface filesystem ``path`` would be made on, if any."""
+    mount = mount_holding(path)
+    return mount.fstype if mount is not None and mount.fstype in KERNEL_INTERFACE_FILESYSTEMS else None
 
 
 def unmount(mountpoint: str) -> None:

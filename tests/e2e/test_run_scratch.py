@@ -1,5 +1,5 @@
-"""A VFS-only run's scratch directory: made only inside an existing --dir, and removed
-when the run is interrupted (#15, point 10)."""
+"""A VFS-only run's scratch directory: made only inside an existing --dir, removed when
+the run is interrupted, and by `sqlwa lab cleanup` after a kill -9 (#15, point 10)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from helpers import sqlwa
+from sqlwa.cli.lab import lab as lab_group
 
 
 def test_a_missing_dir_is_refused_and_nothing_is_created(tmp_path):
@@ -54,3 +56,31 @@ def test_an_interrupted_run_removes_its_scratch_directory(tmp_path, signum):
     assert proc.returncode in (130, 2), (proc.returncode, err)
     assert "Traceback" not in err and ("interrupted" in err or "terminated" in err), err
     assert list(Path(work).iterdir()) == []
+
+
+def test_cleanup_removes_a_killed_vfs_only_runs_scratch_directory_but_not_a_kept_one(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    kept = sqlwa("run", "-n", "2", "--dir", str(work), "--keep-db", "--out", str(tmp_path / "kept"))
+    kept_dir = Path(kept.stdout.strip().splitlines()[-1].removeprefix("kept the database in "))
+    assert kept_dir.parent == work and any(kept_dir.iterdir())
+    argv = [sys.executable, "-m", "sqlwa", "run", "-n", "200000", "--dir", str(work), "--out", str(tmp_path / "o")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not [p for p in work.glob("sqlwa-run-*/*") if p.parent != kept_dir] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        live = [p for p in work.iterdir() if p != kept_dir]
+        assert len(live) == 1, live
+        alive = CliRunner().invoke(lab_group, ["cleanup", "--workdir", str(work)])
+        assert alive.exit_code == 0 and str(live[0]) not in alive.output
+        proc.kill()
+        proc.wait()
+        assert live[0].is_dir()  # kill -9: nothing of the run's own removal ran
+        result = CliRunner().invoke(lab_group, ["cleanup", "--workdir", str(work)])
+        assert result.exit_code == 0, result.output
+        assert f"removed {live[0]}" in result.output
+        assert list(work.iterdir()) == [kept_dir] and any(kept_dir.iterdir()), (alive.output, result.output)
+    finally:
+        proc.kill()
+        proc.wait()

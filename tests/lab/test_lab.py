@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -365,3 +366,33 @@ def test_lab_check_lists_every_filesystem_and_the_capture() -> None:
     f2fs = filesystem_support("f2fs")
     if not f2fs.available:
         assert f2fs.reason in result.output and f"fix: {f2fs.hint}" in result.output
+
+
+@pytest.mark.root
+def test_cleanup_in_another_pid_namespace_leaves_a_live_run_alone(tmp_path: Path) -> None:
+    """Inside `unshare --pid`, every host pid looks dead; the owner's lock still says the
+    run is alive (#15, point 5)."""
+    from sqlwa.capture.tracing import tracefs_available
+
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed (Debian package util-linux)")
+    with_capture = tracefs_available().available
+    stage = "capturing" if with_capture else "inside"
+    child = start_child(tmp_path, "ext4", stage, with_capture=with_capture)
+    try:
+        wait_for_stage(child, stage)
+        before = sqlwa_leftovers(child.pid)
+        assert before, "the live run has made nothing to protect"
+        namespaced = [sys.executable, "-m", "sqlwa", "lab", "cleanup"]
+        proc = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", *namespaced], capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert f"sqlwa-lab-{child.pid}-" not in proc.stdout and f"sqlwa-{child.pid}-" not in proc.stdout
+        assert sqlwa_leftovers(child.pid) == before
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=180)
+        if sqlwa_leftovers(child.pid):
+            cleanup_leftovers()
+    assert sqlwa_leftovers(child.pid) == []

@@ -187,6 +187,7 @@ class TraceCapture:
         self._drain: Drain | None = None
         self._lost_stats = 0
         self._enabled: list[str] = []
+        self._ownership: int | None = None
 
     @property
     def marker_path(self) -> str:
@@ -237,6 +238,7 @@ class TraceCapture:
     def _start(self) -> None:
         self._progress("instance")
         os.mkdir(self.instance_dir)  # type: ignore[arg-type]
+        self._ownership = _system.hold_ownership(self.instance_dir)  # type: ignore[arg-type]
         self._progress("configure")
         self._write("tracing_on", "0")  # a new instance records at once; start only when all is set
         self._write("buffer_size_kb", str(self.buffer_kb))
@@ -345,8 +347,12 @@ class TraceCapture:
         self._lost_stats = total
 
     def _remove_instance(self) -> None:
-        if self.instance_dir is not None:
-            remove_instance(self.instance_dir)
+        try:
+            if self.instance_dir is not None:
+                remove_instance(self.instance_dir)
+        finally:
+            _system.release_ownership(self._ownership)  # held to here: cleanup leaves us alone
+            self._ownership = None
 
     def _summarise(self) -> None:
         drain = self._drain
@@ -390,14 +396,15 @@ def remove_instance(instance_dir: Path) -> None:
 
 
 def remove_dead_instances() -> list[str]:
-    """rmdir every ``sqlwa-<pid>-<token>`` tracefs instance whose process is dead."""
+    """rmdir every ``sqlwa-<pid>-<token>`` tracefs instance whose owner is gone (its pid
+    dead here and its ownership lock free: :func:`sqlwa._system.owner_is_gone`)."""
     root = _system.tracefs_root()
     if root is None:
         return []
     removed = []
     for instance in sorted((root / "instances").iterdir()):
         match = INSTANCE_RE.match(instance.name)
-        if not match or not _system.pid_is_dead(int(match.group(1))):
+        if not match or not _system.owner_is_gone(instance, int(match.group(1))):
             continue
         try:
             _system.tracefs_write(instance / "tracing_on", "0")

@@ -16,23 +16,31 @@ def lab() -> None:
     "workdirs",
     multiple=True,
     type=click.Path(file_okay=False),
-    help="Also look for leftover lab directories here (the temp dir is always searched).",
+    help="Also look for leftover lab and scratch directories here (the temp dir is always searched).",
 )
 def cleanup(workdirs: tuple[str, ...]) -> None:
-    """Remove what crashed sqlwa runs left behind.
+    """Remove what crashed or killed sqlwa runs left behind.
 
-    Only things named by sqlwa itself (sqlwa-lab-<pid>-* images, their loop devices and
-    mounts, sqlwa-<pid>-* tracefs instances) whose owning process is dead are removed;
-    nothing else is touched.
+    Only things named by sqlwa itself are looked at: sqlwa-lab-<pid>-* images, their loop
+    devices and mounts, sqlwa-<pid>-* tracefs instances (these need root), and the
+    sqlwa-run-<pid>-* scratch directories of runs without --fs (the temp dir's and those
+    in each --workdir; a database kept with --keep-db stays). Each is removed only where
+    its owner is gone: the pid is dead and nobody holds the lock its owner keeps on it,
+    so a cleanup inside a container (another PID namespace) never touches a live run
+    outside it, and the other way round. Nothing else is touched.
+
+    \b
+      sudo sqlwa lab cleanup                  # after a kill -9 of a lab run
+      sqlwa lab cleanup --workdir ~/scratch   # a killed run's --dir ~/scratch
     """
-    from sqlwa.lab.cleanup import cleanup_leftovers
+    from sqlwa.lab.cleanup import ROOT_ONLY, cleanup_leftovers
 
-    removed = cleanup_leftovers(workdirs)
-    if not removed:
+    lines = cleanup_leftovers(workdirs)
+    if not [line for line in lines if line != ROOT_ONLY]:
         click.echo("nothing to clean")
-    for line in removed:
+    for line in lines:
         click.echo(line)
-    if any(line.startswith("failed") for line in removed):
+    if any(line.startswith("failed") for line in lines):
         raise SystemExit(1)
 
 

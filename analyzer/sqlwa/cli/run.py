@@ -161,7 +161,11 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     type=click.Path(path_type=Path, file_okay=False),
     help="Where summary.json and commits.parquet go [default: sqlwa-out/SCENARIO-JOURNAL-SYNC-TIME].",
 )
-@click.option("--keep-db", is_flag=True, help="Keep the database files after the run.")
+@click.option(
+    "--keep-db",
+    is_flag=True,
+    help="Keep the database files after a run without --fs (the directory is printed; `lab cleanup` leaves it).",
+)
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def run(
@@ -222,6 +226,8 @@ def run(
         return
     terminal.print_summary(outcome.summary)
     click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
+    if outcome.kept_database is not None:
+        click.echo(f"kept the database in {outcome.kept_database}")
 
 
 @click.command()

@@ -1,22 +1,23 @@
-"""Removing what crashed runs left behind: mounts, loop devices, lab directories and
-tracefs instances, found by sqlwa's own naming only and only where their owner is dead."""
+"""Removing what crashed runs left behind: mounts, loop devices, lab and scratch
+directories and tracefs instances, found by sqlwa's own naming only and only where their
+owner is gone (its pid dead here and its ownership lock free, which also holds across
+PID namespaces: :func:`sqlwa._system.owner_is_gone`)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from sqlwa._system import current_mounts, detach_loop, loop_devices, pid_is_dead, unmount
+from sqlwa._system import current_mounts, detach_loop, is_root, loop_devices, owner_is_gone, unmount
 from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
-from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, remove_lab_dir, require_root
+from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, remove_lab_dir
+from sqlwa.lab.scratch import dead_scratch_dirs
 
-
-def _owner_pid(name: str) -> int | None:
-    match = LAB_NAME_RE.match(name) or LAB_IMAGE_RE.match(name)
-    return int(match.group(1)) if match else None
+ROOT_ONLY = "lab mounts, loop devices and tracefs instances were not looked at: they need root (sudo sqlwa lab cleanup)"
 
 
 def _lab_dir_of(path: str) -> str | None:
@@ -28,39 +29,60 @@ def _lab_dir_of(path: str) -> str | None:
 
 
 def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
-    """Remove what crashed runs left behind, found by the lab's own naming only, and only
-    where the owning process (the pid in the name) is dead: mounts of sqlwa loop devices or
-    under sqlwa lab directories, loop devices backed by sqlwa images, sqlwa tracefs
-    instances, and lab directories in ``workdirs`` and the temp dir. Returns one line per
-    thing removed; nothing else is ever touched."""
-    require_root("sqlwa lab cleanup")
-    removed: list[str] = []
-    dead_loops = [d for d in loop_devices() if _dead_owner(os.path.basename(d.backing_file))]
-    dead_devices = {d.device for d in dead_loops}
-    lab_dirs = {os.path.dirname(d.backing_file) for d in dead_loops}
-    for mount in reversed(current_mounts()):  # innermost first
-        lab_dir = _lab_dir_of(mount.mountpoint)
-        if mount.source in dead_devices or (lab_dir and _dead_owner(os.path.basename(lab_dir))):
-            _attempt(
-                removed, f"unmounted {mount.mountpoint} ({mount.fstype} on {mount.source})", unmount, mount.mountpoint
+    """Remove what crashed runs left behind, found by sqlwa's own naming only, and only
+    where the owner is gone: mounts of sqlwa loop devices or under sqlwa lab directories,
+    loop devices backed by sqlwa images, sqlwa tracefs instances, lab directories and
+    scratch directories in ``workdirs`` and the temp dir. Returns one line per thing
+    removed or left alone; nothing else is ever touched. Without root only scratch
+    directories (the user's own) are looked at, and the last line says so."""
+    bases = sorted({os.path.realpath(d) for d in (*workdirs, tempfile.gettempdir())})
+    report: list[str] = []
+    if is_root():
+        _cleanup_labs(bases, report)
+        report += remove_dead_instances()
+    for scratch in dead_scratch_dirs(bases):
+        _attempt(report, f"removed {scratch}", lambda p: shutil.rmtree(p), str(scratch))
+    if not is_root():
+        report.append(ROOT_ONLY)
+    return report
+
+
+def _cleanup_labs(bases: list[str], report: list[str]) -> None:
+    dead_loops, lab_dirs = [], set()
+    for loop in loop_devices():
+        lab_dir = os.path.dirname(loop.backing_file)
+        if not LAB_IMAGE_RE.match(os.path.basename(loop.backing_file)):
+            continue
+        if not os.path.isdir(lab_dir):
+            report.append(
+                f"left {loop.device} alone: its backing file {loop.backing_file} is not visible here "
+                "(another mount namespace?); run `sqlwa lab cleanup` where it was made"
             )
-            if lab_dir:
-                lab_dirs.add(lab_dir)
+        elif _gone(lab_dir):
+            dead_loops.append(loop)
+            lab_dirs.add(lab_dir)
+    dead_devices = {d.device for d in dead_loops}
+    for mount in reversed(current_mounts()):  # innermost first
+        holder = _lab_dir_of(mount.mountpoint)
+        if mount.source in dead_devices or (holder and _gone(holder)):
+            what = f"unmounted {mount.mountpoint} ({mount.fstype} on {mount.source})"
+            _attempt(report, what, unmount, mount.mountpoint)
+            if holder:
+                lab_dirs.add(holder)
     for loop in dead_loops:
-        _attempt(removed, f"detached {loop.device} (backing file {loop.backing_file})", detach_loop, loop.device)
-    for base in {os.path.realpath(d) for d in (*workdirs, tempfile.gettempdir())}:
+        _attempt(report, f"detached {loop.device} (backing file {loop.backing_file})", detach_loop, loop.device)
+    for base in bases:
         if os.path.isdir(base):
-            lab_dirs.update(str(p) for p in Path(base).iterdir() if _dead_owner(p.name) and p.is_dir())
+            lab_dirs.update(str(p) for p in Path(base).iterdir() if p.is_dir() and _gone(str(p)))
     for lab_dir in sorted(lab_dirs):
         if LAB_NAME_RE.match(os.path.basename(lab_dir)) and os.path.isdir(lab_dir):
-            _attempt(removed, f"removed {lab_dir}", remove_lab_dir, lab_dir)
-    removed += remove_dead_instances()
-    return removed
+            _attempt(report, f"removed {lab_dir}", remove_lab_dir, lab_dir)
 
 
-def _dead_owner(name: str) -> bool:
-    pid = _owner_pid(name)
-    return pid is not None and pid_is_dead(pid)
+def _gone(lab_dir: str) -> bool:
+    """Whether ``lab_dir`` is a lab directory whose owner is gone."""
+    match = LAB_NAME_RE.match(os.path.basename(lab_dir))
+    return match is not None and owner_is_gone(lab_dir, int(match.group(1)))
 
 
 def _attempt(report: list[str], done: str, action: Callable[[str], None], target: str) -> None:

@@ -15,8 +15,9 @@ checked when the object is made, before anything exists.
 
 Naming: everything the lab creates is named ``sqlwa-lab-<pid>-<token>`` (a directory in
 ``workdir`` holding ``<name>.img`` and ``mnt/``), so :func:`cleanup_leftovers` can find
-what a crashed run left behind, tell from the pid whether its owner is dead, and touch
-nothing else.
+what a crashed run left behind and touch nothing else. The owner holds an flock on the
+lab directory while it lives; cleanup needs both the pid dead and the lock free
+(:func:`sqlwa._system.owner_is_gone`), which also holds across PID namespaces.
 
 Loop device and the page cache: the loop device is attached with direct I/O
 (``losetup --direct-io=on``). The block tracepoints fire on the loop device's own request
@@ -292,6 +293,7 @@ class LabFilesystem:
         self.mount_options: str | None = None
         self.fill: dict | None = None
         self._image_identity: tuple[int, int] | None = None
+        self._ownership: int | None = None
 
     @property
     def dev(self) -> tuple[int, int] | None:
@@ -321,6 +323,7 @@ class LabFilesystem:
 
     def _setup(self) -> None:
         os.mkdir(self.lab_dir, 0o700)
+        self._ownership = _system.hold_ownership(self.lab_dir)
         if self.spec.mkfs_tool is None:
             os.mkdir(self.mountpoint, 0o700)
             self._mount_tmpfs()
@@ -417,6 +420,8 @@ class LabFilesystem:
                 step()
             except Exception as exc:  # keep going: later steps still free what they can
                 errors.append(exc)
+        _system.release_ownership(self._ownership)  # held to here: cleanup leaves us alone
+        self._ownership = None
         self._guard.restore()
         return errors
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +26,7 @@ from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.errors import TraceLossError, UsageError
 from sqlwa.lab import filesystem, fslayout
+from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.measure import engine, environment
 from sqlwa.results import rundir
 
@@ -56,6 +55,7 @@ class RunOutcome:
     summary: dict
     commits: pl.DataFrame
     out_dir: Path
+    kept_database: Path | None = None  # where --keep-db left the database
 
 
 def ensure_writable_dir(path: Path, what: str) -> Path:
@@ -77,38 +77,6 @@ def ensure_writable_dir(path: Path, what: str) -> Path:
     if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{what} {path} is not a writable directory", f"choose a writable {what}")
     return path
-
-
-def check_scratch_parent(parent: Path | None) -> None:
-    """``--dir`` must be an existing writable directory: sqlwa makes its fresh run
-    directory inside it, and creates nothing else (no parents left behind)."""
-    if parent is None:
-        return
-    if not parent.is_dir():
-        raise UsageError(
-            f"--dir {parent} is not an existing directory", "give an existing directory, or leave --dir out"
-        )
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--dir {parent} is not writable", "choose a writable directory, or leave --dir out")
-
-
-@contextmanager
-def scratch_dir(parent: Path | None, keep: bool) -> Iterator[Path]:
-    """A fresh directory for the database, removed afterwards unless ``keep`` — also when
-    SIGTERM or Ctrl-C ends the run (the guard turns them into exceptions that unwind)."""
-    guard = _system.SignalGuard()
-    guard.install()
-    path = Path(tempfile.mkdtemp(prefix="sqlwa-run-", dir=parent))
-    try:
-        yield path
-    finally:
-        guard.tearing_down = True  # a second signal must not cut the removal short
-        if not keep:
-            shutil.rmtree(path, ignore_errors=True)
-        guard.restore()
-        pending = guard.take_pending()
-        if pending is not None:
-            raise _system.interruption(pending)
 
 
 def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -> dict:
@@ -175,7 +143,8 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
         config = run_config(request, result.info, work_dir, measured)
         summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
         write_outputs(out_dir, summary, commits)
-    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
+    kept = work_dir if request.keep_db else None
+    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir, kept_database=kept)
 
 
 def refuse_lab_options_without_lab(request: RunRequest) -> None:
@@ -201,6 +170,11 @@ def preflight_lab(request: RunRequest) -> None:
     """Say everything a lab run lacks before anything is made."""
     if request.dir is not None:
         raise UsageError("--dir and --fs exclude each other", "use --fs for a lab run, or --dir for a VFS-only run")
+    if request.keep_db:
+        raise UsageError(
+            "--keep-db keeps a VFS-only run's database; a lab filesystem is removed after the run",
+            "leave --keep-db out, or leave --fs out",
+        )
     assert request.fs is not None, "a lab run names its filesystem"
     filesystem.require_root(f"--fs {request.fs} (loop devices, mkfs, mount and tracefs)")
     filesystem.require_filesystem(request.fs)
