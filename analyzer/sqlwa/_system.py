@@ -198,9 +198,12 @@ def directory_lock(directory: Path, owner: str) -> Iterator[None]:
             break
         os.close(fd)  # the holder removed the file between our open and our lock
     try:
-        os.ftruncate(fd, 0)
         started = time.strftime("%Y-%m-%d %H:%M:%S")
-        os.pwrite(fd, f"{owner} (pid {os.getpid()}, since {started})\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{owner} (pid {os.getpid()}, since {started})\n".encode(), 0)
+        except OSError:
+            pass  # who holds the lock is a courtesy for the refusal message; the lock holds
         yield
     finally:
         try:
@@ -418,23 +421,6 @@ def used_fraction(path: str) -> float:
     st = os.statvfs(path)
     used = st.f_blocks - st.f_bfree
     return used / max(1, used + st.f_bavail)
-
-
-# Filesystems that are the kernel's interfaces, not storage: a mkdir there makes a tracefs
-# instance, a cgroup or a configfs item, and a write changes the kernel's state.
-KERNEL_INTERFACE_FILESYSTEMS = frozenset(
-    {
-        "proc", "sysfs", "tracefs", "debugfs", "securityfs", "cgroup", "cgroup2", "configfs", "bpf",
-        "pstore", "efivarfs", "fusectl", "binfmt_misc", "devtmpfs", "devpts", "mqueue", "hugetlbfs",
-        "nsfs", "rpc_pipefs", "autofs",
-    }
-)  # fmt: skip
-
-
-def kernel_interface_at(path: str | os.PathLike[str]) -> str | None:
-    """The type of the kernel-interface filesystem ``path`` would be made on, if any."""
-    mount = mount_holding(path)
-    return mount.fstype if mount is not None and mount.fstype in KERNEL_INTERFACE_FILESYSTEMS else None
 
 
 def free_space(path: str) -> tuple[int, int]:

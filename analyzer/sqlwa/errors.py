@@ -8,6 +8,7 @@ analysis). An error may carry ``hint``: the one-line fix the CLI prints after th
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,7 +81,9 @@ def writing(path: str | os.PathLike[str], what: str) -> Iterator[None]:
         yield
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise UsageError(f"cannot write {what} {path}: {reason}", "choose a writable path") from None
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        fix = "make room on that filesystem, or choose another path" if full else "choose a writable path"
+        raise UsageError(f"cannot write {what} {path}: {reason}", fix) from None
 
 
 def hint_of(err: BaseException) -> str | None:

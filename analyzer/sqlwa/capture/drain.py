@@ -68,6 +68,7 @@ class Drain(threading.Thread):
         self.lost_lines = 0  # "[LOST n EVENTS]" notices trace_pipe printed
         self.counts = {name: 0 for name in needles}
         self.error: BaseException | None = None
+        self.write_error: OSError | None = None  # writing trace.txt failed (a full disk)
 
     def run(self) -> None:
         try:
@@ -103,14 +104,21 @@ class Drain(threading.Thread):
                 return
             if not data:
                 return
-            write(data)
+            try:
+                write(data)
+            except OSError as exc:  # the output's disk, not tracefs: say which
+                self.write_error = exc
+                raise
 
     def _close(self) -> None:
         try:
             os.close(self._fd)
         except OSError:
             pass
-        self._out.close()
+        try:
+            self._out.close()  # flushes the last buffered chunk: a full disk shows here too
+        except OSError as exc:
+            self.write_error = self.write_error or exc
 
     def count(self) -> None:
         """Lines, per-event counts and lost-event notices of the finished file."""
@@ -141,6 +149,11 @@ class Drain(threading.Thread):
         self.join(timeout)
         if self.is_alive():
             raise CaptureError("the trace drain thread did not finish")
+        if self.write_error is not None:
+            raise CaptureError(
+                f"writing the trace to {self._out_path} failed: {self.write_error.strerror}",
+                "make room on that filesystem, or choose another --out, and re-run",
+            ) from self.write_error
         if self.error is not None:
             raise CaptureError(f"draining trace_pipe failed: {self.error}") from self.error
         self.count()

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture.drain import DEFAULT_BUFFER_KB, Drain
-from sqlwa.errors import CaptureError, NeedsRoot, TraceLossError
+from sqlwa.errors import CaptureError, NeedsRoot, TraceLossError, hint_of
 
 MOUNT_HINT = "mount tracefs: mount -t tracefs nodev /sys/kernel/tracing"
 INSTANCE_PREFIX = "sqlwa"
@@ -210,6 +210,9 @@ class TraceCapture:
         errors = self._teardown()
         if exc_type is not None:
             return
+        hinted = [e for e in errors if hint_of(e)]
+        if hinted:  # an error that knows its fix (a full output disk) says it alone
+            raise hinted[0]
         self._guard.finish(
             errors,
             lambda message: CaptureError(

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from sqlwa.analysis import traceparse
 from sqlwa.errors import UsageError, writing
+from sqlwa.results import rundir
 
 
 @click.command("parse")
@@ -58,7 +59,7 @@ def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool
     if output is not None:
         with status.status(f"writing {report['events']:,} events to {output}"):
             with writing(output, "the event table"):
-                events.write_parquet(output)
+                rundir.write_parquet(events, output)
     print_summary(events, report, output)
 
 

@@ -24,7 +24,7 @@ from sqlwa import _system
 from sqlwa.analysis import attribution, metrics, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
-from sqlwa.errors import TraceLossError, UsageError
+from sqlwa.errors import TraceLossError, UsageError, writing
 from sqlwa.lab import filesystem, fslayout
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.measure import engine, environment
@@ -107,10 +107,11 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
 
 def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame, analysis: TraceAnalysis | None = None) -> None:
     """The run's tables, then summary.json, which says the run is complete."""
-    commits.write_parquet(out_dir / rundir.COMMITS_FILE)
-    if analysis is not None:
-        write_trace_tables(out_dir, analysis)
-    rundir.finish(out_dir, summary)
+    with writing(out_dir, "the run's results into"):
+        rundir.write_parquet(commits, out_dir / rundir.COMMITS_FILE)
+        if analysis is not None:
+            write_trace_tables(out_dir, analysis)
+        rundir.finish(out_dir, summary)
 
 
 @contextmanager
@@ -121,7 +122,8 @@ def output_dir(path: Path) -> Iterator[Path]:
     # Held until everything is written: a second writer would mix its markers into this
     # run's trace and its files with this run's.
     with _system.directory_lock(out_dir, "sqlwa run"):
-        rundir.begin(out_dir)
+        with writing(out_dir, "the run's files into"):
+            rundir.begin(out_dir)
         yield out_dir
 
 
@@ -290,9 +292,9 @@ def unparsed_loss(report: dict, trace_path: Path) -> TraceLossError | None:
 
 def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
     """Parsed events and attributed writes, so no reader parses or attributes again."""
-    analysis.events.write_parquet(out_dir / rundir.EVENTS_FILE)
+    rundir.write_parquet(analysis.events, out_dir / rundir.EVENTS_FILE)
     if analysis.writes is not None:
-        analysis.writes.write_parquet(out_dir / rundir.WRITES_FILE)
+        rundir.write_parquet(analysis.writes, out_dir / rundir.WRITES_FILE)
 
 
 def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
@@ -321,7 +323,8 @@ def measure_in_lab(
         dev = fs.dev
         # read while still mounted: the fs's own journal/metadata location for attribution
         layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
-    (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(layout) + "\n")
+    with writing(out_dir, "the run's results into"):
+        (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(layout) + "\n")
     levels = trace_levels(cap)
     context = LabContext(request.settings.journal, request.settings.sync, fs_facts["fs_type"], layout)
     analysis = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels, context)

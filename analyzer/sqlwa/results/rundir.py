@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -51,6 +52,23 @@ SUMMARY_PART = ".summary.json.part"  # summary.json before its atomic rename int
 #: Every file a run writes into its directory, summary.json first: what a new run into the
 #: same directory removes before it starts (nothing else there is sqlwa's to touch).
 RUN_FILES = (SUMMARY_FILE, SUMMARY_PART, COMMITS_FILE, TRACE_FILE, EVENTS_FILE, WRITES_FILE, LAYOUT_FILE)
+
+
+# Polars reports a failed write as a ComputeError ending in Rust's "(os error N)".
+_OS_ERROR_RE = re.compile(r"\(os error (\d+)\)")
+
+
+def write_parquet(table: pl.DataFrame, path: Path) -> None:
+    """``table.write_parquet(path)``, with a failed write raised as the OSError it is (a
+    full disk: ENOSPC), so :func:`sqlwa.errors.writing` can say so in one line."""
+    try:
+        table.write_parquet(path)
+    except pl.exceptions.PolarsError as exc:
+        found = _OS_ERROR_RE.search(str(exc))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from exc
 
 
 def begin(run_dir: Path) -> None:
