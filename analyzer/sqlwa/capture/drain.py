@@ -59,8 +59,13 @@ class Drain(threading.Thread):
         self._interval = max(MIN_POLL_MS, POLL_MS * min(1.0, buffer_kb / DEFAULT_BUFFER_KB)) / 1000
         self.drains = 0  # drains while recording (bursts of formatting during the run)
         self._out_path = out_path
+        try:  # the output first: a trace_pipe left open would keep the instance busy
+            self._out = open(out_path, "wb", buffering=WRITE_BUFFER)
+        except OSError as exc:
+            raise CaptureError(
+                f"cannot write the trace to {out_path}: {exc.strerror}", "choose a writable --out"
+            ) from None
         self._fd = os.open(instance_dir / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
-        self._out = open(out_path, "wb", buffering=WRITE_BUFFER)
         self._stop_requested = threading.Event()
         self.recording = threading.Event()
         self._needles = needles
