@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from sqlwa.analysis import metrics
 from sqlwa.capture import tracing
+from sqlwa.errors import Interrupted
 from sqlwa.lab import filesystem
 from sqlwa.measure import engine, runner
 from sqlwa.views import terminal
@@ -220,7 +221,13 @@ def run(
         frame_budget_ms=frame_budget_ms,
     )
     with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
-        outcome = runner.execute(request, progress=bar)
+        try:
+            outcome = runner.execute(request, progress=bar)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            reason = (exc.args[0] if exc.args else "") or "interrupted"
+            raise Interrupted(
+                f"{reason}; {request.out_dir} holds no finished run (re-run the same command to measure it)"
+            ) from None
     if as_json:
         click.echo(json.dumps(outcome.summary, indent=2))
         return

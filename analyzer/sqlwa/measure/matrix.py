@@ -240,10 +240,10 @@ def run_cells(
             else:
                 try:
                     result = run_cell(conn, cell, plan, progress)
-                except Interrupted as exc:
+                except (Interrupted, KeyboardInterrupt) as exc:
                     # The lab cleaned up after itself; the cells before this one are stored.
                     raise Interrupted(
-                        f"{exc.args[0] if exc.args else 'interrupted'} in cell {number} "
+                        f"{(exc.args[0] if exc.args else '') or 'interrupted'} in cell {number} "
                         f"({cell.label}); continue with the same command plus --resume"
                     ) from None
             outcome.results.append(result)

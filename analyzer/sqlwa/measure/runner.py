@@ -128,10 +128,17 @@ def output_dir(path: Path) -> Iterator[Path]:
 
 
 def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
-    """Run the request's workload and write summary.json and commits.parquet."""
-    if request.fs:
-        return execute_in_lab(request, progress)
-    return execute_vfs_only(request, progress)
+    """Run the request's workload and write summary.json and commits.parquet. SIGTERM
+    ends it with :class:`Interrupted` in every phase, as Ctrl-C does with
+    KeyboardInterrupt, so the caller can say what was left unfinished."""
+    guard = _system.SignalGuard()  # the lab and capture install their own inside this one
+    guard.install()
+    try:
+        if request.fs:
+            return execute_in_lab(request, progress)
+        return execute_vfs_only(request, progress)
+    finally:
+        guard.restore()
 
 
 def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
