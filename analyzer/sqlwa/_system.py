@@ -206,11 +206,28 @@ def directory_lock(directory: Path, owner: str) -> Iterator[None]:
             pass  # who holds the lock is a courtesy for the refusal message; the lock holds
         yield
     finally:
-        try:
-            path.unlink()  # while still holding the lock: no one else can own this file
-        except FileNotFoundError:
-            pass
+        # On a frozen filesystem the unlink waits for the thaw; the run's end need not.
+        within(LOCK_RELEASE_WAIT_S, _release_lock, path, fd)
+
+
+LOCK_RELEASE_WAIT_S = 1
+
+
+def _release_lock(path: Path, fd: int) -> None:
+    try:
+        path.unlink(missing_ok=True)  # while still holding the lock: no one else owns the file
+    except OSError:
+        pass  # a stale lock file blocks no one: flock locks die with their descriptor
+    finally:
         os.close(fd)
+
+
+def within(wait_s: float, action: Callable[..., None], *args: object) -> None:
+    """Run ``action(*args)``, waiting at most ``wait_s`` for it; an action stuck in the
+    kernel (a write to a frozen filesystem) finishes in a daemon thread when it can."""
+    worker = threading.Thread(target=action, args=args, daemon=True)
+    worker.start()
+    worker.join(wait_s)
 
 
 # --------------------------------------------------------------------------- signals

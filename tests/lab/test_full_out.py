@@ -4,13 +4,21 @@ of the lab or the capture left behind (#15, points 6 and 12)."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa, sqlwa_leftovers
+from helpers import sqlwa_leftovers
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
+
+
+def run_sqlwa(*args: str) -> tuple[subprocess.CompletedProcess, int]:
+    """``sqlwa ARGS`` and its pid, by which its leftovers are found (tests run in parallel)."""
+    with subprocess.Popen([sys.executable, "-m", "sqlwa", *args], stderr=subprocess.PIPE, text=True) as proc:
+        _, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "", err), proc.pid
 
 
 @pytest.fixture
@@ -27,7 +35,7 @@ def small_tmpfs(tmp_path: Path):
 
 def test_a_full_out_during_a_lab_run_is_one_line(small_tmpfs: Path):
     out = small_tmpfs / "out"
-    proc = sqlwa("run", "--fs", "ext4", "--image-size", "64M", "-n", "3000", "-o", str(out), check=False)
+    proc, pid = run_sqlwa("run", "--fs", "ext4", "--image-size", "64M", "-n", "3000", "-o", str(out))
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("sqlwa: error:")]
@@ -35,15 +43,15 @@ def test_a_full_out_during_a_lab_run_is_one_line(small_tmpfs: Path):
     assert "No space left on device" in errors[0] and str(out) in errors[0], errors[0]
     assert "close the marker file" not in proc.stderr
     assert "fix: make room" in proc.stderr
-    assert sqlwa_leftovers() == []
+    assert sqlwa_leftovers(pid) == []
 
 
 @pytest.mark.parametrize("room", [0, 12 << 10], ids=["no-room-at-all", "room-for-the-lock-only"])
 def test_a_full_out_in_a_vfs_only_run_is_one_line(small_tmpfs: Path, room: int):
     (small_tmpfs / "filler").write_bytes(b"\0" * ((512 << 10) - room))
     out = small_tmpfs / "out"
-    proc = sqlwa("run", "-n", "3000", "-o", str(out), check=False)
+    proc, pid = run_sqlwa("run", "-n", "3000", "-o", str(out))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith("sqlwa: error: cannot write the run's") and "No space left" in proc.stderr
     assert "fix: make room on that filesystem" in proc.stderr
-    assert sqlwa_leftovers() == []
+    assert sqlwa_leftovers(pid) == []

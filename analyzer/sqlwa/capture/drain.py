@@ -17,6 +17,7 @@ MIN_POLL_MS = 2  # ... and at most this often, for small buffers
 READ_SIZE = 1 << 16
 WRITE_BUFFER = 1 << 20  # trace.txt is written in 1 MiB chunks, not one write per page read
 COUNT_CHUNK = 8 << 20  # trace.txt is counted in chunks of this size after the run
+DISCARD_WAIT_S = 1  # how long an interrupted run waits for the drain to stop
 DRAIN_AT = 0.25  # drain once a CPU's ring buffer is this full (see Drain)
 BYTES_RE = re.compile(rb"^bytes: (\d+)$", re.M)
 LOST_RE = re.compile(rb"\[LOST (\d+) EVENTS\]")
@@ -67,6 +68,7 @@ class Drain(threading.Thread):
             ) from None
         self._fd = os.open(instance_dir / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
         self._stop_requested = threading.Event()
+        self._discard = False  # an interrupted run: what is still unread is not wanted
         self.recording = threading.Event()
         self._needles = needles
         self.lines = 0
@@ -84,7 +86,8 @@ class Drain(threading.Thread):
                     self.drains += 1
                     self._read_available()
             _system.tracefs_write(self._tracing_on, "0")
-            self._read_available()
+            if not self._discard:
+                self._read_available()
         except BaseException as exc:  # reported by stop(); the thread must not die silently
             self.error = exc
             self.recording.set()  # wake the starter, which then reports the error
@@ -125,6 +128,17 @@ class Drain(threading.Thread):
         except OSError as exc:
             self.write_error = self.write_error or exc
 
+    def _let_go_of_trace_pipe(self) -> None:
+        """Point our trace_pipe descriptor at /dev/null while the stuck thread still owns
+        the number: trace_pipe is closed, so the instance can be removed, and the thread
+        reads EOF whenever it wakes. (A plain close would let a new file reuse the number
+        under the thread's feet.)"""
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.dup2(null, self._fd)
+        finally:
+            os.close(null)
+
     def count(self) -> None:
         """Lines, per-event counts and lost-event notices of the finished file."""
         with open(self._out_path, "rb") as f:
@@ -145,15 +159,21 @@ class Drain(threading.Thread):
             self.lost_lines += sum(int(n) for n in lost)
             self.lines -= len(lost)
 
-    def stop(self, timeout: float = 30) -> None:
+    def stop(self, timeout: float = 30, discard: bool = False) -> None:
+        """End the drain: with ``discard`` (an interrupted run) without reading the rest,
+        and waiting a second at most."""
         if self.ident is None:  # never started (interrupted right after creation)
             self._close()
             return
+        self._discard = discard
         self._stop_requested.set()
         self.recording.set()
-        self.join(timeout)
+        self.join(DISCARD_WAIT_S if discard else timeout)
         if self.is_alive():
-            raise CaptureError("the trace drain thread did not finish")
+            self._let_go_of_trace_pipe()
+            raise CaptureError(
+                f"the trace drain did not finish: writing {self._out_path} is stuck (a frozen or hung filesystem?)"
+            )
         if self.write_error is not None:
             raise CaptureError(
                 f"writing the trace to {self._out_path} failed: {self.write_error.strerror}",

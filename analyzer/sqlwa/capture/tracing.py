@@ -51,7 +51,7 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture.drain import DEFAULT_BUFFER_KB, Drain
-from sqlwa.errors import CaptureError, NeedsRoot, TraceLossError, hint_of
+from sqlwa.errors import CaptureError, Interrupted, NeedsRoot, TraceLossError, hint_of
 
 MOUNT_HINT = "mount tracefs: mount -t tracefs nodev /sys/kernel/tracing"
 INSTANCE_PREFIX = "sqlwa"
@@ -188,6 +188,7 @@ class TraceCapture:
         self._lost_stats = 0
         self._enabled: list[str] = []
         self._ownership: int | None = None
+        self._discard = True  # until __exit__ decides: a set-up that failed has no trace to read
 
     @property
     def marker_path(self) -> str:
@@ -207,6 +208,9 @@ class TraceCapture:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        # A stopped run wants no more trace (and must not wait on a stuck output); a failed
+        # one keeps its raw capture for diagnosis.
+        self._discard = exc_type is not None and issubclass(exc_type, (KeyboardInterrupt, Interrupted))
         errors = self._teardown()
         if exc_type is not None:
             return
@@ -339,7 +343,7 @@ class TraceCapture:
 
     def _stop_drain(self) -> None:
         if self._drain is not None:
-            self._drain.stop()
+            self._drain.stop(discard=self._discard)
 
     def _read_losses(self) -> None:
         if not self._instance_exists():
@@ -415,5 +419,6 @@ def remove_dead_instances() -> list[str]:
             remove_instance(instance)
             removed.append(f"removed tracefs instance {instance.name}")
         except (OSError, CaptureError) as exc:
-            removed.append(f"failed to clean up tracefs instance {instance.name}: {exc}")
+            if instance.exists():  # else another cleanup removed it first
+                removed.append(f"failed to clean up tracefs instance {instance.name}: {exc}")
     return removed

@@ -90,6 +90,7 @@ def _attempt(report: list[str], done: str, action: Callable[[str], None], target
     try:
         action(target)
     except (LabError, OSError) as exc:
-        report.append(f"failed to clean up {target}: {exc}")
+        if os.path.lexists(target):  # else another cleanup removed it first: not a failure
+            report.append(f"failed to clean up {target}: {exc}")
         return
     report.append(done)
