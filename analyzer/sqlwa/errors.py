@@ -27,6 +27,17 @@ from sqlwa._native import (
 )
 
 
+
+def _message(self: BaseException) -> str:
+    """An error's text is its message, not the (message, hint) tuple it was made with."""
+    return str(self.args[0]) if self.args else ""
+
+
+# pyo3's create_exception cannot define methods, and the classes it makes are heap types:
+# the root's __str__ is set here, for the native classes and the ones below alike.
+SqlwaError.__str__ = _message  # type: ignore[method-assign]
+
+
 class UsageError(SqlwaError):
     """The command line or an input file asks for something that cannot be done."""
 

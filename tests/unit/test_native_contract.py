@@ -198,3 +198,15 @@ def test_package_is_typed():
     # that the stub matches the module, stubtest checks in scripts/test
     package = Path(_native.__file__).parent
     assert (package / "py.typed").is_file() and (package / "_native.pyi").is_file()
+
+
+def test_an_errors_text_is_its_message_not_the_message_and_hint(tmp_path):
+    """str() of a native error and of a Python-side one is the message alone (#16, point 14);
+    the hint stays in args and hint_of()."""
+    from sqlwa.errors import UsageError, hint_of
+
+    with pytest.raises(_native.ConfigError) as err:
+        run_tiny(tmp_path, journal="bogus")
+    assert str(err.value) == err.value.args[0] and hint_of(err.value) == err.value.args[1]
+    assert str(UsageError("the message", "the fix")) == "the message"
+    assert hint_of(UsageError("the message", "the fix")) == "the fix"
