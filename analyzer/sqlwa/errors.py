@@ -27,7 +27,6 @@ from sqlwa._native import (
 )
 
 
-
 def _message(self: BaseException) -> str:
     """An error's text is its message, not the (message, hint) tuple it was made with."""
     return str(self.args[0]) if self.args else ""

@@ -65,3 +65,20 @@ def test_the_trace_buffer_the_loss_hint_names_is_an_option():
     buffer = next(param for param in run.params if param.name == "buffer_kb")
     assert "--buffer-kb" in buffer.opts
     assert CliRunner().invoke(run, ["--buffer-kb", "1"]).exit_code == 2  # below the 64 KiB floor
+
+
+def test_no_help_text_shows_a_doubled_percent_sign():
+    """click prints help text as written: "PCT%%" reached users as is (#16, point 14)."""
+    from click.testing import CliRunner
+
+    from sqlwa.cli import _group
+
+    def commands(group, path):
+        for name, command in group.commands.items():
+            yield [*path, name]
+            if hasattr(command, "commands"):
+                yield from commands(command, [*path, name])
+
+    for argv in commands(_group, []):
+        result = CliRunner().invoke(_group, [*argv, "--help"])
+        assert result.exit_code == 0 and "%%" not in result.output, (argv, result.output)

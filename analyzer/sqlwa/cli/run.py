@@ -131,7 +131,7 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     type=FiniteFloat(0, 99),
     default=0,
     metavar="PCT",
-    help="Fill the lab filesystem to PCT%% with files before the workload (--fs).",
+    help="Fill the lab filesystem to PCT % with files before the workload (--fs).",
 )
 @click.option(
     "--frame-budget-ms",

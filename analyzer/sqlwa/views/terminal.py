@@ -44,11 +44,12 @@ def summary_table(summary: dict) -> Table:
         f"{cfg['scenario']} · journal={cfg['journal']} · sync={cfg['sync']} · fs={cfg['fs']}"
         f" · {summary['commits']} commits · SQLite {cfg['sqlite_version']}"
     )
-    table = Table(
-        title=title,
-        title_justify="left",
-        caption="per commit: mean over measured commits; amortized = all block bytes from the first measured commit to the end (writeback included) / commits",
-    )
+    caption = "per commit: mean over measured commits"
+    if "block" in summary["levels"]:
+        caption += (
+            "; amortized = all block bytes from the first measured commit to the end (writeback included) / commits"
+        )
+    table = Table(title=title, title_justify="left", caption=caption)
     table.add_column("per commit", style="bold")
     table.add_column("count", justify="right")
     table.add_column("bytes", justify="right")
@@ -91,7 +92,7 @@ def category_rows(table: Table, summary: dict) -> None:
     for name, value in cats["per_commit"].items():
         amortized = cats["amortized_per_commit"][name]
         if value or amortized:
-            table.add_row(f"  block bytes: {name}", f"amortized {fmt_bytes(amortized)}", fmt_bytes(value))
+            table.add_row(f"  block bytes: {name}", "", f"{fmt_bytes(value)} · amortized {fmt_bytes(amortized)}")
     table.add_row("  unattributed share (amortized)", "", f"{cats['unattributed_share']:.1%}")
 
 
