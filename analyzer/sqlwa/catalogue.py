@@ -194,6 +194,9 @@ METRICS: Mapping[str, Metric] = _metrics(
 
 #: What a configuration is: runs with equal values are repeats of one configuration.
 CONFIG_KEYS = ("scenario", "fs", "journal", "sync")
+# The fs of a run without a lab filesystem (no --fs), in `run` and `matrix --vfs-only`
+# alike; the filesystem its directory happened to be on is config["dir_fs"].
+NO_LAB_FS = "none"
 
 
 def config_label(row: Mapping[str, Any]) -> str:

@@ -133,3 +133,21 @@ def test_demo_without_root_is_the_vfs_level_and_says_what_block_needs():
         assert "VFS level only" in proc.stderr and "need root" in proc.stderr
         assert "mobibench-insert none wal/full" in proc.stdout and (workdir / "report.html").exists()
         assert "Measured at the VFS level only" in (workdir / "report.html").read_text()
+
+
+def test_a_run_without_a_lab_filesystem_has_one_name_everywhere(tmp_path):
+    """`run` without --fs and `matrix --vfs-only` are the same measurement: fs "none" in
+    both summaries and the store, and the directory's own filesystem (as the kernel's
+    mount table says) recorded beside it (#16, point 14)."""
+    import json
+
+    single = tmp_path / "single"
+    sqlwa("run", "-n", "3", "--dir", str(tmp_path), "-o", str(single))
+    matrix = tmp_path / "m"
+    sqlwa("matrix", "--vfs-only", "-j", "delete", "--sync", "full", "-n", "3", "--out", str(matrix))
+    runs = store.load_results(matrix)
+    cell = json.loads((Path(runs["run_dir"][0]) / "summary.json").read_text())["config"]
+    one = json.loads((single / "summary.json").read_text())["config"]
+    host_fs = _system.mount_holding(tmp_path).fstype  # type: ignore[union-attr]
+    assert one["fs"] == cell["fs"] == runs["fs"][0] == "none"
+    assert one["dir_fs"] == host_fs and host_fs in one["fs_source"]

@@ -22,13 +22,12 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture import tracing
-from sqlwa.catalogue import run_label
+from sqlwa.catalogue import NO_LAB_FS, run_label
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import filesystem
 from sqlwa.measure import engine, runner
 from sqlwa.results import rundir, store
 
-NO_LAB_FS = "none"  # the fs label of VFS-only cells: no lab filesystem was made
 DEFAULT_FILESYSTEMS = ("ext4",)
 DEFAULT_JOURNALS = ("delete", "truncate", "persist", "wal")
 DEFAULT_SYNCS = ("normal", "full")

@@ -24,6 +24,7 @@ from sqlwa import _system
 from sqlwa.analysis import attribution, metrics, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
+from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.errors import TraceLossError, UsageError, writing
 from sqlwa.lab import filesystem, fslayout
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
@@ -85,8 +86,9 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
     return {
         "scenario": info["scenario"],
         "scenario_source": request.scenario,
-        "fs": fs["type"],
-        "fs_source": "existing directory (no lab filesystem)",
+        "fs": NO_LAB_FS,
+        "dir_fs": fs["type"],
+        "fs_source": f"existing {fs['type']} directory (no lab filesystem)",
         "mount_options": fs["options"],
         "journal": s.journal,
         "sync": s.sync,
@@ -192,6 +194,7 @@ def preflight_lab(request: RunRequest) -> None:
 
 def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict:
     config = run_config(request, info, Path(fs["mountpoint"]), measured)
+    del config["dir_fs"]  # the lab's filesystem is the fs
     config.update(
         fs=request.fs,
         fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",

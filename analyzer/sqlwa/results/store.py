@@ -300,7 +300,7 @@ def environment_columns(summary: dict) -> dict:
         "sqlite_version": cfg.get("sqlite_version"),
         "sqlite_source_id": cfg.get("sqlite_source_id"),
         "sqlite_compile_options": json.dumps(cfg.get("sqlite_compile_options")),
-        "fs_type": lab.get("fs_type", cfg.get("fs")),
+        "fs_type": lab.get("fs_type", cfg.get("dir_fs", cfg.get("fs"))),
         "fs_source": cfg.get("fs_source"),
         "mount_options": cfg.get("mount_options"),
         "mkfs_options": json.dumps({"cmd": lab.get("mkfs_cmd"), "version": lab.get("mkfs_version")}) if lab else None,

@@ -38,10 +38,15 @@ def vfs_rows(summary: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
+def fs_text(cfg: dict) -> str:
+    """The lab filesystem, or for a run without one the filesystem its directory was on."""
+    return f"{cfg['fs']} ({cfg['dir_fs']} directory)" if cfg.get("dir_fs") else str(cfg["fs"])
+
+
 def summary_table(summary: dict) -> Table:
     cfg = summary["config"]
     title = (
-        f"{cfg['scenario']} · journal={cfg['journal']} · sync={cfg['sync']} · fs={cfg['fs']}"
+        f"{cfg['scenario']} · journal={cfg['journal']} · sync={cfg['sync']} · fs={fs_text(cfg)}"
         f" · {summary['commits']} commits · SQLite {cfg['sqlite_version']}"
     )
     caption = "per commit: mean over measured commits"
