@@ -67,6 +67,57 @@ def run_tool(
         ) from exc
 
 
+def mount(argv: Sequence[str], what: str, hint: str, fstype: str) -> None:
+    """``mount ARGV`` via :func:`run_tool`; when it fails, the kernel's own reason (a line
+    of its log such as "xfs: Unknown parameter 'nobarrier'", which mount(8) before
+    util-linux 2.39 only calls "wrong fs type, bad option ...") leads the error."""
+    with kernel_log_since() as new_messages:
+        try:
+            run_tool(argv, what, hint)
+        except ToolError as exc:
+            reasons = [m for m in new_messages() if m.startswith(f"{fstype}:") or f"({fstype})" in m]
+            if not reasons:
+                raise
+            raise ToolError(
+                f"{what} failed, the kernel says: {'; '.join(reasons)} ({' '.join(exc.argv)})",
+                hint,
+                argv=exc.argv,
+                returncode=exc.returncode,
+                stderr=exc.stderr,
+            ) from exc
+
+
+@contextmanager
+def kernel_log_since() -> Iterator[Callable[[], list[str]]]:
+    """Yields a function returning the kernel log messages (/dev/kmsg, root only) written
+    since the ``with`` began; without access to the log it returns none."""
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        yield list
+        return
+    try:
+        os.lseek(fd, 0, os.SEEK_END)
+        yield lambda: _read_kmsg(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_kmsg(fd: int) -> list[str]:
+    """Each read of /dev/kmsg is one record, "prio,seq,usec,flags;message"."""
+    messages: list[str] = []
+    while True:
+        try:
+            record = os.read(fd, 8192).decode(errors="replace")
+        except BlockingIOError:
+            return messages
+        except OSError:  # EPIPE: records were overwritten while we read; keep what we have
+            continue
+        if not record:
+            return messages
+        messages.append(record.split(";", 1)[-1].split("\n", 1)[0].strip())
+
+
 def try_tool(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str] | None:
     """Run a tool whose failure the caller handles itself (a retry, a fallback): the
     finished process whatever its exit code, or None if it could not run or timed out."""

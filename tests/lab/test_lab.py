@@ -396,3 +396,15 @@ def test_cleanup_in_another_pid_namespace_leaves_a_live_run_alone(tmp_path: Path
         if sqlwa_leftovers(child.pid):
             cleanup_leftovers()
     assert sqlwa_leftovers(child.pid) == []
+
+
+@pytest.mark.root
+def test_a_refused_mount_option_shows_the_kernels_reason() -> None:
+    """xfs dropped nobarrier in Linux 4.19; mount(8) only says "wrong fs type, bad option";
+    the kernel's log says which option and why (#16, point 14)."""
+    if not filesystem_support("xfs").available:
+        pytest.skip(filesystem_support("xfs").reason)
+    with pytest.raises(LabError) as err:
+        with LabFilesystem("xfs", image_size="320M", mount_opts="nobarrier"):
+            pass
+    assert "the kernel says: xfs: Unknown parameter 'nobarrier'" in str(err.value)

@@ -398,7 +398,8 @@ class LabFilesystem:
         if self.mount_opts:
             argv += ["-o", ",".join(self.mount_opts)]
         with self._guard.critical():
-            _system.run_tool(argv + [self.loop_device, self.mountpoint], f"mounting {self.fs}", "check --mount-opts")  # type: ignore[list-item]
+            argv += [self.loop_device, self.mountpoint]  # type: ignore[list-item]
+            _system.mount(argv, f"mounting {self.fs}", "check --mount-opts", self.spec.kernel_type)
 
     def _mount_tmpfs(self) -> None:
         self._progress("mount")
@@ -406,7 +407,7 @@ class LabFilesystem:
         # The source name carries the lab name, so cleanup can recognise the mount.
         argv = ["mount", "-t", "tmpfs", "-o", ",".join(opts), self.name, self.mountpoint]
         with self._guard.critical():
-            _system.run_tool(argv, "mounting tmpfs", "check --mount-opts")
+            _system.mount(argv, "mounting tmpfs", "check --mount-opts", "tmpfs")
 
     # -- teardown
 
