@@ -33,3 +33,20 @@ def test_a_vfs_only_run_has_no_amortized_footnote():
     summary["levels"] = ["vfs"]
     summary.pop("bytes_by_category", None)
     assert "amortized" not in rendered(summary)
+
+
+def test_output_to_a_pipe_is_not_wrapped_at_80_columns(tmp_path):
+    """A CI log or `| tee` is not a terminal: nothing may be broken across lines there
+    (#16, point 15). COLUMNS is unset so rich cannot take a width from it."""
+    import os
+
+    from helpers import sqlwa
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = sqlwa("run", "-n", "3", "--dir", str(tmp_path), "-o", str(tmp_path / "o"), env=env)
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("mobibench-insert · journal=delete") and "SQLite 3." in line for line in lines)
+    assert (
+        "block and syscall levels were not measured: they need a lab filesystem (--fs ext4 …), root and tracefs."
+        in lines
+    )

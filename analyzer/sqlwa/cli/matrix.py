@@ -24,6 +24,7 @@ from rich.table import Table
 from sqlwa.catalogue import METRICS, config_label
 from sqlwa.measure import matrix
 from sqlwa.results import store
+from sqlwa.views.terminal import wide_console
 
 
 def split_list(_ctx, _param, value: str | None) -> tuple[str, ...] | None:
@@ -102,12 +103,6 @@ def fmt(value, digits: int = 2) -> str:
     if value is None:
         return "—"
     return f"{value:,.{digits}f}"
-
-
-def wide_console(stderr: bool = False) -> Console:
-    """A console that does not squeeze the tables to 80 columns when piped to a file."""
-    console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=160)
 
 
 # The catalogue metrics the matrix table shows, in its column order.

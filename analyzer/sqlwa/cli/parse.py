@@ -12,6 +12,7 @@ from rich.table import Table
 from sqlwa.analysis import traceparse
 from sqlwa.errors import UsageError, writing
 from sqlwa.results import rundir
+from sqlwa.views.terminal import wide_console
 
 
 @click.command("parse")
@@ -64,7 +65,7 @@ def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool
 
 
 def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> None:
-    console = Console()
+    console = wide_console()
     formats = sorted({fmt for _, fmt in report["files"]})
     console.print(
         f"[bold]{report['events']:,}[/] events from {len(report['files'])} file(s) ({', '.join(formats)})"

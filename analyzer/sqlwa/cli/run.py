@@ -245,4 +245,4 @@ def scenarios():
     table = Table("scenario", "what one transaction does")
     for name, description in engine.builtin_scenarios():
         table.add_row(name, " ".join(description.split()))
-    Console().print(table)
+    terminal.wide_console().print(table)

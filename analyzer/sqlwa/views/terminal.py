@@ -43,18 +43,21 @@ def fs_text(cfg: dict) -> str:
     return f"{cfg['fs']} ({cfg['dir_fs']} directory)" if cfg.get("dir_fs") else str(cfg["fs"])
 
 
-def summary_table(summary: dict) -> Table:
+def summary_title(summary: dict) -> str:
     cfg = summary["config"]
-    title = (
+    return (
         f"{cfg['scenario']} · journal={cfg['journal']} · sync={cfg['sync']} · fs={fs_text(cfg)}"
         f" · {summary['commits']} commits · SQLite {cfg['sqlite_version']}"
     )
+
+
+def summary_table(summary: dict) -> Table:
     caption = "per commit: mean over measured commits"
     if "block" in summary["levels"]:
         caption += (
             "; amortized = all block bytes from the first measured commit to the end (writeback included) / commits"
         )
-    table = Table(title=title, title_justify="left", caption=caption)
+    table = Table(caption=caption)
     table.add_column("per commit", style="bold")
     table.add_column("count", justify="right")
     table.add_column("bytes", justify="right")
@@ -111,9 +114,22 @@ def waf_rows(table: Table, summary: dict) -> None:
         table.add_row("write amplification", "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
 
 
+# Piped to a file or a CI log, nothing is wrapped: a reader's own viewer wraps, and a
+# line broken at 80 columns breaks every grep for it.
+UNWRAPPED_WIDTH = 10_000
+
+
+def wide_console(stderr: bool = False) -> Console:
+    """The terminal's console, or where output goes to a pipe or file one that wraps
+    nothing (rich would squeeze everything to 80 columns)."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=UNWRAPPED_WIDTH)
+
+
 def print_summary(summary: dict, console: Console | None = None) -> None:
-    console = console or Console()
-    console.print(summary_table(summary))
+    console = console or wide_console()
+    console.print(summary_title(summary), style="italic", highlight=False)  # not the table's
+    console.print(summary_table(summary))  # title: that would wrap at the table's width
     levels = ", ".join(LEVEL_NOTES.get(level, level) for level in summary["levels"])
     console.print(f"measured levels: {levels}")
     trace = summary.get("trace")
