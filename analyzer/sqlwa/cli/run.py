@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from sqlwa.analysis import metrics
 from sqlwa.capture import tracing
 from sqlwa.errors import Interrupted
-from sqlwa.lab import filesystem
+from sqlwa.lab import encryption, filesystem
 from sqlwa.measure import engine, runner
 from sqlwa.views import terminal
 
@@ -134,6 +134,14 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     help="Fill the lab filesystem to PCT % with files before the workload (--fs).",
 )
 @click.option(
+    "--encrypt",
+    type=click.Choice(encryption.CHOICES),
+    default=encryption.NO_ENCRYPTION,
+    show_default=True,
+    help="File-based encryption of the database directory, as Android's FBE (--fs ext4): fscrypt = "
+    "AES-256-XTS/CTS, fscrypt-adiantum = Adiantum. The crypto driver that served it is recorded.",
+)
+@click.option(
     "--frame-budget-ms",
     type=FiniteFloat(min=0, min_open=True),
     default=metrics.DEFAULT_FRAME_BUDGET_MS,
@@ -175,6 +183,7 @@ def run(
     fs: str | None,
     image_size: str,
     mkfs_opts: str,
+    encrypt: str,
     mount_opts: str,
     fill_pct: float,
     frame_budget_ms: float,
@@ -214,6 +223,7 @@ def run(
         fs=fs,
         image_size=image_size,
         mkfs_opts=mkfs_opts,
+        encrypt=encrypt,
         mount_opts=mount_opts,
         fill_pct=fill_pct,
         allow_loss=allow_loss,

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from sqlwa import _system
 from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError
+from sqlwa.lab import encryption
 from sqlwa.lab.fill import fill_filesystem
 from sqlwa.lab.options import checked_mkfs_opts, checked_mount_opts, is_device
 
@@ -263,6 +264,7 @@ class LabFilesystem:
         workdir: str | os.PathLike | None = None,
         direct_io: bool = True,
         progress: Callable[[str], None] | None = None,
+        encrypt: str = encryption.NO_ENCRYPTION,
     ) -> None:
         if fs not in FILESYSTEMS:
             raise UsageError(f"unknown filesystem {fs!r}", f"choose one of: {', '.join(FILESYSTEMS)}")
@@ -277,6 +279,8 @@ class LabFilesystem:
         self.workdir = _checked_workdir(workdir)
         self.image_size = parse_size(image_size)
         check_image_size(fs, self.image_size, self.workdir, str(image_size))
+        encryption.check_encryption(encrypt, fs, self.spec.kernel_type)
+        self.encryption = encryption.Encryption(encrypt) if encrypt != encryption.NO_ENCRYPTION else None
         self.direct_io = direct_io
         self._progress = progress or (lambda stage: None)
         self._guard = _system.SignalGuard()
@@ -284,6 +288,7 @@ class LabFilesystem:
         self.lab_dir = os.path.join(self.workdir, self.name)
         self.image = os.path.join(self.lab_dir, self.name + ".img")
         self.mountpoint = os.path.join(self.lab_dir, "mnt")
+        self.data_dir = self.mountpoint  # where the workload runs: the encrypted directory with --encrypt
         self.loop_device: str | None = None
         self.dev_major: int | None = None
         self.dev_minor: int | None = None
@@ -334,6 +339,9 @@ class LabFilesystem:
             os.mkdir(self.mountpoint, 0o700)
             self._mount_loop()
         self.mount_options = _system.mount_at(self.mountpoint).options  # type: ignore[union-attr]
+        if self.encryption is not None:
+            self._progress("encrypt")
+            self.data_dir = self.encryption.setup(self.mountpoint)
         if self.fill_pct:
             self._progress("fill")
             self.fill = fill_filesystem(self.mountpoint, self.fill_pct)
@@ -388,7 +396,8 @@ class LabFilesystem:
         self._progress("mkfs")
         self._assert_loop_is_ours()
         assert self.loop_device is not None  # only image-backed labs run mkfs
-        self.mkfs_cmd = mkfs_argv(self.fs, self.user_mkfs_opts, self.loop_device)
+        feature = encryption.ENCRYPTING_FILESYSTEMS[self.spec.kernel_type] if self.encryption else ()
+        self.mkfs_cmd = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.loop_device)
         self.mkfs_version = _system.tool_version(self.mkfs_cmd[0])
         _system.run_tool(self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts")
 
@@ -416,7 +425,7 @@ class LabFilesystem:
         to record), so a setup interrupted at any point is fully undone."""
         self._guard.tearing_down = True
         errors: list[Exception] = []
-        for step in (self._unmount, self._detach_loops, self._remove_files):
+        for step in (self._remove_key, self._unmount, self._detach_loops, self._remove_files):
             try:
                 step()
             except Exception as exc:  # keep going: later steps still free what they can
@@ -425,6 +434,10 @@ class LabFilesystem:
         self._ownership = None
         self._guard.restore()
         return errors
+
+    def _remove_key(self) -> None:
+        if self.encryption is not None:
+            self.encryption.remove_key()
 
     def _unmount(self) -> None:
         if _system.mount_at(self.mountpoint) is not None:
@@ -456,6 +469,7 @@ class LabFilesystem:
             "mountpoint": self.mountpoint,
             "fill": self.fill,
             "kernel": os.uname().release,
+            "encryption": self.encryption.describe() if self.encryption else None,
         }
 
 

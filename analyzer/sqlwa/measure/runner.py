@@ -26,7 +26,7 @@ from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.errors import TraceLossError, UsageError, writing
-from sqlwa.lab import filesystem, fslayout
+from sqlwa.lab import encryption, filesystem, fslayout
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.measure import engine, environment
 from sqlwa.results import rundir
@@ -46,6 +46,7 @@ class RunRequest:
     mkfs_opts: str = ""
     mount_opts: str = ""
     fill_pct: float = 0
+    encrypt: str = encryption.NO_ENCRYPTION
     allow_loss: bool = False
     buffer_kb: int = tracing.DEFAULT_BUFFER_KB
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
@@ -159,7 +160,7 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
 
 
 def refuse_lab_options_without_lab(request: RunRequest) -> None:
-    """--fill, --mkfs-opts and --mount-opts shape a lab filesystem; without --fs there is
+    """--fill, --mkfs-opts, --mount-opts and --encrypt shape a lab filesystem; without --fs there is
     none, and ignoring them would measure something else than was asked."""
     given = [
         flag
@@ -167,6 +168,7 @@ def refuse_lab_options_without_lab(request: RunRequest) -> None:
             ("--fill", request.fill_pct),
             ("--mkfs-opts", request.mkfs_opts),
             ("--mount-opts", request.mount_opts),
+            ("--encrypt", request.encrypt != encryption.NO_ENCRYPTION),
         )
         if value
     ]
@@ -197,6 +199,7 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
     del config["dir_fs"]  # the lab's filesystem is the fs
     config.update(
         fs=request.fs,
+        encrypt=request.encrypt,
         fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",
         mount_options=fs["mount_options"],
         lab=fs,
@@ -218,7 +221,7 @@ def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.Lab
             mapped = request.settings.count_vfs and dev is not None
             settings = dataclasses.replace(request.settings, map_extents=mapped)
             result = engine.run_workload(
-                scenario, settings, Path(fs.mountpoint), marker_path=Path(cap.marker_path), progress=progress
+                scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
             )
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             _system.syncfs(fs.mountpoint)
@@ -319,6 +322,7 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
         mkfs_opts=request.mkfs_opts,
         mount_opts=request.mount_opts,
         fill_pct=request.fill_pct,
+        encrypt=request.encrypt,
     )
     with output_dir(request.out_dir) as out_dir:
         return measure_in_lab(request, scenario, lab, out_dir, progress)

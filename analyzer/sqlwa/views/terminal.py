@@ -40,7 +40,10 @@ def vfs_rows(summary: dict) -> list[tuple[str, str, str]]:
 
 def fs_text(cfg: dict) -> str:
     """The lab filesystem, or for a run without one the filesystem its directory was on."""
-    return f"{cfg['fs']} ({cfg['dir_fs']} directory)" if cfg.get("dir_fs") else str(cfg["fs"])
+    if cfg.get("dir_fs"):
+        return f"{cfg['fs']} ({cfg['dir_fs']} directory)"
+    encrypt = cfg.get("encrypt", "none")
+    return f"{cfg['fs']}+{encrypt}" if encrypt != "none" else str(cfg["fs"])
 
 
 def summary_title(summary: dict) -> str:
@@ -51,13 +54,17 @@ def summary_title(summary: dict) -> str:
     )
 
 
-def summary_table(summary: dict) -> Table:
+def summary_caption(summary: dict) -> str:
     caption = "per commit: mean over measured commits"
     if "block" in summary["levels"]:
         caption += (
             "; amortized = all block bytes from the first measured commit to the end (writeback included) / commits"
         )
-    table = Table(caption=caption)
+    return caption
+
+
+def summary_table(summary: dict) -> Table:
+    table = Table()
     table.add_column("per commit", style="bold")
     table.add_column("count", justify="right")
     table.add_column("bytes", justify="right")
@@ -130,6 +137,7 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(summary_title(summary), style="italic", highlight=False)  # not the table's
     console.print(summary_table(summary))  # title: that would wrap at the table's width
+    console.print(summary_caption(summary), style="dim", highlight=False)
     levels = ", ".join(LEVEL_NOTES.get(level, level) for level in summary["levels"])
     console.print(f"measured levels: {levels}")
     trace = summary.get("trace")
