@@ -77,7 +77,8 @@ def mount(argv: Sequence[str], what: str, hint: str, fstype: str) -> None:
         try:
             run_tool(argv, what, hint)
         except ToolError as exc:
-            reasons = [m for m in new_messages() if m.startswith(f"{fstype}:") or f"({fstype})" in m]
+            device = os.path.basename(argv[-2]) if len(argv) > 1 else fstype
+            reasons = [m for m in new_messages() if m.lower().startswith(fstype) or f"({device})" in m]
             if not reasons:
                 raise
             raise ToolError(

@@ -88,3 +88,18 @@ def test_a_missing_cipher_or_filesystem_is_one_line() -> None:
     except UnsupportedFilesystem as exc:
         assert "has no adiantum(xchacha12,aes)" in str(exc)
     assert sqlwa_leftovers(os.getpid()) == []
+
+
+def test_the_android_profile_applies_aosps_data_options_and_explicit_ones_win(tmp_path: Path) -> None:
+    """--profile android-ext4 is AOSP Cuttlefish's /data line (nodev,noatime,nosuid; FBE
+    with AES-256-XTS/CTS), as the kernel's mount table and policy show it; an explicit
+    option overrides the profile's and the summary says so."""
+    summary = json.loads(sqlwa_run(tmp_path / "p", "--profile", "android-ext4"))
+    cfg = summary["config"]
+    assert {"nodev", "noatime", "nosuid"} <= set(cfg["mount_options"].split(","))
+    assert cfg["encrypt"] == "fscrypt" and cfg["lab"]["encryption"]["policy"]["contents_mode"] == 1
+    assert "cuttlefish" in cfg["profile"]["source"] and cfg["profile"]["overridden"] == []
+    assert any("errors=panic" in d for d in cfg["profile"]["departures"])
+    mine = json.loads(sqlwa_run(tmp_path / "q", "--profile", "android-ext4", "--encrypt", "none"))["config"]
+    assert mine["encrypt"] == "none" and mine["lab"]["encryption"] is None
+    assert mine["profile"]["overridden"] == ["encrypt"]

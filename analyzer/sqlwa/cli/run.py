@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from sqlwa.analysis import metrics
 from sqlwa.capture import tracing
 from sqlwa.errors import Interrupted
-from sqlwa.lab import encryption, filesystem
+from sqlwa.lab import encryption, filesystem, profiles
 from sqlwa.measure import engine, runner
 from sqlwa.views import terminal
 
@@ -134,6 +134,13 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     help="Fill the lab filesystem to PCT % with files before the workload (--fs).",
 )
 @click.option(
+    "--profile",
+    "profile_name",
+    type=click.Choice(tuple(profiles.PROFILES)),
+    help="A phone's storage set-up as a bundle of lab options (android-ext4: Android's /data on ext4 "
+    "with FBE, from AOSP's fstab); options given explicitly override the profile's.",
+)
+@click.option(
     "--encrypt",
     type=click.Choice(encryption.CHOICES),
     default=encryption.NO_ENCRYPTION,
@@ -183,6 +190,7 @@ def run(
     fs: str | None,
     image_size: str,
     mkfs_opts: str,
+    profile_name: str | None,
     encrypt: str,
     mount_opts: str,
     fill_pct: float,
@@ -214,17 +222,20 @@ def run(
     OUT/trace.txt for re-analysis.
     """
     settings = engine.RunSettings(**settings_given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
+    lab_options: dict[str, Any] = {"fs": fs, "mkfs_opts": mkfs_opts, "mount_opts": mount_opts, "encrypt": encrypt}
+    profile = with_profile(profile_name, lab_options) if profile_name else None
     request = runner.RunRequest(
         scenario=scenario,
         settings=settings,
         out_dir=out_dir or default_out_dir(scenario, settings.journal, settings.sync),
         dir=run_dir,
         keep_db=keep_db,
-        fs=fs,
+        fs=lab_options["fs"],
         image_size=image_size,
-        mkfs_opts=mkfs_opts,
-        encrypt=encrypt,
-        mount_opts=mount_opts,
+        mkfs_opts=lab_options["mkfs_opts"],
+        encrypt=lab_options["encrypt"],
+        profile=profile,
+        mount_opts=lab_options["mount_opts"],
         fill_pct=fill_pct,
         allow_loss=allow_loss,
         buffer_kb=buffer_kb,
@@ -245,6 +256,21 @@ def run(
     click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
     if outcome.kept_database is not None:
         click.echo(f"kept the database in {outcome.kept_database}")
+
+
+def with_profile(name: str, options: dict[str, Any]) -> dict:
+    """Fill ``options`` from the profile where the command line left them at their
+    defaults; returns what the summary records of the profile."""
+    chosen = profiles.profile(name)
+    context = click.get_current_context()
+    overridden = []
+    for key in options:
+        source = context.get_parameter_source(key)
+        if source in (None, click.core.ParameterSource.DEFAULT):
+            options[key] = getattr(chosen, key)
+        elif options[key] != getattr(chosen, key):
+            overridden.append(key)
+    return profiles.describe(chosen, overridden)
 
 
 @click.command()

@@ -47,6 +47,7 @@ class RunRequest:
     mount_opts: str = ""
     fill_pct: float = 0
     encrypt: str = encryption.NO_ENCRYPTION
+    profile: dict | None = None  # the --profile the lab options came from, if any
     allow_loss: bool = False
     buffer_kb: int = tracing.DEFAULT_BUFFER_KB
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
@@ -200,6 +201,7 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
     config.update(
         fs=request.fs,
         encrypt=request.encrypt,
+        profile=request.profile,
         fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",
         mount_options=fs["mount_options"],
         lab=fs,
