@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 
@@ -45,20 +47,41 @@ def cleanup(workdirs: tuple[str, ...]) -> None:
 
 
 @lab.command()
-def check() -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print a JSON list instead, one {"what", "ok", "reason", "hint"} per line of the table.',
+)
+def check(as_json: bool) -> None:
     """Which filesystems this machine can provide, and whether the capture can run."""
+    lines = availability()
+    if as_json:
+        keys = ("what", "ok", "reason", "hint")
+        click.echo(json.dumps([dict(zip(keys, line)) for line in lines], indent=2))
+        return
+    for line in lines:
+        _line(*line)
+
+
+def availability() -> list[tuple[str, bool, str, str | None]]:
+    """(what, ok, reason, fix) for root, tracefs, the syscall tracepoints and each --fs."""
     from sqlwa._system import is_root
     from sqlwa.capture.tracing import tracefs_available
     from sqlwa.lab.filesystem import FILESYSTEMS, filesystem_support
 
-    _line("root", is_root(), "yes" if is_root() else "no: --fs and the capture need root (use sudo, or --dir)")
+    root = is_root()
+    lines: list[tuple[str, bool, str, str | None]] = [
+        ("root", root, "yes" if root else "no: --fs and the capture need root (use sudo, or --dir)", None)
+    ]
     tracefs = tracefs_available()
-    _line("tracefs", tracefs.available, tracefs.reason, tracefs.hint)
+    lines.append(("tracefs", tracefs.available, tracefs.reason, tracefs.hint))
     if tracefs.available:
-        _line("syscall tracepoints", tracefs.syscalls, tracefs.syscall_reason)
+        lines.append(("syscall tracepoints", tracefs.syscalls, tracefs.syscall_reason, None))
     for fs in FILESYSTEMS:
         support = filesystem_support(fs)
-        _line(f"--fs {fs}", support.available, support.reason, support.hint)
+        lines.append((f"--fs {fs}", support.available, support.reason, support.hint))
+    return lines
 
 
 def _line(what: str, ok: bool, reason: str, hint: str | None = None) -> None:

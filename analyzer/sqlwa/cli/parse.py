@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -32,7 +33,15 @@ from sqlwa.views.terminal import wide_console
     help="Write the event table to this Parquet file.",
 )
 @click.option("--lenient", is_flag=True, help="Skip and count unparsable records instead of failing.")
-def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the parse report as JSON instead of the tables: the files and their formats, event, "
+    "lost and bad-record counts, events per action/operation/kind, and block bytes per action and "
+    "operation (bytes_per_action, bytes_per_operation).",
+)
+def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool, as_json: bool) -> None:
     """Read block traces captured anywhere (phones, servers) into one event table.
 
     TRACE is a blktrace capture (the per-CPU files NAME.blktrace.N, or just NAME),
@@ -61,7 +70,26 @@ def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool
         with status.status(f"writing {report['events']:,} events to {output}"):
             with writing(output, "the event table"):
                 rundir.write_parquet(events, output)
+    if as_json:
+        click.echo(json.dumps(json_report(events, report, output), indent=2))
+        return
     print_summary(events, report, output)
+
+
+def json_report(events: pl.DataFrame, report: dict, output: Path | None) -> dict:
+    block = events.lazy().filter(pl.col("kind") == "block")
+    return {
+        **report,
+        "files": [{"path": str(path), "format": fmt} for path, fmt in report["files"]],
+        "output": str(output) if output else None,
+        "bytes_per_action": block_bytes(block, "action"),
+        "bytes_per_operation": block_bytes(block, "operation"),
+    }
+
+
+def block_bytes(block: pl.LazyFrame, column: str) -> dict[str, int]:
+    sums = block.group_by(column).agg(pl.col("bytes").sum()).collect()
+    return {str(k): int(v) for k, v in zip(sums[column].cast(pl.String).to_list(), sums["bytes"].to_list())}
 
 
 def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> None:
