@@ -1,0 +1,37 @@
+"""Paths as users have them: names that are not UTF-8 (a file system takes any bytes but
+/ and NUL), found by the command-line fuzz (tests/e2e/test_cli_fuzz.py). Python holds
+such a name with surrogates, which Polars cannot take: sqlwa writes and reads its tables
+through files it opens itself, and refuses to build a results table from such a path
+with one line instead of a traceback."""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+
+import sqlwa
+from helpers import REPO
+from helpers import sqlwa as sqlwa_cli
+
+KEKS = REPO / "traces" / "samples" / "blktrace-keks" / "keks"
+NOT_UTF8 = os.fsdecode(b"\x94")  # a Latin-1 name seen through UTF-8 eyes
+
+
+def test_tables_are_written_and_read_under_a_name_that_is_not_utf8(tmp_path):
+    events = tmp_path / f"ev{NOT_UTF8}.parquet"
+    sqlwa_cli("parse", str(KEKS), "-o", str(events), errors="surrogateescape")
+    with open(events, "rb") as f:
+        assert pl.read_parquet(f).height == 2398
+    out = tmp_path / f"run{NOT_UTF8}"
+    sqlwa_cli("run", "-n", "2", "--warmup", "0", "-o", str(out), errors="surrogateescape")
+    assert sqlwa.load(out).commits.height == 2
+
+
+def test_results_under_a_name_that_is_not_utf8_are_refused_in_one_line(tmp_path):
+    out = tmp_path / f"run{NOT_UTF8}"
+    sqlwa_cli("run", "-n", "2", "--warmup", "0", "-o", str(out), errors="surrogateescape")
+    for args in (["report", str(out), "-o", str(tmp_path / "r.html")], ["compare", str(out), str(out)]):
+        proc = sqlwa_cli(*args, check=False, errors="surrogateescape")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.splitlines()[0].endswith("sqlwa reads results only where their path is UTF-8 text")
