@@ -7,6 +7,8 @@ with one line instead of a traceback."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import polars as pl
 
@@ -35,3 +37,15 @@ def test_results_under_a_name_that_is_not_utf8_are_refused_in_one_line(tmp_path)
         proc = sqlwa_cli(*args, check=False, errors="surrogateescape")
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.splitlines()[0].endswith("sqlwa reads results only where their path is UTF-8 text")
+
+
+def test_a_name_that_is_not_utf8_is_echoed_as_its_bytes_under_a_utf8_locale(tmp_path):
+    # Under a UTF-8 locale (not C.UTF-8) Python's stdout is strict: echoing the name was a
+    # UnicodeEncodeError traceback after the work was done.
+    strict = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    for args, echoed in (
+        (["parse", str(KEKS), "-o", str(tmp_path / f"ev{NOT_UTF8}.parquet")], b"ev\x94.parquet"),
+        (["run", "-n", "2", "--warmup", "0", "-o", str(tmp_path / f"run{NOT_UTF8}")], b"run\x94/summary.json"),
+    ):
+        proc = subprocess.run([sys.executable, "-m", "sqlwa", *args], capture_output=True, env=strict, timeout=120)
+        assert proc.returncode == 0 and echoed in proc.stdout, proc.stderr.decode()

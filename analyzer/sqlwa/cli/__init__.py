@@ -4,6 +4,7 @@ and exit code 2."""
 
 from __future__ import annotations
 
+import io
 import sys
 
 import click
@@ -29,6 +30,7 @@ for _command in COMMANDS:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the click group, turning SqlwaError into a clean message."""
+    bytes_as_given()
     try:
         _group.main(args=argv, prog_name="sqlwa", standalone_mode=False)
     except click.exceptions.Abort:
@@ -47,3 +49,11 @@ def main(argv: list[str] | None = None) -> None:
         if hint:
             click.echo(f"  fix: {hint}", err=True)
         sys.exit(2)
+
+
+def bytes_as_given() -> None:
+    """A path may be any bytes; Python holds those it cannot decode as surrogates, which
+    stdout refuses under a UTF-8 locale (a traceback when sqlwa echoes the path): it
+    writes them back as the bytes they were, as it does under the C locale."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="surrogateescape")
