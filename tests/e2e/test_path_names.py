@@ -11,9 +11,10 @@ import subprocess
 import sys
 
 import polars as pl
+import pytest
 
 import sqlwa
-from helpers import REPO
+from helpers import REPO, sqlwa_as_nobody
 from helpers import sqlwa as sqlwa_cli
 
 KEKS = REPO / "traces" / "samples" / "blktrace-keks" / "keks"
@@ -49,3 +50,32 @@ def test_a_name_that_is_not_utf8_is_echoed_as_its_bytes_under_a_utf8_locale(tmp_
     ):
         proc = subprocess.run([sys.executable, "-m", "sqlwa", *args], capture_output=True, env=strict, timeout=120)
         assert proc.returncode == 0 and echoed in proc.stdout, proc.stderr.decode()
+
+
+LONG = "a" * 300  # longer than a name may be (NAME_MAX 255)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", LONG],
+        ["compare", LONG, LONG],
+        ["run", "-n", "1", "-s", f"{LONG}.toml"],
+        ["run", "-n", "1", "--dir", LONG],
+    ],
+    ids=["report", "compare", "run-scenario", "run-dir"],
+)
+def test_a_name_the_system_refuses_is_one_line(tmp_path, args):
+    # Path.is_file() and friends raise for ENAMETOOLONG and EACCES: a traceback (the fuzz).
+    proc = sqlwa_cli(*args, check=False, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[0].endswith(": File name too long"), proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.root
+def test_a_path_this_user_may_not_look_into_is_one_line(tmp_path):
+    hidden = tmp_path / "x"  # pytest's tmp_path is root's alone
+    with sqlwa_as_nobody("report", str(hidden), prefix="sqlwa-test-private-") as (proc, _):
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.splitlines()[0] == f"sqlwa: error: {hidden}: Permission denied"

@@ -11,7 +11,7 @@ import click
 
 from sqlwa.cli import check, compare, lab, matrix, parse, report, run
 from sqlwa.cli._app import main as _group
-from sqlwa.errors import Interrupted, SqlwaError, hint_of
+from sqlwa.errors import Interrupted, SqlwaError, UsageError, hint_of
 
 COMMANDS = (
     run.run,
@@ -43,12 +43,21 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"sqlwa: {exc.args[0] if exc.args else 'interrupted'}", err=True)
         sys.exit(130)
     except SqlwaError as exc:
-        message = exc.args[0] if exc.args else type(exc).__name__
-        click.secho(f"sqlwa: error: {message}", fg="red", err=True)
-        hint = hint_of(exc)
-        if hint:
-            click.echo(f"  fix: {hint}", err=True)
-        sys.exit(2)
+        fail(exc)
+    except OSError as exc:
+        # A path the system will not look at (a name too long, a directory this user may
+        # not enter) fails wherever sqlwa first touches it: one line, not a traceback.
+        fail(UsageError(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc), "check the path"))
+
+
+def fail(exc: SqlwaError) -> None:
+    """The error in one red line, its fix on the next; exit 2."""
+    message = exc.args[0] if exc.args else type(exc).__name__
+    click.secho(f"sqlwa: error: {message}", fg="red", err=True)
+    hint = hint_of(exc)
+    if hint:
+        click.echo(f"  fix: {hint}", err=True)
+    sys.exit(2)
 
 
 def bytes_as_given() -> None:
