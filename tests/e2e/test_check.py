@@ -149,6 +149,13 @@ def test_policy_mistakes_exit_2_with_one_line(tmp_path, vfs_run, text, message):
     assert message in proc.stderr and "fix:" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_an_endless_policy_is_refused_not_read_forever(vfs_run):
+    # /dev/zero never ends: read whole, it grew until memory ran out, deaf to Ctrl-C (found
+    # by the CLI fuzz). A subprocess, so that reading it forever fails the test by its timeout.
+    proc = sqlwa("check", "--policy", "/dev/zero", str(vfs_run), check=False, timeout=60)
+    assert proc.returncode == 2 and "policy /dev/zero is larger than 1 MiB: not a policy" in proc.stderr
+
+
 def test_missing_results_exit_2(tmp_path):
     proc = sqlwa("check", "--policy", str(EXAMPLE_POLICY), str(tmp_path), check=False)  # the real command once
     assert proc.returncode == 2 and "neither results.sqlite nor summary.json" in proc.stderr

@@ -193,6 +193,23 @@ def test_rules_on_synthetic_trace():
     assert wal.filter(pl.col("time_ns") == 17)["category"].cast(pl.String).item() == "checkpoint"
 
 
+def test_a_sector_past_the_signed_range_lies_in_no_range():
+    # The kernel gives (sector_t)-1 to requests without a position; as a write's sector it
+    # failed the Int64 cast the ranges are compared in, and so the whole attribution.
+    events = synthetic_events(
+        [
+            marker(10, "sqlwa txn_begin i=0 warmup=0 t=10"),
+            {"time_ns": 12, "sector": 2**64 - 1},
+            {"time_ns": 13, "sector": 1000},
+            marker(15, "sqlwa extents i=0 kind=journal at=sync ranges=1000+16 t=15"),
+            marker(22, "sqlwa txn_end i=0 t=22"),
+        ]
+    )
+    layout = {"fs_journal": [[5000, 100]], "fs_metadata": [[0, 64]], "chunks": []}
+    got = attribution.attribute(events, windows.commit_windows(events), (7, 0), 100, "delete", "ext4", layout)
+    assert got.select("time_ns", pl.col("category").cast(pl.String)).rows() == [(12, "unattributed"), (13, "journal")]
+
+
 def test_btrfs_extents_are_translated_through_the_chunk_map():
     ranges = pl.DataFrame(
         {"mark_ns": [1, 2], "file": ["db", "wal"], "start": [26624 + 8, 90000], "end": [26624 + 16, 90008]}

@@ -12,6 +12,7 @@ use crate::report::ParseReport;
 use crate::rwbs::{category, decode_category, rwbs_from_category};
 use crate::table::{
     flags, zeroed_column, Action, Dictionary, EventTable, Operation, RecordKind, SparseFields,
+    MAX_TIME_NS,
 };
 
 pub const MAGIC: u32 = 0x6561_7400;
@@ -178,8 +179,8 @@ impl Stream<'_> {
     }
 
     /// The header at the cursor if it starts a whole block record (not notify) of the
-    /// supported version in a byte order already known, with its payload length; `None`
-    /// for anything else, which [`Stream::next`] reads and checks.
+    /// supported version in a byte order already known, with a time in range, and its
+    /// payload length; `None` for anything else, which [`Stream::next`] reads and checks.
     #[inline(always)]
     fn block_header(&self) -> Option<(Header<'_>, usize)> {
         let h = Header {
@@ -188,7 +189,8 @@ impl Stream<'_> {
         };
         let pdu_len = h.u16(46) as usize;
         let whole = h.u32(0) == MAGIC | SUPPORTED_VERSION && self.left() >= HEADER_LEN + pdu_len;
-        (whole && (h.u32(28) >> 16) & category::NOTIFY == 0).then_some((h, pdu_len))
+        let usual = (h.u32(28) >> 16) & category::NOTIFY == 0 && h.u64(8) <= MAX_TIME_NS;
+        (whole && usual).then_some((h, pdu_len))
     }
 
     /// The first pass's reader: for a whole block record, reads only the fields that decide
@@ -257,6 +259,7 @@ impl Stream<'_> {
         let h = Header { bytes, big };
         check_magic(h.u32(0)).map_err(|m| self.error(start, m))?;
         h.read_fields(rec);
+        check_time(rec.time).map_err(|m| self.error(start, m))?;
         let pdu_len = h.u16(46) as usize;
         if self.left() < HEADER_LEN + pdu_len {
             return Err(self.error(
@@ -352,6 +355,17 @@ fn check_magic(magic: u32) -> Result<(), String> {
             .to_string()),
         v => Err(format!("unknown blktrace format version {v} (this parser reads version 7)")),
     }
+}
+
+/// The kernel stamps records with its clock in ns since boot; one past [`MAX_TIME_NS`]
+/// (292 years) is a corrupt record, not a time.
+fn check_time(time: u64) -> Result<(), String> {
+    if time > MAX_TIME_NS {
+        return Err(format!(
+            "time {time} ns is 2^63 ns (292 years) or more: a corrupt record"
+        ));
+    }
+    Ok(())
 }
 
 /// Interprets the payload that follows the header: cgroup prefix, remap, split/unplug values.

@@ -215,6 +215,12 @@ pub mod flags {
     ];
 }
 
+/// The latest time a row may carry, in ns. Readers of the table compute with times as
+/// signed 64-bit integers (Arrow durations, Polars differences), and 2^63 ns is 292 years
+/// after the clock's start, which no trace clock reaches: a later time is a corrupt
+/// record, refused where it is read rather than failing a cast downstream.
+pub const MAX_TIME_NS: u64 = i64::MAX as u64;
+
 /// One row of the table, used by the readers to build rows before pushing them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {

@@ -6,6 +6,7 @@ use std::path::Path;
 use crate::error::{Location, ParseError};
 use crate::input::map_file;
 use crate::report::ParseReport;
+use crate::table::MAX_TIME_NS;
 
 const CHUNK: usize = 8 << 20;
 
@@ -289,7 +290,8 @@ pub fn parse_dev(s: &[u8]) -> Option<(u32, u32)> {
 }
 
 /// `seconds.fraction` (any number of fraction digits up to 9) → nanoseconds; a plain
-/// integer is taken as nanoseconds already (ftrace counter clocks).
+/// integer is taken as nanoseconds already (ftrace counter clocks). `None` also for a time
+/// past [`MAX_TIME_NS`].
 pub fn parse_time_ns(s: &[u8]) -> Option<u64> {
     match memchr::memchr(b'.', s) {
         None => parse_u64(s),
@@ -306,6 +308,7 @@ pub fn parse_time_ns(s: &[u8]) -> Option<u64> {
             secs.checked_mul(1_000_000_000)?.checked_add(ns)
         }
     }
+    .filter(|&ns| ns <= MAX_TIME_NS)
 }
 
 /// What the text after `maj,min action rwbs` (blkparse) or after `maj,min rwbs` (ftrace)

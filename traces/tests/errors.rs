@@ -137,3 +137,52 @@ fn missing_file_and_unknown_format() {
     assert!(err.contains("/nonexistent/trace"), "{err}");
     assert!("nope".parse::<Format>().is_err());
 }
+
+/// A time of 2^63 ns or more (292 years) is no clock's: the record is refused where it is
+/// read, in either byte order and on the fast paths, instead of becoming a row that every
+/// signed-time computation downstream fails on. Lenient mode skips it and counts it.
+#[test]
+fn time_with_the_top_bit_set_is_a_bad_record() {
+    let dir = Scratch::new("top-bit-time");
+    for big_endian in [false, true] {
+        let mut bytes = Vec::new();
+        for (sequence, time) in [(1, 5), (2, 1 << 63), (3, 7)] {
+            let r = RawRecord {
+                sequence,
+                time,
+                bytes: 4096,
+                action: act(7, 2 | 1 << 6),
+                device: dev(8, 0),
+                ..Default::default()
+            };
+            writer::write_record(&mut bytes, &r, big_endian, 7);
+        }
+        let err = parse_bytes(&dir, "t.blktrace.0", &bytes, Format::Auto, false).unwrap_err();
+        assert!(
+            err.contains("t.blktrace.0 at byte offset 48: time 9223372036854775808 ns"),
+            "{err}"
+        );
+        let report = parse_bytes(&dir, "t.blktrace.0", &bytes, Format::Auto, true).unwrap();
+        assert_eq!((report.events, report.bad_records), (1, 1), "{report:?}");
+    }
+}
+
+/// Text timestamps past 2^63 ns (ten digits of seconds reach it; a counter clock's plain
+/// integer too) are bad lines, in blkparse and ftrace text alike.
+#[test]
+fn text_times_past_the_signed_range_are_bad_lines() {
+    let dir = Scratch::new("top-bit-text");
+    let blkparse = b"  8,0    1        1  9223372036.854775808   100  D   W 8 + 8 [dd]\n";
+    let err = parse_bytes(&dir, "b.txt", blkparse, Format::Blkparse, false).unwrap_err();
+    assert!(err.contains("b.txt line 1"), "{err}");
+    let at_the_limit = b"  8,0    1        1  9223372036.854775807   100  D   W 8 + 8 [dd]\n";
+    assert!(parse_bytes(&dir, "b.txt", at_the_limit, Format::Blkparse, false).is_ok());
+    for stamp in ["9999999999.999999", "9223372036854775808"] {
+        let line = format!("dd-1 [000] {stamp}: block_rq_issue: 8,0 W 4096 () 8 + 8 [dd]\n");
+        let err = parse_bytes(&dir, "f.txt", line.as_bytes(), Format::Ftrace, false).unwrap_err();
+        assert!(
+            err.contains("f.txt line 1: not an ftrace line (bad timestamp)"),
+            "{stamp}: {err}"
+        );
+    }
+}

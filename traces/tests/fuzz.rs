@@ -2,6 +2,7 @@
 //! fields go through all three readers, strict and lenient. Bounded by the case counts.
 mod common;
 
+use blktrace_parse::table::MAX_TIME_NS;
 use blktrace_parse::writer::{self, RawRecord};
 use blktrace_parse::{parse_paths, Format};
 use common::{proptest_cases, sample, Scratch};
@@ -19,6 +20,13 @@ fn parse_all_ways(dir: &Scratch, bytes: &[u8]) {
         for lenient in [false, true] {
             // Errors are fine; panics are not. Lenient mode only fails on I/O errors.
             let result = parse_paths(std::slice::from_ref(&path), format, lenient);
+            if let Ok((table, _)) = &result {
+                // Readers compute with times as signed 64-bit integers.
+                assert!(
+                    table.time_ns.iter().all(|&t| t <= MAX_TIME_NS),
+                    "{format:?}"
+                );
+            }
             if lenient && format != Format::Auto {
                 assert!(
                     result.is_ok(),

@@ -109,7 +109,7 @@ def file_of_writes(writes: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     recorded right after the sync that wrote them)."""
     if ranges.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "file": pl.String})
-    hits = writes.select("row", "time_ns", pl.col("sector").cast(pl.Int64)).join_where(
+    hits = writes.select("row", "time_ns", signed_sector()).join_where(
         ownership_spans(ranges), pl.col("sector") >= pl.col("start"), pl.col("sector") < pl.col("end")
     )
     t = pl.col("time_ns").cast(pl.Int64)
@@ -133,9 +133,16 @@ def file_of_writes(writes: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
 # ------------------------------------------------------------------ context of a write
 
 
+def signed_sector() -> pl.Expr:
+    """``sector`` as an Int64 like the ranges', null where it does not fit: the kernel gives
+    (sector_t)-1 to a request without a position, and such a sector lies in no range
+    (a strict cast raised instead)."""
+    return pl.col("sector").cast(pl.Int64, strict=False)
+
+
 def in_regions(ranges: list) -> pl.Expr:
     """The write's first sector lies in one of ``[start, sectors]`` ranges."""
-    sector = pl.col("sector").cast(pl.Int64)
+    sector = signed_sector()
     tests = [(sector >= start) & (sector < start + count) for start, count in ranges]
     return pl.any_horizontal(tests) if tests else pl.lit(False)
 

@@ -155,17 +155,11 @@ def parse_rule(raw: dict, number: int) -> Rule:
     )
 
 
+MAX_POLICY_BYTES = 1 << 20  # a policy is a page of rules; /dev/zero as one would never end
+
+
 def load_policy(path: Path) -> Policy:
-    try:
-        raw = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise UsageError(
-            f"cannot read policy {path}: {exc.strerror}", "pass an existing TOML file to --policy"
-        ) from None
-    except UnicodeDecodeError:
-        raise UsageError(f"policy {path} is not a text file", "pass a TOML file to --policy") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"policy {path} is not valid TOML: {exc}", "see examples/policy.toml") from None
+    raw = read_policy(path)
     unknown = sorted(set(raw) - {"options", "rule"})
     if unknown:
         raise UsageError(f"policy {path}: unknown table {unknown[0]!r}", "a policy has [options] and [[rule]] tables")
@@ -177,6 +171,24 @@ def load_policy(path: Path) -> Policy:
     if not rules:
         raise UsageError(f"policy {path} has no [[rule]]", "see examples/policy.toml")
     return Policy(rules, bool(options.get("allow_lossy_trace", False)), bool(options.get("allow_unmeasured", False)))
+
+
+def read_policy(path: Path) -> dict:
+    """The policy file's TOML, read up to :data:`MAX_POLICY_BYTES`."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_POLICY_BYTES + 1)
+        if len(data) > MAX_POLICY_BYTES:
+            raise UsageError(f"policy {path} is larger than 1 MiB: not a policy", "pass a TOML file to --policy")
+        return tomllib.loads(data.decode())
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read policy {path}: {exc.strerror}", "pass an existing TOML file to --policy"
+        ) from None
+    except UnicodeDecodeError:
+        raise UsageError(f"policy {path} is not a text file", "pass a TOML file to --policy") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"policy {path} is not valid TOML: {exc}", "see examples/policy.toml") from None
 
 
 # --------------------------------------------------------------------------- checking

@@ -58,11 +58,34 @@ RUN_FILES = (SUMMARY_FILE, SUMMARY_PART, COMMITS_FILE, TRACE_FILE, EVENTS_FILE, 
 _OS_ERROR_RE = re.compile(r"\(os error (\d+)\)")
 
 
-def write_parquet(table: pl.DataFrame, path: Path) -> None:
-    """``table.write_parquet(path)``, with a failed write raised as the OSError it is (a
-    full disk: ENOSPC), so :func:`sqlwa.errors.writing` can say so in one line."""
+def polars_can_name(path: Path) -> bool:
+    """Whether Polars can open ``path`` by name: it takes UTF-8 paths only, while a user's
+    directory may be named with any bytes (Python holds those as surrogates)."""
     try:
-        table.write_parquet(path)
+        os.fspath(path).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def read_parquet(path: Path) -> pl.DataFrame:
+    """``pl.read_parquet(path)``, through a file Python opens where Polars cannot name it."""
+    if polars_can_name(path):
+        return pl.read_parquet(path)
+    with open(path, "rb") as f:
+        return pl.read_parquet(f)
+
+
+def write_parquet(table: pl.DataFrame, path: Path) -> None:
+    """``table.write_parquet(path)`` (through a file Python opens where Polars cannot name
+    it), with a failed write raised as the OSError it is (a full disk: ENOSPC), so
+    :func:`sqlwa.errors.writing` can say so in one line."""
+    try:
+        if polars_can_name(path):
+            table.write_parquet(path)
+        else:
+            with open(path, "wb") as f:
+                table.write_parquet(f)
     except pl.exceptions.PolarsError as exc:
         found = _OS_ERROR_RE.search(str(exc))
         if found is None:
@@ -236,7 +259,7 @@ def commits(run_dir: Path) -> pl.DataFrame:
     """The per-commit table (commits.parquet), checked."""
     path = Path(run_dir) / COMMITS_FILE
     with reading(path):
-        return check_commits(pl.read_parquet(path))
+        return check_commits(read_parquet(path))
 
 
 def has_trace(run_dir: Path) -> bool:
@@ -249,7 +272,7 @@ def events(run_dir: Path) -> pl.DataFrame:
     run_dir = Path(run_dir)
     if (run_dir / EVENTS_FILE).is_file():
         with reading(run_dir / EVENTS_FILE):
-            return pl.read_parquet(run_dir / EVENTS_FILE)
+            return read_parquet(run_dir / EVENTS_FILE)
     with reading(run_dir / TRACE_FILE):
         parsed, _ = traceparse.parse(run_dir / TRACE_FILE, format="ftrace", lenient=True)
     return parsed
@@ -295,7 +318,7 @@ def attributed_writes(run_dir: Path) -> pl.DataFrame | None:
     run_dir = Path(run_dir)
     if (run_dir / WRITES_FILE).is_file():
         with reading(run_dir / WRITES_FILE):
-            return pl.read_parquet(run_dir / WRITES_FILE)
+            return read_parquet(run_dir / WRITES_FILE)
     if not has_trace(run_dir) or not (run_dir / LAYOUT_FILE).is_file():
         return None
     with reading(run_dir / LAYOUT_FILE):

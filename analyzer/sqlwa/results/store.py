@@ -495,6 +495,12 @@ def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> d
 def load_results(path: Path) -> pl.DataFrame:
     """The runs of a matrix directory (its results.sqlite) or of one run directory."""
     path = Path(path)
+    if not rundir.polars_can_name(path.resolve()):
+        # The runs frame keeps each run's directory as text, which Polars holds as UTF-8.
+        raise UsageError(
+            f"{path}: sqlwa reads results only where their path is UTF-8 text",
+            "rename the directory (or link to it) with a UTF-8 name",
+        )
     if path.is_file() and path.suffix == ".sqlite":
         path = path.parent
     if (path / STORE_FILE).exists():

@@ -4,7 +4,7 @@
 //! `CPU:n [LOST m EVENTS]`.
 use super::prefix::{line_prefix, LinePrefix, PrefixMemo};
 use super::scan::digits;
-use crate::table::{Event, RecordKind};
+use crate::table::{Event, RecordKind, MAX_TIME_NS};
 use crate::text::{is_blank, parse_time_ns, parse_u32, parse_u64, Cursor};
 
 /// The fields every ftrace line starts with.
@@ -59,7 +59,8 @@ pub(super) fn fast_header<'a>(line: &'a [u8], memo: &mut PrefixMemo) -> Option<H
 }
 
 /// `secs.frac: ` at `at` (up to 10 and 9 digits) → nanoseconds and the rest of the line
-/// after the colon; `None` for any other shape.
+/// after the colon; `None` for any other shape, and for a time past [`MAX_TIME_NS`] (ten
+/// digits of seconds can reach it), which `parse_header` then refuses.
 #[inline(always)]
 fn fast_timestamp(line: &[u8], at: usize) -> Option<(u64, &[u8])> {
     const SCALE: [u64; 10] = [
@@ -88,7 +89,8 @@ fn fast_timestamp(line: &[u8], at: usize) -> Option<(u64, &[u8])> {
     {
         return None;
     }
-    Some((secs * 1_000_000_000 + frac * SCALE[n], &line[p + 1..]))
+    let time_ns = secs * 1_000_000_000 + frac * SCALE[n];
+    (time_ns <= MAX_TIME_NS).then_some((time_ns, &line[p + 1..]))
 }
 
 /// For a line that carries no event (blank, a comment, `CPU:n [LOST m EVENTS]`): the
