@@ -138,17 +138,29 @@ pub fn reject_line(
     lenient: bool,
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
-    let cut = &line[..line.len().min(80)];
     let err = ParseError::bad(
         path,
         Location::Line(line_no),
-        format!("not {what} ({reason}): {}", String::from_utf8_lossy(cut)),
+        format!("not {what} ({reason}): {}", shown_line(line)),
     );
     if lenient {
         report.note_bad(err.to_string());
         Ok(())
     } else {
         Err(err)
+    }
+}
+
+/// Lines longer than this are shown cut in messages, saying how much was left out (a
+/// binary file read as text can have megabyte "lines").
+const SHOWN_LINE: usize = 1024;
+
+/// `line` as a message shows it: whole, unless it is longer than any trace line.
+fn shown_line(line: &[u8]) -> String {
+    let shown = String::from_utf8_lossy(&line[..line.len().min(SHOWN_LINE)]);
+    match line.len().saturating_sub(SHOWN_LINE) {
+        0 => shown.into_owned(),
+        more => format!("{shown} … ({more} more bytes)"),
     }
 }
 
