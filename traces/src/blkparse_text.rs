@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::error::ParseError;
 use crate::report::ParseReport;
-use crate::rwbs::parse_rwbs;
+use crate::rwbs::{parse_rwbs, sized_operation};
 use crate::table::{Action, Event, EventTable, RecordKind, RowWriter};
 use crate::text::{
     for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64,
@@ -123,11 +123,11 @@ pub fn push_block_event(
     let body = parse_body(body_text)?;
     e.kind = RecordKind::Block;
     e.action = action;
-    e.operation = operation;
     e.flags = flags;
     e.sector = body.sector.unwrap_or(0);
     e.sectors = body.sectors.unwrap_or(0);
     e.bytes = body.bytes.unwrap_or(e.sectors as u64 * 512);
+    e.operation = sized_operation(operation, flags, e.bytes);
     let mut comm = fallback_comm;
     if let Some(b) = body.bracket {
         if matches!(action, Action::Complete | Action::Requeue) {
@@ -164,6 +164,35 @@ mod tests {
             }
         }
         t
+    }
+
+    /// Lines of an eMMC trace of a kernel before 2.6.37, which prints a barrier as `B`
+    /// (`blk_fill_rwbs`: the operation, then A B S M): jbd2's commit block, a barrier
+    /// write, and the empty barrier that is the cache flush alone, in both forms blkparse
+    /// versions print a request without sectors.
+    #[test]
+    fn barriers_of_old_kernels() {
+        let t = parse_lines(
+            "179,0    0      101     1.000000000   120  Q WBS 4717976 + 8 [jbd2/mmcblk0p2-]\n\
+             179,0    0      102     1.000000100   120  D WBS 4717976 + 8 [jbd2/mmcblk0p2-]\n\
+             179,0    0      103     1.000000200   120  Q WBS 0 + 0 [jbd2/mmcblk0p2-]\n\
+             179,0    0      104     1.000000300   120  D  WB [jbd2/mmcblk0p2-]\n\
+             179,0    0      105     1.000000400     0  C WBS 0 [0]\n",
+        );
+        let p = flags::PREFLUSH;
+        let rows: Vec<_> = (0..t.len())
+            .map(|i| (t.rwbs_at(i), t.operation_at(i), t.flags[i], t.bytes[i]))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("WBS", Operation::Write, p | flags::SYNC, 4096),
+                ("WBS", Operation::Write, p | flags::SYNC, 4096),
+                ("WBS", Operation::Flush, p | flags::SYNC, 0),
+                ("WB", Operation::Flush, p, 0),
+                ("WBS", Operation::Flush, p | flags::SYNC, 0),
+            ]
+        );
     }
 
     #[test]

@@ -205,13 +205,16 @@ pub mod flags {
     pub const READAHEAD: u16 = 1 << 4;
     /// SCSI passthrough (blktrace BLK_TC_PC): sector fields are meaningless.
     pub const PC: u16 = 1 << 5;
-    pub const NAMES: [(u16, &str); 6] = [
+    /// REQ_ATOMIC (RWBS `U`): written whole or not at all.
+    pub const ATOMIC: u16 = 1 << 6;
+    pub const NAMES: [(u16, &str); 7] = [
         (PREFLUSH, "preflush"),
         (FUA, "fua"),
         (SYNC, "sync"),
         (META, "meta"),
         (READAHEAD, "readahead"),
         (PC, "pc"),
+        (ATOMIC, "atomic"),
     ];
 }
 

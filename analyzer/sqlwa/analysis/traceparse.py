@@ -29,7 +29,7 @@ COLUMNS = {
     "action": "blkparse action letter: Q G I D C M F A X B S R P U UT T N, '?' for other block tracepoints, '' for non-block rows",
     "operation": "read, write, discard, secure_erase, write_zeroes, flush or none",
     "rwbs": "the RWBS string as the trace printed it",
-    "flags": "bit set: 1 preflush, 2 fua, 4 sync, 8 meta, 16 readahead, 32 pc",
+    "flags": "bit set: 1 preflush (or barrier B), 2 fua, 4 sync, 8 meta, 16 readahead, 32 pc, 64 atomic",
     "preflush": "the request asked for a cache flush before it",
     "fua": "force unit access",
     "sync": "synchronous request",
