@@ -9,7 +9,7 @@ use crate::rwbs::{parse_rwbs, sized_operation};
 use crate::table::{Action, Event, EventTable, RecordKind, RowWriter};
 use crate::text::{
     for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64,
-    reject_line, Cursor,
+    reject_line, request_bytes, Cursor,
 };
 
 pub fn read(
@@ -126,7 +126,7 @@ pub fn push_block_event(
     e.flags = flags;
     e.sector = body.sector.unwrap_or(0);
     e.sectors = body.sectors.unwrap_or(0);
-    e.bytes = body.bytes.unwrap_or(e.sectors as u64 * 512);
+    e.bytes = request_bytes(body.bytes, e.sectors);
     e.operation = sized_operation(operation, flags, e.bytes);
     let mut comm = fallback_comm;
     if let Some(b) = body.bracket {

@@ -336,6 +336,18 @@ pub struct Body<'a> {
     pub ioprio: Option<&'a [u8]>,
 }
 
+/// A request's length in bytes: the printed bytes field, unless it is absent or 0 for a
+/// request that has sectors, then sectors × 512. The block tracepoints of older kernels
+/// print the byte count of passthrough requests only and 0 for every other request
+/// (`block_rq_issue: 179,0 WFS 0 () 4717976 + 8`); blkparse prints it for passthrough
+/// requests only, which have no sectors.
+pub fn request_bytes(field: Option<u64>, sectors: u32) -> u64 {
+    match field {
+        Some(bytes) if bytes != 0 || sectors == 0 => bytes,
+        _ => sectors as u64 * 512,
+    }
+}
+
 /// Parses the body grammar; `Err` carries a short reason.
 pub fn parse_body(s: &[u8]) -> Result<Body<'_>, &'static str> {
     let mut body = Body::default();

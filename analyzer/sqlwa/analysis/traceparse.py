@@ -37,7 +37,7 @@ COLUMNS = {
     "readahead": "readahead request",
     "sector": "first sector (512 B)",
     "sectors": "length in sectors",
-    "bytes": "length in bytes",
+    "bytes": "length in bytes: the trace's bytes field where nonzero, else sectors x 512 (older kernels print 0)",
     "error": "completion error (negative errno), 0 otherwise",
     "remap_dev_major": "remap (A): source device major, null otherwise",
     "remap_dev_minor": "remap (A): source device minor, null otherwise",

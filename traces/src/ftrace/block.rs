@@ -8,7 +8,7 @@ use crate::blkparse_text::push_block_event;
 use crate::intern::Decoded;
 use crate::rwbs::{parse_rwbs, sized_operation};
 use crate::table::{Action, Event, Operation, RecordKind, RowWriter};
-use crate::text::{is_blank, parse_dev, parse_i64, skip_blanks, word_end, Cursor};
+use crate::text::{is_blank, parse_dev, parse_i64, request_bytes, skip_blanks, word_end, Cursor};
 
 /// The blanks between two fields of a block body: with `SINGLE`, one space or the end of
 /// the line (how the kernel prints them; the next field's own parse rejects a second
@@ -172,7 +172,7 @@ pub(super) fn fast_block(
     let Some((error, comm)) = error_or_comm(action, bracket, h.comm) else {
         return false;
     };
-    let bytes = bytes.unwrap_or(sectors as u64 * 512);
+    let bytes = request_bytes(bytes, sectors);
     let e = Event {
         dev_major: maj,
         dev_minor: min,
