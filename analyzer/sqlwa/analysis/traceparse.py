@@ -25,8 +25,9 @@ COLUMNS = {
     "cpu": "CPU that recorded the event",
     "sequence": "blktrace per-device sequence number (0 in ftrace)",
     "pid": "process id",
-    "comm": "process name",
-    "action": "blkparse action letter: Q G I D C M F A X B S R P U UT T N, '?' for other block tracepoints, '' for non-block rows",
+    "comm": "process name; empty where the trace does not name the process (blkparse prints '(null)')",
+    "action": "blkparse action letter: Q G I D C M F A X B S R P U UT T, 'm' on message rows, "
+    "'?' for other block tracepoints, '' for other non-block rows",
     "operation": "read, write, discard, secure_erase, write_zeroes, flush or none",
     "rwbs": "the RWBS string as the trace printed it",
     "flags": "bit set: 1 preflush (or barrier B), 2 fua, 4 sync, 8 meta, 16 readahead, 32 pc, 64 atomic",
