@@ -31,7 +31,7 @@ use crate::report::ParseReport;
 use crate::table::{Action, Event, EventTable, Operation, RecordKind, RowWriter};
 use crate::text::{for_each_line, reject_line, skip_blanks, word_end, Cursor};
 use block::{fast_block, push_blk_tracer_line, push_block_tracepoint};
-use header::{fast_header, non_event_line, parse_header, Header};
+use header::{fast_header, non_event_line, parse_header, Header, Losses};
 use marker::push_marker;
 use prefix::PrefixMemo;
 use scan::load;
@@ -44,11 +44,12 @@ pub fn read(
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
     let mut fast = FastPath::default();
+    let mut counts = LineCounts::default();
     // Text rows have no sequence numbers and few errors: leave those columns untouched.
     table.defer_zero_columns();
     let mut rows = table.writer();
     let result = for_each_line(path, |line_no, line| {
-        match parse_line_fast(line, &mut rows, report, &mut fast) {
+        match parse_line_fast(line, &mut rows, &mut counts, &mut fast) {
             Ok(()) => Ok(()),
             Err(reason) => reject_line(
                 path,
@@ -63,7 +64,17 @@ pub fn read(
     });
     drop(rows);
     table.undefer_zero_columns();
+    report.skipped_lines += counts.skipped_lines;
+    report.lost_events += counts.losses.total();
     result
+}
+
+/// What the lines of one file that carry no event add up to.
+#[derive(Debug, Default, PartialEq)]
+struct LineCounts {
+    /// Comment and `[LOST …]` lines.
+    skipped_lines: u64,
+    losses: Losses,
 }
 
 /// A line by the general grammar: a comment or `[LOST n EVENTS]` line (counted), else a
@@ -71,11 +82,11 @@ pub fn read(
 fn parse_line(
     line: &[u8],
     table: &mut RowWriter<'_>,
-    report: &mut ParseReport,
+    counts: &mut LineCounts,
 ) -> Result<(), &'static str> {
-    if let Some(lost) = non_event_line(line) {
-        report.lost_events += lost;
-        report.skipped_lines += 1;
+    if let Some(losses) = non_event_line(line) {
+        counts.losses.add(losses);
+        counts.skipped_lines += 1;
         return Ok(());
     }
     let h = parse_header(line)?;
@@ -98,12 +109,12 @@ struct FastPath {
 fn parse_line_fast(
     line: &[u8],
     table: &mut RowWriter<'_>,
-    report: &mut ParseReport,
+    counts: &mut LineCounts,
     fast: &mut FastPath,
 ) -> Result<(), &'static str> {
     match fast_header(line, &mut fast.starts) {
         Some(h) => push_line_fast(table, h, &mut fast.rwbs),
-        None => parse_line(line, table, report),
+        None => parse_line(line, table, counts),
     }
 }
 
