@@ -169,6 +169,27 @@ fn lost_events(line: &[u8]) -> Option<Losses> {
     }
 }
 
+/// Whether a line is `perf script` output: `comm pid [cpu] secs.usecs: subsystem:event:`,
+/// the pid a word of its own and the event named with its subsystem, which ftrace never
+/// does. Asked only of lines the ftrace grammar refused.
+pub(super) fn perf_script_line(line: &[u8]) -> bool {
+    let Some((open, close)) = find_cpu_bracket(line) else {
+        return false;
+    };
+    let pid_alone = line[..open]
+        .trim_ascii()
+        .rsplit(|&c| is_blank(c))
+        .next()
+        .is_some_and(|w| parse_u32(w).is_some());
+    let mut c = Cursor::new(&line[close + 1..]);
+    let subsystem_event = (0..4).filter_map(|_| c.word()).any(|w| {
+        w.strip_suffix(b":").is_some_and(|name| {
+            memchr::memchr(b':', name).is_some_and(|colon| colon > 0 && colon + 1 < name.len())
+        })
+    });
+    pid_alone && subsystem_event
+}
+
 /// The header of any line that has one, as the kernel prints it with any trace options.
 pub(super) fn parse_header(line: &[u8]) -> Result<Header<'_>, &'static str> {
     let (open, close) = find_cpu_bracket(line).ok_or("no [cpu] column")?;

@@ -532,3 +532,31 @@ fn losses_are_counted_once() {
         assert_eq!(parse(&text).1.lost_events, lost, "{text}");
     }
 }
+
+/// `perf script` prints `comm pid [cpu] time: subsystem:event: …`: refused in one line
+/// that says what it is and what to capture instead, also with `lenient`.
+#[test]
+fn perf_script_output_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("perf.txt");
+    std::fs::write(
+        &path,
+        "       supervise  1691 [000]     1.127413: block:block_rq_insert: 202,1 W 0 () 12263376 + 8 [supervise]\n\
+         \x20        sqlite3  4242 [003]  7000.000002:          1 block:block_rq_issue: 259,0 WS 4096 () 96672995 + 8 [sqlite3]\n",
+    )
+    .unwrap();
+    for lenient in [false, true] {
+        let (mut t, mut r) = (EventTable::new(), ParseReport::default());
+        let err = read(&path, lenient, &mut t, &mut r)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("perf.txt line 1: this is `perf script` output")
+                && err.contains("blktrace -d"),
+            "{err}"
+        );
+    }
+    assert!(!perf_script_line(
+        b"  sqlite-1234 [001] d..1. 1234.567890: block_rq_issue: 7,0 WS 4096 () 1234 + 8 [sqlite]"
+    ));
+}
