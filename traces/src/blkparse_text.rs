@@ -5,11 +5,11 @@ use std::path::Path;
 
 use crate::error::ParseError;
 use crate::report::ParseReport;
-use crate::rwbs::parse_rwbs;
+use crate::rwbs::{parse_rwbs, sized_operation};
 use crate::table::{Action, Event, EventTable, RecordKind, RowWriter};
 use crate::text::{
     for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64,
-    reject_line, Cursor,
+    reject_line, request_bytes, word_end, Cursor,
 };
 
 pub fn read(
@@ -52,18 +52,19 @@ enum LineKind {
     Event,
 }
 
-/// Comment, blank and summary lines are not events; summary begins at `CPUn (dev):` or
-/// `Total (dev):` and lasts to the end of the output.
+/// Comment, blank and summary lines are not events; summary begins at `CPUn (dev):`,
+/// `Total (dev):` or (`blkparse -s`) the first process's `NAME (PID)` and lasts to the
+/// end of the output.
 fn classify(line: &[u8], in_summary: &mut bool) -> LineKind {
     let trimmed = line.trim_ascii_start();
     // `Input file NAME added` is what blkparse says about each file it opened.
     if trimmed.is_empty() || trimmed[0] == b'#' || trimmed.starts_with(b"Input file ") {
         return LineKind::Skip;
     }
-    if trimmed[0].is_ascii_digit() {
+    if starts_with_device(trimmed) {
         return LineKind::Event;
     }
-    if line.starts_with(b"CPU") || line.starts_with(b"Total (") {
+    if line.starts_with(b"CPU") || line.starts_with(b"Total (") || process_stats_header(line) {
         *in_summary = true;
     }
     if *in_summary {
@@ -73,12 +74,37 @@ fn classify(line: &[u8], in_summary: &mut bool) -> LineKind {
     }
 }
 
+/// Whether a line starts with `maj,min`, as every event line does.
+fn starts_with_device(trimmed: &[u8]) -> bool {
+    let first = &trimmed[..word_end(trimmed, 0)];
+    first.contains(&b',') && first.iter().all(|&c| c.is_ascii_digit() || c == b',')
+}
+
+/// `blkparse -s` heads each process's statistics with `NAME (PID)` at the start of a line.
+fn process_stats_header(line: &[u8]) -> bool {
+    let Some(inner) = line.strip_suffix(b")") else {
+        return false;
+    };
+    let Some(open) = memchr::memrchr(b'(', inner) else {
+        return false;
+    };
+    let pid = &inner[open + 1..];
+    open > 1
+        && inner[open - 1] == b' '
+        && !line[0].is_ascii_whitespace()
+        && !pid.is_empty()
+        && pid.iter().all(u8::is_ascii_digit)
+}
+
 fn parse_event_line(line: &[u8], table: &mut RowWriter<'_>) -> Result<(), &'static str> {
     let mut c = Cursor::new(line);
     let (dev_major, dev_minor) = c.word().and_then(parse_dev).ok_or("bad device")?;
     let cpu = c.word().and_then(parse_u32).ok_or("bad cpu")?;
     let sequence = c.word().and_then(parse_u64).ok_or("bad sequence")?;
     let time_ns = c.word().and_then(parse_time_ns).ok_or("bad time")?;
+    if wrapped_negative(time_ns) {
+        return Err(WRAPPED_TIME);
+    }
     let pid = c.word().and_then(parse_u32).ok_or("bad pid")?;
     let letters = c.word().ok_or("missing action")?;
     let action = Action::from_letters(letters).ok_or("unknown action")?;
@@ -93,6 +119,24 @@ fn parse_event_line(line: &[u8], table: &mut RowWriter<'_>) -> Result<(), &'stat
         ..Event::default()
     };
     push_block_event(table, e, action, rwbs, c.rest(), b"", 0)
+}
+
+/// blkparse prints times relative to the first event as `(int) seconds`.`nanoseconds`
+/// of an unsigned 64-bit count: an event before the first one (per-CPU files whose clocks
+/// disagree) wraps around 2^64 ns, whose seconds cut to 32 bits print as 1266874889, so
+/// that -d ns shows as this minus d.
+const WRAPPED_ZERO_NS: u64 = 1_266_874_889_709_551_616;
+
+/// How far before the first event a wrapped time is still recognised: a day (a real
+/// relative time never comes within 40 years of `WRAPPED_ZERO_NS`).
+const WRAP_WINDOW_NS: u64 = 86_400_000_000_000;
+
+const WRAPPED_TIME: &str = "a time before the trace's first event, which blkparse printed \
+    wrapped around to about 40 years; parse the blktrace binary files themselves instead";
+
+/// Whether a printed time is blkparse's wrap of a negative one.
+fn wrapped_negative(time_ns: u64) -> bool {
+    (WRAPPED_ZERO_NS - WRAP_WINDOW_NS..WRAPPED_ZERO_NS).contains(&time_ns)
 }
 
 /// Fills a block event from its action, RWBS and body text and appends it. Used by the
@@ -123,11 +167,11 @@ pub fn push_block_event(
     let body = parse_body(body_text)?;
     e.kind = RecordKind::Block;
     e.action = action;
-    e.operation = operation;
     e.flags = flags;
     e.sector = body.sector.unwrap_or(0);
     e.sectors = body.sectors.unwrap_or(0);
-    e.bytes = body.bytes.unwrap_or(e.sectors as u64 * 512);
+    e.bytes = request_bytes(body.bytes, e.sectors);
+    e.operation = sized_operation(operation, flags, e.bytes);
     let mut comm = fallback_comm;
     if let Some(b) = body.bracket {
         if matches!(action, Action::Complete | Action::Requeue) {
@@ -137,6 +181,11 @@ pub fn push_block_event(
         } else {
             comm = b;
         }
+    }
+    // blkparse's rendering of a pid no process-notify record named (printf of a NULL
+    // name): empty, as the binary reader leaves such a pid's rows.
+    if comm == b"(null)" {
+        comm = b"";
     }
     e.remap = body.remap;
     e.aux = match action {
@@ -164,6 +213,74 @@ mod tests {
             }
         }
         t
+    }
+
+    /// Lines of an eMMC trace of a kernel before 2.6.37, which prints a barrier as `B`
+    /// (`blk_fill_rwbs`: the operation, then A B S M): jbd2's commit block, a barrier
+    /// write, and the empty barrier that is the cache flush alone, in both forms blkparse
+    /// versions print a request without sectors.
+    #[test]
+    fn barriers_of_old_kernels() {
+        let t = parse_lines(
+            "179,0    0      101     1.000000000   120  Q WBS 4717976 + 8 [jbd2/mmcblk0p2-]\n\
+             179,0    0      102     1.000000100   120  D WBS 4717976 + 8 [jbd2/mmcblk0p2-]\n\
+             179,0    0      103     1.000000200   120  Q WBS 0 + 0 [jbd2/mmcblk0p2-]\n\
+             179,0    0      104     1.000000300   120  D  WB [jbd2/mmcblk0p2-]\n\
+             179,0    0      105     1.000000400     0  C WBS 0 [0]\n",
+        );
+        let p = flags::PREFLUSH;
+        let rows: Vec<_> = (0..t.len())
+            .map(|i| (t.rwbs_at(i), t.operation_at(i), t.flags[i], t.bytes[i]))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("WBS", Operation::Write, p | flags::SYNC, 4096),
+                ("WBS", Operation::Write, p | flags::SYNC, 4096),
+                ("WBS", Operation::Flush, p | flags::SYNC, 0),
+                ("WB", Operation::Flush, p, 0),
+                ("WBS", Operation::Flush, p | flags::SYNC, 0),
+            ]
+        );
+    }
+
+    /// What blkparse 1.2 printed for per-CPU files whose second CPU's second record is 4 ms
+    /// before the first record of all, and for pids no process-notify record named.
+    #[test]
+    fn wrapped_times_are_refused_and_unnamed_pids_are_empty() {
+        let mut t = EventTable::new();
+        let wrapped = b"  8,0    1        2 1266874889.705551616     2  D   W 32 + 8 [(null)]";
+        assert_eq!(
+            parse_event_line(wrapped, &mut t.writer()),
+            Err(WRAPPED_TIME)
+        );
+        let t = parse_lines("  8,0    1        1     0.000000000     2  D   W 24 + 8 [(null)]\n");
+        assert_eq!(t.comm_at(0), "");
+        assert!(!t.comms.values.iter().any(|name| name == "(null)"));
+    }
+
+    /// `blkparse -s` (keks): the per-process statistics come before the per-CPU ones.
+    #[test]
+    fn per_process_statistics_are_summary() {
+        let t = parse_lines(
+            "  8,52   3     1196     6.113487427     0  C   W 1000214240 + 8 [0]\n\
+             alertmanager (9463)\n \
+             Reads Queued:           0,        0KiB\t Writes Queued:           0,        0KiB\n\
+             scheduler.rb:73 (1052093)\n \
+             Read Dispatches:        0,        0KiB\t Write Dispatches:        0,        0KiB\n\
+             CPU0 (keks):\n",
+        );
+        assert_eq!(t.len(), 1);
+        let mut summary = false;
+        assert!(matches!(
+            classify(b"  8,52   3 1 6.1 0 C W 1 + 8 [0]", &mut summary),
+            LineKind::Event
+        ));
+        assert!(!summary);
+        for line in [&b"0anacron (77)"[..], b"kworker/u8:2 (12)"] {
+            let mut summary = false;
+            assert!(matches!(classify(line, &mut summary), LineKind::Skip) && summary);
+        }
     }
 
     #[test]

@@ -14,7 +14,9 @@ pub struct ParseReport {
     /// Records that could not be parsed and were skipped (only in lenient mode).
     pub bad_records: u64,
     pub bad_messages: Vec<String>,
-    /// Events the tracer itself says it lost (ftrace `[LOST n EVENTS]`).
+    /// Events the tracer itself says it lost (ftrace: per file the larger of the header's
+    /// overwritten entries and the `[LOST n EVENTS]` lines' sum, plus one per uncounted
+    /// `[LOST EVENTS]`).
     pub lost_events: u64,
     /// Header, comment and summary lines of text formats, deliberately not events.
     pub skipped_lines: u64,

@@ -58,7 +58,7 @@ pub enum Action {
     Unplug = 14,      // U
     UnplugTimer = 15, // UT
     Abort = 16,       // T (kernel __BLK_TA_ABORT; blkparse has no letter for it)
-    Notify = 17,      // N (message records)
+    Notify = 17,      // m (message records)
     DrvData = 18,     // driver data records
     /// A block tracepoint with no blkparse equivalent (block_dirty_buffer, block_io_start …).
     OtherBlock = 19,
@@ -88,7 +88,9 @@ impl Action {
         Action::OtherBlock,
     ];
 
-    /// The letter(s) blkparse prints; "" for non-block rows, "?" for block events without one.
+    /// The letter(s) blkparse prints (`m` on message rows, as blkparse and the kernel's
+    /// `blk` tracer print them); "" for other non-block rows, "?" for block events
+    /// without one.
     pub fn name(self) -> &'static str {
         match self {
             Action::None => "",
@@ -108,7 +110,7 @@ impl Action {
             Action::Unplug => "U",
             Action::UnplugTimer => "UT",
             Action::Abort => "T",
-            Action::Notify => "N",
+            Action::Notify => "m",
             Action::DrvData => "DRV",
             Action::OtherBlock => "?",
         }
@@ -205,13 +207,16 @@ pub mod flags {
     pub const READAHEAD: u16 = 1 << 4;
     /// SCSI passthrough (blktrace BLK_TC_PC): sector fields are meaningless.
     pub const PC: u16 = 1 << 5;
-    pub const NAMES: [(u16, &str); 6] = [
+    /// REQ_ATOMIC (RWBS `U`): written whole or not at all.
+    pub const ATOMIC: u16 = 1 << 6;
+    pub const NAMES: [(u16, &str); 7] = [
         (PREFLUSH, "preflush"),
         (FUA, "fua"),
         (SYNC, "sync"),
         (META, "meta"),
         (READAHEAD, "readahead"),
         (PC, "pc"),
+        (ATOMIC, "atomic"),
     ];
 }
 

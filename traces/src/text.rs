@@ -139,17 +139,29 @@ pub fn reject_line(
     lenient: bool,
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
-    let cut = &line[..line.len().min(80)];
     let err = ParseError::bad(
         path,
         Location::Line(line_no),
-        format!("not {what} ({reason}): {}", String::from_utf8_lossy(cut)),
+        format!("not {what} ({reason}): {}", shown_line(line)),
     );
     if lenient {
         report.note_bad(err.to_string());
         Ok(())
     } else {
         Err(err)
+    }
+}
+
+/// Lines longer than this are shown cut in messages, saying how much was left out (a
+/// binary file read as text can have megabyte "lines").
+const SHOWN_LINE: usize = 1024;
+
+/// `line` as a message shows it: whole, unless it is longer than any trace line.
+fn shown_line(line: &[u8]) -> String {
+    let shown = String::from_utf8_lossy(&line[..line.len().min(SHOWN_LINE)]);
+    match line.len().saturating_sub(SHOWN_LINE) {
+        0 => shown.into_owned(),
+        more => format!("{shown} … ({more} more bytes)"),
     }
 }
 
@@ -325,6 +337,18 @@ pub struct Body<'a> {
     /// A number after the bracket (unplug depth) or after a remap (rq_remap's nr_bios).
     pub trailing: Option<u64>,
     pub ioprio: Option<&'a [u8]>,
+}
+
+/// A request's length in bytes: the printed bytes field, unless it is absent or 0 for a
+/// request that has sectors, then sectors × 512. The block tracepoints of older kernels
+/// print the byte count of passthrough requests only and 0 for every other request
+/// (`block_rq_issue: 179,0 WFS 0 () 4717976 + 8`); blkparse prints it for passthrough
+/// requests only, which have no sectors.
+pub fn request_bytes(field: Option<u64>, sectors: u32) -> u64 {
+    match field {
+        Some(bytes) if bytes != 0 || sectors == 0 => bytes,
+        _ => sectors as u64 * 512,
+    }
 }
 
 /// Parses the body grammar; `Err` carries a short reason.

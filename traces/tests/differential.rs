@@ -249,3 +249,79 @@ fn files_of_every_format_in_one_parse_keep_their_own_rows() {
         "cgroup and marker rows"
     );
 }
+
+#[test]
+fn per_process_statistics_of_blkparse_s_are_skipped() {
+    let dir = Scratch::new("keks-s");
+    for n in 0..8 {
+        let name = format!("keks.blktrace.{n}");
+        std::fs::copy(sample(&format!("blktrace-keks/{name}")), dir.join(&name)).unwrap();
+    }
+    let Some(with_stats) = run_blkparse_args(&dir, &["-q", "-s", "-i", "keks"]) else {
+        return;
+    };
+    let plain = run_blkparse(&dir, "keks").unwrap();
+    let read_text = |name: &str, text: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        parse_paths(&[path], Format::Blkparse, false).unwrap()
+    };
+    let (stats, report) = read_text("s.txt", &with_stats);
+    let (events, _) = read_text("q.txt", &plain);
+    assert_same(&shown(&stats, 0, false), &shown(&events, 0, false));
+    assert!(report.skipped_lines > 0 && report.events == 2398);
+}
+
+/// Per-CPU files whose clocks disagree (CPU 1's second record 4 ms before the first record
+/// of all) and pids no process-notify record names, as blkparse itself prints them.
+#[test]
+fn wrapped_times_and_unnamed_pids_as_blkparse_prints_them() {
+    let dir = Scratch::new("wrapped");
+    let d = dev(8, 0);
+    let issue = |sequence: u32, time: u64, sector: u64, pid: u32, cpu: u32| RawRecord {
+        sequence,
+        time,
+        sector,
+        bytes: 4096,
+        action: act(ta::ISSUE, c::WRITE | c::ISSUE),
+        pid,
+        device: d,
+        cpu,
+        ..Default::default()
+    };
+    let cpus = [
+        [
+            issue(1, 10_000_000, 8, 1, 0),
+            issue(2, 20_000_000, 16, 1, 0),
+        ],
+        [issue(1, 5_000_000, 24, 2, 1), issue(2, 1_000_000, 32, 2, 1)],
+    ];
+    for (cpu, records) in cpus.iter().enumerate() {
+        let mut bytes = Vec::new();
+        for r in records {
+            writer::write_record(&mut bytes, r, false, 7);
+        }
+        std::fs::write(dir.join(format!("w.blktrace.{cpu}")), bytes).unwrap();
+    }
+    let (binary, _) = parse_paths(&[dir.join("w")], Format::Auto, false).unwrap();
+    assert!((0..binary.len()).all(|i| binary.comm_at(i).is_empty()));
+    let Some(text) = run_blkparse(&dir, "w") else {
+        return;
+    };
+    let path = dir.join("w.txt");
+    std::fs::write(&path, &text).unwrap();
+    let printed = String::from_utf8_lossy(&text);
+    assert!(printed.contains(" 1266874889.705551616 ") && printed.contains("[(null)]"));
+    let err = parse_paths(std::slice::from_ref(&path), Format::Blkparse, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "w.txt line 2: not a blkparse event line (a time before the trace's first event"
+        ) && err.ends_with("D   W 32 + 8 [(null)]"),
+        "{err}"
+    );
+    let (t, report) = parse_paths(&[path], Format::Blkparse, true).unwrap();
+    assert_eq!((t.len(), report.bad_records), (3, 1));
+    assert!((0..t.len()).all(|i| t.comm_at(i).is_empty()));
+}

@@ -130,6 +130,20 @@ fn garbage_lines_name_the_line() {
 }
 
 #[test]
+fn a_refused_line_is_shown_whole() {
+    let dir = Scratch::new("whole-line");
+    let line = "     kworker/u16:3-1234567 [003] d..1. 123456.789012: block_rq_issue: 259,0 WQS 4096 () 96672995 + 8 be,0,4 [kworker/u16:3]";
+    assert!(line.len() > 100);
+    let err = parse_bytes(&dir, "f.txt", line.as_bytes(), Format::Ftrace, false).unwrap_err();
+    assert!(err.ends_with(&format!("(bad RWBS): {line}")), "{err}");
+    // A binary file read as text: its "line" is shown cut, saying how much is left out.
+    let junk = format!("{line}{}", "x".repeat(5000));
+    let err = parse_bytes(&dir, "j.txt", junk.as_bytes(), Format::Ftrace, false).unwrap_err();
+    let more = junk.len() - 1024;
+    assert!(err.ends_with(&format!(" … ({more} more bytes)")), "{err}");
+}
+
+#[test]
 fn missing_file_and_unknown_format() {
     let err = parse_paths(&["/nonexistent/trace".into()], Format::Auto, false)
         .unwrap_err()

@@ -6,9 +6,9 @@ use super::push_text_row;
 use super::scan::{digits, number_word};
 use crate::blkparse_text::push_block_event;
 use crate::intern::Decoded;
-use crate::rwbs::parse_rwbs;
+use crate::rwbs::{parse_rwbs, sized_operation};
 use crate::table::{Action, Event, Operation, RecordKind, RowWriter};
-use crate::text::{is_blank, parse_dev, parse_i64, skip_blanks, word_end, Cursor};
+use crate::text::{is_blank, parse_dev, parse_i64, request_bytes, skip_blanks, word_end, Cursor};
 
 /// The blanks between two fields of a block body: with `SINGLE`, one space or the end of
 /// the line (how the kernel prints them; the next field's own parse rejects a second
@@ -172,15 +172,16 @@ pub(super) fn fast_block(
     let Some((error, comm)) = error_or_comm(action, bracket, h.comm) else {
         return false;
     };
+    let bytes = request_bytes(bytes, sectors);
     let e = Event {
         dev_major: maj,
         dev_minor: min,
         action,
-        operation,
+        operation: sized_operation(operation, flags, bytes),
         flags,
         sector,
         sectors,
-        bytes: bytes.unwrap_or(sectors as u64 * 512),
+        bytes,
         error,
         ..h.event(RecordKind::Block)
     };

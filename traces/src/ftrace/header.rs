@@ -93,12 +93,44 @@ fn fast_timestamp(line: &[u8], at: usize) -> Option<(u64, &[u8])> {
     (time_ns <= MAX_TIME_NS).then_some((time_ns, &line[p + 1..]))
 }
 
+/// What the lines of one file that carry no event say of lost events.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Losses {
+    /// `# entries-in-buffer/entries-written: kept/written`: overwritten in the ring
+    /// buffer before the `trace` file was read.
+    pub overwritten: u64,
+    /// `CPU:n [LOST k EVENTS]` (a consuming read: `trace_pipe`), the k summed.
+    pub counted: u64,
+    /// `CPU:n [LOST EVENTS]` (the `trace` file of kernels 5.7 on, overwritten while it
+    /// was read, how many unknown): how many such lines.
+    pub uncounted: u64,
+}
+
+impl Losses {
+    pub fn add(&mut self, other: Losses) {
+        self.overwritten += other.overwritten;
+        self.counted += other.counted;
+        self.uncounted += other.uncounted;
+    }
+
+    /// Events lost, as far as the lines tell. A consuming read's first count on a CPU
+    /// starts from the same overrun counter the header reports, so where both exist they
+    /// count the same events: the larger of the two, never their sum. A loss of unknown
+    /// size counts as one.
+    pub fn total(&self) -> u64 {
+        self.overwritten.max(self.counted) + self.uncounted
+    }
+}
+
 /// For a line that carries no event (blank, a comment, `CPU:n [LOST m EVENTS]`): the
-/// events it says were lost, 0 for most; `None` for any other line.
-pub(super) fn non_event_line(line: &[u8]) -> Option<u64> {
+/// losses it reports, none for most; `None` for any other line.
+pub(super) fn non_event_line(line: &[u8]) -> Option<Losses> {
     let trimmed = line.trim_ascii_start();
     if trimmed.is_empty() || trimmed[0] == b'#' {
-        return Some(overwritten_entries(trimmed));
+        return Some(Losses {
+            overwritten: overwritten_entries(trimmed),
+            ..Losses::default()
+        });
     }
     lost_events(trimmed)
 }
@@ -120,14 +152,44 @@ fn overwritten_entries(comment: &[u8]) -> u64 {
     }
 }
 
-/// `CPU:3 [LOST 123 EVENTS]` → 123.
-fn lost_events(line: &[u8]) -> Option<u64> {
+/// `CPU:3 [LOST 123 EVENTS]` → 123 counted; `CPU:3 [LOST EVENTS]` → one uncounted.
+fn lost_events(line: &[u8]) -> Option<Losses> {
     if !line.starts_with(b"CPU") {
         return None;
     }
     let at = memchr::memmem::find(line, b"[LOST ")?;
     let mut c = Cursor::new(&line[at + 6..]);
-    c.word().and_then(parse_u64)
+    match c.word()? {
+        b"EVENTS]" => Some(Losses {
+            uncounted: 1,
+            ..Losses::default()
+        }),
+        count => Some(Losses {
+            counted: parse_u64(count)?,
+            ..Losses::default()
+        }),
+    }
+}
+
+/// Whether a line is `perf script` output: `comm pid [cpu] secs.usecs: subsystem:event:`,
+/// the pid a word of its own and the event named with its subsystem, which ftrace never
+/// does. Asked only of lines the ftrace grammar refused.
+pub(super) fn perf_script_line(line: &[u8]) -> bool {
+    let Some((open, close)) = find_cpu_bracket(line) else {
+        return false;
+    };
+    let pid_alone = line[..open]
+        .trim_ascii()
+        .rsplit(|&c| is_blank(c))
+        .next()
+        .is_some_and(|w| parse_u32(w).is_some());
+    let mut c = Cursor::new(&line[close + 1..]);
+    let subsystem_event = (0..4).filter_map(|_| c.word()).any(|w| {
+        w.strip_suffix(b":").is_some_and(|name| {
+            memchr::memchr(b':', name).is_some_and(|colon| colon > 0 && colon + 1 < name.len())
+        })
+    });
+    pid_alone && subsystem_event
 }
 
 /// The header of any line that has one, as the kernel prints it with any trace options.

@@ -5,8 +5,8 @@
 //!
 //! Every line is read by the general grammar (`parse_line`), or by a fast path that takes
 //! the usual shapes and answers as the general one would (`parse_line_fast`):
-//! - `header`: what every line starts with, `comm-pid [cpu] flags secs.frac:`, and the
-//!   comment and `[LOST n EVENTS]` lines;
+//! - `header`: what every line starts with, `comm-pid [cpu] flags secs.frac:`, the
+//!   comment and `[LOST n EVENTS]` lines, and the `perf script` lines refused;
 //! - `prefix`: the fast path's scan of a line's start, and its memo of starts seen;
 //! - `block`: block tracepoints and `blk` tracer lines;
 //! - `syscall`: syscall tracepoints, in both print formats;
@@ -25,13 +25,13 @@ mod tests;
 
 use std::path::Path;
 
-use crate::error::ParseError;
+use crate::error::{Location, ParseError};
 use crate::intern::Decoded;
 use crate::report::ParseReport;
 use crate::table::{Action, Event, EventTable, Operation, RecordKind, RowWriter};
 use crate::text::{for_each_line, reject_line, skip_blanks, word_end, Cursor};
 use block::{fast_block, push_blk_tracer_line, push_block_tracepoint};
-use header::{fast_header, non_event_line, parse_header, Header};
+use header::{fast_header, non_event_line, parse_header, perf_script_line, Header, Losses};
 use marker::push_marker;
 use prefix::PrefixMemo;
 use scan::load;
@@ -44,12 +44,16 @@ pub fn read(
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
     let mut fast = FastPath::default();
+    let mut counts = LineCounts::default();
     // Text rows have no sequence numbers and few errors: leave those columns untouched.
     table.defer_zero_columns();
     let mut rows = table.writer();
     let result = for_each_line(path, |line_no, line| {
-        match parse_line_fast(line, &mut rows, report, &mut fast) {
+        match parse_line_fast(line, &mut rows, &mut counts, &mut fast) {
             Ok(()) => Ok(()),
+            Err(_) if perf_script_line(line) => {
+                Err(ParseError::bad(path, Location::Line(line_no), PERF_SCRIPT))
+            }
             Err(reason) => reject_line(
                 path,
                 line_no,
@@ -63,7 +67,23 @@ pub fn read(
     });
     drop(rows);
     table.undefer_zero_columns();
+    report.skipped_lines += counts.skipped_lines;
+    report.lost_events += counts.losses.total();
     result
+}
+
+/// Why `perf script` text is refused, even with `lenient`: every line of it would be.
+const PERF_SCRIPT: &str = "this is `perf script` output, which sqlwa does not read; capture \
+    the block events with blktrace (`blktrace -d /dev/DEV`, then give sqlwa the \
+    DEV.blktrace.* files or blkparse's text of them) or read tracefs's own text (`cat \
+    /sys/kernel/tracing/trace` with the block events enabled)";
+
+/// What the lines of one file that carry no event add up to.
+#[derive(Debug, Default, PartialEq)]
+struct LineCounts {
+    /// Comment and `[LOST …]` lines.
+    skipped_lines: u64,
+    losses: Losses,
 }
 
 /// A line by the general grammar: a comment or `[LOST n EVENTS]` line (counted), else a
@@ -71,11 +91,11 @@ pub fn read(
 fn parse_line(
     line: &[u8],
     table: &mut RowWriter<'_>,
-    report: &mut ParseReport,
+    counts: &mut LineCounts,
 ) -> Result<(), &'static str> {
-    if let Some(lost) = non_event_line(line) {
-        report.lost_events += lost;
-        report.skipped_lines += 1;
+    if let Some(losses) = non_event_line(line) {
+        counts.losses.add(losses);
+        counts.skipped_lines += 1;
         return Ok(());
     }
     let h = parse_header(line)?;
@@ -98,12 +118,12 @@ struct FastPath {
 fn parse_line_fast(
     line: &[u8],
     table: &mut RowWriter<'_>,
-    report: &mut ParseReport,
+    counts: &mut LineCounts,
     fast: &mut FastPath,
 ) -> Result<(), &'static str> {
     match fast_header(line, &mut fast.starts) {
         Some(h) => push_line_fast(table, h, &mut fast.rwbs),
-        None => parse_line(line, table, report),
+        None => parse_line(line, table, counts),
     }
 }
 

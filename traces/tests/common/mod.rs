@@ -46,17 +46,22 @@ fn on_path(program: &str) -> bool {
 }
 
 /// `blkparse -q -i BASE` output, or None (with a note) if blkparse is not installed.
+pub fn run_blkparse(dir: &Path, base: &str) -> Option<Vec<u8>> {
+    run_blkparse_args(dir, &["-q", "-i", base])
+}
+
+/// `blkparse ARGS` output in `dir`, or None (with a note) if blkparse is not installed.
 ///
 /// Presence is looked up on PATH first: under valgrind, spawning a missing program does
 /// not fail at spawn but gives a child that exits 127, which read as "blkparse failed".
-pub fn run_blkparse(dir: &Path, base: &str) -> Option<Vec<u8>> {
+pub fn run_blkparse_args(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
     if !on_path("blkparse") {
         eprintln!("SKIPPED: blkparse is not installed (Debian package `blktrace`); differential check not run");
         return None;
     }
     match Command::new("blkparse")
         .current_dir(dir)
-        .args(["-q", "-i", base])
+        .args(args)
         .output()
     {
         Ok(out) if out.status.success() => Some(out.stdout),
@@ -112,7 +117,7 @@ pub fn shown(t: &EventTable, time_base: u64, from_binary: bool) -> Vec<Shown> {
                 seq: t.sequence[i],
                 time_ns: t.time_ns[i] - time_base,
                 // blkparse prints pid 0 on message lines.
-                pid: if action == "N" { 0 } else { t.pid[i] },
+                pid: if action == "m" { 0 } else { t.pid[i] },
                 action,
                 rwbs: t.rwbs_at(i).to_string(),
                 sector: t.sector[i],
