@@ -74,9 +74,26 @@ def test_holding_limits_exit_0(tmp_path, vfs_run):
 
 
 def test_rule_out_of_scope_does_not_apply(tmp_path, vfs_run):
-    p = policy(tmp_path, '[[rule]]\njournal = ["delete", "truncate"]\nmax_p99_ms = 0.0001\n')
-    proc = check("--policy", str(p), str(vfs_run))
-    assert proc.returncode == 0 and "matches no measured configuration" in proc.stderr
+    text = '[[rule]]\nmax_p99_ms = 100000\n[[rule]]\nname = "rollback"\njournal = ["delete", "truncate"]\nmax_p99_ms = 0.0001\n'
+    proc = check("--policy", str(policy(tmp_path, text)), str(vfs_run))
+    assert proc.returncode == 0 and "rule 'rollback' matches no measured configuration" in proc.stderr
+
+
+@pytest.mark.parametrize("scope", ['fs = "ext5"', 'journal = "delete"\nsync = ["off", "normal"]'])
+def test_a_policy_that_checks_nothing_is_a_usage_error(tmp_path, vfs_run, scope):
+    # Zero checks is not a pass (pytest exits 5 when it collects no test): the line names
+    # the rule and what its scope asked for that the results do not hold.
+    text = f'[[rule]]\nname = "nothing"\n{scope}\nmax_p99_ms = 0.0001\n'
+    proc = check("--policy", str(policy(tmp_path, text)), str(vfs_run), "--junit", str(tmp_path / "c.xml"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    fs = json.loads((vfs_run / "summary.json").read_text())["config"]["fs"]
+    [error, fix] = proc.stderr.splitlines()
+    assert error.startswith("sqlwa: error: no rule checked anything: rule 'nothing' matches no measured configuration")
+    if "ext5" in scope:
+        assert error.endswith(f"(fs = ext5; the results have fs {fs})")
+    else:
+        assert error.endswith("(journal = delete, sync = off/normal; the results have journal wal, sync full)")
+    assert fix.startswith("  fix: ") and proc.stdout == "" and not (tmp_path / "c.xml").exists()
 
 
 def test_unmeasured_level_is_reported_not_passed(tmp_path, vfs_run):

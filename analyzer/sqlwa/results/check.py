@@ -296,15 +296,38 @@ def check(policy: Policy, runs: pl.DataFrame, baseline_runs: pl.DataFrame | None
     )
     for skipped in runs.filter(pl.col("status") == "skipped").iter_rows(named=True) if runs.height else []:
         result.notes.append(f"skipped {config_label(skipped)}: {skipped['reason']}")
+    unmatched = []
     for rule in policy.rules:
         matched = [row for row in configs if rule.applies_to(row)]
         if not matched:
-            result.notes.append(f"rule {rule.name!r} matches no measured configuration")
+            unmatched.append(f"rule {rule.name!r} matches no measured configuration ({scope_miss(rule, configs)})")
         for row in matched:
             result.findings.extend(limit_findings(rule, row))
             if rule.max_regression_pct is not None:
                 result.findings.extend(regression_findings(rule, row, baseline))
+    if not result.findings:
+        # A gate that checked nothing must not pass (pytest exits 5 when it collects no test).
+        raise UsageError(
+            f"no rule checked anything: {'; '.join(unmatched)}",
+            "scope the policy's rules to configurations the results hold, or pass the results they are for",
+        )
+    result.notes.extend(unmatched)
     return result
+
+
+def scope_miss(rule: Rule, configs: list[dict]) -> str:
+    """What in a rule's scope the configurations do not hold, e.g. 'fs = ext5; the results have fs ext4'."""
+    missing = [
+        key for key, allowed in rule.scope.items() if allowed and not any(str(c[key]) in allowed for c in configs)
+    ]
+    if not configs:
+        return "the results hold no successful run"
+    if not missing:
+        asked = " and ".join(f"{key} = {'/'.join(allowed)}" for key, allowed in rule.scope.items() if allowed)
+        return f"no configuration has {asked} together"
+    asked = ", ".join(f"{key} = {'/'.join(rule.scope[key])}" for key in missing)
+    have = ", ".join(f"{key} {'/'.join(dict.fromkeys(str(c[key]) for c in configs))}" for key in missing)
+    return f"{asked}; the results have {have}"
 
 
 # --------------------------------------------------------------------------- JUnit
