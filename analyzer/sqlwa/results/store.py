@@ -113,8 +113,12 @@ SCHEMA_V2 = "CREATE INDEX runs_by_config ON runs (scenario, fs, journal, sync, s
 # Version 3: frame-budget misses as a share too (the attribution stage reports a share).
 SCHEMA_V3 = "ALTER TABLE runs ADD COLUMN frame_budget_miss_pct REAL;"
 
+# Version 4: the plan of the sweep that fills the store (one row), so that `sqlwa matrix
+# --resume` can refuse to continue it with another plan.
+SCHEMA_V4 = "CREATE TABLE matrix_plan (id INTEGER PRIMARY KEY CHECK (id = 1), plan_json TEXT NOT NULL);"
+
 #: MIGRATIONS[i] upgrades a store from version i to version i + 1.
-MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3)
+MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4)
 #: The results store's schema version (``PRAGMA user_version``); not summary.json's
 #: (:data:`sqlwa.analysis.summary.SUMMARY_SCHEMA_VERSION`).
 STORE_SCHEMA_VERSION = len(MIGRATIONS)
@@ -405,6 +409,18 @@ def save_run_dir(store_path: Path, run_dir: Path, record: RunRecord | None = Non
         return save_run(conn, record, summary, commits, base=store_path.parent)
     finally:
         conn.close()
+
+
+def record_plan(conn: sqlite3.Connection, plan: dict) -> None:
+    """Keep the plan of the sweep that fills this store (replacing any earlier one)."""
+    with write_transaction(conn):
+        conn.execute("INSERT OR REPLACE INTO matrix_plan (id, plan_json) VALUES (1, ?)", (json.dumps(plan),))
+
+
+def recorded_plan(conn: sqlite3.Connection) -> dict | None:
+    """The plan :func:`record_plan` kept; None for a store an older sqlwa filled."""
+    row = conn.execute("SELECT plan_json FROM matrix_plan WHERE id = 1").fetchone()
+    return None if row is None else json.loads(row[0])
 
 
 # --------------------------------------------------------------------------- reading
