@@ -190,6 +190,26 @@ METRICS: Mapping[str, Metric] = _metrics(
     ),
 )
 
+# ------------------------------------------------------------------ consistency findings
+
+#: summary.json's ``findings``: per-commit disagreements between layers, found by
+#: :func:`sqlwa.analysis.metrics.consistency_findings`, each with the level whose
+#: counters it compares with the syscall level's (a run that did not measure it cannot
+#: have the finding, and has not shown it is free of it either).
+FINDINGS: Mapping[str, Level] = {
+    "xsync_without_fsync": "syscall",
+    "fsync_without_xsync": "syscall",
+    "fsync_flushed_nothing": "block",
+    "flush_without_fsync": "block",
+    "more_fsyncs_than_flushes": "block",
+}
+
+#: The findings that mean a commit was not made durable: a sync SQLite asked for never
+#: became a syscall, or an fsync returned without a cache flush reaching the device (e.g.
+#: ext4 mounted ``barrier=0``). Such commits are cheap because they may be lost on power
+#: loss, so fewer flushes there are no gain.
+DURABILITY_FINDINGS = ("xsync_without_fsync", "fsync_flushed_nothing")
+
 # ------------------------------------------------------------------ configurations
 
 #: What a configuration is: runs with equal values are repeats of one configuration.

@@ -158,6 +158,8 @@ def test_regression_against_baseline(tmp_path, vfs_run):
         ("[[rule]]\nmax_regression_pct = 5\n", "no --baseline"),
         ("[rule\n", "not valid TOML"),
         ("[options]\nallow_loss = true\n[[rule]]\nmax_p99_ms = 1\n", "unknown option"),
+        ('[[rule]]\nforbid_findings = ["fsync_flushed_nada"]\n', "unknown finding 'fsync_flushed_nada'"),
+        ("[[rule]]\nforbid_findings = 3\n", "forbid_findings must be a list of names"),
     ],
 )
 def test_policy_mistakes_exit_2_with_one_line(tmp_path, vfs_run, text, message):
@@ -193,3 +195,8 @@ def test_lab_run_breaking_an_fsync_limit_fails(lab_matrix, tmp_path):
 def test_example_policy_without_block_level_says_not_measured(vfs_run):
     proc = check("--policy", str(EXAMPLE_POLICY), str(vfs_run))
     assert proc.returncode == 1 and "NOT MEASURED" in proc.stdout and "FAIL" not in proc.stdout
+    # a run without the block level has not shown that its fsyncs reached the device
+    assert (
+        "forbid_findings fsync_flushed_nothing: needs the block level, which was not measured "
+        "[rule: durable commits]" in proc.stdout
+    )

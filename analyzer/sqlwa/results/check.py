@@ -14,6 +14,9 @@ A policy is TOML (see ``examples/policy.toml``)::
     max_write_kib_per_commit = 96
 
     [[rule]]
+    forbid_findings = ["fsync_flushed_nothing"]   # consistency findings no commit may have
+
+    [[rule]]
     max_regression_pct = 10                       # against --baseline, per configuration
     metrics = ["write_kib_per_commit", "p99_ms"]  # default: DEFAULT_REGRESSION_METRICS
 
@@ -32,9 +35,10 @@ from xml.etree import ElementTree as ET
 
 import polars as pl
 
-from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_key, config_label, run_label
+from sqlwa.catalogue import CONFIG_KEYS, FINDINGS, METRICS, config_key, config_label, run_label
 from sqlwa.errors import UsageError
 from sqlwa.results import store
+from sqlwa.results.findings import ConfigFindings, config_findings
 
 # The catalogue metrics a rule may cap, each as ``max_<metric>``.
 LIMIT_METRICS = (
@@ -47,7 +51,7 @@ LIMIT_METRICS = (
 )
 LIMITS = {f"max_{metric}": metric for metric in LIMIT_METRICS}  # rule key → metric
 SCOPES = CONFIG_KEYS  # a rule is scoped by the configuration keys
-RULE_KEYS = {"name", "max_regression_pct", "metrics", *SCOPES, *LIMITS}
+RULE_KEYS = {"name", "max_regression_pct", "metrics", "forbid_findings", *SCOPES, *LIMITS}
 OPTION_KEYS = {"allow_lossy_trace", "allow_unmeasured"}
 DEFAULT_REGRESSION_METRICS = ("fsync_calls_per_commit", "write_kib_per_commit", "flushes_per_commit", "p99_ms")
 
@@ -59,6 +63,7 @@ class Rule:
     limits: dict[str, float]
     max_regression_pct: float | None = None
     metrics: tuple[str, ...] = DEFAULT_REGRESSION_METRICS
+    forbid_findings: tuple[str, ...] = ()
 
     def applies_to(self, config: dict) -> bool:
         return all(not allowed or str(config[key]) in allowed for key, allowed in self.scope.items())
@@ -133,8 +138,12 @@ def parse_rule(raw: dict, number: int) -> Rule:
         raise UsageError(f"policy {where}: unknown key {unknown[0]!r}", f"rule keys: {', '.join(sorted(RULE_KEYS))}")
     limits = {key: _number(raw[key], key, f"policy {where}") for key in LIMITS if key in raw}
     regression = raw.get("max_regression_pct")
-    if not limits and regression is None:
-        raise UsageError(f"policy {where} sets no limit", f"add one of: {', '.join([*LIMITS, 'max_regression_pct'])}")
+    forbidden = _finding_names(raw.get("forbid_findings", []), f"policy {where}")
+    if not limits and regression is None and not forbidden:
+        raise UsageError(
+            f"policy {where} sets no limit",
+            f"add one of: {', '.join([*LIMITS, 'max_regression_pct', 'forbid_findings'])}",
+        )
     metrics = tuple(raw.get("metrics", DEFAULT_REGRESSION_METRICS))
     directed = [name for name, metric in METRICS.items() if metric.better is not None]
     bad = [m for m in metrics if m not in METRICS]
@@ -152,7 +161,20 @@ def parse_rule(raw: dict, number: int) -> Rule:
         limits=limits,
         max_regression_pct=None if regression is None else _number(regression, "max_regression_pct", f"policy {where}"),
         metrics=metrics,
+        forbid_findings=forbidden,
     )
+
+
+def _finding_names(value, where: str) -> tuple[str, ...]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
+        raise UsageError(
+            f"{where}: forbid_findings must be a list of names", 'e.g. forbid_findings = ["fsync_flushed_nothing"]'
+        )
+    unknown = [name for name in names if name not in FINDINGS]
+    if unknown:
+        raise UsageError(f"{where}: unknown finding {unknown[0]!r}", f"findings: {', '.join(FINDINGS)}")
+    return tuple(names)
 
 
 def load_policy(path: Path) -> Policy:
@@ -203,6 +225,22 @@ def limit_findings(rule: Rule, row: dict) -> list[Finding]:
         else:
             findings.append(Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit))
     return findings
+
+
+def forbidden_findings(rule: Rule, row: dict, found: ConfigFindings | None) -> list[Finding]:
+    """One check per forbidden finding: violated by any commit that has it."""
+    label = config_label(row)
+    checks = []
+    for name in rule.forbid_findings:
+        check = f"forbid_findings {name}"
+        if found is None or not found.looked_for(name):
+            detail = f"needs the {FINDINGS[name]} level, which was not measured"
+            checks.append(Finding("unmeasured", rule.name, label, check, detail=detail))
+        elif found.hits.get(name):
+            checks.append(Finding("violation", rule.name, label, check, found.hits[name], 0, found.line(name)))
+        else:
+            checks.append(Finding("pass", rule.name, label, check, 0, 0, f"in none of {found.commits:,} commits"))
+    return checks
 
 
 def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> list[Finding]:
@@ -296,6 +334,7 @@ def check(policy: Policy, runs: pl.DataFrame, baseline_runs: pl.DataFrame | None
     )
     for skipped in runs.filter(pl.col("status") == "skipped").iter_rows(named=True) if runs.height else []:
         result.notes.append(f"skipped {config_label(skipped)}: {skipped['reason']}")
+    found = config_findings(runs)
     unmatched = []
     for rule in policy.rules:
         matched = [row for row in configs if rule.applies_to(row)]
@@ -303,6 +342,7 @@ def check(policy: Policy, runs: pl.DataFrame, baseline_runs: pl.DataFrame | None
             unmatched.append(f"rule {rule.name!r} matches no measured configuration ({scope_miss(rule, configs)})")
         for row in matched:
             result.findings.extend(limit_findings(rule, row))
+            result.findings.extend(forbidden_findings(rule, row, found.get(config_key(row))))
             if rule.max_regression_pct is not None:
                 result.findings.extend(regression_findings(rule, row, baseline))
     if not result.findings:
