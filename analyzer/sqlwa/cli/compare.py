@@ -41,14 +41,14 @@ def compare_command(a, b):
       sqlwa compare m1/results.sqlite m2
 
     Matrices are matched by configuration (scenario, fs, journal, sync; means over
-    repeats). Per commit figures; a change for the worse is shown red, for the better
+    repeats, latency quantiles over the repeats' commits pooled). Per commit figures; a change for the worse is shown red, for the better
     green (higher is worse for all of them). — means the level was not measured on that
     side (never 0). Lab runs also show durability: where B's commits lost the durability
     A's had (e.g. fsync_flushed_nothing: mounted barrier=0), B's savings are red and
     marked "durability lost", not green.
     """
     runs_a, runs_b = store.load_results(a), store.load_results(b)
-    rows = comparing.compare(runs_a, runs_b)
+    rows = comparing.compare(runs_a, runs_b, store.load_latencies(a), store.load_latencies(b))
     durability = {row["config"]: row for row in comparing.durability(runs_a, runs_b).iter_rows(named=True)}
     table = Table(title=f"A = {a}   B = {b}", title_justify="left")
     table.add_column("configuration")

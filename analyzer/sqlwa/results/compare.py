@@ -37,9 +37,11 @@ def is_single_run(runs: pl.DataFrame) -> bool:
     return runs.height == 1 and ("cell" not in runs.columns or runs["cell"].is_null().all())
 
 
-def long_means(runs: pl.DataFrame, side: str, label: str | None = None) -> pl.DataFrame:
+def long_means(
+    runs: pl.DataFrame, side: str, label: str | None = None, latencies: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """config, metric, value (one row per configuration and metric) for one side."""
-    means = store.config_means(runs)
+    means = store.config_means(runs, latencies)
     if means.height == 0:
         return pl.DataFrame(schema={"config": pl.String, "metric": pl.String, side: pl.Float64})
     metrics = [m for m in COMPARED_METRICS if m in means.columns]
@@ -93,14 +95,20 @@ def durability(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"config": pl.String, "a": pl.String, "b": pl.String, "change": pl.String})
 
 
-def compare(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+def compare(
+    a: pl.DataFrame,
+    b: pl.DataFrame,
+    latencies_a: pl.DataFrame | None = None,
+    latencies_b: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """config, metric, a, b, delta, pct, durability_lost — rows where neither side measured
     the metric dropped; durability_lost marks the configurations whose B gave up the
-    durability A had (its lower costs are no gain)."""
+    durability A had (its lower costs are no gain). With each side's latencies
+    (store.load_latencies) the latency quantiles are over its repeats' commits pooled."""
     label = shared_label(a, b)
     lost = durability(a, b).filter(pl.col("change") == "lost")["config"].to_list()
-    joined = long_means(a, "a", label).join(
-        long_means(b, "b", label), on=["config", "metric"], how="full", coalesce=True
+    joined = long_means(a, "a", label, latencies_a).join(
+        long_means(b, "b", label, latencies_b), on=["config", "metric"], how="full", coalesce=True
     )
     order = {name: i for i, name in enumerate(COMPARED_METRICS)}
     return (

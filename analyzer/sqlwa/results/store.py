@@ -508,11 +508,41 @@ def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> d
     return row
 
 
+def results_dir(path: Path) -> Path:
+    path = Path(path)
+    return path.parent if path.is_file() and path.suffix == ".sqlite" else path
+
+
+LATENCY_SCHEMA = {**{key: pl.String for key in CONFIG_KEYS}, "run_key": pl.String, "latency_ns": pl.Int64}
+
+
+def load_latencies(path: Path) -> pl.DataFrame:
+    """Every measured (non-warm-up) commit's latency of the successful runs in a matrix or
+    run directory: the configuration keys, ``run_key`` and ``latency_ns``."""
+    path = results_dir(path)
+    if (path / STORE_FILE).exists():
+        query = (
+            f"SELECT {', '.join(f'r.{key}' for key in CONFIG_KEYS)}, r.run_key, c.latency_ns FROM commits c "
+            "JOIN runs r ON r.id = c.run_id WHERE r.status = 'ok' AND NOT c.warmup AND c.latency_ns IS NOT NULL"
+        )
+        with rundir.reading(path / STORE_FILE):
+            conn = connect_readonly(path / STORE_FILE)
+            try:
+                return pl.DataFrame([tuple(r) for r in conn.execute(query)], schema=LATENCY_SCHEMA, orient="row")
+            finally:
+                conn.close()
+    row = load_results(path).row(0, named=True)  # refuses what is not a finished run
+    commits = rundir.commits(path).filter(~pl.col("warmup"))
+    return commits.select(
+        *[pl.lit(str(row[key])).alias(key) for key in CONFIG_KEYS],
+        pl.lit(row["run_key"]).alias("run_key"),
+        pl.col("latency_ns").cast(pl.Int64),
+    )
+
+
 def load_results(path: Path) -> pl.DataFrame:
     """The runs of a matrix directory (its results.sqlite) or of one run directory."""
-    path = Path(path)
-    if path.is_file() and path.suffix == ".sqlite":
-        path = path.parent
+    path = results_dir(path)
     if (path / STORE_FILE).exists():
         with rundir.reading(path / STORE_FILE):
             conn = connect_readonly(path / STORE_FILE)
@@ -529,18 +559,44 @@ def load_results(path: Path) -> pl.DataFrame:
     )
 
 
-def config_means(runs: pl.DataFrame) -> pl.DataFrame:
+def config_means(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per configuration (scenario, fs, journal, sync) over its successful runs:
-    the mean of every figure across repeats, the repeats counted and lost events summed."""
+    the mean of every figure across repeats, the repeats counted and lost events summed.
+    With ``latencies`` (:func:`load_latencies`) the latency quantiles are those of all
+    the configuration's commits pooled: a mean of each repeat's p99 is no p99."""
     ok = runs.filter(pl.col("status") == "ok") if runs.height else runs
     if ok.height == 0:
         return ok
     figures = [m for m in METRICS if m in ok.columns]
-    return ok.group_by(CONFIG_KEYS, maintain_order=True).agg(
+    means = ok.group_by(CONFIG_KEYS, maintain_order=True).agg(
         pl.len().alias("repeats"),
         pl.col("levels").first(),
         pl.col("commits").sum(),
         pl.col("lost_events").fill_null(0).sum().alias("lost_events"),
         pl.col("run_dir").first(),
         *[pl.col(m).cast(pl.Float64).mean() for m in figures],
+    )
+    if latencies is None or latencies.height == 0:
+        return means
+    pooled = pooled_latency(latencies)
+    keys = means.select(*[pl.col(k).cast(pl.String) for k in CONFIG_KEYS])
+    return means.with_columns(
+        keys.join(pooled, on=list(CONFIG_KEYS), how="left", maintain_order="left").select(*POOLED_QUANTILES, "max_ms")
+    )
+
+
+# The latency figures pooled over repeats, by the quantile of metrics.latency_ms they are.
+POOLED_QUANTILES = {"p50_ms": 0.50, "p99_ms": 0.99, "p999_ms": 0.999}
+
+
+def pooled_latency(latencies: pl.DataFrame) -> pl.DataFrame:
+    """Per configuration: the quantiles (linear, as each run's) and maximum of all commits."""
+    ms = pl.col("latency_ns").cast(pl.Float64) / 1e6
+    return (
+        latencies.group_by(CONFIG_KEYS)
+        .agg(
+            *[ms.quantile(q, interpolation="linear").alias(name) for name, q in POOLED_QUANTILES.items()],
+            ms.max().alias("max_ms"),
+        )
+        .select(*CONFIG_KEYS, *POOLED_QUANTILES, "max_ms")
     )

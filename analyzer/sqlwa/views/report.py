@@ -328,8 +328,8 @@ def plot_div(fig: go.Figure, div_id: str) -> str:
     )
 
 
-def build_sections(runs: pl.DataFrame) -> list[Section]:
-    means = store.config_means(runs)
+def build_sections(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> list[Section]:
+    means = store.config_means(runs, latencies)
     sections = []
     fig, note = fsync_heatmap(means)
     sections.append(Section("fsyncs per commit", plot_div(fig, "plot-fsync-heatmap"), note))
@@ -365,7 +365,8 @@ def build_sections(runs: pl.DataFrame) -> list[Section]:
         Section(
             "every number",
             numbers_table(means) + metric_legend(),
-            "Means per commit over measured commits and repeats. — = level not measured.",
+            "Means per commit over measured commits and repeats; latency quantiles over the repeats' commits "
+            "pooled. — = level not measured.",
         )
     )
     sections.append(Section("runs and environment", runs_table(runs)))
@@ -383,8 +384,8 @@ def level_banner(runs: pl.DataFrame) -> str:
     )
 
 
-def render(runs: pl.DataFrame, source: Path) -> str:
-    sections = build_sections(runs)
+def render(runs: pl.DataFrame, source: Path, latencies: pl.DataFrame | None = None) -> str:
+    sections = build_sections(runs, latencies)
     body = "".join(
         f"<section><h2>{html.escape(s.title)}</h2>"
         + (f'<p class="note">{html.escape(s.note)}</p>' if s.note else "")
@@ -415,7 +416,7 @@ def write_report(results: Path, out: Path) -> Path:
     if runs.height == 0 or runs.filter(pl.col("status") == "ok").height == 0:
         raise UsageError(f"{results} has no successful run to report", "run `sqlwa matrix` or `sqlwa run` first")
     out = Path(out)
-    page = render(runs, Path(results))
+    page = render(runs, Path(results), store.load_latencies(results))
     with writing(out, "the report"):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(page, encoding="utf-8")
