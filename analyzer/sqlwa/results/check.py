@@ -37,7 +37,7 @@ import polars as pl
 
 from sqlwa.catalogue import CONFIG_KEYS, FINDINGS, METRICS, config_key, config_label, run_label
 from sqlwa.errors import UsageError
-from sqlwa.results import store
+from sqlwa.results import store, timing
 from sqlwa.results.findings import ConfigFindings, config_findings
 
 # The catalogue metrics a rule may cap, each as ``max_<metric>``.
@@ -52,7 +52,7 @@ LIMIT_METRICS = (
 LIMITS = {f"max_{metric}": metric for metric in LIMIT_METRICS}  # rule key → metric
 SCOPES = CONFIG_KEYS  # a rule is scoped by the configuration keys
 RULE_KEYS = {"name", "max_regression_pct", "metrics", "forbid_findings", *SCOPES, *LIMITS}
-OPTION_KEYS = {"allow_lossy_trace", "allow_unmeasured"}
+OPTION_KEYS = {"allow_lossy_trace", "allow_unmeasured", "significance_level"}
 DEFAULT_REGRESSION_METRICS = ("fsync_calls_per_commit", "write_kib_per_commit", "flushes_per_commit", "p99_ms")
 
 
@@ -74,6 +74,7 @@ class Policy:
     rules: list[Rule]
     allow_lossy_trace: bool = False
     allow_unmeasured: bool = False
+    significance_level: float = timing.DEFAULT_SIGNIFICANCE_LEVEL  # largest p at which a timing change is real
 
     @property
     def needs_baseline(self) -> bool:
@@ -198,13 +199,20 @@ def load_policy(path: Path) -> Policy:
     rules = [parse_rule(rule, n) for n, rule in enumerate(raw.get("rule", []), start=1)]
     if not rules:
         raise UsageError(f"policy {path} has no [[rule]]", "see examples/policy.toml")
-    return Policy(rules, bool(options.get("allow_lossy_trace", False)), bool(options.get("allow_unmeasured", False)))
+    level = _number(
+        options.get("significance_level", timing.DEFAULT_SIGNIFICANCE_LEVEL), "significance_level", f"policy {path}"
+    )
+    if not 0 < level < 1:
+        raise UsageError(f"policy {path}: significance_level must be between 0 and 1, not {level:g}", "e.g. 0.05")
+    return Policy(
+        rules, bool(options.get("allow_lossy_trace", False)), bool(options.get("allow_unmeasured", False)), level
+    )
 
 
 # --------------------------------------------------------------------------- checking
 
 
-def limit_findings(rule: Rule, row: dict) -> list[Finding]:
+def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame) -> list[Finding]:
     label = config_label(row)
     findings = []
     for key, limit in rule.limits.items():
@@ -223,7 +231,13 @@ def limit_findings(rule: Rule, row: dict) -> list[Finding]:
                 )
             )
         else:
-            findings.append(Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit))
+            outcome = "violation" if value > limit else "pass"
+            spread = timing.run_values(runs, config_key(row), metric) if METRICS[metric].timing else None
+            # a timing figure of several runs: the pooled value, and how the runs spread
+            detail = (
+                f"measured {value:,.3f} ({spread.text()}), limit {limit:g}" if spread and len(spread.values) > 1 else ""
+            )
+            findings.append(Finding(outcome, rule.name, label, key, value, limit, detail))
     return findings
 
 
@@ -243,9 +257,20 @@ def forbidden_findings(rule: Rule, row: dict, found: ConfigFindings | None) -> l
     return checks
 
 
-def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> list[Finding]:
+@dataclass
+class Sides:
+    """What a check reads besides the rule: both sides' runs (for the per-run values of a
+    timing metric), the baseline's configuration means, and the significance level."""
+
+    runs: pl.DataFrame
+    baseline_runs: pl.DataFrame
+    baseline: dict[tuple, dict]
+    significance_level: float = timing.DEFAULT_SIGNIFICANCE_LEVEL
+
+
+def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
     label = config_label(row)
-    base = baseline.get(config_key(row))
+    base = sides.baseline.get(config_key(row))
     limit = rule.max_regression_pct
     assert limit is not None, "only rules with max_regression_pct compare against a baseline"
     if base is None:
@@ -280,19 +305,35 @@ def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> l
         # a regression is a change for the worse: growth of a cost, a fall of a "higher is better" figure
         higher_is_better = METRICS[metric].better == "higher"
         worse_pct = -pct if higher_is_better else pct
-        outcome = "violation" if worse_pct > limit else "pass"
-        findings.append(
-            Finding(
-                outcome,
-                rule.name,
-                label,
-                check,
-                pct,
-                limit,
-                detail=f"{before:,.3f} → {now:,.3f} = {pct:+.1f}%, limit {'-' if higher_is_better else '+'}{limit:g}%",
-            )
-        )
+        detail = f"{before:,.3f} → {now:,.3f} = {pct:+.1f}%, limit {'-' if higher_is_better else '+'}{limit:g}%"
+        if METRICS[metric].timing:
+            outcome, detail = timing_verdict(worse_pct > limit, detail, metric, config_key(row), sides)
+        else:  # a count is the same in every run: an exact rule
+            outcome = "violation" if worse_pct > limit else "pass"
+        findings.append(Finding(outcome, rule.name, label, check, pct, limit, detail=detail))
     return findings
+
+
+def timing_verdict(beyond_limit: bool, detail: str, metric: str, key: tuple, sides: Sides) -> tuple[str, str]:
+    """A timing change beyond the limit is a regression only when it is significant: the
+    new runs' values are larger than the baseline's by the Mann–Whitney U test."""
+    new = timing.run_values(sides.runs, key, metric)
+    old = timing.run_values(sides.baseline_runs, key, metric)
+    worse_when_higher = METRICS[metric].better != "higher"
+    sig = timing.slower(new, old) if worse_when_higher else timing.slower(old, new)
+    level = sides.significance_level
+    detail += f"; now {new.text()}, before {old.text()}; {sig.text()}"
+    if not beyond_limit:
+        return "pass", detail
+    if sig.p <= level:
+        return "violation", f"{detail} ≤ {level:g}: significant (confidence {1 - sig.p:.1%})"
+    if sig.smallest_p > level:
+        runs = timing.runs_needed(level)
+        return "unmeasured", (
+            f"{detail}; {sig.new_runs} vs {sig.old_runs} runs cannot reach p ≤ {level:g} at all "
+            f"(smallest possible p = {sig.smallest_p:.3g}): measure both with --repeat {runs} or more"
+        )
+    return "pass", f"{detail} > {level:g}: not significant, so not called a regression"
 
 
 def regression_pct(now: float, before: float) -> float:
@@ -324,14 +365,20 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
     return findings
 
 
-def check(policy: Policy, runs: pl.DataFrame, baseline_runs: pl.DataFrame | None = None) -> CheckResult:
+def check(
+    policy: Policy,
+    runs: pl.DataFrame,
+    baseline_runs: pl.DataFrame | None = None,
+    latencies: pl.DataFrame | None = None,
+    baseline_latencies: pl.DataFrame | None = None,
+) -> CheckResult:
+    """Hold ``runs`` to ``policy``; ``latencies`` (store.load_latencies) make the latency
+    quantiles of a configuration those of its commits pooled over its repeats."""
     result = CheckResult(findings=run_problems(runs, policy))
-    configs = list(store.config_means(runs).iter_rows(named=True))
-    baseline = (
-        {}
-        if baseline_runs is None
-        else {config_key(r): r for r in store.config_means(baseline_runs).iter_rows(named=True)}
-    )
+    configs = list(store.config_means(runs, latencies).iter_rows(named=True))
+    before = pl.DataFrame() if baseline_runs is None else baseline_runs
+    baseline = {config_key(r): r for r in store.config_means(before, baseline_latencies).iter_rows(named=True)}
+    sides = Sides(runs, before, baseline, policy.significance_level)
     for skipped in runs.filter(pl.col("status") == "skipped").iter_rows(named=True) if runs.height else []:
         result.notes.append(f"skipped {config_label(skipped)}: {skipped['reason']}")
     found = config_findings(runs)
@@ -341,10 +388,10 @@ def check(policy: Policy, runs: pl.DataFrame, baseline_runs: pl.DataFrame | None
         if not matched:
             unmatched.append(f"rule {rule.name!r} matches no measured configuration ({scope_miss(rule, configs)})")
         for row in matched:
-            result.findings.extend(limit_findings(rule, row))
+            result.findings.extend(limit_findings(rule, row, runs))
             result.findings.extend(forbidden_findings(rule, row, found.get(config_key(row))))
             if rule.max_regression_pct is not None:
-                result.findings.extend(regression_findings(rule, row, baseline))
+                result.findings.extend(regression_findings(rule, row, sides))
     if not result.findings:
         # A gate that checked nothing must not pass (pytest exits 5 when it collects no test).
         raise UsageError(
