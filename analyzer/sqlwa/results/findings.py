@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from sqlwa.catalogue import DURABILITY_FINDINGS, FINDINGS, config_key
-from sqlwa.errors import UsageError
+from sqlwa.results import rundir
 
 
 @dataclass
@@ -43,16 +43,23 @@ class ConfigFindings:
 
 
 def run_findings(row: dict) -> list[dict] | None:
-    """One run's findings; None when it did not look for any (no syscall level)."""
-    summary = json.loads(row.get("summary_json") or "{}")
-    found = summary.get("findings") if isinstance(summary, dict) else None
-    if found is None:
-        return None
-    if not isinstance(found, list) or not all(
-        isinstance(f, dict) and isinstance(f.get("check"), str) and isinstance(f.get("commits"), int) for f in found
+    """One run's findings; None when it did not look for any (no syscall level). The
+    store checked their shape when it was read (:func:`check_stored`)."""
+    return json.loads(row.get("summary_json") or "{}").get("findings")
+
+
+def check_stored(summary_json: str | None) -> None:
+    """Raise :class:`rundir.Damaged` unless a stored summary's findings are readable."""
+    summary = json.loads(summary_json or "{}")
+    found = summary.get("findings") if isinstance(summary, dict) else []
+    if not isinstance(summary, dict) or not (
+        found is None
+        or isinstance(found, list)
+        and all(
+            isinstance(f, dict) and isinstance(f.get("check"), str) and isinstance(f.get("commits"), int) for f in found
+        )
     ):
-        raise UsageError(f"run {row.get('run_key')}: its findings are damaged", "re-run the measurement")
-    return found
+        raise rundir.Damaged("a run's summary or its findings are not of sqlwa's shape")
 
 
 def config_findings(runs: pl.DataFrame) -> dict[tuple, ConfigFindings]:

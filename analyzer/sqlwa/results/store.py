@@ -33,7 +33,7 @@ import polars as pl
 from sqlwa.analysis import metrics
 from sqlwa.catalogue import CONFIG_KEYS, METRICS
 from sqlwa.errors import UsageError
-from sqlwa.results import rundir
+from sqlwa.results import findings, rundir
 
 STORE_FILE = "results.sqlite"
 BUSY_TIMEOUT_MS = 60_000
@@ -470,6 +470,7 @@ def check_row(row: dict, declared: dict[str, str]) -> None:
         allowed = VALUE_TYPES.get(declared.get(name, ""), (object,))
         if not isinstance(value, allowed):
             raise rundir.Damaged(f"run {row.get('id')}: {name} holds a {type(value).__name__}")
+    findings.check_stored(row.get("summary_json"))
     levels = json.loads(row.get("levels") or "[]")
     if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
         raise rundir.Damaged(f"run {row.get('id')}: levels is not a list of names")
