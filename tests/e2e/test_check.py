@@ -6,12 +6,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from junitparser import Skipped
+from junitparser.xunit2 import JUnitXml
 
 import helpers
 from helpers import REPO, sqlwa
@@ -200,3 +204,44 @@ def test_example_policy_without_block_level_says_not_measured(vfs_run):
         "forbid_findings fsync_flushed_nothing: needs the block level, which was not measured "
         "[rule: durable commits]" in proc.stdout
     )
+
+
+@pytest.mark.root
+def test_junit_counts_skipped_cells_times_and_measured_values(tmp_path, tmp_path_factory):
+    # f2fs is skipped where the kernel lacks it; the XML is read with junitparser's
+    # xunit2 flavour (pytest's own default), as a CI system reads it
+    from sqlwa.lab.filesystem import filesystem_support
+
+    if filesystem_support("f2fs").available:
+        pytest.skip("f2fs is available here: no cell is skipped")
+    started = time.monotonic()
+    matrix = helpers.lab_matrix(
+        tmp_path_factory, "junit", "--fs", "ext4,f2fs", "-j", "wal", "--sync", "full", "-n", "20"
+    )
+    wall = time.monotonic() - started
+    junit = tmp_path / "check.xml"
+    proc = check("--policy", str(EXAMPLE_POLICY), str(matrix), "--junit", str(junit), "-v")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    xml = JUnitXml.fromfile(str(junit))
+    suites = {suite.name: suite for suite in xml}
+    assert set(suites) == {"mobibench-insert ext4 wal/full", "mobibench-insert f2fs wal/full"}
+    f2fs = suites["mobibench-insert f2fs wal/full"]
+    [cell] = list(f2fs)
+    assert (f2fs.tests, f2fs.skipped, f2fs.failures, f2fs.errors) == (1, 1, 0, 0)
+    assert cell.is_skipped and isinstance(cell.result[0], Skipped) and "f2fs" in cell.result[0].message
+    ext4 = suites["mobibench-insert ext4 wal/full"]
+    cases = list(ext4)
+    passed = [line for line in proc.stdout.splitlines() if line.startswith("ok mobibench-insert ext4 wal/full")]
+    assert ext4.tests == len(cases) == len(passed) and ext4.skipped == ext4.failures == 0
+    # time: the seconds measuring the cell, within the sweep's wall time, shared by its cases
+    assert 0 < ext4.time < wall and sum(c.time for c in cases) == pytest.approx(ext4.time, abs=0.001 * len(cases))
+    assert all(re.fullmatch(r"\d+\.\d{3}", c._elem.get("time")) for c in cases)
+    assert xml.time == pytest.approx(ext4.time + f2fs.time, abs=0.002)
+    # every passing case's measured value, as a property of its suite named as the case
+    properties = {prop.name: float(prop.value) for prop in ext4.properties()}
+    assert properties["WAL: max_fsync_calls_per_commit"] == 1.0  # one fdatasync of the WAL per commit
+    for case in cases:
+        assert case.is_passed and case.system_out.startswith("ok mobibench-insert ext4 wal/full: ")
+        assert case.name in properties
+    totals = xml._elem.attrib
+    assert (totals["tests"], totals["failures"], totals["errors"]) == (str(len(cases) + 1), "0", "0")

@@ -9,7 +9,7 @@ import click
 
 from sqlwa.errors import UsageError, writing
 from sqlwa.results import check as checking
-from sqlwa.results import store
+from sqlwa.results import junit, store
 
 
 @click.command("check")
@@ -32,7 +32,8 @@ from sqlwa.results import store
     "--junit",
     "junit_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Also write the outcome as JUnit XML (one test case per rule x configuration x limit).",
+    help="Also write the outcome as JUnit XML: a suite per configuration (time: seconds measuring it), a case per "
+    "rule x limit, skipped cells as skipped cases, measured values as the suite's properties.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Also print the checks that passed.")
 def check_command(policy_path, results, baseline, junit_path, verbose):
@@ -85,7 +86,7 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
         click.echo(f"note: {note}", err=True)
     if junit_path is not None:
         with writing(junit_path, "the JUnit report"):
-            junit_path.write_text(checking.junit_xml(result, policy))
+            junit_path.write_text(junit.junit_xml(result, policy, runs))
     click.echo(
         f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
         f"{result.count('unmeasured')} not measured"

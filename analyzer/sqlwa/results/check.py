@@ -31,7 +31,6 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.etree import ElementTree as ET
 
 import polars as pl
 
@@ -90,6 +89,7 @@ class Finding:
     measured: float | None = None
     limit: float | None = None
     detail: str = ""
+    suite: str = ""  # the configuration a run's finding belongs to (config is the run's label)
 
     def line(self) -> str:
         tag = {"violation": "FAIL", "unmeasured": "NOT MEASURED", "pass": "ok"}[self.outcome]
@@ -346,21 +346,15 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
     """Lossy traces and failed runs: a gate must not pass a broken measurement."""
     findings = []
     for row in runs.iter_rows(named=True):
-        label = run_label(row)
+        label, suite = run_label(row), config_label(row)
         lost = row.get("lost_events") or 0
         if row["status"] == "failed":
-            findings.append(Finding("violation", "run must succeed", label, "run", detail=f"failed: {row['reason']}"))
+            detail = f"failed: {row['reason']}"
+            findings.append(Finding("violation", "run must succeed", label, "run", detail=detail, suite=suite))
         elif lost > 0 and not policy.allow_lossy_trace:
+            detail = f"the trace lost {lost:,} events (policy does not allow loss)"
             findings.append(
-                Finding(
-                    "violation",
-                    "lossless trace",
-                    label,
-                    "trace.lost_events",
-                    lost,
-                    0,
-                    detail=f"the trace lost {lost:,} events (policy does not allow loss)",
-                )
+                Finding("violation", "lossless trace", label, "trace.lost_events", lost, 0, detail, suite=suite)
             )
     return findings
 
@@ -415,27 +409,3 @@ def scope_miss(rule: Rule, configs: list[dict]) -> str:
     asked = ", ".join(f"{key} = {'/'.join(rule.scope[key])}" for key in missing)
     have = ", ".join(f"{key} {'/'.join(dict.fromkeys(str(c[key]) for c in configs))}" for key in missing)
     return f"{asked}; the results have {have}"
-
-
-# --------------------------------------------------------------------------- JUnit
-
-
-def junit_xml(result: CheckResult, policy: Policy) -> str:
-    """One test case per (rule, configuration, check); failures carry the line."""
-    failing = {id(f) for f in result.failing(policy)}
-    suite = ET.Element(
-        "testsuite",
-        name="sqlwa check",
-        tests=str(len(result.findings)),
-        failures=str(len(failing)),
-        skipped=str(len([f for f in result.findings if f.outcome == "unmeasured" and id(f) not in failing])),
-    )
-    for finding in result.findings:
-        case = ET.SubElement(suite, "testcase", classname=finding.config, name=f"{finding.rule}: {finding.check}")
-        if id(finding) in failing:
-            ET.SubElement(case, "failure", message=finding.line(), type=finding.outcome).text = finding.line()
-        elif finding.outcome == "unmeasured":
-            ET.SubElement(case, "skipped", message=finding.line())
-    suites = ET.Element("testsuites")
-    suites.append(suite)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
