@@ -5,6 +5,7 @@ A policy is TOML (see ``examples/policy.toml``)::
     [options]
     allow_lossy_trace = false   # a run whose trace lost events is a violation
     allow_unmeasured = false    # a rule about a level that was not measured is a violation
+    significance_level = 0.05   # a timing regression needs p <= this (Mann–Whitney U)
 
     [[rule]]
     name = "durable journal modes"
@@ -21,7 +22,9 @@ A policy is TOML (see ``examples/policy.toml``)::
     metrics = ["write_kib_per_commit", "p99_ms"]  # default: DEFAULT_REGRESSION_METRICS
 
 Every rule is held against every configuration (scenario, fs, journal, sync) in its
-scope, using the mean over the configuration's repeats. Each outcome is one
+scope, using the mean over the configuration's repeats (latency quantiles over its
+commits pooled). A timing metric regresses only when the change is also significant
+(:mod:`.timing`); counts are exact. A policy that checks nothing is a UsageError. Each outcome is one
 :class:`Finding`: ``pass``, ``violation`` or ``unmeasured`` (the level the rule needs
 was not captured — reported, never passed silently).
 """
