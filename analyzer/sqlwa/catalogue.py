@@ -91,6 +91,9 @@ class Metric:
     description: str  # one line: what it counts
     better: Better = "lower"
     digits: int = 2  # decimals a table shows
+    # Read off a clock, so it varies from run to run of one configuration: the gate holds
+    # it with the spread of repeats and a significance test, never as an exact count.
+    timing: bool = False
 
     @property
     def direction(self) -> str:
@@ -173,10 +176,10 @@ METRICS: Mapping[str, Metric] = _metrics(
         digits=1,
     ),
     Metric("vfs_over_logical", "vfs", "×", "VFS/logical", "VFS bytes / logical bytes (SQLite's share)", digits=1),
-    Metric("p50_ms", "vfs", "ms", "p50 ms", "commit latency p50, ms", digits=3),
-    Metric("p99_ms", "vfs", "ms", "p99 ms", "commit latency p99, ms", digits=3),
-    Metric("p999_ms", "vfs", "ms", "p99.9 ms", "commit latency p99.9, ms", digits=3),
-    Metric("max_ms", "vfs", "ms", "max ms", "commit latency max, ms", digits=3),
+    Metric("p50_ms", "vfs", "ms", "p50 ms", "commit latency p50, ms", digits=3, timing=True),
+    Metric("p99_ms", "vfs", "ms", "p99 ms", "commit latency p99, ms", digits=3, timing=True),
+    Metric("p999_ms", "vfs", "ms", "p99.9 ms", "commit latency p99.9, ms", digits=3, timing=True),
+    Metric("max_ms", "vfs", "ms", "max ms", "commit latency max, ms", digits=3, timing=True),
     Metric(
         "frame_budget_misses",
         "vfs",
@@ -184,11 +187,38 @@ METRICS: Mapping[str, Metric] = _metrics(
         "frame misses",
         "measured commits slower than the run's frame budget (default one 60 Hz frame, 16.67 ms), count",
         digits=0,
+        timing=True,
     ),
     Metric(
-        "frame_budget_miss_pct", "vfs", "%", "frame misses %", "the same as a share of measured commits, %", digits=1
+        "frame_budget_miss_pct",
+        "vfs",
+        "%",
+        "frame misses %",
+        "the same as a share of measured commits, %",
+        digits=1,
+        timing=True,
     ),
 )
+
+# ------------------------------------------------------------------ consistency findings
+
+#: summary.json's ``findings``: per-commit disagreements between layers, found by
+#: :func:`sqlwa.analysis.metrics.consistency_findings`, each with the level whose
+#: counters it compares with the syscall level's (a run that did not measure it cannot
+#: have the finding, and has not shown it is free of it either).
+FINDINGS: Mapping[str, Level] = {
+    "xsync_without_fsync": "syscall",
+    "fsync_without_xsync": "syscall",
+    "fsync_flushed_nothing": "block",
+    "flush_without_fsync": "block",
+    "more_fsyncs_than_flushes": "block",
+}
+
+#: The findings that mean a commit was not made durable: a sync SQLite asked for never
+#: became a syscall, or an fsync returned without a cache flush reaching the device (e.g.
+#: ext4 mounted ``barrier=0``). Such commits are cheap because they may be lost on power
+#: loss, so fewer flushes there are no gain.
+DURABILITY_FINDINGS = ("xsync_without_fsync", "fsync_flushed_nothing")
 
 # ------------------------------------------------------------------ configurations
 

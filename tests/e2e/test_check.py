@@ -6,12 +6,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from junitparser import Skipped
+from junitparser.xunit2 import JUnitXml
 
 import helpers
 from helpers import REPO, sqlwa
@@ -74,9 +78,26 @@ def test_holding_limits_exit_0(tmp_path, vfs_run):
 
 
 def test_rule_out_of_scope_does_not_apply(tmp_path, vfs_run):
-    p = policy(tmp_path, '[[rule]]\njournal = ["delete", "truncate"]\nmax_p99_ms = 0.0001\n')
-    proc = check("--policy", str(p), str(vfs_run))
-    assert proc.returncode == 0 and "matches no measured configuration" in proc.stderr
+    text = '[[rule]]\nmax_p99_ms = 100000\n[[rule]]\nname = "rollback"\njournal = ["delete", "truncate"]\nmax_p99_ms = 0.0001\n'
+    proc = check("--policy", str(policy(tmp_path, text)), str(vfs_run))
+    assert proc.returncode == 0 and "rule 'rollback' matches no measured configuration" in proc.stderr
+
+
+@pytest.mark.parametrize("scope", ['fs = "ext5"', 'journal = "delete"\nsync = ["off", "normal"]'])
+def test_a_policy_that_checks_nothing_is_a_usage_error(tmp_path, vfs_run, scope):
+    # Zero checks is not a pass (pytest exits 5 when it collects no test): the line names
+    # the rule and what its scope asked for that the results do not hold.
+    text = f'[[rule]]\nname = "nothing"\n{scope}\nmax_p99_ms = 0.0001\n'
+    proc = check("--policy", str(policy(tmp_path, text)), str(vfs_run), "--junit", str(tmp_path / "c.xml"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    fs = json.loads((vfs_run / "summary.json").read_text())["config"]["fs"]
+    [error, fix] = proc.stderr.splitlines()
+    assert error.startswith("sqlwa: error: no rule checked anything: rule 'nothing' matches no measured configuration")
+    if "ext5" in scope:
+        assert error.endswith(f"(fs = ext5; the results have fs {fs})")
+    else:
+        assert error.endswith("(journal = delete, sync = off/normal; the results have journal wal, sync full)")
+    assert fix.startswith("  fix: ") and proc.stdout == "" and not (tmp_path / "c.xml").exists()
 
 
 def test_unmeasured_level_is_reported_not_passed(tmp_path, vfs_run):
@@ -141,6 +162,8 @@ def test_regression_against_baseline(tmp_path, vfs_run):
         ("[[rule]]\nmax_regression_pct = 5\n", "no --baseline"),
         ("[rule\n", "not valid TOML"),
         ("[options]\nallow_loss = true\n[[rule]]\nmax_p99_ms = 1\n", "unknown option"),
+        ('[[rule]]\nforbid_findings = ["fsync_flushed_nada"]\n', "unknown finding 'fsync_flushed_nada'"),
+        ("[[rule]]\nforbid_findings = 3\n", "forbid_findings must be a list of names"),
     ],
 )
 def test_policy_mistakes_exit_2_with_one_line(tmp_path, vfs_run, text, message):
@@ -183,3 +206,49 @@ def test_lab_run_breaking_an_fsync_limit_fails(lab_matrix, tmp_path):
 def test_example_policy_without_block_level_says_not_measured(vfs_run):
     proc = check("--policy", str(EXAMPLE_POLICY), str(vfs_run))
     assert proc.returncode == 1 and "NOT MEASURED" in proc.stdout and "FAIL" not in proc.stdout
+    # a run without the block level has not shown that its fsyncs reached the device
+    assert (
+        "forbid_findings fsync_flushed_nothing: needs the block level, which was not measured "
+        "[rule: durable commits]" in proc.stdout
+    )
+
+
+@pytest.mark.root
+def test_junit_counts_skipped_cells_times_and_measured_values(tmp_path, tmp_path_factory):
+    # f2fs is skipped where the kernel lacks it; the XML is read with junitparser's
+    # xunit2 flavour (pytest's own default), as a CI system reads it
+    from sqlwa.lab.filesystem import filesystem_support
+
+    if filesystem_support("f2fs").available:
+        pytest.skip("f2fs is available here: no cell is skipped")
+    started = time.monotonic()
+    matrix = helpers.lab_matrix(
+        tmp_path_factory, "junit", "--fs", "ext4,f2fs", "-j", "wal", "--sync", "full", "-n", "20"
+    )
+    wall = time.monotonic() - started
+    junit = tmp_path / "check.xml"
+    proc = check("--policy", str(EXAMPLE_POLICY), str(matrix), "--junit", str(junit), "-v")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    xml = JUnitXml.fromfile(str(junit))
+    suites = {suite.name: suite for suite in xml}
+    assert set(suites) == {"mobibench-insert ext4 wal/full", "mobibench-insert f2fs wal/full"}
+    f2fs = suites["mobibench-insert f2fs wal/full"]
+    [cell] = list(f2fs)
+    assert (f2fs.tests, f2fs.skipped, f2fs.failures, f2fs.errors) == (1, 1, 0, 0)
+    assert cell.is_skipped and isinstance(cell.result[0], Skipped) and "f2fs" in cell.result[0].message
+    ext4 = suites["mobibench-insert ext4 wal/full"]
+    cases = list(ext4)
+    passed = [line for line in proc.stdout.splitlines() if line.startswith("ok mobibench-insert ext4 wal/full")]
+    assert ext4.tests == len(cases) == len(passed) and ext4.skipped == ext4.failures == 0
+    # time: the seconds measuring the cell, within the sweep's wall time, shared by its cases
+    assert 0 < ext4.time < wall and sum(c.time for c in cases) == pytest.approx(ext4.time, abs=0.001 * len(cases))
+    assert all(re.fullmatch(r"\d+\.\d{3}", c._elem.get("time")) for c in cases)
+    assert xml.time == pytest.approx(ext4.time + f2fs.time, abs=0.002)
+    # every passing case's measured value, as a property of its suite named as the case
+    properties = {prop.name: float(prop.value) for prop in ext4.properties()}
+    assert properties["WAL: max_fsync_calls_per_commit"] == 1.0  # one fdatasync of the WAL per commit
+    for case in cases:
+        assert case.is_passed and case.system_out.startswith("ok mobibench-insert ext4 wal/full: ")
+        assert case.name in properties
+    totals = xml._elem.attrib
+    assert (totals["tests"], totals["failures"], totals["errors"]) == (str(len(cases) + 1), "0", "0")

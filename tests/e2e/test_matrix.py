@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,11 +41,36 @@ def test_vfs_only_matrix_records_every_cell_and_resumes(tmp_path):
     )
     assert again.returncode == 2 and "already holds a matrix" in again.stderr and "--resume" in again.stderr
     # ... and --resume runs only the cells not done yet
+    shutil.rmtree(out / "runs" / "mobibench-insert-none-wal-full-r1")  # as if Ctrl-C had hit that cell
     resumed = sqlwa(
-        "matrix", "--vfs-only", "-j", "delete,wal,truncate", "--sync", "full", "-n", "10", "--out", str(out), "--resume"
-    )
-    assert resumed.stderr.count("done-earlier") == 2 and "ok mobibench-insert none truncate/full" in resumed.stderr
-    assert store.load_results(out).height == 3
+        "matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "10", "--warmup", "1", "--out", str(out),
+        "--resume",
+    )  # fmt: skip
+    assert resumed.stderr.count("done-earlier") == 1 and "ok mobibench-insert none wal/full" in resumed.stderr
+    assert store.load_results(out).height == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "difference"),
+    [
+        (("-j", "delete,wal", "-n", "30"), "-n 30 (it was started with 10)"),
+        (("-j", "delete,wal,truncate", "-n", "10"), "-j delete,wal,truncate (it was started with delete,wal)"),
+        (("-j", "delete,wal", "-n", "10", "--repeat", "2"), "--repeat 2 (it was started with 1)"),
+    ],
+)
+def test_resume_with_another_plan_is_refused_saying_what_differs(tmp_path, options, difference):
+    out = tmp_path / "m"
+    sqlwa("matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "10", "--warmup", "1", "--out", str(out))
+    before = store.load_results(out)
+    proc = sqlwa("matrix", "--vfs-only", *options, "--sync", "full", "--warmup", "1", "--out", str(out), "--resume",
+                 check=False)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    [error] = [line for line in lines if line.startswith("sqlwa: error:")]
+    fix = lines[lines.index(error) + 1]
+    assert error == f"sqlwa: error: {out} holds a matrix of another plan: {difference}"
+    assert fix.startswith("  fix: resume with the options it was started with")
+    assert store.load_results(out).equals(before), "a refused resume changes nothing"
 
 
 def test_unknown_mode_is_one_line_and_exit_2(tmp_path):

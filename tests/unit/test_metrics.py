@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from sqlwa.analysis import metrics
+from sqlwa.catalogue import DURABILITY_FINDINGS, FINDINGS
 
 
 def commits(**cols) -> pl.DataFrame:
@@ -72,3 +73,18 @@ def test_findings_list_disagreements_between_layers():
     }
     extra = commits(vfs_sync_calls=[2], fsync_calls=[4], flush_requests=[4], vfs_journal_open_calls=[1])
     assert [f["check"] for f in metrics.consistency_findings(extra, "full")] == ["fsync_without_xsync"]
+
+
+def test_findings_are_named_in_the_catalogue_with_the_level_they_compare():
+    # every check fires in one of these commits; without the block columns only the
+    # syscall-level ones can
+    c = commits(
+        vfs_sync_calls=[3, 3, 1, 1, 0],
+        fsync_calls=[2, 9, 1, 2, 0],
+        flush_requests=[2, 2, 0, 1, 1],
+    )
+    names = {f["check"] for f in metrics.consistency_findings(c, "full")}
+    assert names == set(FINDINGS)
+    syscall_only = metrics.consistency_findings(c.drop("flush_requests", "write_bytes"), "full")
+    assert {f["check"] for f in syscall_only} == {n for n, level in FINDINGS.items() if level == "syscall"}
+    assert set(DURABILITY_FINDINGS) <= set(FINDINGS)

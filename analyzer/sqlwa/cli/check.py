@@ -9,7 +9,7 @@ import click
 
 from sqlwa.errors import UsageError, writing
 from sqlwa.results import check as checking
-from sqlwa.results import store
+from sqlwa.results import junit, store
 
 
 @click.command("check")
@@ -32,7 +32,8 @@ from sqlwa.results import store
     "--junit",
     "junit_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Also write the outcome as JUnit XML (one test case per rule x configuration x limit).",
+    help="Also write the outcome as JUnit XML: a suite per configuration (time: seconds measuring it), a case per "
+    "rule x limit, skipped cells as skipped cases, measured values as the suite's properties.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Also print the checks that passed.")
 def check_command(policy_path, results, baseline, junit_path, verbose):
@@ -45,7 +46,8 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
       sqlwa check -p policy.toml sqlwa-out/mobibench-insert-wal-full-...    # one run dir
 
     \b
-    Rules (each scoped by scenario, fs, journal, sync; means over repeats):
+    Rules (each scoped by scenario, fs, journal, sync; means over repeats, latency
+    quantiles over the repeats' commits pooled):
       max_fsync_calls_per_commit   syscall level: fsync + fdatasync + sync_file_range
       max_write_kib_per_commit     block level: KiB written per commit, writeback included
       max_p99_ms                   commit latency p99
@@ -53,11 +55,18 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
       max_frame_budget_miss_pct    the same as a share of the measured commits, %
       max_block_over_logical       block bytes / logical bytes (whole-stack amplification)
       max_regression_pct           vs --baseline, for the rule's `metrics`
+      forbid_findings              consistency findings no commit may have, e.g.
+                                   ["fsync_flushed_nothing"] (an fsync that flushed nothing)
 
     Prints one line per violation (configuration, measured, limit). A run whose trace
     lost events fails unless [options] allow_lossy_trace = true; a rule about a level
     that was not measured is reported NOT MEASURED and fails unless allow_unmeasured = true.
-    Exit status: 0 every rule holds, 1 a violation, 2 a usage error.
+    A timing metric (latency, frame-budget misses) regresses only when the change is past
+    the limit and significant: one-sided Mann–Whitney U over the runs' values, p at most
+    [options] significance_level (default 0.05); the line shows each side's mean ± sd
+    (min … max) over its runs and p. Counts are exact rules.
+    Exit status: 0 every rule holds, 1 a violation, 2 a usage error (also: no rule
+    matched anything to check).
     """
     policy = checking.load_policy(policy_path)
     runs = store.load_results(results)
@@ -67,7 +76,8 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
             "pass --baseline DIR (an earlier matrix or run directory)",
         )
     baseline_runs = store.load_results(baseline) if baseline is not None else None
-    result = checking.check(policy, runs, baseline_runs)
+    baseline_latencies = store.load_latencies(baseline) if baseline is not None else None
+    result = checking.check(policy, runs, baseline_runs, store.load_latencies(results), baseline_latencies)
     failing = result.failing(policy)
     for finding in result.findings:
         if finding in failing or finding.outcome == "unmeasured" or verbose:
@@ -76,7 +86,7 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
         click.echo(f"note: {note}", err=True)
     if junit_path is not None:
         with writing(junit_path, "the JUnit report"):
-            junit_path.write_text(checking.junit_xml(result, policy))
+            junit_path.write_text(junit.junit_xml(result, policy, runs))
     click.echo(
         f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
         f"{result.count('unmeasured')} not measured"

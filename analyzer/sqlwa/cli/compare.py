@@ -13,13 +13,19 @@ from sqlwa.results import compare as comparing
 from sqlwa.results import store
 
 
-def delta_text(delta, pct, metric: Metric) -> str:
-    """The delta and its share, red for a change for the worse, green for the better."""
+def delta_text(delta, pct, metric: Metric, durability_lost: bool = False) -> str:
+    """The delta and its share, red for a change for the worse, green for the better; a
+    saving bought by giving up durability is red and says so, never green."""
     if delta is None:
         return "—"
-    colour = "red" if metric.worse(delta) else "green" if metric.improved(delta) else "dim"
+    bought = durability_lost and metric.improved(delta)
+    colour = "red" if metric.worse(delta) or bought else "green" if metric.improved(delta) else "dim"
     pct_text = f" ({pct:+.1f}%)" if pct is not None else ""
-    return f"[{colour}]{delta:+,.3f}{pct_text}[/{colour}]"
+    note = " durability lost" if bought else ""
+    return f"[{colour}]{delta:+,.3f}{pct_text}{note}[/{colour}]"
+
+
+CHANGE_TEXT = {"lost": "[red]LOST[/red]", "regained": "[green]regained[/green]", None: ""}
 
 
 @click.command("compare")
@@ -35,11 +41,15 @@ def compare_command(a, b):
       sqlwa compare m1/results.sqlite m2
 
     Matrices are matched by configuration (scenario, fs, journal, sync; means over
-    repeats). Per commit figures; a change for the worse is shown red, for the better
+    repeats, latency quantiles over the repeats' commits pooled). Per commit figures; a change for the worse is shown red, for the better
     green (higher is worse for all of them). — means the level was not measured on that
-    side (never 0).
+    side (never 0). Lab runs also show durability: where B's commits lost the durability
+    A's had (e.g. fsync_flushed_nothing: mounted barrier=0), B's savings are red and
+    marked "durability lost", not green.
     """
-    rows = comparing.compare(store.load_results(a), store.load_results(b))
+    runs_a, runs_b = store.load_results(a), store.load_results(b)
+    rows = comparing.compare(runs_a, runs_b, store.load_latencies(a), store.load_latencies(b))
+    durability = {row["config"]: row for row in comparing.durability(runs_a, runs_b).iter_rows(named=True)}
     table = Table(title=f"A = {a}   B = {b}", title_justify="left")
     table.add_column("configuration")
     table.add_column("per commit")
@@ -48,13 +58,21 @@ def compare_command(a, b):
     previous = None
     for row in rows.iter_rows(named=True):
         if previous is not None and row["config"] != previous:
+            add_durability(table, durability.get(previous))
             table.add_section()
         table.add_row(
             row["config"] if row["config"] != previous else "",
             row["metric"],
             fmt(row["a"], 3),
             fmt(row["b"], 3),
-            delta_text(row["delta"], row["pct"], METRICS[row["metric"]]),
+            delta_text(row["delta"], row["pct"], METRICS[row["metric"]], row["durability_lost"]),
         )
         previous = row["config"]
+    add_durability(table, durability.get(previous))
     wide_console().print(table)
+
+
+def add_durability(table: Table, row: dict | None) -> None:
+    """The configuration's durability row, where either side looked for it (a lab run)."""
+    if row is not None and (row["a"] or row["b"]):
+        table.add_row("", "durability", row["a"] or "—", row["b"] or "—", CHANGE_TEXT[row["change"]])

@@ -118,19 +118,20 @@ TABLE_METRICS = (
 )
 
 
-def results_table(runs: pl.DataFrame, title: str) -> Table:
+def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None = None) -> Table:
     """Means per configuration; '—' marks a layer that was not measured (never 0)."""
     table = Table(
         title=title,
         title_justify="left",
-        caption="per commit, mean over measured commits (and repeats); — = level not measured; "
+        caption="per commit, mean over measured commits (and repeats; p99 over their commits pooled); "
+        "— = level not measured; "
         "block KiB amortized: all block bytes from the first commit to the end / commits",
     )
     table.add_column("configuration")
     table.add_column("commits", justify="right")
     for name in TABLE_METRICS:
         table.add_column(METRICS[name].label, justify="right")
-    for row in store.config_means(runs).iter_rows(named=True):
+    for row in store.config_means(runs, latencies).iter_rows(named=True):
         table.add_row(
             config_label(row),
             f"{row['commits']:,}",
@@ -142,7 +143,8 @@ def results_table(runs: pl.DataFrame, title: str) -> Table:
 def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
     runs = store.load_results(outcome.plan.out_dir)
     if runs.height and runs.filter(pl.col("status") == "ok").height:
-        console.print(results_table(runs, f"matrix {outcome.plan.out_dir}"))
+        latencies = store.load_latencies(outcome.plan.out_dir)
+        console.print(results_table(runs, f"matrix {outcome.plan.out_dir}", latencies))
     for status in ("skipped", "failed"):
         cells = outcome.with_status(status)
         if cells:

@@ -130,18 +130,77 @@ def check_axes(plan: MatrixPlan) -> None:
         engine.load_scenario(scenario)  # raises ScenarioError with its own fix
 
 
+# What makes two sweeps the same plan, each with the option that sets it.
+PLAN_OPTIONS = {
+    "scenarios": "-s",
+    "filesystems": "--fs",
+    "journals": "-j",
+    "syncs": "--sync",
+    "repeat": "--repeat",
+    "txns": "-n",
+    "warmup": "--warmup",
+    "lab": "--vfs-only",
+    "image_size": "--image-size",
+}
+
+
+def plan_record(plan: MatrixPlan) -> dict:
+    """The plan as the store keeps it (JSON values); VFS-only sweeps have no filesystems."""
+    record = {key: getattr(plan, key) for key in PLAN_OPTIONS}
+    record.update({key: list(record[key]) for key in ("scenarios", "filesystems", "journals", "syncs")})
+    if not plan.lab:
+        record["filesystems"], record["image_size"] = [NO_LAB_FS], None
+    return record
+
+
+def plan_text(key: str, value) -> str:
+    if key == "lab":
+        return "VFS level only" if not value else "lab filesystems"
+    if value is None:
+        return "not given"
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def plan_differences(before: dict, now: dict) -> list[str]:
+    """'-n 300 (it was started with 50)' for every option of ``now`` that ``before`` set otherwise."""
+    return [
+        f"{PLAN_OPTIONS[key]} {plan_text(key, now[key])} (it was started with {plan_text(key, before.get(key))})"
+        for key in PLAN_OPTIONS
+        if before.get(key) != now[key]
+    ]
+
+
+def check_resumed_plan(conn, plan: MatrixPlan) -> None:
+    """A resumed sweep must be the one that was started: another plan would mix cells of
+    different sizes into one store and forget the cells of the first."""
+    before = store.recorded_plan(conn)
+    differences = [] if before is None else plan_differences(before, plan_record(plan))
+    if differences:
+        raise UsageError(
+            f"{plan.out_dir} holds a matrix of another plan: {'; '.join(differences)}",
+            "resume with the options it was started with, or choose a new --out for the new plan",
+        )
+
+
 def open_store(plan: MatrixPlan):
-    """The matrix's store; an existing, non-empty one is only continued with --resume."""
+    """The matrix's store; an existing, non-empty one is only continued with --resume,
+    and only with the plan it was started with."""
     runner.ensure_writable_dir(plan.out_dir, "--out directory")
     path = plan.out_dir / store.STORE_FILE
     existed = path.exists()
     conn = store.connect(path)
-    if existed and not plan.resume and conn.execute("SELECT count(*) FROM runs").fetchone()[0]:
+    try:
+        if existed and conn.execute("SELECT count(*) FROM runs").fetchone()[0]:
+            if not plan.resume:
+                raise UsageError(
+                    f"{plan.out_dir} already holds a matrix",
+                    "add --resume to continue it (cells already done are skipped), or choose a new --out",
+                )
+            check_resumed_plan(conn, plan)
+        store.record_plan(conn, plan_record(plan))
+    except BaseException:
         conn.close()
-        raise UsageError(
-            f"{plan.out_dir} already holds a matrix",
-            "add --resume to continue it (cells already done are skipped), or choose a new --out",
-        )
+        raise
     return conn
 
 

@@ -5,6 +5,7 @@ A policy is TOML (see ``examples/policy.toml``)::
     [options]
     allow_lossy_trace = false   # a run whose trace lost events is a violation
     allow_unmeasured = false    # a rule about a level that was not measured is a violation
+    significance_level = 0.05   # a timing regression needs p <= this (Mann–Whitney U)
 
     [[rule]]
     name = "durable journal modes"
@@ -14,11 +15,16 @@ A policy is TOML (see ``examples/policy.toml``)::
     max_write_kib_per_commit = 96
 
     [[rule]]
+    forbid_findings = ["fsync_flushed_nothing"]   # consistency findings no commit may have
+
+    [[rule]]
     max_regression_pct = 10                       # against --baseline, per configuration
     metrics = ["write_kib_per_commit", "p99_ms"]  # default: DEFAULT_REGRESSION_METRICS
 
 Every rule is held against every configuration (scenario, fs, journal, sync) in its
-scope, using the mean over the configuration's repeats. Each outcome is one
+scope, using the mean over the configuration's repeats (latency quantiles over its
+commits pooled). A timing metric regresses only when the change is also significant
+(:mod:`.timing`); counts are exact. A policy that checks nothing is a UsageError. Each outcome is one
 :class:`Finding`: ``pass``, ``violation`` or ``unmeasured`` (the level the rule needs
 was not captured — reported, never passed silently).
 """
@@ -28,13 +34,13 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.etree import ElementTree as ET
 
 import polars as pl
 
-from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_key, config_label, run_label
+from sqlwa.catalogue import CONFIG_KEYS, FINDINGS, METRICS, config_key, config_label, run_label
 from sqlwa.errors import UsageError
-from sqlwa.results import store
+from sqlwa.results import store, timing
+from sqlwa.results.findings import ConfigFindings, config_findings
 
 # The catalogue metrics a rule may cap, each as ``max_<metric>``.
 LIMIT_METRICS = (
@@ -47,8 +53,8 @@ LIMIT_METRICS = (
 )
 LIMITS = {f"max_{metric}": metric for metric in LIMIT_METRICS}  # rule key → metric
 SCOPES = CONFIG_KEYS  # a rule is scoped by the configuration keys
-RULE_KEYS = {"name", "max_regression_pct", "metrics", *SCOPES, *LIMITS}
-OPTION_KEYS = {"allow_lossy_trace", "allow_unmeasured"}
+RULE_KEYS = {"name", "max_regression_pct", "metrics", "forbid_findings", *SCOPES, *LIMITS}
+OPTION_KEYS = {"allow_lossy_trace", "allow_unmeasured", "significance_level"}
 DEFAULT_REGRESSION_METRICS = ("fsync_calls_per_commit", "write_kib_per_commit", "flushes_per_commit", "p99_ms")
 
 
@@ -59,6 +65,7 @@ class Rule:
     limits: dict[str, float]
     max_regression_pct: float | None = None
     metrics: tuple[str, ...] = DEFAULT_REGRESSION_METRICS
+    forbid_findings: tuple[str, ...] = ()
 
     def applies_to(self, config: dict) -> bool:
         return all(not allowed or str(config[key]) in allowed for key, allowed in self.scope.items())
@@ -69,6 +76,7 @@ class Policy:
     rules: list[Rule]
     allow_lossy_trace: bool = False
     allow_unmeasured: bool = False
+    significance_level: float = timing.DEFAULT_SIGNIFICANCE_LEVEL  # largest p at which a timing change is real
 
     @property
     def needs_baseline(self) -> bool:
@@ -84,6 +92,7 @@ class Finding:
     measured: float | None = None
     limit: float | None = None
     detail: str = ""
+    suite: str = ""  # the configuration a run's finding belongs to (config is the run's label)
 
     def line(self) -> str:
         tag = {"violation": "FAIL", "unmeasured": "NOT MEASURED", "pass": "ok"}[self.outcome]
@@ -133,8 +142,12 @@ def parse_rule(raw: dict, number: int) -> Rule:
         raise UsageError(f"policy {where}: unknown key {unknown[0]!r}", f"rule keys: {', '.join(sorted(RULE_KEYS))}")
     limits = {key: _number(raw[key], key, f"policy {where}") for key in LIMITS if key in raw}
     regression = raw.get("max_regression_pct")
-    if not limits and regression is None:
-        raise UsageError(f"policy {where} sets no limit", f"add one of: {', '.join([*LIMITS, 'max_regression_pct'])}")
+    forbidden = _finding_names(raw.get("forbid_findings", []), f"policy {where}")
+    if not limits and regression is None and not forbidden:
+        raise UsageError(
+            f"policy {where} sets no limit",
+            f"add one of: {', '.join([*LIMITS, 'max_regression_pct', 'forbid_findings'])}",
+        )
     metrics = tuple(raw.get("metrics", DEFAULT_REGRESSION_METRICS))
     directed = [name for name, metric in METRICS.items() if metric.better is not None]
     bad = [m for m in metrics if m not in METRICS]
@@ -152,10 +165,23 @@ def parse_rule(raw: dict, number: int) -> Rule:
         limits=limits,
         max_regression_pct=None if regression is None else _number(regression, "max_regression_pct", f"policy {where}"),
         metrics=metrics,
+        forbid_findings=forbidden,
     )
 
 
 MAX_POLICY_BYTES = 1 << 20  # a policy is a page of rules; /dev/zero as one would never end
+
+
+def _finding_names(value, where: str) -> tuple[str, ...]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
+        raise UsageError(
+            f"{where}: forbid_findings must be a list of names", 'e.g. forbid_findings = ["fsync_flushed_nothing"]'
+        )
+    unknown = [name for name in names if name not in FINDINGS]
+    if unknown:
+        raise UsageError(f"{where}: unknown finding {unknown[0]!r}", f"findings: {', '.join(FINDINGS)}")
+    return tuple(names)
 
 
 def load_policy(path: Path) -> Policy:
@@ -170,7 +196,14 @@ def load_policy(path: Path) -> Policy:
     rules = [parse_rule(rule, n) for n, rule in enumerate(raw.get("rule", []), start=1)]
     if not rules:
         raise UsageError(f"policy {path} has no [[rule]]", "see examples/policy.toml")
-    return Policy(rules, bool(options.get("allow_lossy_trace", False)), bool(options.get("allow_unmeasured", False)))
+    level = _number(
+        options.get("significance_level", timing.DEFAULT_SIGNIFICANCE_LEVEL), "significance_level", f"policy {path}"
+    )
+    if not 0 < level < 1:
+        raise UsageError(f"policy {path}: significance_level must be between 0 and 1, not {level:g}", "e.g. 0.05")
+    return Policy(
+        rules, bool(options.get("allow_lossy_trace", False)), bool(options.get("allow_unmeasured", False)), level
+    )
 
 
 def read_policy(path: Path) -> dict:
@@ -194,7 +227,7 @@ def read_policy(path: Path) -> dict:
 # --------------------------------------------------------------------------- checking
 
 
-def limit_findings(rule: Rule, row: dict) -> list[Finding]:
+def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame) -> list[Finding]:
     label = config_label(row)
     findings = []
     for key, limit in rule.limits.items():
@@ -213,13 +246,46 @@ def limit_findings(rule: Rule, row: dict) -> list[Finding]:
                 )
             )
         else:
-            findings.append(Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit))
+            outcome = "violation" if value > limit else "pass"
+            spread = timing.run_values(runs, config_key(row), metric) if METRICS[metric].timing else None
+            # a timing figure of several runs: the pooled value, and how the runs spread
+            detail = (
+                f"measured {value:,.3f} ({spread.text()}), limit {limit:g}" if spread and len(spread.values) > 1 else ""
+            )
+            findings.append(Finding(outcome, rule.name, label, key, value, limit, detail))
     return findings
 
 
-def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> list[Finding]:
+def forbidden_findings(rule: Rule, row: dict, found: ConfigFindings | None) -> list[Finding]:
+    """One check per forbidden finding: violated by any commit that has it."""
     label = config_label(row)
-    base = baseline.get(config_key(row))
+    checks = []
+    for name in rule.forbid_findings:
+        check = f"forbid_findings {name}"
+        if found is None or not found.looked_for(name):
+            detail = f"needs the {FINDINGS[name]} level, which was not measured"
+            checks.append(Finding("unmeasured", rule.name, label, check, detail=detail))
+        elif found.hits.get(name):
+            checks.append(Finding("violation", rule.name, label, check, found.hits[name], 0, found.line(name)))
+        else:
+            checks.append(Finding("pass", rule.name, label, check, 0, 0, f"in none of {found.commits:,} commits"))
+    return checks
+
+
+@dataclass
+class Sides:
+    """What a check reads besides the rule: both sides' runs (for the per-run values of a
+    timing metric), the baseline's configuration means, and the significance level."""
+
+    runs: pl.DataFrame
+    baseline_runs: pl.DataFrame
+    baseline: dict[tuple, dict]
+    significance_level: float = timing.DEFAULT_SIGNIFICANCE_LEVEL
+
+
+def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
+    label = config_label(row)
+    base = sides.baseline.get(config_key(row))
     limit = rule.max_regression_pct
     assert limit is not None, "only rules with max_regression_pct compare against a baseline"
     if base is None:
@@ -254,19 +320,35 @@ def regression_findings(rule: Rule, row: dict, baseline: dict[tuple, dict]) -> l
         # a regression is a change for the worse: growth of a cost, a fall of a "higher is better" figure
         higher_is_better = METRICS[metric].better == "higher"
         worse_pct = -pct if higher_is_better else pct
-        outcome = "violation" if worse_pct > limit else "pass"
-        findings.append(
-            Finding(
-                outcome,
-                rule.name,
-                label,
-                check,
-                pct,
-                limit,
-                detail=f"{before:,.3f} → {now:,.3f} = {pct:+.1f}%, limit {'-' if higher_is_better else '+'}{limit:g}%",
-            )
-        )
+        detail = f"{before:,.3f} → {now:,.3f} = {pct:+.1f}%, limit {'-' if higher_is_better else '+'}{limit:g}%"
+        if METRICS[metric].timing:
+            outcome, detail = timing_verdict(worse_pct > limit, detail, metric, config_key(row), sides)
+        else:  # a count is the same in every run: an exact rule
+            outcome = "violation" if worse_pct > limit else "pass"
+        findings.append(Finding(outcome, rule.name, label, check, pct, limit, detail=detail))
     return findings
+
+
+def timing_verdict(beyond_limit: bool, detail: str, metric: str, key: tuple, sides: Sides) -> tuple[str, str]:
+    """A timing change beyond the limit is a regression only when it is significant: the
+    new runs' values are larger than the baseline's by the Mann–Whitney U test."""
+    new = timing.run_values(sides.runs, key, metric)
+    old = timing.run_values(sides.baseline_runs, key, metric)
+    worse_when_higher = METRICS[metric].better != "higher"
+    sig = timing.slower(new, old) if worse_when_higher else timing.slower(old, new)
+    level = sides.significance_level
+    detail += f"; now {new.text()}, before {old.text()}; {sig.text()}"
+    if not beyond_limit:
+        return "pass", detail
+    if sig.p <= level:
+        return "violation", f"{detail} ≤ {level:g}: significant (confidence {1 - sig.p:.1%})"
+    if sig.smallest_p > level:
+        runs = timing.runs_needed(level)
+        return "unmeasured", (
+            f"{detail}; {sig.new_runs} vs {sig.old_runs} runs cannot reach p ≤ {level:g} at all "
+            f"(smallest possible p = {sig.smallest_p:.3g}): measure both with --repeat {runs} or more"
+        )
+    return "pass", f"{detail} > {level:g}: not significant, so not called a regression"
 
 
 def regression_pct(now: float, before: float) -> float:
@@ -279,65 +361,66 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
     """Lossy traces and failed runs: a gate must not pass a broken measurement."""
     findings = []
     for row in runs.iter_rows(named=True):
-        label = run_label(row)
+        label, suite = run_label(row), config_label(row)
         lost = row.get("lost_events") or 0
         if row["status"] == "failed":
-            findings.append(Finding("violation", "run must succeed", label, "run", detail=f"failed: {row['reason']}"))
+            detail = f"failed: {row['reason']}"
+            findings.append(Finding("violation", "run must succeed", label, "run", detail=detail, suite=suite))
         elif lost > 0 and not policy.allow_lossy_trace:
+            detail = f"the trace lost {lost:,} events (policy does not allow loss)"
             findings.append(
-                Finding(
-                    "violation",
-                    "lossless trace",
-                    label,
-                    "trace.lost_events",
-                    lost,
-                    0,
-                    detail=f"the trace lost {lost:,} events (policy does not allow loss)",
-                )
+                Finding("violation", "lossless trace", label, "trace.lost_events", lost, 0, detail, suite=suite)
             )
     return findings
 
 
-def check(policy: Policy, runs: pl.DataFrame, baseline_runs: pl.DataFrame | None = None) -> CheckResult:
+def check(
+    policy: Policy,
+    runs: pl.DataFrame,
+    baseline_runs: pl.DataFrame | None = None,
+    latencies: pl.DataFrame | None = None,
+    baseline_latencies: pl.DataFrame | None = None,
+) -> CheckResult:
+    """Hold ``runs`` to ``policy``; ``latencies`` (store.load_latencies) make the latency
+    quantiles of a configuration those of its commits pooled over its repeats."""
     result = CheckResult(findings=run_problems(runs, policy))
-    configs = list(store.config_means(runs).iter_rows(named=True))
-    baseline = (
-        {}
-        if baseline_runs is None
-        else {config_key(r): r for r in store.config_means(baseline_runs).iter_rows(named=True)}
-    )
+    configs = list(store.config_means(runs, latencies).iter_rows(named=True))
+    before = pl.DataFrame() if baseline_runs is None else baseline_runs
+    baseline = {config_key(r): r for r in store.config_means(before, baseline_latencies).iter_rows(named=True)}
+    sides = Sides(runs, before, baseline, policy.significance_level)
     for skipped in runs.filter(pl.col("status") == "skipped").iter_rows(named=True) if runs.height else []:
         result.notes.append(f"skipped {config_label(skipped)}: {skipped['reason']}")
+    found = config_findings(runs)
+    unmatched = []
     for rule in policy.rules:
         matched = [row for row in configs if rule.applies_to(row)]
         if not matched:
-            result.notes.append(f"rule {rule.name!r} matches no measured configuration")
+            unmatched.append(f"rule {rule.name!r} matches no measured configuration ({scope_miss(rule, configs)})")
         for row in matched:
-            result.findings.extend(limit_findings(rule, row))
+            result.findings.extend(limit_findings(rule, row, runs))
+            result.findings.extend(forbidden_findings(rule, row, found.get(config_key(row))))
             if rule.max_regression_pct is not None:
-                result.findings.extend(regression_findings(rule, row, baseline))
+                result.findings.extend(regression_findings(rule, row, sides))
+    if not result.findings:
+        # A gate that checked nothing must not pass (pytest exits 5 when it collects no test).
+        raise UsageError(
+            f"no rule checked anything: {'; '.join(unmatched)}",
+            "scope the policy's rules to configurations the results hold, or pass the results they are for",
+        )
+    result.notes.extend(unmatched)
     return result
 
 
-# --------------------------------------------------------------------------- JUnit
-
-
-def junit_xml(result: CheckResult, policy: Policy) -> str:
-    """One test case per (rule, configuration, check); failures carry the line."""
-    failing = {id(f) for f in result.failing(policy)}
-    suite = ET.Element(
-        "testsuite",
-        name="sqlwa check",
-        tests=str(len(result.findings)),
-        failures=str(len(failing)),
-        skipped=str(len([f for f in result.findings if f.outcome == "unmeasured" and id(f) not in failing])),
-    )
-    for finding in result.findings:
-        case = ET.SubElement(suite, "testcase", classname=finding.config, name=f"{finding.rule}: {finding.check}")
-        if id(finding) in failing:
-            ET.SubElement(case, "failure", message=finding.line(), type=finding.outcome).text = finding.line()
-        elif finding.outcome == "unmeasured":
-            ET.SubElement(case, "skipped", message=finding.line())
-    suites = ET.Element("testsuites")
-    suites.append(suite)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+def scope_miss(rule: Rule, configs: list[dict]) -> str:
+    """What in a rule's scope the configurations do not hold, e.g. 'fs = ext5; the results have fs ext4'."""
+    missing = [
+        key for key, allowed in rule.scope.items() if allowed and not any(str(c[key]) in allowed for c in configs)
+    ]
+    if not configs:
+        return "the results hold no successful run"
+    if not missing:
+        asked = " and ".join(f"{key} = {'/'.join(allowed)}" for key, allowed in rule.scope.items() if allowed)
+        return f"no configuration has {asked} together"
+    asked = ", ".join(f"{key} = {'/'.join(rule.scope[key])}" for key in missing)
+    have = ", ".join(f"{key} {'/'.join(dict.fromkeys(str(c[key]) for c in configs))}" for key in missing)
+    return f"{asked}; the results have {have}"

@@ -3,14 +3,18 @@
 Matrices are matched configuration by configuration (scenario, fs, journal, sync; means
 over repeats); a configuration present on one side only is shown with the other side
 empty. Two single runs are compared with each other whatever their configurations.
+
+Durability is compared too: where B's commits lost the durability A's had (a finding
+such as ``fsync_flushed_nothing``), B's lower costs are bought with it and are no gain.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from sqlwa.catalogue import config_label
+from sqlwa.catalogue import CONFIG_KEYS, config_label
 from sqlwa.results import store
+from sqlwa.results.findings import ConfigFindings, config_findings
 
 # The catalogue metrics a reader compares first, in this order.
 COMPARED_METRICS = (
@@ -33,9 +37,11 @@ def is_single_run(runs: pl.DataFrame) -> bool:
     return runs.height == 1 and ("cell" not in runs.columns or runs["cell"].is_null().all())
 
 
-def long_means(runs: pl.DataFrame, side: str, label: str | None = None) -> pl.DataFrame:
+def long_means(
+    runs: pl.DataFrame, side: str, label: str | None = None, latencies: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """config, metric, value (one row per configuration and metric) for one side."""
-    means = store.config_means(runs)
+    means = store.config_means(runs, latencies)
     if means.height == 0:
         return pl.DataFrame(schema={"config": pl.String, "metric": pl.String, side: pl.Float64})
     metrics = [m for m in COMPARED_METRICS if m in means.columns]
@@ -49,14 +55,60 @@ def single_label(runs: pl.DataFrame) -> str:
     return config_label(runs.row(0, named=True))
 
 
-def compare(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
-    """config, metric, a, b, delta, pct — rows where neither side measured the metric dropped."""
-    label = None
-    if is_single_run(a) and is_single_run(b):
-        label_a, label_b = single_label(a), single_label(b)
-        label = label_a if label_a == label_b else f"{label_a} → {label_b}"
-    joined = long_means(a, "a", label).join(
-        long_means(b, "b", label), on=["config", "metric"], how="full", coalesce=True
+def shared_label(a: pl.DataFrame, b: pl.DataFrame) -> str | None:
+    """The one label two single runs are compared under; None for matrices."""
+    if not (is_single_run(a) and is_single_run(b)):
+        return None
+    label_a, label_b = single_label(a), single_label(b)
+    return label_a if label_a == label_b else f"{label_a} → {label_b}"
+
+
+def durability_state(state: ConfigFindings | None) -> str | None:
+    """'kept', 'lost: fsync_flushed_nothing 100%', or None where it was not looked for."""
+    if state is None or "syscall" not in state.levels:
+        return None
+    lost = state.durability_lost()
+    return "lost: " + ", ".join(f"{name} {state.share(name):.0%}" for name in lost) if lost else "kept"
+
+
+def side_durability(runs: pl.DataFrame, label: str | None) -> dict[str, str | None]:
+    return {
+        label or config_label(dict(zip(CONFIG_KEYS, key))): durability_state(state)
+        for key, state in config_findings(runs).items()
+    }
+
+
+def durability(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    """config, a, b, change: each side's durability ('kept', 'lost: …', null = not looked
+    for) and 'lost' where B lost what A kept, 'regained' the other way round."""
+    label = shared_label(a, b)
+    side_a, side_b = side_durability(a, label), side_durability(b, label)
+    rows = []
+    for config in dict.fromkeys([*side_a, *side_b]):
+        before, after = side_a.get(config), side_b.get(config)
+        change = None
+        if before == "kept" and after is not None and after != "kept":
+            change = "lost"
+        elif after == "kept" and before is not None and before != "kept":
+            change = "regained"
+        rows.append({"config": config, "a": before, "b": after, "change": change})
+    return pl.DataFrame(rows, schema={"config": pl.String, "a": pl.String, "b": pl.String, "change": pl.String})
+
+
+def compare(
+    a: pl.DataFrame,
+    b: pl.DataFrame,
+    latencies_a: pl.DataFrame | None = None,
+    latencies_b: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """config, metric, a, b, delta, pct, durability_lost — rows where neither side measured
+    the metric dropped; durability_lost marks the configurations whose B gave up the
+    durability A had (its lower costs are no gain). With each side's latencies
+    (store.load_latencies) the latency quantiles are over its repeats' commits pooled."""
+    label = shared_label(a, b)
+    lost = durability(a, b).filter(pl.col("change") == "lost")["config"].to_list()
+    joined = long_means(a, "a", label, latencies_a).join(
+        long_means(b, "b", label, latencies_b), on=["config", "metric"], how="full", coalesce=True
     )
     order = {name: i for i, name in enumerate(COMPARED_METRICS)}
     return (
@@ -65,6 +117,7 @@ def compare(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
             (pl.col("b") - pl.col("a")).alias("delta"),
             pl.when(pl.col("a") != 0).then((pl.col("b") - pl.col("a")) / pl.col("a") * 100).alias("pct"),
             pl.col("metric").replace_strict(order, default=len(order)).alias("_order"),
+            pl.col("config").is_in(lost).alias("durability_lost"),
         )
         .sort("config", "_order")
         .drop("_order")

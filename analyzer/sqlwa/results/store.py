@@ -33,7 +33,7 @@ import polars as pl
 from sqlwa.analysis import metrics
 from sqlwa.catalogue import CONFIG_KEYS, METRICS
 from sqlwa.errors import UsageError
-from sqlwa.results import rundir
+from sqlwa.results import findings, rundir
 
 STORE_FILE = "results.sqlite"
 BUSY_TIMEOUT_MS = 60_000
@@ -113,8 +113,12 @@ SCHEMA_V2 = "CREATE INDEX runs_by_config ON runs (scenario, fs, journal, sync, s
 # Version 3: frame-budget misses as a share too (the attribution stage reports a share).
 SCHEMA_V3 = "ALTER TABLE runs ADD COLUMN frame_budget_miss_pct REAL;"
 
+# Version 4: the plan of the sweep that fills the store (one row), so that `sqlwa matrix
+# --resume` can refuse to continue it with another plan.
+SCHEMA_V4 = "CREATE TABLE matrix_plan (id INTEGER PRIMARY KEY CHECK (id = 1), plan_json TEXT NOT NULL);"
+
 #: MIGRATIONS[i] upgrades a store from version i to version i + 1.
-MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3)
+MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4)
 #: The results store's schema version (``PRAGMA user_version``); not summary.json's
 #: (:data:`sqlwa.analysis.summary.SUMMARY_SCHEMA_VERSION`).
 STORE_SCHEMA_VERSION = len(MIGRATIONS)
@@ -407,6 +411,18 @@ def save_run_dir(store_path: Path, run_dir: Path, record: RunRecord | None = Non
         conn.close()
 
 
+def record_plan(conn: sqlite3.Connection, plan: dict) -> None:
+    """Keep the plan of the sweep that fills this store (replacing any earlier one)."""
+    with write_transaction(conn):
+        conn.execute("INSERT OR REPLACE INTO matrix_plan (id, plan_json) VALUES (1, ?)", (json.dumps(plan),))
+
+
+def recorded_plan(conn: sqlite3.Connection) -> dict | None:
+    """The plan :func:`record_plan` kept; None for a store an older sqlwa filled."""
+    row = conn.execute("SELECT plan_json FROM matrix_plan WHERE id = 1").fetchone()
+    return None if row is None else json.loads(row[0])
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -454,6 +470,7 @@ def check_row(row: dict, declared: dict[str, str]) -> None:
         allowed = VALUE_TYPES.get(declared.get(name, ""), (object,))
         if not isinstance(value, allowed):
             raise rundir.Damaged(f"run {row.get('id')}: {name} holds a {type(value).__name__}")
+    findings.check_stored(row.get("summary_json"))
     levels = json.loads(row.get("levels") or "[]")
     if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
         raise rundir.Damaged(f"run {row.get('id')}: levels is not a list of names")
@@ -492,6 +509,38 @@ def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> d
     return row
 
 
+def results_dir(path: Path) -> Path:
+    path = Path(path)
+    return path.parent if path.is_file() and path.suffix == ".sqlite" else path
+
+
+LATENCY_SCHEMA = {**{key: pl.String for key in CONFIG_KEYS}, "run_key": pl.String, "latency_ns": pl.Int64}
+
+
+def load_latencies(path: Path) -> pl.DataFrame:
+    """Every measured (non-warm-up) commit's latency of the successful runs in a matrix or
+    run directory: the configuration keys, ``run_key`` and ``latency_ns``."""
+    path = results_dir(path)
+    if (path / STORE_FILE).exists():
+        query = (
+            f"SELECT {', '.join(f'r.{key}' for key in CONFIG_KEYS)}, r.run_key, c.latency_ns FROM commits c "
+            "JOIN runs r ON r.id = c.run_id WHERE r.status = 'ok' AND NOT c.warmup AND c.latency_ns IS NOT NULL"
+        )
+        with rundir.reading(path / STORE_FILE):
+            conn = connect_readonly(path / STORE_FILE)
+            try:
+                return pl.DataFrame([tuple(r) for r in conn.execute(query)], schema=LATENCY_SCHEMA, orient="row")
+            finally:
+                conn.close()
+    row = load_results(path).row(0, named=True)  # refuses what is not a finished run
+    commits = rundir.commits(path).filter(~pl.col("warmup"))
+    return commits.select(
+        *[pl.lit(str(row[key])).alias(key) for key in CONFIG_KEYS],
+        pl.lit(row["run_key"]).alias("run_key"),
+        pl.col("latency_ns").cast(pl.Int64),
+    )
+
+
 def load_results(path: Path) -> pl.DataFrame:
     """The runs of a matrix directory (its results.sqlite) or of one run directory."""
     path = Path(path)
@@ -501,8 +550,7 @@ def load_results(path: Path) -> pl.DataFrame:
             f"{path}: sqlwa reads results only where their path is UTF-8 text",
             "rename the directory (or link to it) with a UTF-8 name",
         )
-    if path.is_file() and path.suffix == ".sqlite":
-        path = path.parent
+    path = results_dir(path)
     if (path / STORE_FILE).exists():
         with rundir.reading(path / STORE_FILE):
             conn = connect_readonly(path / STORE_FILE)
@@ -519,18 +567,44 @@ def load_results(path: Path) -> pl.DataFrame:
     )
 
 
-def config_means(runs: pl.DataFrame) -> pl.DataFrame:
+def config_means(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per configuration (scenario, fs, journal, sync) over its successful runs:
-    the mean of every figure across repeats, the repeats counted and lost events summed."""
+    the mean of every figure across repeats, the repeats counted and lost events summed.
+    With ``latencies`` (:func:`load_latencies`) the latency quantiles are those of all
+    the configuration's commits pooled: a mean of each repeat's p99 is no p99."""
     ok = runs.filter(pl.col("status") == "ok") if runs.height else runs
     if ok.height == 0:
         return ok
     figures = [m for m in METRICS if m in ok.columns]
-    return ok.group_by(CONFIG_KEYS, maintain_order=True).agg(
+    means = ok.group_by(CONFIG_KEYS, maintain_order=True).agg(
         pl.len().alias("repeats"),
         pl.col("levels").first(),
         pl.col("commits").sum(),
         pl.col("lost_events").fill_null(0).sum().alias("lost_events"),
         pl.col("run_dir").first(),
         *[pl.col(m).cast(pl.Float64).mean() for m in figures],
+    )
+    if latencies is None or latencies.height == 0:
+        return means
+    pooled = pooled_latency(latencies)
+    keys = means.select(*[pl.col(k).cast(pl.String) for k in CONFIG_KEYS])
+    return means.with_columns(
+        keys.join(pooled, on=list(CONFIG_KEYS), how="left", maintain_order="left").select(*POOLED_QUANTILES, "max_ms")
+    )
+
+
+# The latency figures pooled over repeats, by the quantile of metrics.latency_ms they are.
+POOLED_QUANTILES = {"p50_ms": 0.50, "p99_ms": 0.99, "p999_ms": 0.999}
+
+
+def pooled_latency(latencies: pl.DataFrame) -> pl.DataFrame:
+    """Per configuration: the quantiles (linear, as each run's) and maximum of all commits."""
+    ms = pl.col("latency_ns").cast(pl.Float64) / 1e6
+    return (
+        latencies.group_by(CONFIG_KEYS)
+        .agg(
+            *[ms.quantile(q, interpolation="linear").alias(name) for name, q in POOLED_QUANTILES.items()],
+            ms.max().alias("max_ms"),
+        )
+        .select(*CONFIG_KEYS, *POOLED_QUANTILES, "max_ms")
     )

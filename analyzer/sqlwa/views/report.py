@@ -30,9 +30,10 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from sqlwa.catalogue import METRICS, Metric, config_label
+from sqlwa.catalogue import CONFIG_KEYS, DURABILITY_FINDINGS, FINDINGS, METRICS, Metric, config_key, config_label
 from sqlwa.errors import UsageError, writing
 from sqlwa.results import rundir, store
+from sqlwa.results.findings import config_findings
 from sqlwa.views import figures
 from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT, PER_COMMIT_BARS
 
@@ -253,6 +254,54 @@ def runs_table(runs: pl.DataFrame) -> str:
     )
 
 
+def findings_table(runs: pl.DataFrame) -> tuple[str, str]:
+    """Every consistency finding of every configuration, durability lost first; and a note."""
+    found = config_findings(runs)
+    if not any("syscall" in state.levels for state in found.values()):
+        return "", "Findings compare the syscall and block levels with SQLite's own calls: they need a lab run."
+    order = [*DURABILITY_FINDINGS, *(name for name in FINDINGS if name not in DURABILITY_FINDINGS)]
+    rows = [
+        f'<tr class="{"lost" if name in DURABILITY_FINDINGS else ""}"><th>{html.escape(label_of(key))}</th>'
+        f"<td>{html.escape(name)}</td><td>{state.hits[name]:,} of {state.commits:,}</td>"
+        f'<td>{state.share(name):.0%}</td><td class="what">{html.escape(state.what[name])}</td></tr>'
+        for name in order
+        for key, state in found.items()
+        if state.hits.get(name)
+    ]
+    if not rows:
+        return "", "No layer disagreed in any measured commit: every fsync reached the device as a cache flush."
+    table = (
+        '<div class="scroll"><table><thead><tr><th>configuration</th><th>finding</th><th>commits</th><th>share</th>'
+        f"<th>what it means</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+    return table, "Per-commit disagreements between layers, over all repeats. Red: the commits were not made durable."
+
+
+def label_of(key: tuple) -> str:
+    return config_label(dict(zip(CONFIG_KEYS, key)))
+
+
+def durability_banner(runs: pl.DataFrame) -> str:
+    """A configuration whose commits are cheap because they may be lost on power loss,
+    said at the top of the page, with the mount options that did it."""
+    items = []
+    for key, state in config_findings(runs).items():
+        for name in state.durability_lost():
+            options = {r["mount_options"] for r in runs.iter_rows(named=True) if config_key(r) == key}
+            mounted = ", ".join(sorted(o for o in options if o))
+            items.append(
+                f"<li>{html.escape(label_of(key))}: <code>{name}</code> in {html.escape(state.line(name))}"
+                + (f" (mounted {html.escape(mounted)})" if mounted else "")
+                + "</li>"
+            )
+    if not items:
+        return ""
+    return (
+        '<div class="banner lost"><strong>Durability lost.</strong> These configurations\' commits are cheap '
+        f"because they may be lost on power loss; their figures are not a gain:<ul>{''.join(items)}</ul></div>"
+    )
+
+
 def metric_legend() -> str:
     items = "".join(f"<li><code>{name}</code>: {html.escape(metric_help(m))}</li>" for name, m in METRICS.items())
     return f"<details><summary>what each column means</summary><ul>{items}</ul></details>"
@@ -268,6 +317,8 @@ h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bo
 table { border-collapse: collapse; font-size: 0.85em; } th, td { border: 1px solid #ddd; padding: 3px 7px; }
 td { text-align: right; } th { background: #f6f6f6; text-align: left; } .scroll { overflow-x: auto; }
 .absent { color: #999; } .failed { color: #b00020; } .skipped { color: #a06000; } .ok { color: #1b7f3b; }
+.banner.lost { background: #fde2e4; border-left: 4px solid #b00020; } tr.lost th, tr.lost td { color: #b00020; }
+td.what { text-align: left; }
 """
 
 
@@ -277,8 +328,8 @@ def plot_div(fig: go.Figure, div_id: str) -> str:
     )
 
 
-def build_sections(runs: pl.DataFrame) -> list[Section]:
-    means = store.config_means(runs)
+def build_sections(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> list[Section]:
+    means = store.config_means(runs, latencies)
     sections = []
     fig, note = fsync_heatmap(means)
     sections.append(Section("fsyncs per commit", plot_div(fig, "plot-fsync-heatmap"), note))
@@ -308,11 +359,14 @@ def build_sections(runs: pl.DataFrame) -> list[Section]:
             "Right of the dashed line a commit on the UI thread drops a 60 Hz frame.",
         )
     )
+    table, note = findings_table(runs)
+    sections.append(Section("durability and cross-layer findings", table, note))
     sections.append(
         Section(
             "every number",
             numbers_table(means) + metric_legend(),
-            "Means per commit over measured commits and repeats. — = level not measured.",
+            "Means per commit over measured commits and repeats; latency quantiles over the repeats' commits "
+            "pooled. — = level not measured.",
         )
     )
     sections.append(Section("runs and environment", runs_table(runs)))
@@ -330,8 +384,8 @@ def level_banner(runs: pl.DataFrame) -> str:
     )
 
 
-def render(runs: pl.DataFrame, source: Path) -> str:
-    sections = build_sections(runs)
+def render(runs: pl.DataFrame, source: Path, latencies: pl.DataFrame | None = None) -> str:
+    sections = build_sections(runs, latencies)
     body = "".join(
         f"<section><h2>{html.escape(s.title)}</h2>"
         + (f'<p class="note">{html.escape(s.note)}</p>' if s.note else "")
@@ -349,6 +403,7 @@ def render(runs: pl.DataFrame, source: Path) -> str:
 <h1>{title}</h1>
 <p class="note">{ok} successful run(s) of {runs.height}; generated {time.strftime("%Y-%m-%d %H:%M:%S %Z")} by sqlwa.
 What one SQLite commit costs the storage device, per layer.</p>
+{durability_banner(runs)}
 {level_banner(runs)}
 {body}
 </body></html>
@@ -361,7 +416,7 @@ def write_report(results: Path, out: Path) -> Path:
     if runs.height == 0 or runs.filter(pl.col("status") == "ok").height == 0:
         raise UsageError(f"{results} has no successful run to report", "run `sqlwa matrix` or `sqlwa run` first")
     out = Path(out)
-    page = render(runs, Path(results))
+    page = render(runs, Path(results), store.load_latencies(results))
     with writing(out, "the report"):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(page, encoding="utf-8")

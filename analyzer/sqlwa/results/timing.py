@@ -1,0 +1,106 @@
+"""The gate's statistics for timing metrics (latency quantiles, frame-budget misses).
+
+A count such as fsyncs per commit is the same in every run of a configuration; a latency
+is not. Two identical sweeps on a shared machine measured p99 3.706 and 5.172 ms (+39.5%),
+and one configuration's per-repeat p99 ranged from 16 to 64 ms. So a timing regression is
+called only when the change is both larger than the rule's limit and significant:
+
+* the spread of the repeats is shown as hyperfine shows it: mean ± standard deviation
+  (sample, n − 1) and min … max of the per-run values;
+* the test is the one-sided Mann–Whitney U test (``scipy.stats.mannwhitneyu``) of the
+  per-run values of the metric, new against baseline: is a new run's value stochastically
+  larger? The run is the unit, not the commit: commits of one run share its machine
+  state (load, cache, the device's mood), so a per-commit test finds two identical
+  sweeps "different" (p = 0.007 for the pair above) -- it tests the environment, not the
+  change. The p-value is exact (every split of the runs into the two groups counted,
+  ties included) where there are at most :data:`EXACT_SPLITS` splits.
+
+With n and m runs the smallest p-value the test can give is 1 / C(n + m, n): 0.05 for
+3 against 3 (every new run slower than every old one), 0.004 for 5 against 5; fewer runs
+cannot reach a significance level of 0.05 at all, which the gate reports instead of
+guessing.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import polars as pl
+
+from sqlwa.catalogue import CONFIG_KEYS
+
+EXACT_SPLITS = 20_000  # up to this many splits the permutation distribution is enumerated
+DEFAULT_SIGNIFICANCE_LEVEL = 0.05
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The per-run values of one metric for one configuration."""
+
+    values: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def stdev(self) -> float | None:
+        return statistics.stdev(self.values) if len(self.values) > 1 else None
+
+    def text(self, digits: int = 3) -> str:
+        """'3 runs: 3.510 ± 0.220 (3.300 … 3.710)', or '1 run' alone."""
+        if len(self.values) < 2:
+            return "1 run"
+        return (
+            f"{len(self.values)} runs: {self.mean:,.{digits}f} ± {self.stdev:,.{digits}f} "
+            f"({min(self.values):,.{digits}f} … {max(self.values):,.{digits}f})"
+        )
+
+
+def run_values(runs: pl.DataFrame, key: tuple, metric: str) -> Spread:
+    """The metric of each successful run of the configuration ``key``."""
+    if runs.height == 0 or metric not in runs.columns:
+        return Spread(())
+    match = pl.all_horizontal([pl.col(k).cast(pl.String) == str(v) for k, v in zip(CONFIG_KEYS, key)])
+    values = runs.filter(match & (pl.col("status") == "ok"))[metric].drop_nulls()
+    return Spread(tuple(float(v) for v in values))
+
+
+@dataclass(frozen=True)
+class Significance:
+    """The one-sided test that the new runs are slower (their values larger)."""
+
+    p: float
+    new_runs: int
+    old_runs: int
+
+    @property
+    def smallest_p(self) -> float:
+        """The smallest p-value these numbers of runs can give at all."""
+        return 1 / math.comb(self.new_runs + self.old_runs, self.new_runs)
+
+    def text(self) -> str:
+        return f"Mann–Whitney U over {self.new_runs} vs {self.old_runs} runs: p = {self.p:.3g}"
+
+
+def slower(new: Spread, old: Spread) -> Significance:
+    """Mann–Whitney U, one-sided (alternative: the new values are larger)."""
+    from scipy import stats  # here, not at the top: every sqlwa command imports this module's importers
+
+    splits = math.comb(len(new.values) + len(old.values), len(new.values))
+    method: object = stats.PermutationMethod(n_resamples=math.inf) if splits <= EXACT_SPLITS else "asymptotic"
+    if min(len(new.values), len(old.values)) < 2:
+        method = "exact"  # scipy's permutation test wants two values a side; one run has no ties to mind
+    result = stats.mannwhitneyu(new.values, old.values, alternative="greater", method=method)
+    p = float(result.pvalue)
+    return Significance(1.0 if math.isnan(p) else p, len(new.values), len(old.values))
+
+
+def runs_needed(level: float) -> int:
+    """The fewest runs a side (as many on both) for which p ≤ ``level`` is possible."""
+    runs = 2
+    while 1 / math.comb(2 * runs, runs) > level:
+        runs += 1
+    return runs

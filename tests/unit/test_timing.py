@@ -1,0 +1,128 @@
+"""The gate's statistics for timing metrics against truth worked out here: the spread of
+repeats against numpy, the Mann–Whitney U p-value against every split of the runs
+enumerated by hand (and the textbook example scipy documents), and the gate's verdicts
+on hand-made runs."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from itertools import combinations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from sqlwa.results import check, timing
+
+
+def exact_p_greater(new: list[float], old: list[float]) -> Fraction:
+    """P(U >= observed U) over every split of the pooled values into groups of the same
+    sizes, U = pairs (new, old) with new > old, a tie counting one half."""
+
+    def u(a, b):
+        return sum(Fraction(1) if x > y else Fraction(1, 2) if x == y else 0 for x in a for y in b)
+
+    pooled = [*new, *old]
+    observed = u(new, old)
+    splits = list(combinations(range(len(pooled)), len(new)))
+    at_least = 0
+    for chosen in splits:
+        a = [pooled[i] for i in chosen]
+        b = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        at_least += u(a, b) >= observed
+    return Fraction(at_least, len(splits))
+
+
+@pytest.mark.parametrize(
+    "new, old",
+    [
+        ([19, 22, 16, 29, 24], [20, 11, 17, 12]),  # U = 17 of 20: p = 7/126 (two-sided 0.111, as scipy's docs)
+        ([1.5, 1.6, 1.7], [1.0, 1.1, 1.2]),  # every new run slower: 1/20
+        ([1.05, 1.6, 1.7], [1.0, 1.1, 1.2]),
+        ([2, 2, 3, 5], [1, 2, 2, 2]),  # ties
+        ([3.0], [1.0, 2.0, 4.0]),
+    ],
+)
+def test_p_value_is_the_share_of_splits_at_least_as_extreme(new, old):
+    sig = timing.slower(timing.Spread(tuple(new)), timing.Spread(tuple(old)))
+    assert sig.p == pytest.approx(float(exact_p_greater(new, old)))
+    assert sig.smallest_p == pytest.approx(1 / len(list(combinations(range(len(new) + len(old)), len(new)))))
+
+
+def test_the_textbook_example():
+    sig = timing.slower(timing.Spread((19, 22, 16, 29, 24)), timing.Spread((20, 11, 17, 12)))
+    assert sig.p == pytest.approx(7 / 126)
+
+
+def test_spread_is_mean_sample_sd_and_range():
+    values = (3.3, 3.5, 3.73)
+    spread = timing.Spread(values)
+    assert spread.mean == pytest.approx(np.mean(values)) and spread.stdev == pytest.approx(np.std(values, ddof=1))
+    assert spread.text() == "3 runs: 3.510 ± 0.215 (3.300 … 3.730)"
+    assert timing.Spread((1.0,)).text() == "1 run" and timing.Spread((1.0,)).stdev is None
+
+
+def test_runs_needed_is_the_fewest_with_a_small_enough_p():
+    assert timing.runs_needed(0.05) == 3 and timing.runs_needed(0.01) == 5  # 1/20 and 1/252 (1/70 > 0.01)
+
+
+def runs(p99s: list[float]) -> pl.DataFrame:
+    n = len(p99s)
+    return pl.DataFrame(
+        {
+            "run_key": [f"r{i}" for i in range(n)],
+            "status": ["ok"] * n,
+            "reason": [None] * n,
+            "scenario": ["s"] * n,
+            "fs": ["none"] * n,
+            "journal": ["wal"] * n,
+            "sync": ["full"] * n,
+            "repeat": list(range(1, n + 1)),
+            "levels": ['["vfs"]'] * n,
+            "commits": [100] * n,
+            "lost_events": [None] * n,
+            "run_dir": ["/nonexistent"] * n,
+            "p99_ms": p99s,
+        },
+        schema_overrides={"lost_events": pl.Int64, "reason": pl.String},
+    )
+
+
+def gate(new: list[float], old: list[float], level: float = 0.05) -> check.Finding:
+    rule = check.Rule("no regressions", {k: () for k in check.SCOPES}, {}, 15.0, ("p99_ms",))
+    [finding] = check.check(check.Policy([rule], significance_level=level), runs(new), runs(old)).findings
+    return finding
+
+
+def test_a_significant_slowdown_past_the_limit_is_a_regression():
+    finding = gate([1.5, 1.6, 1.7], [1.0, 1.1, 1.2])
+    assert finding.outcome == "violation"
+    assert finding.detail == (
+        "1.100 → 1.600 = +45.5%, limit +15%; now 3 runs: 1.600 ± 0.100 (1.500 … 1.700), "
+        "before 3 runs: 1.100 ± 0.100 (1.000 … 1.200); Mann–Whitney U over 3 vs 3 runs: p = 0.05 ≤ 0.05: "
+        "significant (confidence 95.0%)"
+    )
+
+
+def test_a_change_past_the_limit_that_noise_explains_is_not_a_regression():
+    finding = gate([1.05, 1.6, 1.7], [1.0, 1.1, 1.2])  # +31.8%, but one new run is among the old ones
+    assert finding.outcome == "pass"
+    assert finding.detail.endswith("p = 0.2 > 0.05: not significant, so not called a regression")
+
+
+def test_too_few_runs_to_tell_is_said_not_passed():
+    finding = gate([2.0], [1.0])
+    assert finding.outcome == "unmeasured"
+    assert "1 vs 1 runs cannot reach p ≤ 0.05 at all (smallest possible p = 0.5)" in finding.detail
+    assert finding.detail.endswith("measure both with --repeat 3 or more")
+    stricter = gate([1.5, 1.6, 1.7], [1.0, 1.1, 1.2], level=0.01)
+    assert stricter.outcome == "unmeasured" and stricter.detail.endswith("--repeat 5 or more")
+
+
+def test_counts_stay_exact_rules():
+    rule = check.Rule("counts", {k: () for k in check.SCOPES}, {}, 15.0, ("vfs_sync_calls_per_commit",))
+    now, before = runs([1.0, 1.0]), runs([1.0, 1.0])
+    now = now.with_columns(pl.lit(1.2).alias("vfs_sync_calls_per_commit"))
+    before = before.with_columns(pl.lit(1.0).alias("vfs_sync_calls_per_commit"))
+    [finding] = check.check(check.Policy([rule]), now, before).findings
+    assert finding.outcome == "violation" and "Mann–Whitney" not in finding.detail
