@@ -24,7 +24,8 @@ import pytest
 
 import helpers
 from helpers import REPO, sqlwa
-from trace_truth import write_bytes_since_commit
+from sqlwa.results import store
+from trace_truth import tally_block_per_commit, write_bytes_since_commit
 
 ROOT = REPO
 ARTIFACTS = Path(os.environ.get("SQLWA_TEST_ARTIFACTS", ROOT / "target" / "test-artifacts"))
@@ -53,6 +54,7 @@ COLLECTOR = """<script>
 
 PLOT_IDS = (
     "plot-fsync-heatmap",
+    "plot-flush-heatmap",
     "plot-kib-heatmap",
     "plot-categories",
     "plot-per-commit",
@@ -196,17 +198,24 @@ def test_vfs_report_loads_cleanly(vfs_report):
     dom, caught, stderr = load(vfs_report)
     assert caught == [] and uncaught_in_log(stderr) == []
     plots = rendered_plots(dom)
-    assert plots == {p: True for p in PLOT_IDS if p != "plot-timeline"}
+    # no block level: no timeline and no cache flushes (said, not drawn as zeros)
+    assert plots == {p: True for p in PLOT_IDS if p not in ("plot-timeline", "plot-flush-heatmap")}
 
 
-def figure_data(page: Path, plot_id: str) -> list[dict]:
-    """The traces of the figure drawn into ``plot_id``: the data the page hands to
-    Plotly.newPlot, not what the report code meant to draw."""
+def figure_json(page: Path, plot_id: str) -> tuple[list[dict], dict]:
+    """The traces and the layout of the figure drawn into ``plot_id``: what the page hands
+    to Plotly.newPlot, not what the report code meant to draw."""
     html = page.read_text()
     call = re.search(r'Plotly\.newPlot\(\s*"' + re.escape(plot_id) + r'",\s*', html)
     assert call, f"no figure for {plot_id}"
-    data, _ = json.JSONDecoder().raw_decode(html, call.end())
-    return data
+    decoder = json.JSONDecoder()
+    data, end = decoder.raw_decode(html, call.end())
+    layout, _ = decoder.raw_decode(html, html.index("{", end))
+    return data, layout
+
+
+def figure_data(page: Path, plot_id: str) -> list[dict]:
+    return figure_json(page, plot_id)[0]
 
 
 def heatmap_cells(page: Path, plot_id: str) -> dict[tuple[str, str], float]:
@@ -267,3 +276,68 @@ def test_latency_cdf_is_the_runs_commit_latencies(vfs_matrix, vfs_report):
 def test_report_of_nothing_is_a_usage_error(tmp_path):
     proc = sqlwa("report", str(tmp_path), "-o", str(tmp_path / "r.html"), check=False)
     assert proc.returncode == 2 and "neither" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------ report figures (#16, point 17)
+
+SAMPLE_RUNS = REPO / "traces" / "samples" / "sqlwa-runs"
+# The sample matrix's filesystems, each with the factor its copies' category bytes are
+# scaled by: btrfs writes many times what ext4 and xfs write, as in a real sweep.
+SCALE = {"ext4": 1, "xfs": 2, "btrfs": 20}
+
+
+@pytest.fixture(scope="module")
+def sample_matrix(tmp_path_factory) -> Path:
+    """A 12-configuration matrix without root: ext4/xfs/btrfs × DELETE/WAL × NORMAL/FULL,
+    each cell a copy of the sample lab run of its journal mode, its category bytes scaled
+    by its filesystem's factor, in a results store."""
+    out = tmp_path_factory.mktemp("sample-matrix") / "m"
+    for fs, scale in SCALE.items():
+        for journal in ("delete", "wal"):
+            for sync in ("normal", "full"):
+                run = out / "runs" / f"{fs}-{journal}-{sync}"
+                shutil.copytree(SAMPLE_RUNS / f"ext4-{journal}", run)
+                summary = json.loads((run / "summary.json").read_text())
+                summary["config"].update(fs=fs, sync=sync)
+                amortized = summary["bytes_by_category"]["amortized_per_commit"]
+                amortized.update({cat: kib * scale for cat, kib in amortized.items()})
+                (run / "summary.json").write_text(json.dumps(summary))
+                store.save_run_dir(out / store.STORE_FILE, run)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sample_matrix_report(sample_matrix, tmp_path_factory) -> Path:
+    return written_report(sample_matrix, tmp_path_factory, "sample-matrix-report")
+
+
+@pytest.fixture(scope="module")
+def sample_run_report(tmp_path_factory) -> Path:
+    """The report of one sample lab run (with its trace: a timeline without root)."""
+    return written_report(SAMPLE_RUNS / "ext4-delete", tmp_path_factory, "sample-run-report")
+
+
+def page_figures(page: Path) -> dict[str, list[dict]]:
+    """plot id → traces, for every figure on the page."""
+    ids = re.findall(r'Plotly\.newPlot\(\s*"([^"]+)"', page.read_text())
+    return {plot_id: figure_data(page, plot_id) for plot_id in ids}
+
+
+def test_one_configuration_draws_no_one_cell_heatmap(sample_run_report):
+    html = sample_run_report.read_text()
+    assert not [p for p in page_figures(sample_run_report) if p.endswith("-heatmap")]
+    assert "would be a single cell each, so none is drawn" in html
+
+
+def test_flush_heatmap_shows_each_configurations_flushes_per_commit(sample_matrix, sample_matrix_report):
+    # Each cell against its run's raw trace: flushes issued on the lab device inside the
+    # measured commits' windows, per commit.
+    truth = {}
+    for run in sorted((sample_matrix / "runs").iterdir()):
+        config = json.loads((run / "summary.json").read_text())["config"]
+        measured = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))["index"].to_list()
+        tally = tally_block_per_commit(run / "trace.txt", config["lab"]["dev"].replace(":", ","))
+        flushes = sum(tally[i]["flush"] for i in measured) / len(measured)
+        truth[(f"{config['scenario']} · {config['fs']}", f"{config['journal']}/{config['sync']}")] = flushes
+    assert len(truth) == 12 and all(flushes > 0 for (_, js), flushes in truth.items() if js.startswith("delete"))
+    assert heatmap_cells(sample_matrix_report, "plot-flush-heatmap") == pytest.approx(truth)

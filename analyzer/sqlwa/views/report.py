@@ -112,6 +112,43 @@ def kib_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
     return heatmap(means, METRICS["vfs_write_kib_per_commit"], "SQLite VFS KiB written per commit", "Blues"), note
 
 
+def flush_heatmap(means: pl.DataFrame) -> tuple[go.Figure | None, str]:
+    """Device cache flushes per commit, or None (and why) where no run measured them."""
+    if not measured_anywhere(means, "flushes_per_commit"):
+        return None, (
+            "The block level was not measured (it needs root, a lab filesystem and tracefs), and only the device "
+            "sees cache flushes: there is nothing to show here."
+        )
+    note = (
+        "Flush requests and writes with the preflush flag: the waits for the device's cache that make a sync "
+        "durable. Compare with the fsyncs: a filesystem may flush more (or less) than once per fsync."
+    )
+    return heatmap(means, METRICS["flushes_per_commit"], "device cache flushes per commit", "Purples"), note
+
+
+HEATMAPS = (
+    ("fsyncs per commit", "plot-fsync-heatmap", fsync_heatmap),
+    ("cache flushes per commit", "plot-flush-heatmap", flush_heatmap),
+    ("KiB written per commit", "plot-kib-heatmap", kib_heatmap),
+)
+
+
+def heatmap_sections(means: pl.DataFrame) -> list[Section]:
+    """The heatmaps across the matrix, or one note where they would each be one cell."""
+    rows, cols = config_axes(means)
+    if len(rows) == len(cols) == 1:
+        note = (
+            "One configuration: heatmaps across the matrix (fsyncs, cache flushes and KiB per commit) would be "
+            "a single cell each, so none is drawn; the numbers are in the table below."
+        )
+        return [Section("fsyncs, flushes and KiB per commit", "", note)]
+    sections = []
+    for title, plot_id, draw in HEATMAPS:
+        fig, note = draw(means)
+        sections.append(Section(title, "" if fig is None else plot_div(fig, plot_id), note))
+    return sections
+
+
 def per_commit_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
     rows = list(means.iter_rows(named=True))
     fig = make_subplots(
@@ -279,11 +316,7 @@ def plot_div(fig: go.Figure, div_id: str) -> str:
 
 def build_sections(runs: pl.DataFrame) -> list[Section]:
     means = store.config_means(runs)
-    sections = []
-    fig, note = fsync_heatmap(means)
-    sections.append(Section("fsyncs per commit", plot_div(fig, "plot-fsync-heatmap"), note))
-    fig, note = kib_heatmap(means)
-    sections.append(Section("KiB written per commit", plot_div(fig, "plot-kib-heatmap"), note))
+    sections = heatmap_sections(means)
     fig, note = figures.category_bars(means)
     sections.append(Section("bytes per commit by category", plot_div(fig, "plot-categories"), note))
     fig, note = per_commit_bars(means)
