@@ -341,3 +341,22 @@ def test_flush_heatmap_shows_each_configurations_flushes_per_commit(sample_matri
         truth[(f"{config['scenario']} · {config['fs']}", f"{config['journal']}/{config['sync']}")] = flushes
     assert len(truth) == 12 and all(flushes > 0 for (_, js), flushes in truth.items() if js.startswith("delete"))
     assert heatmap_cells(sample_matrix_report, "plot-flush-heatmap") == pytest.approx(truth)
+
+
+def test_category_bars_have_a_panel_and_a_scale_per_filesystem(sample_matrix, sample_matrix_report):
+    data, layout = figure_json(sample_matrix_report, "plot-categories")
+    titles = {a["text"].removeprefix("fs: "): a["x"] for a in layout["annotations"] if a["text"].startswith("fs: ")}
+    assert set(titles) == set(SCALE)
+    # a trace's "x2" is the layout's "xaxis2"; a subplot's title sits over its x axis
+    domains = {
+        "x" + name.removeprefix("xaxis"): axis["domain"] for name, axis in layout.items() if name.startswith("xaxis")
+    }
+    panels = {fs: next(ref for ref, (lo, hi) in domains.items() if lo <= x <= hi) for fs, x in titles.items()}
+    assert len(set(panels.values())) == 3
+    assert not [name for name, axis in layout.items() if name.startswith("yaxis") and axis.get("matches")]
+    for fs, ref in panels.items():  # each panel stacks its own filesystem's amortized KiB per commit
+        bars = [t for t in data if t["type"] == "bar" and t.get("xaxis", "x") == ref]
+        summaries = [json.loads((run / "summary.json").read_text()) for run in (sample_matrix / "runs").glob(f"{fs}-*")]
+        kib = sum(sum(s["bytes_by_category"]["amortized_per_commit"].values()) for s in summaries) / 1024
+        assert sum(sum(t["y"]) for t in bars) == pytest.approx(kib)
+        assert {x for t in bars for x in t["x"]} == {"delete/normal", "delete/full", "wal/normal", "wal/full"}

@@ -21,6 +21,7 @@ from typing import cast
 
 import plotly.graph_objects as go
 import polars as pl
+from plotly.subplots import make_subplots
 
 from sqlwa.analysis import metrics
 from sqlwa.analysis.windows import block_issues
@@ -280,40 +281,53 @@ def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
 
 def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
     """KiB per commit by category, one stacked bar per configuration of ``means`` (a
-    :func:`sqlwa.results.store.config_means` frame), and a note when the bars show VFS
-    bytes because the runs carry no attribution categories."""
-    per_config = {
-        config_label(row): category_bytes(rundir.summary(row["run_dir"])) for row in means.iter_rows(named=True)
-    }
-    sources = {source for _, source in per_config.values()}
-    categories = list(dict.fromkeys(cat for by_cat, _ in per_config.values() for cat in by_cat))
-    fig = go.Figure()
-    for cat in categories:
-        values = [by_cat.get(cat, 0.0) / 1024 for by_cat, _ in per_config.values()]
-        if any(values):
-            fig.add_bar(
-                name=cat,
-                x=list(per_config),
-                y=values,
-                marker_color=CATEGORY_COLOURS.get(cat),
-                hovertemplate=f"{cat}: %{{y:.2f}} KiB<extra></extra>",
-            )
-    fig.update_layout(
-        barmode="stack",
-        title="KiB per commit by category: " + " / ".join(sorted(sources)),
-        yaxis_title="KiB per commit",
-        height=460,
-        **LAYOUT,
+    :func:`sqlwa.results.store.config_means` frame) in a panel per filesystem, each on
+    its own scale: on one linear axis btrfs's bars flatten ext4's and xfs's. And a note
+    when the bars show VFS bytes because the runs carry no attribution categories."""
+    rows = list(means.iter_rows(named=True))
+    measured = [category_bytes(rundir.summary(row["run_dir"])) for row in rows]
+    categories = list(dict.fromkeys(cat for by_cat, _ in measured for cat in by_cat))
+    filesystems = list(dict.fromkeys(row["fs"] for row in rows))
+    fig = make_subplots(rows=1, cols=len(filesystems), subplot_titles=[f"fs: {fs}" for fs in filesystems])
+    names, shown = bar_names(rows), set()
+    for panel, fs in enumerate(filesystems, start=1):
+        mine = [n for n, row in enumerate(rows) if row["fs"] == fs]
+        for cat in categories:
+            values = [measured[n][0].get(cat, 0.0) / 1024 for n in mine]
+            if any(values):
+                fig.add_bar(
+                    name=cat,
+                    legendgroup=cat,
+                    showlegend=cat not in shown,
+                    x=[names[n] for n in mine],
+                    y=values,
+                    marker_color=CATEGORY_COLOURS.get(cat),
+                    hovertemplate=f"{fs} %{{x}} {cat}: %{{y:.2f}} KiB<extra></extra>",
+                    row=1,
+                    col=panel,
+                )
+                shown.add(cat)
+    sources = {source for _, source in measured}
+    fig.update_layout(barmode="stack", title="KiB per commit by category: " + " / ".join(sorted(sources)), height=460)
+    fig.update_layout(**LAYOUT)
+    fig.update_yaxes(title_text="KiB per commit", row=1, col=1)
+    return fig, vfs_bytes_note(sources)
+
+
+def bar_names(rows: list[dict]) -> list[str]:
+    """A configuration's name inside its filesystem's panel: journal/sync, after the
+    scenario when there are several."""
+    several = len({row["scenario"] for row in rows}) > 1
+    return [f"{row['scenario'] + ' ' if several else ''}{row['journal']}/{row['sync']}" for row in rows]
+
+
+def vfs_bytes_note(sources: set[str]) -> str:
+    if all(src.startswith("block") for src in sources):
+        return ""
+    return (
+        "These runs carry no attribution categories (bytes_by_category); the bars show SQLite's VFS bytes by "
+        "file kind, what SQLite wrote before the filesystem added its own."
     )
-    note = (
-        ""
-        if all(src.startswith("block") for src in sources)
-        else (
-            "These runs carry no attribution categories (bytes_by_category); the bars show SQLite's VFS bytes by "
-            "file kind, what SQLite wrote before the filesystem added its own."
-        )
-    )
-    return fig, note
 
 
 def per_commit_bytes(run_dir: str | Path) -> tuple[pl.DataFrame, str]:
