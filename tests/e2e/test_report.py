@@ -11,6 +11,7 @@ searched for uncaught errors. A deliberately broken page proves the detection wo
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -270,7 +271,10 @@ def test_latency_cdf_is_the_runs_commit_latencies(vfs_matrix, vfs_report):
         ms = sorted(v / 1e6 for v in commits["latency_ns"].to_list())
         (curve,) = [c for name, c in curves.items() if name.endswith(f"{config['journal']}/{config['sync']}")]
         assert curve["x"][0] == pytest.approx(ms[0]) and curve["x"][-1] == pytest.approx(ms[-1])
-        assert curve["x"][curve["y"].index(0.5)] == pytest.approx(statistics.median(ms))
+        # a step function: half the commits took at most the lower median, the first to reach 50 %
+        half = next(x for x, y in zip(curve["x"], curve["y"]) if y >= 0.5)
+        assert half == pytest.approx(statistics.median_low(ms))
+        assert curve["y"][0] == 0 and curve["y"][-1] == 1 and curve["x"] == sorted(curve["x"])
 
 
 def test_report_of_nothing_is_a_usage_error(tmp_path):
@@ -360,3 +364,19 @@ def test_category_bars_have_a_panel_and_a_scale_per_filesystem(sample_matrix, sa
         kib = sum(sum(s["bytes_by_category"]["amortized_per_commit"].values()) for s in summaries) / 1024
         assert sum(sum(t["y"]) for t in bars) == pytest.approx(kib)
         assert {x for t in bars for x in t["x"]} == {"delete/normal", "delete/full", "wal/normal", "wal/full"}
+
+
+def test_latency_cdf_draws_twelve_distinct_labelled_step_curves(sample_matrix_report):
+    data, layout = figure_json(sample_matrix_report, "plot-latency")
+    curves = [t for t in data if t["type"] == "scatter"]
+    assert len(curves) == 12 and all(t.get("line", {}).get("shape") == "hv" for t in curves)
+    colourway = layout["template"]["layout"]["colorway"]  # what plotly cycles where a curve sets no colour
+    styles = {
+        (t.get("line", {}).get("color", colourway[n % len(colourway)]), t.get("line", {}).get("dash", "solid"))
+        for n, t in enumerate(curves)
+    }
+    assert len(styles) == 12, "two configurations share a line style"
+    (label,) = [a for a in layout["annotations"] if a["text"] == "frame budget 16.67 ms"]
+    low, high = layout["xaxis"]["range"]  # a log axis: its range and annotations are in log10 units
+    assert layout["xaxis"]["type"] == "log" and low <= label["x"] <= high
+    assert label["x"] == pytest.approx(math.log10(16.67))

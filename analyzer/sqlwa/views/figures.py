@@ -52,7 +52,15 @@ LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=60, b=60), font
 WINDOW_COLOURS = ("#ffd54f", "#90caf9")  # neighbouring commit windows alternate
 TIMELINE_COMMITS = 12  # commit windows a timeline shows: enough to see the rhythm, few enough to read
 PER_COMMIT_BARS = 40  # commits per configuration in the per-commit bars
-CDF_POINTS = 400
+CDF_POINTS = 1000  # most corners a CDF curve draws; a longer run's curve takes every k-th rank
+# Latency curves: enough colours that a 12-configuration matrix needs no repeat (the
+# default template cycles 10), and a dash per filesystem.
+CURVE_COLOURS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#ad494a",
+    "#637939", "#7b4173", "#e7ba52", "#843c39",
+)  # fmt: skip
+CURVE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def with_ms(requests: pl.DataFrame, t0_ns: int) -> pl.DataFrame:
@@ -348,43 +356,68 @@ def per_commit_bytes(run_dir: str | Path) -> tuple[pl.DataFrame, str]:
     return commits.select("index", *[(pl.col(c) / 1024).alias(name) for name, c in columns.items()]), source
 
 
+def ecdf(ms: pl.Series) -> tuple[list[float], list[float]]:
+    """The corners of the empirical CDF of ``ms``: (v_k, k/n) for the sorted values v,
+    after (v_1, 0). Drawn with ``line_shape="hv"`` they are its steps. Past
+    :data:`CDF_POINTS` values, every ⌈n/CDF_POINTS⌉-th rank (and the last) — each corner
+    still a value and the exact share of commits at or below it."""
+    values = ms.sort().to_list()
+    n = len(values)
+    ranks = list(range(1, n + 1, max(1, math.ceil(n / CDF_POINTS))))
+    ranks += [n] if ranks[-1] != n else []
+    return [values[0], *(values[k - 1] for k in ranks)], [0.0, *(k / n for k in ranks)]
+
+
+def curve_styles(configs: list[dict]) -> list[dict]:
+    """A line style per configuration, no two alike (12 curves outnumber plotly's 10
+    colours): the dash tells the filesystem, the colour the rest of the configuration;
+    past the palette or the dashes, colour and dash by position."""
+    filesystems = list(dict.fromkeys(c["fs"] for c in configs))
+    rests = [tuple(c[k] for k in CONFIG_KEYS if k != "fs") for c in configs]
+    distinct = list(dict.fromkeys(rests))
+    if len(distinct) <= len(CURVE_COLOURS) and len(filesystems) <= len(CURVE_DASHES):
+        picks = [(distinct.index(rest), filesystems.index(c["fs"])) for rest, c in zip(rests, configs)]
+    else:
+        picks = [(i % len(CURVE_COLOURS), i // len(CURVE_COLOURS) % len(CURVE_DASHES)) for i in range(len(configs))]
+    return [dict(color=CURVE_COLOURS[colour], dash=CURVE_DASHES[dash], width=2) for colour, dash in picks]
+
+
+def measured_latencies(runs: pl.DataFrame) -> list[tuple[dict, pl.Series]]:
+    """Each configuration of ``runs`` with its successful runs' measured commit
+    latencies (ms), in the frame's order; configurations without any are left out."""
+    found = []
+    for key, group in runs.filter(pl.col("status") == "ok").group_by(CONFIG_KEYS, maintain_order=True):
+        frames = [rundir.commits(d).filter(~pl.col("warmup")) for d in group["run_dir"]]
+        ms = pl.concat([f["latency_ns"].cast(pl.Float64) / 1e6 for f in frames])
+        if ms.len():
+            found.append((dict(zip(CONFIG_KEYS, key)), ms))
+    return found
+
+
 def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
-    """Commit-latency CDFs, one curve per configuration of ``runs`` (a runs frame: status,
-    run_dir and the configuration keys), over its successful runs' measured commits,
-    with the default frame budget marked."""
+    """Commit-latency CDFs, one step curve per configuration of ``runs`` (a runs frame:
+    status, run_dir and the configuration keys), over its successful runs' measured
+    commits, with the default frame budget marked and labelled."""
     budget_ms = metrics.DEFAULT_FRAME_BUDGET_MS
     fig = go.Figure()
     lowest, highest = budget_ms, budget_ms
-    ok = runs.filter(pl.col("status") == "ok")
-    one_scenario = ok["scenario"].n_unique() == 1
-    for key, group in ok.group_by(CONFIG_KEYS, maintain_order=True):
-        config = dict(zip(CONFIG_KEYS, key))
-        frames = [rundir.commits(d) for d in group["run_dir"]]
-        ms = pl.concat(
-            [f.filter(~pl.col("warmup")).select(pl.col("latency_ns").cast(pl.Float64) / 1e6) for f in frames]
-        )
-        if ms.height == 0:
-            continue
-        qs = [i / CDF_POINTS for i in range(CDF_POINTS + 1)]
-        # a Float64 column of at least one value: every quantile is a number
-        values = [cast(float, ms["latency_ns"].quantile(q, interpolation="linear")) for q in qs]
-        lowest, highest = min(lowest, max(values[0], 1e-3)), max(highest, values[-1])
+    curves = measured_latencies(runs)
+    one_scenario = len({config["scenario"] for config, _ in curves}) == 1
+    for (config, ms), style in zip(curves, curve_styles([config for config, _ in curves])):
+        xs, ys = ecdf(ms)
+        lowest, highest = min(lowest, max(xs[0], 1e-3)), max(highest, xs[-1])
         label = config_label(config)
         label = label.removeprefix(f"{config['scenario']} ") if one_scenario else label
         fig.add_scatter(
-            x=values,
-            y=qs,
+            x=xs,
+            y=ys,
             mode="lines",
+            line=style,
+            line_shape="hv",  # an empirical CDF is a step function
             name=label,
-            hovertemplate=f"{label}<br>%{{x:.3f}} ms: %{{y:.1%}} of commits<extra></extra>",
+            hovertemplate=f"{label}<br>%{{y:.1%}} of commits took ≤ %{{x:.3f}} ms<extra></extra>",
         )
-    fig.add_vline(
-        x=budget_ms,
-        line_dash="dash",
-        line_color="red",
-        annotation_text=f"frame budget {budget_ms} ms",
-        annotation_position="top left",
-    )
+    mark_budget(fig, budget_ms)
     # An explicit range: on a log axis the marker line would otherwise stretch autorange.
     fig.update_xaxes(range=[math.log10(lowest / 1.5), math.log10(highest * 1.5)])
     fig.update_layout(
@@ -397,3 +430,20 @@ def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
         **LAYOUT,
     )
     return fig
+
+
+def mark_budget(fig: go.Figure, budget_ms: float) -> None:
+    """The frame budget as a dashed line, labelled beside it. The label is an annotation of
+    its own: on a log axis an annotation's x is the log of the value (add_vline's
+    annotation takes the value itself and lands far off the plot)."""
+    fig.add_vline(x=budget_ms, line_dash="dash", line_color="black", line_width=1)  # no curve is black
+    fig.add_annotation(
+        x=math.log10(budget_ms),
+        xref="x",
+        y=1,
+        yref="y domain",
+        text=f"frame budget {budget_ms:.2f} ms",
+        showarrow=False,
+        xanchor="right",
+        yanchor="top",
+    )

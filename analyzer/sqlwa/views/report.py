@@ -337,7 +337,7 @@ def build_sections(runs: pl.DataFrame) -> list[Section]:
         Section(
             "commit latency",
             plot_div(figures.latency_cdfs(runs), "plot-latency"),
-            "Each curve: the share of measured commits at or below a latency. "
+            "Each curve steps up at every measured commit: the share of commits at or below a latency. "
             "Right of the dashed line a commit on the UI thread drops a 60 Hz frame.",
         )
     )
