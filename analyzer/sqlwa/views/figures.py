@@ -113,6 +113,7 @@ def timeline_figure(
     fig.update_layout(
         title=title, xaxis_title="ms", yaxis_title="sector (512 B)", height=520, legend_title_text=coloured_by, **LAYOUT
     )
+    fig.update_yaxes(tickformat=",d")  # plain sector numbers: plotly's SI suffix writes a billion as "1B"
     return fig
 
 
@@ -213,37 +214,49 @@ def size_histogram(requests: pl.DataFrame, title: str = "write request sizes") -
     return fig
 
 
-def binned(column: str, bins: int) -> pl.Expr:
-    """The bin (0 … bins-1) of ``column`` over its own range, as the bin's lower edge."""
-    low, high = pl.col(column).min(), pl.col(column).max()
-    width = pl.max_horizontal((high - low) / bins, pl.lit(1e-9))
-    index = ((pl.col(column) - low) / width).floor().clip(0, bins - 1)
-    return (low + index * width).alias(column)
+def uniform_bins(values: pl.Series, bins: int, finest: float) -> tuple[float, float, int]:
+    """(start, width, count) of equal bins covering ``values``: ``bins`` of them, fewer
+    where the values span less than ``bins`` × ``finest``."""
+    low, high = cast(float, values.min()), cast(float, values.max())
+    width = max((high - low) / bins, finest)
+    return low, width, min(bins, int((high - low) / width) + 1)
+
+
+def bin_index(column: str, start: float, width: float, count: int) -> pl.Expr:
+    return ((pl.col(column) - start) / width).floor().clip(0, count - 1).cast(pl.Int64)
 
 
 def sector_heatmap(
     requests: pl.DataFrame, time_bins: int = 80, sector_bins: int = 64, title: str = "bytes written by time and sector"
 ) -> go.Figure:
-    """Bytes written per (time, sector) bin: where on the device the writes land, and when."""
-    writes = requests.filter(pl.col("operation") == "write").select(
-        "ms", pl.col("sector").cast(pl.Float64), pl.col("bytes")
+    """KiB written per (time, sector) bin: where on the device the writes land, and when.
+    The bins are explicit and equal, an empty one left empty: given only the non-empty
+    cells, plotly stretches each to its next neighbour (a bin at 148 M sectors painted up
+    to 543 M)."""
+    writes = requests.filter(pl.col("operation") == "write").select("ms", pl.col("sector").cast(pl.Float64), "bytes")
+    fig = go.Figure()
+    fig.update_layout(title=title, xaxis_title="ms", yaxis_title="sector (512 B)", height=460, **LAYOUT)
+    fig.update_yaxes(tickformat=",d")  # plain sector numbers: plotly's SI suffix writes a billion as "1B"
+    if writes.height == 0:
+        return fig
+    (t0, dt, nt), (s0, ds, ns) = (
+        uniform_bins(writes["ms"], time_bins, 1e-3),
+        uniform_bins(writes["sector"], sector_bins, 1),
     )
-    cells = (
-        writes.with_columns(binned("ms", time_bins), binned("sector", sector_bins))
-        .group_by("ms", "sector")
-        .agg((pl.col("bytes").sum() / 1024).alias("kib"))
+    cells = writes.group_by(bin_index("ms", t0, dt, nt).alias("t"), bin_index("sector", s0, ds, ns).alias("s")).agg(
+        (pl.col("bytes").sum() / 1024).alias("kib")
     )
-    fig = go.Figure(
-        go.Heatmap(
-            x=cells["ms"].to_list(),
-            y=cells["sector"].to_list(),
-            z=cells["kib"].to_list(),
-            colorscale="Viridis",
-            colorbar=dict(title="KiB"),
-            hovertemplate="from %{x:.1f} ms, sector ≥ %{y:.0f}: %{z:.1f} KiB<extra></extra>",
-        )
+    grid: list[list[float | None]] = [[None] * nt for _ in range(ns)]
+    for t, sector, kib in cells.iter_rows():  # one row per non-empty cell, not per write
+        grid[sector][t] = kib
+    fig.add_heatmap(
+        z=grid,
+        x=[t0 + dt * (i + 0.5) for i in range(nt)],
+        y=[s0 + ds * (i + 0.5) for i in range(ns)],
+        colorscale="Viridis",
+        colorbar=dict(title="KiB"),
+        hovertemplate=f"%{{x:.1f}} ± {dt / 2:.1f} ms, sector %{{y:,.0f}} ± {ds / 2:,.0f}: %{{z:.1f}} KiB<extra></extra>",
     )
-    fig.update_layout(title=title, xaxis_title="ms (bin start)", yaxis_title="sector (bin start)", height=460, **LAYOUT)
     return fig
 
 
