@@ -380,3 +380,54 @@ def test_latency_cdf_draws_twelve_distinct_labelled_step_curves(sample_matrix_re
     low, high = layout["xaxis"]["range"]  # a log axis: its range and annotations are in log10 units
     assert layout["xaxis"]["type"] == "log" and low <= label["x"] <= high
     assert label["x"] == pytest.approx(math.log10(16.67))
+
+
+def table_heads(page: Path) -> list[str]:
+    """The visible text of the every-number table's column heads."""
+    table = re.search(r'<table class="sortable" id="every-number"><thead>(.*?)</thead>', page.read_text(), re.S)
+    assert table, "no sortable every-number table"
+    return [" ".join(re.sub(r"<[^>]+>", " ", th).split()) for th in re.findall(r"<th[^>]*>(.*?)</th>", table[1])]
+
+
+def test_every_number_table_speaks_the_catalogues_labels_and_units(sample_matrix_report):
+    from sqlwa.catalogue import METRICS
+
+    heads = table_heads(sample_matrix_report)
+    assert {"fsync calls", "flushes", "block KiB", "p99 ms", "frame misses commits", "block/logical ×"} <= set(heads)
+    assert not [h for h in heads if h in METRICS or "_" in h]  # no snake_case names as heads
+
+
+SORT_PROBE = """<script>
+(function () {
+  var table = document.getElementById("every-number");
+  var head = Array.from(table.tHead.rows[0].cells).find(function (h) { return h.firstChild.textContent === HEAD; });
+  for (var i = 0; i < CLICKS; i++) head.click();
+  var out = document.createElement("pre");
+  out.id = "sqlwa-sorted";
+  out.textContent = JSON.stringify(Array.from(table.tBodies[0].rows).map(function (r) { return r.cells[0].textContent; }));
+  document.body.appendChild(out);
+})();
+</script>"""
+
+
+def rows_after_clicking(page: Path, head: str, clicks: int) -> list[str]:
+    """The every-number table's configurations, top to bottom, after ``clicks`` clicks on
+    the column head ``head`` in Chromium."""
+    probe = page.with_name(f"{page.stem}-sort-{clicks}.html")
+    script = SORT_PROBE.replace("HEAD", json.dumps(head)).replace("CLICKS", str(clicks))
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"), encoding="utf-8")
+    proc = chromium("--virtual-time-budget=5000", "--proxy-server=http://127.0.0.1:9", "--dump-dom", probe.as_uri())
+    found = re.search(r'<pre id="sqlwa-sorted">(.*?)</pre>', proc.stdout, re.S)
+    assert found, f"the sort probe did not report; chromium said:\n{proc.stderr[-2000:]}"
+    import html as html_module
+
+    return json.loads(html_module.unescape(found.group(1)))
+
+
+@needs_chromium
+def test_every_number_table_sorts_by_a_clicked_column(vfs_report):
+    by_xsyncs = sorted(VFS_XSYNCS, key=VFS_XSYNCS.get)  # wal/full (1) before delete/full (3)
+    ascending = rows_after_clicking(vfs_report, "VFS xSync", 1)
+    assert [row.rsplit(" ", 1)[1] for row in ascending] == by_xsyncs
+    descending = rows_after_clicking(vfs_report, "VFS xSync", 2)
+    assert [row.rsplit(" ", 1)[1] for row in descending] == by_xsyncs[::-1]

@@ -256,21 +256,65 @@ def metric_help(metric: Metric) -> str:
     return f"{metric.description} [{metric.unit}; {metric.level} level; {metric.direction}]"
 
 
+def metric_head(metric: Metric) -> str:
+    """A column head: the metric's label, its unit under it unless the label says it, and
+    its name and meaning on hover."""
+    unit = "" if metric.unit in metric.label.split() else f'<br><span class="unit">{html.escape(metric.unit)}</span>'
+    hover = html.escape(f"{metric.name}: {metric_help(metric)}")
+    return f'<th title="{hover}">{html.escape(metric.label)}{unit}</th>'
+
+
+def number_cell(value: float | int | None, digits: int = 0) -> str:
+    """A cell with a number, and the number again as the key the table sorts by ("" sorts
+    absent values last)."""
+    shown = fmt_cell(value) if value is None else f"{value:,.{digits}f}"
+    return f'<td data-sort="{"" if value is None else value}">{shown}</td>'
+
+
 def numbers_table(means: pl.DataFrame) -> str:
-    metrics = [m for m in METRICS if m in means.columns]
-    head = "".join(f'<th title="{html.escape(metric_help(METRICS[m]))}">{m}</th>' for m in metrics)
+    """Every figure per configuration, one column per measured metric (its catalogue
+    label and unit), sortable by any column (:data:`SORT_SCRIPT`)."""
+    metrics = [METRICS[m] for m in METRICS if m in means.columns]
+    head = "".join(metric_head(m) for m in metrics)
     body = []
     for row in means.iter_rows(named=True):
         levels = ", ".join(json.loads(row["levels"] or "[]"))
-        cells = "".join(f"<td>{fmt_cell(row[m])}</td>" for m in metrics)
+        cells = "".join(number_cell(row[m.name], m.digits) for m in metrics)
         body.append(
-            f"<tr><th>{html.escape(config_label(row))}</th><td>{row['repeats']}</td>"
-            f"<td>{row['commits']:,}</td><td>{levels}</td><td>{row['lost_events']:,}</td>{cells}</tr>"
+            f"<tr><th>{html.escape(config_label(row))}</th>{number_cell(row['repeats'])}"
+            f"{number_cell(row['commits'])}<td>{levels}</td>{number_cell(row['lost_events'])}{cells}</tr>"
         )
     return (
-        f'<div class="scroll"><table><thead><tr><th>configuration</th><th>repeats</th><th>commits</th>'
-        f"<th>levels</th><th>lost events</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        f'<div class="scroll"><table class="sortable" id="every-number"><thead><tr><th>configuration</th>'
+        f"<th>repeats</th><th>commits</th><th>levels</th><th>lost events</th>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+# Click a column head to sort its table by it (again: the other way); absent values last.
+SORT_SCRIPT = """
+function sortKey(cell) {
+  var key = cell.getAttribute("data-sort");
+  return key === null ? cell.textContent : key === "" ? null : Number(key);
+}
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var heads = Array.from(table.tHead.rows[0].cells);
+  heads.forEach(function (head, column) {
+    head.addEventListener("click", function () {
+      var up = head.getAttribute("aria-sort") !== "ascending";
+      heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
+      head.setAttribute("aria-sort", up ? "ascending" : "descending");
+      var body = table.tBodies[0];
+      Array.from(body.rows).map(function (row) { return [sortKey(row.cells[column]), row]; })
+        .sort(function (a, b) {
+          if (a[0] === null || b[0] === null) return (a[0] === null) - (b[0] === null);
+          return (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0) * (up ? 1 : -1);
+        })
+        .forEach(function (pair) { body.appendChild(pair[1]); });
+    });
+  });
+});
+"""
 
 
 def runs_table(runs: pl.DataFrame) -> str:
@@ -291,7 +335,10 @@ def runs_table(runs: pl.DataFrame) -> str:
 
 
 def metric_legend() -> str:
-    items = "".join(f"<li><code>{name}</code>: {html.escape(metric_help(m))}</li>" for name, m in METRICS.items())
+    items = "".join(
+        f"<li><b>{html.escape(m.label)}</b> (<code>{name}</code>): {html.escape(metric_help(m))}</li>"
+        for name, m in METRICS.items()
+    )
     return f"<details><summary>what each column means</summary><ul>{items}</ul></details>"
 
 
@@ -305,6 +352,8 @@ h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bo
 table { border-collapse: collapse; font-size: 0.85em; } th, td { border: 1px solid #ddd; padding: 3px 7px; }
 td { text-align: right; } th { background: #f6f6f6; text-align: left; } .scroll { overflow-x: auto; }
 .absent { color: #999; } .failed { color: #b00020; } .skipped { color: #a06000; } .ok { color: #1b7f3b; }
+.unit { font-weight: normal; color: #666; } tbody th { white-space: nowrap; } table.sortable thead th { cursor: pointer; }
+th[aria-sort=ascending]::after { content: " ▲"; } th[aria-sort=descending]::after { content: " ▼"; }
 """
 
 
@@ -384,6 +433,7 @@ def render(runs: pl.DataFrame, source: Path) -> str:
 What one SQLite commit costs the storage device, per layer.</p>
 {level_banner(runs)}
 {body}
+<script>{SORT_SCRIPT}</script>
 </body></html>
 """
 
