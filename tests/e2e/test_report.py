@@ -22,6 +22,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from plotly.offline import get_plotlyjs_version
 
 import helpers
 from helpers import REPO, sqlwa
@@ -288,6 +289,10 @@ SAMPLE_RUNS = REPO / "traces" / "samples" / "sqlwa-runs"
 # The sample matrix's filesystems, each with the factor its copies' category bytes are
 # scaled by: btrfs writes many times what ext4 and xfs write, as in a real sweep.
 SCALE = {"ext4": 1, "xfs": 2, "btrfs": 20}
+# What plotly.js's cartesian bundle registers (its package's README).
+CARTESIAN_TRACES = set(
+    "bar box contour heatmap histogram histogram2d histogram2dcontour image pie scatter scatterternary violin".split()
+)
 
 
 @pytest.fixture(scope="module")
@@ -325,6 +330,25 @@ def page_figures(page: Path) -> dict[str, list[dict]]:
     """plot id → traces, for every figure on the page."""
     ids = re.findall(r'Plotly\.newPlot\(\s*"([^"]+)"', page.read_text())
     return {plot_id: figure_data(page, plot_id) for plot_id in ids}
+
+
+def test_report_inlines_plotlys_cartesian_bundle(sample_run_report):
+    html = sample_run_report.read_text()
+    version = get_plotlyjs_version()
+    assert f"plotly.js (cartesian - minified) v{version}" in html, "the bundle is stale: run scripts/vendor-plotly-js"
+    assert "* plotly.js v" not in html  # not plotly's full bundle as well
+    assert sample_run_report.stat().st_size < 2_000_000  # 4.9 MB with the full bundle
+    types = {trace["type"] for traces in page_figures(sample_run_report).values() for trace in traces}
+    assert "scatter" in types and types <= CARTESIAN_TRACES
+
+
+@needs_chromium
+def test_one_run_report_renders_every_chart(sample_run_report):
+    dom, caught, stderr = load(sample_run_report)
+    assert caught == [] and uncaught_in_log(stderr) == []
+    assert rendered_plots(dom) == dict.fromkeys(
+        ("plot-categories", "plot-per-commit", "plot-timeline", "plot-latency"), True
+    )
 
 
 def test_one_configuration_draws_no_one_cell_heatmap(sample_run_report):

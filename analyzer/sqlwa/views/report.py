@@ -1,17 +1,21 @@
 """``sqlwa report``: one self-contained HTML page for a matrix (or one run).
 
-The page carries plotly.js inline (no CDN, works offline) and these charts:
+The page carries plotly.js inline (no CDN, works offline): plotly.js's cartesian partial
+bundle (``vendor/``, 1.5 MB instead of the full bundle's 4.8 MB), which has every trace type
+the report draws (bar, heatmap, scatter: the timeline's WebGL markers are drawn as SVG
+here). These charts:
 
-1. heatmaps of fsyncs per commit and KiB per commit across the matrix;
-2. bytes per commit stacked by category for each configuration (attribution categories
-   when the runs have ``bytes_by_category``, else SQLite's VFS bytes by file kind — the
-   chart says which);
+1. heatmaps of fsyncs, device cache flushes and KiB per commit across the matrix (not for
+   a single configuration, where each would be one cell);
+2. bytes per commit stacked by category for each configuration, a panel per filesystem
+   on its own scale (attribution categories when the runs have ``bytes_by_category``,
+   else SQLite's VFS bytes by file kind — the chart says which);
 3. the timeline of one run: block requests by sector over time, coloured by category (or
    by operation when the run has no categories), cache flushes marked, commit windows
    shaded — the seekwatcher view with commits;
-4. commit-latency CDFs per configuration with the 60 Hz frame budget marked;
+4. commit-latency CDFs per configuration (step curves) with the 60 Hz frame budget marked;
 
-and a table with every number. A layer that was not measured is shown as absent (—),
+and a table with every number, sortable by any column. A layer that was not measured is shown as absent (—),
 never as 0, and the page says what measuring it needs. The figures the Python API draws
 too (bytes by category, the timeline, the latency CDFs) come from :mod:`.figures`; the
 metric names, units and descriptions from :mod:`sqlwa.catalogue`.
@@ -21,13 +25,14 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.graph_objects as go
 import polars as pl
-from plotly.offline import get_plotlyjs
+from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from plotly.subplots import make_subplots
 
 from sqlwa.catalogue import METRICS, Metric, config_label
@@ -357,8 +362,43 @@ th[aria-sort=ascending]::after { content: " ▲"; } th[aria-sort=descending]::af
 """
 
 
+# plotly.js's cartesian partial bundle, refreshed by scripts/vendor-plotly-js, and the trace
+# types it registers (its README): the report draws bar, heatmap and scatter traces.
+PARTIAL_BUNDLE = Path(__file__).with_name("vendor") / "plotly-cartesian.min.js"
+BUNDLE_TRACES = frozenset(
+    "bar box contour heatmap histogram histogram2d histogram2dcontour image pie scatter scatterternary violin".split()
+)
+
+
+def bundle_version(js: str) -> str | None:
+    """The version a plotly.js bundle names in its header comment."""
+    found = re.search(r"\* plotly\.js \(cartesian - minified\) v(\S+)", js[:400])
+    return found.group(1) if found else None
+
+
+def plotly_bundle() -> str:
+    """The plotly.js the page inlines: the partial bundle when it is the version the
+    installed plotly writes figures for (a figure may use attributes an older plotly.js
+    lacks), else plotly's full bundle."""
+    try:
+        partial = PARTIAL_BUNDLE.read_text(encoding="utf-8")
+    except OSError:
+        return get_plotlyjs()
+    return partial if bundle_version(partial) == get_plotlyjs_version() else get_plotlyjs()
+
+
+def svg_traces(fig: go.Figure) -> go.Figure:
+    """``fig`` with its WebGL scatter traces drawn as SVG scatter traces: the partial
+    bundle has no WebGL, and a report's timeline (a dozen commits) is small enough."""
+    spec = fig.to_dict()
+    for trace in spec["data"]:
+        if trace["type"] == "scattergl":
+            trace["type"] = "scatter"
+    return go.Figure(spec)
+
+
 def plot_div(fig: go.Figure, div_id: str) -> str:
-    return fig.to_html(
+    return svg_traces(fig).to_html(
         full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
     )
 
@@ -426,7 +466,7 @@ def render(runs: pl.DataFrame, source: Path) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>{CSS}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
+<script type="text/javascript">{plotly_bundle()}</script>
 </head><body>
 <h1>{title}</h1>
 <p class="note">{ok} successful run(s) of {runs.height}; generated {time.strftime("%Y-%m-%d %H:%M:%S %Z")} by sqlwa.
