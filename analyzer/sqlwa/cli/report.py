@@ -28,10 +28,11 @@ def report_command(results, out_path):
       sqlwa report m1 -o report.html
       sqlwa report sqlwa-out/mobibench-insert-wal-full-20260101-120000 -o run.html
 
-    The page is self-contained (plotly.js inline, no network): heatmaps of fsyncs and
-    KiB per commit across the matrix, bytes per commit by category, the block timeline of
-    one run with its commit windows, commit-latency CDFs with the 16.67 ms frame budget,
-    and a table of every figure. Layers that were not measured are shown as absent.
+    The page is self-contained (plotly.js inline, no network): heatmaps of fsyncs, cache
+    flushes and KiB per commit across the matrix, bytes per commit by category (a panel
+    per filesystem), the block timeline of one run with its commit windows,
+    commit-latency CDFs with the 16.67 ms frame budget, and a sortable table of every
+    figure. Layers that were not measured are shown as absent.
     """
     written = reporting.write_report(results, out_path)
     click.echo(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, works offline)")

@@ -21,6 +21,7 @@ from typing import cast
 
 import plotly.graph_objects as go
 import polars as pl
+from plotly.subplots import make_subplots
 
 from sqlwa.analysis import metrics
 from sqlwa.analysis.windows import block_issues
@@ -51,7 +52,15 @@ LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=60, b=60), font
 WINDOW_COLOURS = ("#ffd54f", "#90caf9")  # neighbouring commit windows alternate
 TIMELINE_COMMITS = 12  # commit windows a timeline shows: enough to see the rhythm, few enough to read
 PER_COMMIT_BARS = 40  # commits per configuration in the per-commit bars
-CDF_POINTS = 400
+CDF_POINTS = 1000  # most corners a CDF curve draws; a longer run's curve takes every k-th rank
+# Latency curves: enough colours that a 12-configuration matrix needs no repeat (the
+# default template cycles 10), and a dash per filesystem.
+CURVE_COLOURS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#ad494a",
+    "#637939", "#7b4173", "#e7ba52", "#843c39",
+)  # fmt: skip
+CURVE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def with_ms(requests: pl.DataFrame, t0_ns: int) -> pl.DataFrame:
@@ -104,6 +113,7 @@ def timeline_figure(
     fig.update_layout(
         title=title, xaxis_title="ms", yaxis_title="sector (512 B)", height=520, legend_title_text=coloured_by, **LAYOUT
     )
+    fig.update_yaxes(tickformat=",d")  # plain sector numbers: plotly's SI suffix writes a billion as "1B"
     return fig
 
 
@@ -204,37 +214,49 @@ def size_histogram(requests: pl.DataFrame, title: str = "write request sizes") -
     return fig
 
 
-def binned(column: str, bins: int) -> pl.Expr:
-    """The bin (0 … bins-1) of ``column`` over its own range, as the bin's lower edge."""
-    low, high = pl.col(column).min(), pl.col(column).max()
-    width = pl.max_horizontal((high - low) / bins, pl.lit(1e-9))
-    index = ((pl.col(column) - low) / width).floor().clip(0, bins - 1)
-    return (low + index * width).alias(column)
+def uniform_bins(values: pl.Series, bins: int, finest: float) -> tuple[float, float, int]:
+    """(start, width, count) of equal bins covering ``values``: ``bins`` of them, fewer
+    where the values span less than ``bins`` × ``finest``."""
+    low, high = cast(float, values.min()), cast(float, values.max())
+    width = max((high - low) / bins, finest)
+    return low, width, min(bins, int((high - low) / width) + 1)
+
+
+def bin_index(column: str, start: float, width: float, count: int) -> pl.Expr:
+    return ((pl.col(column) - start) / width).floor().clip(0, count - 1).cast(pl.Int64)
 
 
 def sector_heatmap(
     requests: pl.DataFrame, time_bins: int = 80, sector_bins: int = 64, title: str = "bytes written by time and sector"
 ) -> go.Figure:
-    """Bytes written per (time, sector) bin: where on the device the writes land, and when."""
-    writes = requests.filter(pl.col("operation") == "write").select(
-        "ms", pl.col("sector").cast(pl.Float64), pl.col("bytes")
+    """KiB written per (time, sector) bin: where on the device the writes land, and when.
+    The bins are explicit and equal, an empty one left empty: given only the non-empty
+    cells, plotly stretches each to its next neighbour (a bin at 148 M sectors painted up
+    to 543 M)."""
+    writes = requests.filter(pl.col("operation") == "write").select("ms", pl.col("sector").cast(pl.Float64), "bytes")
+    fig = go.Figure()
+    fig.update_layout(title=title, xaxis_title="ms", yaxis_title="sector (512 B)", height=460, **LAYOUT)
+    fig.update_yaxes(tickformat=",d")  # plain sector numbers: plotly's SI suffix writes a billion as "1B"
+    if writes.height == 0:
+        return fig
+    (t0, dt, nt), (s0, ds, ns) = (
+        uniform_bins(writes["ms"], time_bins, 1e-3),
+        uniform_bins(writes["sector"], sector_bins, 1),
     )
-    cells = (
-        writes.with_columns(binned("ms", time_bins), binned("sector", sector_bins))
-        .group_by("ms", "sector")
-        .agg((pl.col("bytes").sum() / 1024).alias("kib"))
+    cells = writes.group_by(bin_index("ms", t0, dt, nt).alias("t"), bin_index("sector", s0, ds, ns).alias("s")).agg(
+        (pl.col("bytes").sum() / 1024).alias("kib")
     )
-    fig = go.Figure(
-        go.Heatmap(
-            x=cells["ms"].to_list(),
-            y=cells["sector"].to_list(),
-            z=cells["kib"].to_list(),
-            colorscale="Viridis",
-            colorbar=dict(title="KiB"),
-            hovertemplate="from %{x:.1f} ms, sector ≥ %{y:.0f}: %{z:.1f} KiB<extra></extra>",
-        )
+    grid: list[list[float | None]] = [[None] * nt for _ in range(ns)]
+    for t, sector, kib in cells.iter_rows():  # one row per non-empty cell, not per write
+        grid[sector][t] = kib
+    fig.add_heatmap(
+        z=grid,
+        x=[t0 + dt * (i + 0.5) for i in range(nt)],
+        y=[s0 + ds * (i + 0.5) for i in range(ns)],
+        colorscale="Viridis",
+        colorbar=dict(title="KiB"),
+        hovertemplate=f"%{{x:.1f}} ± {dt / 2:.1f} ms, sector %{{y:,.0f}} ± {ds / 2:,.0f}: %{{z:.1f}} KiB<extra></extra>",
     )
-    fig.update_layout(title=title, xaxis_title="ms (bin start)", yaxis_title="sector (bin start)", height=460, **LAYOUT)
     return fig
 
 
@@ -280,40 +302,53 @@ def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
 
 def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
     """KiB per commit by category, one stacked bar per configuration of ``means`` (a
-    :func:`sqlwa.results.store.config_means` frame), and a note when the bars show VFS
-    bytes because the runs carry no attribution categories."""
-    per_config = {
-        config_label(row): category_bytes(rundir.summary(row["run_dir"])) for row in means.iter_rows(named=True)
-    }
-    sources = {source for _, source in per_config.values()}
-    categories = list(dict.fromkeys(cat for by_cat, _ in per_config.values() for cat in by_cat))
-    fig = go.Figure()
-    for cat in categories:
-        values = [by_cat.get(cat, 0.0) / 1024 for by_cat, _ in per_config.values()]
-        if any(values):
-            fig.add_bar(
-                name=cat,
-                x=list(per_config),
-                y=values,
-                marker_color=CATEGORY_COLOURS.get(cat),
-                hovertemplate=f"{cat}: %{{y:.2f}} KiB<extra></extra>",
-            )
-    fig.update_layout(
-        barmode="stack",
-        title="KiB per commit by category: " + " / ".join(sorted(sources)),
-        yaxis_title="KiB per commit",
-        height=460,
-        **LAYOUT,
+    :func:`sqlwa.results.store.config_means` frame) in a panel per filesystem, each on
+    its own scale: on one linear axis btrfs's bars flatten ext4's and xfs's. And a note
+    when the bars show VFS bytes because the runs carry no attribution categories."""
+    rows = list(means.iter_rows(named=True))
+    measured = [category_bytes(rundir.summary(row["run_dir"])) for row in rows]
+    categories = list(dict.fromkeys(cat for by_cat, _ in measured for cat in by_cat))
+    filesystems = list(dict.fromkeys(row["fs"] for row in rows))
+    fig = make_subplots(rows=1, cols=len(filesystems), subplot_titles=[f"fs: {fs}" for fs in filesystems])
+    names, shown = bar_names(rows), set()
+    for panel, fs in enumerate(filesystems, start=1):
+        mine = [n for n, row in enumerate(rows) if row["fs"] == fs]
+        for cat in categories:
+            values = [measured[n][0].get(cat, 0.0) / 1024 for n in mine]
+            if any(values):
+                fig.add_bar(
+                    name=cat,
+                    legendgroup=cat,
+                    showlegend=cat not in shown,
+                    x=[names[n] for n in mine],
+                    y=values,
+                    marker_color=CATEGORY_COLOURS.get(cat),
+                    hovertemplate=f"{fs} %{{x}} {cat}: %{{y:.2f}} KiB<extra></extra>",
+                    row=1,
+                    col=panel,
+                )
+                shown.add(cat)
+    sources = {source for _, source in measured}
+    fig.update_layout(barmode="stack", title="KiB per commit by category: " + " / ".join(sorted(sources)), height=460)
+    fig.update_layout(**LAYOUT)
+    fig.update_yaxes(title_text="KiB per commit", row=1, col=1)
+    return fig, vfs_bytes_note(sources)
+
+
+def bar_names(rows: list[dict]) -> list[str]:
+    """A configuration's name inside its filesystem's panel: journal/sync, after the
+    scenario when there are several."""
+    several = len({row["scenario"] for row in rows}) > 1
+    return [f"{row['scenario'] + ' ' if several else ''}{row['journal']}/{row['sync']}" for row in rows]
+
+
+def vfs_bytes_note(sources: set[str]) -> str:
+    if all(src.startswith("block") for src in sources):
+        return ""
+    return (
+        "These runs carry no attribution categories (bytes_by_category); the bars show SQLite's VFS bytes by "
+        "file kind, what SQLite wrote before the filesystem added its own."
     )
-    note = (
-        ""
-        if all(src.startswith("block") for src in sources)
-        else (
-            "These runs carry no attribution categories (bytes_by_category); the bars show SQLite's VFS bytes by "
-            "file kind, what SQLite wrote before the filesystem added its own."
-        )
-    )
-    return fig, note
 
 
 def per_commit_bytes(run_dir: str | Path) -> tuple[pl.DataFrame, str]:
@@ -334,43 +369,68 @@ def per_commit_bytes(run_dir: str | Path) -> tuple[pl.DataFrame, str]:
     return commits.select("index", *[(pl.col(c) / 1024).alias(name) for name, c in columns.items()]), source
 
 
+def ecdf(ms: pl.Series) -> tuple[list[float], list[float]]:
+    """The corners of the empirical CDF of ``ms``: (v_k, k/n) for the sorted values v,
+    after (v_1, 0). Drawn with ``line_shape="hv"`` they are its steps. Past
+    :data:`CDF_POINTS` values, every ⌈n/CDF_POINTS⌉-th rank (and the last) — each corner
+    still a value and the exact share of commits at or below it."""
+    values = ms.sort().to_list()
+    n = len(values)
+    ranks = list(range(1, n + 1, max(1, math.ceil(n / CDF_POINTS))))
+    ranks += [n] if ranks[-1] != n else []
+    return [values[0], *(values[k - 1] for k in ranks)], [0.0, *(k / n for k in ranks)]
+
+
+def curve_styles(configs: list[dict]) -> list[dict]:
+    """A line style per configuration, no two alike (12 curves outnumber plotly's 10
+    colours): the dash tells the filesystem, the colour the rest of the configuration;
+    past the palette or the dashes, colour and dash by position."""
+    filesystems = list(dict.fromkeys(c["fs"] for c in configs))
+    rests = [tuple(c[k] for k in CONFIG_KEYS if k != "fs") for c in configs]
+    distinct = list(dict.fromkeys(rests))
+    if len(distinct) <= len(CURVE_COLOURS) and len(filesystems) <= len(CURVE_DASHES):
+        picks = [(distinct.index(rest), filesystems.index(c["fs"])) for rest, c in zip(rests, configs)]
+    else:
+        picks = [(i % len(CURVE_COLOURS), i // len(CURVE_COLOURS) % len(CURVE_DASHES)) for i in range(len(configs))]
+    return [dict(color=CURVE_COLOURS[colour], dash=CURVE_DASHES[dash], width=2) for colour, dash in picks]
+
+
+def measured_latencies(runs: pl.DataFrame) -> list[tuple[dict, pl.Series]]:
+    """Each configuration of ``runs`` with its successful runs' measured commit
+    latencies (ms), in the frame's order; configurations without any are left out."""
+    found = []
+    for key, group in runs.filter(pl.col("status") == "ok").group_by(CONFIG_KEYS, maintain_order=True):
+        frames = [rundir.commits(d).filter(~pl.col("warmup")) for d in group["run_dir"]]
+        ms = pl.concat([f["latency_ns"].cast(pl.Float64) / 1e6 for f in frames])
+        if ms.len():
+            found.append((dict(zip(CONFIG_KEYS, key)), ms))
+    return found
+
+
 def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
-    """Commit-latency CDFs, one curve per configuration of ``runs`` (a runs frame: status,
-    run_dir and the configuration keys), over its successful runs' measured commits,
-    with the default frame budget marked."""
+    """Commit-latency CDFs, one step curve per configuration of ``runs`` (a runs frame:
+    status, run_dir and the configuration keys), over its successful runs' measured
+    commits, with the default frame budget marked and labelled."""
     budget_ms = metrics.DEFAULT_FRAME_BUDGET_MS
     fig = go.Figure()
     lowest, highest = budget_ms, budget_ms
-    ok = runs.filter(pl.col("status") == "ok")
-    one_scenario = ok["scenario"].n_unique() == 1
-    for key, group in ok.group_by(CONFIG_KEYS, maintain_order=True):
-        config = dict(zip(CONFIG_KEYS, key))
-        frames = [rundir.commits(d) for d in group["run_dir"]]
-        ms = pl.concat(
-            [f.filter(~pl.col("warmup")).select(pl.col("latency_ns").cast(pl.Float64) / 1e6) for f in frames]
-        )
-        if ms.height == 0:
-            continue
-        qs = [i / CDF_POINTS for i in range(CDF_POINTS + 1)]
-        # a Float64 column of at least one value: every quantile is a number
-        values = [cast(float, ms["latency_ns"].quantile(q, interpolation="linear")) for q in qs]
-        lowest, highest = min(lowest, max(values[0], 1e-3)), max(highest, values[-1])
+    curves = measured_latencies(runs)
+    one_scenario = len({config["scenario"] for config, _ in curves}) == 1
+    for (config, ms), style in zip(curves, curve_styles([config for config, _ in curves])):
+        xs, ys = ecdf(ms)
+        lowest, highest = min(lowest, max(xs[0], 1e-3)), max(highest, xs[-1])
         label = config_label(config)
         label = label.removeprefix(f"{config['scenario']} ") if one_scenario else label
         fig.add_scatter(
-            x=values,
-            y=qs,
+            x=xs,
+            y=ys,
             mode="lines",
+            line=style,
+            line_shape="hv",  # an empirical CDF is a step function
             name=label,
-            hovertemplate=f"{label}<br>%{{x:.3f}} ms: %{{y:.1%}} of commits<extra></extra>",
+            hovertemplate=f"{label}<br>%{{y:.1%}} of commits took ≤ %{{x:.3f}} ms<extra></extra>",
         )
-    fig.add_vline(
-        x=budget_ms,
-        line_dash="dash",
-        line_color="red",
-        annotation_text=f"frame budget {budget_ms} ms",
-        annotation_position="top left",
-    )
+    mark_budget(fig, budget_ms)
     # An explicit range: on a log axis the marker line would otherwise stretch autorange.
     fig.update_xaxes(range=[math.log10(lowest / 1.5), math.log10(highest * 1.5)])
     fig.update_layout(
@@ -383,3 +443,20 @@ def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
         **LAYOUT,
     )
     return fig
+
+
+def mark_budget(fig: go.Figure, budget_ms: float) -> None:
+    """The frame budget as a dashed line, labelled beside it. The label is an annotation of
+    its own: on a log axis an annotation's x is the log of the value (add_vline's
+    annotation takes the value itself and lands far off the plot)."""
+    fig.add_vline(x=budget_ms, line_dash="dash", line_color="black", line_width=1)  # no curve is black
+    fig.add_annotation(
+        x=math.log10(budget_ms),
+        xref="x",
+        y=1,
+        yref="y domain",
+        text=f"frame budget {budget_ms:.2f} ms",
+        showarrow=False,
+        xanchor="right",
+        yanchor="top",
+    )

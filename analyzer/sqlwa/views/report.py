@@ -1,17 +1,21 @@
 """``sqlwa report``: one self-contained HTML page for a matrix (or one run).
 
-The page carries plotly.js inline (no CDN, works offline) and these charts:
+The page carries plotly.js inline (no CDN, works offline): plotly.js's cartesian partial
+bundle (``vendor/``, 1.5 MB instead of the full bundle's 4.8 MB), which has every trace type
+the report draws (bar, heatmap, scatter: the timeline's WebGL markers are drawn as SVG
+here). These charts:
 
-1. heatmaps of fsyncs per commit and KiB per commit across the matrix;
-2. bytes per commit stacked by category for each configuration (attribution categories
-   when the runs have ``bytes_by_category``, else SQLite's VFS bytes by file kind — the
-   chart says which);
+1. heatmaps of fsyncs, device cache flushes and KiB per commit across the matrix (not for
+   a single configuration, where each would be one cell);
+2. bytes per commit stacked by category for each configuration, a panel per filesystem
+   on its own scale (attribution categories when the runs have ``bytes_by_category``,
+   else SQLite's VFS bytes by file kind — the chart says which);
 3. the timeline of one run: block requests by sector over time, coloured by category (or
    by operation when the run has no categories), cache flushes marked, commit windows
    shaded — the seekwatcher view with commits;
-4. commit-latency CDFs per configuration with the 60 Hz frame budget marked;
+4. commit-latency CDFs per configuration (step curves) with the 60 Hz frame budget marked;
 
-and a table with every number. A layer that was not measured is shown as absent (—),
+and a table with every number, sortable by any column. A layer that was not measured is shown as absent (—),
 never as 0, and the page says what measuring it needs. The figures the Python API draws
 too (bytes by category, the timeline, the latency CDFs) come from :mod:`.figures`; the
 metric names, units and descriptions from :mod:`sqlwa.catalogue`.
@@ -21,13 +25,14 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.graph_objects as go
 import polars as pl
-from plotly.offline import get_plotlyjs
+from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from plotly.subplots import make_subplots
 
 from sqlwa.catalogue import CONFIG_KEYS, DURABILITY_FINDINGS, FINDINGS, METRICS, Metric, config_key, config_label
@@ -111,6 +116,43 @@ def kib_heatmap(means: pl.DataFrame) -> tuple[go.Figure, str]:
         "this shows the KiB SQLite handed to the VFS."
     )
     return heatmap(means, METRICS["vfs_write_kib_per_commit"], "SQLite VFS KiB written per commit", "Blues"), note
+
+
+def flush_heatmap(means: pl.DataFrame) -> tuple[go.Figure | None, str]:
+    """Device cache flushes per commit, or None (and why) where no run measured them."""
+    if not measured_anywhere(means, "flushes_per_commit"):
+        return None, (
+            "The block level was not measured (it needs root, a lab filesystem and tracefs), and only the device "
+            "sees cache flushes: there is nothing to show here."
+        )
+    note = (
+        "Flush requests and writes with the preflush flag: the waits for the device's cache that make a sync "
+        "durable. Compare with the fsyncs: a filesystem may flush more (or less) than once per fsync."
+    )
+    return heatmap(means, METRICS["flushes_per_commit"], "device cache flushes per commit", "Purples"), note
+
+
+HEATMAPS = (
+    ("fsyncs per commit", "plot-fsync-heatmap", fsync_heatmap),
+    ("cache flushes per commit", "plot-flush-heatmap", flush_heatmap),
+    ("KiB written per commit", "plot-kib-heatmap", kib_heatmap),
+)
+
+
+def heatmap_sections(means: pl.DataFrame) -> list[Section]:
+    """The heatmaps across the matrix, or one note where they would each be one cell."""
+    rows, cols = config_axes(means)
+    if len(rows) == len(cols) == 1:
+        note = (
+            "One configuration: heatmaps across the matrix (fsyncs, cache flushes and KiB per commit) would be "
+            "a single cell each, so none is drawn; the numbers are in the table below."
+        )
+        return [Section("fsyncs, flushes and KiB per commit", "", note)]
+    sections = []
+    for title, plot_id, draw in HEATMAPS:
+        fig, note = draw(means)
+        sections.append(Section(title, "" if fig is None else plot_div(fig, plot_id), note))
+    return sections
 
 
 def per_commit_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
@@ -220,21 +262,65 @@ def metric_help(metric: Metric) -> str:
     return f"{metric.description} [{metric.unit}; {metric.level} level; {metric.direction}]"
 
 
+def metric_head(metric: Metric) -> str:
+    """A column head: the metric's label, its unit under it unless the label says it, and
+    its name and meaning on hover."""
+    unit = "" if metric.unit in metric.label.split() else f'<br><span class="unit">{html.escape(metric.unit)}</span>'
+    hover = html.escape(f"{metric.name}: {metric_help(metric)}")
+    return f'<th title="{hover}">{html.escape(metric.label)}{unit}</th>'
+
+
+def number_cell(value: float | int | None, digits: int = 0) -> str:
+    """A cell with a number, and the number again as the key the table sorts by ("" sorts
+    absent values last)."""
+    shown = fmt_cell(value) if value is None else f"{value:,.{digits}f}"
+    return f'<td data-sort="{"" if value is None else value}">{shown}</td>'
+
+
 def numbers_table(means: pl.DataFrame) -> str:
-    metrics = [m for m in METRICS if m in means.columns]
-    head = "".join(f'<th title="{html.escape(metric_help(METRICS[m]))}">{m}</th>' for m in metrics)
+    """Every figure per configuration, one column per measured metric (its catalogue
+    label and unit), sortable by any column (:data:`SORT_SCRIPT`)."""
+    metrics = [METRICS[m] for m in METRICS if m in means.columns]
+    head = "".join(metric_head(m) for m in metrics)
     body = []
     for row in means.iter_rows(named=True):
         levels = ", ".join(json.loads(row["levels"] or "[]"))
-        cells = "".join(f"<td>{fmt_cell(row[m])}</td>" for m in metrics)
+        cells = "".join(number_cell(row[m.name], m.digits) for m in metrics)
         body.append(
-            f"<tr><th>{html.escape(config_label(row))}</th><td>{row['repeats']}</td>"
-            f"<td>{row['commits']:,}</td><td>{levels}</td><td>{row['lost_events']:,}</td>{cells}</tr>"
+            f"<tr><th>{html.escape(config_label(row))}</th>{number_cell(row['repeats'])}"
+            f"{number_cell(row['commits'])}<td>{levels}</td>{number_cell(row['lost_events'])}{cells}</tr>"
         )
     return (
-        f'<div class="scroll"><table><thead><tr><th>configuration</th><th>repeats</th><th>commits</th>'
-        f"<th>levels</th><th>lost events</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        f'<div class="scroll"><table class="sortable" id="every-number"><thead><tr><th>configuration</th>'
+        f"<th>repeats</th><th>commits</th><th>levels</th><th>lost events</th>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+# Click a column head to sort its table by it (again: the other way); absent values last.
+SORT_SCRIPT = """
+function sortKey(cell) {
+  var key = cell.getAttribute("data-sort");
+  return key === null ? cell.textContent : key === "" ? null : Number(key);
+}
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var heads = Array.from(table.tHead.rows[0].cells);
+  heads.forEach(function (head, column) {
+    head.addEventListener("click", function () {
+      var up = head.getAttribute("aria-sort") !== "ascending";
+      heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
+      head.setAttribute("aria-sort", up ? "ascending" : "descending");
+      var body = table.tBodies[0];
+      Array.from(body.rows).map(function (row) { return [sortKey(row.cells[column]), row]; })
+        .sort(function (a, b) {
+          if (a[0] === null || b[0] === null) return (a[0] === null) - (b[0] === null);
+          return (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0) * (up ? 1 : -1);
+        })
+        .forEach(function (pair) { body.appendChild(pair[1]); });
+    });
+  });
+});
+"""
 
 
 def runs_table(runs: pl.DataFrame) -> str:
@@ -303,7 +389,10 @@ def durability_banner(runs: pl.DataFrame) -> str:
 
 
 def metric_legend() -> str:
-    items = "".join(f"<li><code>{name}</code>: {html.escape(metric_help(m))}</li>" for name, m in METRICS.items())
+    items = "".join(
+        f"<li><b>{html.escape(m.label)}</b> (<code>{name}</code>): {html.escape(metric_help(m))}</li>"
+        for name, m in METRICS.items()
+    )
     return f"<details><summary>what each column means</summary><ul>{items}</ul></details>"
 
 
@@ -319,22 +408,55 @@ td { text-align: right; } th { background: #f6f6f6; text-align: left; } .scroll 
 .absent { color: #999; } .failed { color: #b00020; } .skipped { color: #a06000; } .ok { color: #1b7f3b; }
 .banner.lost { background: #fde2e4; border-left: 4px solid #b00020; } tr.lost th, tr.lost td { color: #b00020; }
 td.what { text-align: left; }
+.unit { font-weight: normal; color: #666; } tbody th { white-space: nowrap; } table.sortable thead th { cursor: pointer; }
+th[aria-sort=ascending]::after { content: " ▲"; } th[aria-sort=descending]::after { content: " ▼"; }
 """
 
 
+# plotly.js's cartesian partial bundle, refreshed by scripts/vendor-plotly-js, and the trace
+# types it registers (its README): the report draws bar, heatmap and scatter traces.
+PARTIAL_BUNDLE = Path(__file__).with_name("vendor") / "plotly-cartesian.min.js"
+BUNDLE_TRACES = frozenset(
+    "bar box contour heatmap histogram histogram2d histogram2dcontour image pie scatter scatterternary violin".split()
+)
+
+
+def bundle_version(js: str) -> str | None:
+    """The version a plotly.js bundle names in its header comment."""
+    found = re.search(r"\* plotly\.js \(cartesian - minified\) v(\S+)", js[:400])
+    return found.group(1) if found else None
+
+
+def plotly_bundle() -> str:
+    """The plotly.js the page inlines: the partial bundle when it is the version the
+    installed plotly writes figures for (a figure may use attributes an older plotly.js
+    lacks), else plotly's full bundle."""
+    try:
+        partial = PARTIAL_BUNDLE.read_text(encoding="utf-8")
+    except OSError:
+        return get_plotlyjs()
+    return partial if bundle_version(partial) == get_plotlyjs_version() else get_plotlyjs()
+
+
+def svg_traces(fig: go.Figure) -> go.Figure:
+    """``fig`` with its WebGL scatter traces drawn as SVG scatter traces: the partial
+    bundle has no WebGL, and a report's timeline (a dozen commits) is small enough."""
+    spec = fig.to_dict()
+    for trace in spec["data"]:
+        if trace["type"] == "scattergl":
+            trace["type"] = "scatter"
+    return go.Figure(spec)
+
+
 def plot_div(fig: go.Figure, div_id: str) -> str:
-    return fig.to_html(
+    return svg_traces(fig).to_html(
         full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False, "responsive": True}
     )
 
 
 def build_sections(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> list[Section]:
     means = store.config_means(runs, latencies)
-    sections = []
-    fig, note = fsync_heatmap(means)
-    sections.append(Section("fsyncs per commit", plot_div(fig, "plot-fsync-heatmap"), note))
-    fig, note = kib_heatmap(means)
-    sections.append(Section("KiB written per commit", plot_div(fig, "plot-kib-heatmap"), note))
+    sections = heatmap_sections(means)
     fig, note = figures.category_bars(means)
     sections.append(Section("bytes per commit by category", plot_div(fig, "plot-categories"), note))
     fig, note = per_commit_bars(means)
@@ -355,7 +477,7 @@ def build_sections(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) ->
         Section(
             "commit latency",
             plot_div(figures.latency_cdfs(runs), "plot-latency"),
-            "Each curve: the share of measured commits at or below a latency. "
+            "Each curve steps up at every measured commit: the share of commits at or below a latency. "
             "Right of the dashed line a commit on the UI thread drops a 60 Hz frame.",
         )
     )
@@ -398,7 +520,7 @@ def render(runs: pl.DataFrame, source: Path, latencies: pl.DataFrame | None = No
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>{CSS}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
+<script type="text/javascript">{plotly_bundle()}</script>
 </head><body>
 <h1>{title}</h1>
 <p class="note">{ok} successful run(s) of {runs.height}; generated {time.strftime("%Y-%m-%d %H:%M:%S %Z")} by sqlwa.
@@ -406,6 +528,7 @@ What one SQLite commit costs the storage device, per layer.</p>
 {durability_banner(runs)}
 {level_banner(runs)}
 {body}
+<script>{SORT_SCRIPT}</script>
 </body></html>
 """
 
