@@ -68,7 +68,6 @@ fn config(fsname: &str) -> Config {
     // thread, as the workload is one SQL thread.
     config.mount_options = vec![
         MountOption::FSName(fsname.to_string()),
-        MountOption::Subtype("sqlwa".to_string()),
         MountOption::DefaultPermissions,
     ];
     config.n_threads = Some(1);

@@ -13,6 +13,7 @@ use std::cell::Cell;
 use std::ffi::{CString, OsStr};
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -119,7 +120,7 @@ fn timespec(time: Option<TimeOrNow>) -> libc::timespec {
     libc::timespec { tv_sec, tv_nsec }
 }
 
-/// utimensat(2) on the lower path (std has no call that can leave one time unchanged).
+/// utimensat(2) on the lower inode's path (std has no call that can leave one time unchanged).
 fn set_times(path: &Path, atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>) -> io::Result<()> {
     let times = [timespec(atime), timespec(mtime)];
     let path = c_path(path)?;
@@ -129,7 +130,7 @@ fn set_times(path: &Path, atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>) ->
             libc::AT_FDCWD,
             path.as_ptr(),
             times.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
+            0, // follow: the path is the /proc/self/fd link to the inode
         )
     };
     if rc == 0 {
@@ -220,9 +221,36 @@ impl Mirror {
 
     /// lstat the lower entry at `path` and give it an inode number (one lookup).
     fn entry(&self, path: PathBuf) -> io::Result<FileAttr> {
-        let meta = fs::symlink_metadata(&path)?;
-        let ino = lock(&self.nodes).remember(path, (meta.dev(), meta.ino()));
+        let pin = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+            .open(&path)?;
+        let meta = pin.metadata()?;
+        let ino = lock(&self.nodes).remember(path, (meta.dev(), meta.ino()), Some(pin));
         Ok(attr(ino, &meta))
+    }
+
+    /// A path that names the lower inode even once it is deleted: /proc/self/fd/N of its
+    /// pin (the lower path for the root, which has none), and the pin, kept while in use.
+    fn inode_path(&self, ino: INodeNo) -> Result<(PathBuf, Option<Arc<File>>), Errno> {
+        let path = self.path(ino)?;
+        match lock(&self.nodes).pin(ino.0) {
+            Some(pin) => Ok((
+                PathBuf::from(format!("/proc/self/fd/{}", pin.as_raw_fd())),
+                Some(pin),
+            )),
+            None => Ok((path, None)),
+        }
+    }
+
+    fn metadata(&self, ino: INodeNo) -> io::Result<Metadata> {
+        let (path, pin) = self
+            .inode_path(ino)
+            .map_err(|e| io::Error::from_raw_os_error(e.code()))?;
+        match pin {
+            Some(pin) => pin.metadata(),
+            None => fs::symlink_metadata(path),
+        }
     }
 
     /// A new handle for an open lower file; with passthrough, the inode's backing id
@@ -264,7 +292,7 @@ impl Mirror {
             fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o7777))?;
         }
         if change.uid.is_some() || change.gid.is_some() {
-            std::os::unix::fs::lchown(path, change.uid, change.gid)?;
+            std::os::unix::fs::chown(path, change.uid, change.gid)?;
         }
         if let Some(size) = change.size {
             self.truncate(path, fh, size)?;
@@ -314,11 +342,11 @@ impl Filesystem for Mirror {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        let path = ok_or_reply!(self.path(ino), reply);
+        adopt_name();
         let open = fh.and_then(|fh| lock(&self.handles).file(fh.0));
         let meta = match open {
             Some(file) => file.metadata(),
-            None => fs::symlink_metadata(&path),
+            None => self.metadata(ino),
         };
         let meta = ok_or_reply!(meta.map_err(errno), reply);
         reply.attr(&TTL, &attr(ino.0, &meta));
@@ -342,7 +370,7 @@ impl Filesystem for Mirror {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let path = ok_or_reply!(self.path(ino), reply);
+        let (path, _pin) = ok_or_reply!(self.inode_path(ino), reply);
         let change = Change {
             mode,
             uid,
@@ -352,7 +380,7 @@ impl Filesystem for Mirror {
             mtime,
         };
         ok_or_reply!(self.apply_setattr(&path, fh, &change).map_err(errno), reply);
-        let meta = ok_or_reply!(fs::symlink_metadata(&path).map_err(errno), reply);
+        let meta = ok_or_reply!(self.metadata(ino).map_err(errno), reply);
         reply.attr(&TTL, &attr(ino.0, &meta));
     }
 

@@ -2,7 +2,10 @@
 //!
 //! Inode numbers are the daemon's own (1 is the root), handed out per lower (dev, ino),
 //! so a lower inode number that happens to be 1 cannot clash with the root. An entry lives
-//! while the kernel holds lookups on it (FUSE_FORGET drops them).
+//! while the kernel holds lookups on it (FUSE_FORGET drops them), and holds the lower
+//! inode with an O_PATH descriptor meanwhile: the kernel still sets the times of a file
+//! SQLite has deleted (a journal, the WAL) when it writes the inode back, and a deleted
+//! file has no path.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -18,6 +21,7 @@ struct Node {
     path: PathBuf,
     lower: (u64, u64),
     lookups: u64,
+    pin: Option<Arc<File>>,
 }
 
 pub struct Nodes {
@@ -32,6 +36,7 @@ impl Nodes {
             path: root.to_path_buf(),
             lower: (0, 0),
             lookups: 1,
+            pin: None,
         };
         Nodes {
             by_ino: HashMap::from([(ROOT, root_node)]),
@@ -44,12 +49,18 @@ impl Nodes {
         self.by_ino.get(&ino).map(|n| n.path.clone())
     }
 
+    /// The O_PATH descriptor that holds the lower inode (none for the root).
+    pub fn pin(&self, ino: u64) -> Option<Arc<File>> {
+        self.by_ino.get(&ino).and_then(|n| n.pin.clone())
+    }
+
     pub fn child(&self, parent: u64, name: &OsStr) -> Option<PathBuf> {
         self.by_ino.get(&parent).map(|n| n.path.join(name))
     }
 
-    /// The inode number for the lower file (dev, ino) now at `path`, one lookup more.
-    pub fn remember(&mut self, path: PathBuf, lower: (u64, u64)) -> u64 {
+    /// The inode number for the lower file (dev, ino) now at `path`, one lookup more; a
+    /// new entry keeps `pin`.
+    pub fn remember(&mut self, path: PathBuf, lower: (u64, u64), pin: Option<File>) -> u64 {
         if let Some(&ino) = self.by_lower.get(&lower) {
             let node = self.by_ino.get_mut(&ino).expect("the two maps agree");
             node.lookups += 1;
@@ -64,6 +75,7 @@ impl Nodes {
                 path,
                 lower,
                 lookups: 1,
+                pin: pin.map(Arc::new),
             },
         );
         self.by_lower.insert(lower, ino);
@@ -157,21 +169,24 @@ mod tests {
     #[test]
     fn an_inode_lives_until_its_lookups_are_forgotten() {
         let mut nodes = Nodes::new(Path::new("/lower"));
-        let a = nodes.remember(PathBuf::from("/lower/a"), (7, 12));
-        assert_eq!(nodes.remember(PathBuf::from("/lower/a"), (7, 12)), a);
+        let a = nodes.remember(PathBuf::from("/lower/a"), (7, 12), None);
+        assert_eq!(nodes.remember(PathBuf::from("/lower/a"), (7, 12), None), a);
         nodes.forget(a, 1);
         assert_eq!(nodes.path(a), Some(PathBuf::from("/lower/a")));
         nodes.forget(a, 1);
         assert_eq!(nodes.path(a), None);
-        assert_ne!(nodes.remember(PathBuf::from("/lower/a"), (7, 12)), ROOT);
+        assert_ne!(
+            nodes.remember(PathBuf::from("/lower/a"), (7, 12), None),
+            ROOT
+        );
     }
 
     #[test]
     fn a_rename_moves_the_entry_and_what_lies_below() {
         let mut nodes = Nodes::new(Path::new("/l"));
-        let dir = nodes.remember(PathBuf::from("/l/d"), (1, 2));
-        let file = nodes.remember(PathBuf::from("/l/d/f"), (1, 3));
-        let other = nodes.remember(PathBuf::from("/l/dd"), (1, 4));
+        let dir = nodes.remember(PathBuf::from("/l/d"), (1, 2), None);
+        let file = nodes.remember(PathBuf::from("/l/d/f"), (1, 3), None);
+        let other = nodes.remember(PathBuf::from("/l/dd"), (1, 4), None);
         nodes.moved(Path::new("/l/d"), Path::new("/l/e"));
         assert_eq!(nodes.path(dir), Some(PathBuf::from("/l/e")));
         assert_eq!(nodes.path(file), Some(PathBuf::from("/l/e/f")));
