@@ -338,3 +338,39 @@ def _kill_and_clean(run: subprocess.Popen) -> None:
         run.wait()
     if sqlwa_leftovers(run.pid):
         cleanup_leftovers()
+
+
+SETUP_CHILD = """
+import sys, time
+from sqlwa.lab.filesystem import LabFilesystem
+
+def progress(stage):
+    print("STAGE", stage, flush=True)
+    if stage == sys.argv[1]:
+        time.sleep(300)
+
+with LabFilesystem("tmpfs", image_size="16M", fuse_layer="passthrough", progress=progress):
+    progress("inside")
+"""
+
+
+@pytest.mark.root
+@needs_daemon
+@pytest.mark.parametrize("stage", ["fuse", "ready"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_layer_is_set_up_leaves_nothing(tmp_path: Path, stage: str, signum: int) -> None:
+    """At "fuse" the daemon is about to start; at "ready" it serves."""
+    script = tmp_path / "child.py"
+    script.write_text(SETUP_CHILD)
+    child = subprocess.Popen([sys.executable, str(script), stage], stdout=subprocess.PIPE, text=True)
+    try:
+        while (line := child.stdout.readline()) and line.strip() != f"STAGE {stage}":  # type: ignore[union-attr]
+            pass
+        assert line, "the child ended before the stage"
+        if stage == "ready":
+            assert any(x.startswith("daemon:") for x in sqlwa_leftovers(child.pid))
+        child.send_signal(signum)
+        assert child.wait(timeout=60) != 0
+        assert sqlwa_leftovers(child.pid) == []
+    finally:
+        _kill_and_clean(child)
