@@ -76,9 +76,10 @@ def sqlwa_as_nobody(
 
 def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     """What of sqlwa's exists on this machine, of process ``pid`` or of any: loop devices
-    (as `losetup -l` lists them), mounts (/proc/mounts), tracefs instances, lab
-    directories and VFS-only runs' scratch directories in the temp dir, each found by the
-    name sqlwa gives it."""
+    (as `losetup -l` lists them), mounts (/proc/mounts, FUSE mounts included), FUSE
+    daemons (named fuse-<token>, their command line in a lab directory), tracefs
+    instances, lab directories and VFS-only runs' scratch directories in the temp dir,
+    each found by the name sqlwa gives it."""
     import os
     import re
     import tempfile
@@ -98,6 +99,11 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
         loops = []  # no losetup: no loop devices of ours either
     found = [f"loop: {line.strip()}" for line in loops if lab_name.search(line)]
     found += [f"mount: {line}" for line in Path("/proc/mounts").read_text().splitlines() if lab_name.search(line)]
+    found += [
+        f"daemon: {p.pid} {p.comm} {' '.join(p.argv)}"
+        for p in _system.processes()
+        if re.fullmatch(r"fuse-[0-9a-f]+", p.comm) and any(lab_name.search(arg) for arg in p.argv)
+    ]
     tracefs = _system.tracefs_root()
     if tracefs is not None:
         found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]

@@ -684,3 +684,110 @@ def remove_tracefs_instance(instance_dir: Path, attempts: int = 20) -> None:
             if attempt == attempts - 1:
                 raise
             time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------- daemons
+#
+# A daemon the lab runs (a FUSE daemon) is its child for as long as it lives: it is
+# started in a session of its own (a terminal's Ctrl-C reaches only sqlwa, which decides)
+# and with PR_SET_PDEATHSIG, so the kernel kills it when sqlwa dies, however it dies.
+
+PR_SET_PDEATHSIG = 1
+
+
+def _dying_with(parent: int) -> Callable[[], None]:
+    def die_with_parent() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the prctl: nobody would stop us
+            os._exit(1)
+
+    return die_with_parent
+
+
+def start_daemon(argv: Sequence[str], log_path: str | os.PathLike[str]) -> subprocess.Popen[str]:
+    """Start ``argv`` with its stdout a pipe (for a ready line) and stderr into
+    ``log_path``; raises :class:`ToolError` if it cannot be started."""
+    argv = [str(a) for a in argv]
+    with open(log_path, "w") as log:
+        try:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                start_new_session=True,
+                preexec_fn=_dying_with(os.getpid()),
+            )
+        except OSError as exc:
+            raise ToolError(f"starting {argv[0]} failed: {exc.strerror}", argv=argv) from None
+
+
+def read_line_within(proc: subprocess.Popen[str], wait_s: float) -> str | None:
+    """The first line ``proc`` prints on stdout, or None if it prints none within
+    ``wait_s`` seconds or exits without one."""
+    import selectors
+
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(wait_s):
+            return None
+    return proc.stdout.readline() or None
+
+
+def exit_code_within(proc: subprocess.Popen[str], wait_s: float) -> int | None:
+    """``proc``'s exit code once it ends within ``wait_s`` seconds, else None (its stdout
+    reaches EOF a moment before it can be reaped)."""
+    try:
+        return proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def stop_process(proc: subprocess.Popen[str], wait_s: float) -> None:
+    """Wait up to ``wait_s`` for ``proc`` to end by itself, then SIGKILL it and reap it."""
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    comm: str
+    argv: list[str]
+
+
+def processes() -> list[Process]:
+    """Every process visible here with its comm and command line (kernel threads, which
+    have no command line, and processes gone meanwhile are left out)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            comm = (entry / "comm").read_text().rstrip("\n")
+        except OSError:
+            continue
+        if argv and argv[0]:
+            found.append(Process(int(entry.name), comm, [a.decode(errors="replace") for a in argv if a]))
+    return found
+
+
+def kill_process(pid: int, wait_s: float = 5) -> None:
+    """SIGKILL ``pid`` and wait until it is gone (or a zombie: its parent reaps it)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + wait_s
+    while not pid_is_dead(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not pid_is_dead(pid):
+        raise ToolError(f"process {pid} is still alive after SIGKILL (stuck in the kernel?)")

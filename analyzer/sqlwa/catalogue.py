@@ -59,6 +59,8 @@ SYSCALL_COMMIT_COLUMNS = (
     "ftruncate_calls",
     "unlink_calls",
 )
+#: The same figures for a FUSE daemon's threads (``--fuse``), beside SQLite's.
+FUSE_SYSCALL_COMMIT_COLUMNS = tuple(f"fuse_{name}" for name in SYSCALL_COMMIT_COLUMNS)
 BLOCK_COMMIT_COLUMNS = (
     "write_requests",
     "write_bytes",

@@ -15,6 +15,7 @@ from sqlwa.catalogue import (
     BLOCK_COMMIT_COLUMNS,
     DATABASE_FILE_KINDS,
     FILE_KINDS,
+    FUSE_SYSCALL_COMMIT_COLUMNS,
     SYSCALL_COMMIT_COLUMNS,
     VFS_COMMIT_COLUMNS,
 )
@@ -48,7 +49,8 @@ def mean_of(frame: pl.DataFrame, column: str) -> float:
 def per_commit_means(measured: pl.DataFrame) -> dict[str, float]:
     """Means of the per-commit columns; syscall and block ones only when the level was
     captured: an absent level is absent, never 0."""
-    captured = (n for n in (*SYSCALL_COMMIT_COLUMNS, *BLOCK_COMMIT_COLUMNS) if n in measured.columns)
+    levels = (*SYSCALL_COMMIT_COLUMNS, *FUSE_SYSCALL_COMMIT_COLUMNS, *BLOCK_COMMIT_COLUMNS)
+    captured = (n for n in levels if n in measured.columns)
     names = [*VFS_COMMIT_COLUMNS, *captured]
     return {name: mean_of(measured, name) for name in names}
 

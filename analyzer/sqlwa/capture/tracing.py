@@ -11,7 +11,8 @@ device, the workload thread's syscalls and the engine's commit markers on one ti
 * ``syscalls/sys_enter_*`` of fsync, fdatasync, sync_file_range, pwrite64, ftruncate,
   unlink, unlinkat and openat, and ``sys_exit_*`` of the sync family (durations) and
   openat (the fd), filtered to the workload thread(s) (``common_pid`` is the kernel's
-  thread id);
+  thread id) and to threads of the given names (``comm``: a FUSE daemon's, so that a
+  thread it starts mid-run, which inherits the name, is traced too);
 * and whatever the engine writes to :attr:`TraceCapture.marker_path` (the instance's
   ``trace_marker``), which appears as ``tracing_mark_write: <text>`` lines.
 
@@ -148,7 +149,8 @@ class TraceCapture:
 
     ``dev``: (major, minor) of the block device to record, or None (tmpfs: the block level
     is then absent, not zero). ``pid``: the thread id (or ids) running SQL, or None (the
-    syscall level is then absent). ``buffer_kb``: ring buffer per CPU.
+    syscall level is then absent). ``comms``: names (comm) of further threads whose
+    syscalls are traced, e.g. a FUSE daemon's. ``buffer_kb``: ring buffer per CPU.
     Attributes: ``instance_name``, ``instance_dir``, ``marker_path``, ``trace_path``,
     ``levels`` ({"block": {...}, "syscall": {...}, "marker": {...}}); after exit
     ``trace_summary`` and :meth:`describe`.
@@ -160,6 +162,7 @@ class TraceCapture:
         dev: tuple[int, int] | None = None,
         pid: int | Iterable[int] | None = None,
         buffer_kb: int = DEFAULT_BUFFER_KB,
+        comms: Sequence[str] = (),
         allow_loss: bool = False,
         block_events: Sequence[str] = DEFAULT_BLOCK_EVENTS,
         syscalls: Sequence[str] = DEFAULT_SYSCALLS,
@@ -172,6 +175,7 @@ class TraceCapture:
         self.out_dir = Path(out_dir)
         self.dev = dev
         self.tids = [pid] if isinstance(pid, int) else sorted(set(pid)) if pid is not None else []
+        self.comms = tuple(checked_comm(c) for c in comms)
         self.buffer_kb = int(buffer_kb)
         self.allow_loss = allow_loss
         self.block_events = tuple(block_events)
@@ -291,14 +295,19 @@ class TraceCapture:
         if not syscall_dir.is_dir():
             self.levels["syscall"] = _Level(False, "the kernel has no syscall tracepoints (CONFIG_FTRACE_SYSCALLS)")
             return
-        tid_filter = " || ".join(f"common_pid == {tid}" for tid in self.tids)
+        tid_filter = " || ".join(
+            [*(f"common_pid == {tid}" for tid in self.tids), *(f'comm == "{c}"' for c in self.comms)]
+        )
         names = [f"sys_enter_{call}" for call in self.syscalls]
         names += [f"sys_exit_{call}" for call in self.syscalls if call in self.exits]
         present = [n for n in names if (syscall_dir / n).is_dir()]
         for name in present:
             self._enable(f"syscalls/{name}", tid_filter)
         missing = sorted(set(names) - set(present))
-        reason = f"threads {', '.join(map(str, self.tids))}" + (f"; not on this kernel: {missing}" if missing else "")
+        named = f" and threads named {', '.join(self.comms)}" if self.comms else ""
+        reason = f"threads {', '.join(map(str, self.tids))}{named}" + (
+            f"; not on this kernel: {missing}" if missing else ""
+        )
         self.levels["syscall"] = _Level(True, reason, present)
 
     def _enable(self, event: str, event_filter: str) -> None:
@@ -381,6 +390,14 @@ class TraceCapture:
             },
             "event_counts": dict(self._drain.counts) if self._drain else {},
         }
+
+
+def checked_comm(comm: str) -> str:
+    """A thread name as a filter may quote it: what the kernel keeps (15 bytes) and no
+    quote or backslash (the filter's string syntax has no escapes)."""
+    if not re.fullmatch(r"[\w.+-]{1,15}", comm):
+        raise CaptureError(f"{comm!r} cannot be traced by name: a comm is 1-15 letters, digits, '.', '_', '+' or '-'")
+    return comm
 
 
 def lost_in_stats(text: str) -> int:

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from sqlwa.analysis import metrics
 from sqlwa.capture import tracing
 from sqlwa.errors import Interrupted
-from sqlwa.lab import encryption, filesystem, profiles
+from sqlwa.lab import encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine, runner
 from sqlwa.views import terminal
 
@@ -149,6 +149,16 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     "AES-256-XTS/CTS, fscrypt-adiantum = Adiantum. The crypto driver that served it is recorded.",
 )
 @click.option(
+    "--fuse",
+    "fuse_layer",
+    type=click.Choice(fuse.CHOICES),
+    default=fuse.NO_FUSE,
+    show_default=True,
+    help="A FUSE daemon between SQLite and the lab filesystem, as Android's /sdcard (--fs): passthrough = "
+    "sqlwa-fuse, every call through it; -writeback with the kernel's writeback cache; -kernel with the kernel's "
+    "FUSE passthrough (Linux 6.9+); bindfs = Debian's bindfs. The daemon's syscalls are traced beside SQLite's.",
+)
+@click.option(
     "--frame-budget-ms",
     type=FiniteFloat(min=0, min_open=True),
     default=metrics.DEFAULT_FRAME_BUDGET_MS,
@@ -192,6 +202,7 @@ def run(
     mkfs_opts: str,
     profile_name: str | None,
     encrypt: str,
+    fuse_layer: str,
     mount_opts: str,
     fill_pct: float,
     frame_budget_ms: float,
@@ -214,6 +225,7 @@ def run(
       sqlwa run -s ./my-app.toml --pragma temp_store=memory
       sudo sqlwa run --fs ext4 -j wal             # + syscall and block levels on a fresh ext4
       sudo sqlwa run --fs xfs --fill 85 --mount-opts noatime
+      sudo sqlwa run --fs ext4 --fuse passthrough # through a FUSE daemon, as on /sdcard
 
     Writes OUT/summary.json (means per commit) and OUT/commits.parquet (one row per
     transaction). Without a lab filesystem only the VFS level is measured: SQLite's own
@@ -235,6 +247,7 @@ def run(
         mkfs_opts=lab_options["mkfs_opts"],
         encrypt=lab_options["encrypt"],
         profile=profile,
+        fuse=fuse_layer,
         mount_opts=lab_options["mount_opts"],
         fill_pct=fill_pct,
         allow_loss=allow_loss,

@@ -1,5 +1,5 @@
-"""Removing what crashed runs left behind: mounts, loop devices, lab and scratch
-directories and tracefs instances, found by sqlwa's own naming only and only where their
+"""Removing what crashed runs left behind: FUSE daemons, mounts, loop devices, lab and
+scratch directories and tracefs instances, found by sqlwa's own naming only and only where their
 owner is gone (its pid dead here and its ownership lock free, which also holds across
 PID namespaces: :func:`sqlwa._system.owner_is_gone`)."""
 
@@ -11,9 +11,19 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from sqlwa._system import current_mounts, detach_loop, is_root, loop_devices, owner_is_gone, unmount
+from sqlwa._system import (
+    current_mounts,
+    detach_loop,
+    is_root,
+    kill_process,
+    loop_devices,
+    owner_is_gone,
+    processes,
+    unmount,
+)
 from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
+from sqlwa.lab import fuse
 from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, remove_lab_dir
 from sqlwa.lab.scratch import dead_scratch_dirs
 
@@ -47,7 +57,25 @@ def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
     return report
 
 
+def _stop_dead_daemons(report: list[str]) -> None:
+    """Kill the FUSE daemons of labs whose owner is gone: a daemon named fuse-<token>
+    whose command line names a path in the lab directory of that token. First, as a
+    daemon holds files of the lab filesystem open and serves the FUSE mount."""
+    for proc in processes():
+        match = fuse.COMM_RE.match(proc.comm)
+        holder = next((d for d in map(_lab_dir_of, proc.argv[1:]) if d), None) if match else None
+        if match is None or holder is None or not holder.endswith(f"-{match.group(1)}") or not _gone(holder):
+            continue
+        try:
+            kill_process(proc.pid)
+        except LabError as exc:
+            report.append(f"failed to stop FUSE daemon {proc.pid} ({proc.comm}): {exc}")
+            continue
+        report.append(f"stopped FUSE daemon {proc.pid} ({proc.comm}) of {holder}")
+
+
 def _cleanup_labs(bases: list[str], report: list[str]) -> None:
+    _stop_dead_daemons(report)
     dead_loops, lab_dirs = [], set()
     for loop in loop_devices():
         lab_dir = os.path.dirname(loop.backing_file)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from sqlwa import _system
 from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError
-from sqlwa.lab import encryption
+from sqlwa.lab import encryption, fuse
 from sqlwa.lab.fill import fill_filesystem
 from sqlwa.lab.options import checked_mkfs_opts, checked_mount_opts, is_device
 
@@ -249,9 +249,11 @@ class LabFilesystem:
     tmpfs), ``dev_major`` / ``dev_minor`` (the loop device; None for tmpfs) and ``dev``
     (the two as a tuple, what the capture traces; None for tmpfs), ``mkfs_cmd``
     (argv list or None), ``mount_opts`` (requested, including the lab's defaults),
-    ``mount_options`` (what the kernel reports), ``fill`` (dict or None).
-    ``progress`` is called with a stage name (image, loop, mkfs, mount, fill, ready) as
-    setup proceeds — for a progress display, and for tests that interrupt setup.
+    ``mount_options`` (what the kernel reports), ``fill`` (dict or None), ``data_dir``
+    (where the workload runs), ``fuse`` (the :class:`~sqlwa.lab.fuse.FuseLayer` or None).
+    ``progress`` is called with a stage name (image, loop, mkfs, mount, encrypt, fill,
+    fuse, ready) as setup proceeds — for a progress display, and for tests that interrupt
+    setup.
     """
 
     def __init__(
@@ -265,6 +267,7 @@ class LabFilesystem:
         direct_io: bool = True,
         progress: Callable[[str], None] | None = None,
         encrypt: str = encryption.NO_ENCRYPTION,
+        fuse_layer: str = fuse.NO_FUSE,
     ) -> None:
         if fs not in FILESYSTEMS:
             raise UsageError(f"unknown filesystem {fs!r}", f"choose one of: {', '.join(FILESYSTEMS)}")
@@ -281,14 +284,18 @@ class LabFilesystem:
         check_image_size(fs, self.image_size, self.workdir, str(image_size))
         encryption.check_encryption(encrypt, fs, self.spec.kernel_type)
         self.encryption = encryption.Encryption(encrypt) if encrypt != encryption.NO_ENCRYPTION else None
+        self.fuse_spec = fuse.check_fuse(fuse_layer)
         self.direct_io = direct_io
         self._progress = progress or (lambda stage: None)
         self._guard = _system.SignalGuard()
-        self.name = f"{LAB_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
+        token = secrets.token_hex(4)
+        self.name = f"{LAB_PREFIX}-{os.getpid()}-{token}"
         self.lab_dir = os.path.join(self.workdir, self.name)
         self.image = os.path.join(self.lab_dir, self.name + ".img")
         self.mountpoint = os.path.join(self.lab_dir, "mnt")
-        self.data_dir = self.mountpoint  # where the workload runs: the encrypted directory with --encrypt
+        # where the workload runs: the encrypted directory with --encrypt, the FUSE mount with --fuse
+        self.data_dir = self.mountpoint
+        self.fuse = fuse.FuseLayer(self.fuse_spec, self.lab_dir, token) if self.fuse_spec else None
         self.loop_device: str | None = None
         self.dev_major: int | None = None
         self.dev_minor: int | None = None
@@ -345,6 +352,9 @@ class LabFilesystem:
         if self.fill_pct:
             self._progress("fill")
             self.fill = fill_filesystem(self.mountpoint, self.fill_pct)
+        if self.fuse is not None:  # last: the daemon serves the directory as the workload finds it
+            self._progress("fuse")
+            self.data_dir = self.fuse.setup(self.data_dir, self._guard.critical)
         self._progress("ready")
 
     def _create_image(self) -> None:
@@ -425,7 +435,8 @@ class LabFilesystem:
         to record), so a setup interrupted at any point is fully undone."""
         self._guard.tearing_down = True
         errors: list[Exception] = []
-        for step in (self._remove_key, self._unmount, self._detach_loops, self._remove_files):
+        # The daemon first: it holds lower files open, which would keep the key and the mount busy.
+        for step in (self._stop_fuse, self._remove_key, self._unmount, self._detach_loops, self._remove_files):
             try:
                 step()
             except Exception as exc:  # keep going: later steps still free what they can
@@ -434,6 +445,10 @@ class LabFilesystem:
         self._ownership = None
         self._guard.restore()
         return errors
+
+    def _stop_fuse(self) -> None:
+        if self.fuse is not None:
+            self.fuse.teardown()
 
     def _remove_key(self) -> None:
         if self.encryption is not None:
@@ -449,6 +464,13 @@ class LabFilesystem:
 
     def _remove_files(self) -> None:
         remove_lab_dir(self.lab_dir)
+
+    def sync(self) -> None:
+        """syncfs every layer, top down: a FUSE writeback cache first sends its dirty pages
+        to the daemon, whose writes the lab filesystem's syncfs then writes back."""
+        if self.fuse is not None:
+            _system.syncfs(self.data_dir)
+        _system.syncfs(self.mountpoint)
 
     # -- reporting
 
@@ -470,6 +492,7 @@ class LabFilesystem:
             "fill": self.fill,
             "kernel": os.uname().release,
             "encryption": self.encryption.describe() if self.encryption else None,
+            "fuse": self.fuse.describe() if self.fuse else None,
         }
 
 
@@ -483,6 +506,7 @@ def remove_lab_dir(lab_dir: str) -> None:
     if not os.path.isdir(lab_dir):
         return
     name = os.path.basename(lab_dir)
+    fuse.remove_layer_files(lab_dir)
     image = os.path.join(lab_dir, name + ".img")
     if os.path.lexists(image):
         os.unlink(image)

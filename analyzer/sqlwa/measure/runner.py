@@ -21,12 +21,12 @@ from typing import Any
 import polars as pl
 
 from sqlwa import _system
-from sqlwa.analysis import attribution, metrics, traceparse, windows
+from sqlwa.analysis import attribution, fuse_effect, metrics, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.errors import TraceLossError, UsageError, writing
-from sqlwa.lab import encryption, filesystem, fslayout
+from sqlwa.lab import encryption, filesystem, fslayout, fuse
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.measure import engine, environment
 from sqlwa.results import rundir
@@ -48,6 +48,7 @@ class RunRequest:
     fill_pct: float = 0
     encrypt: str = encryption.NO_ENCRYPTION
     profile: dict | None = None  # the --profile the lab options came from, if any
+    fuse: str = fuse.NO_FUSE
     allow_loss: bool = False
     buffer_kb: int = tracing.DEFAULT_BUFFER_KB
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
@@ -161,8 +162,8 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
 
 
 def refuse_lab_options_without_lab(request: RunRequest) -> None:
-    """--fill, --mkfs-opts, --mount-opts and --encrypt shape a lab filesystem; without --fs there is
-    none, and ignoring them would measure something else than was asked."""
+    """--fill, --mkfs-opts, --mount-opts, --encrypt and --fuse shape a lab filesystem; without --fs
+    there is none, and ignoring them would measure something else than was asked."""
     given = [
         flag
         for flag, value in (
@@ -170,6 +171,7 @@ def refuse_lab_options_without_lab(request: RunRequest) -> None:
             ("--mkfs-opts", request.mkfs_opts),
             ("--mount-opts", request.mount_opts),
             ("--encrypt", request.encrypt != encryption.NO_ENCRYPTION),
+            ("--fuse", request.fuse != fuse.NO_FUSE),
         )
         if value
     ]
@@ -202,6 +204,7 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
         fs=request.fs,
         encrypt=request.encrypt,
         profile=request.profile,
+        fuse=request.fuse,
         fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",
         mount_options=fs["mount_options"],
         lab=fs,
@@ -214,7 +217,12 @@ def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.Lab
     dev = fs.dev
     loss = None
     cap = tracing.TraceCapture(
-        out_dir, dev=dev, pid=threading.get_native_id(), allow_loss=request.allow_loss, buffer_kb=request.buffer_kb
+        out_dir,
+        dev=dev,
+        pid=threading.get_native_id(),
+        comms=[fs.fuse.comm] if fs.fuse else [],  # the daemon's threads, those it starts later too
+        allow_loss=request.allow_loss,
+        buffer_kb=request.buffer_kb,
     )
     try:
         with cap:
@@ -226,7 +234,7 @@ def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.Lab
                 scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
             )
             # Inside the capture: deferred writeback and journal commits are part of the bill.
-            _system.syncfs(fs.mountpoint)
+            fs.sync()
     except TraceLossError as exc:
         loss = exc
     return result, cap, loss
@@ -248,6 +256,7 @@ class LabContext:
     sync: str
     fs_type: str
     layout: dict
+    fuse: dict | None = None  # the FUSE layer as the lab describes it, with --fuse
 
 
 @dataclass
@@ -275,6 +284,10 @@ def analyse_trace(
     tid = windows.run_tid(events)
     if "syscall" in levels:
         joined = joined.join(windows.syscalls_per_commit(events, wins, tid), on="index", how="left")
+        if context is not None and context.fuse is not None:
+            daemon = fuse_effect.daemon_syscalls_per_commit(events, wins, context.fuse["comm"])
+            joined = joined.join(daemon, on="index", how="left")
+            sections["fuse"] = fuse_effect.fuse_section(events, wins, tid, context.fuse)
     attributed = None
     if "block" in levels:
         joined = joined.join(windows.block_per_commit(events, wins, dev), on="index", how="left")
@@ -325,6 +338,7 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
         mount_opts=request.mount_opts,
         fill_pct=request.fill_pct,
         encrypt=request.encrypt,
+        fuse_layer=request.fuse,
     )
     with output_dir(request.out_dir) as out_dir:
         return measure_in_lab(request, scenario, lab, out_dir, progress)
@@ -342,7 +356,7 @@ def measure_in_lab(
     with writing(out_dir, "the run's results into"):
         (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(layout) + "\n")
     levels = trace_levels(cap)
-    context = LabContext(request.settings.journal, request.settings.sync, fs_facts["fs_type"], layout)
+    context = LabContext(request.settings.journal, request.settings.sync, fs_facts["fs_type"], layout, fs_facts["fuse"])
     analysis = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels, context)
     commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
     measured = commits.filter(~pl.col("warmup")).height

@@ -42,8 +42,8 @@ def fs_text(cfg: dict) -> str:
     """The lab filesystem, or for a run without one the filesystem its directory was on."""
     if cfg.get("dir_fs"):
         return f"{cfg['fs']} ({cfg['dir_fs']} directory)"
-    encrypt = cfg.get("encrypt", "none")
-    return f"{cfg['fs']}+{encrypt}" if encrypt != "none" else str(cfg["fs"])
+    layers = [cfg.get("encrypt", "none"), f"fuse:{cfg.get('fuse', 'none')}"]
+    return "+".join([str(cfg["fs"]), *(layer for layer in layers if not layer.endswith("none"))])
 
 
 def summary_title(summary: dict) -> str:
@@ -84,6 +84,7 @@ def summary_table(summary: dict) -> Table:
         table.add_row("block cache flushes", fmt_num(pc["flush_requests"]), "")
         table.add_row("block FUA writes", fmt_num(pc["fua_writes"]), "")
         table.add_row("block written, amortized", "", fmt_bytes(pc["amortized_write_bytes"]))
+    fuse_rows(table, summary)
     category_rows(table, summary)
     waf_rows(table, summary)
     lat = summary["latency_ms"]
@@ -96,6 +97,26 @@ def summary_table(summary: dict) -> Table:
             f"commits over {miss['budget_ms']:g} ms (frame budget)", fmt_num(miss["commits"]), f"{miss['share']:.1%}"
         )
     return table
+
+
+def fuse_rows(table: Table, summary: dict) -> None:
+    """The FUSE daemon's calls per commit, and what the layer changed, in words."""
+    layer = summary.get("fuse")
+    if not layer:
+        return
+    table.add_section()
+    daemon = layer["daemon_calls_per_commit"]
+    syncs = daemon["fsync"] + daemon["fdatasync"] + daemon["sync_file_range"]
+    table.add_row(
+        f"FUSE daemon ({layer['layer']}): fsync / fdatasync",
+        f"{fmt_num(daemon['fsync'])} / {fmt_num(daemon['fdatasync'])}",
+        "",
+    )
+    table.add_row("FUSE daemon: pwrite64", fmt_num(daemon["pwrite64"]), fmt_bytes(daemon["pwrite64_bytes"]))
+    if not syncs and not daemon["pwrite64"]:
+        table.add_row("  (the daemon made no sync or write inside a commit)", "", "")
+    for change in layer["changes"]:
+        table.add_row(f"  {change}", "", "")
 
 
 def category_rows(table: Table, summary: dict) -> None:
