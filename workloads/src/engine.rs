@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{params_from_iter, Connection, OpenFlags};
 use serde::Serialize;
 
+use crate::confine::Confinement;
 use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
@@ -83,11 +84,13 @@ pub fn run(
         .transpose()?;
     let (pid, tid) = (std::process::id(), current_tid());
     mark(&sink, |m| m.run_begin(pid, tid))?;
-    let conn = open(&db_path, vfs.as_ref())?;
+    let mut conn = open(&db_path, vfs.as_ref())?;
+    let confinement = Confinement::install(&mut conn)?;
     let result = Runner {
         scenario,
         settings,
         conn: &conn,
+        confinement: &confinement,
         shared: &shared,
         sink: &sink,
     }
@@ -184,6 +187,8 @@ struct Runner<'a> {
     scenario: &'a Scenario,
     settings: &'a RunSettings,
     conn: &'a Connection,
+    /// confines the scenario's own statements (schema, setup, transactions)
+    confinement: &'a Confinement,
     shared: &'a VfsShared,
     sink: &'a Option<Arc<MarkerSink>>,
 }
@@ -292,9 +297,7 @@ impl Runner<'_> {
     fn create_schema(&self, seed: u64) -> Result<(), EngineError> {
         self.exec("BEGIN")?;
         for sql in &self.scenario.schema {
-            self.conn
-                .execute_batch(sql)
-                .map_err(|e| EngineError::sql(sql, e))?;
+            self.scenario_sql(sql, || self.conn.execute_batch(sql))?;
         }
         let mut setup = Workload::setup(self.scenario, seed);
         for (i, op) in self.scenario.setup.iter().enumerate() {
@@ -311,14 +314,29 @@ impl Runner<'_> {
             .map_err(|e| EngineError::sql(sql, e))
     }
 
+    /// One statement of an operation of the scenario, its rows stepped through.
     fn execute(&self, op: &Operation, stmt: &Statement) -> Result<(), EngineError> {
-        let fail = |e| EngineError::sql(&op.sql, e);
-        let mut prepared = self.conn.prepare_cached(&op.sql).map_err(fail)?;
-        let mut rows = prepared
-            .query(params_from_iter(stmt.params.iter()))
-            .map_err(fail)?;
-        while rows.next().map_err(fail)?.is_some() {}
-        Ok(())
+        self.scenario_sql(&op.sql, || {
+            let mut prepared = self.conn.prepare_cached(&op.sql)?;
+            let mut rows = prepared.query(params_from_iter(stmt.params.iter()))?;
+            while rows.next()?.is_some() {}
+            Ok(())
+        })
+    }
+
+    /// Runs a statement of the scenario's, confined: a refusal names the scenario, the
+    /// statement and why.
+    fn scenario_sql(
+        &self,
+        sql: &str,
+        run: impl FnOnce() -> rusqlite::Result<()>,
+    ) -> Result<(), EngineError> {
+        self.confinement
+            .confined(run)
+            .map_err(|e| match self.confinement.take_refusal() {
+                Some(reason) => EngineError::refused(&self.scenario.origin, sql, &reason),
+                None => EngineError::sql(sql, e),
+            })
     }
 
     fn run_info(&self, seed: u64) -> Result<RunInfo, EngineError> {

@@ -87,6 +87,14 @@ impl EngineError {
         }
     }
 
+    /// A scenario's statement the confinement refused (see `confine.rs`).
+    pub(crate) fn refused(origin: &str, statement: &str, reason: &str) -> Self {
+        EngineError::InvalidScenario {
+            origin: origin.into(),
+            message: format!("statement refused: {reason} (statement: {statement})"),
+        }
+    }
+
     pub(crate) fn sql(statement: impl Into<String>, err: impl std::fmt::Display) -> Self {
         EngineError::Sql {
             statement: statement.into(),

@@ -3,6 +3,7 @@
 //! contract the Python layer relies on, `MARKERS.md` for the marker format and
 //! `scenarios/README.md` for the scenario format.
 
+mod confine;
 pub mod counts;
 pub mod engine;
 pub mod error;

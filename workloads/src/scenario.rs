@@ -12,6 +12,7 @@ use rusqlite::types::Value;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::confine::{pragma_refusal, Confinement};
 use crate::EngineError;
 
 /// The built-in scenarios, embedded at compile time.
@@ -437,6 +438,10 @@ impl Builder<'_> {
             if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(self.at(value.span(), format!("'{name}' is not a pragma name")));
             }
+            if let Some(why) = pragma_refusal(name) {
+                let msg = format!("pragma {name} may not be set by a scenario: {why}");
+                return Err(self.at(value.span(), msg));
+            }
             out.push((name.clone(), text));
         }
         // page_size only takes effect before the database is written: apply it first.
@@ -790,19 +795,33 @@ impl Builder<'_> {
 
 /// Prepares every statement against the schema in a scratch in-memory database, so that
 /// unknown columns and SQL errors surface when the scenario is loaded, not mid-run.
+/// The schema runs confined, as in a run: what a run would refuse is refused here, before
+/// it could touch anything outside the scratch database.
 fn check_sql(s: &Scenario) -> Result<(), EngineError> {
     let invalid = |message: String| EngineError::InvalidScenario {
         origin: s.origin.clone(),
         message,
     };
-    let conn = rusqlite::Connection::open_in_memory().map_err(|e| invalid(e.to_string()))?;
+    let mut conn = rusqlite::Connection::open_in_memory().map_err(|e| invalid(e.to_string()))?;
+    let confinement = Confinement::install(&mut conn)?;
+    let refused_or = |sql: &str, failed: String| match confinement.take_refusal() {
+        Some(reason) => EngineError::refused(&s.origin, sql, &reason),
+        None => invalid(failed),
+    };
     for sql in &s.schema {
-        conn.execute_batch(sql)
-            .map_err(|e| invalid(format!("schema statement failed: {e} (statement: {sql})")))?;
+        confinement
+            .confined(|| conn.execute_batch(sql))
+            .map_err(|e| {
+                refused_or(
+                    sql,
+                    format!("schema statement failed: {e} (statement: {sql})"),
+                )
+            })?;
     }
     for op in s.setup.iter().chain(&s.txn) {
-        conn.prepare(&op.sql)
-            .map_err(|e| invalid(format!("{e} (statement: {})", op.sql)))?;
+        confinement
+            .confined(|| conn.prepare(&op.sql).map(drop))
+            .map_err(|e| refused_or(&op.sql, format!("{e} (statement: {})", op.sql)))?;
     }
     Ok(())
 }
