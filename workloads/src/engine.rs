@@ -90,6 +90,7 @@ pub fn run(
         scenario,
         settings,
         conn: &conn,
+        db_path: &db_path,
         confinement: &confinement,
         shared: &shared,
         sink: &sink,
@@ -97,9 +98,10 @@ pub fn run(
     .run_all(progress);
     shared.set_current_txn(-1);
     map_run_files(&shared, &db_path, "end");
-    let closed = conn
-        .close()
-        .map_err(|(_, e)| EngineError::sql("(closing the database)", e));
+    let closed = conn.close().map_err(|(_, e)| {
+        let statement = "(closing the database)";
+        storage_failure(&db_path, statement, &e).unwrap_or_else(|| EngineError::sql(statement, e))
+    });
     // closing may checkpoint the WAL into the database and delete the WAL
     map_run_files(&shared, &db_path, "close");
     drop(vfs);
@@ -187,6 +189,7 @@ struct Runner<'a> {
     scenario: &'a Scenario,
     settings: &'a RunSettings,
     conn: &'a Connection,
+    db_path: &'a Path,
     /// confines the scenario's own statements (schema, setup, transactions)
     confinement: &'a Confinement,
     shared: &'a VfsShared,
@@ -275,13 +278,13 @@ impl Runner<'_> {
 
     /// Runs a statement to completion, discarding rows (PRAGMAs may return some).
     fn query_all(&self, sql: &str) -> Result<(), EngineError> {
-        let mut stmt = self
-            .conn
-            .prepare(sql)
-            .map_err(|e| EngineError::sql(sql, e))?;
-        let mut rows = stmt.query([]).map_err(|e| EngineError::sql(sql, e))?;
-        while rows.next().map_err(|e| EngineError::sql(sql, e))?.is_some() {}
-        Ok(())
+        let run = || {
+            let mut stmt = self.conn.prepare(sql)?;
+            let mut rows = stmt.query([])?;
+            while rows.next()?.is_some() {}
+            Ok(())
+        };
+        run().map_err(|e| self.fail(sql, e))
     }
 
     fn pragma_value(&self, name: &str) -> Result<String, EngineError> {
@@ -290,7 +293,33 @@ impl Runner<'_> {
             .query_row(&sql, [], |row| {
                 row.get::<_, rusqlite::types::Value>(0).map(value_text)
             })
-            .map_err(|e| EngineError::sql(sql, e))
+            .map_err(|e| self.fail(&sql, e))
+    }
+
+    /// The error for a failed statement: the confinement's refusal, the database's page
+    /// limit or the filesystem's failure when one of them is the cause, else the
+    /// statement's own.
+    fn fail(&self, sql: &str, err: rusqlite::Error) -> EngineError {
+        if let Some(reason) = self.confinement.take_refusal() {
+            return EngineError::refused(&self.scenario.origin, sql, &reason);
+        }
+        if let Some(pages) = self.page_limit(&err) {
+            let message = format!("{err}: the database is limited to max_page_count = {pages}");
+            return EngineError::sql(sql, message);
+        }
+        storage_failure(self.db_path, sql, &err).unwrap_or_else(|| EngineError::sql(sql, err))
+    }
+
+    /// max_page_count, when `err` is SQLITE_FULL and a PRAGMA lowered that limit.
+    fn page_limit(&self, err: &rusqlite::Error) -> Option<i64> {
+        if err.sqlite_error_code() != Some(rusqlite::ErrorCode::DiskFull) {
+            return None;
+        }
+        let pages = self
+            .conn
+            .query_row("PRAGMA max_page_count", [], |r| r.get::<_, i64>(0))
+            .ok()?;
+        (pages < SQLITE_MAX_PAGE_COUNT).then_some(pages)
     }
 
     /// Schema and setup rows in one transaction, outside any measured window.
@@ -309,9 +338,7 @@ impl Runner<'_> {
     }
 
     fn exec(&self, sql: &str) -> Result<(), EngineError> {
-        self.conn
-            .execute_batch(sql)
-            .map_err(|e| EngineError::sql(sql, e))
+        self.conn.execute_batch(sql).map_err(|e| self.fail(sql, e))
     }
 
     /// One statement of an operation of the scenario, its rows stepped through.
@@ -333,10 +360,7 @@ impl Runner<'_> {
     ) -> Result<(), EngineError> {
         self.confinement
             .confined(run)
-            .map_err(|e| match self.confinement.take_refusal() {
-                Some(reason) => EngineError::refused(&self.scenario.origin, sql, &reason),
-                None => EngineError::sql(sql, e),
-            })
+            .map_err(|e| self.fail(sql, e))
     }
 
     fn run_info(&self, seed: u64) -> Result<RunInfo, EngineError> {
@@ -434,6 +458,32 @@ impl Runner<'_> {
             vfs,
         })
     }
+}
+
+/// SQLite's default max_page_count (MAX_PAGE_COUNT of the bundled build).
+const SQLITE_MAX_PAGE_COUNT: i64 = 0xffff_fffe;
+
+/// The filesystem's failure of a statement, naming the database's directory: full, an
+/// I/O error, a file it cannot open or that vanished, a file too large for it. None for
+/// other errors.
+fn storage_failure(db_path: &Path, statement: &str, err: &rusqlite::Error) -> Option<EngineError> {
+    use rusqlite::ErrorCode::*;
+    let moved = matches!(err, rusqlite::Error::SqliteFailure(e, _)
+        if e.extended_code == rusqlite::ffi::SQLITE_READONLY_DBMOVED);
+    let problem = match err.sqlite_error_code()? {
+        ReadOnly if moved => "the database's file was moved or deleted",
+        DiskFull => "no space left for the database",
+        SystemIoFailure => "an I/O error on the database's files",
+        CannotOpen => "cannot open the database's files",
+        NoLargeFileSupport => "the filesystem cannot hold a file this large",
+        _ => return None,
+    };
+    Some(EngineError::Storage {
+        dir: db_path.parent().unwrap_or(db_path).to_path_buf(),
+        problem: problem.into(),
+        message: err.to_string(),
+        statement: statement.into(),
+    })
 }
 
 fn value_text(v: rusqlite::types::Value) -> String {

@@ -253,9 +253,13 @@ impl Scenario {
 
     /// A scenario from a TOML file.
     pub fn from_file(path: &Path) -> Result<Scenario, EngineError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| EngineError::io(path, format!("cannot read scenario file: {e}")))?;
-        Scenario::from_toml_str(&text, &path.display().to_string())
+        let origin = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| EngineError::UnreadableScenario {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| not_utf8(&origin, &e))?;
+        Scenario::from_toml_str(&text, &origin)
     }
 
     /// A scenario from TOML text; `origin` names it in error messages.
@@ -266,7 +270,7 @@ impl Scenario {
                 origin: origin.into(),
                 line,
                 column,
-                message: e.message().trim().to_string(),
+                message: format!("not a valid scenario: {}", e.message().trim()),
             }
         })?;
         let scenario = Builder { text, origin }.build(file)?;
@@ -321,6 +325,19 @@ fn render_value(v: &Value) -> String {
         Value::Real(r) => r.to_string(),
         Value::Text(t) => format!("'{t}'"),
         Value::Blob(b) => format!("blob({} bytes, fnv {:016x})", b.len(), fnv1a(FNV_OFFSET, b)),
+    }
+}
+
+/// A scenario file that is not text: where its first byte that is not UTF-8 is.
+fn not_utf8(origin: &str, err: &std::string::FromUtf8Error) -> EngineError {
+    let valid = err.utf8_error().valid_up_to();
+    let text = std::str::from_utf8(&err.as_bytes()[..valid]).unwrap_or_default();
+    let (line, column) = line_col(text, valid);
+    EngineError::ScenarioParse {
+        origin: origin.into(),
+        line,
+        column,
+        message: "not a valid scenario: not UTF-8 text (a scenario is a TOML file)".into(),
     }
 }
 

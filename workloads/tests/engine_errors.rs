@@ -17,7 +17,15 @@ fn quick() -> RunSettings {
 
 /// Runs the built-in `kv-prefs` scenario in `dir` and returns the error it must fail with.
 fn kv_prefs_error(settings: &RunSettings, dir: &std::path::Path) -> EngineError {
-    common::run_quiet(&Scenario::builtin("kv-prefs").unwrap(), settings, dir).unwrap_err()
+    builtin_error("kv-prefs", settings, dir)
+}
+
+/// The error a built-in scenario must fail with (not the whole output if it does not).
+fn builtin_error(name: &str, settings: &RunSettings, dir: &std::path::Path) -> EngineError {
+    match common::run_quiet(&Scenario::builtin(name).unwrap(), settings, dir) {
+        Ok(out) => panic!("{name} ran {} transactions", out.commits.len()),
+        Err(err) => err,
+    }
 }
 
 #[test]
@@ -242,4 +250,58 @@ fn concurrent_runs_keep_separate_counts() {
             "{journal}"
         );
     }
+}
+
+#[test]
+fn a_full_database_at_its_page_limit_names_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        extra_pragmas: vec!["max_page_count=3".into()],
+        txns: Some(2000),
+        ..quick()
+    };
+    let err = builtin_error("mobibench-insert", &settings, dir.path());
+    assert!(matches!(err, EngineError::Sql { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("database or disk is full: the database is limited to max_page_count = 3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_failing_directory_is_the_disks_fault_not_the_scenarios() {
+    // The run's directory disappears mid-run, its database file with it: SQLite refuses to
+    // write to a database whose file is gone.
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("run");
+    let settings = RunSettings {
+        txns: Some(1_000_000),
+        ..quick()
+    };
+    let mut removed = false;
+    let Err(err) = run(
+        &Scenario::builtin("mobibench-insert").unwrap(),
+        &settings,
+        &dir,
+        None,
+        &mut |p| {
+            if p.done > 0 && !removed {
+                std::fs::remove_dir_all(&dir).unwrap();
+                removed = true;
+            }
+            true
+        },
+    ) else {
+        panic!("the run went on without its directory");
+    };
+    assert!(matches!(err, EngineError::Storage { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "the database's file was moved or deleted in {} (SQLite: attempt to write a readonly database; statement: INSERT",
+            dir.display()
+        )),
+        "{err}"
+    );
+    assert!(err.hint().contains("not the scenario"), "{}", err.hint());
 }

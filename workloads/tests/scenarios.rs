@@ -167,9 +167,52 @@ fn unknown_builtin_lists_available() {
 }
 
 #[test]
-fn missing_file_is_an_io_error() {
-    let err = Scenario::from_file(std::path::Path::new("/nonexistent/s.toml")).unwrap_err();
-    assert!(matches!(err, EngineError::Io { .. }), "{err}");
+fn a_file_that_cannot_be_read_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in [dir.path().join("missing.toml"), dir.path().to_path_buf()] {
+        let err = Scenario::from_file(&path).unwrap_err();
+        assert!(
+            matches!(err, EngineError::UnreadableScenario { .. }),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!("cannot read scenario file {}: ", path.display())),
+            "{message}"
+        );
+        assert!(!err.hint().contains("writable directory"), "{}", err.hint());
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_scenario_says_so_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[u8], &str); 3] = [
+        (
+            b"name = \"t\"\nbody = \"caf\xe9\"\n",
+            "line 2, column 12: not a valid scenario: not UTF-8 text",
+        ),
+        (
+            b"hello world\n",
+            "line 1, column 7: not a valid scenario: key with no value",
+        ),
+        (
+            b"\x1f\x8b\x08\x00\x00\x00", // a gzip header
+            "line 1, column 2: not a valid scenario: not UTF-8 text",
+        ),
+    ];
+    for (bytes, expected) in cases {
+        let path = dir.path().join("garbage.toml");
+        std::fs::write(&path, bytes).unwrap();
+        let err = Scenario::from_file(&path).unwrap_err();
+        assert!(matches!(err, EngineError::ScenarioParse { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!("scenario file {}, {expected}", path.display())),
+            "{message}"
+        );
+        assert!(err.hint().contains("TOML"), "{}", err.hint());
+    }
 }
 
 #[test]

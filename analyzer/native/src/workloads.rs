@@ -45,7 +45,8 @@ fn to_pyerr(err: EngineError) -> PyErr {
     match err {
         EngineError::UnknownScenario { .. }
         | EngineError::ScenarioParse { .. }
-        | EngineError::InvalidScenario { .. } => ScenarioError::new_err(args),
+        | EngineError::InvalidScenario { .. }
+        | EngineError::UnreadableScenario { .. } => ScenarioError::new_err(args),
         EngineError::InvalidSetting { .. } | EngineError::BadSetting { .. } => {
             ConfigError::new_err(args)
         }
