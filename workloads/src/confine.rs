@@ -8,7 +8,7 @@
 //! read-backs) run unconfined. Extension loading is switched off on every connection.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::ffi;
@@ -23,23 +23,43 @@ pub(crate) struct Confinement {
     state: Arc<State>,
 }
 
-#[derive(Default)]
+/// The most tables, indexes, views and triggers a scenario's schema may create.
+pub const MAX_SCHEMA_OBJECTS: usize = 10_000;
+
+/// Why: SQLite re-reads its schema table after each CREATE, so each costs more than the
+/// last (measured: 5 000 tables load in about a second, 120 000 in many minutes).
+pub(crate) const SCHEMA_LIMIT_WHY: &str = "a scenario's schema may create at most 10000 \
+    tables, indexes, views and triggers (SQLite re-reads its whole schema after each CREATE, \
+    so a larger schema takes minutes to create)";
+
 struct State {
     on: AtomicBool,
     refusal: Mutex<Option<String>>,
+    /// schema objects created so far, and how many may be
+    created: AtomicUsize,
+    max_created: usize,
 }
 
 impl Confinement {
     /// Installs the authorizer on `conn`, which confines only inside [`Self::confined`],
     /// and switches extension loading off.
     pub(crate) fn install(conn: &mut Connection) -> Result<Self, EngineError> {
+        Self::install_with_limit(conn, MAX_SCHEMA_OBJECTS)
+    }
+
+    fn install_with_limit(conn: &mut Connection, max_created: usize) -> Result<Self, EngineError> {
         if extension_loading(conn, Some(false)) != Some(false) {
             return Err(EngineError::sql(
                 "(switching extension loading off)",
                 "SQLite did not switch it off",
             ));
         }
-        let state = Arc::new(State::default());
+        let state = Arc::new(State {
+            on: AtomicBool::new(false),
+            refusal: Mutex::new(None),
+            created: AtomicUsize::new(0),
+            max_created,
+        });
         let hook = state.clone();
         conn.authorizer(Some(move |ctx: AuthContext<'_>| {
             hook.authorize(&ctx.action)
@@ -72,7 +92,7 @@ impl State {
         if !self.on.load(Ordering::SeqCst) {
             return Authorization::Allow;
         }
-        match refusal(action) {
+        match refusal(action).or_else(|| self.too_many_objects(action)) {
             None => Authorization::Allow,
             Some(reason) => {
                 let mut slot = self.refusal.lock().unwrap_or_else(|e| e.into_inner());
@@ -80,6 +100,29 @@ impl State {
                 Authorization::Deny
             }
         }
+    }
+}
+
+impl State {
+    /// The refusal of a CREATE beyond `max_created` (counted as statements are prepared).
+    fn too_many_objects(&self, action: &AuthAction<'_>) -> Option<String> {
+        use AuthAction::*;
+        let creates = matches!(
+            action,
+            CreateTable { .. }
+                | CreateTempTable { .. }
+                | CreateIndex { .. }
+                | CreateTempIndex { .. }
+                | CreateView { .. }
+                | CreateTempView { .. }
+                | CreateTrigger { .. }
+                | CreateTempTrigger { .. }
+                | CreateVtable { .. }
+        );
+        let created = self
+            .created
+            .fetch_add(usize::from(creates), Ordering::SeqCst);
+        (creates && created >= self.max_created).then(|| SCHEMA_LIMIT_WHY.to_string())
     }
 }
 
@@ -198,6 +241,21 @@ mod tests {
         confinement
             .confined(|| conn.execute_batch("CREATE TABLE t (v); VACUUM"))
             .unwrap();
+    }
+
+    #[test]
+    fn creates_beyond_the_limit_are_refused_whatever_the_statements() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let confinement = Confinement::install_with_limit(&mut conn, 3).unwrap();
+        let schema =
+            "CREATE TABLE a (v); CREATE INDEX ai ON a (v); CREATE VIEW av AS SELECT v FROM a";
+        confinement.confined(|| conn.execute_batch(schema)).unwrap();
+        let more = "CREATE TRIGGER at AFTER INSERT ON a BEGIN SELECT 1; END";
+        assert!(confinement.confined(|| conn.execute_batch(more)).is_err());
+        assert!(confinement
+            .take_refusal()
+            .unwrap()
+            .contains("at most 10000"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::confine::Confinement;
 use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
+use crate::stop::Stop;
 use crate::vfs::{CountingVfs, VfsShared};
 use crate::{EngineError, FileKind, RunSettings, VfsCounts};
 
@@ -74,6 +75,20 @@ pub fn run(
     markers: Option<&Path>,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<RunOutput, EngineError> {
+    run_with_stop(scenario, settings, dir, markers, progress, &Stop::never())
+}
+
+/// As [`run`], and `stop` ends the run with `EngineError::Interrupted` within
+/// about `STOP_CHECK_INTERVAL` wherever it is: creating the schema, in the setup, inside
+/// a long statement.
+pub fn run_with_stop(
+    scenario: &Scenario,
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+    stop: &Stop,
+) -> Result<RunOutput, EngineError> {
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
     let shared = VfsShared::with_extents(sink.clone(), settings.map_extents);
     let db_path = create_db_file(dir, &scenario.name)?;
@@ -86,12 +101,14 @@ pub fn run(
     mark(&sink, |m| m.run_begin(pid, tid))?;
     let mut conn = open(&db_path, vfs.as_ref())?;
     let confinement = Confinement::install(&mut conn)?;
+    stop.install(&mut conn)?;
     let result = Runner {
         scenario,
         settings,
         conn: &conn,
         db_path: &db_path,
         confinement: &confinement,
+        stop,
         shared: &shared,
         sink: &sink,
     }
@@ -192,6 +209,7 @@ struct Runner<'a> {
     db_path: &'a Path,
     /// confines the scenario's own statements (schema, setup, transactions)
     confinement: &'a Confinement,
+    stop: &'a Stop,
     shared: &'a VfsShared,
     sink: &'a Option<Arc<MarkerSink>>,
 }
@@ -296,10 +314,13 @@ impl Runner<'_> {
             .map_err(|e| self.fail(&sql, e))
     }
 
-    /// The error for a failed statement: the confinement's refusal, the database's page
-    /// limit or the filesystem's failure when one of them is the cause, else the
-    /// statement's own.
+    /// The error for a failed statement: the stop, the confinement's refusal, the
+    /// database's page limit or the filesystem's failure when one of them is the cause,
+    /// else the statement's own.
     fn fail(&self, sql: &str, err: rusqlite::Error) -> EngineError {
+        if self.stop.stopped() {
+            return EngineError::Interrupted;
+        }
         if let Some(reason) = self.confinement.take_refusal() {
             return EngineError::refused(&self.scenario.origin, sql, &reason);
         }
@@ -326,11 +347,13 @@ impl Runner<'_> {
     fn create_schema(&self, seed: u64) -> Result<(), EngineError> {
         self.exec("BEGIN")?;
         for sql in &self.scenario.schema {
+            self.stop.check()?;
             self.scenario_sql(sql, || self.conn.execute_batch(sql))?;
         }
         let mut setup = Workload::setup(self.scenario, seed);
         for (i, op) in self.scenario.setup.iter().enumerate() {
             for _ in 0..op.repeat + op.repeat_per_txn * self.total_txns() {
+                self.stop.check()?;
                 self.execute(op, &setup.statement(i))?;
             }
         }
@@ -414,6 +437,7 @@ impl Runner<'_> {
                     return Err(EngineError::Interrupted);
                 }
             }
+            self.stop.check()?;
             if index > 0 && think > 0.0 {
                 std::thread::sleep(Duration::from_secs_f64(think / 1000.0));
             }

@@ -12,7 +12,9 @@ use rusqlite::types::Value;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::confine::{pragma_refusal, Confinement};
+pub use crate::confine::MAX_SCHEMA_OBJECTS;
+use crate::confine::{pragma_refusal, Confinement, SCHEMA_LIMIT_WHY};
+use crate::stop::Stop;
 use crate::EngineError;
 
 /// The built-in scenarios, embedded at compile time.
@@ -253,17 +255,32 @@ impl Scenario {
 
     /// A scenario from a TOML file.
     pub fn from_file(path: &Path) -> Result<Scenario, EngineError> {
+        Scenario::from_file_with(path, &Stop::never())
+    }
+
+    /// A scenario from a TOML file; `stop` can end the loading, whose check of the SQL
+    /// takes seconds for a large schema.
+    pub fn from_file_with(path: &Path, stop: &Stop) -> Result<Scenario, EngineError> {
         let origin = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| EngineError::UnreadableScenario {
             path: path.into(),
             message: e.to_string(),
         })?;
         let text = String::from_utf8(bytes).map_err(|e| not_utf8(&origin, &e))?;
-        Scenario::from_toml_str(&text, &origin)
+        Scenario::from_toml_str_with(&text, &origin, stop)
     }
 
     /// A scenario from TOML text; `origin` names it in error messages.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, EngineError> {
+        Scenario::from_toml_str_with(text, origin, &Stop::never())
+    }
+
+    /// As [`Scenario::from_toml_str`], which `stop` can end.
+    pub fn from_toml_str_with(
+        text: &str,
+        origin: &str,
+        stop: &Stop,
+    ) -> Result<Scenario, EngineError> {
         let file: ScenarioFile = toml::from_str(text).map_err(|e| {
             let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
             EngineError::ScenarioParse {
@@ -274,7 +291,7 @@ impl Scenario {
             }
         })?;
         let scenario = Builder { text, origin }.build(file)?;
-        check_sql(&scenario)?;
+        check_sql(&scenario, stop)?;
         Ok(scenario)
     }
 
@@ -378,6 +395,10 @@ impl Builder<'_> {
 
     fn build(&self, file: ScenarioFile) -> Result<Scenario, EngineError> {
         let name = self.check_name(&file.name)?;
+        let objects = file.tables.len() + file.indexes.len();
+        if objects > MAX_SCHEMA_OBJECTS {
+            return Err(self.invalid(format!("{objects} tables and indexes: {SCHEMA_LIMIT_WHY}")));
+        }
         let schema = self.schema(&file.tables, &file.indexes)?;
         let tables: Vec<String> = file
             .tables
@@ -813,19 +834,24 @@ impl Builder<'_> {
 /// Prepares every statement against the schema in a scratch in-memory database, so that
 /// unknown columns and SQL errors surface when the scenario is loaded, not mid-run.
 /// The schema runs confined, as in a run: what a run would refuse is refused here, before
-/// it could touch anything outside the scratch database.
-fn check_sql(s: &Scenario) -> Result<(), EngineError> {
+/// it could touch anything outside the scratch database. `stop` ends it, from inside a
+/// statement too.
+fn check_sql(s: &Scenario, stop: &Stop) -> Result<(), EngineError> {
     let invalid = |message: String| EngineError::InvalidScenario {
         origin: s.origin.clone(),
         message,
     };
     let mut conn = rusqlite::Connection::open_in_memory().map_err(|e| invalid(e.to_string()))?;
     let confinement = Confinement::install(&mut conn)?;
-    let refused_or = |sql: &str, failed: String| match confinement.take_refusal() {
-        Some(reason) => EngineError::refused(&s.origin, sql, &reason),
-        None => invalid(failed),
+    stop.install(&mut conn)?;
+    let refused_or = |sql: &str, failed: String| match (stop.stopped(), confinement.take_refusal())
+    {
+        (true, _) => EngineError::Interrupted,
+        (false, Some(reason)) => EngineError::refused(&s.origin, sql, &reason),
+        (false, None) => invalid(failed),
     };
     for sql in &s.schema {
+        stop.check()?;
         confinement
             .confined(|| conn.execute_batch(sql))
             .map_err(|e| {
@@ -836,6 +862,7 @@ fn check_sql(s: &Scenario) -> Result<(), EngineError> {
             })?;
     }
     for op in s.setup.iter().chain(&s.txn) {
+        stop.check()?;
         confinement
             .confined(|| conn.prepare(&op.sql).map(drop))
             .map_err(|e| refused_or(&op.sql, format!("{e} (statement: {})", op.sql)))?;

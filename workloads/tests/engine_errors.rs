@@ -1,7 +1,8 @@
 //! Engine behaviour on bad input and control flow: each error names the problem.
 
 use sqlwa_workloads::{
-    run, EngineError, JournalMode, LockingMode, RunSettings, Scenario, SyncMode,
+    run, run_with_stop, EngineError, JournalMode, LockingMode, RunSettings, Scenario, Stop,
+    SyncMode,
 };
 
 mod common;
@@ -304,4 +305,32 @@ fn a_failing_directory_is_the_disks_fault_not_the_scenarios() {
         "{err}"
     );
     assert!(err.hint().contains("not the scenario"), "{}", err.hint());
+}
+
+#[test]
+fn a_stop_ends_a_long_setup_from_inside() {
+    let text = r#"
+name = "big-setup"
+[[table]]
+name = "t"
+columns = ["id INTEGER PRIMARY KEY", "v INTEGER"]
+[[setup]]
+op = "insert"
+table = "t"
+repeat = 100000000
+values = { v = { kind = "int", min = 1, max = 9 } }
+[[txn]]
+op = "insert"
+table = "t"
+values = { v = { kind = "int", min = 1, max = 9 } }
+"#;
+    let scenario = Scenario::from_toml_str(text, "test").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let stop = Stop::new(move || started.elapsed() > std::time::Duration::from_millis(300));
+    let err = run_with_stop(&scenario, &quick(), dir.path(), None, &mut |_| true, &stop)
+        .err()
+        .map(|e| e.to_string());
+    assert_eq!(err.as_deref(), Some("interrupted"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }

@@ -1,6 +1,6 @@
 //! Scenario parsing, validation errors and seed determinism.
 
-use sqlwa_workloads::{builtin_names, EngineError, Scenario};
+use sqlwa_workloads::{builtin_names, EngineError, Scenario, Stop};
 
 fn parse(text: &str) -> Result<Scenario, EngineError> {
     Scenario::from_toml_str(text, "x.toml")
@@ -213,6 +213,41 @@ fn a_file_that_is_not_a_scenario_says_so_with_line_and_column() {
         );
         assert!(err.hint().contains("TOML"), "{}", err.hint());
     }
+}
+
+#[test]
+fn a_schema_beyond_the_limit_is_refused_before_any_sql() {
+    let tables: String = (0..=sqlwa_workloads::scenario::MAX_SCHEMA_OBJECTS)
+        .map(|i| format!("[[table]]\nname = \"t{i}\"\ncolumns = [\"v\"]\n"))
+        .collect();
+    let text = format!("name = \"big\"\n{tables}[[txn]]\nop = \"insert\"\ntable = \"t0\"\nvalues = {{ v = {{ kind = \"null\" }} }}\n");
+    let started = std::time::Instant::now();
+    let err = parse(&text).unwrap_err();
+    assert!(matches!(err, EngineError::InvalidScenario { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("10001 tables and indexes: a scenario's schema may create at most 10000"),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn loading_stops_when_asked_from_inside_the_schema() {
+    // one `sql` creating many tables: a single long call SQLite is stopped inside of
+    let creates: String = (0..5000)
+        .map(|i| format!("CREATE TABLE t{i} (v); "))
+        .collect();
+    let text = format!("name = \"big\"\n[[table]]\nname = \"t0\"\nsql = \"{creates}\"\n[[txn]]\nop = \"insert\"\ntable = \"t0\"\nvalues = {{ v = {{ kind = \"null\" }} }}\n");
+    let started = std::time::Instant::now();
+    let stop = Stop::new(move || started.elapsed() > std::time::Duration::from_millis(200));
+    let err = Scenario::from_toml_str_with(&text, "x.toml", &stop).unwrap_err();
+    assert!(matches!(err, EngineError::Interrupted), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
