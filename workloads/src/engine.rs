@@ -236,48 +236,93 @@ impl Runner<'_> {
     }
 
     /// page_size first (it must precede the first write), then the scenario's defaults,
-    /// then the run's settings, then free-form extras.
+    /// then the run's settings, then the free-form extras, each of which must leave what
+    /// the run's settings set as it was.
     fn apply_pragmas(&self) -> Result<(), EngineError> {
-        let s = self.settings;
-        let mut pragmas: Vec<String> = Vec::new();
+        let extras = (self.settings.extra_pragmas.iter())
+            .map(|spec| Ok((spec, pragma_statement(spec)?)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        for sql in self.setting_pragmas() {
+            self.query_all(&sql)?;
+        }
+        let owned = (self.run_pragmas().into_iter())
+            .map(|(name, setting, wanted)| Ok((name, setting, wanted, self.pragma_value(name)?)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        for (spec, sql) in extras {
+            self.query_all(&sql)?;
+            self.check_extra(spec, &owned)?;
+        }
+        self.check_journal_mode()
+    }
+
+    /// The PRAGMA statements of the scenario's defaults and the run's settings, in order.
+    fn setting_pragmas(&self) -> Vec<String> {
+        let statement = |name: &str, value: &str| format!("PRAGMA {name}={value}");
+        let run = self.run_pragmas();
+        let run_page_size = run.iter().find(|(name, ..)| *name == "page_size");
+        let mut pragmas: Vec<String> = (run_page_size.iter())
+            .map(|(name, _, value)| statement(name, value))
+            .collect();
         for (name, value) in &self.scenario.pragmas {
-            if !(name == "page_size" && s.page_size.is_some()) {
-                pragmas.push(format!("PRAGMA {name}={value}"));
+            if !(name == "page_size" && run_page_size.is_some()) {
+                pragmas.push(statement(name, value));
             }
         }
-        if let Some(p) = s.page_size {
-            pragmas.insert(0, format!("PRAGMA page_size={p}"));
-        }
-        pragmas.push(format!("PRAGMA journal_mode={}", s.journal.as_str()));
-        pragmas.push(format!("PRAGMA synchronous={}", s.sync.as_str()));
-        let optional = [
-            ("cache_size", s.cache_size.map(|v| v.to_string())),
+        let rest = run.iter().filter(|(name, ..)| *name != "page_size");
+        pragmas.extend(rest.map(|(name, _, value)| statement(name, value)));
+        pragmas
+    }
+
+    /// The PRAGMAs the run's own settings set: (pragma, setting, value).
+    fn run_pragmas(&self) -> Vec<(&'static str, &'static str, String)> {
+        let s = self.settings;
+        let text = |v: Option<i64>| v.map(|v| v.to_string());
+        let set = [
+            ("page_size", "page_size", text(s.page_size.map(i64::from))),
+            ("journal_mode", "journal", Some(s.journal.to_string())),
+            ("synchronous", "sync", Some(s.sync.to_string())),
+            ("cache_size", "cache_size", text(s.cache_size)),
             (
                 "wal_autocheckpoint",
-                s.wal_autocheckpoint.map(|v| v.to_string()),
+                "wal_autocheckpoint",
+                text(s.wal_autocheckpoint),
             ),
             (
                 "journal_size_limit",
-                s.journal_size_limit.map(|v| v.to_string()),
+                "journal_size_limit",
+                text(s.journal_size_limit),
             ),
             (
                 "locking_mode",
-                s.locking_mode.map(|v| v.as_str().to_string()),
+                "locking_mode",
+                s.locking_mode.map(|v| v.to_string()),
             ),
-            ("mmap_size", s.mmap_size.map(|v| v.to_string())),
+            ("mmap_size", "mmap_size", text(s.mmap_size)),
         ];
-        pragmas.extend(
-            optional
-                .iter()
-                .filter_map(|(n, v)| v.as_ref().map(|v| format!("PRAGMA {n}={v}"))),
-        );
-        for extra in &s.extra_pragmas {
-            pragmas.push(pragma_statement(extra)?);
+        (set.into_iter())
+            .filter_map(|(name, setting, value)| Some((name, setting, value?)))
+            .collect()
+    }
+
+    /// An extra PRAGMA (`spec`) must leave each PRAGMA the run's settings set (`owned`:
+    /// pragma, setting, value asked, value read back before the extras) as it was.
+    fn check_extra(
+        &self,
+        spec: &str,
+        owned: &[(&str, &str, String, String)],
+    ) -> Result<(), EngineError> {
+        for (name, setting, wanted, before) in owned {
+            let after = self.pragma_value(name)?;
+            if &after != before {
+                return Err(EngineError::PragmaConflict {
+                    pragma: spec.into(),
+                    setting: setting.to_string(),
+                    wanted: wanted.clone(),
+                    readback: format!("PRAGMA {name} read {before} before it, {after} after"),
+                });
+            }
         }
-        for sql in &pragmas {
-            self.query_all(sql)?;
-        }
-        self.check_journal_mode()
+        Ok(())
     }
 
     /// SQLite silently keeps another journal mode when it cannot switch; say so instead.

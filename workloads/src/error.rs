@@ -54,6 +54,18 @@ pub enum EngineError {
         statement: String,
     },
 
+    /// An extra PRAGMA changed what one of the run's own settings set; `readback` says
+    /// how ("PRAGMA synchronous read 2 before it, 0 after").
+    #[error(
+        "extra pragma '{pragma}' contradicts the run's setting {setting}={wanted} ({readback})"
+    )]
+    PragmaConflict {
+        pragma: String,
+        setting: String,
+        wanted: String,
+        readback: String,
+    },
+
     #[error("interrupted")]
     Interrupted,
 }
@@ -95,6 +107,10 @@ impl EngineError {
                 scenario: free space there or choose another directory (--dir; --image-size \
                 with --fs), and see the kernel log (dmesg) for I/O errors"
                 .into(),
+            EngineError::PragmaConflict { setting, .. } => format!(
+                "leave that pragma out and choose {setting} with the run's own option (sqlwa run --{})",
+                setting.replace('_', "-")
+            ),
             EngineError::Interrupted => {
                 "the run was stopped before it finished; run it again".into()
             }

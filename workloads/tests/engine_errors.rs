@@ -334,3 +334,40 @@ values = { v = { kind = "int", min = 1, max = 9 } }
     assert_eq!(err.as_deref(), Some("interrupted"));
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }
+
+#[test]
+fn extra_pragmas_may_not_contradict_the_runs_settings() {
+    let conflicts = [
+        (RunSettings { sync: SyncMode::Full, ..quick() }, "synchronous=off", "extra pragma 'synchronous=off' contradicts the run's setting sync=full (PRAGMA synchronous read 2 before it, 0 after)"),
+        (RunSettings { journal: JournalMode::Wal, ..quick() }, "main.journal_mode=delete", "extra pragma 'main.journal_mode=delete' contradicts the run's setting journal=wal"),
+        (RunSettings { cache_size: Some(-500), ..quick() }, "default_cache_size=100", "contradicts the run's setting cache_size=-500"),
+    ];
+    for (settings, extra, expected) in conflicts {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = RunSettings {
+            extra_pragmas: vec![extra.into()],
+            ..settings
+        };
+        let err = kv_prefs_error(&settings, dir.path());
+        assert!(matches!(err, EngineError::PragmaConflict { .. }), "{err}");
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+    // the same value, or a pragma no setting of the run sets, is no contradiction
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        sync: SyncMode::Full,
+        extra_pragmas: vec!["synchronous=FULL".into(), "cache_size=100".into()],
+        ..quick()
+    };
+    let out = common::run_quiet(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &settings,
+        dir.path(),
+    )
+    .unwrap();
+    let p: std::collections::HashMap<_, _> = out.info.pragmas.iter().cloned().collect();
+    assert_eq!(
+        (p["synchronous"].as_str(), p["cache_size"].as_str()),
+        ("2", "100")
+    );
+}

@@ -48,9 +48,9 @@ fn to_pyerr(err: EngineError) -> PyErr {
         | EngineError::ScenarioParse { .. }
         | EngineError::InvalidScenario { .. }
         | EngineError::UnreadableScenario { .. } => ScenarioError::new_err(args),
-        EngineError::InvalidSetting { .. } | EngineError::BadSetting { .. } => {
-            ConfigError::new_err(args)
-        }
+        EngineError::InvalidSetting { .. }
+        | EngineError::BadSetting { .. }
+        | EngineError::PragmaConflict { .. } => ConfigError::new_err(args),
         EngineError::Interrupted => Interrupted::new_err(args),
         _ => WorkloadError::new_err(args),
     }
