@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use rusqlite::{params_from_iter, Connection, OpenFlags};
 use serde::Serialize;
 
+use crate::confine::Confinement;
 use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
+use crate::stop::Stop;
 use crate::vfs::{CountingVfs, VfsShared};
 use crate::{EngineError, FileKind, RunSettings, VfsCounts};
 
@@ -73,6 +75,20 @@ pub fn run(
     markers: Option<&Path>,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<RunOutput, EngineError> {
+    run_with_stop(scenario, settings, dir, markers, progress, &Stop::never())
+}
+
+/// As [`run`], and `stop` ends the run with `EngineError::Interrupted` within
+/// about `STOP_CHECK_INTERVAL` wherever it is: creating the schema, in the setup, inside
+/// a long statement.
+pub fn run_with_stop(
+    scenario: &Scenario,
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+    stop: &Stop,
+) -> Result<RunOutput, EngineError> {
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
     let shared = VfsShared::with_extents(sink.clone(), settings.map_extents);
     let db_path = create_db_file(dir, &scenario.name)?;
@@ -83,20 +99,26 @@ pub fn run(
         .transpose()?;
     let (pid, tid) = (std::process::id(), current_tid());
     mark(&sink, |m| m.run_begin(pid, tid))?;
-    let conn = open(&db_path, vfs.as_ref())?;
+    let mut conn = open(&db_path, vfs.as_ref())?;
+    let confinement = Confinement::install(&mut conn)?;
+    stop.install(&mut conn)?;
     let result = Runner {
         scenario,
         settings,
         conn: &conn,
+        db_path: &db_path,
+        confinement: &confinement,
+        stop,
         shared: &shared,
         sink: &sink,
     }
     .run_all(progress);
     shared.set_current_txn(-1);
     map_run_files(&shared, &db_path, "end");
-    let closed = conn
-        .close()
-        .map_err(|(_, e)| EngineError::sql("(closing the database)", e));
+    let closed = conn.close().map_err(|(_, e)| {
+        let statement = "(closing the database)";
+        storage_failure(&db_path, statement, &e).unwrap_or_else(|| EngineError::sql(statement, e))
+    });
     // closing may checkpoint the WAL into the database and delete the WAL
     map_run_files(&shared, &db_path, "close");
     drop(vfs);
@@ -184,6 +206,10 @@ struct Runner<'a> {
     scenario: &'a Scenario,
     settings: &'a RunSettings,
     conn: &'a Connection,
+    db_path: &'a Path,
+    /// confines the scenario's own statements (schema, setup, transactions)
+    confinement: &'a Confinement,
+    stop: &'a Stop,
     shared: &'a VfsShared,
     sink: &'a Option<Arc<MarkerSink>>,
 }
@@ -210,48 +236,93 @@ impl Runner<'_> {
     }
 
     /// page_size first (it must precede the first write), then the scenario's defaults,
-    /// then the run's settings, then free-form extras.
+    /// then the run's settings, then the free-form extras, each of which must leave what
+    /// the run's settings set as it was.
     fn apply_pragmas(&self) -> Result<(), EngineError> {
-        let s = self.settings;
-        let mut pragmas: Vec<String> = Vec::new();
+        let extras = (self.settings.extra_pragmas.iter())
+            .map(|spec| Ok((spec, pragma_statement(spec)?)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        for sql in self.setting_pragmas() {
+            self.query_all(&sql)?;
+        }
+        let owned = (self.run_pragmas().into_iter())
+            .map(|(name, setting, wanted)| Ok((name, setting, wanted, self.pragma_value(name)?)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        for (spec, sql) in extras {
+            self.query_all(&sql)?;
+            self.check_extra(spec, &owned)?;
+        }
+        self.check_journal_mode()
+    }
+
+    /// The PRAGMA statements of the scenario's defaults and the run's settings, in order.
+    fn setting_pragmas(&self) -> Vec<String> {
+        let statement = |name: &str, value: &str| format!("PRAGMA {name}={value}");
+        let run = self.run_pragmas();
+        let run_page_size = run.iter().find(|(name, ..)| *name == "page_size");
+        let mut pragmas: Vec<String> = (run_page_size.iter())
+            .map(|(name, _, value)| statement(name, value))
+            .collect();
         for (name, value) in &self.scenario.pragmas {
-            if !(name == "page_size" && s.page_size.is_some()) {
-                pragmas.push(format!("PRAGMA {name}={value}"));
+            if !(name == "page_size" && run_page_size.is_some()) {
+                pragmas.push(statement(name, value));
             }
         }
-        if let Some(p) = s.page_size {
-            pragmas.insert(0, format!("PRAGMA page_size={p}"));
-        }
-        pragmas.push(format!("PRAGMA journal_mode={}", s.journal.as_str()));
-        pragmas.push(format!("PRAGMA synchronous={}", s.sync.as_str()));
-        let optional = [
-            ("cache_size", s.cache_size.map(|v| v.to_string())),
+        let rest = run.iter().filter(|(name, ..)| *name != "page_size");
+        pragmas.extend(rest.map(|(name, _, value)| statement(name, value)));
+        pragmas
+    }
+
+    /// The PRAGMAs the run's own settings set: (pragma, setting, value).
+    fn run_pragmas(&self) -> Vec<(&'static str, &'static str, String)> {
+        let s = self.settings;
+        let text = |v: Option<i64>| v.map(|v| v.to_string());
+        let set = [
+            ("page_size", "page_size", text(s.page_size.map(i64::from))),
+            ("journal_mode", "journal", Some(s.journal.to_string())),
+            ("synchronous", "sync", Some(s.sync.to_string())),
+            ("cache_size", "cache_size", text(s.cache_size)),
             (
                 "wal_autocheckpoint",
-                s.wal_autocheckpoint.map(|v| v.to_string()),
+                "wal_autocheckpoint",
+                text(s.wal_autocheckpoint),
             ),
             (
                 "journal_size_limit",
-                s.journal_size_limit.map(|v| v.to_string()),
+                "journal_size_limit",
+                text(s.journal_size_limit),
             ),
             (
                 "locking_mode",
-                s.locking_mode.map(|v| v.as_str().to_string()),
+                "locking_mode",
+                s.locking_mode.map(|v| v.to_string()),
             ),
-            ("mmap_size", s.mmap_size.map(|v| v.to_string())),
+            ("mmap_size", "mmap_size", text(s.mmap_size)),
         ];
-        pragmas.extend(
-            optional
-                .iter()
-                .filter_map(|(n, v)| v.as_ref().map(|v| format!("PRAGMA {n}={v}"))),
-        );
-        for extra in &s.extra_pragmas {
-            pragmas.push(pragma_statement(extra)?);
+        (set.into_iter())
+            .filter_map(|(name, setting, value)| Some((name, setting, value?)))
+            .collect()
+    }
+
+    /// An extra PRAGMA (`spec`) must leave each PRAGMA the run's settings set (`owned`:
+    /// pragma, setting, value asked, value read back before the extras) as it was.
+    fn check_extra(
+        &self,
+        spec: &str,
+        owned: &[(&str, &str, String, String)],
+    ) -> Result<(), EngineError> {
+        for (name, setting, wanted, before) in owned {
+            let after = self.pragma_value(name)?;
+            if &after != before {
+                return Err(EngineError::PragmaConflict {
+                    pragma: spec.into(),
+                    setting: setting.to_string(),
+                    wanted: wanted.clone(),
+                    readback: format!("PRAGMA {name} read {before} before it, {after} after"),
+                });
+            }
         }
-        for sql in &pragmas {
-            self.query_all(sql)?;
-        }
-        self.check_journal_mode()
+        Ok(())
     }
 
     /// SQLite silently keeps another journal mode when it cannot switch; say so instead.
@@ -270,13 +341,13 @@ impl Runner<'_> {
 
     /// Runs a statement to completion, discarding rows (PRAGMAs may return some).
     fn query_all(&self, sql: &str) -> Result<(), EngineError> {
-        let mut stmt = self
-            .conn
-            .prepare(sql)
-            .map_err(|e| EngineError::sql(sql, e))?;
-        let mut rows = stmt.query([]).map_err(|e| EngineError::sql(sql, e))?;
-        while rows.next().map_err(|e| EngineError::sql(sql, e))?.is_some() {}
-        Ok(())
+        let run = || {
+            let mut stmt = self.conn.prepare(sql)?;
+            let mut rows = stmt.query([])?;
+            while rows.next()?.is_some() {}
+            Ok(())
+        };
+        run().map_err(|e| self.fail(sql, e))
     }
 
     fn pragma_value(&self, name: &str) -> Result<String, EngineError> {
@@ -285,20 +356,49 @@ impl Runner<'_> {
             .query_row(&sql, [], |row| {
                 row.get::<_, rusqlite::types::Value>(0).map(value_text)
             })
-            .map_err(|e| EngineError::sql(sql, e))
+            .map_err(|e| self.fail(&sql, e))
+    }
+
+    /// The error for a failed statement: the stop, the confinement's refusal, the
+    /// database's page limit or the filesystem's failure when one of them is the cause,
+    /// else the statement's own.
+    fn fail(&self, sql: &str, err: rusqlite::Error) -> EngineError {
+        if self.stop.stopped() {
+            return EngineError::Interrupted;
+        }
+        if let Some(reason) = self.confinement.take_refusal() {
+            return EngineError::refused(&self.scenario.origin, sql, &reason);
+        }
+        if let Some(pages) = self.page_limit(&err) {
+            let message = format!("{err}: the database is limited to max_page_count = {pages}");
+            return EngineError::sql(sql, message);
+        }
+        storage_failure(self.db_path, sql, &err).unwrap_or_else(|| EngineError::sql(sql, err))
+    }
+
+    /// max_page_count, when `err` is SQLITE_FULL and a PRAGMA lowered that limit.
+    fn page_limit(&self, err: &rusqlite::Error) -> Option<i64> {
+        if err.sqlite_error_code() != Some(rusqlite::ErrorCode::DiskFull) {
+            return None;
+        }
+        let pages = self
+            .conn
+            .query_row("PRAGMA max_page_count", [], |r| r.get::<_, i64>(0))
+            .ok()?;
+        (pages < SQLITE_MAX_PAGE_COUNT).then_some(pages)
     }
 
     /// Schema and setup rows in one transaction, outside any measured window.
     fn create_schema(&self, seed: u64) -> Result<(), EngineError> {
         self.exec("BEGIN")?;
         for sql in &self.scenario.schema {
-            self.conn
-                .execute_batch(sql)
-                .map_err(|e| EngineError::sql(sql, e))?;
+            self.stop.check()?;
+            self.scenario_sql(sql, || self.conn.execute_batch(sql))?;
         }
         let mut setup = Workload::setup(self.scenario, seed);
         for (i, op) in self.scenario.setup.iter().enumerate() {
             for _ in 0..op.repeat + op.repeat_per_txn * self.total_txns() {
+                self.stop.check()?;
                 self.execute(op, &setup.statement(i))?;
             }
         }
@@ -306,19 +406,29 @@ impl Runner<'_> {
     }
 
     fn exec(&self, sql: &str) -> Result<(), EngineError> {
-        self.conn
-            .execute_batch(sql)
-            .map_err(|e| EngineError::sql(sql, e))
+        self.conn.execute_batch(sql).map_err(|e| self.fail(sql, e))
     }
 
+    /// One statement of an operation of the scenario, its rows stepped through.
     fn execute(&self, op: &Operation, stmt: &Statement) -> Result<(), EngineError> {
-        let fail = |e| EngineError::sql(&op.sql, e);
-        let mut prepared = self.conn.prepare_cached(&op.sql).map_err(fail)?;
-        let mut rows = prepared
-            .query(params_from_iter(stmt.params.iter()))
-            .map_err(fail)?;
-        while rows.next().map_err(fail)?.is_some() {}
-        Ok(())
+        self.scenario_sql(&op.sql, || {
+            let mut prepared = self.conn.prepare_cached(&op.sql)?;
+            let mut rows = prepared.query(params_from_iter(stmt.params.iter()))?;
+            while rows.next()?.is_some() {}
+            Ok(())
+        })
+    }
+
+    /// Runs a statement of the scenario's, confined: a refusal names the scenario, the
+    /// statement and why.
+    fn scenario_sql(
+        &self,
+        sql: &str,
+        run: impl FnOnce() -> rusqlite::Result<()>,
+    ) -> Result<(), EngineError> {
+        self.confinement
+            .confined(run)
+            .map_err(|e| self.fail(sql, e))
     }
 
     fn run_info(&self, seed: u64) -> Result<RunInfo, EngineError> {
@@ -372,6 +482,7 @@ impl Runner<'_> {
                     return Err(EngineError::Interrupted);
                 }
             }
+            self.stop.check()?;
             if index > 0 && think > 0.0 {
                 std::thread::sleep(Duration::from_secs_f64(think / 1000.0));
             }
@@ -416,6 +527,32 @@ impl Runner<'_> {
             vfs,
         })
     }
+}
+
+/// SQLite's default max_page_count (MAX_PAGE_COUNT of the bundled build).
+const SQLITE_MAX_PAGE_COUNT: i64 = 0xffff_fffe;
+
+/// The filesystem's failure of a statement, naming the database's directory: full, an
+/// I/O error, a file it cannot open or that vanished, a file too large for it. None for
+/// other errors.
+fn storage_failure(db_path: &Path, statement: &str, err: &rusqlite::Error) -> Option<EngineError> {
+    use rusqlite::ErrorCode::*;
+    let moved = matches!(err, rusqlite::Error::SqliteFailure(e, _)
+        if e.extended_code == rusqlite::ffi::SQLITE_READONLY_DBMOVED);
+    let problem = match err.sqlite_error_code()? {
+        ReadOnly if moved => "the database's file was moved or deleted",
+        DiskFull => "no space left for the database",
+        SystemIoFailure => "an I/O error on the database's files",
+        CannotOpen => "cannot open the database's files",
+        NoLargeFileSupport => "the filesystem cannot hold a file this large",
+        _ => return None,
+    };
+    Some(EngineError::Storage {
+        dir: db_path.parent().unwrap_or(db_path).to_path_buf(),
+        problem: problem.into(),
+        message: err.to_string(),
+        statement: statement.into(),
+    })
 }
 
 fn value_text(v: rusqlite::types::Value) -> String {

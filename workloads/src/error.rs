@@ -22,6 +22,10 @@ pub enum EngineError {
     #[error("scenario {origin}: {message}")]
     InvalidScenario { origin: String, message: String },
 
+    /// The scenario file could not be read at all (its text is checked by the parser).
+    #[error("cannot read scenario file {}: {message}", path.display())]
+    UnreadableScenario { path: PathBuf, message: String },
+
     #[error("invalid value '{value}' for {name} (allowed: {})", allowed.join(", "))]
     InvalidSetting {
         name: String,
@@ -39,6 +43,28 @@ pub enum EngineError {
 
     #[error("SQL failed: {message} (statement: {statement})")]
     Sql { statement: String, message: String },
+
+    /// The filesystem under the run's database failed a statement (full, an I/O error, a
+    /// file it cannot open): the disk's fault, not the scenario's.
+    #[error("{problem} in {} (SQLite: {message}; statement: {statement})", dir.display())]
+    Storage {
+        dir: PathBuf,
+        problem: String,
+        message: String,
+        statement: String,
+    },
+
+    /// An extra PRAGMA changed what one of the run's own settings set; `readback` says
+    /// how ("PRAGMA synchronous read 2 before it, 0 after").
+    #[error(
+        "extra pragma '{pragma}' contradicts the run's setting {setting}={wanted} ({readback})"
+    )]
+    PragmaConflict {
+        pragma: String,
+        setting: String,
+        wanted: String,
+        readback: String,
+    },
 
     #[error("interrupted")]
     Interrupted,
@@ -58,6 +84,9 @@ impl EngineError {
             EngineError::InvalidScenario { .. } => {
                 "correct the scenario; workloads/scenarios/README.md documents every field".into()
             }
+            EngineError::UnreadableScenario { .. } => {
+                "check the path and that the file is readable".into()
+            }
             EngineError::InvalidSetting { name, allowed, .. } if allowed.is_empty() => {
                 format!("check the value given for {name}")
             }
@@ -74,6 +103,14 @@ impl EngineError {
             EngineError::Sql { .. } => {
                 "fix the statement in the scenario (schema or operation) or the extra PRAGMA".into()
             }
+            EngineError::Storage { .. } => "the disk or directory is full or failing, not the \
+                scenario: free space there or choose another directory (--dir; --image-size \
+                with --fs), and see the kernel log (dmesg) for I/O errors"
+                .into(),
+            EngineError::PragmaConflict { setting, .. } => format!(
+                "leave that pragma out and choose {setting} with the run's own option (sqlwa run --{})",
+                setting.replace('_', "-")
+            ),
             EngineError::Interrupted => {
                 "the run was stopped before it finished; run it again".into()
             }
@@ -84,6 +121,14 @@ impl EngineError {
         EngineError::Io {
             path: path.into(),
             message: err.to_string(),
+        }
+    }
+
+    /// A scenario's statement the confinement refused (see `confine.rs`).
+    pub(crate) fn refused(origin: &str, statement: &str, reason: &str) -> Self {
+        EngineError::InvalidScenario {
+            origin: origin.into(),
+            message: format!("statement refused: {reason} (statement: {statement})"),
         }
     }
 

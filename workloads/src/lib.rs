@@ -3,17 +3,20 @@
 //! contract the Python layer relies on, `MARKERS.md` for the marker format and
 //! `scenarios/README.md` for the scenario format.
 
+mod confine;
 pub mod counts;
 pub mod engine;
 pub mod error;
 pub mod markers;
 pub mod scenario;
 pub mod settings;
+pub mod stop;
 pub mod vfs;
 
 pub use counts::{FileKind, KindCounts, VfsCounts};
-pub use engine::{run, CommitRecord, Progress, RunInfo, RunOutput};
+pub use engine::{run, run_with_stop, CommitRecord, Progress, RunInfo, RunOutput};
 pub use error::EngineError;
 pub use markers::MarkerSink;
 pub use scenario::{builtin_names, Scenario};
 pub use settings::{JournalMode, LockingMode, RunSettings, SyncMode};
+pub use stop::Stop;

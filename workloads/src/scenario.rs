@@ -12,6 +12,9 @@ use rusqlite::types::Value;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::confine::MAX_SCHEMA_OBJECTS;
+use crate::confine::{pragma_refusal, Confinement, SCHEMA_LIMIT_WHY};
+use crate::stop::Stop;
 use crate::EngineError;
 
 /// The built-in scenarios, embedded at compile time.
@@ -252,24 +255,43 @@ impl Scenario {
 
     /// A scenario from a TOML file.
     pub fn from_file(path: &Path) -> Result<Scenario, EngineError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| EngineError::io(path, format!("cannot read scenario file: {e}")))?;
-        Scenario::from_toml_str(&text, &path.display().to_string())
+        Scenario::from_file_with(path, &Stop::never())
+    }
+
+    /// A scenario from a TOML file; `stop` can end the loading, whose check of the SQL
+    /// takes seconds for a large schema.
+    pub fn from_file_with(path: &Path, stop: &Stop) -> Result<Scenario, EngineError> {
+        let origin = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| EngineError::UnreadableScenario {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| not_utf8(&origin, &e))?;
+        Scenario::from_toml_str_with(&text, &origin, stop)
     }
 
     /// A scenario from TOML text; `origin` names it in error messages.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, EngineError> {
+        Scenario::from_toml_str_with(text, origin, &Stop::never())
+    }
+
+    /// As [`Scenario::from_toml_str`], which `stop` can end.
+    pub fn from_toml_str_with(
+        text: &str,
+        origin: &str,
+        stop: &Stop,
+    ) -> Result<Scenario, EngineError> {
         let file: ScenarioFile = toml::from_str(text).map_err(|e| {
             let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
             EngineError::ScenarioParse {
                 origin: origin.into(),
                 line,
                 column,
-                message: e.message().trim().to_string(),
+                message: format!("not a valid scenario: {}", e.message().trim()),
             }
         })?;
         let scenario = Builder { text, origin }.build(file)?;
-        check_sql(&scenario)?;
+        check_sql(&scenario, stop)?;
         Ok(scenario)
     }
 
@@ -323,6 +345,19 @@ fn render_value(v: &Value) -> String {
     }
 }
 
+/// A scenario file that is not text: where its first byte that is not UTF-8 is.
+fn not_utf8(origin: &str, err: &std::string::FromUtf8Error) -> EngineError {
+    let valid = err.utf8_error().valid_up_to();
+    let text = std::str::from_utf8(&err.as_bytes()[..valid]).unwrap_or_default();
+    let (line, column) = line_col(text, valid);
+    EngineError::ScenarioParse {
+        origin: origin.into(),
+        line,
+        column,
+        message: "not a valid scenario: not UTF-8 text (a scenario is a TOML file)".into(),
+    }
+}
+
 /// 1-based line and column (in characters) of a byte offset.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
@@ -360,6 +395,10 @@ impl Builder<'_> {
 
     fn build(&self, file: ScenarioFile) -> Result<Scenario, EngineError> {
         let name = self.check_name(&file.name)?;
+        let objects = file.tables.len() + file.indexes.len();
+        if objects > MAX_SCHEMA_OBJECTS {
+            return Err(self.invalid(format!("{objects} tables and indexes: {SCHEMA_LIMIT_WHY}")));
+        }
         let schema = self.schema(&file.tables, &file.indexes)?;
         let tables: Vec<String> = file
             .tables
@@ -436,6 +475,10 @@ impl Builder<'_> {
             };
             if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(self.at(value.span(), format!("'{name}' is not a pragma name")));
+            }
+            if let Some(why) = pragma_refusal(name) {
+                let msg = format!("pragma {name} may not be set by a scenario: {why}");
+                return Err(self.at(value.span(), msg));
             }
             out.push((name.clone(), text));
         }
@@ -790,19 +833,39 @@ impl Builder<'_> {
 
 /// Prepares every statement against the schema in a scratch in-memory database, so that
 /// unknown columns and SQL errors surface when the scenario is loaded, not mid-run.
-fn check_sql(s: &Scenario) -> Result<(), EngineError> {
+/// The schema runs confined, as in a run: what a run would refuse is refused here, before
+/// it could touch anything outside the scratch database. `stop` ends it, from inside a
+/// statement too.
+fn check_sql(s: &Scenario, stop: &Stop) -> Result<(), EngineError> {
     let invalid = |message: String| EngineError::InvalidScenario {
         origin: s.origin.clone(),
         message,
     };
-    let conn = rusqlite::Connection::open_in_memory().map_err(|e| invalid(e.to_string()))?;
+    let mut conn = rusqlite::Connection::open_in_memory().map_err(|e| invalid(e.to_string()))?;
+    let confinement = Confinement::install(&mut conn)?;
+    stop.install(&mut conn)?;
+    let refused_or = |sql: &str, failed: String| match (stop.stopped(), confinement.take_refusal())
+    {
+        (true, _) => EngineError::Interrupted,
+        (false, Some(reason)) => EngineError::refused(&s.origin, sql, &reason),
+        (false, None) => invalid(failed),
+    };
     for sql in &s.schema {
-        conn.execute_batch(sql)
-            .map_err(|e| invalid(format!("schema statement failed: {e} (statement: {sql})")))?;
+        stop.check()?;
+        confinement
+            .confined(|| conn.execute_batch(sql))
+            .map_err(|e| {
+                refused_or(
+                    sql,
+                    format!("schema statement failed: {e} (statement: {sql})"),
+                )
+            })?;
     }
     for op in s.setup.iter().chain(&s.txn) {
-        conn.prepare(&op.sql)
-            .map_err(|e| invalid(format!("{e} (statement: {})", op.sql)))?;
+        stop.check()?;
+        confinement
+            .confined(|| conn.prepare(&op.sql).map(drop))
+            .map_err(|e| refused_or(&op.sql, format!("{e} (statement: {})", op.sql)))?;
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Engine behaviour on bad input and control flow: each error names the problem.
 
 use sqlwa_workloads::{
-    run, EngineError, JournalMode, LockingMode, RunSettings, Scenario, SyncMode,
+    run, run_with_stop, EngineError, JournalMode, LockingMode, RunSettings, Scenario, Stop,
+    SyncMode,
 };
 
 mod common;
@@ -17,7 +18,15 @@ fn quick() -> RunSettings {
 
 /// Runs the built-in `kv-prefs` scenario in `dir` and returns the error it must fail with.
 fn kv_prefs_error(settings: &RunSettings, dir: &std::path::Path) -> EngineError {
-    common::run_quiet(&Scenario::builtin("kv-prefs").unwrap(), settings, dir).unwrap_err()
+    builtin_error("kv-prefs", settings, dir)
+}
+
+/// The error a built-in scenario must fail with (not the whole output if it does not).
+fn builtin_error(name: &str, settings: &RunSettings, dir: &std::path::Path) -> EngineError {
+    match common::run_quiet(&Scenario::builtin(name).unwrap(), settings, dir) {
+        Ok(out) => panic!("{name} ran {} transactions", out.commits.len()),
+        Err(err) => err,
+    }
 }
 
 #[test]
@@ -242,4 +251,123 @@ fn concurrent_runs_keep_separate_counts() {
             "{journal}"
         );
     }
+}
+
+#[test]
+fn a_full_database_at_its_page_limit_names_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        extra_pragmas: vec!["max_page_count=3".into()],
+        txns: Some(2000),
+        ..quick()
+    };
+    let err = builtin_error("mobibench-insert", &settings, dir.path());
+    assert!(matches!(err, EngineError::Sql { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("database or disk is full: the database is limited to max_page_count = 3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_failing_directory_is_the_disks_fault_not_the_scenarios() {
+    // The run's directory disappears mid-run, its database file with it: SQLite refuses to
+    // write to a database whose file is gone.
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("run");
+    let settings = RunSettings {
+        txns: Some(1_000_000),
+        ..quick()
+    };
+    let mut removed = false;
+    let Err(err) = run(
+        &Scenario::builtin("mobibench-insert").unwrap(),
+        &settings,
+        &dir,
+        None,
+        &mut |p| {
+            if p.done > 0 && !removed {
+                std::fs::remove_dir_all(&dir).unwrap();
+                removed = true;
+            }
+            true
+        },
+    ) else {
+        panic!("the run went on without its directory");
+    };
+    assert!(matches!(err, EngineError::Storage { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "the database's file was moved or deleted in {} (SQLite: attempt to write a readonly database; statement: INSERT",
+            dir.display()
+        )),
+        "{err}"
+    );
+    assert!(err.hint().contains("not the scenario"), "{}", err.hint());
+}
+
+#[test]
+fn a_stop_ends_a_long_setup_from_inside() {
+    let text = r#"
+name = "big-setup"
+[[table]]
+name = "t"
+columns = ["id INTEGER PRIMARY KEY", "v INTEGER"]
+[[setup]]
+op = "insert"
+table = "t"
+repeat = 100000000
+values = { v = { kind = "int", min = 1, max = 9 } }
+[[txn]]
+op = "insert"
+table = "t"
+values = { v = { kind = "int", min = 1, max = 9 } }
+"#;
+    let scenario = Scenario::from_toml_str(text, "test").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let stop = Stop::new(move || started.elapsed() > std::time::Duration::from_millis(300));
+    let err = run_with_stop(&scenario, &quick(), dir.path(), None, &mut |_| true, &stop)
+        .err()
+        .map(|e| e.to_string());
+    assert_eq!(err.as_deref(), Some("interrupted"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
+#[test]
+fn extra_pragmas_may_not_contradict_the_runs_settings() {
+    let conflicts = [
+        (RunSettings { sync: SyncMode::Full, ..quick() }, "synchronous=off", "extra pragma 'synchronous=off' contradicts the run's setting sync=full (PRAGMA synchronous read 2 before it, 0 after)"),
+        (RunSettings { journal: JournalMode::Wal, ..quick() }, "main.journal_mode=delete", "extra pragma 'main.journal_mode=delete' contradicts the run's setting journal=wal"),
+        (RunSettings { cache_size: Some(-500), ..quick() }, "default_cache_size=100", "contradicts the run's setting cache_size=-500"),
+    ];
+    for (settings, extra, expected) in conflicts {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = RunSettings {
+            extra_pragmas: vec![extra.into()],
+            ..settings
+        };
+        let err = kv_prefs_error(&settings, dir.path());
+        assert!(matches!(err, EngineError::PragmaConflict { .. }), "{err}");
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+    // the same value, or a pragma no setting of the run sets, is no contradiction
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        sync: SyncMode::Full,
+        extra_pragmas: vec!["synchronous=FULL".into(), "cache_size=100".into()],
+        ..quick()
+    };
+    let out = common::run_quiet(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &settings,
+        dir.path(),
+    )
+    .unwrap();
+    let p: std::collections::HashMap<_, _> = out.info.pragmas.iter().cloned().collect();
+    assert_eq!(
+        (p["synchronous"].as_str(), p["cache_size"].as_str()),
+        ("2", "100")
+    );
 }

@@ -1,6 +1,6 @@
 //! Scenario parsing, validation errors and seed determinism.
 
-use sqlwa_workloads::{builtin_names, EngineError, Scenario};
+use sqlwa_workloads::{builtin_names, EngineError, Scenario, Stop};
 
 fn parse(text: &str) -> Result<Scenario, EngineError> {
     Scenario::from_toml_str(text, "x.toml")
@@ -167,9 +167,87 @@ fn unknown_builtin_lists_available() {
 }
 
 #[test]
-fn missing_file_is_an_io_error() {
-    let err = Scenario::from_file(std::path::Path::new("/nonexistent/s.toml")).unwrap_err();
-    assert!(matches!(err, EngineError::Io { .. }), "{err}");
+fn a_file_that_cannot_be_read_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in [dir.path().join("missing.toml"), dir.path().to_path_buf()] {
+        let err = Scenario::from_file(&path).unwrap_err();
+        assert!(
+            matches!(err, EngineError::UnreadableScenario { .. }),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!("cannot read scenario file {}: ", path.display())),
+            "{message}"
+        );
+        assert!(!err.hint().contains("writable directory"), "{}", err.hint());
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_scenario_says_so_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[u8], &str); 3] = [
+        (
+            b"name = \"t\"\nbody = \"caf\xe9\"\n",
+            "line 2, column 12: not a valid scenario: not UTF-8 text",
+        ),
+        (
+            b"hello world\n",
+            "line 1, column 7: not a valid scenario: key with no value",
+        ),
+        (
+            b"\x1f\x8b\x08\x00\x00\x00", // a gzip header
+            "line 1, column 2: not a valid scenario: not UTF-8 text",
+        ),
+    ];
+    for (bytes, expected) in cases {
+        let path = dir.path().join("garbage.toml");
+        std::fs::write(&path, bytes).unwrap();
+        let err = Scenario::from_file(&path).unwrap_err();
+        assert!(matches!(err, EngineError::ScenarioParse { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!("scenario file {}, {expected}", path.display())),
+            "{message}"
+        );
+        assert!(err.hint().contains("TOML"), "{}", err.hint());
+    }
+}
+
+#[test]
+fn a_schema_beyond_the_limit_is_refused_before_any_sql() {
+    let tables: String = (0..=sqlwa_workloads::scenario::MAX_SCHEMA_OBJECTS)
+        .map(|i| format!("[[table]]\nname = \"t{i}\"\ncolumns = [\"v\"]\n"))
+        .collect();
+    let text = format!("name = \"big\"\n{tables}[[txn]]\nop = \"insert\"\ntable = \"t0\"\nvalues = {{ v = {{ kind = \"null\" }} }}\n");
+    let started = std::time::Instant::now();
+    let err = parse(&text).unwrap_err();
+    assert!(matches!(err, EngineError::InvalidScenario { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("10001 tables and indexes: a scenario's schema may create at most 10000"),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn loading_stops_when_asked_from_inside_the_schema() {
+    // one `sql` creating many tables: a single long call SQLite is stopped inside of
+    let creates: String = (0..5000)
+        .map(|i| format!("CREATE TABLE t{i} (v); "))
+        .collect();
+    let text = format!("name = \"big\"\n[[table]]\nname = \"t0\"\nsql = \"{creates}\"\n[[txn]]\nop = \"insert\"\ntable = \"t0\"\nvalues = {{ v = {{ kind = \"null\" }} }}\n");
+    let started = std::time::Instant::now();
+    let stop = Stop::new(move || started.elapsed() > std::time::Duration::from_millis(200));
+    let err = Scenario::from_toml_str_with(&text, "x.toml", &stop).unwrap_err();
+    assert!(matches!(err, EngineError::Interrupted), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

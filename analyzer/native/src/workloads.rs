@@ -2,6 +2,7 @@
 //! Python values. Commit records go out column-wise (dict of lists) so Python builds
 //! one Polars frame from them without looping.
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -12,7 +13,7 @@ use sqlwa_workloads::scenario::{self, Scenario};
 use sqlwa_workloads::settings::{
     JournalMode, LockingMode, RunSettings, SyncMode, MAX_THINK_TIME_MS,
 };
-use sqlwa_workloads::{CommitRecord, FileKind, KindCounts};
+use sqlwa_workloads::{CommitRecord, FileKind, KindCounts, Stop};
 
 use crate::{ConfigError, Interrupted, ScenarioError, WorkloadError};
 
@@ -45,12 +46,48 @@ fn to_pyerr(err: EngineError) -> PyErr {
     match err {
         EngineError::UnknownScenario { .. }
         | EngineError::ScenarioParse { .. }
-        | EngineError::InvalidScenario { .. } => ScenarioError::new_err(args),
-        EngineError::InvalidSetting { .. } | EngineError::BadSetting { .. } => {
-            ConfigError::new_err(args)
-        }
+        | EngineError::InvalidScenario { .. }
+        | EngineError::UnreadableScenario { .. } => ScenarioError::new_err(args),
+        EngineError::InvalidSetting { .. }
+        | EngineError::BadSetting { .. }
+        | EngineError::PragmaConflict { .. } => ConfigError::new_err(args),
         EngineError::Interrupted => Interrupted::new_err(args),
         _ => WorkloadError::new_err(args),
+    }
+}
+
+/// Python code run from inside the engine while it works without the GIL: the signal
+/// handlers (check_signals runs them on the main thread, which is the one running the
+/// SQL) and the progress callback. The first exception one of them raises
+/// (KeyboardInterrupt, the Interrupted of sqlwa's SIGTERM guard, a callback's error)
+/// stops the engine and is raised once the engine has unwound.
+#[derive(Clone, Default)]
+struct Raised(Arc<Mutex<Option<PyErr>>>);
+
+impl Raised {
+    /// Whether `call` raised; its exception is kept (the first one only).
+    fn caught(&self, call: impl FnOnce(Python<'_>) -> PyResult<()>) -> bool {
+        let Err(err) = Python::attach(call) else {
+            return false;
+        };
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert(err);
+        true
+    }
+
+    /// The engine's stop hook: a pending signal whose handler raised.
+    fn stop(&self) -> Stop {
+        let raised = self.clone();
+        Stop::new(move || raised.caught(|py| py.check_signals()))
+    }
+
+    /// What to raise for the engine's `result`: the kept exception first (also after a
+    /// run that finished: the Ctrl-C still counts), else the engine's error.
+    fn result<T>(&self, result: Result<T, EngineError>) -> PyResult<T> {
+        match self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(err) => Err(err),
+            None => result.map_err(to_pyerr),
+        }
     }
 }
 
@@ -61,11 +98,14 @@ fn builtin_scenario(name: &str) -> PyResult<PyScenario> {
         .map_err(to_pyerr)
 }
 
+/// Loads without the GIL: checking a large schema takes seconds, during which Ctrl-C
+/// must still be honoured.
 #[pyfunction]
-fn scenario_from_file(path: PathBuf) -> PyResult<PyScenario> {
-    Scenario::from_file(&path)
-        .map(|inner| PyScenario { inner })
-        .map_err(to_pyerr)
+fn scenario_from_file(py: Python<'_>, path: PathBuf) -> PyResult<PyScenario> {
+    let raised = Raised::default();
+    let stop = raised.stop();
+    let loaded = py.detach(|| Scenario::from_file_with(&path, &stop));
+    raised.result(loaded).map(|inner| PyScenario { inner })
 }
 
 /// (name, description) of every built-in scenario.
@@ -163,7 +203,9 @@ fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bo
 
 /// Run a scenario. Returns {"info": {...}, "commits": {column: [values]}}.
 /// The GIL is released while SQL runs; `progress(done, total)` is called from time to
-/// time and Ctrl-C stops the run at the next transaction boundary.
+/// time and Ctrl-C stops the run within a fraction of a second, inside a long statement
+/// too; its KeyboardInterrupt (or the exception the progress callback raised) is raised
+/// once the engine has unwound.
 #[pyfunction]
 #[pyo3(signature = (scenario, settings, dir, marker_path=None, progress=None))]
 fn run_workload<'py>(
@@ -175,28 +217,26 @@ fn run_workload<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let settings = settings_from_dict(settings)?;
+    let raised = Raised::default();
+    let stop = raised.stop();
     let mut report = |p: Progress| -> bool {
-        Python::attach(|py| {
-            if py.check_signals().is_err() {
-                return false;
-            }
-            match &progress {
-                Some(cb) => cb.call1(py, (p.done, p.total)).is_ok(),
-                None => true,
-            }
-        })
+        !stop.requested()
+            && !raised.caught(|py| match &progress {
+                Some(cb) => cb.call1(py, (p.done, p.total)).map(drop),
+                None => Ok(()),
+            })
     };
-    let output = py
-        .detach(|| {
-            engine::run(
-                &scenario.inner,
-                &settings,
-                &dir,
-                marker_path.as_deref(),
-                &mut report,
-            )
-        })
-        .map_err(to_pyerr)?;
+    let ran = py.detach(|| {
+        engine::run_with_stop(
+            &scenario.inner,
+            &settings,
+            &dir,
+            marker_path.as_deref(),
+            &mut report,
+            &stop,
+        )
+    });
+    let output = raised.result(ran)?;
 
     let info = PyDict::new(py);
     let i = &output.info;

@@ -84,6 +84,8 @@ def ensure_writable_dir(path: Path, what: str) -> Path:
 
 
 def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -> dict:
+    """The run's configuration for summary.json. Journal mode and sync level are what SQLite
+    read back after set-up (``pragmas``), not what was asked (``settings``)."""
     fs = environment.filesystem_of(work_dir)
     s = request.settings
     return {
@@ -93,8 +95,8 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
         "dir_fs": fs["type"],
         "fs_source": f"existing {fs['type']} directory (no lab filesystem)",
         "mount_options": fs["options"],
-        "journal": s.journal,
-        "sync": s.sync,
+        "journal": info["pragmas"]["journal_mode"],
+        "sync": engine.SYNC_MODES[int(info["pragmas"]["synchronous"])],
         "txns": measured,
         "warmup": s.warmup,
         "seed": info["seed"],

@@ -1,0 +1,271 @@
+//! Confines a scenario's SQL to the run's own database.
+//!
+//! Scenarios are shared TOML files and sqlwa often runs as root, so the SQL a scenario
+//! brings (its schema, setup and transactions) must not open or write other files, load
+//! code, or change the settings the run chose behind its back. SQLite's authorizer checks
+//! each statement as it is prepared (and the statements VACUUM runs itself, its ATTACH
+//! among them); the engine's own statements (its PRAGMA set-up, BEGIN and COMMIT, the
+//! read-backs) run unconfined. Extension loading is switched off on every connection.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::ffi;
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::Connection;
+
+use crate::EngineError;
+
+/// The authorizer installed on one connection: whether it confines right now, and why it
+/// last refused a statement (SQLite itself only says "not authorized").
+pub(crate) struct Confinement {
+    state: Arc<State>,
+}
+
+/// The most tables, indexes, views and triggers a scenario's schema may create.
+pub const MAX_SCHEMA_OBJECTS: usize = 10_000;
+
+/// Why: SQLite re-reads its schema table after each CREATE, so each costs more than the
+/// last (measured: 5 000 tables load in about a second, 120 000 in many minutes).
+pub(crate) const SCHEMA_LIMIT_WHY: &str = "a scenario's schema may create at most 10000 \
+    tables, indexes, views and triggers (SQLite re-reads its whole schema after each CREATE, \
+    so a larger schema takes minutes to create)";
+
+struct State {
+    on: AtomicBool,
+    refusal: Mutex<Option<String>>,
+    /// schema objects created so far, and how many may be
+    created: AtomicUsize,
+    max_created: usize,
+}
+
+impl Confinement {
+    /// Installs the authorizer on `conn`, which confines only inside [`Self::confined`],
+    /// and switches extension loading off.
+    pub(crate) fn install(conn: &mut Connection) -> Result<Self, EngineError> {
+        Self::install_with_limit(conn, MAX_SCHEMA_OBJECTS)
+    }
+
+    fn install_with_limit(conn: &mut Connection, max_created: usize) -> Result<Self, EngineError> {
+        if extension_loading(conn, Some(false)) != Some(false) {
+            return Err(EngineError::sql(
+                "(switching extension loading off)",
+                "SQLite did not switch it off",
+            ));
+        }
+        let state = Arc::new(State {
+            on: AtomicBool::new(false),
+            refusal: Mutex::new(None),
+            created: AtomicUsize::new(0),
+            max_created,
+        });
+        let hook = state.clone();
+        conn.authorizer(Some(move |ctx: AuthContext<'_>| {
+            hook.authorize(&ctx.action)
+        }))
+        .map_err(|e| EngineError::sql("(installing the scenario authorizer)", e))?;
+        Ok(Confinement { state })
+    }
+
+    /// Runs `f` (a scenario's statement) confined.
+    pub(crate) fn confined<T>(&self, f: impl FnOnce() -> T) -> T {
+        *self.state.refusal.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.state.on.store(true, Ordering::SeqCst);
+        let result = f();
+        self.state.on.store(false, Ordering::SeqCst);
+        result
+    }
+
+    /// Why the statement just run was refused, if it was.
+    pub(crate) fn take_refusal(&self) -> Option<String> {
+        self.state
+            .refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+}
+
+impl State {
+    fn authorize(&self, action: &AuthAction<'_>) -> Authorization {
+        if !self.on.load(Ordering::SeqCst) {
+            return Authorization::Allow;
+        }
+        match refusal(action).or_else(|| self.too_many_objects(action)) {
+            None => Authorization::Allow,
+            Some(reason) => {
+                let mut slot = self.refusal.lock().unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert(reason);
+                Authorization::Deny
+            }
+        }
+    }
+}
+
+impl State {
+    /// The refusal of a CREATE beyond `max_created` (counted as statements are prepared).
+    fn too_many_objects(&self, action: &AuthAction<'_>) -> Option<String> {
+        use AuthAction::*;
+        let creates = matches!(
+            action,
+            CreateTable { .. }
+                | CreateTempTable { .. }
+                | CreateIndex { .. }
+                | CreateTempIndex { .. }
+                | CreateView { .. }
+                | CreateTempView { .. }
+                | CreateTrigger { .. }
+                | CreateTempTrigger { .. }
+                | CreateVtable { .. }
+        );
+        let created = self
+            .created
+            .fetch_add(usize::from(creates), Ordering::SeqCst);
+        (creates && created >= self.max_created).then(|| SCHEMA_LIMIT_WHY.to_string())
+    }
+}
+
+/// Why a scenario's SQL may not do `action`; None when it may.
+fn refusal(action: &AuthAction<'_>) -> Option<String> {
+    Some(match action {
+        // VACUUM of the run's database attaches a temporary one by the empty name
+        AuthAction::Attach { filename: "" } => return None,
+        AuthAction::Attach { filename } => format!(
+            "ATTACH and VACUUM INTO would open the file '{filename}', outside the run's database"
+        ),
+        AuthAction::Detach { .. } => "DETACH: a scenario works in the run's database only".into(),
+        AuthAction::Pragma { pragma_name, .. } => format!(
+            "PRAGMA {pragma_name}: a scenario's SQL may not run PRAGMAs; set them in its \
+             [pragmas] table, which the engine applies and checks"
+        ),
+        AuthAction::Function { function_name }
+            if function_name.eq_ignore_ascii_case("load_extension") =>
+        {
+            "load_extension(): sqlwa never loads SQLite extensions".into()
+        }
+        // e.g. ATTACH of a computed file name: the authorizer gets no name to check
+        AuthAction::Unknown { code, .. } => unknown_refusal(*code)?,
+        _ => return None,
+    })
+}
+
+/// The refusal of an action the authorizer could not decode (its arguments missing).
+fn unknown_refusal(code: i32) -> Option<String> {
+    let what = match code {
+        ffi::SQLITE_ATTACH => "ATTACH or VACUUM INTO of a computed file name",
+        ffi::SQLITE_DETACH => "DETACH",
+        ffi::SQLITE_PRAGMA => "a PRAGMA",
+        _ => {
+            return Some(format!(
+                "an action sqlwa does not recognise (authorizer code {code})"
+            ))
+        }
+    };
+    Some(format!("{what} may not be used in a scenario"))
+}
+
+/// Sets SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION when `set` is given and returns the setting
+/// now (None if SQLite refused the call). The SQL function load_extension() is off unless
+/// a program enables it, but the C API is on by default wherever SQLite is built with
+/// SQLITE_ENABLE_LOAD_EXTENSION, as the bundled SQLite is; rusqlite has no setter for it.
+fn extension_loading(conn: &Connection, set: Option<bool>) -> Option<bool> {
+    let mut now: c_int = -1;
+    let wanted: c_int = set.map_or(-1, c_int::from);
+    // SAFETY: the handle is `conn`'s, open for the whole call; this option takes an int
+    // (-1: leave it) and a pointer to an int that receives the setting, and `now` outlives
+    // the call.
+    let rc = unsafe {
+        ffi::sqlite3_db_config(
+            conn.handle(),
+            ffi::SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION,
+            wanted,
+            &mut now as *mut c_int,
+        )
+    };
+    (rc == ffi::SQLITE_OK).then_some(now != 0)
+}
+
+/// Why a scenario's `[pragmas]` table may not set `name` (any case); None when it may.
+pub(crate) fn pragma_refusal(name: &str) -> Option<&'static str> {
+    const OUTSIDE: &str =
+        "it points SQLite at files outside the run's directory, for the whole process";
+    const PROCESS_WIDE: &str = "it is process-wide and would outlive the run";
+    match name.to_ascii_lowercase().as_str() {
+        "journal_mode" => Some("the run chooses it (sqlwa run --journal)"),
+        "synchronous" => Some("the run chooses it (sqlwa run --sync)"),
+        "temp_store_directory" | "data_store_directory" => Some(OUTSIDE),
+        "soft_heap_limit" | "hard_heap_limit" => Some(PROCESS_WIDE),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extension_loading_is_switched_off() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        // Not SQLite's default here: the bundled build enables the C API.
+        assert_eq!(extension_loading(&conn, None), Some(true));
+        // The SQL function is off by default, authorizer or not.
+        let err = conn
+            .query_row("SELECT load_extension('/nonexistent.so')", [], |_| Ok(()))
+            .unwrap_err();
+        assert!(err.to_string().contains("not authorized"), "{err}");
+        Confinement::install(&mut conn).unwrap();
+        assert_eq!(extension_loading(&conn, None), Some(false));
+    }
+
+    #[test]
+    fn unconfined_statements_are_allowed_and_refusals_say_why() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let confinement = Confinement::install(&mut conn).unwrap();
+        conn.execute_batch("PRAGMA cache_size = 100; BEGIN; COMMIT")
+            .unwrap();
+        let err = confinement
+            .confined(|| conn.execute_batch("PRAGMA cache_size = 200"))
+            .unwrap_err();
+        assert!(err.to_string().contains("not authorized"), "{err}");
+        let reason = confinement.take_refusal().unwrap();
+        assert!(reason.starts_with("PRAGMA cache_size:"), "{reason}");
+        assert_eq!(confinement.take_refusal(), None);
+        conn.execute_batch("PRAGMA cache_size = 300").unwrap();
+    }
+
+    #[test]
+    fn plain_vacuum_is_allowed() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let confinement = Confinement::install(&mut conn).unwrap();
+        confinement
+            .confined(|| conn.execute_batch("CREATE TABLE t (v); VACUUM"))
+            .unwrap();
+    }
+
+    #[test]
+    fn creates_beyond_the_limit_are_refused_whatever_the_statements() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let confinement = Confinement::install_with_limit(&mut conn, 3).unwrap();
+        let schema =
+            "CREATE TABLE a (v); CREATE INDEX ai ON a (v); CREATE VIEW av AS SELECT v FROM a";
+        confinement.confined(|| conn.execute_batch(schema)).unwrap();
+        let more = "CREATE TRIGGER at AFTER INSERT ON a BEGIN SELECT 1; END";
+        assert!(confinement.confined(|| conn.execute_batch(more)).is_err());
+        assert!(confinement
+            .take_refusal()
+            .unwrap()
+            .contains("at most 10000"));
+    }
+
+    #[test]
+    fn computed_attach_names_are_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let confinement = Confinement::install(&mut conn).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sql = format!("ATTACH '{}/' || 'x.db' AS e", dir.path().display());
+        assert!(confinement.confined(|| conn.execute_batch(&sql)).is_err());
+        assert!(confinement.take_refusal().unwrap().contains("computed"));
+        assert!(!dir.path().join("x.db").exists());
+    }
+}
