@@ -32,6 +32,7 @@ __all__ = [
     "VFS_COUNTERS",
     "MAX_THINK_TIME_MS",
     "default_settings",
+    "check_settings",
     "Scenario",
     "builtin_scenario",
     "scenario_from_file",
@@ -57,6 +58,10 @@ MAX_THINK_TIME_MS: Final[float]
 
 def default_settings() -> dict[str, Any]:
     """Every setting ``run_workload`` takes, with its default (None: the scenario's or SQLite's)."""
+
+def check_settings(settings: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` for what ``run_workload`` would refuse in ``settings``
+    before it opens a database (names, types, values, the extra pragmas' form)."""
 
 # ----------------------------------------------------------------- workloads
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
+import pytest
 from click.testing import CliRunner
 
+from helpers import sqlwa_leftovers
 from sqlwa.cli import main
 from sqlwa.cli.run import run
 from sqlwa.measure.engine import RunSettings, option_of
@@ -59,6 +63,38 @@ def test_lab_options_without_a_lab_are_one_error_and_nothing_is_written(tmp_path
         err = capsys.readouterr().err
         assert err.startswith("sqlwa: error: ") and args[0] in err and "--fs" in err
         assert not out.exists()
+
+
+BAD_SETTINGS = [
+    ["--page-size", "-5"],
+    ["--seed", "-1"],
+    ["--txns", "99999999999999999999"],
+    ["--journal-size-limit", "9223372036854775808"],
+    ["--pragma", "x=1; DROP TABLE t"],
+]
+
+
+@pytest.mark.parametrize("args", BAD_SETTINGS, ids=lambda args: args[0])
+def test_settings_the_engine_refuses_are_refused_before_anything_is_made(tmp_path, capsys, args):
+    # The engine read them once the output directory and the scratch directory were made:
+    # a refused run left OUT with its RUNNING mark (found by the CLI fuzz).
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
+    scratch.mkdir()
+    with pytest.raises(SystemExit) as exit:
+        main(["run", "-n", "2", *args, "--dir", str(scratch), "--out", str(out)])
+    assert exit.value.code == 2 and capsys.readouterr().err.startswith("sqlwa: error: ")
+    assert not out.exists() and list(scratch.iterdir()) == []
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("args", BAD_SETTINGS, ids=lambda args: args[0])
+def test_a_lab_run_with_bad_settings_makes_no_lab(tmp_path, args):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "sqlwa", "run", "--fs", "ext4", "-n", "2", *args, "--out", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and err.startswith("sqlwa: error: "), err
+    assert not out.exists() and not sqlwa_leftovers(proc.pid)
 
 
 def test_the_trace_buffer_the_loss_hint_names_is_an_option():

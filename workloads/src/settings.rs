@@ -176,6 +176,15 @@ impl RunSettings {
             message: err.into_inner().to_string(),
         })
     }
+
+    /// What the engine refuses in these settings before it opens a database, beyond what
+    /// deserialising checked: the extra pragmas' form. A caller checks this before it makes
+    /// anything for a run (its output and scratch directories, a lab filesystem).
+    pub fn check(&self) -> Result<(), EngineError> {
+        self.extra_pragmas
+            .iter()
+            .try_for_each(|spec| pragma_statement(spec).map(drop))
+    }
 }
 
 /// A null value keeps the type's default (which `RunSettings::default()` uses too).
@@ -391,5 +400,12 @@ mod tests {
         assert_eq!(pragma_statement("optimize").unwrap(), "PRAGMA optimize");
         assert!(pragma_statement("x=1; DROP TABLE t").is_err());
         assert!(pragma_statement("").is_err());
+        let mut settings = RunSettings {
+            extra_pragmas: vec!["temp_store=memory".into()],
+            ..RunSettings::default()
+        };
+        assert!(settings.check().is_ok());
+        settings.extra_pragmas.push("x=1; DROP TABLE t".into());
+        assert!(settings.check().is_err());
     }
 }

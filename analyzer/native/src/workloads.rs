@@ -152,6 +152,14 @@ fn settings_from_dict<'py>(settings: &Bound<'py, PyDict>) -> PyResult<RunSetting
     RunSettings::deserialize_named(value).map_err(to_pyerr)
 }
 
+/// Checks a settings dict as `run_workload` does before it opens a database (names,
+/// types, values, the extra pragmas' form), so a run refuses bad settings before it makes
+/// anything.
+#[pyfunction]
+fn check_settings(settings: &Bound<'_, PyDict>) -> PyResult<()> {
+    settings_from_dict(settings)?.check().map_err(to_pyerr)
+}
+
 /// `RunSettings::default()` as the dict `run_workload` takes: every setting's name and
 /// default (None where the scenario or SQLite decides).
 #[pyfunction]
@@ -279,6 +287,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VFS_COUNTERS", PyTuple::new(py, counters)?)?;
     m.add("MAX_THINK_TIME_MS", MAX_THINK_TIME_MS)?;
     m.add_function(wrap_pyfunction!(default_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(check_settings, m)?)?;
     m.add_class::<PyScenario>()?;
     m.add_function(wrap_pyfunction!(builtin_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(scenario_from_file, m)?)?;

@@ -115,6 +115,12 @@ def builtin_scenarios() -> list[tuple[str, str]]:
     return _native.builtin_scenarios()
 
 
+def check_settings(settings: RunSettings) -> None:
+    """Raise :class:`~sqlwa.errors.ConfigError` for settings the engine would refuse, before
+    a run makes anything (the engine reads them only once the database's directory exists)."""
+    _native.check_settings(settings.as_dict())
+
+
 def run_workload(
     scenario: Scenario,
     settings: RunSettings,

@@ -138,6 +138,7 @@ def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutco
     """Run the request's workload and write summary.json and commits.parquet. SIGTERM
     ends it with :class:`Interrupted` in every phase, as Ctrl-C does with
     KeyboardInterrupt, so the caller can say what was left unfinished."""
+    engine.check_settings(request.settings)  # refused before any directory or lab is made
     guard = _system.SignalGuard()  # the lab and capture install their own inside this one
     guard.install()
     try:

@@ -31,6 +31,7 @@ was not captured — reported, never passed silently).
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,9 +131,22 @@ def _scope_values(value, key: str, where: str) -> tuple[str, ...]:
 
 
 def _number(value, key: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{where}: {key} must be a number, not {value!r}", f"e.g. {key} = 10")
+    # nan would hold every limit (no comparison with it is true), inf none worth stating
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UsageError(f"{where}: {key} must be a finite number, not {value!r}", f"e.g. {key} = 10")
     return float(value)
+
+
+def _metric_names(value, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{where}: metrics must be a list of metric names", 'e.g. metrics = ["p99_ms"]')
+    return tuple(value)
+
+
+def _name(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise UsageError(f"{where}: name must be a string, not {value!r}", 'e.g. name = "WAL"')
+    return value
 
 
 def parse_rule(raw: dict, number: int) -> Rule:
@@ -148,7 +162,7 @@ def parse_rule(raw: dict, number: int) -> Rule:
             f"policy {where} sets no limit",
             f"add one of: {', '.join([*LIMITS, 'max_regression_pct', 'forbid_findings'])}",
         )
-    metrics = tuple(raw.get("metrics", DEFAULT_REGRESSION_METRICS))
+    metrics = _metric_names(raw.get("metrics", list(DEFAULT_REGRESSION_METRICS)), f"policy {where}")
     directed = [name for name, metric in METRICS.items() if metric.better is not None]
     bad = [m for m in metrics if m not in METRICS]
     if bad:
@@ -160,7 +174,7 @@ def parse_rule(raw: dict, number: int) -> Rule:
             f"metrics: {', '.join(directed)}",
         )
     return Rule(
-        name=str(raw.get("name", f"rule {number}")),
+        name=_name(raw.get("name", f"rule {number}"), f"policy {where}"),
         scope={key: _scope_values(raw.get(key, "*"), key, f"policy {where}") for key in SCOPES},
         limits=limits,
         max_regression_pct=None if regression is None else _number(regression, "max_regression_pct", f"policy {where}"),
@@ -189,11 +203,11 @@ def load_policy(path: Path) -> Policy:
     unknown = sorted(set(raw) - {"options", "rule"})
     if unknown:
         raise UsageError(f"policy {path}: unknown table {unknown[0]!r}", "a policy has [options] and [[rule]] tables")
-    options = raw.get("options", {})
-    bad = sorted(set(options) - OPTION_KEYS)
-    if bad:
-        raise UsageError(f"policy {path}: unknown option {bad[0]!r}", f"options: {', '.join(sorted(OPTION_KEYS))}")
-    rules = [parse_rule(rule, n) for n, rule in enumerate(raw.get("rule", []), start=1)]
+    options = policy_options(raw.get("options", {}), path)
+    rule_tables = raw.get("rule", [])
+    if not isinstance(rule_tables, list) or not all(isinstance(rule, dict) for rule in rule_tables):
+        raise UsageError(f"policy {path}: rules must be [[rule]] tables", "see examples/policy.toml")
+    rules = [parse_rule(rule, n) for n, rule in enumerate(rule_tables, start=1)]
     if not rules:
         raise UsageError(f"policy {path} has no [[rule]]", "see examples/policy.toml")
     level = _number(
@@ -222,6 +236,20 @@ def read_policy(path: Path) -> dict:
         raise UsageError(f"policy {path} is not a text file", "pass a TOML file to --policy") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"policy {path} is not valid TOML: {exc}", "see examples/policy.toml") from None
+
+
+def policy_options(options: object, path: Path) -> dict[str, object]:
+    """[options]: known names, each true or false (significance_level, a number, is
+    checked where it is read)."""
+    if not isinstance(options, dict):
+        raise UsageError(f"policy {path}: options must be a table", "[options] allow_unmeasured = true")
+    bad = sorted(set(options) - OPTION_KEYS)
+    if bad:
+        raise UsageError(f"policy {path}: unknown option {bad[0]!r}", f"options: {', '.join(sorted(OPTION_KEYS))}")
+    for key, value in options.items():
+        if key != "significance_level" and not isinstance(value, bool):
+            raise UsageError(f"policy {path}: option {key} must be true or false, not {value!r}", f"{key} = true")
+    return options
 
 
 # --------------------------------------------------------------------------- checking
