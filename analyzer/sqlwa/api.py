@@ -40,6 +40,8 @@ from sqlwa.views import figures
 
 PathArg = str | PathLike
 MARKER_EVENTS = ("run_begin", "run_end", "txn_begin", "txn_end")  # the rest are VFS-call markers
+#: Where requests are counted, in order of preference: issued to the device, queued, completed.
+REQUEST_ACTIONS = {"D": "issue", "Q": "queue", "C": "completion"}
 
 
 # ------------------------------------------------------------------ entry points
@@ -132,23 +134,33 @@ class DeviceTrace:
             .sort("issued", "events", descending=True)
         )
 
-    def requests(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
-        """Requests of ``device`` (default :attr:`device`) at the point the device saw them:
-        action D (issue) when the trace has it, else Q (queued). Adds ``ms`` since the
-        first of them and ``is_flush`` (flush request or preflush flag)."""
+    def block_events(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
+        """The block events of ``device`` (default :attr:`device`)."""
         major, minor = device or self.device
-        block = self.events.filter(
+        return self.events.filter(
             (pl.col("kind") == "block") & (pl.col("dev_major") == major) & (pl.col("dev_minor") == minor)
         )
-        action = "D" if (block["action"] == "D").any() else "Q"
-        issued = block.filter(pl.col("action") == action)
+
+    def request_action(self, device: tuple[int, int] | None = None) -> str:
+        """The action :meth:`requests` counts ``device``'s requests at: ``D`` (issued to
+        the device) when the trace has it, else ``Q`` (queued), else ``C`` (completed: a
+        ``blktrace -a complete`` capture has nothing else); ``""`` when it has none."""
+        return request_action_of(self.block_events(device))
+
+    def requests(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
+        """Requests of ``device`` (default :attr:`device`) at the point the device saw them:
+        action D (issue) when the trace has it, else Q (queued), else C (completed) — see
+        :meth:`request_action`. Adds ``ms`` since the first of them and ``is_flush`` (flush
+        request or preflush flag)."""
+        block = self.block_events(device)
+        issued = block.filter(pl.col("action") == request_action_of(block))
         t0 = int(cast(int, issued["time_ns"].min()) or 0)
         return figures.with_ms(issued, t0).with_columns(is_flush().alias("is_flush"))
 
     def request_mix(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
         """What the device was asked to do: requests and bytes per kind (write, read,
-        discard, flush — standalone or preflush —, FUA write) and each one's share of
-        all requests."""
+        discard, flush — standalone or preflush —, FUA write), each one's share of all
+        requests, and the ``action`` the figures were counted at (:meth:`request_action`)."""
         reqs = self.requests(device)
         kinds = {
             "write": pl.col("operation") == "write",
@@ -164,13 +176,17 @@ class DeviceTrace:
         long = rows.unpivot().with_columns(pl.col("variable").str.split_exact("|", 1).alias("parts")).unnest("parts")
         table = long.pivot(on="field_1", index="field_0", values="value").rename({"field_0": "kind"})
         total = max(reqs.height, 1)
-        return table.with_columns((pl.col("requests") / total).alias("share_of_requests"))
+        return table.with_columns(
+            (pl.col("requests") / total).alias("share_of_requests"),
+            pl.lit(self.request_action(device)).alias("action"),
+        )
 
     def by_process(self, device: tuple[int, int] | None = None) -> pl.DataFrame:
         """Requests per process name (``comm``): processes (distinct pids), requests, write
         bytes, flushes, FUA writes, most bytes first. At action D the process is the one
         that dispatched the request (often a kworker or the flusher), not always the one
-        that caused it; filter :attr:`events` at action Q for the submitters."""
+        that caused it; filter :attr:`events` at action Q for the submitters. A trace of
+        completions only names whoever ran when each request completed."""
         return (
             self.requests(device)
             .group_by(pl.col("comm").cast(pl.String))
@@ -186,14 +202,18 @@ class DeviceTrace:
 
     def size_histogram(self, device: tuple[int, int] | None = None) -> go.Figure:
         """Number of write requests per request size."""
-        return figures.size_histogram(self.requests(device), f"write request sizes: {self.label}")
+        title = f"write request sizes: {self.label}{requests_label(self.request_action(device))}"
+        return figures.size_histogram(self.requests(device), title)
 
     def sector_heatmap(
         self, device: tuple[int, int] | None = None, time_bins: int = 80, sector_bins: int = 64
     ) -> go.Figure:
         """KiB written per time × sector bin."""
         return figures.sector_heatmap(
-            self.requests(device), time_bins, sector_bins, f"KiB written by time and sector: {self.label}"
+            self.requests(device),
+            time_bins,
+            sector_bins,
+            f"KiB written by time and sector: {self.label}{requests_label(self.request_action(device))}",
         )
 
 
@@ -231,7 +251,8 @@ class Trace(DeviceTrace):
         """Block requests by sector over time, coloured by operation, flushes marked."""
         reqs = self.requests(device).with_columns(figures.operation_key().alias("key"))
         major, minor = device or self.device
-        return figures.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor})")
+        at = requests_label(self.request_action(device))
+        return figures.timeline_figure(reqs, f"timeline: {self.label} (device {major}:{minor}){at}")
 
 
 # ------------------------------------------------------------------ one run
@@ -410,6 +431,16 @@ class Run(DeviceTrace):
     def latency_cdf(self) -> go.Figure:
         """The commit-latency CDF with the 60 Hz frame budget marked."""
         return figures.latency_cdfs(runs_frame([self]))
+
+
+def request_action_of(block: pl.DataFrame) -> str:
+    """The first of :data:`REQUEST_ACTIONS` among ``block``'s actions, ``""`` if none."""
+    return next((action for action in REQUEST_ACTIONS if (block["action"] == action).any()), "")
+
+
+def requests_label(action: str) -> str:
+    """How a figure's title says where its requests were counted, when not at issue."""
+    return "" if action in ("D", "") else f" (requests at {REQUEST_ACTIONS[action]}, {action})"
 
 
 def layer_expr() -> pl.Expr:

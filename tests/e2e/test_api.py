@@ -191,6 +191,33 @@ def test_parse_external_blkparse_trace():
         assert isinstance(fig, go.Figure) and figure_points(fig) > 0
 
 
+BLKPARSE_EVENT = re.compile(
+    r"^\s*\d+,\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+(?P<action>\S+)\s+(?P<rwbs>\S+)\s+(?:\d+ \+ (?P<sectors>\d+))?"
+)
+
+
+def test_a_trace_of_completions_only_is_counted_at_completion(tmp_path):
+    # What blkparse prints for `blktrace -a complete`: its own output of keks, C lines
+    # only. Truth: those lines tallied by regex (writes and their sectors x 512, flushes).
+    lines = (SAMPLES / "blktrace-keks" / "keks.blkparse-q.txt").read_text().splitlines()
+    completions = [(line, m) for line in lines if (m := BLKPARSE_EVENT.match(line)) and m["action"] == "C"]
+    writes = [m for _, m in completions if "W" in m["rwbs"]]
+    text = tmp_path / "complete.txt"
+    text.write_text("".join(line + "\n" for line, _ in completions))
+    trace = sqlwa.parse(text)
+    assert trace.request_action() == "C" and trace.requests().height == len(completions) == 1206
+    mix = trace.request_mix()
+    rows = {row["kind"]: row for row in mix.iter_rows(named=True)}
+    assert (rows["write"]["requests"], rows["write"]["bytes"]) == (
+        len(writes),
+        sum(int(m["sectors"] or 0) * 512 for m in writes),
+    )
+    assert rows["flush"]["requests"] == sum(m["rwbs"].startswith("F") for _, m in completions) > 0
+    assert mix["action"].unique().to_list() == ["C"]
+    assert trace.timeline().layout.title.text.endswith("(requests at completion, C)")
+    assert sqlwa.parse(KEKS).request_mix()["action"].unique().to_list() == ["D"]
+
+
 def test_parse_blktrace_binary():
     trace = sqlwa.parse(KEKS)
     assert trace.device == (8, 52) and trace.events.height == 2398 == trace.report["events"]

@@ -14,7 +14,7 @@ import pytest
 
 import sqlwa as sqlwa_api
 from helpers import REPO, sqlwa
-from sqlwa import _native
+from sqlwa import _native, api
 from sqlwa.analysis import traceparse
 from sqlwa.errors import SqlwaError, TraceParseError
 
@@ -149,6 +149,46 @@ BLKPARSE_EVENT = re.compile(
     r"^\s*\d+,\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+(?P<action>[A-Z]+)\s+\S+\s+(?:\d+ \+ (?P<sectors>\d+))?"
 )
 PRINTED_ROW = re.compile(r"│ (?P<key>\S+)\s+│\s+(?P<events>[\d,]+) │\s+(?P<bytes>[\d,]+) │")
+
+
+def blkparse_line(seq: int, action: str, rwbs: str, body: str) -> str:
+    """A line as blkparse prints it (blkparse_fmt.c: "%3d,%-3d %2d %8d %5d.%09lu %5u %2s %3s ")."""
+    return f"{179:3d},{0:<3d} {0:2d} {seq:8d} {seq:5d}.{0:09d} {120:5d} {action:>2s} {rwbs:>3s} {body}"
+
+
+def test_an_old_emmc_trace_counts_its_barriers_and_bytes(tmp_path):
+    # A kernel before 2.6.37 prints a barrier as B (jbd2's commit block WBS, the empty
+    # barrier that flushes the cache WBS with no sectors); one of 3.x prints the block
+    # tracepoints' bytes field as 0 for filesystem requests. Truth: the text's own
+    # sectors x 512 and letters, by regex.
+    blkparse = tmp_path / "emmc.blkparse.txt"
+    blkparse.write_text(
+        "\n".join(
+            [
+                blkparse_line(1, "D", "W", "4717960 + 16 [mmcqd/0]"),
+                blkparse_line(2, "D", "WBS", "4717976 + 8 [jbd2/mmcblk0p2-]"),
+                blkparse_line(3, "D", "WBS", "[jbd2/mmcblk0p2-]"),
+                blkparse_line(4, "C", "WBS", "0 [0]"),
+            ]
+        )
+        + "\n"
+    )
+    ftrace = tmp_path / "emmc.ftrace.txt"
+    ftrace.write_text(
+        "         mmcqd/0-123   [000] ...1   100.000001: block_rq_issue: 179,0 WFS 0 () 4717976 + 8 [mmcqd/0]\n"
+        "         mmcqd/0-123   [000] ...1   100.000002: block_rq_issue: 179,0 W 0 () 4717984 + 24 [mmcqd/0]\n"
+        "         mmcqd/0-123   [000] ...1   100.000003: block_rq_issue: 179,0 FWS 0 () 0 + 0 [mmcqd/0]\n"
+    )
+    issue = re.compile(r"\s(?:D|block_rq_issue: 179,0) +(?P<rwbs>[A-Z]+) (?:.*?(?P<sectors>\d+) \[)?")
+    for path in (blkparse, ftrace):
+        issued = [m for line in path.read_text().splitlines() if (m := issue.search(line))]
+        sectors = [int(m["sectors"]) for m in issued if m["sectors"] and int(m["sectors"]) > 0]
+        flushes = [m for m in issued if "B" in m["rwbs"] or m["rwbs"].startswith("F")]
+        trace = api.parse(path)
+        assert trace.report["bad_records"] == 0
+        mix = {row["kind"]: row for row in trace.request_mix().iter_rows(named=True)}
+        assert (mix["write"]["requests"], mix["write"]["bytes"]) == (2, sum(sectors) * 512), path.name
+        assert len(sectors) == 2 and mix["flush"]["requests"] == len(flushes) > 0, path.name
 
 
 def test_cli_per_action_figures_equal_a_plain_tally_of_the_text():
