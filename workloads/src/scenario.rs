@@ -44,6 +44,8 @@ pub fn builtin_names() -> Vec<String> {
 
 /// Largest text or blob a generator may produce (SQLite's default SQLITE_MAX_LENGTH).
 const MAX_VALUE_BYTES: u64 = 1_000_000_000;
+/// Most values one `shuffle` generator deals (it holds a round's values: 8 bytes each).
+const MAX_SHUFFLE_VALUES: u64 = 10_000_000;
 
 // ---------------------------------------------------------------------------------------
 // The TOML as written (private): spans kept so validation errors can name line and column.
@@ -162,6 +164,12 @@ pub enum Generator {
     /// start, start+1, ... (one counter per generator, continued across transactions).
     Seq {
         start: i64,
+    },
+    /// Every integer of `min..=max` once, in random order (sampling without replacement,
+    /// as MobiBench picks the ids it deletes); then a new round in a new order.
+    Shuffle {
+        min: i64,
+        max: i64,
     },
     /// The same value every time.
     Literal(Value),
@@ -772,6 +780,12 @@ impl Builder<'_> {
                 _ => return Err(err("int needs `min` and `max` with min <= max".into())),
             },
             "seq" => Generator::Seq { start: g.start.unwrap_or(1) },
+            "shuffle" => match (g.min, g.max) {
+                (Some(min), Some(max)) if min <= max && max.abs_diff(min) < MAX_SHUFFLE_VALUES => {
+                    Generator::Shuffle { min, max }
+                }
+                _ => return Err(err(format!("shuffle needs `min` and `max` with min <= max, at most {MAX_SHUFFLE_VALUES} values"))),
+            },
             "null" => Generator::Null,
             "same_as" => match &g.column {
                 Some(c) => Generator::SameAs { column: c.clone() },
@@ -783,7 +797,7 @@ impl Builder<'_> {
                 Some(toml::Value::Float(f)) => Value::Real(*f),
                 _ => return Err(err("literal needs `value` (a string or number)".into())),
             }),
-            other => return Err(err(format!("unknown value kind '{other}' (expected one of: text, blob, int, seq, literal, null, same_as)"))),
+            other => return Err(err(format!("unknown value kind '{other}' (expected one of: text, blob, int, seq, shuffle, literal, null, same_as)"))),
         })
     }
 }
@@ -851,6 +865,8 @@ pub struct Workload<'s> {
     rng: SplitMix64,
     /// next value of each `seq` generator, indexed [op][param]
     seqs: Vec<Vec<i64>>,
+    /// values left in the current round of each `shuffle` generator, indexed [op][param]
+    rounds: Vec<Vec<Vec<i64>>>,
     /// the last value generated per column in the current transaction (for `same_as`)
     last: Vec<(String, Value)>,
 }
@@ -884,10 +900,15 @@ impl<'s> Workload<'s> {
                     .collect()
             })
             .collect();
+        let rounds = ops
+            .iter()
+            .map(|op| vec![Vec::new(); op.params.len()])
+            .collect();
         Workload {
             ops,
             rng: SplitMix64::new(seed),
             seqs,
+            rounds,
             last: Vec::new(),
         }
     }
@@ -962,6 +983,14 @@ impl<'s> Workload<'s> {
                 let next = &mut self.seqs[op][index];
                 *next += 1;
                 Value::Integer(*next - 1)
+            }
+            Generator::Shuffle { min, max } => {
+                let round = &mut self.rounds[op][index];
+                if round.is_empty() {
+                    round.extend(*min..=*max);
+                }
+                let pick = self.rng.between(0, round.len() as u64 - 1) as usize;
+                Value::Integer(round.swap_remove(pick))
             }
             Generator::Literal(v) => v.clone(),
             Generator::Null => Value::Null,
