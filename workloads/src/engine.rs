@@ -297,10 +297,8 @@ impl Runner<'_> {
                 .map_err(|e| EngineError::sql(sql, e))?;
         }
         let mut setup = Workload::setup(self.scenario, seed);
-        for (i, op) in self.scenario.setup.iter().enumerate() {
-            for _ in 0..op.repeat + op.repeat_per_txn * self.total_txns() {
-                self.execute(op, &setup.statement(i))?;
-            }
+        for i in self.scenario.setup_order(self.total_txns()) {
+            self.execute(&self.scenario.setup[i], &setup.statement(i))?;
         }
         self.exec("COMMIT")
     }

@@ -75,6 +75,8 @@ struct ScenarioFile {
     #[serde(default)]
     setup: Vec<OpFile>,
     #[serde(default)]
+    setup_interleaved: bool,
+    #[serde(default)]
     txn: Vec<OpFile>,
 }
 
@@ -242,6 +244,8 @@ pub struct Scenario {
     pub schema: Vec<String>,
     /// operations run once before measuring (not measured)
     pub setup: Vec<Operation>,
+    /// run the setup's statements round-robin, one of each operation in turn
+    pub setup_interleaved: bool,
     /// the operations of one transaction
     pub txn: Vec<Operation>,
 }
@@ -279,6 +283,21 @@ impl Scenario {
         let scenario = Builder { text, origin }.build(file)?;
         check_sql(&scenario)?;
         Ok(scenario)
+    }
+
+    /// The setup's statements in the order they run, as indices into `setup`, for a run
+    /// of `total_txns` transactions (warm-up included): all of one operation's, then the
+    /// next's; or, `setup_interleaved`, one of each operation (with any left) in turn, as
+    /// an app writing related rows of several tables together lays out their pages.
+    pub fn setup_order(&self, total_txns: u64) -> Box<dyn Iterator<Item = usize> + '_> {
+        let count =
+            move |i: usize| self.setup[i].repeat + self.setup[i].repeat_per_txn * total_txns;
+        let ops = 0..self.setup.len();
+        if !self.setup_interleaved {
+            return Box::new(ops.flat_map(move |i| std::iter::repeat_n(i, count(i) as usize)));
+        }
+        let rounds = ops.clone().map(count).max().unwrap_or(0);
+        Box::new((0..rounds).flat_map(move |round| ops.clone().filter(move |&i| count(i) > round)))
     }
 
     /// Statements per transaction.
@@ -405,6 +424,7 @@ impl Builder<'_> {
             pragmas: self.pragmas(&file.pragmas)?,
             schema,
             setup,
+            setup_interleaved: file.setup_interleaved,
             txn,
         })
     }

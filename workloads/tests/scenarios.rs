@@ -98,6 +98,37 @@ fn shuffle_needs_a_range_it_can_hold() {
 }
 
 #[test]
+fn setup_runs_op_by_op_or_round_robin() {
+    let setup = r#"
+[[setup]]
+op = "insert"
+table = "items"
+repeat = 2
+values = { body = { kind = "null" } }
+
+[[setup]]
+op = "insert"
+table = "items"
+repeat_per_txn = 1
+values = { body = { kind = "null" } }
+
+[[setup]]
+op = "insert"
+table = "items"
+values = { body = { kind = "null" } }
+"#;
+    let text = with_txn(&format!("op = \"select\"\ntable = \"items\"\n{setup}"));
+    let order = |text: &str| parse(text).unwrap().setup_order(3).collect::<Vec<_>>();
+    assert_eq!(order(&text), [0, 0, 1, 1, 1, 2]);
+    let interleaved = text.replacen(
+        "name = \"t\"\n",
+        "name = \"t\"\nsetup_interleaved = true\n",
+        1,
+    );
+    assert_eq!(order(&interleaved), [0, 1, 2, 0, 1, 1]);
+}
+
+#[test]
 fn unknown_operation_names_line_and_column() {
     let text = with_txn(
         "op = \"inssert\"\ntable = \"items\"\nvalues = { body = { kind = \"text\", size = 3 } }",
