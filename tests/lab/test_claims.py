@@ -37,7 +37,7 @@ KIB = 1024
 
 
 def lab_run(
-    tmp_path: Path, fs: str, journal: str, scenario: str = "mobibench-insert", txns: int = 30, sync: str = "full"
+    tmp_path: Path, fs: str, journal: str, scenario: str = "mobibench-insert-2013", txns: int = 30, sync: str = "full"
 ):
     request = runner.RunRequest(
         scenario=scenario,

@@ -28,6 +28,10 @@ const BUILTINS: &[(&str, &str)] = &[
         "mobibench-delete",
         include_str!("../scenarios/mobibench-delete.toml"),
     ),
+    (
+        "mobibench-insert-2013",
+        include_str!("../scenarios/mobibench-insert-2013.toml"),
+    ),
     ("messenger", include_str!("../scenarios/messenger.toml")),
     (
         "contacts-sync",
@@ -236,7 +240,8 @@ pub struct Scenario {
     pub warmup: u64,
     pub seed: u64,
     pub think_time_ms: f64,
-    /// run each transaction's single statement without BEGIN/COMMIT (like MobiBench)
+    /// run each transaction's single statement without BEGIN/COMMIT (like MobiBench
+    /// until 2017)
     pub autocommit: bool,
     /// per-scenario PRAGMA defaults ("page_size" first), overridden by run settings
     pub pragmas: Vec<(String, String)>,
