@@ -83,3 +83,46 @@ def marker_times_ns(trace: Path) -> dict[tuple[str, int], int]:
         for m in trace_records(trace)
         if m["event"] == "tracing_mark_write" and (mk := MARKER.match(m["body"]))
     }
+
+
+EXTENTS = re.compile(r"^sqlwa extents i=-?\d+ kind=(?P<kind>\w+) at=\w+ ranges=(?P<ranges>\S+)")
+ISSUE_SECTOR = re.compile(r"\) (?P<sector>\d+) \+ \d+")
+FIRST_MEASURED = re.compile(r"^sqlwa txn_begin i=\d+ warmup=0 ")
+
+
+def file_sectors(trace: Path, chunks: list) -> list[tuple[int, int]]:
+    """[start, end) device sectors of every range any ``extents`` marker names for the
+    database's files (db, journal, wal, shm), at any time; btrfs logical sectors are moved
+    onto the device through the DATA chunks of ``chunks`` ([logical, sectors, type,
+    [physical, ...]], as layout.json has them)."""
+    data = [(c[0], c[0] + c[1], c[3][0] - c[0]) for c in chunks if c[2].startswith("DATA") and c[3]]
+    out = []
+    for m in trace_records(trace):
+        mark = EXTENTS.match(m["body"]) if m["event"] == "tracing_mark_write" else None
+        if not mark or mark["kind"] not in ("db", "journal", "wal", "shm") or "+" not in mark["ranges"]:
+            continue
+        for item in mark["ranges"].split(","):
+            start, count = map(int, item.split("+"))
+            shift = next((s for lo, hi, s in data if lo <= start < hi), 0)
+            out.append((start + shift, start + shift + count))
+    return out
+
+
+def unattributed_write_bytes(trace: Path, dev: str, layout: dict) -> int:
+    """Write bytes issued on ``dev`` from the first measured commit's txn_begin marker to
+    the end of the trace whose first sector lies in no file range of any ``extents``
+    marker and in none of the layout's ``fs_journal``/``fs_metadata`` regions, and that
+    are not flagged META (``M`` in rwbs): what no rule could give a cause."""
+    records = trace_records(trace)
+    start = next(time_ns(m) for m in records if m["event"] == "tracing_mark_write" and FIRST_MEASURED.match(m["body"]))
+    known = file_sectors(trace, layout.get("chunks", []))
+    known += [(a, a + n) for a, n in layout.get("fs_journal", []) + layout.get("fs_metadata", [])]
+    total = 0
+    for m in records:
+        rq = ISSUE_BODY.match(m["body"]) if m["event"] == "block_rq_issue" else None
+        if not rq or rq["dev"] != dev or "W" not in rq["rwbs"] or "M" in rq["rwbs"] or time_ns(m) < start:
+            continue
+        sector = int(ISSUE_SECTOR.search(m["body"])["sector"])
+        if not any(a <= sector < b for a, b in known):
+            total += int(rq["bytes"])
+    return total

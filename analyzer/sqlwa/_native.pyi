@@ -38,6 +38,7 @@ __all__ = [
     "scenario_from_file",
     "builtin_scenarios",
     "run_workload",
+    "map_database_files",
     "parse_trace",
 ]
 
@@ -91,6 +92,10 @@ def run_workload(
     ``settings`` has the keys of :func:`default_settings`; an absent or None one keeps the
     default, an unknown key or a bad value raises :class:`ConfigError` naming it.
     """
+
+def map_database_files(marker_path: _Path, db_path: _Path, at: str) -> None:
+    """Append ``extents`` markers (``at=<at>``, one lower-case word) for the database at
+    ``db_path`` and its journal, WAL and -shm files that exist to ``marker_path``."""
 
 # ----------------------------------------------------------------- traces
 

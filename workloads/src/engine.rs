@@ -396,11 +396,9 @@ impl Runner<'_> {
             self.scenario_sql(sql, || self.conn.execute_batch(sql))?;
         }
         let mut setup = Workload::setup(self.scenario, seed);
-        for (i, op) in self.scenario.setup.iter().enumerate() {
-            for _ in 0..op.repeat + op.repeat_per_txn * self.total_txns() {
-                self.stop.check()?;
-                self.execute(op, &setup.statement(i))?;
-            }
+        for i in self.scenario.setup_order(self.total_txns()) {
+            self.stop.check()?;
+            self.execute(&self.scenario.setup[i], &setup.statement(i))?;
         }
         self.exec("COMMIT")
     }

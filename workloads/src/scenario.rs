@@ -31,6 +31,10 @@ const BUILTINS: &[(&str, &str)] = &[
         "mobibench-delete",
         include_str!("../scenarios/mobibench-delete.toml"),
     ),
+    (
+        "mobibench-insert-2013",
+        include_str!("../scenarios/mobibench-insert-2013.toml"),
+    ),
     ("messenger", include_str!("../scenarios/messenger.toml")),
     (
         "contacts-sync",
@@ -47,6 +51,8 @@ pub fn builtin_names() -> Vec<String> {
 
 /// Largest text or blob a generator may produce (SQLite's default SQLITE_MAX_LENGTH).
 const MAX_VALUE_BYTES: u64 = 1_000_000_000;
+/// Most values one `shuffle` generator deals (it holds a round's values: 8 bytes each).
+const MAX_SHUFFLE_VALUES: u64 = 10_000_000;
 
 // ---------------------------------------------------------------------------------------
 // The TOML as written (private): spans kept so validation errors can name line and column.
@@ -75,6 +81,8 @@ struct ScenarioFile {
     indexes: Vec<IndexFile>,
     #[serde(default)]
     setup: Vec<OpFile>,
+    #[serde(default)]
+    setup_interleaved: bool,
     #[serde(default)]
     txn: Vec<OpFile>,
 }
@@ -166,6 +174,12 @@ pub enum Generator {
     Seq {
         start: i64,
     },
+    /// Every integer of `min..=max` once, in random order (sampling without replacement,
+    /// as MobiBench picks the ids it deletes); then a new round in a new order.
+    Shuffle {
+        min: i64,
+        max: i64,
+    },
     /// The same value every time.
     Literal(Value),
     Null,
@@ -229,7 +243,8 @@ pub struct Scenario {
     pub warmup: u64,
     pub seed: u64,
     pub think_time_ms: f64,
-    /// run each transaction's single statement without BEGIN/COMMIT (like MobiBench)
+    /// run each transaction's single statement without BEGIN/COMMIT (like MobiBench
+    /// until 2017)
     pub autocommit: bool,
     /// per-scenario PRAGMA defaults ("page_size" first), overridden by run settings
     pub pragmas: Vec<(String, String)>,
@@ -237,6 +252,8 @@ pub struct Scenario {
     pub schema: Vec<String>,
     /// operations run once before measuring (not measured)
     pub setup: Vec<Operation>,
+    /// run the setup's statements round-robin, one of each operation in turn
+    pub setup_interleaved: bool,
     /// the operations of one transaction
     pub txn: Vec<Operation>,
 }
@@ -293,6 +310,21 @@ impl Scenario {
         let scenario = Builder { text, origin }.build(file)?;
         check_sql(&scenario, stop)?;
         Ok(scenario)
+    }
+
+    /// The setup's statements in the order they run, as indices into `setup`, for a run
+    /// of `total_txns` transactions (warm-up included): all of one operation's, then the
+    /// next's; or, `setup_interleaved`, one of each operation (with any left) in turn, as
+    /// an app writing related rows of several tables together lays out their pages.
+    pub fn setup_order(&self, total_txns: u64) -> Box<dyn Iterator<Item = usize> + '_> {
+        let count =
+            move |i: usize| self.setup[i].repeat + self.setup[i].repeat_per_txn * total_txns;
+        let ops = 0..self.setup.len();
+        if !self.setup_interleaved {
+            return Box::new(ops.flat_map(move |i| std::iter::repeat_n(i, count(i) as usize)));
+        }
+        let rounds = ops.clone().map(count).max().unwrap_or(0);
+        Box::new((0..rounds).flat_map(move |round| ops.clone().filter(move |&i| count(i) > round)))
     }
 
     /// Statements per transaction.
@@ -436,6 +468,7 @@ impl Builder<'_> {
             pragmas: self.pragmas(&file.pragmas)?,
             schema,
             setup,
+            setup_interleaved: file.setup_interleaved,
             txn,
         })
     }
@@ -815,6 +848,12 @@ impl Builder<'_> {
                 _ => return Err(err("int needs `min` and `max` with min <= max".into())),
             },
             "seq" => Generator::Seq { start: g.start.unwrap_or(1) },
+            "shuffle" => match (g.min, g.max) {
+                (Some(min), Some(max)) if min <= max && max.abs_diff(min) < MAX_SHUFFLE_VALUES => {
+                    Generator::Shuffle { min, max }
+                }
+                _ => return Err(err(format!("shuffle needs `min` and `max` with min <= max, at most {MAX_SHUFFLE_VALUES} values"))),
+            },
             "null" => Generator::Null,
             "same_as" => match &g.column {
                 Some(c) => Generator::SameAs { column: c.clone() },
@@ -826,7 +865,7 @@ impl Builder<'_> {
                 Some(toml::Value::Float(f)) => Value::Real(*f),
                 _ => return Err(err("literal needs `value` (a string or number)".into())),
             }),
-            other => return Err(err(format!("unknown value kind '{other}' (expected one of: text, blob, int, seq, literal, null, same_as)"))),
+            other => return Err(err(format!("unknown value kind '{other}' (expected one of: text, blob, int, seq, shuffle, literal, null, same_as)"))),
         })
     }
 }
@@ -914,6 +953,8 @@ pub struct Workload<'s> {
     rng: SplitMix64,
     /// next value of each `seq` generator, indexed [op][param]
     seqs: Vec<Vec<i64>>,
+    /// values left in the current round of each `shuffle` generator, indexed [op][param]
+    rounds: Vec<Vec<Vec<i64>>>,
     /// the last value generated per column in the current transaction (for `same_as`)
     last: Vec<(String, Value)>,
 }
@@ -947,10 +988,15 @@ impl<'s> Workload<'s> {
                     .collect()
             })
             .collect();
+        let rounds = ops
+            .iter()
+            .map(|op| vec![Vec::new(); op.params.len()])
+            .collect();
         Workload {
             ops,
             rng: SplitMix64::new(seed),
             seqs,
+            rounds,
             last: Vec::new(),
         }
     }
@@ -1025,6 +1071,14 @@ impl<'s> Workload<'s> {
                 let next = &mut self.seqs[op][index];
                 *next += 1;
                 Value::Integer(*next - 1)
+            }
+            Generator::Shuffle { min, max } => {
+                let round = &mut self.rounds[op][index];
+                if round.is_empty() {
+                    round.extend(*min..=*max);
+                }
+                let pick = self.rng.between(0, round.len() as u64 - 1) as usize;
+                Value::Integer(round.swap_remove(pick))
             }
             Generator::Literal(v) => v.clone(),
             Generator::Null => Value::Null,

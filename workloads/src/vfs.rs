@@ -28,7 +28,7 @@
 //! VFS on drop; the engine drops the connection before the guard.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -161,6 +161,48 @@ impl VfsShared {
                 self.marker_errors.bump(1);
             }
         }
+    }
+}
+
+/// The files of the database at `db_path` that `extents` markers cover, with their kinds:
+/// the database and the rollback journal, WAL and -shm files beside it.
+pub fn database_files(db_path: &Path) -> [(FileKind, PathBuf); 4] {
+    let with_suffix = |suffix: &str| {
+        let mut name = db_path.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    [
+        (FileKind::Db, db_path.to_path_buf()),
+        (FileKind::Journal, with_suffix("-journal")),
+        (FileKind::Wal, with_suffix("-wal")),
+        (FileKind::Shm, with_suffix("-shm")),
+    ]
+}
+
+/// Appends `extents` markers (`i=-1`, `at`) for the database at `db_path` and those of its
+/// journal, WAL and -shm files that exist to the marker file `markers`. For the caller
+/// that has written the files back after the run (`at=syncfs`): data still in delayed
+/// allocation at the engine's `end`/`close` mapping has blocks only then.
+pub fn map_database_files(markers: &Path, db_path: &Path, at: &str) -> Result<(), EngineError> {
+    // `at` is one word of a space-separated marker line
+    if at.is_empty() || !at.bytes().all(|b| b.is_ascii_lowercase()) {
+        return Err(EngineError::InvalidSetting {
+            name: "at".into(),
+            value: at.into(),
+            allowed: Vec::new(),
+        });
+    }
+    let shared = VfsShared::with_extents(Some(Arc::new(MarkerSink::open(markers)?)), true);
+    for (kind, path) in database_files(db_path) {
+        shared.map_extents(kind, at, &path);
+    }
+    match shared.marker_errors() {
+        0 => Ok(()),
+        n => Err(EngineError::io(
+            markers,
+            format!("{n} extents marker lines could not be written"),
+        )),
     }
 }
 

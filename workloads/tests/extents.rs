@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::Command;
 
-use sqlwa_workloads::vfs::file_extents;
+use sqlwa_workloads::vfs::{file_extents, map_database_files};
 use sqlwa_workloads::{JournalMode, RunSettings, SyncMode};
 
 mod common;
@@ -187,4 +187,40 @@ fn wal_is_mapped_at_its_syncs_and_at_the_end() {
 fn no_extents_markers_unless_asked() {
     let lines = run_lines(JournalMode::Delete, false);
     assert!(extents_lines(&lines, "sqlwa extents").is_empty());
+}
+
+#[test]
+fn database_files_are_mapped_on_request_after_the_run() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    if !fiemap_works(dir.path()) {
+        eprintln!("skipped: no FIEMAP on this filesystem");
+        return;
+    }
+    let (db, markers) = (dir.path().join("x.db"), dir.path().join("markers"));
+    let mut f = std::fs::File::create(&db).unwrap();
+    f.write_all(&[1u8; 8192]).unwrap();
+    f.sync_all().unwrap();
+    std::fs::write(dir.path().join("x.db-wal"), b"").unwrap();
+    map_database_files(&markers, &db, "syncfs").unwrap();
+    let text = std::fs::read_to_string(&markers).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // the db with its blocks, the empty WAL with none; no journal or -shm: they do not exist
+    let ranges: Vec<String> = file_extents(&db)
+        .unwrap()
+        .iter()
+        .map(|e| format!("{}+{}", e.sector, e.sectors))
+        .collect();
+    let db_line = format!(
+        "sqlwa extents i=-1 kind=db at=syncfs ranges={} t=",
+        ranges.join(",")
+    );
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with(&db_line), "{text}");
+    assert!(
+        lines[1].starts_with("sqlwa extents i=-1 kind=wal at=syncfs ranges=none t="),
+        "{text}"
+    );
+    // `at` is one word of the line
+    let err = map_database_files(&markers, &db, "sync fs").unwrap_err();
+    assert!(err.to_string().contains("'sync fs' for at"), "{err}");
 }

@@ -1,5 +1,6 @@
 //! Scenario parsing, validation errors and seed determinism.
 
+use rusqlite::types::Value;
 use sqlwa_workloads::{builtin_names, EngineError, Scenario, Stop};
 
 fn parse(text: &str) -> Result<Scenario, EngineError> {
@@ -23,8 +24,7 @@ fn same_seed_same_statements_different_seed_different() {
         let s = Scenario::builtin(&name).unwrap();
         assert_eq!(s.render(5, 20), s.render(5, 20), "{name}");
         assert_eq!(s.stream_hash(5, 20), s.stream_hash(5, 20), "{name}");
-        let has_randomness =
-            !name.starts_with("mobibench-insert") && !name.starts_with("mobibench-delete");
+        let has_randomness = !name.starts_with("mobibench-insert");
         if has_randomness {
             assert_ne!(
                 s.stream_hash(5, 20),
@@ -53,6 +53,78 @@ values = { body = { kind = "blob", min = 4096, max = 65536 } }"#,
     let sizes: Vec<u64> = (0..200).map(|_| w.next_txn()[0].logical_bytes).collect();
     assert!(sizes.iter().all(|n| (4096..=65536).contains(n)));
     assert!(sizes.iter().min() != sizes.iter().max());
+}
+
+#[test]
+fn shuffle_deals_every_value_once_per_round() {
+    let s = parse(&with_txn(
+        r#"op = "delete"
+table = "items"
+where = { id = { kind = "shuffle", min = 3, max = 12 } }"#,
+    ))
+    .unwrap();
+    let mut w = sqlwa_workloads::scenario::Workload::new(&s, 9);
+    let mut ids = |n: usize| -> Vec<i64> {
+        (0..n)
+            .map(|_| match w.next_txn()[0].params[0] {
+                Value::Integer(i) => i,
+                ref v => panic!("{v:?}"),
+            })
+            .collect()
+    };
+    let (first, second) = (ids(10), ids(10));
+    assert_ne!(first, (3..=12).collect::<Vec<_>>(), "not in order");
+    assert_ne!(first, second, "each round in a new order");
+    for round in [first, second] {
+        let mut sorted = round.clone();
+        sorted.sort();
+        assert_eq!(sorted, (3..=12).collect::<Vec<_>>(), "{round:?}");
+    }
+}
+
+#[test]
+fn shuffle_needs_a_range_it_can_hold() {
+    for range in ["min = 5, max = 4", "min = 0", "min = 0, max = 10000000"] {
+        let text = with_txn(&format!(
+            "op = \"delete\"\ntable = \"items\"\nwhere = {{ id = {{ kind = \"shuffle\", {range} }} }}"
+        ));
+        let err = parse(&text).unwrap_err();
+        assert!(
+            err.to_string().contains("shuffle needs `min` and `max`"),
+            "{range}: {err}"
+        );
+    }
+}
+
+#[test]
+fn setup_runs_op_by_op_or_round_robin() {
+    let setup = r#"
+[[setup]]
+op = "insert"
+table = "items"
+repeat = 2
+values = { body = { kind = "null" } }
+
+[[setup]]
+op = "insert"
+table = "items"
+repeat_per_txn = 1
+values = { body = { kind = "null" } }
+
+[[setup]]
+op = "insert"
+table = "items"
+values = { body = { kind = "null" } }
+"#;
+    let text = with_txn(&format!("op = \"select\"\ntable = \"items\"\n{setup}"));
+    let order = |text: &str| parse(text).unwrap().setup_order(3).collect::<Vec<_>>();
+    assert_eq!(order(&text), [0, 0, 1, 1, 1, 2]);
+    let interleaved = text.replacen(
+        "name = \"t\"\n",
+        "name = \"t\"\nsetup_interleaved = true\n",
+        1,
+    );
+    assert_eq!(order(&interleaved), [0, 1, 2, 0, 1, 1]);
 }
 
 #[test]

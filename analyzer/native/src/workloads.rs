@@ -272,6 +272,13 @@ fn run_workload<'py>(
     Ok(out)
 }
 
+/// Appends `extents` markers (`at=<at>`) for the database at `db_path` and its journal,
+/// WAL and -shm files that exist to `marker_path` (MARKERS.md).
+#[pyfunction]
+fn map_database_files(marker_path: PathBuf, db_path: PathBuf, at: &str) -> PyResult<()> {
+    sqlwa_workloads::vfs::map_database_files(&marker_path, &db_path, at).map_err(to_pyerr)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     // The values each enum setting accepts, the file kinds and the VFS counters of a
@@ -293,5 +300,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scenario_from_file, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(run_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(map_database_files, m)?)?;
     Ok(())
 }

@@ -138,3 +138,9 @@ def run_workload(
     )
     commits = pl.DataFrame(raw["commits"]).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"))
     return WorkloadResult(info=raw["info"], commits=commits)
+
+
+def map_database_files(marker_path: Path, db_path: Path, at: str) -> None:
+    """Append ``extents`` markers (``at=<at>``) for the database and the journal, WAL and
+    -shm files beside it that exist to the marker file (``workloads/MARKERS.md``)."""
+    _native.map_database_files(str(marker_path), str(db_path), at)

@@ -238,9 +238,23 @@ def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.Lab
             )
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
+            if mapped:
+                map_after_writeback(Path(cap.marker_path), Path(result.info["db_path"]))
     except TraceLossError as exc:
         loss = exc
     return result, cap, loss
+
+
+def map_after_writeback(marker_path: Path, db_path: Path) -> None:
+    """``extents`` markers ``at=syncfs`` for the run's files, after the final syncfs.
+
+    Data only in delayed allocation (synchronous=OFF, or WAL frames between checkpoints)
+    has no blocks at the engine's end/close mapping; the syncfs gives it blocks and writes
+    it there, so it is mapped after the syncfs, not before: forcing each file's writeback
+    earlier (FIEMAP_FLAG_SYNC at end) would move that writeback into the SQL thread and
+    ahead of close, changing when and in what order the bytes reach the device. FIEMAP
+    afterwards only reads where they went."""
+    engine.map_database_files(marker_path, db_path, "syncfs")
 
 
 def trace_levels(cap: tracing.TraceCapture) -> list[str]:
