@@ -177,3 +177,19 @@ def test_a_run_without_a_lab_filesystem_has_one_name_everywhere(tmp_path):
     host_fs = _system.mount_holding(tmp_path).fstype  # type: ignore[union-attr]
     assert one["fs"] == cell["fs"] == runs["fs"][0] == "none"
     assert one["dir_fs"] == host_fs and host_fs in one["fs_source"]
+
+
+@pytest.mark.root
+def test_a_skip_reason_is_printed_once_per_reason(tmp_path):
+    """Four cells of a filesystem this machine lacks share one reason: the matrix prints it
+    once as the cells go and once in its summary, and check notes it once (#16, point 15)."""
+    support = filesystem_support("f2fs")
+    if support.available:
+        pytest.skip("f2fs is available here: no cell is skipped")
+    out = tmp_path / "m"
+    proc = sqlwa("matrix", "--fs", "f2fs", "-j", "delete,wal", "--sync", "full,normal", "-n", "2", "--out", str(out))
+    assert (proc.stdout + proc.stderr).count(support.reason) == 2, proc.stdout + proc.stderr
+    from sqlwa.results import check
+
+    notes = check.skipped_notes(store.load_results(out))
+    assert len(notes) == 1 and notes[0].count("f2fs") >= 4 and support.reason in notes[0]

@@ -58,6 +58,7 @@ class MatrixProgress:
         self.cells = self.progress.add_task("cells", total=total)
         self.txns: TaskID | None = None
         self.total = total
+        self.reasons_shown: set[str] = set()
 
     def __enter__(self):
         if self.live:
@@ -81,16 +82,32 @@ class MatrixProgress:
             self.txns = self.progress.add_task("  txns", total=total)
         self.progress.update(self.txns, completed=done, total=total)
 
+    def once(self, reason: str) -> str:
+        """A reason in full the first time, then as a back reference: a filesystem the
+        machine lacks skips every one of its cells for the same reason."""
+        if reason in self.reasons_shown:
+            return "(the same reason as above)"
+        self.reasons_shown.add(reason)
+        return short(reason)
+
     def done(self, result: matrix.CellResult) -> None:
         self.progress.advance(self.cells)
         style = {"ok": "green", "done-earlier": "dim", "skipped": "yellow", "failed": "red"}[result.status]
-        note = f" — {short(result.reason)}" if result.reason else ""
+        note = f" — {self.once(result.reason)}" if result.reason else ""
         lost = f" [red]({result.lost_events:,} events lost)[/red]" if result.lost_events else ""
         self.console.print(
             f"[{style}]{result.status:>12}[/{style}] {result.cell.label} ({result.seconds:.1f} s){lost}{note}",
             highlight=False,
             markup=True,
         )
+
+
+def by_reason(results: list[matrix.CellResult]) -> dict[str, list[str]]:
+    """Cell labels grouped by their reason, each reason once, in the order first seen."""
+    groups: dict[str, list[str]] = {}
+    for result in results:
+        groups.setdefault(result.reason or "", []).append(result.cell.label)
+    return groups
 
 
 def short(reason: str | None, limit: int = 240) -> str:
@@ -149,8 +166,8 @@ def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
         cells = outcome.with_status(status)
         if cells:
             console.print(f"[bold]{len(cells)} cell(s) {status}:[/bold]")
-            for result in cells:
-                console.print(f"  {result.cell.label}: {short(result.reason)}", highlight=False)
+            for reason, labels in by_reason(cells).items():
+                console.print(f"  {', '.join(labels)}: {short(reason)}", highlight=False)
     lossy = [r for r in outcome.results if r.lost_events]
     if lossy:
         console.print(

@@ -252,6 +252,15 @@ def policy_options(options: object, path: Path) -> dict[str, object]:
     return options
 
 
+def skipped_notes(runs: pl.DataFrame) -> list[str]:
+    """One note per reason runs were skipped, naming its configurations: a filesystem the
+    machine lacks skips all of its cells for the same reason."""
+    groups: dict[str, list[str]] = {}
+    for skipped in runs.filter(pl.col("status") == "skipped").iter_rows(named=True) if runs.height else []:
+        groups.setdefault(str(skipped["reason"]), []).append(config_label(skipped))
+    return [f"skipped {', '.join(labels)}: {reason}" for reason, labels in groups.items()]
+
+
 # --------------------------------------------------------------------------- checking
 
 
@@ -416,8 +425,7 @@ def check(
     before = pl.DataFrame() if baseline_runs is None else baseline_runs
     baseline = {config_key(r): r for r in store.config_means(before, baseline_latencies).iter_rows(named=True)}
     sides = Sides(runs, before, baseline, policy.significance_level)
-    for skipped in runs.filter(pl.col("status") == "skipped").iter_rows(named=True) if runs.height else []:
-        result.notes.append(f"skipped {config_label(skipped)}: {skipped['reason']}")
+    result.notes += skipped_notes(runs)
     found = config_findings(runs)
     unmatched = []
     for rule in policy.rules:
