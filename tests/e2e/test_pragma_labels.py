@@ -38,7 +38,8 @@ from sqlwa.measure import engine
 )
 def test_a_pragma_contradicting_the_runs_settings_is_refused(tmp_path, args, expected, option):
     out = tmp_path / "o"
-    proc = sqlwa("run", "-n", "2", *args, "--out", str(out), check=False)
+    # mobibench-insert-2013: no auto_vacuum, so a page_size pragma still takes effect there
+    proc = sqlwa("run", "-s", "mobibench-insert-2013", "-n", "2", *args, "--out", str(out), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("sqlwa: error:")]
     assert len(errors) == 1 and errors[0].startswith(f"sqlwa: error: {expected}"), proc.stderr
