@@ -101,9 +101,7 @@ impl State {
             }
         }
     }
-}
 
-impl State {
     /// The refusal of a CREATE beyond `max_created` (counted as statements are prepared).
     fn too_many_objects(&self, action: &AuthAction<'_>) -> Option<String> {
         use AuthAction::*;

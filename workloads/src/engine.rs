@@ -482,9 +482,12 @@ impl Runner<'_> {
             }
             self.stop.check()?;
             if index > 0 && think > 0.0 {
-                std::thread::sleep(Duration::from_secs_f64(think / 1000.0));
+                self.stop.sleep(Duration::from_secs_f64(think / 1000.0))?;
             }
-            commits.push(self.transaction(index, index < warmup, &workload.next_txn())?);
+            let statements = workload.next_txn();
+            let commit =
+                (self.stop).quietly(|| self.transaction(index, index < warmup, &statements));
+            commits.push(commit?);
         }
         progress(Progress { done: total, total });
         Ok(commits)

@@ -30,6 +30,8 @@ struct Inner {
     requested: Box<dyn Fn() -> bool + Send + Sync>,
     last_asked: Mutex<Option<Instant>>,
     stopped: AtomicBool,
+    /// not asking (inside a measured transaction)
+    quiet: AtomicBool,
 }
 
 impl Stop {
@@ -40,6 +42,7 @@ impl Stop {
                 requested: Box::new(requested),
                 last_asked: Mutex::new(None),
                 stopped: AtomicBool::new(false),
+                quiet: AtomicBool::new(false),
             }),
         }
     }
@@ -50,10 +53,10 @@ impl Stop {
     }
 
     /// Whether to stop: the hook's answer, asked if STOP_CHECK_INTERVAL has passed since
-    /// it was last asked.
+    /// it was last asked (and not inside [`Self::quietly`]).
     pub fn requested(&self) -> bool {
-        if self.stopped() {
-            return true;
+        if self.stopped() || self.inner.quiet.load(Ordering::SeqCst) {
+            return self.stopped();
         }
         {
             let mut last = self
@@ -75,6 +78,29 @@ impl Stop {
     /// Whether the hook has said stop (an SQL error after that is the interruption).
     pub fn stopped(&self) -> bool {
         self.inner.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Runs `f` without asking the hook: a measured transaction, whose time and syscalls
+    /// must be the SQL's alone (asking may take Python's GIL). A stop asked for before
+    /// still counts; one asked for during `f` is seen after it.
+    pub(crate) fn quietly<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.inner.quiet.store(true, Ordering::SeqCst);
+        let result = f();
+        self.inner.quiet.store(false, Ordering::SeqCst);
+        result
+    }
+
+    /// Sleeps for `pause`, or less if a stop is requested meanwhile.
+    pub(crate) fn sleep(&self, pause: Duration) -> Result<(), EngineError> {
+        let until = Instant::now() + pause;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            std::thread::sleep(left.min(STOP_CHECK_INTERVAL));
+            self.check()?;
+        }
     }
 
     /// `EngineError::Interrupted` if a stop is requested.
@@ -112,6 +138,12 @@ mod tests {
         std::thread::sleep(STOP_CHECK_INTERVAL);
         assert!(stop.requested() && stop.stopped() && stop.requested());
         assert_eq!(asked.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn the_hook_is_not_asked_quietly() {
+        let stop = Stop::new(|| panic!("asked"));
+        assert!(!stop.quietly(|| stop.requested()));
     }
 
     #[test]

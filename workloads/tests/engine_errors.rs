@@ -371,3 +371,52 @@ fn extra_pragmas_may_not_contradict_the_runs_settings() {
         ("2", "100")
     );
 }
+
+#[test]
+fn the_stop_hook_is_not_asked_inside_a_measured_transaction() {
+    // Asking may take Python's GIL: inside a commit's window it would add to its time.
+    // contacts-sync runs 100 upserts a transaction, enough for SQLite's progress handler.
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = asked.clone();
+    let stop = Stop::new(move || {
+        log.lock()
+            .unwrap()
+            .push(sqlwa_workloads::markers::monotonic_ns());
+        false
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        txns: Some(300),
+        ..quick()
+    };
+    let scenario = Scenario::builtin("contacts-sync").unwrap();
+    let out = run_with_stop(&scenario, &settings, dir.path(), None, &mut |_| true, &stop).unwrap();
+    let asked = asked.lock().unwrap();
+    assert!(asked.len() > 1, "the hook was asked");
+    for c in &out.commits {
+        assert!(
+            !asked.iter().any(|t| (c.start_ns..=c.end_ns).contains(t)),
+            "asked inside transaction {}",
+            c.index
+        );
+    }
+}
+
+#[test]
+fn a_stop_cuts_a_long_think_time_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        think_time_ms: Some(60_000.0),
+        txns: Some(3),
+        ..quick()
+    };
+    let started = std::time::Instant::now();
+    let stop = Stop::new(move || started.elapsed() > std::time::Duration::from_millis(300));
+    let scenario = Scenario::builtin("kv-prefs").unwrap();
+    let err = run_with_stop(&scenario, &settings, dir.path(), None, &mut |_| true, &stop);
+    assert_eq!(
+        err.err().map(|e| e.to_string()).as_deref(),
+        Some("interrupted")
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
