@@ -186,3 +186,19 @@ fn text_times_past_the_signed_range_are_bad_lines() {
         );
     }
 }
+
+/// A rejected line is quoted with its control characters escaped: raw, a vertical tab or a
+/// carriage return broke the one-line message on a terminal.
+#[test]
+fn a_quoted_line_keeps_the_message_on_one_line() {
+    let dir = Scratch::new("control-chars");
+    let err = parse_bytes(
+        &dir,
+        "c.txt",
+        b"x\x0by\rz\x00\xc2\x85\n",
+        Format::Blkparse,
+        false,
+    )
+    .unwrap_err();
+    assert!(err.ends_with(r"x\u{b}y\rz\u{0}\u{85}"), "{err}");
+}
