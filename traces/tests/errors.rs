@@ -214,7 +214,7 @@ fn a_directory_or_a_device_is_no_trace_file() {
             "not a regular file (a device or a pipe)",
         ),
     ] {
-        let err = parse_paths(&[path.clone()], Format::Auto, false).unwrap_err();
+        let err = parse_paths(std::slice::from_ref(&path), Format::Auto, false).unwrap_err();
         assert_eq!(err.to_string(), format!("{}: {says}", path.display()));
     }
 }
