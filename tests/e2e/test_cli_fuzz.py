@@ -228,7 +228,7 @@ def invoke(world: World, args: list) -> Outcome:
 
 
 ERROR_LINE = re.compile(r"^(sqlwa: error: |Error: )")
-USAGE_LINES = re.compile(r"^(  fix: |Usage: |Try '|$)")
+USAGE_LINES = re.compile(r"^(  fix: |Usage: |Try '|note: |$)")  # check's notes may come first
 
 
 def check_exit(outcome: Outcome) -> None:
