@@ -186,6 +186,16 @@ def test_an_endless_policy_is_refused_not_read_forever(vfs_run):
     assert proc.returncode == 2 and "policy /dev/zero is larger than 1 MiB: not a policy" in proc.stderr
 
 
+def test_a_junit_path_in_no_directory_is_refused_before_checking(tmp_path, vfs_run):
+    # It was found only when the report was written, after the findings and notes were
+    # printed: half an answer, then the error (found by the CLI fuzz).
+    p = policy(tmp_path, "[[rule]]\nmax_p99_ms = 1000\n")
+    proc = check("--policy", str(p), str(vfs_run), "-v", "--junit", str(tmp_path / "new" / "check.xml"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"sqlwa: error: cannot write the JUnit report {tmp_path / 'new' / 'check.xml'}: ")
+    assert not (tmp_path / "new").exists()
+
+
 def test_missing_results_exit_2(tmp_path):
     proc = sqlwa("check", "--policy", str(EXAMPLE_POLICY), str(tmp_path), check=False)  # the real command once
     assert proc.returncode == 2 and "neither results.sqlite nor summary.json" in proc.stderr

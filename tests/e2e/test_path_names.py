@@ -79,3 +79,11 @@ def test_a_path_this_user_may_not_look_into_is_one_line(tmp_path):
     with sqlwa_as_nobody("report", str(hidden), prefix="sqlwa-test-private-") as (proc, _):
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.splitlines()[0] == f"sqlwa: error: {hidden}: Permission denied"
+
+
+def test_a_symlink_loop_as_results_is_one_line(tmp_path):
+    # Path.resolve() raises RuntimeError on a loop (Python 3.11): a traceback (the fuzz).
+    (tmp_path / "loop").symlink_to("loop")
+    proc = sqlwa_cli("report", str(tmp_path / "loop"), "-o", str(tmp_path / "r.html"), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(f"sqlwa: error: {tmp_path / 'loop'} holds neither results.sqlite nor summary.json")

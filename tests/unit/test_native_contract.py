@@ -162,6 +162,15 @@ def test_unreadable_trace_keeps_the_os_errno(tmp_path):
     assert e.filename == str(tmp_path / "t.blktrace.0")
 
 
+def test_a_directory_given_as_the_trace_is_an_is_a_directory_error(tmp_path):
+    # It was "no such file, and no NAME.blktrace.N files for it", as for a device or a
+    # path this user may not look at: now each says what it is.
+    with pytest.raises(IsADirectoryError) as err:
+        _native.parse_trace([str(tmp_path)])
+    assert type(err.value) is _native.TraceIsADirectoryError
+    assert err.value.args[0] == f"{tmp_path}: a directory, not a trace file"
+
+
 def test_trace_os_error_classes():
     for name, base in [
         ("TraceFileNotFoundError", FileNotFoundError),

@@ -81,17 +81,30 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ParseError> {
         }
         let per_cpu = per_cpu_files(p);
         if per_cpu.is_empty() {
-            return Err(ParseError::io(
-                p,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such file, and no NAME.blktrace.N files for it",
-                ),
-            ));
+            return Err(ParseError::io(p, not_a_trace(p)));
         }
         out.extend(per_cpu);
     }
     Ok(out)
+}
+
+/// Why `p`, with no `p.blktrace.N` files beside it, is no trace to read: what looking at
+/// it says (permission denied, a name too long), that it is a directory or no regular
+/// file (a device or a pipe, which may never end), or that nothing is there.
+fn not_a_trace(p: &Path) -> std::io::Error {
+    use std::io::{Error, ErrorKind};
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => Error::new(ErrorKind::IsADirectory, "a directory, not a trace file"),
+        Ok(_) => Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a device or a pipe)",
+        ),
+        Err(e) if e.kind() != ErrorKind::NotFound => e,
+        Err(_) => Error::new(
+            ErrorKind::NotFound,
+            "no such file, and no NAME.blktrace.N files for it",
+        ),
+    }
 }
 
 /// The `base.blktrace.N` files next to `base`, sorted by N.

@@ -128,6 +128,20 @@ fn trim_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
+/// A line's bytes as an error message shows them: invalid UTF-8 replaced, and control
+/// characters and line separators escaped (`\u{b}`), so that the message stays one line.
+fn shown(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .map(|c| match c {
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
+                c.escape_default().to_string()
+            }
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 /// A line a text reader could not take, `what` naming what it expected: an error, or in
 /// lenient mode a note in the report.
 pub fn reject_line(
@@ -158,9 +172,9 @@ const SHOWN_LINE: usize = 1024;
 
 /// `line` as a message shows it: whole, unless it is longer than any trace line.
 fn shown_line(line: &[u8]) -> String {
-    let shown = String::from_utf8_lossy(&line[..line.len().min(SHOWN_LINE)]);
+    let shown = shown(&line[..line.len().min(SHOWN_LINE)]);
     match line.len().saturating_sub(SHOWN_LINE) {
-        0 => shown.into_owned(),
+        0 => shown,
         more => format!("{shown} … ({more} more bytes)"),
     }
 }

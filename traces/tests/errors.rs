@@ -200,3 +200,35 @@ fn text_times_past_the_signed_range_are_bad_lines() {
         );
     }
 }
+
+/// A rejected line is quoted with its control characters escaped: raw, a vertical tab or a
+/// carriage return broke the one-line message on a terminal.
+#[test]
+fn a_quoted_line_keeps_the_message_on_one_line() {
+    let dir = Scratch::new("control-chars");
+    let err = parse_bytes(
+        &dir,
+        "c.txt",
+        b"x\x0by\rz\x00\xc2\x85\n",
+        Format::Blkparse,
+        false,
+    )
+    .unwrap_err();
+    assert!(err.ends_with(r"x\u{b}y\rz\u{0}\u{85}"), "{err}");
+}
+
+/// A path that is there but is no trace file says what it is, not "no such file".
+#[test]
+fn a_directory_or_a_device_is_no_trace_file() {
+    let dir = Scratch::new("not-a-file");
+    for (path, says) in [
+        (dir.to_path_buf(), "a directory, not a trace file"),
+        (
+            "/dev/null".into(),
+            "not a regular file (a device or a pipe)",
+        ),
+    ] {
+        let err = parse_paths(std::slice::from_ref(&path), Format::Auto, false).unwrap_err();
+        assert_eq!(err.to_string(), format!("{}: {says}", path.display()));
+    }
+}

@@ -68,6 +68,12 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
     Exit status: 0 every rule holds, 1 a violation, 2 a usage error (also: no rule
     matched anything to check).
     """
+    if junit_path is not None and not junit_path.absolute().parent.is_dir():
+        # Said before the checks run and print, not after (as the write would).
+        raise UsageError(
+            f"cannot write the JUnit report {junit_path}: {junit_path.parent} is not a directory",
+            "choose a writable path",
+        )
     policy = checking.load_policy(policy_path)
     runs = store.load_results(results)
     if policy.needs_baseline and baseline is None:

@@ -20,6 +20,7 @@ not at all.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sqlite3
 import time
@@ -544,7 +545,7 @@ def load_latencies(path: Path) -> pl.DataFrame:
 def load_results(path: Path) -> pl.DataFrame:
     """The runs of a matrix directory (its results.sqlite) or of one run directory."""
     path = Path(path)
-    if not rundir.polars_can_name(path.resolve()):
+    if not rundir.polars_can_name(Path(os.path.realpath(path))):  # realpath: a symlink loop is no error
         # The runs frame keeps each run's directory as text, which Polars holds as UTF-8.
         raise UsageError(
             f"{path}: sqlwa reads results only where their path is UTF-8 text",
