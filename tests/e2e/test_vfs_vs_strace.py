@@ -113,10 +113,12 @@ def strace_reads(tmp_path: Path, name: str, journal: str, txns: int) -> tuple[in
 # Reads per commit from pager.c: the database's 16-byte change counter at offset 24, and the
 # journal's 8-byte check for a next header before its sync, past the end of the journal
 # written so far (a call, no bytes); PERSIST also reads the first byte of the journal it
-# kept, to see whether it is hot. journal -> {file: (calls, bytes) per commit}
+# kept, to see whether it is hot, and its check finds the 8 bytes there once an earlier
+# commit journalled more pages than this one (MobiBench's commit that starts new leaves).
+# journal -> {file: (calls, {bytes} per commit)}
 READS = {
-    "delete": {"db": (1, 16), "journal": (1, 0)},
-    "persist": {"db": (1, 16), "journal": (2, 1)},
+    "delete": {"db": (1, {16}), "journal": (1, {0})},
+    "persist": {"db": (1, {16}), "journal": (2, {1, 9})},
 }
 
 
@@ -137,7 +139,7 @@ def test_vfs_reads_per_commit_match_strace(tmp_path, journal):
     measured = many.filter(~many["warmup"])
     for kind, (calls, read) in READS[journal].items():
         assert (measured[f"vfs_{kind}_read_calls"] == calls).all(), kind
-        assert (measured[f"vfs_{kind}_read_bytes"] == read).all(), kind
+        assert measured[f"vfs_{kind}_read_bytes"].is_in(list(read)).all(), kind
 
 
 # The flags SQLite passes to xSync, from pager.c (3.4x, sqlite3PagerSetFlags, syncJournal,
