@@ -126,3 +126,31 @@ def unattributed_write_bytes(trace: Path, dev: str, layout: dict) -> int:
         if not any(a <= sector < b for a, b in known):
             total += int(rq["bytes"])
     return total
+
+
+SYSCALL_LINE = re.compile(r"^\s*.+?-\d+\s+\[\d+\]\s+\S+\s+\d+\.\d+: sys_(?P<name>\w+)\((?P<args>.*)\)$")
+TRUNCATED_TO_ZERO = re.compile(r"\blength: (?:0x)?0+$")
+
+
+def tally_per_transaction(trace: Path, dev: str) -> list[Counter]:
+    """Per rollback-journal transaction of a TRUNCATE-mode trace (SQLite ends each commit
+    by truncating the journal to 0 bytes): fsync-family calls, block write requests,
+    write bytes and flushes issued on ``dev``. A transaction runs from the previous one's
+    ftruncate(…, 0) to its own; everything after the last one is left out. Needs only the
+    block_rq_issue lines and the workload's sys_enter lines, no markers: it reads a
+    program sqlwa did not run the same way as sqlwa's own trace."""
+    tallies: list[Counter] = [Counter()]
+    for line in trace.read_text(errors="replace").splitlines():
+        call = SYSCALL_LINE.match(line)
+        if call and call["name"] in ("fsync", "fdatasync", "sync_file_range"):
+            tallies[-1]["fsync"] += 1
+        elif call and call["name"] == "ftruncate" and TRUNCATED_TO_ZERO.search(call["args"]):
+            tallies.append(Counter())
+        record = TRACE_LINE.match(line) if not call else None
+        rq = ISSUE_BODY.match(record["body"]) if record and record["event"] == "block_rq_issue" else None
+        if rq and rq["dev"] == dev:
+            tallies[-1]["flush"] += rq["rwbs"].startswith("F")
+            if "W" in rq["rwbs"]:
+                tallies[-1]["writes"] += 1
+                tallies[-1]["bytes"] += int(rq["bytes"])
+    return tallies[:-1]
