@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import Field, asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from sqlwa import _native
 from sqlwa._native import Scenario
 from sqlwa.errors import ScenarioError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # The values the engine accepts, from its Rust enums (one list, there).
 JOURNAL_MODES = _native.JOURNAL_MODES
@@ -87,10 +88,20 @@ class WorkloadResult:
     info: dict
     commits: pl.DataFrame
 
+    @classmethod
+    def from_raw(cls, raw: dict) -> WorkloadResult:
+        """From :func:`run_workload_raw`'s ``{"info", "commits"}``, commits as a table."""
+        # Imported here, not at the top: the VM lab's guest runs the engine through
+        # run_workload_raw, and importing polars takes it tens of seconds under TCG.
+        import polars as pl
+
+        commits = pl.DataFrame(raw["commits"]).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"))
+        return cls(info=raw["info"], commits=commits)
+
     @property
     def measured(self) -> pl.DataFrame:
         """The commits that count: warm-up transactions removed."""
-        return self.commits.filter(~pl.col("warmup"))
+        return self.commits.filter(~self.commits["warmup"])
 
 
 def looks_like_path(name_or_path: str) -> bool:
@@ -129,15 +140,25 @@ def run_workload(
     progress: Callable[[int, int], None] | None = None,
 ) -> WorkloadResult:
     """Run ``scenario`` in ``directory`` and return its per-commit records."""
-    raw = _native.run_workload(
+    return WorkloadResult.from_raw(run_workload_raw(scenario, settings, directory, marker_path, progress))
+
+
+def run_workload_raw(
+    scenario: Scenario,
+    settings: RunSettings,
+    directory: Path,
+    marker_path: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """:func:`run_workload` as the engine returns it: ``{"info": {…}, "commits": {column:
+    [values]}}``, plain Python, JSON-able."""
+    return _native.run_workload(
         scenario,
         settings.as_dict(),
         str(directory),
         str(marker_path) if marker_path else None,
         progress,
     )
-    commits = pl.DataFrame(raw["commits"]).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"))
-    return WorkloadResult(info=raw["info"], commits=commits)
 
 
 def map_database_files(marker_path: Path, db_path: Path, at: str) -> None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +25,12 @@ from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.errors import TraceLossError, UsageError, writing
-from sqlwa.lab import encryption, filesystem, fslayout, fuse
+from sqlwa.lab import encryption, filesystem, fuse
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
-from sqlwa.measure import engine, environment
+from sqlwa.measure import engine, environment, lab_capture
 from sqlwa.results import rundir
 
-ProgressFn = Callable[[int, int], None]
+ProgressFn = lab_capture.ProgressFn
 
 
 @dataclass
@@ -215,56 +214,6 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
     return config
 
 
-def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.LabFilesystem, progress):
-    """Run the workload inside one capture; returns (result, capture, loss error or None)."""
-    dev = fs.dev
-    loss = None
-    cap = tracing.TraceCapture(
-        out_dir,
-        dev=dev,
-        pid=threading.get_native_id(),
-        comms=[fs.fuse.comm] if fs.fuse else [],  # the daemon's threads, those it starts later too
-        allow_loss=request.allow_loss,
-        buffer_kb=request.buffer_kb,
-    )
-    try:
-        with cap:
-            # extents markers: which block ranges belong to which file (attribution);
-            # only with a block device to attribute (tmpfs has no FIEMAP either)
-            mapped = request.settings.count_vfs and dev is not None
-            settings = dataclasses.replace(request.settings, map_extents=mapped)
-            result = engine.run_workload(
-                scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
-            )
-            # Inside the capture: deferred writeback and journal commits are part of the bill.
-            fs.sync()
-            if mapped:
-                map_after_writeback(Path(cap.marker_path), Path(result.info["db_path"]))
-    except TraceLossError as exc:
-        loss = exc
-    return result, cap, loss
-
-
-def map_after_writeback(marker_path: Path, db_path: Path) -> None:
-    """``extents`` markers ``at=syncfs`` for the run's files, after the final syncfs.
-
-    Data only in delayed allocation (synchronous=OFF, or WAL frames between checkpoints)
-    has no blocks at the engine's end/close mapping; the syncfs gives it blocks and writes
-    it there, so it is mapped after the syncfs, not before: forcing each file's writeback
-    earlier (FIEMAP_FLAG_SYNC at end) would move that writeback into the SQL thread and
-    ahead of close, changing when and in what order the bytes reach the device. FIEMAP
-    afterwards only reads where they went."""
-    engine.map_database_files(marker_path, db_path, "syncfs")
-
-
-def trace_levels(cap: tracing.TraceCapture) -> list[str]:
-    levels = ["vfs"]
-    for level in ("syscall", "block"):
-        if cap.levels.get(level) and cap.levels[level].captured:
-            levels.append(level)
-    return levels
-
-
 @dataclasses.dataclass
 class LabContext:
     """What attribution needs to know about the run besides the trace."""
@@ -287,13 +236,13 @@ class TraceAnalysis:
 
 
 def analyse_trace(
-    cap: tracing.TraceCapture, commits: pl.DataFrame, dev, levels: list[str], context: LabContext | None = None
+    trace_path: Path, commits: pl.DataFrame, dev, levels: list[str], context: LabContext | None = None
 ) -> TraceAnalysis:
     """Per-commit syscall and block figures from the raw capture, joined onto ``commits``;
     with ``context`` also the block bytes by category and the checkpoints."""
     # Lenient: a damaged line must not throw the run away; it is counted and, like lost
     # events, fails the run unless --allow-loss (see unparsed_loss).
-    events, report = traceparse.parse(cap.trace_path, format="ftrace", lenient=True)
+    events, report = traceparse.parse(trace_path, format="ftrace", lenient=True)
     wins = windows.commit_windows(events)
     joined = commits.join(wins.drop("warmup"), on="index", how="left")
     amortized = None
@@ -364,31 +313,40 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
 def measure_in_lab(
     request: RunRequest, scenario, lab: filesystem.LabFilesystem, out_dir: Path, progress: ProgressFn | None
 ) -> RunOutcome:
-    with lab as fs:
-        result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
-        fs_facts = fs.describe()
-        dev = fs.dev
-        # read while still mounted: the fs's own journal/metadata location for attribution
-        layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
+    options = lab_capture.CaptureOptions(allow_loss=request.allow_loss, buffer_kb=request.buffer_kb)
+    capture = lab_capture.capture_in_lab(request.settings, scenario, lab, out_dir, options, progress)
+    return analyse_capture(request, capture, out_dir)
+
+
+def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_dir: Path, **config_extra) -> RunOutcome:
+    """The analysing half of a lab run, on the host also for a run in the VM lab:
+    summary.json, the commits and the trace tables from a :class:`LabCapture`.
+    ``config_extra`` goes into the summary's config (``vm`` for a guest's run)."""
     with writing(out_dir, "the run's results into"):
-        (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(layout) + "\n")
-    levels = trace_levels(cap)
-    context = LabContext(request.settings.journal, request.settings.sync, fs_facts["fs_type"], layout, fs_facts["fuse"])
-    analysis = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels, context)
+        (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(capture.layout) + "\n")
+    fs_facts = capture.fs
+    context = LabContext(
+        request.settings.journal, request.settings.sync, fs_facts["fs_type"], capture.layout, fs_facts["fuse"]
+    )
+    result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
+    analysis = analyse_trace(
+        Path(capture.trace_path), with_vfs_totals(result.commits), capture.dev, capture.levels, context
+    )
     commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
     measured = commits.filter(~pl.col("warmup")).height
-    config = lab_config(request, result.info, fs_facts, measured)
+    config = {**lab_config(request, capture.info, fs_facts, measured), **config_extra}
     trace = {
-        **cap.describe(),
+        **capture.trace,
         "parse": analysis.parse_report,
         "unparsed_lines": analysis.parse_report.get("bad_records", 0),
     }
+    loss = capture.loss_error()
     if loss is None and not request.allow_loss:
-        loss = unparsed_loss(analysis.parse_report, cap.trace_path)
+        loss = unparsed_loss(analysis.parse_report, Path(capture.trace_path))
     summary = build_summary(
         config,
         commits,
-        levels=levels,
+        levels=capture.levels,
         frame_budget_ms=request.frame_budget_ms,
         amortized_bytes=amortized["write_bytes"] if amortized else None,
         trace=trace,

@@ -1,0 +1,144 @@
+"""The measuring half of a lab run: the workload on a fresh lab filesystem inside one
+trace capture, and what the analysis needs to know of it (:class:`LabCapture`).
+
+Kept apart from :mod:`sqlwa.measure.runner`, which analyses, because this half also runs
+inside the VM lab's guest (:mod:`sqlwa.vm.guest`): nothing here imports polars or
+pyarrow, which take tens of seconds to import in a guest under TCG. A
+:class:`LabCapture` goes from the guest to the host as JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlwa.capture import tracing
+from sqlwa.errors import TraceLossError, hint_of
+from sqlwa.lab import filesystem, fslayout
+from sqlwa.measure import engine
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass
+class CaptureOptions:
+    """How the capture is taken (the rest of a run's options shape the lab or the report)."""
+
+    allow_loss: bool = False
+    buffer_kb: int = tracing.DEFAULT_BUFFER_KB
+
+
+@dataclass
+class LabCapture:
+    """One lab run's raw measurement: the engine's records, the lab and the trace."""
+
+    info: dict  # the engine's run information
+    columns: dict  # the engine's per-commit records, column by column
+    fs: dict  # LabFilesystem.describe()
+    layout: dict  # fslayout.probe(): where the filesystem keeps its own journal
+    dev: tuple[int, int] | None  # the traced block device (major, minor)
+    levels: list[str]  # the levels the trace captured, "vfs" first
+    trace: dict  # TraceCapture.describe()
+    trace_path: str
+    loss: dict | None = None  # {"message", "hint"} when events were lost and that was not allowed
+
+    def loss_error(self) -> TraceLossError | None:
+        return TraceLossError(self.loss["message"], self.loss["hint"]) if self.loss else None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self)) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> LabCapture:
+        fields = json.loads(text)
+        fields["dev"] = tuple(fields["dev"]) if fields["dev"] else None
+        return cls(**fields)
+
+
+def capture_in_lab(
+    settings: engine.RunSettings,
+    scenario: engine.Scenario,
+    lab: filesystem.LabFilesystem,
+    out_dir: Path,
+    options: CaptureOptions,
+    progress: ProgressFn | None = None,
+) -> LabCapture:
+    """Make the lab, run the workload in it inside one capture, and take it down again."""
+    with lab as fs:
+        raw, cap, loss = capture_run(settings, scenario, out_dir, fs, options, progress)
+        fs_facts = fs.describe()
+        dev = fs.dev
+        # read while still mounted: the fs's own journal/metadata location for attribution
+        layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
+    return LabCapture(
+        info=raw["info"],
+        columns=raw["commits"],
+        fs=fs_facts,
+        layout=layout,
+        dev=dev,
+        levels=trace_levels(cap),
+        trace=cap.describe(),
+        trace_path=str(cap.trace_path),
+        loss={"message": str(loss), "hint": hint_of(loss)} if loss else None,
+    )
+
+
+def capture_run(
+    settings: engine.RunSettings,
+    scenario: engine.Scenario,
+    out_dir: Path,
+    fs: filesystem.LabFilesystem,
+    options: CaptureOptions,
+    progress: ProgressFn | None,
+) -> tuple[dict, tracing.TraceCapture, TraceLossError | None]:
+    """Run the workload inside one capture; returns (raw result, capture, loss error or None)."""
+    dev = fs.dev
+    loss = None
+    cap = tracing.TraceCapture(
+        out_dir,
+        dev=dev,
+        pid=threading.get_native_id(),
+        comms=[fs.fuse.comm] if fs.fuse else [],  # the daemon's threads, those it starts later too
+        allow_loss=options.allow_loss,
+        buffer_kb=options.buffer_kb,
+    )
+    try:
+        with cap:
+            # extents markers: which block ranges belong to which file (attribution);
+            # only with a block device to attribute (tmpfs has no FIEMAP either)
+            mapped = settings.count_vfs and dev is not None
+            settings = dataclasses.replace(settings, map_extents=mapped)
+            raw = engine.run_workload_raw(
+                scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
+            )
+            # Inside the capture: deferred writeback and journal commits are part of the bill.
+            fs.sync()
+            if mapped:
+                map_after_writeback(Path(cap.marker_path), Path(raw["info"]["db_path"]))
+    except TraceLossError as exc:
+        loss = exc
+    return raw, cap, loss
+
+
+def map_after_writeback(marker_path: Path, db_path: Path) -> None:
+    """``extents`` markers ``at=syncfs`` for the run's files, after the final syncfs.
+
+    Data only in delayed allocation (synchronous=OFF, or WAL frames between checkpoints)
+    has no blocks at the engine's end/close mapping; the syncfs gives it blocks and writes
+    it there, so it is mapped after the syncfs, not before: forcing each file's writeback
+    earlier (FIEMAP_FLAG_SYNC at end) would move that writeback into the SQL thread and
+    ahead of close, changing when and in what order the bytes reach the device. FIEMAP
+    afterwards only reads where they went."""
+    engine.map_database_files(marker_path, db_path, "syncfs")
+
+
+def trace_levels(cap: tracing.TraceCapture) -> list[str]:
+    levels = ["vfs"]
+    for level in ("syscall", "block"):
+        if cap.levels.get(level) and cap.levels[level].captured:
+            levels.append(level)
+    return levels
