@@ -35,8 +35,25 @@ def tracefs_unavailable() -> str | None:
     return None if availability.available else f"needs tracefs: {availability.reason}"
 
 
+def vm_lab_unavailable() -> str | None:
+    """Why ``sqlwa run --vm`` cannot run here, or None if it can."""
+    from sqlwa.errors import UsageError
+    from sqlwa.vm import initramfs, machine
+
+    try:
+        machine.qemu_binary()
+        initramfs.static_busybox()
+    except UsageError as exc:
+        return f"needs the VM lab's tools: {exc} ({exc.hint})"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip what this machine cannot run, with one reason per cause."""
+    vm_reason = vm_lab_unavailable() if any(i.get_closest_marker("vm") for i in items) else None
+    for item in items:
+        if vm_reason and item.get_closest_marker("vm"):
+            item.add_marker(pytest.mark.skip(reason=vm_reason))
     root = _system.is_root()
     tracefs_reason = tracefs_unavailable() if root and any(i.get_closest_marker("tracefs") for i in items) else None
     for item in items:

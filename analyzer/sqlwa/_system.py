@@ -41,29 +41,45 @@ def find_tool(name: str) -> str | None:
 
 
 def run_tool(
-    argv: Sequence[str], what: str, hint: str | None = None, timeout: float | None = None
+    argv: Sequence[str | os.PathLike[str]],
+    what: str,
+    hint: str | None = None,
+    timeout: float | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a system tool and return its output, or raise :class:`ToolError`.
 
     The tool runs in its own session, so a terminal Ctrl-C reaches only sqlwa, whose
     signal handler decides; subprocess.run kills the child if an exception unwinds the wait.
-    ``what`` says what the tool was for ("mkfs for xfs"), ``hint`` the fix to show.
+    ``what`` says what the tool was for ("mkfs for xfs"), ``hint`` the fix to show;
+    ``input`` is the tool's stdin (else none: /dev/null).
     """
-    argv = [str(a) for a in argv]
+    args = [str(a) for a in argv]
     try:
-        return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+        return subprocess.run(
+            args,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+            cwd=cwd,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
     except FileNotFoundError as exc:
         raise ToolError(
-            f"{what}: {argv[0]} not found", hint or f"install the package providing {argv[0]}", argv=argv
+            f"{what}: {args[0]} not found", hint or f"install the package providing {args[0]}", argv=args
         ) from exc
     except subprocess.TimeoutExpired as exc:
-        raise ToolError(f"{what}: {' '.join(argv)} did not finish in {timeout:g} s", hint, argv=argv) from exc
+        raise ToolError(f"{what}: {' '.join(args)} did not finish in {timeout:g} s", hint, argv=args) from exc
     except subprocess.CalledProcessError as exc:
         detail = " ".join(line.strip() for line in (exc.stderr or exc.stdout or "").splitlines() if line.strip())
         raise ToolError(
-            f"{what} failed: {' '.join(argv)}: {detail or f'exit code {exc.returncode}'}",
+            f"{what} failed: {' '.join(args)}: {detail or f'exit code {exc.returncode}'}",
             hint,
-            argv=argv,
+            argv=args,
             returncode=exc.returncode,
             stderr=exc.stderr or "",
         ) from exc

@@ -20,7 +20,7 @@ LAYERS: list[set[str]] = [
     {"sqlwa._system", "sqlwa.catalogue"},
     {"sqlwa.analysis", "sqlwa.capture"},
     {"sqlwa.lab", "sqlwa.results"},
-    {"sqlwa.measure", "sqlwa.views"},
+    {"sqlwa.measure", "sqlwa.views", "sqlwa.vm"},
     {"sqlwa.api", "sqlwa"},
     {"sqlwa.cli", "sqlwa.__main__"},
 ]

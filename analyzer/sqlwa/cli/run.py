@@ -17,10 +17,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from sqlwa.analysis import metrics
 from sqlwa.capture import tracing
-from sqlwa.errors import Interrupted
+from sqlwa.errors import Interrupted, UsageError
 from sqlwa.lab import encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine, runner
 from sqlwa.views import terminal
+from sqlwa.vm import kernel as vm_kernel
+
+VM_DEFAULT_FS = "ext4"
 
 
 def default_out_dir(scenario: str, journal: str, sync: str) -> Path:
@@ -192,6 +195,22 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     is_flag=True,
     help="Keep the database files after a run without --fs (the directory is printed; `lab cleanup` leaves it).",
 )
+@click.option(
+    "--vm",
+    is_flag=True,
+    help="Run the lab in a qemu guest with its own kernel (--kernel; --fs defaults to ext4 there): f2fs and "
+    "kernels this host lacks, and block-level runs without root. Without a usable KVM the guest runs under "
+    "TCG: counts exact, timings not comparable (recorded in config.vm).",
+)
+@click.option(
+    "--kernel",
+    "vm_kernel",
+    default=vm_kernel.DEBIAN,
+    show_default=True,
+    metavar="debian|PATH",
+    help="The guest's kernel (--vm): Debian's current one (fetched once into ~/.cache/sqlwa/kernels), "
+    "a linux-image-*.deb, or an unpacked kernel package directory (boot/vmlinuz-*, lib/modules/).",
+)
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def run(
@@ -211,6 +230,8 @@ def run(
     run_dir: Path | None,
     out_dir: Path | None,
     keep_db: bool,
+    vm: bool,
+    vm_kernel: str,
     no_vfs_count: bool,
     as_json: bool,
     **settings_given: Any,
@@ -226,6 +247,7 @@ def run(
       sudo sqlwa run --fs ext4 -j wal             # + syscall and block levels on a fresh ext4
       sudo sqlwa run --fs xfs --fill 85 --mount-opts noatime
       sudo sqlwa run --fs ext4 --fuse passthrough # through a FUSE daemon, as on /sdcard
+      sqlwa run --vm --fs f2fs -j wal             # in a qemu guest with Debian's kernel (no root needed)
 
     Writes OUT/summary.json (means per commit) and OUT/commits.parquet (one row per
     transaction). Without a lab filesystem only the VFS level is measured: SQLite's own
@@ -234,6 +256,9 @@ def run(
     OUT/trace.txt for re-analysis.
     """
     settings = engine.RunSettings(**settings_given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
+    if not vm and click.get_current_context().get_parameter_source("vm_kernel") != click.core.ParameterSource.DEFAULT:
+        raise UsageError("--kernel chooses the VM lab's kernel, and this run is not in the VM lab", "add --vm")
+    fs = fs or (VM_DEFAULT_FS if vm else None)
     lab_options: dict[str, Any] = {"fs": fs, "mkfs_opts": mkfs_opts, "mount_opts": mount_opts, "encrypt": encrypt}
     profile = with_profile(profile_name, lab_options) if profile_name else None
     request = runner.RunRequest(
@@ -253,6 +278,8 @@ def run(
         allow_loss=allow_loss,
         buffer_kb=buffer_kb,
         frame_budget_ms=frame_budget_ms,
+        vm=vm,
+        kernel=vm_kernel,
     )
     with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
         try:

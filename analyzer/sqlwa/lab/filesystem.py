@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlwa import _system
-from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError
+from sqlwa.errors import LabError, NeedsRoot, ToolError, UnsupportedFilesystem, UsageError
 from sqlwa.lab import encryption, fuse
 from sqlwa.lab.fill import fill_filesystem
 from sqlwa.lab.options import checked_mkfs_opts, checked_mount_opts, is_device
@@ -376,17 +376,27 @@ class LabFilesystem:
 
     def _attach_loop(self) -> None:
         self._progress("loop")
-        argv = ["losetup", "--find", "--show", f"--direct-io={'on' if self.direct_io else 'off'}", self.image]
         with self._guard.critical():
-            out = _system.run_tool(
-                argv, "attaching the image to a loop device", "check that loop devices are available"
-            ).stdout
+            try:
+                out = self._losetup(self.direct_io)
+            except ToolError as exc:
+                # Kernels before 6.6 refuse a direct-I/O loop device over tmpfs (EINVAL from
+                # LOOP_CONFIGURE) where losetup cannot fall back by itself: attach buffered.
+                if not (self.direct_io and "Invalid argument" in exc.stderr):
+                    raise
+                out = self._losetup(direct_io=False)
         device = out.strip().splitlines()[-1] if out.strip() else ""
         loop = next((d for d in _system.loops_backed_by(self.image) if d.device == device), None)
         if loop is None:
             raise LabError(f"losetup reported {device!r}, which is not backed by {self.image}")
         self.loop_device, self.dev_major, self.dev_minor = loop.device, loop.major, loop.minor
         self.loop_direct_io = loop.direct_io
+
+    def _losetup(self, direct_io: bool) -> str:
+        argv = ["losetup", "--find", "--show", f"--direct-io={'on' if direct_io else 'off'}", self.image]
+        return _system.run_tool(
+            argv, "attaching the image to a loop device", "check that loop devices are available"
+        ).stdout
 
     def _assert_loop_is_ours(self) -> None:
         """The last check before mkfs: the device is a loop device whose backing file is

@@ -29,6 +29,8 @@ from sqlwa.lab import encryption, filesystem, fuse
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.measure import engine, environment, lab_capture
 from sqlwa.results import rundir
+from sqlwa.vm import kernel as vm_kernel
+from sqlwa.vm import machine
 
 ProgressFn = lab_capture.ProgressFn
 
@@ -51,6 +53,8 @@ class RunRequest:
     allow_loss: bool = False
     buffer_kb: int = tracing.DEFAULT_BUFFER_KB
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
+    vm: bool = False  # the lab in a qemu guest (sqlwa.vm) instead of on this host
+    kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
 
 
 @dataclass
@@ -141,6 +145,8 @@ def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutco
     guard = _system.SignalGuard()  # the lab and capture install their own inside this one
     guard.install()
     try:
+        if request.vm:
+            return execute_in_vm(request, progress)
         if request.fs:
             return execute_in_lab(request, progress)
         return execute_vfs_only(request, progress)
@@ -359,3 +365,50 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     if loss is not None:
         raise loss
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
+
+
+def execute_in_vm(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+    """The lab run in a qemu guest: the guest measures into the output directory, which
+    it shares with the host, and the host analyses. Needs no root on the host."""
+    preflight_vm(request)
+    engine.load_scenario(request.scenario)  # a bad scenario is refused here, before a guest boots
+    assert request.fs is not None, "a VM run names its filesystem"
+    image_bytes = filesystem.parse_size(request.image_size)
+    machine.qemu_binary()
+    kernel = vm_kernel.resolve(request.kernel)
+    with output_dir(request.out_dir) as out_dir, scratch_dir(None, keep=False) as ctl:
+        capture, facts = machine.run_capture(
+            kernel, guest_request(request, out_dir), ctl, out_dir, image_bytes, progress
+        )
+        guest_facts = {"kernel": capture.fs["kernel"], "cpus": facts.cpus}
+        return analyse_capture(request, capture, out_dir, vm=facts.describe(), **guest_facts)
+
+
+def preflight_vm(request: RunRequest) -> None:
+    if request.dir is not None or request.keep_db:
+        raise UsageError(
+            "--dir and --keep-db are for a VFS-only run on this host; a --vm run measures in the guest's lab",
+            "leave --dir and --keep-db out",
+        )
+
+
+def guest_request(request: RunRequest, out_dir: Path) -> dict:
+    """What the guest program (sqlwa.vm.guest) needs, as JSON; paths absolute, since the
+    guest sees the host's files at the same paths but not its working directory."""
+    scenario = request.scenario
+    if engine.looks_like_path(scenario):
+        scenario = str(Path(scenario).resolve())
+    return {
+        "scenario": scenario,
+        "settings": request.settings.as_dict(),
+        "fs": request.fs,
+        "image_size": request.image_size,
+        "mkfs_opts": request.mkfs_opts,
+        "mount_opts": request.mount_opts,
+        "fill_pct": request.fill_pct,
+        "encrypt": request.encrypt,
+        "fuse": request.fuse,
+        "out_dir": str(out_dir.resolve()),
+        "allow_loss": request.allow_loss,
+        "buffer_kb": request.buffer_kb,
+    }

@@ -63,6 +63,14 @@ def summary_caption(summary: dict) -> str:
     return caption
 
 
+def vm_line(vm: dict, kernel: str) -> str:
+    """Where a --vm run measured, and whether its times mean anything."""
+    line = f"VM lab: kernel {kernel} ({vm['kernel']['source']}), {vm['accelerator'].upper()}"
+    if not vm["timings_comparable"]:
+        line += " [yellow]: counts and bytes exact; latencies are an emulated CPU's, not comparable[/yellow]"
+    return line
+
+
 def summary_table(summary: dict) -> Table:
     table = Table()
     table.add_column("per commit", style="bold")
@@ -161,6 +169,9 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     console.print(summary_caption(summary), style="dim", highlight=False)
     levels = ", ".join(LEVEL_NOTES.get(level, level) for level in summary["levels"])
     console.print(f"measured levels: {levels}")
+    vm = summary["config"].get("vm")
+    if vm:
+        console.print(vm_line(vm, summary["config"]["kernel"]), highlight=False)
     trace = summary.get("trace")
     if trace:
         console.print(f"trace: {trace['events']:,} events, {trace['lost_events']:,} lost")

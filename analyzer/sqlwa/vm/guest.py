@@ -1,0 +1,70 @@
+"""The VM lab's guest side: ``python -m sqlwa.vm.guest CTL``, run by the guest's init.
+
+Takes one lab capture as ``CTL/request.json`` asks (a fresh filesystem on a loop device
+in the guest's RAM, the workload and its trace) and leaves ``CTL/capture.json`` (a
+:class:`~sqlwa.measure.lab_capture.LabCapture`) or, for an error sqlwa knows,
+``CTL/error.json``; the trace goes to the run's output directory, shared with the host,
+where the host analyses it. Progress goes to the console as ``sqlwa-vm: progress D N``
+lines. Imports nothing heavy (see :mod:`sqlwa.measure.lab_capture`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from sqlwa.errors import SqlwaError, hint_of
+from sqlwa.lab import filesystem
+from sqlwa.measure import engine, lab_capture
+
+REQUEST_FILE = "request.json"
+CAPTURE_FILE = "capture.json"
+ERROR_FILE = "error.json"
+PROGRESS_EVERY_S = 0.5  # the serial console is slow under TCG: a line per half second at most
+
+
+def capture(request: dict) -> lab_capture.LabCapture:
+    settings = engine.RunSettings(**request["settings"])
+    scenario = engine.load_scenario(request["scenario"])
+    lab = filesystem.LabFilesystem(
+        request["fs"],
+        image_size=request["image_size"],
+        mkfs_opts=request["mkfs_opts"],
+        mount_opts=request["mount_opts"],
+        fill_pct=request["fill_pct"],
+        encrypt=request["encrypt"],
+        fuse_layer=request["fuse"],
+    )
+    options = lab_capture.CaptureOptions(allow_loss=request["allow_loss"], buffer_kb=request["buffer_kb"])
+    return lab_capture.capture_in_lab(settings, scenario, lab, Path(request["out_dir"]), options, ConsoleProgress())
+
+
+class ConsoleProgress:
+    """The engine's progress as console lines the host turns into its progress bar."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            print(f"sqlwa-vm: progress {done} {total}", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    ctl = Path(argv[1])
+    try:
+        result = capture(json.loads((ctl / REQUEST_FILE).read_text()))
+    except SqlwaError as exc:
+        error = {"type": type(exc).__name__, "message": str(exc), "hint": hint_of(exc)}
+        (ctl / ERROR_FILE).write_text(json.dumps(error) + "\n")
+        return 2
+    (ctl / CAPTURE_FILE).write_text(result.to_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,203 @@
+"""The guest's kernel: Debian's current one, fetched once into the cache, or the user's.
+
+``--kernel debian`` downloads the package ``linux-image-amd64`` depends on with
+``apt-get download`` (no root, nothing installed), unpacks it with ``dpkg-deb -x`` into
+``~/.cache/sqlwa/kernels/<package>_<version>/`` and indexes its modules with ``depmod -b``.
+``--kernel PATH`` takes another ``linux-image-*.deb`` (any version Debian or Ubuntu
+ships, or one built with ``make bindeb-pkg``), prepared the same way, or a directory
+that already holds ``boot/vmlinuz-<release>`` and ``lib/modules/<release>/`` with its
+``modules.dep``.
+
+The compressed bzImage is unpacked once into ``vmlinux``: qemu starts an uncompressed
+kernel directly at its PVH entry point, skipping the firmware and the decompression,
+which take seconds under TCG.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import lzma
+import os
+import shutil
+import sys
+import tempfile
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sqlwa import _system
+from sqlwa.errors import UsageError
+
+DEBIAN = "debian"
+DEBIAN_META_PACKAGE = "linux-image-amd64"
+KERNEL_FILE = "kernel.json"  # what a prepared kernel directory holds, beside boot/ and lib/
+VMLINUX = "vmlinux"
+# Where a bzImage's compressed payload starts, by format (magic bytes).
+PAYLOAD_MAGIC = {b"\xfd7zXZ\x00": "xz", b"\x1f\x8b\x08": "gzip"}
+
+
+@dataclass(frozen=True)
+class GuestKernel:
+    """A kernel ready to boot: its image, its modules and where it came from."""
+
+    release: str  # uname -r inside the guest, e.g. 6.1.0-56-amd64
+    source: str  # "debian linux-image-6.1.0-56-amd64 6.1.192-2", or the path given
+    root: str  # the prepared directory: boot/, lib/modules/<release>/, vmlinux
+    image: str  # what qemu boots: vmlinux, or the bzImage when it could not be unpacked
+
+    @property
+    def modules_dir(self) -> Path:
+        return Path(self.root) / "lib" / "modules" / self.release
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/sqlwa`` or ``~/.cache/sqlwa``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sqlwa"
+
+
+def tell(message: str) -> None:
+    print(f"sqlwa: {message}", file=sys.stderr, flush=True)
+
+
+def resolve(choice: str, announce: Callable[[str], None] = tell) -> GuestKernel:
+    """The kernel ``--kernel`` names (``debian`` or a path), prepared in the cache."""
+    if choice == DEBIAN:
+        return debian_kernel(announce)
+    path = Path(choice)
+    if path.is_dir():
+        return kernel_in_directory(path, source=str(path))
+    if path.is_file() and path.suffix == ".deb":
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        return prepared(
+            f"deb-{digest}", lambda into: unpack_deb(path, into), source=str(path.resolve()), announce=announce
+        )
+    raise UsageError(
+        f"--kernel {choice}: not a linux-image .deb nor a directory holding boot/vmlinuz-* and lib/modules/",
+        "give --kernel debian, a linux-image-*.deb, or an unpacked kernel package directory",
+    )
+
+
+def debian_kernel(announce) -> GuestKernel:
+    """Debian's current amd64 kernel for this machine's release, fetched once."""
+    apt_get = _system.find_tool("apt-get")
+    if apt_get is None:
+        raise UsageError(
+            "--kernel debian fetches Debian's kernel package with apt-get, which this machine lacks",
+            "give --kernel PATH: a linux-image-*.deb or an unpacked kernel package directory",
+        )
+    package, version = debian_kernel_package()
+    key = f"{package}_{version}"
+
+    def fetch(into: Path) -> None:
+        announce(f"fetching Debian's kernel {package} {version} (once; cached in {cache_dir() / 'kernels'})")
+        _system.run_tool(
+            [apt_get, "download", "-q", f"{package}={version}"],
+            f"downloading {package}",
+            "check that apt can reach Debian's mirrors (apt-get update), or give --kernel PATH",
+            timeout=600,
+            cwd=into,
+        )
+        deb = next(into.glob("*.deb"))
+        unpack_deb(deb, into)
+        deb.unlink()
+
+    return prepared(key, fetch, source=f"debian {package} {version}", announce=announce)
+
+
+def debian_kernel_package() -> tuple[str, str]:
+    """(package, version) that Debian's ``linux-image-amd64`` currently depends on."""
+    proc = _system.run_tool(
+        ["apt-cache", "show", "--no-all-versions", DEBIAN_META_PACKAGE],
+        f"looking up {DEBIAN_META_PACKAGE}",
+        "run apt-get update, or give --kernel PATH",
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("Depends:"):
+            package = line.split(":", 1)[1].split(",")[0].split("(")[0].strip()
+            return package, package_version(package)
+    raise UsageError(f"apt knows {DEBIAN_META_PACKAGE} but not which kernel it depends on", "give --kernel PATH")
+
+
+def package_version(package: str) -> str:
+    proc = _system.run_tool(["apt-cache", "show", "--no-all-versions", package], f"looking up {package}")
+    for line in proc.stdout.splitlines():
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+    raise UsageError(f"apt has no version of {package}", "run apt-get update, or give --kernel PATH")
+
+
+def prepared(key: str, make, source: str, announce) -> GuestKernel:
+    """The kernel cached under ``key``, made by ``make(into)`` first if it is not there.
+
+    Made in a temporary directory beside the cache entry and renamed into place, so two
+    runs preparing the same kernel at once, or one interrupted, leave no half entry."""
+    entry = cache_dir() / "kernels" / key
+    if not (entry / KERNEL_FILE).is_file():
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=entry.parent))
+        try:
+            make(staging)
+            kernel = kernel_in_directory(staging, source, index=True)
+            (staging / KERNEL_FILE).write_text(json.dumps({"release": kernel.release, "source": source}) + "\n")
+            try:
+                staging.rename(entry)
+            except OSError:  # another run put it there first
+                pass
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return kernel_in_directory(entry, source)
+
+
+def unpack_deb(deb: Path, into: Path) -> None:
+    _system.run_tool(["dpkg-deb", "-x", deb, into], f"unpacking {deb.name}", "install dpkg (Debian's package tool)")
+
+
+def kernel_in_directory(root: Path, source: str, index: bool = False) -> GuestKernel:
+    """The kernel an unpacked kernel package directory holds; with ``index``, its modules
+    indexed (depmod) and its bzImage unpacked into ``vmlinux`` first."""
+    images = sorted((root / "boot").glob("vmlinuz-*"))
+    if not images:
+        raise UsageError(f"{root} holds no boot/vmlinuz-*", "give an unpacked linux-image package directory")
+    release = images[-1].name.removeprefix("vmlinuz-")
+    modules = root / "lib" / "modules" / release
+    if not modules.is_dir():
+        raise UsageError(f"{root} has no lib/modules/{release}/", "give the kernel's package with its modules")
+    if index:
+        _system.run_tool(["depmod", "-b", root, release], "indexing the guest kernel's modules", "install kmod")
+        unpack_vmlinux(images[-1], root / VMLINUX)
+    if not (modules / "modules.dep").is_file():
+        raise UsageError(f"{modules} has no modules.dep", f"run: depmod -b {root} {release}")
+    vmlinux = root / VMLINUX
+    image = vmlinux if vmlinux.is_file() else images[-1]
+    return GuestKernel(release=release, source=source, root=str(root), image=str(image))
+
+
+def unpack_vmlinux(bzimage: Path, into: Path) -> bool:
+    """Write the ELF kernel a bzImage carries compressed to ``into``; False when its
+    payload is in none of the formats known here (the bzImage then boots as it is)."""
+    data = bzimage.read_bytes()
+    for magic, form in PAYLOAD_MAGIC.items():
+        start = data.find(magic)
+        if start < 0:
+            continue
+        try:
+            payload = decompress(data[start:], form)
+        except (lzma.LZMAError, zlib.error):
+            continue
+        if payload.startswith(b"\x7fELF"):
+            into.write_bytes(payload)
+            return True
+    return False
+
+
+def decompress(data: bytes, form: str) -> bytes:
+    """The first compressed stream in ``data``; what follows it (the bzImage's tail) is ignored."""
+    if form == "xz":
+        return lzma.LZMADecompressor().decompress(data)
+    return zlib.decompressobj(wbits=zlib.MAX_WBITS | 16).decompress(data)  # gzip framing

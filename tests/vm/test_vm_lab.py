@@ -1,0 +1,154 @@
+"""``sqlwa run --vm``: the lab in a qemu guest with Debian's kernel, against independent truth.
+
+- fsyncs: SQLite's documented per-commit xSync sequence
+  (../shared/reference/sqlite-commit-syncs.md), at the VFS and at the syscall level;
+- block: the tests' own tally of the guest's raw trace.txt (tests/trace_truth.py: regular
+  expressions, no sqlwa code), per commit window;
+- the host: an ext4 run here and one in the guest agree on fsyncs and flushes per commit;
+- the guest's kernel is the one asked for (its release in the run's config equals the
+  kernel package's), and f2fs, which this host's kernel lacks, is measured there.
+
+The kernel is Debian's current one, fetched once into the cache (~/.cache/sqlwa).
+Without qemu or a static busybox these tests skip with the reason; ./scripts/system-deps
+installs both as root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from helpers import sqlwa_as_nobody
+from trace_truth import tally_block_per_commit
+
+pytestmark = [pytest.mark.vm, pytest.mark.slow]
+
+# SQLite's documented xSync calls per commit (as tests/lab/test_fuse.py checks them on the host)
+VFS_SYNCS = {("delete", "full"): 3, ("wal", "full"): 1}
+
+
+def vm_run(out: Path, *args: str, prefix: list[str] | None = None) -> dict:
+    cmd = [*(prefix or []), sys.executable, "-m", "sqlwa", "run", "--vm", *args, "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def guest_runs(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """One guest run per (fs, journal): ext4 and f2fs, DELETE and WAL, all FULL."""
+    runs = {}
+    for fs in ("ext4", "f2fs"):
+        for journal in ("delete", "wal"):
+            out = tmp_path_factory.mktemp(f"vm-{fs}-{journal}") / "out"
+            vm_run(out, "--fs", fs, "--image-size", "128M", "-j", journal, "--sync", "full", "-n", "40")
+            runs[fs, journal] = out
+    return runs
+
+
+def summary_of(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("fs", ["ext4", "f2fs"])
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_fsyncs_follow_sqlites_documented_sequence(guest_runs, fs, journal):
+    commits = pl.read_parquet(guest_runs[fs, journal] / "commits.parquet").filter(~pl.col("warmup"))
+    expected = VFS_SYNCS[journal, "full"]
+    assert commits["vfs_sync_calls"].to_list() == [expected] * commits.height
+    assert commits["fsync_calls"].to_list() == [expected] * commits.height
+
+
+@pytest.mark.parametrize("fs", ["ext4", "f2fs"])
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_block_per_commit_equals_independent_tally_of_the_guests_trace(guest_runs, fs, journal):
+    out = guest_runs[fs, journal]
+    summary = summary_of(out)
+    truth = tally_block_per_commit(out / "trace.txt", summary["config"]["lab"]["dev"].replace(":", ","))
+    commits = pl.read_parquet(out / "commits.parquet").filter(~pl.col("warmup"))
+    assert commits.height == 40
+    for row in commits.iter_rows(named=True):
+        tally = truth[row["index"]]
+        assert (row["write_requests"], row["write_bytes"], row["flush_requests"]) == (
+            tally["writes"],
+            tally["bytes"],
+            tally["flush"],
+        ), row["index"]
+
+
+@pytest.mark.parametrize("fs", ["ext4", "f2fs"])
+def test_the_guest_ran_the_kernel_asked_for_and_says_its_timings_are_emulated(guest_runs, fs):
+    config = summary_of(guest_runs[fs, "wal"])["config"]
+    vm = config["vm"]
+    kernel_dir = Path(vm["kernel"]["root"])
+    assert config["kernel"] == vm["kernel"]["release"] == config["lab"]["kernel"]
+    assert (kernel_dir / "lib" / "modules" / config["kernel"]).is_dir()
+    assert config["kernel"] != os.uname().release
+    assert config["fs"] == fs and config["lab"]["fs_type"] == fs
+    assert vm["timings_comparable"] == (vm["accelerator"] == "kvm")
+
+
+@pytest.mark.parametrize("fs", ["ext4", "f2fs"])
+def test_guest_block_bytes_are_attributed(guest_runs, fs):
+    """Attribution works in the guest as on the host: the bytes of every category add up to
+    the total and almost none is left unattributed."""
+    summary = summary_of(guest_runs[fs, "wal"])
+    section = summary["bytes_by_category"]
+    assert section["unattributed_share"] <= 0.05, section
+
+
+@pytest.mark.root
+def test_ext4_in_the_guest_agrees_with_the_host_on_fsyncs_and_flushes(guest_runs, tmp_path):
+    host = tmp_path / "host"
+    subprocess.run(
+        [sys.executable, "-m", "sqlwa", "run", "--fs", "ext4", "--image-size", "128M", "-j", "delete"]
+        + ["--sync", "full", "-n", "40", "--out", str(host)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    guest = summary_of(guest_runs["ext4", "delete"])["per_commit"]
+    here = summary_of(host)["per_commit"]
+    for metric in ("fsync_calls", "flush_requests"):
+        assert guest[metric] == here[metric], metric
+
+
+@pytest.mark.root
+def test_a_user_without_root_gets_the_block_level_from_the_guest(guest_runs):
+    """As nobody, with the kernel the other tests prepared given as a directory (nobody
+    cannot read root's cache): block and syscall levels measured, nothing left behind."""
+    kernel_dir = Path(summary_of(guest_runs["ext4", "wal"])["config"]["vm"]["kernel"]["root"])
+    readable = Path(
+        shutil.copytree(kernel_dir, Path(os.environ.get("TMPDIR", "/tmp")) / f"sqlwa-test-kernel-{os.getpid()}")
+    )
+    try:
+        for path in [readable, *readable.rglob("*")]:
+            path.chmod(path.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0))
+        with sqlwa_as_nobody(
+            "run",
+            "--vm",
+            "--kernel",
+            str(readable),
+            "--image-size",
+            "128M",
+            "-n",
+            "20",
+            "-o",
+            "{dir}/out",
+            prefix="sqlwa-vm-nobody-",
+            timeout=900,
+        ) as (proc, workdir):
+            assert proc.returncode == 0, proc.stderr
+            summary = json.loads((workdir / "out" / "summary.json").read_text())
+            assert {"syscall", "block"} <= set(summary["levels"])
+            assert summary["config"]["vm"]["accelerator"] == "tcg"  # nobody cannot open /dev/kvm
+    finally:
+        shutil.rmtree(readable, ignore_errors=True)
