@@ -4,7 +4,10 @@ table says, checked against independent truth where there is one."""
 from __future__ import annotations
 
 import json
+import math
+import sqlite3
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +40,137 @@ def test_lab_check_json_lists_every_filesystem():
     assert {"root", "tracefs"} <= {line["what"] for line in lines}
     assert {f"--fs {fs}" for fs in FILESYSTEMS} <= {line["what"] for line in lines}
     assert all(set(line) == {"what", "ok", "reason", "hint"} for line in lines)
+
+
+# ------------------------------------------------------------------ truth from the store
+
+CONFIG_KEYS = ("scenario", "fs", "journal", "sync")
+LATENCY_QUANTILES = {"p50_ms": 0.50, "p99_ms": 0.99, "p999_ms": 0.999}
+# What a VFS-only run measures of the figures compare shows; every one is a cost.
+VFS_COMPARED = ("vfs_sync_calls_per_commit", "vfs_write_kib_per_commit", *LATENCY_QUANTILES, "frame_budget_misses")
+
+
+def label(config: tuple) -> str:
+    scenario, fs, journal, sync = config
+    return f"{scenario} {fs} {journal}/{sync}"
+
+
+def store_rows(matrix: Path, where: str = "1") -> list[dict]:
+    """The runs table as SQLite itself reads it, not through sqlwa."""
+    conn = sqlite3.connect(matrix / "results.sqlite")
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(row) for row in conn.execute(f"SELECT * FROM runs WHERE {where} ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def linear_quantile(values: list[float], q: float) -> float:
+    """The quantile between the two nearest order statistics (numpy's and Polars' "linear")."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def pooled_latencies_ms(matrix: Path) -> dict[tuple, list[float]]:
+    """Every measured commit's latency of each configuration's successful runs, in ms."""
+    conn = sqlite3.connect(matrix / "results.sqlite")
+    try:
+        rows = conn.execute(
+            "SELECT r.scenario, r.fs, r.journal, r.sync, c.latency_ns FROM commits c JOIN runs r ON r.id = c.run_id "
+            "WHERE r.status = 'ok' AND NOT c.warmup"
+        ).fetchall()
+    finally:
+        conn.close()
+    pooled: dict[tuple, list[float]] = {}
+    for *config, latency_ns in rows:
+        pooled.setdefault(tuple(config), []).append(latency_ns / 1e6)
+    return pooled
+
+
+def config_means(matrix: Path) -> dict[str, dict[str, float]]:
+    """Each configuration's figures as the tables define them: the mean over its
+    successful repeats, latency quantiles over their commits pooled."""
+    runs: dict[tuple, list[dict]] = {}
+    for row in store_rows(matrix, "status = 'ok'"):
+        runs.setdefault(tuple(row[key] for key in CONFIG_KEYS), []).append(row)
+    latencies = pooled_latencies_ms(matrix)
+    means = {}
+    for config, rows in runs.items():
+        figures = {name: sum(row[name] for row in rows) / len(rows) for name in VFS_COMPARED}
+        figures.update({name: linear_quantile(latencies[config], q) for name, q in LATENCY_QUANTILES.items()})
+        means[label(config)] = figures
+    return means
+
+
+def vfs_matrix(tmp_path_factory, name: str, *args: str) -> Path:
+    out = tmp_path_factory.mktemp(name) / "m"
+    sqlwa("matrix", "--vfs-only", "--sync", "full", "--warmup", "1", *args, "--out", str(out))
+    return out
+
+
+def assert_one_error_line(proc: subprocess.CompletedProcess, message: str) -> None:
+    """A user mistake: exit 2, nothing on stdout, one error line (and its fix) on stderr."""
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    [error, *rest] = proc.stderr.splitlines()
+    assert error.startswith("sqlwa: error: ") and message in error, proc.stderr
+    assert all(line.startswith("  fix: ") for line in rest), proc.stderr
+
+
+# ------------------------------------------------------------------ sqlwa compare --json
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory) -> tuple[Path, Path]:
+    """A: delete and wal; B: wal (the one configuration in both, two repeats) and wal/normal."""
+    a = vfs_matrix(tmp_path_factory, "compare-a", "-j", "delete,wal", "-n", "5")
+    b = vfs_matrix(tmp_path_factory, "compare-b", "-j", "wal", "--sync", "full,normal", "--repeat", "2", "-n", "6")
+    return a, b
+
+
+def test_compare_json_holds_both_stores_figures_and_their_change(compared):
+    a, b = compared
+    document = json.loads(sqlwa("compare", str(a), str(b), "--json").stdout)
+    truth_a, truth_b = config_means(a), config_means(b)
+    assert (document["a"], document["b"]) == (str(a), str(b))
+    configurations = {entry["label"]: entry for entry in document["configurations"]}
+    assert set(configurations) == set(truth_a) | set(truth_b)
+    for name, entry in configurations.items():
+        assert set(entry["metrics"]) == set(VFS_COMPARED) and entry["durability"] is None  # VFS level only
+        for metric, compared_metric in entry["metrics"].items():
+            before, after = truth_a.get(name, {}).get(metric), truth_b.get(name, {}).get(metric)
+            assert compared_metric["a"] == pytest.approx(before) and compared_metric["b"] == pytest.approx(after)
+            assert_change(compared_metric, before, after)
+
+
+def assert_change(compared_metric: dict, before: float | None, after: float | None) -> None:
+    """B − A, in percent of A where A is not 0, and its verdict: every figure compared here
+    is a cost, so more is worse."""
+    if before is None or after is None:
+        assert compared_metric["change"] is compared_metric["change_pct"] is compared_metric["verdict"] is None
+        return
+    change = after - before
+    assert compared_metric["change"] == pytest.approx(change, abs=1e-9)
+    assert compared_metric["change_pct"] == (pytest.approx(change / before * 100, abs=1e-9) if before else None)
+    verdict = "worse" if change > 0 else "better" if change < 0 else "unchanged"
+    assert compared_metric["verdict"] == verdict
+
+
+def test_compare_json_names_each_unit(compared):
+    a, _ = compared
+    document = json.loads(sqlwa("compare", str(a), str(a), "--json").stdout)
+    units = {metric: figures["unit"] for metric, figures in document["configurations"][0]["metrics"].items()}
+    assert units == {
+        "vfs_sync_calls_per_commit": "calls",
+        "vfs_write_kib_per_commit": "KiB",
+        **dict.fromkeys(LATENCY_QUANTILES, "ms"),
+        "frame_budget_misses": "commits",
+    }
+
+
+def test_compare_json_of_a_missing_side_is_one_error_line_and_no_json(compared, tmp_path):
+    a, _ = compared
+    proc = sqlwa("compare", str(a), str(tmp_path / "nothing"), "--json", check=False)
+    assert_one_error_line(proc, "holds neither results.sqlite nor summary.json")

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
+
+import polars as pl
+
+from sqlwa.catalogue import METRICS
+from sqlwa.results import compare as comparing
 
 
 def dumps(document: Any) -> str:
@@ -26,3 +32,36 @@ def finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite(item) for item in value]
     return value
+
+
+#: Bumped when a document's shape changes (a key renamed, removed or given another meaning);
+#: keys may be added without.
+SCHEMA_VERSION = 1
+
+
+# --------------------------------------------------------------------------- sqlwa compare
+
+
+def compare_document(a: Path, b: Path, rows: pl.DataFrame, durability: pl.DataFrame) -> dict:
+    """``sqlwa compare --json``: per configuration, each metric's A, B, change and verdict,
+    and durability where either side looked for it — what the table shows."""
+    configurations: dict[str, dict] = {}
+    for row in rows.iter_rows(named=True):
+        entry = configurations.setdefault(row["config"], {"label": row["config"], "metrics": {}, "durability": None})
+        entry["metrics"][row["metric"]] = compared_metric(row)
+    for row in durability.iter_rows(named=True):
+        if row["config"] in configurations and (row["a"] or row["b"]):
+            configurations[row["config"]]["durability"] = {key: row[key] for key in ("a", "b", "change")}
+    return {"schema_version": SCHEMA_VERSION, "a": str(a), "b": str(b), "configurations": [*configurations.values()]}
+
+
+def compared_metric(row: dict) -> dict:
+    metric = METRICS[row["metric"]]
+    return {
+        "unit": metric.unit,
+        "a": row["a"],
+        "b": row["b"],
+        "change": row["delta"],
+        "change_pct": row["pct"],
+        "verdict": comparing.verdict(metric, row["delta"], row["durability_lost"]),
+    }
