@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -174,3 +175,116 @@ def test_compare_json_of_a_missing_side_is_one_error_line_and_no_json(compared, 
     a, _ = compared
     proc = sqlwa("compare", str(a), str(tmp_path / "nothing"), "--json", check=False)
     assert_one_error_line(proc, "holds neither results.sqlite nor summary.json")
+
+
+# ------------------------------------------------------------------ sqlwa matrix --json
+
+# A scenario whose second commit breaks its primary key: its cells fail at the VFS level too.
+FAILING_SCENARIO = """
+name = "clash"
+description = "the second insert of the one key breaks the primary key"
+autocommit = true
+
+[[table]]
+name = "t"
+columns = ["key INTEGER PRIMARY KEY", "value TEXT NOT NULL"]
+
+[[txn]]
+op = "insert"
+table = "t"
+values = { key = { kind = "int", min = 1, max = 1 }, value = { kind = "text", min = 8, max = 8 } }
+"""
+
+
+@pytest.fixture(scope="module")
+def failing_sweep(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, Path]:
+    """A --json sweep of two repeats of delete and wal for mobibench-insert and for the
+    failing scenario: (its directory, the process, the failing scenario's file)."""
+    root = tmp_path_factory.mktemp("matrix-json")
+    scenario = root / "clash.toml"
+    scenario.write_text(FAILING_SCENARIO)
+    out = root / "m"
+    proc = sqlwa(
+        "matrix", "--vfs-only", "-s", f"mobibench-insert,{scenario}", "-j", "delete,wal", "--sync", "full",
+        "--repeat", "2", "-n", "5", "--warmup", "1", "--out", str(out), "--json", check=False,
+    )  # fmt: skip
+    return out, proc, scenario
+
+
+def test_matrix_json_with_a_failed_cell_exits_1_with_the_document(failing_sweep):
+    out, proc, scenario = failing_sweep
+    assert proc.returncode == 1, proc.stderr
+    document = json.loads(proc.stdout)
+    assert document["out"] == str(out)
+    assert document["counts"] == {"cells": 8, "ok": 4, "done-earlier": 0, "skipped": 0, "failed": 4}
+    assert "cell(s) into" not in proc.stdout and "8 cell(s) into" in proc.stderr  # progress: stderr
+    conn = sqlite3.connect(out / "results.sqlite")
+    [(plan,)] = conn.execute("SELECT plan_json FROM matrix_plan").fetchall()
+    conn.close()
+    assert document["plan"] == json.loads(plan)
+    assert document["plan"]["scenarios"] == ["mobibench-insert", str(scenario)]
+    assert (document["plan"]["repeat"], document["plan"]["txns"], document["plan"]["lab"]) == (2, 5, False)
+
+
+def test_matrix_json_cells_are_the_runs_in_the_store(failing_sweep):
+    out, proc, scenario = failing_sweep
+    cells = {cell["key"]: cell for cell in json.loads(proc.stdout)["cells"]}
+    rows = {row["run_key"]: row for row in store_rows(out)}
+    assert set(cells) == set(rows)
+    for key, cell in cells.items():
+        row = rows[key]
+        assert [cell[name] for name in (*CONFIG_KEYS, "repeat", "status", "reason", "commits")] == [
+            row[name] for name in (*CONFIG_KEYS, "repeat", "status", "reason", "commits")
+        ]
+        assert cell["run_dir"] == (str((out / row["run_dir"]).resolve()) if row["run_dir"] else None)
+        assert cell["lost_events"] == 0  # the VFS level has no trace to lose events of
+        assert cell["metrics"] == {name: row[name] for name in cell["metrics"]}
+        if cell["scenario"] == str(scenario):
+            assert cell["status"] == "failed" and "UNIQUE constraint failed" in cell["reason"]
+        else:  # the run as asked for, measured at the VFS level only
+            assert (cell["status"], cell["commits"], cell["levels"]) == ("ok", 5, ["vfs"])
+            assert cell["metrics"]["fsync_calls_per_commit"] is None
+
+
+def test_matrix_json_configurations_are_the_means_of_their_repeats(failing_sweep):
+    out, proc, _ = failing_sweep
+    configurations = {entry["label"]: entry for entry in json.loads(proc.stdout)["configurations"]}
+    truth = config_means(out)
+    assert set(configurations) == set(truth)  # the failed scenario has no configuration to show
+    for name, entry in configurations.items():
+        assert (entry["repeats"], entry["commits"], entry["lost_events"]) == (2, 10, 0)
+        for metric, value in truth[name].items():
+            assert entry["metrics"][metric] == pytest.approx(value), metric
+
+
+def test_matrix_json_of_a_resumed_sweep_says_which_cells_were_done_earlier(tmp_path):
+    out = tmp_path / "m"
+    sweep = (
+        "matrix",
+        "--vfs-only",
+        "-j",
+        "delete,wal",
+        "--sync",
+        "full",
+        "-n",
+        "5",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+    )
+    sqlwa(*sweep)
+    (wal_dir,) = [row["run_dir"] for row in store_rows(out) if row["journal"] == "wal"]
+    shutil.rmtree(out / wal_dir)  # as if Ctrl-C had hit that cell
+    document = json.loads(sqlwa(*sweep, "--resume", "--json").stdout)
+    cells = {cell["journal"]: cell for cell in document["cells"]}
+    assert (cells["delete"]["status"], cells["delete"]["seconds"]) == ("done-earlier", 0)
+    assert cells["wal"]["status"] == "ok" and Path(cells["wal"]["run_dir"], "summary.json").exists()
+    rows = {row["journal"]: row for row in store_rows(out)}
+    for journal, cell in cells.items():
+        assert cell["metrics"]["vfs_write_kib_per_commit"] == rows[journal]["vfs_write_kib_per_commit"]
+
+
+def test_matrix_json_with_an_unknown_mode_is_one_error_line_and_no_json(tmp_path):
+    proc = sqlwa("matrix", "--vfs-only", "-j", "delete,walrus", "--out", str(tmp_path / "m"), "--json", check=False)
+    assert_one_error_line(proc, "unknown journal mode 'walrus'")

@@ -12,8 +12,10 @@ from typing import Any
 
 import polars as pl
 
-from sqlwa.catalogue import METRICS
+from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_label
+from sqlwa.measure import matrix
 from sqlwa.results import compare as comparing
+from sqlwa.results import store
 
 
 def dumps(document: Any) -> str:
@@ -64,4 +66,62 @@ def compared_metric(row: dict) -> dict:
         "change": row["delta"],
         "change_pct": row["pct"],
         "verdict": comparing.verdict(metric, row["delta"], row["durability_lost"]),
+    }
+
+
+# --------------------------------------------------------------------------- sqlwa matrix
+
+
+def matrix_document(outcome: matrix.MatrixOutcome, runs: pl.DataFrame, latencies: pl.DataFrame) -> dict:
+    """``sqlwa matrix --json``: the plan, every cell of this sweep with what became of it
+    and its run's figures (from the store), and the means per configuration the table
+    shows."""
+    stored = {row["run_key"]: row for row in runs.iter_rows(named=True)} if runs.height else {}
+    statuses = [result.status for result in outcome.results]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "out": str(outcome.plan.out_dir),
+        "plan": matrix.plan_record(outcome.plan),
+        "counts": {"cells": len(statuses), **{status: statuses.count(status) for status in CELL_STATUSES}},
+        "cells": [cell_entry(result, stored.get(result.cell.key, {})) for result in outcome.results],
+        "configurations": [
+            configuration_entry(row) for row in store.config_means(runs, latencies).iter_rows(named=True)
+        ],
+        "units": {name: metric.unit for name, metric in METRICS.items()},
+    }
+
+
+CELL_STATUSES = ("ok", "done-earlier", "skipped", "failed")
+
+
+def cell_entry(result: matrix.CellResult, row: dict) -> dict:
+    """One cell: what happened to it in this sweep (``seconds`` measuring it now, 0 for
+    one done earlier), and its run as the store holds it."""
+    cell = result.cell
+    return {
+        "label": cell.label,
+        "key": cell.key,
+        **{key: getattr(cell, key) for key in CONFIG_KEYS},
+        "repeat": cell.repeat,
+        "status": result.status,
+        "reason": result.reason,
+        "seconds": result.seconds,
+        "run_dir": row.get("run_dir"),
+        "levels": json.loads(row.get("levels") or "[]"),
+        "commits": row.get("commits"),
+        "lost_events": row.get("lost_events") or 0,  # none without a trace, as in the configurations' sums
+        "metrics": {name: row.get(name) for name in METRICS},
+    }
+
+
+def configuration_entry(row: dict) -> dict:
+    """A configuration's means over its successful repeats (latency quantiles over their
+    commits pooled), as in the matrix table."""
+    return {
+        "label": config_label(row),
+        **{key: row[key] for key in CONFIG_KEYS},
+        "repeats": row["repeats"],
+        "commits": row["commits"],
+        "lost_events": row["lost_events"],
+        "metrics": {name: row.get(name) for name in METRICS},
     }
