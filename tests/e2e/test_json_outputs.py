@@ -3,6 +3,7 @@ table says, checked against independent truth where there is one."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, sqlwa
+from helpers import REPO, sqlwa, sqlwa_in_process
 from sqlwa.lab.filesystem import FILESYSTEMS
 
 KEKS = REPO / "traces" / "samples" / "blktrace-keks" / "keks"
@@ -288,3 +289,140 @@ def test_matrix_json_of_a_resumed_sweep_says_which_cells_were_done_earlier(tmp_p
 def test_matrix_json_with_an_unknown_mode_is_one_error_line_and_no_json(tmp_path):
     proc = sqlwa("matrix", "--vfs-only", "-j", "delete,walrus", "--out", str(tmp_path / "m"), "--json", check=False)
     assert_one_error_line(proc, "unknown journal mode 'walrus'")
+
+
+# ------------------------------------------------------------------ sqlwa check --json
+
+
+def check_json(policy_text: str, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy_text)
+    proc = sqlwa_in_process("check", "--policy", str(policy), *args, "--json")
+    return proc, json.loads(proc.stdout)
+
+
+LIMITS_POLICY = """
+[[rule]]
+name = "loose"
+max_p99_ms = 100000
+max_frame_budget_misses = 1000
+
+[[rule]]
+name = "tight"
+sync = "normal"
+max_p99_ms = 0.000001
+
+[[rule]]
+name = "needs the syscall level"
+max_fsync_calls_per_commit = 10
+"""
+
+
+def test_check_json_measured_values_are_the_stores_and_verdicts_follow_the_limits(compared, tmp_path):
+    _, results = compared
+    proc, document = check_json(LIMITS_POLICY, tmp_path, str(results))
+    truth = config_means(results)
+    assert proc.returncode == 1 and document["passed"] is False  # "tight" is broken, fsyncs were not measured
+    assert {check["label"] for check in document["checks"]} == set(truth)
+    for check in document["checks"]:
+        assert check["configuration"] == dict(zip(CONFIG_KEYS, check["label"].replace("/", " ").split()))
+        if check["metric"] == "fsync_calls_per_commit":  # a VFS-level run has no syscall figures
+            assert (check["measured"], check["outcome"], check["fails"]) == (None, "unmeasured", True)
+            continue
+        measured = truth[check["label"]][check["metric"]]
+        assert check["measured"] == pytest.approx(measured)
+        assert (
+            check["limit"]
+            == {"loose": {"p99_ms": 100000, "frame_budget_misses": 1000}, "tight": {"p99_ms": 1e-6}}[check["rule"]][
+                check["metric"]
+            ]
+        )
+        assert check["outcome"] == ("violation" if measured > check["limit"] else "pass")
+        assert check["fails"] == (check["outcome"] == "violation")
+    outcomes = [check["outcome"] for check in document["checks"]]
+    assert document["counts"] == {
+        "checks": len(outcomes),
+        **{outcome: outcomes.count(outcome) for outcome in ("pass", "violation", "unmeasured")},
+        "failing": sum(check["fails"] for check in document["checks"]),
+    }
+    assert [rule["scope"]["sync"] for rule in document["rules"]] == [None, ["normal"], None]
+
+
+def test_check_json_of_a_passing_gate_exits_0_and_names_what_was_allowed(compared, tmp_path):
+    _, results = compared
+    policy = "[options]\nallow_unmeasured = true\n[[rule]]\nmax_p99_ms = 100000\nmax_fsync_calls_per_commit = 10\n"
+    proc, document = check_json(policy, tmp_path, str(results))
+    assert proc.returncode == 0 and document["passed"] is True and document["options"]["allow_unmeasured"] is True
+    unmeasured = [check for check in document["checks"] if check["outcome"] == "unmeasured"]
+    assert unmeasured and not any(check["fails"] for check in unmeasured)
+    assert document["counts"]["failing"] == 0
+
+
+def mann_whitney_p(new: list[float], old: list[float]) -> float:
+    """One-sided exact Mann–Whitney U (new larger): the share of all ways to split the
+    pooled values into the two groups whose U is at least the observed one."""
+    pooled = new + old
+
+    def u(group: tuple[int, ...]) -> int:
+        rest = [pooled[i] for i in range(len(pooled)) if i not in group]
+        return sum(pooled[i] > value for i in group for value in rest)
+
+    splits = list(itertools.combinations(range(len(pooled)), len(new)))
+    observed = u(tuple(range(len(new))))
+    return sum(u(split) >= observed for split in splits) / len(splits)
+
+
+REGRESSION_POLICY = """
+[[rule]]
+max_regression_pct = 10
+metrics = ["vfs_write_kib_per_commit", "vfs_sync_calls_per_commit", "p99_ms"]
+"""
+
+
+def test_check_json_regressions_hold_both_sides_and_the_significance_of_timing(compared, tmp_path):
+    baseline, results = compared
+    proc, document = check_json(REGRESSION_POLICY, tmp_path, str(results), "--baseline", str(baseline))
+    assert document["baseline"] == str(baseline)
+    now, before = config_means(results), config_means(baseline)
+    checks = {(check["label"], check["metric"]): check for check in document["checks"]}
+    # wal/normal is not in the baseline: one unmeasured check for the configuration
+    absent = checks[("mobibench-insert none wal/normal", None)]
+    assert (absent["kind"], absent["outcome"], absent["fails"]) == ("regression", "unmeasured", True)
+    name = "mobibench-insert none wal/full"
+    for metric in ("vfs_write_kib_per_commit", "vfs_sync_calls_per_commit", "p99_ms"):
+        check = checks[(name, metric)]
+        assert check["baseline"] == pytest.approx(before[name][metric])
+        assert check["current"] == pytest.approx(now[name][metric])
+        change = (now[name][metric] - before[name][metric]) / before[name][metric] * 100
+        assert (check["measured"], check["unit"], check["limit"]) == (pytest.approx(change), "%", 10)
+    for metric in ("vfs_write_kib_per_commit", "vfs_sync_calls_per_commit"):  # counts: exact rules
+        check = checks[(name, metric)]
+        assert check["p_value"] is None and check["outcome"] == ("violation" if check["measured"] > 10 else "pass")
+    p99 = checks[(name, "p99_ms")]
+    runs = lambda matrix: [row["p99_ms"] for row in store_rows(matrix, "journal = 'wal' AND sync = 'full'")]  # noqa: E731
+    assert p99["p_value"] == pytest.approx(mann_whitney_p(runs(results), runs(baseline)))
+    # 2 runs against 1 cannot reach p <= 0.05 (the smallest p is 1 / C(3, 2)): never called a regression
+    assert p99["outcome"] == ("pass" if p99["measured"] <= 10 else "unmeasured")
+    assert proc.returncode == 1  # the unmeasured configuration fails the gate
+
+
+def test_check_json_policy_mistake_is_one_error_line_and_no_json(compared, tmp_path):
+    _, results = compared
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[[rule]]\nmax_p99 = 3\n")
+    proc = sqlwa_in_process("check", "--policy", str(policy), str(results), "--json")
+    assert_one_error_line(proc, "unknown key 'max_p99'")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check", "--json", "--bogus", "{tmp}"),
+        ("compare", "--json", "{tmp}"),
+        ("matrix", "--json", "--vfs-only", "--repeat", "0", "--out", "{tmp}/m"),
+    ],
+)
+def test_a_bad_option_with_json_exits_2_with_one_error_line(args, tmp_path):
+    proc = sqlwa_in_process(*(arg.format(tmp=tmp_path) for arg in args))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len([line for line in proc.stderr.splitlines() if line.startswith("Error: ")]) == 1, proc.stderr

@@ -14,6 +14,7 @@ import polars as pl
 
 from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_label
 from sqlwa.measure import matrix
+from sqlwa.results import check as checking
 from sqlwa.results import compare as comparing
 from sqlwa.results import store
 
@@ -124,4 +125,80 @@ def configuration_entry(row: dict) -> dict:
         "commits": row["commits"],
         "lost_events": row["lost_events"],
         "metrics": {name: row.get(name) for name in METRICS},
+    }
+
+
+# --------------------------------------------------------------------------- sqlwa check
+
+
+def check_document(
+    result: checking.CheckResult,
+    policy: checking.Policy,
+    runs: pl.DataFrame,
+    sources: dict[str, Path | None],
+) -> dict:
+    """``sqlwa check --json``: the overall result, the policy's rules and options, every
+    check (passed ones too) and the notes. ``sources``: the policy, results and baseline
+    paths as given."""
+    failing = {id(finding) for finding in result.failing(policy)}
+    configurations = configurations_by_label(runs)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        **{name: None if path is None else str(path) for name, path in sources.items()},
+        "passed": not failing,
+        "counts": {
+            "checks": len(result.findings),
+            **{outcome: result.count(outcome) for outcome in ("pass", "violation", "unmeasured")},
+            "failing": len(failing),
+        },
+        "options": {
+            "allow_lossy_trace": policy.allow_lossy_trace,
+            "allow_unmeasured": policy.allow_unmeasured,
+            "significance_level": policy.significance_level,
+        },
+        "rules": [rule_entry(rule) for rule in policy.rules],
+        "checks": [check_entry(f, id(f) in failing, configurations) for f in result.findings],
+        "notes": result.notes,
+    }
+
+
+def configurations_by_label(runs: pl.DataFrame) -> dict[str, dict]:
+    """The configuration keys of each label a check names (a run's check names its
+    configuration as its suite)."""
+    rows = runs.iter_rows(named=True) if runs.height else []
+    return {config_label(row): {key: row[key] for key in CONFIG_KEYS} for row in rows}
+
+
+def rule_entry(rule: checking.Rule) -> dict:
+    """A rule as the policy states it; a scope key of null matches every value."""
+    return {
+        "name": rule.name,
+        "scope": {key: list(values) or None for key, values in rule.scope.items()},
+        "limits": rule.limits,
+        "max_regression_pct": rule.max_regression_pct,
+        "metrics": list(rule.metrics) if rule.max_regression_pct is not None else [],
+        "forbid_findings": list(rule.forbid_findings),
+    }
+
+
+def check_entry(finding: checking.Finding, fails: bool, configurations: dict[str, dict]) -> dict:
+    """One check: what it held against what, its outcome and whether that fails the gate
+    (an unmeasured check fails unless the policy allows it), and its line of text."""
+    what = checking.checked(finding.check)
+    return {
+        "label": finding.config,
+        "configuration": configurations.get(finding.suite or finding.config),
+        "rule": finding.rule,
+        "check": finding.check,
+        "kind": what.kind,
+        "metric": what.name,
+        "unit": what.unit,
+        "measured": finding.measured,
+        "limit": finding.limit,
+        "baseline": finding.baseline,
+        "current": finding.current,
+        "p_value": finding.p_value,
+        "outcome": finding.outcome,
+        "fails": fails,
+        "line": finding.line(),
     }
