@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, sqlwa, sqlwa_in_process
+from sqlwa.catalogue import METRICS
 from sqlwa.lab.filesystem import FILESYSTEMS
+from sqlwa.results.check import LIMITS
 
 KEKS = REPO / "traces" / "samples" / "blktrace-keks" / "keks"
 
@@ -426,3 +428,53 @@ def test_a_bad_option_with_json_exits_2_with_one_error_line(args, tmp_path):
     proc = sqlwa_in_process(*(arg.format(tmp=tmp_path) for arg in args))
     assert proc.returncode == 2 and proc.stdout == ""
     assert len([line for line in proc.stderr.splitlines() if line.startswith("Error: ")]) == 1, proc.stderr
+
+
+# ------------------------------------------------------------------ the README's examples
+
+# Objects keyed by metric (or by a rule's limit): the README's examples show a few of them.
+NAME_MAPS = {"metrics", "units", "limits"}
+KNOWN_NAMES = set(METRICS) | set(LIMITS)
+
+
+def readme_example(command: str) -> dict:
+    """The JSON example after the README's paragraph on ``sqlwa COMMAND --json``."""
+    section = (REPO / "README.md").read_text().split("## Machine-readable output: `--json`")[1].split("\n## ")[0]
+    paragraph = section.split(f"**`sqlwa {command} --json`**")[1]
+    return json.loads(paragraph.split("```json\n")[1].split("```")[0])
+
+
+def value_kind(value) -> str:
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+
+
+def assert_same_shape(example, actual, where: str = "document") -> None:
+    """The example has the real document's keys (a few of a name map's), and values of
+    the same kind; null on either side matches anything (not measured)."""
+    if example is None or actual is None:
+        return
+    if isinstance(example, dict):
+        assert isinstance(actual, dict), where
+        if where.rsplit(".", 1)[-1] in NAME_MAPS:
+            assert set(example) <= KNOWN_NAMES, where
+            pairs = [(key, actual.get(key, next(iter(actual.values()), None))) for key in example]
+        else:
+            assert set(example) == set(actual), f"{where}: {sorted(set(example) ^ set(actual))}"
+            pairs = [(key, actual[key]) for key in example]
+        for key, value in pairs:
+            assert_same_shape(example[key], value, f"{where}.{key}")
+    elif isinstance(example, list):
+        assert isinstance(actual, list), where
+        if example and actual:
+            assert_same_shape(example[0], actual[0], f"{where}[0]")
+    else:
+        assert value_kind(example) == value_kind(actual), where
+
+
+def test_the_readme_examples_have_the_shape_of_the_real_documents(failing_sweep, compared, tmp_path):
+    a, b = compared
+    compare_document = json.loads(sqlwa_in_process("compare", str(a), str(b), "--json").stdout)
+    _, check_document = check_json(LIMITS_POLICY, tmp_path, str(b))
+    assert_same_shape(readme_example("matrix"), json.loads(failing_sweep[1].stdout))
+    assert_same_shape(readme_example("compare"), compare_document)
+    assert_same_shape(readme_example("check"), check_document)
