@@ -39,7 +39,7 @@ CHANGE_TEXT = {"lost": "[red]LOST[/red]", "regained": "[green]regained[/green]",
     "as_json",
     is_flag=True,
     help="Print the comparison as JSON instead of the table: per configuration each metric's unit, a, b, "
-    "change, change_pct and verdict (worse, better, durability_lost, unchanged), and durability.",
+    "change, change_pct and verdict (worse, better, durability_lost, unchanged, undirected), and durability.",
 )
 def compare_command(a, b, as_json):
     """Show two results side by side with deltas (B − A): matrices or single runs.
