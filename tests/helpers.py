@@ -20,6 +20,25 @@ def sqlwa(*args: str, check: bool = True, timeout: float = 600, **kw) -> subproc
     return proc
 
 
+def sqlwa_in_process(*args: str) -> subprocess.CompletedProcess:
+    """``sqlwa ARGS`` through the CLI's entry point in this process (exit code and both
+    streams as a subprocess would give them), for commands that are quick once Polars is
+    imported: a subprocess per case would spend most of its time importing it."""
+    import contextlib
+    import io
+
+    from sqlwa import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            cli.main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["sqlwa", *args], code, out.getvalue(), err.getvalue())
+
+
 def run_summary(out: Path, *args: str) -> dict:
     """``sqlwa run ARGS --out OUT`` and its summary.json."""
     sqlwa("run", *args, "--out", str(out))

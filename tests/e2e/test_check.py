@@ -3,8 +3,6 @@ unmeasured levels reported, lossy traces failed, baselines, JUnit XML, the examp
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import shutil
@@ -18,8 +16,7 @@ from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
 
 import helpers
-from helpers import REPO, sqlwa
-from sqlwa import cli
+from helpers import REPO, sqlwa, sqlwa_in_process
 
 ROOT = REPO
 EXAMPLE_POLICY = ROOT / "examples" / "policy.toml"
@@ -44,16 +41,8 @@ def policy(tmp_path: Path, text: str) -> Path:
 
 
 def check(*args: str) -> subprocess.CompletedProcess:
-    """``sqlwa check ARGS`` in this process (the CLI entry point, exit code and streams):
-    a subprocess per case would spend most of the suite importing Polars."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            cli.main(["check", *args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return subprocess.CompletedProcess(["sqlwa", "check", *args], code, out.getvalue(), err.getvalue())
+    """``sqlwa check ARGS`` in this process."""
+    return sqlwa_in_process("check", *args)
 
 
 def test_violated_limit_exits_1_with_one_line(tmp_path, vfs_run):

@@ -595,6 +595,7 @@ def check_args(draw) -> list:
         )
     )
     verbose = ["-v"] if draw(maybe) else []
+    as_json = ["--json"] if draw(maybe) else []
     return [
         "check",
         "-p",
@@ -603,13 +604,27 @@ def check_args(draw) -> list:
         *flagged("-b", p["baseline"]),
         *flagged("--junit", p["junit"]),
         *verbose,
+        *as_json,
     ]
+
+
+def json_or_nothing(world: World, outcome: Outcome) -> None:
+    """With --json, stdout is one JSON document when the command ran (exit 0 or 1) and
+    empty when it refused (exit 2)."""
+    import json
+
+    if "--json" not in outcome.args or outcome.timed_out:
+        return
+    if outcome.returncode == 2:
+        assert outcome.stdout == "", outcome.stdout
+    else:
+        json.loads(outcome.stdout)
 
 
 @FUZZ
 @given(user=users, args=check_args(), policy=policies())
 def test_check_options(user, args, policy):
-    run_example(user, args, {"policy.toml": policy})
+    run_example(user, args, {"policy.toml": policy}, extra=json_or_nothing)
 
 
 @FUZZ
@@ -619,9 +634,9 @@ def test_report_options(user, p):
 
 
 @FUZZ
-@given(user=users, p=few_fuzzed({"a": RESULTS, "b": RESULTS}, 1))
-def test_compare_options(user, p):
-    run_example(user, ["compare", p["a"], p["b"]])
+@given(user=users, p=few_fuzzed({"a": RESULTS, "b": RESULTS}, 1), as_json=maybe)
+def test_compare_options(user, p, as_json):
+    run_example(user, ["compare", p["a"], p["b"], *(["--json"] if as_json else [])], extra=json_or_nothing)
 
 
 @FUZZ

@@ -6,10 +6,12 @@ import sys
 from pathlib import Path
 
 import click
+import polars as pl
 
 from sqlwa.errors import UsageError, writing
 from sqlwa.results import check as checking
 from sqlwa.results import junit, store
+from sqlwa.views import json_output
 
 
 @click.command("check")
@@ -36,7 +38,15 @@ from sqlwa.results import junit, store
     "rule x limit, skipped cells as skipped cases, measured values as the suite's properties.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Also print the checks that passed.")
-def check_command(policy_path, results, baseline, junit_path, verbose):
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the outcome as JSON instead of the lines (the exit status stays): passed, counts, the rules, "
+    "every check with its configuration, metric, unit, measured value, limit, outcome and whether it fails, "
+    "and the notes.",
+)
+def check_command(policy_path, results, baseline, junit_path, verbose, as_json):
     """Check a matrix (or one run) against a policy of limits: a regression gate for CI.
 
     \b
@@ -76,6 +86,28 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
         )
     policy = checking.load_policy(policy_path)
     runs = store.load_results(results)
+    result = run_checks(policy, runs, results, baseline)
+    failing = result.failing(policy)
+    if junit_path is not None:
+        # Before the outcome is printed: a report that cannot be written is then the one
+        # error said, with nothing (no half of a JSON document) before it on stdout.
+        with writing(junit_path, "the JUnit report"):
+            junit_path.write_text(junit.junit_xml(result, policy, runs))
+    if as_json:
+        sources = {"policy": policy_path, "results": results, "baseline": baseline}
+        click.echo(json_output.dumps(json_output.check_document(result, policy, runs, sources)))
+    else:
+        print_lines(result, failing, verbose)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(counts_line(result, policy), err=True)
+    sys.exit(1 if failing else 0)
+
+
+def run_checks(
+    policy: checking.Policy, runs: pl.DataFrame, results: Path, baseline: Path | None
+) -> checking.CheckResult:
+    """Hold the results (and the baseline, for regression rules) to the policy."""
     if policy.needs_baseline and baseline is None:
         raise UsageError(
             "the policy has max_regression_pct rules but no --baseline was given",
@@ -83,20 +115,19 @@ def check_command(policy_path, results, baseline, junit_path, verbose):
         )
     baseline_runs = store.load_results(baseline) if baseline is not None else None
     baseline_latencies = store.load_latencies(baseline) if baseline is not None else None
-    result = checking.check(policy, runs, baseline_runs, store.load_latencies(results), baseline_latencies)
-    failing = result.failing(policy)
+    return checking.check(policy, runs, baseline_runs, store.load_latencies(results), baseline_latencies)
+
+
+def counts_line(result: checking.CheckResult, policy: checking.Policy) -> str:
+    allowed = " (allowed)" if policy.allow_unmeasured and result.count("unmeasured") else ""
+    return (
+        f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
+        f"{result.count('unmeasured')} not measured{allowed}"
+    )
+
+
+def print_lines(result: checking.CheckResult, failing: list[checking.Finding], verbose: bool) -> None:
+    """A line per failing or unmeasured check (every check with ``verbose``)."""
     for finding in result.findings:
         if finding in failing or finding.outcome == "unmeasured" or verbose:
             click.echo(finding.line())
-    for note in result.notes:
-        click.echo(f"note: {note}", err=True)
-    if junit_path is not None:
-        with writing(junit_path, "the JUnit report"):
-            junit_path.write_text(junit.junit_xml(result, policy, runs))
-    click.echo(
-        f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
-        f"{result.count('unmeasured')} not measured"
-        + (" (allowed)" if policy.allow_unmeasured and result.count("unmeasured") else ""),
-        err=True,
-    )
-    sys.exit(1 if failing else 0)

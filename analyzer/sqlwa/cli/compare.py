@@ -11,17 +11,20 @@ from sqlwa.catalogue import METRICS, Metric
 from sqlwa.cli.matrix import fmt, wide_console
 from sqlwa.results import compare as comparing
 from sqlwa.results import store
+from sqlwa.views import json_output
+
+VERDICT_COLOURS = {"worse": "red", "durability_lost": "red", "better": "green"}  # others: dim
 
 
 def delta_text(delta, pct, metric: Metric, durability_lost: bool = False) -> str:
     """The delta and its share, red for a change for the worse, green for the better; a
     saving bought by giving up durability is red and says so, never green."""
-    if delta is None:
+    judged = comparing.verdict(metric, delta, durability_lost)
+    if judged is None:
         return "—"
-    bought = durability_lost and metric.improved(delta)
-    colour = "red" if metric.worse(delta) or bought else "green" if metric.improved(delta) else "dim"
+    colour = VERDICT_COLOURS.get(judged, "dim")
     pct_text = f" ({pct:+.1f}%)" if pct is not None else ""
-    note = " durability lost" if bought else ""
+    note = " durability lost" if judged == "durability_lost" else ""
     return f"[{colour}]{delta:+,.3f}{pct_text}{note}[/{colour}]"
 
 
@@ -31,7 +34,14 @@ CHANGE_TEXT = {"lost": "[red]LOST[/red]", "regained": "[green]regained[/green]",
 @click.command("compare")
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
-def compare_command(a, b):
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the comparison as JSON instead of the table: per configuration each metric's unit, a, b, "
+    "change, change_pct and verdict (worse, better, durability_lost, unchanged, undirected), and durability.",
+)
+def compare_command(a, b, as_json):
     """Show two results side by side with deltas (B − A): matrices or single runs.
 
     \b
@@ -49,7 +59,11 @@ def compare_command(a, b):
     """
     runs_a, runs_b = store.load_results(a), store.load_results(b)
     rows = comparing.compare(runs_a, runs_b, store.load_latencies(a), store.load_latencies(b))
-    durability = {row["config"]: row for row in comparing.durability(runs_a, runs_b).iter_rows(named=True)}
+    durability_rows = comparing.durability(runs_a, runs_b)
+    if as_json:
+        click.echo(json_output.dumps(json_output.compare_document(a, b, rows, durability_rows)))
+        return
+    durability = {row["config"]: row for row in durability_rows.iter_rows(named=True)}
     table = Table(title=f"A = {a}   B = {b}", title_justify="left")
     table.add_column("configuration")
     table.add_column("per commit")

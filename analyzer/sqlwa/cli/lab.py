@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
+
+from sqlwa.views import json_output
 
 
 @click.group()
@@ -58,7 +58,7 @@ def check(as_json: bool) -> None:
     lines = availability()
     if as_json:
         keys = ("what", "ok", "reason", "hint")
-        click.echo(json.dumps([dict(zip(keys, line)) for line in lines], indent=2))
+        click.echo(json_output.dumps([dict(zip(keys, line)) for line in lines]))
         return
     for line in lines:
         _line(*line)

@@ -24,6 +24,7 @@ from rich.table import Table
 from sqlwa.catalogue import METRICS, config_label
 from sqlwa.measure import matrix
 from sqlwa.results import store
+from sqlwa.views import json_output
 from sqlwa.views.terminal import wide_console
 
 
@@ -175,18 +176,32 @@ def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
         )
 
 
-def run_and_report(plan: matrix.MatrixPlan, console: Console) -> matrix.MatrixOutcome:
+def run_with_progress(plan: matrix.MatrixPlan) -> matrix.MatrixOutcome:
+    """Run the sweep, saying on stderr what it does and how far it is."""
     err = wide_console(stderr=True)
     why_not_lab = matrix.lab_unavailable_reason() if plan.lab else None
     if why_not_lab:
         plan.lab = False
+    # A mistake in the axes is the one line said, not a line after announcing the sweep.
+    matrix.check_axes(plan)
+    if why_not_lab:
         err.print(f"[yellow]VFS level only:[/yellow] {why_not_lab}", highlight=False)
     cells = plan.cells()
     err.print(f"{len(cells)} cell(s) into {plan.out_dir}", highlight=False)
     with MatrixProgress(len(cells), err) as bar:
-        outcome = matrix.run_matrix(plan, on_start=bar.start, on_done=bar.done, progress=bar.txn)
+        return matrix.run_matrix(plan, on_start=bar.start, on_done=bar.done, progress=bar.txn)
+
+
+def run_and_report(plan: matrix.MatrixPlan, console: Console) -> matrix.MatrixOutcome:
+    outcome = run_with_progress(plan)
     print_outcome(outcome, console)
     return outcome
+
+
+def print_json(outcome: matrix.MatrixOutcome) -> None:
+    out_dir = outcome.plan.out_dir
+    document = json_output.matrix_document(outcome, store.load_results(out_dir), store.load_latencies(out_dir))
+    click.echo(json_output.dumps(document))
 
 
 MATRIX_OPTIONS = [
@@ -260,8 +275,15 @@ def with_options(options):
     help="Matrix directory: results.sqlite and runs/<cell>/.",
 )
 @click.option("--resume", is_flag=True, help="Continue a matrix in --out: cells already done are skipped.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the outcome as JSON instead of the table (progress stays on stderr): the plan, every cell "
+    "with its status, reason, run directory and figures, and the means per configuration.",
+)
 def matrix_command(
-    scenarios, filesystems, journals, syncs, repeat, txns, warmup, vfs_only, image_size, out_dir, resume
+    scenarios, filesystems, journals, syncs, repeat, txns, warmup, vfs_only, image_size, out_dir, resume, as_json
 ):
     """Run every combination of scenario × fs × journal × sync, each on a fresh filesystem.
 
@@ -292,7 +314,11 @@ def matrix_command(
         resume=resume,
         image_size=image_size,
     )
-    outcome = run_and_report(plan, wide_console())
+    if as_json:
+        outcome = run_with_progress(plan)
+        print_json(outcome)
+    else:
+        outcome = run_and_report(plan, wide_console())
     if outcome.with_status("failed"):
         sys.exit(1)
 

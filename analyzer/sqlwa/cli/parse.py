@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -13,6 +12,7 @@ from rich.table import Table
 from sqlwa.analysis import traceparse
 from sqlwa.errors import UsageError, writing
 from sqlwa.results import rundir
+from sqlwa.views import json_output
 from sqlwa.views.terminal import wide_console
 
 
@@ -71,7 +71,7 @@ def parse(traces: tuple[Path, ...], fmt: str, output: Path | None, lenient: bool
             with writing(output, "the event table"):
                 rundir.write_parquet(events, output)
     if as_json:
-        click.echo(json.dumps(json_report(events, report, output), indent=2))
+        click.echo(json_output.dumps(json_report(events, report, output)))
         return
     print_summary(events, report, output)
 

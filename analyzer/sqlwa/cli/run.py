@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 import time
@@ -20,7 +19,7 @@ from sqlwa.capture import tracing
 from sqlwa.errors import Interrupted, UsageError
 from sqlwa.lab import encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine, runner
-from sqlwa.views import terminal
+from sqlwa.views import json_output, terminal
 from sqlwa.vm import kernel as vm_kernel
 
 VM_DEFAULT_FS = "ext4"
@@ -290,7 +289,7 @@ def run(
                 f"{reason}; {request.out_dir} holds no finished run (re-run the same command to measure it)"
             ) from None
     if as_json:
-        click.echo(json.dumps(outcome.summary, indent=2))
+        click.echo(json_output.dumps(outcome.summary))
         return
     terminal.print_summary(outcome.summary)
     click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")

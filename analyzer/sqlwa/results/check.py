@@ -94,6 +94,10 @@ class Finding:
     limit: float | None = None
     detail: str = ""
     suite: str = ""  # the configuration a run's finding belongs to (config is the run's label)
+    # A regression check's two sides, and the significance of a timing change (its p-value).
+    baseline: float | None = None
+    current: float | None = None
+    p_value: float | None = None
 
     def line(self) -> str:
         tag = {"violation": "FAIL", "unmeasured": "NOT MEASURED", "pass": "ok"}[self.outcome]
@@ -102,6 +106,35 @@ class Finding:
         return (
             f"{tag} {self.config}: {self.check} measured {self.measured:,.3f}, limit {self.limit:g} [rule: {self.rule}]"
         )
+
+
+RUN_CHECK = "run"  # a failed run
+LOST_EVENTS_CHECK = "trace.lost_events"
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What a finding's check is about: its ``kind`` (limit, regression, forbidden_finding,
+    run or lost_events), the metric or finding it names (None for a run's own checks) and
+    the unit of its measured value and limit (a regression's are the change in %)."""
+
+    kind: str
+    name: str | None
+    unit: str | None
+
+
+def checked(check: str) -> Checked:
+    """Read a :attr:`Finding.check` as the functions below write it."""
+    if check in LIMITS:
+        return Checked("limit", LIMITS[check], METRICS[LIMITS[check]].unit)
+    head, _, name = check.partition(" ")
+    if head == "max_regression_pct":
+        return Checked("regression", name or None, "%")  # no name: the baseline lacks the configuration
+    if head == "forbid_findings":
+        return Checked("forbidden_finding", name, "commits")
+    if check == LOST_EVENTS_CHECK:
+        return Checked("lost_events", None, "events")
+    return Checked("run", None, None)
 
 
 @dataclass
@@ -350,6 +383,8 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
                     limit=limit,
                     detail=f"{METRICS[metric].level} level not measured in "
                     f"{'this run' if now is None else 'the baseline'}",
+                    baseline=before,
+                    current=now,
                 )
             )
             continue
@@ -358,17 +393,21 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
         higher_is_better = METRICS[metric].better == "higher"
         worse_pct = -pct if higher_is_better else pct
         detail = f"{before:,.3f} → {now:,.3f} = {pct:+.1f}%, limit {'-' if higher_is_better else '+'}{limit:g}%"
+        p_value = None
         if METRICS[metric].timing:
-            outcome, detail = timing_verdict(worse_pct > limit, detail, metric, config_key(row), sides)
+            outcome, detail, p_value = timing_verdict(worse_pct > limit, detail, metric, config_key(row), sides)
         else:  # a count is the same in every run: an exact rule
             outcome = "violation" if worse_pct > limit else "pass"
-        findings.append(Finding(outcome, rule.name, label, check, pct, limit, detail=detail))
+        findings.append(
+            Finding(outcome, rule.name, label, check, pct, limit, detail, baseline=before, current=now, p_value=p_value)
+        )
     return findings
 
 
-def timing_verdict(beyond_limit: bool, detail: str, metric: str, key: tuple, sides: Sides) -> tuple[str, str]:
+def timing_verdict(beyond_limit: bool, detail: str, metric: str, key: tuple, sides: Sides) -> tuple[str, str, float]:
     """A timing change beyond the limit is a regression only when it is significant: the
-    new runs' values are larger than the baseline's by the Mann–Whitney U test."""
+    new runs' values are larger than the baseline's by the Mann–Whitney U test. The
+    outcome, its detail and the test's p-value."""
     new = timing.run_values(sides.runs, key, metric)
     old = timing.run_values(sides.baseline_runs, key, metric)
     worse_when_higher = METRICS[metric].better != "higher"
@@ -376,16 +415,17 @@ def timing_verdict(beyond_limit: bool, detail: str, metric: str, key: tuple, sid
     level = sides.significance_level
     detail += f"; now {new.text()}, before {old.text()}; {sig.text()}"
     if not beyond_limit:
-        return "pass", detail
+        return "pass", detail, sig.p
     if sig.p <= level:
-        return "violation", f"{detail} ≤ {level:g}: significant (confidence {1 - sig.p:.1%})"
+        return "violation", f"{detail} ≤ {level:g}: significant (confidence {1 - sig.p:.1%})", sig.p
     if sig.smallest_p > level:
         runs = timing.runs_needed(level)
-        return "unmeasured", (
-            f"{detail}; {sig.new_runs} vs {sig.old_runs} runs cannot reach p ≤ {level:g} at all "
+        advice = (
+            f"{sig.new_runs} vs {sig.old_runs} runs cannot reach p ≤ {level:g} at all "
             f"(smallest possible p = {sig.smallest_p:.3g}): measure both with --repeat {runs} or more"
         )
-    return "pass", f"{detail} > {level:g}: not significant, so not called a regression"
+        return "unmeasured", f"{detail}; {advice}", sig.p
+    return "pass", f"{detail} > {level:g}: not significant, so not called a regression", sig.p
 
 
 def regression_pct(now: float, before: float) -> float:
@@ -402,11 +442,11 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
         lost = row.get("lost_events") or 0
         if row["status"] == "failed":
             detail = f"failed: {row['reason']}"
-            findings.append(Finding("violation", "run must succeed", label, "run", detail=detail, suite=suite))
+            findings.append(Finding("violation", "run must succeed", label, RUN_CHECK, detail=detail, suite=suite))
         elif lost > 0 and not policy.allow_lossy_trace:
             detail = f"the trace lost {lost:,} events (policy does not allow loss)"
             findings.append(
-                Finding("violation", "lossless trace", label, "trace.lost_events", lost, 0, detail, suite=suite)
+                Finding("violation", "lossless trace", label, LOST_EVENTS_CHECK, lost, 0, detail, suite=suite)
             )
     return findings
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from sqlwa.catalogue import CONFIG_KEYS, config_label
+from sqlwa.catalogue import CONFIG_KEYS, Metric, config_label
 from sqlwa.results import store
 from sqlwa.results.findings import ConfigFindings, config_findings
 
@@ -122,3 +122,17 @@ def compare(
         .sort("config", "_order")
         .drop("_order")
     )
+
+
+def verdict(metric: Metric, delta: float | None, durability_lost: bool = False) -> str | None:
+    """What a change (B − A) of ``metric`` is: ``worse``; ``better``; ``durability_lost``
+    for a saving bought by giving up the durability A had (no gain); ``unchanged``;
+    ``undirected`` for a change of a figure that is neither better nor worse when it
+    grows. None where a side did not measure it."""
+    if delta is None:
+        return None
+    if metric.worse(delta):
+        return "worse"
+    if metric.improved(delta):
+        return "durability_lost" if durability_lost else "better"
+    return "unchanged" if delta == 0 else "undirected"
