@@ -3,7 +3,7 @@
 //! `sys_fsync -> 0x0`). Either way the row is named after the syscall and keeps the
 //! arguments or the return value as its text.
 use crate::table::{Event, RecordKind};
-use crate::text::{parse_hex, parse_u64};
+use crate::text::parse_hex;
 
 /// A syscall tracepoint's name, `sys_enter_NAME` or `sys_exit_NAME` → the row's kind
 /// and the syscall's name; `None` for any other event name.
@@ -64,13 +64,11 @@ pub(super) struct SyscallText<'a> {
     pub body: &'a [u8],
 }
 
-/// `0x1f` (hex) or `31` (decimal), as syscall tracepoints print arguments.
+/// A syscall argument or return value as the kernel prints it: always hex. Kernels up
+/// to 6.x print arguments as bare hex (`count: 1000` for 4096: `"%s: %lx"`); newer ones
+/// print `0x1000`, and a bare number only below 10, where hex and decimal agree.
 fn parse_number(s: &[u8]) -> Option<u64> {
-    if s.starts_with(b"0x") {
-        parse_hex(s)
-    } else {
-        parse_u64(s)
-    }
+    parse_hex(s)
 }
 
 /// `fd: 0x00000003, buf: 0x…, count: 0x00001000` → fd and count (into `aux`).

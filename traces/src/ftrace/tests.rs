@@ -129,6 +129,19 @@ fn syscall_print_format_of_newer_kernels() {
     assert_eq!((t.name_at(3), t.ret_at(3)), ("unlink", Some(-2)));
 }
 
+/// Debian's 6.1 kernel prints syscall arguments as bare hex: SQLite's 4096-byte page
+/// writes as `count: 1000` and fd 11 as `fd: b` (lines from a `sqlwa run --vm` trace, in
+/// which the VFS shim counted 4096-byte writes).
+#[test]
+fn syscall_print_format_of_older_kernels_is_bare_hex() {
+    let (t, _) = parse(
+        "          python-122     [000] ...1.    21.843627: sys_pwrite64(fd: b, buf: 55c10acc4548, count: 1000, pos: 0)\n\
+                   python-122     [000] ...1.    21.822521: sys_fdatasync -> 0x0\n",
+    );
+    assert_eq!((t.fd_at(0), t.aux_at(0)), (Some(11), 4096));
+    assert_eq!(t.ret_at(1), Some(0));
+}
+
 #[test]
 fn blk_tracer_lines() {
     let (t, _) = parse(
