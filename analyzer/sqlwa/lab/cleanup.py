@@ -25,7 +25,7 @@ from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
 from sqlwa.lab import fuse
 from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, remove_lab_dir
-from sqlwa.lab.scratch import dead_scratch_dirs
+from sqlwa.lab.scratch import GUEST_CONTROL_TAG, SCRATCH_NAME_RE, dead_scratch_dirs
 
 ROOT_ONLY = "lab mounts, loop devices and tracefs instances were not looked at: they need root (sudo sqlwa lab cleanup)"
 
@@ -47,6 +47,7 @@ def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
     directories (the user's own) are looked at, and the last line says so."""
     bases = sorted({os.path.realpath(d) for d in (*workdirs, tempfile.gettempdir())})
     report: list[str] = []
+    _stop_dead_guests(report)
     if is_root():
         _cleanup_labs(bases, report)
         report += remove_dead_instances()
@@ -72,6 +73,31 @@ def _stop_dead_daemons(report: list[str]) -> None:
             report.append(f"failed to stop FUSE daemon {proc.pid} ({proc.comm}): {exc}")
             continue
         report.append(f"stopped FUSE daemon {proc.pid} ({proc.comm}) of {holder}")
+
+
+def _stop_dead_guests(report: list[str]) -> None:
+    """Kill the VM lab's guests whose run is gone: a qemu process sharing a scratch
+    directory (``mount_tag=ctl``) whose owner is gone. qemu dies with its sqlwa
+    (PR_SET_PDEATHSIG); this is for one that did not, e.g. started by a killed tool."""
+    for proc in processes():
+        if not proc.comm.startswith("qemu-system"):
+            continue
+        ctl = next((d for d in map(_guest_control_dir, proc.argv) if d), None)
+        match = SCRATCH_NAME_RE.match(os.path.basename(ctl)) if ctl else None
+        if ctl is None or match is None or not owner_is_gone(ctl, int(match.group(1))):
+            continue
+        try:
+            kill_process(proc.pid)
+        except LabError as exc:
+            report.append(f"failed to stop VM lab guest {proc.pid}: {exc}")
+            continue
+        report.append(f"stopped VM lab guest {proc.pid} (qemu) of {ctl}")
+
+
+def _guest_control_dir(arg: str) -> str | None:
+    """The path of a ``-virtfs local,…,path=P,mount_tag=ctl`` argument."""
+    fields = dict(part.split("=", 1) for part in arg.split(",") if "=" in part)
+    return fields.get("path") if fields.get("mount_tag") == GUEST_CONTROL_TAG else None
 
 
 def _cleanup_labs(bases: list[str], report: list[str]) -> None:

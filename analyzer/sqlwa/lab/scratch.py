@@ -18,6 +18,9 @@ from sqlwa.errors import UsageError
 
 SCRATCH_PREFIX = "sqlwa-run"
 SCRATCH_NAME_RE = re.compile(rf"^{SCRATCH_PREFIX}-(\d+)-[A-Za-z0-9_]+$")
+# The VM lab's qemu shares the run's scratch directory with its guest under this 9p tag
+# (sqlwa.vm.machine; the guest's init.sh mounts it): how cleanup tells a guest's qemu.
+GUEST_CONTROL_TAG = "ctl"
 KEEP_MARK = ".sqlwa-keep"  # in a scratch directory kept on request (--keep-db): cleanup leaves it
 
 

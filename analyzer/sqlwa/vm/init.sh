@@ -21,8 +21,10 @@ mount -t overlay -o lowerdir=/ro,upperdir=/rw/upper,workdir=/rw/work root /root 
 R=/root
 mount -t proc proc $R/proc && mount -t sysfs sys $R/sys && mount -t devtmpfs dev $R/dev || fail "proc, sys or dev inside"
 mount -t tracefs tracefs $R/sys/kernel/tracing || fail "tracefs"
-mount -t tmpfs -o "size=$TMP_SIZE,mode=1777" tmp $R/tmp || fail "/tmp"
-for dir in run var/tmp; do mount -t tmpfs -o mode=755 "$dir" "$R/$dir" || fail "/$dir"; done
+# The host's /tmp stays visible (a scenario or kernel may be there; writes stay in the
+# overlay's RAM); the lab makes its image in a tmpfs of its own (guest.sh: TMPDIR).
+mount -t tmpfs -o mode=755 run $R/run && mkdir $R/run/sqlwa-tmp || fail "/run"
+mount -t tmpfs -o "size=$TMP_SIZE,mode=1777" labtmp $R/run/sqlwa-tmp || fail "the lab's tmpfs"
 mkdir -p $R/dev/shm $R/dev/pts $R/lib/modules $R/run/sqlwa-vm "$R$OUT_DIR" || fail "mount points"
 mount -t tmpfs -o mode=1777 shm $R/dev/shm && mount -t devpts devpts $R/dev/pts || fail "/dev/shm or /dev/pts"
 mount --bind "$R$MODULES_DIR" $R/lib/modules || fail "the guest kernel's modules"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from sqlwa import _system, errors
 from sqlwa.errors import LabError, SqlwaError, UsageError
+from sqlwa.lab.scratch import GUEST_CONTROL_TAG
 from sqlwa.measure.lab_capture import LabCapture
 from sqlwa.vm import guest, initramfs
 from sqlwa.vm.kernel import GuestKernel
@@ -110,13 +111,14 @@ def write_control_files(ctl: Path, kernel: GuestKernel, request: dict, out_dir: 
     env = {
         "MODULES_DIR": str(Path(kernel.root) / "lib" / "modules"),
         "OUT_DIR": str(out_dir),
-        "TMP_SIZE": f"{image_bytes // (1 << 20) + 256}m",  # the lab's image lives in /tmp
+        "TMP_SIZE": f"{image_bytes // (1 << 20) + 256}m",  # the lab's image and its margin
     }
     (ctl / "guest.env").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
     package_parent = Path(__file__).resolve().parents[2]  # the directory holding sqlwa/
     modules = ["loop", *(["fuse"] if request["fuse"] != "none" else [])]
     (ctl / "guest.sh").write_text(
         "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8\n"
+        "export TMPDIR=/run/sqlwa-tmp\n"  # init's tmpfs for the lab's image (TMP_SIZE)
         f"export PYTHONPATH={shlex.quote(str(package_parent))}\n"
         f"modprobe -a {' '.join(modules)} || exit 3\n"
         f"exec {shlex.quote(sys.executable)} -m sqlwa.vm.guest /run/sqlwa-vm\n"
@@ -135,9 +137,14 @@ def qemu_argv(
         *("-kernel", kernel.image, "-initrd", str(image)),
         *("-append", "console=ttyS0 quiet loglevel=3 panic=-1"),
         *("-virtfs", f"{share},path=/,mount_tag=host,readonly=on"),
-        *("-virtfs", f"{share},path={ctl},mount_tag=ctl"),
-        *("-virtfs", f"{share},path={out_dir},mount_tag=out"),
+        *("-virtfs", f"{share},path={option_value(ctl)},mount_tag={GUEST_CONTROL_TAG}"),
+        *("-virtfs", f"{share},path={option_value(out_dir)},mount_tag=out"),
     ]
+
+
+def option_value(path: Path) -> str:
+    """``path`` inside a qemu option list, where a comma is written twice."""
+    return str(path).replace(",", ",,")
 
 
 @dataclass
