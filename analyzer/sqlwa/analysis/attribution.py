@@ -14,7 +14,9 @@ the first rule that matches:
    checkpoint writes the database there); else the file's kind (``db``, ``journal``,
    ``wal``, ``shm``).
 3. ``fs_metadata``: flagged META, or in the filesystem's static metadata (ext4 bitmaps,
-   inode tables, group descriptors; btrfs metadata/system chunks and superblocks).
+   inode tables, group descriptors; btrfs metadata/system chunks and superblocks; f2fs,
+   which has no journal, its checkpoint/SIT/NAT/SSA areas and its node and hot-data
+   segments, where its fsync writes the file's nodes for roll-forward recovery).
 4. ``unattributed``: none of the above (reported, never hidden).
 
 The submitter of a request (the thread that queued its first bio, from

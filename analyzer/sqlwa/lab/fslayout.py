@@ -9,6 +9,11 @@ images have no partition table, so filesystem byte offsets are device offsets).
   metadata of every block group (superblock copies, group descriptors, bitmaps, inode
   tables, from ``dumpe2fs``).
 * xfs: the internal log (``xfs_db``: sb logstart/logblocks, an AG-encoded block number).
+* f2fs: no journal. Its own writes are the checkpoint, SIT, NAT and SSA areas before the
+  main area, and in the main area the node segments (inodes and direct/indirect nodes,
+  which an fsync writes for roll-forward recovery instead of journaling) and the hot data
+  segments (directory entries; a file's own blocks there are matched by its extents
+  first): all fs_metadata, from ``dump.f2fs`` (superblock and the SIT's segment types).
 * btrfs: the chunk map (``btrfs inspect-internal dump-tree -t chunk``). FIEMAP on btrfs
   reports btrfs *logical* addresses; a chunk maps a logical range onto one (single) or
   two (DUP) device ranges. Data chunks of a fresh single-device filesystem often map 1:1,
@@ -19,6 +24,7 @@ images have no partition table, so filesystem byte offsets are device offsets).
 from __future__ import annotations
 
 import re
+import tempfile
 
 from sqlwa._system import run_tool
 from sqlwa.errors import ToolError
@@ -26,8 +32,8 @@ from sqlwa.errors import ToolError
 SECTOR = 512
 
 
-def _run(argv: list[str]) -> str:
-    return run_tool(argv, f"reading the layout with {argv[0]}", timeout=60).stdout
+def _run(argv: list[str], cwd: str | None = None) -> str:
+    return run_tool(argv, f"reading the layout with {argv[0]}", timeout=60, cwd=cwd).stdout
 
 
 def _field(pattern: str, text: str) -> str:
@@ -112,7 +118,53 @@ def btrfs_layout(device: str) -> dict:
     return {"fs_journal": [], "fs_metadata": metadata, "chunks": chunks, "source": "btrfs dump-tree -t chunk"}
 
 
-PROBES = {"ext4": ext4_layout, "xfs": xfs_layout, "btrfs": btrfs_layout}
+# ------------------------------------------------------------------------------ f2fs
+
+F2FS_BLOCK = 4096
+# SIT segment types (dump.f2fs: 0:HD 1:WD 2:CD 3:HN 4:WN 5:CN)
+F2FS_NODE_SEGMENTS = {3, 4, 5}
+F2FS_HOT_DATA = 0  # also what a free segment's zeroed SIT entry says: counted only if in use
+
+
+def f2fs_layout(device: str) -> dict:
+    text = _run(["dump.f2fs", "-d", "1", device])
+    sb = dict(re.findall(r"^(\w+(?:\[\d\])?)\s+\[0x\s*[0-9a-f]+ : (\d+)\]", text, re.M))
+    blocks_per_segment = 1 << int(sb["log_blocks_per_seg"])
+    main = int(sb["main_blkaddr"])
+    # dump.f2fs -s writes its SIT dump to ./dump_sit: in a directory of our own
+    with tempfile.TemporaryDirectory(prefix="sqlwa-f2fs-sit-") as scratch:
+        _run(["dump.f2fs", "-s", "0~-1", device], cwd=scratch)
+        with open(f"{scratch}/dump_sit") as sit:
+            entries = re.findall(r"^segno:\s+(\d+)\s+vblocks:\s+(\d+)\s+seg_type:(\d)", sit.read(), re.M)
+    current_hot_data = int(sb["cur_data_segno[0]"])
+    segments = [
+        int(segno)
+        for segno, valid, kind in entries
+        if int(kind) in F2FS_NODE_SEGMENTS
+        or (int(kind) == F2FS_HOT_DATA and (int(valid) > 0 or int(segno) == current_hot_data))
+    ]
+    regions = [(0, main)] + [(main + segno * blocks_per_segment, blocks_per_segment) for segno in segments]
+    return {
+        "fs_journal": [],
+        "fs_metadata": _blocks_to_sectors(_merged(regions), F2FS_BLOCK),
+        "chunks": [],
+        "source": "dump.f2fs: superblock areas, SIT node and hot-data segments",
+    }
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(start, count) ranges with touching neighbours joined."""
+    merged: list[tuple[int, int]] = []
+    for start, count in sorted(ranges):
+        if merged and merged[-1][0] + merged[-1][1] >= start:
+            last_start, last_count = merged[-1]
+            merged[-1] = (last_start, max(last_count, start + count - last_start))
+        else:
+            merged.append((start, count))
+    return merged
+
+
+PROBES = {"ext4": ext4_layout, "xfs": xfs_layout, "btrfs": btrfs_layout, "f2fs": f2fs_layout}
 
 
 def probe(kernel_type: str, device: str | None) -> dict:
