@@ -81,7 +81,27 @@ def availability() -> list[tuple[str, bool, str, str | None]]:
     for fs in FILESYSTEMS:
         support = filesystem_support(fs)
         lines.append((f"--fs {fs}", support.available, support.reason, support.hint))
+    lines.append(vm_availability())
     return lines
+
+
+def vm_availability() -> tuple[str, bool, str, str | None]:
+    """Whether ``sqlwa run --vm`` can boot a guest here, and on which accelerator."""
+    from sqlwa.errors import UsageError
+    from sqlwa.vm import initramfs, machine
+
+    try:
+        qemu = machine.qemu_binary()
+        initramfs.static_busybox()
+    except UsageError as exc:
+        return ("--vm", False, str(exc), exc.hint)
+    accelerators = machine.accelerators()
+    how = (
+        "KVM tried first, TCG where it cannot boot the kernel"
+        if "kvm" in accelerators
+        else "TCG (no access to /dev/kvm)"
+    )
+    return ("--vm", True, f"{qemu} and a static busybox present; {how}; no root needed", None)
 
 
 def _line(what: str, ok: bool, reason: str, hint: str | None = None) -> None:
