@@ -162,3 +162,26 @@ def test_a_user_without_root_gets_the_block_level_from_the_guest(guest_runs):
             assert summary["config"]["vm"]["accelerator"] == "tcg"  # nobody cannot open /dev/kvm
     finally:
         shutil.rmtree(readable, ignore_errors=True)
+
+
+def test_a_matrix_runs_every_cell_in_one_guest(tmp_path):
+    """`sqlwa matrix --vm`: one boot for all cells (the same guest uptime at boot in every
+    run's config.vm), each cell on a fresh filesystem of its own kind, stored like a host
+    matrix, and its per-commit block figures equal the tally of its own raw trace."""
+    out = tmp_path / "m"
+    subprocess.run(
+        [sys.executable, "-m", "sqlwa", "matrix", "--vm", "--fs", "ext4,f2fs", "-j", "wal", "--sync", "full"]
+        + ["-n", "20", "--image-size", "128M", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    runs = sorted((out / "runs").iterdir())
+    summaries = [summary_of(run) for run in runs]
+    assert sorted(s["config"]["fs"] for s in summaries) == ["ext4", "f2fs"]
+    assert len({s["config"]["vm"]["boot_s"] for s in summaries}) == 1
+    assert len({s["config"]["lab"]["mountpoint"] for s in summaries}) == 2  # a fresh lab per cell
+    for run, summary in zip(runs, summaries):
+        truth = tally_block_per_commit(run / "trace.txt", summary["config"]["lab"]["dev"].replace(":", ","))
+        commits = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
+        assert commits["flush_requests"].to_list() == [truth[i]["flush"] for i in commits["index"]]

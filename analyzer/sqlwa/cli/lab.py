@@ -87,14 +87,14 @@ def availability() -> list[tuple[str, bool, str, str | None]]:
 
 def vm_availability() -> tuple[str, bool, str, str | None]:
     """Whether ``sqlwa run --vm`` can boot a guest here, and on which accelerator."""
-    from sqlwa.errors import UsageError
+    from sqlwa.errors import UsageError, hint_of
     from sqlwa.vm import initramfs, machine
 
     try:
         qemu = machine.qemu_binary()
         initramfs.static_busybox()
     except UsageError as exc:
-        return ("--vm", False, str(exc), exc.hint)
+        return ("--vm", False, str(exc), hint_of(exc))
     accelerators = machine.accelerators()
     how = (
         "KVM tried first, TCG where it cannot boot the kernel"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageEr
 from sqlwa.lab import filesystem
 from sqlwa.measure import engine, runner
 from sqlwa.results import rundir, store
+from sqlwa.vm import kernel as vm_kernel
+from sqlwa.vm import machine
 
 DEFAULT_FILESYSTEMS = ("ext4",)
 DEFAULT_JOURNALS = ("delete", "truncate", "persist", "wal")
@@ -73,6 +76,8 @@ class MatrixPlan:
     lab: bool = True  # False: VFS level only, no lab filesystem
     resume: bool = False
     image_size: str = "1G"
+    vm: bool = False  # every cell in one VM lab guest
+    kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
 
     def cells(self) -> list[Cell]:
         filesystems = self.filesystems if self.lab else (NO_LAB_FS,)
@@ -141,7 +146,11 @@ PLAN_OPTIONS = {
     "warmup": "--warmup",
     "lab": "--vfs-only",
     "image_size": "--image-size",
+    "vm": "--vm",
+    "kernel": "--kernel",
 }
+# What a plan stored before an option existed meant by leaving it out.
+PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN}
 
 
 def plan_record(plan: MatrixPlan) -> dict:
@@ -166,7 +175,7 @@ def plan_differences(before: dict, now: dict) -> list[str]:
     return [
         f"{PLAN_OPTIONS[key]} {plan_text(key, now[key])} (it was started with {plan_text(key, before.get(key))})"
         for key in PLAN_OPTIONS
-        if before.get(key) != now[key]
+        if before.get(key, PLAN_DEFAULTS.get(key)) != now[key]
     ]
 
 
@@ -212,6 +221,8 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         out_dir=run_dir,
         fs=None if cell.fs == NO_LAB_FS else cell.fs,
         image_size=plan.image_size,
+        vm=plan.vm,
+        kernel=plan.kernel,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
         # unless the policy allows loss. Throwing the measurement away helps nobody.
         allow_loss=True,
@@ -224,7 +235,9 @@ def error_text(exc: BaseException) -> str:
     return f"{message} (fix: {hint})" if hint else str(message)
 
 
-def run_cell(conn, cell: Cell, plan: MatrixPlan, progress: runner.ProgressFn | None) -> CellResult:
+def run_cell(
+    conn, cell: Cell, plan: MatrixPlan, progress: runner.ProgressFn | None, guest: machine.Guest | None = None
+) -> CellResult:
     """Run one cell and record it in the store, whatever happens (except interruption)."""
     run_dir = plan.out_dir / "runs" / cell.dirname
     record = store.RunRecord(
@@ -242,7 +255,7 @@ def run_cell(conn, cell: Cell, plan: MatrixPlan, progress: runner.ProgressFn | N
     )
     started = time.monotonic()
     try:
-        outcome = runner.execute(request_for(cell, plan, run_dir), progress=progress)
+        outcome = runner.execute(request_for(cell, plan, run_dir), progress=progress, guest=guest)
     except Interrupted:
         raise
     except UnsupportedFilesystem as exc:
@@ -287,26 +300,41 @@ def run_cells(
     plan: MatrixPlan, on_start: CellStart | None, on_done: CellDone | None, progress: runner.ProgressFn | None
 ) -> MatrixOutcome:
     conn = open_store(plan)
-    outcome = MatrixOutcome(plan)
+    # One guest for every cell of a --vm sweep: a boot costs seconds under TCG, and each
+    # cell still gets a fresh lab filesystem inside it.
+    booted = runner.booted_guest(plan.kernel, plan.out_dir, plan.image_size) if plan.vm else nullcontext()
     try:
-        done = store.done_keys(conn) if plan.resume else set()
-        for number, cell in enumerate(plan.cells(), start=1):
-            if on_start:
-                on_start(number, cell)
-            if cell.key in done and rundir.is_complete(plan.out_dir / "runs" / cell.dirname):
-                result = CellResult(cell, "done-earlier")
-            else:
-                try:
-                    result = run_cell(conn, cell, plan, progress)
-                except (Interrupted, KeyboardInterrupt) as exc:
-                    # The lab cleaned up after itself; the cells before this one are stored.
-                    raise Interrupted(
-                        f"{(exc.args[0] if exc.args else '') or 'interrupted'} in cell {number} "
-                        f"({cell.label}); continue with the same command plus --resume"
-                    ) from None
-            outcome.results.append(result)
-            if on_done:
-                on_done(result)
+        with booted as guest:
+            return run_each_cell(conn, plan, MatrixOutcome(plan), guest, on_start, on_done, progress)
     finally:
         conn.close()
+
+
+def run_each_cell(
+    conn,
+    plan: MatrixPlan,
+    outcome: MatrixOutcome,
+    guest: machine.Guest | None,
+    on_start: CellStart | None,
+    on_done: CellDone | None,
+    progress: runner.ProgressFn | None,
+) -> MatrixOutcome:
+    done = store.done_keys(conn) if plan.resume else set()
+    for number, cell in enumerate(plan.cells(), start=1):
+        if on_start:
+            on_start(number, cell)
+        if cell.key in done and rundir.is_complete(plan.out_dir / "runs" / cell.dirname):
+            result = CellResult(cell, "done-earlier")
+        else:
+            try:
+                result = run_cell(conn, cell, plan, progress, guest)
+            except (Interrupted, KeyboardInterrupt) as exc:
+                # The lab cleaned up after itself; the cells before this one are stored.
+                raise Interrupted(
+                    f"{(exc.args[0] if exc.args else '') or 'interrupted'} in cell {number} "
+                    f"({cell.label}); continue with the same command plus --resume"
+                ) from None
+        outcome.results.append(result)
+        if on_done:
+            on_done(result)
     return outcome

@@ -137,16 +137,17 @@ def output_dir(path: Path) -> Iterator[Path]:
         yield out_dir
 
 
-def execute(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+def execute(request: RunRequest, progress: ProgressFn | None = None, guest: machine.Guest | None = None) -> RunOutcome:
     """Run the request's workload and write summary.json and commits.parquet. SIGTERM
     ends it with :class:`Interrupted` in every phase, as Ctrl-C does with
-    KeyboardInterrupt, so the caller can say what was left unfinished."""
+    KeyboardInterrupt, so the caller can say what was left unfinished. A ``--vm`` run
+    uses ``guest`` when given (a matrix boots one for all its cells), else boots its own."""
     engine.check_settings(request.settings)  # refused before any directory or lab is made
     guard = _system.SignalGuard()  # the lab and capture install their own inside this one
     guard.install()
     try:
         if request.vm:
-            return execute_in_vm(request, progress)
+            return execute_in_vm(request, progress, guest)
         if request.fs:
             return execute_in_lab(request, progress)
         return execute_vfs_only(request, progress)
@@ -367,21 +368,32 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
 
 
-def execute_in_vm(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
+def execute_in_vm(
+    request: RunRequest, progress: ProgressFn | None = None, guest: machine.Guest | None = None
+) -> RunOutcome:
     """The lab run in a qemu guest: the guest measures into the output directory, which
     it shares with the host, and the host analyses. Needs no root on the host."""
     preflight_vm(request)
     engine.load_scenario(request.scenario)  # a bad scenario is refused here, before a guest boots
-    assert request.fs is not None, "a VM run names its filesystem"
-    image_bytes = filesystem.parse_size(request.image_size)
-    machine.qemu_binary()
-    kernel = vm_kernel.resolve(request.kernel)
-    with output_dir(request.out_dir) as out_dir, scratch_dir(None, keep=False) as ctl:
-        capture, facts = machine.run_capture(
-            kernel, guest_request(request, out_dir), ctl, out_dir, image_bytes, progress
-        )
+    with output_dir(request.out_dir) as out_dir:
+        if guest is None:
+            with booted_guest(request.kernel, out_dir, request.image_size) as own:
+                capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
+        else:
+            capture, facts = guest.capture(guest_request(request, out_dir), progress), guest.facts
         guest_facts = {"kernel": capture.fs["kernel"], "cpus": facts.cpus}
         return analyse_capture(request, capture, out_dir, vm=facts.describe(), **guest_facts)
+
+
+@contextmanager
+def booted_guest(kernel_choice: str, share: Path, image_size: str) -> Iterator[machine.Guest]:
+    """A VM lab guest sharing ``share`` (the runs' output directories lie in it), with
+    its control directory a scratch directory removed afterwards."""
+    image_bytes = filesystem.parse_size(image_size)
+    machine.qemu_binary()
+    kernel = vm_kernel.resolve(kernel_choice)
+    with scratch_dir(None, keep=False) as ctl, machine.Guest(kernel, ctl, share, image_bytes) as guest:
+        yield guest
 
 
 def preflight_vm(request: RunRequest) -> None:

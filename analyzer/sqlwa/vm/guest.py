@@ -1,11 +1,13 @@
 """The VM lab's guest side: ``python -m sqlwa.vm.guest CTL``, run by the guest's init.
 
-Takes one lab capture as ``CTL/request.json`` asks (a fresh filesystem on a loop device
-in the guest's RAM, the workload and its trace) and leaves ``CTL/capture.json`` (a
+Serves captures until told to stop: says ``sqlwa-vm: ready``, then for N = 1, 2, … waits
+for ``CTL/N/request.json``, takes that lab capture (a fresh filesystem on a loop device
+in the guest's RAM, the workload and its trace), leaves ``CTL/N/capture.json`` (a
 :class:`~sqlwa.measure.lab_capture.LabCapture`) or, for an error sqlwa knows,
-``CTL/error.json``; the trace goes to the run's output directory, shared with the host,
-where the host analyses it. Progress goes to the console as ``sqlwa-vm: progress D N``
-lines. Imports nothing heavy (see :mod:`sqlwa.measure.lab_capture`).
+``CTL/N/error.json``, and says ``sqlwa-vm: done N``; ``CTL/quit`` ends it. The trace goes
+to the run's output directory, shared with the host, where the host analyses it.
+Progress goes to the console as ``sqlwa-vm: progress D N`` lines. Imports nothing heavy
+(see :mod:`sqlwa.measure.lab_capture`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from sqlwa.measure import engine, lab_capture
 REQUEST_FILE = "request.json"
 CAPTURE_FILE = "capture.json"
 ERROR_FILE = "error.json"
+QUIT_FILE = "quit"
+POLL_S = 0.1  # how often the control directory is looked at for the next request
 PROGRESS_EVERY_S = 0.5  # the serial console is slow under TCG: a line per half second at most
 
 
@@ -54,17 +58,34 @@ class ConsoleProgress:
             print(f"sqlwa-vm: progress {done} {total}", flush=True)
 
 
-def main(argv: list[str]) -> int:
-    ctl = Path(argv[1])
+def serve(ctl: Path) -> None:
+    print("sqlwa-vm: ready", flush=True)
+    number = 1
+    while (job := next_request(ctl, number)) is not None:
+        take(job)
+        print(f"sqlwa-vm: done {number}", flush=True)
+        number += 1
+
+
+def next_request(ctl: Path, number: int) -> Path | None:
+    """The directory of request ``number`` once it is there, or None when told to quit."""
+    job = ctl / str(number)
+    while not (job / REQUEST_FILE).is_file():
+        if (ctl / QUIT_FILE).exists():
+            return None
+        time.sleep(POLL_S)
+    return job
+
+
+def take(job: Path) -> None:
     try:
-        result = capture(json.loads((ctl / REQUEST_FILE).read_text()))
+        result = capture(json.loads((job / REQUEST_FILE).read_text()))
     except SqlwaError as exc:
         error = {"type": type(exc).__name__, "message": str(exc), "hint": hint_of(exc)}
-        (ctl / ERROR_FILE).write_text(json.dumps(error) + "\n")
-        return 2
-    (ctl / CAPTURE_FILE).write_text(result.to_json())
-    return 0
+        (job / ERROR_FILE).write_text(json.dumps(error) + "\n")
+        return
+    (job / CAPTURE_FILE).write_text(result.to_json())
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    serve(Path(sys.argv[1]))

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,6 +39,8 @@ QUIET_WAIT_S = 900  # the longest silence of a running guest (mkfs and fill prin
 GUEST_CPUS = 2
 BASE_MEMORY_MB = 1024  # the guest's own needs: kernel, the overlay's RAM, Python
 CONSOLE_TAIL = 12  # console lines quoted when a guest fails
+POWER_OFF_WAIT_S = 30
+GUEST_MODULES = ("loop", "fuse")  # the devices losetup and a FUSE layer open need these first
 
 
 @dataclass
@@ -73,31 +75,108 @@ def run_capture(
     image_bytes: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[LabCapture, VmFacts]:
-    """Boot a guest that takes the capture ``request`` describes; its result and facts."""
-    qemu = qemu_binary()
-    image = initramfs.initramfs_for(kernel)
-    memory_mb = BASE_MEMORY_MB + image_bytes // (1 << 20)
-    write_control_files(ctl, kernel, request, out_dir, image_bytes)
-    note = None
-    for accelerator in accelerators():
-        argv = qemu_argv(qemu, accelerator, kernel, image, ctl, out_dir, memory_mb)
-        outcome = boot(argv, ctl, progress)
-        if outcome.booted or accelerator == "tcg":
-            break
-        note = f"KVM could not boot the guest ({outcome.reason}); ran under TCG"
-    if not outcome.booted:
-        raise LabError(f"the VM lab's guest did not boot: {outcome.reason}", outcome.console_hint())
-    facts = VmFacts(
-        kernel=kernel.describe(),
-        accelerator=accelerator,
-        accelerator_note=note,
-        timings_comparable=accelerator == "kvm",
-        memory_mb=memory_mb,
-        cpus=GUEST_CPUS,
-        qemu=_system.tool_version(qemu),
-        boot_s=outcome.boot_s,
-    )
-    return guest_result(ctl, outcome), facts
+    """Boot a guest, take the one capture ``request`` describes, and power it off."""
+    with Guest(kernel, ctl, out_dir, image_bytes) as guest:
+        return guest.capture(request, progress), guest.facts
+
+
+class Guest:
+    """A booted guest serving captures one after another (``sqlwa matrix --vm`` boots one
+    for all its cells; each capture still makes a fresh lab filesystem). ``share`` is the
+    host directory the runs' output directories lie in; it is shared at its own path."""
+
+    def __init__(self, kernel: GuestKernel, ctl: Path, share: Path, image_bytes: int) -> None:
+        self.kernel, self.ctl, self.share = kernel, ctl, share
+        self.memory_mb = BASE_MEMORY_MB + image_bytes // (1 << 20)
+        self.image_bytes = image_bytes
+        self.proc: subprocess.Popen[str] | None = None
+        self.console: list[str] = []
+        self.served = 0
+        self.boot_s: float | None = None  # guest uptime at init's "booted" line
+        self.facts: VmFacts
+
+    def __enter__(self) -> Guest:
+        qemu = qemu_binary()
+        image = initramfs.initramfs_for(self.kernel)
+        write_control_files(self.ctl, self.kernel, self.share, self.image_bytes)
+        note = None
+        for accelerator in accelerators():
+            argv = qemu_argv(qemu, accelerator, self.kernel, image, self.ctl, self.share, self.memory_mb)
+            failure = self._boot(argv)
+            if failure is None:
+                break
+            if accelerator == "tcg":
+                raise LabError(f"the VM lab's guest did not start: {failure}", self.console_hint())
+            note = f"KVM could not boot the guest ({failure}); ran under TCG"
+        self.facts = VmFacts(
+            kernel=self.kernel.describe(),
+            accelerator=accelerator,
+            accelerator_note=note,
+            timings_comparable=accelerator == "kvm",
+            memory_mb=self.memory_mb,
+            cpus=GUEST_CPUS,
+            qemu=_system.tool_version(qemu),
+            boot_s=self.boot_s,
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is None:
+            return
+        (self.ctl / guest.QUIT_FILE).touch()  # the guest program ends, init powers off
+        if _system.exit_code_within(self.proc, POWER_OFF_WAIT_S) is None:
+            self.proc.kill()
+        _system.stop_process(self.proc, 0)
+        self.proc = None
+
+    def _boot(self, argv: list[str]) -> str | None:
+        """Start qemu and wait for the guest program's ready line; None, or why not."""
+        self.proc = _system.start_daemon(argv, self.ctl / "qemu.log")
+        for word, rest in self._guest_lines(BOOT_WAIT_S):
+            if word == "booted":
+                self.boot_s = float(rest)
+            elif word == "ready":
+                return None
+            elif word == "init":
+                break
+        code = _system.exit_code_within(self.proc, 5)
+        _system.stop_process(self.proc, 0)
+        self.proc = None
+        if code not in (None, 0):
+            return qemu_error(self.ctl) or f"qemu exited with status {code}"
+        return f"the guest stopped before it was ready ({self.console_hint()})"
+
+    def capture(self, request: dict, progress: Callable[[int, int], None] | None = None) -> LabCapture:
+        """Have the guest take one capture; its result, or its error raised here."""
+        assert self.proc is not None, "the guest is running"
+        self.served += 1
+        job = self.ctl / str(self.served)
+        job.mkdir()
+        staged = job / f".{guest.REQUEST_FILE}"
+        staged.write_text(json.dumps(request) + "\n")
+        staged.rename(job / guest.REQUEST_FILE)  # whole, or not there: the guest polls for it
+        for word, rest in self._guest_lines(QUIET_WAIT_S):
+            if word == "progress" and progress is not None:
+                done, total = rest.split()
+                progress(int(done), int(total))
+            elif word == "done":
+                return guest_result(job, self)
+        raise LabError("the VM lab's guest stopped during a run", self.console_hint())
+
+    def _guest_lines(self, quiet_s: float) -> Iterator[tuple[str, str]]:
+        """The guest's ``sqlwa-vm:`` lines as (word, rest), until qemu exits or is silent
+        for ``quiet_s`` seconds; every console line is kept for error messages."""
+        assert self.proc is not None
+        while (line := _system.read_line_within(self.proc, quiet_s)) is not None:
+            line = line.rstrip("\r\n")
+            self.console.append(line)
+            if line.startswith(GUEST_MARK):
+                word, _, rest = line.removeprefix(GUEST_MARK).partition(" ")
+                yield word, rest
+
+    def console_hint(self) -> str:
+        tail = " | ".join(line for line in self.console[-CONSOLE_TAIL:] if line.strip())
+        return f"the guest's console ended: {tail}" if tail else "the guest printed nothing"
 
 
 def accelerators() -> list[str]:
@@ -105,9 +184,8 @@ def accelerators() -> list[str]:
     return ["kvm", "tcg"] if kvm else ["tcg"]
 
 
-def write_control_files(ctl: Path, kernel: GuestKernel, request: dict, out_dir: Path, image_bytes: int) -> None:
-    """request.json for the guest program, guest.env for init, guest.sh for the chroot."""
-    (ctl / guest.REQUEST_FILE).write_text(json.dumps(request) + "\n")
+def write_control_files(ctl: Path, kernel: GuestKernel, out_dir: Path, image_bytes: int) -> None:
+    """guest.env for init, guest.sh for the chroot; requests come one by one (Guest.capture)."""
     env = {
         "MODULES_DIR": str(Path(kernel.root) / "lib" / "modules"),
         "OUT_DIR": str(out_dir),
@@ -115,12 +193,11 @@ def write_control_files(ctl: Path, kernel: GuestKernel, request: dict, out_dir: 
     }
     (ctl / "guest.env").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
     package_parent = Path(__file__).resolve().parents[2]  # the directory holding sqlwa/
-    modules = ["loop", *(["fuse"] if request["fuse"] != "none" else [])]
     (ctl / "guest.sh").write_text(
         "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8\n"
         "export TMPDIR=/run/sqlwa-tmp\n"  # init's tmpfs for the lab's image (TMP_SIZE)
         f"export PYTHONPATH={shlex.quote(str(package_parent))}\n"
-        f"modprobe -a {' '.join(modules)} || exit 3\n"
+        f"modprobe -a {' '.join(GUEST_MODULES)} || exit 3\n"
         f"exec {shlex.quote(sys.executable)} -m sqlwa.vm.guest /run/sqlwa-vm\n"
     )
 
@@ -147,67 +224,14 @@ def option_value(path: Path) -> str:
     return str(path).replace(",", ",,")
 
 
-@dataclass
-class BootOutcome:
-    booted: bool
-    reason: str | None
-    boot_s: float | None
-    exit_code: int | None  # guest.sh's, as init reports it
-    console: list[str]
-
-    def console_hint(self) -> str:
-        tail = " | ".join(line for line in self.console[-CONSOLE_TAIL:] if line.strip())
-        return f"the guest's console ended: {tail}" if tail else "the guest printed nothing"
-
-
-def boot(argv: list[str], ctl: Path, progress: Callable[[int, int], None] | None) -> BootOutcome:
-    """Run qemu until the guest powers off, following its console."""
-    proc = _system.start_daemon(argv, ctl / "qemu.log")
-    outcome = BootOutcome(False, None, None, None, [])
-    started = time.monotonic()
-    try:
-        while True:
-            wait = QUIET_WAIT_S if outcome.booted else BOOT_WAIT_S - (time.monotonic() - started)
-            line = _system.read_line_within(proc, max(wait, 0))
-            if line is None:
-                break
-            follow(line.rstrip("\r\n"), outcome, progress)
-        code = _system.exit_code_within(proc, 5)
-        if code is None:
-            outcome.reason = (
-                outcome.reason or f"the guest stayed silent for {QUIET_WAIT_S if outcome.booted else BOOT_WAIT_S} s"
-            )
-        elif not outcome.booted:
-            outcome.reason = qemu_error(ctl) or f"qemu exited with status {code}"
-    finally:
-        _system.stop_process(proc, 0)
-    return outcome
-
-
-def follow(line: str, outcome: BootOutcome, progress: Callable[[int, int], None] | None) -> None:
-    outcome.console.append(line)
-    if not line.startswith(GUEST_MARK):
-        return
-    word, _, rest = line.removeprefix(GUEST_MARK).partition(" ")
-    if word == "booted":
-        outcome.booted, outcome.boot_s = True, float(rest)
-    elif word == "progress" and progress is not None:
-        done, total = rest.split()
-        progress(int(done), int(total))
-    elif word == "exit":
-        outcome.exit_code = int(rest)
-    elif word == "init":
-        outcome.reason = rest
-
-
 def qemu_error(ctl: Path) -> str | None:
     lines = [line.strip() for line in (ctl / "qemu.log").read_text(errors="replace").splitlines() if line.strip()]
     return lines[0] if lines else None
 
 
-def guest_result(ctl: Path, outcome: BootOutcome) -> LabCapture:
-    """The guest's capture, or its error raised here as the same kind of error."""
-    error_file, capture_file = ctl / guest.ERROR_FILE, ctl / guest.CAPTURE_FILE
+def guest_result(job: Path, guest_: Guest) -> LabCapture:
+    """The capture in ``job``, or the guest's error raised here as the same kind of error."""
+    error_file, capture_file = job / guest.ERROR_FILE, job / guest.CAPTURE_FILE
     if error_file.is_file():
         error = json.loads(error_file.read_text())
         kind = getattr(errors, error["type"], None)
@@ -216,6 +240,4 @@ def guest_result(ctl: Path, outcome: BootOutcome) -> LabCapture:
         raise kind(f"in the VM lab: {error['message']}", error["hint"])
     if capture_file.is_file():
         return LabCapture.from_json(capture_file.read_text())
-    raise LabError(
-        f"the VM lab's guest ended without a result (guest exit status {outcome.exit_code})", outcome.console_hint()
-    )
+    raise LabError("the VM lab's guest ended a run without a result", guest_.console_hint())
