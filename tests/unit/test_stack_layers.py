@@ -7,8 +7,28 @@ from __future__ import annotations
 
 import pytest
 
+from sqlwa import catalogue
+from sqlwa.catalogue import NO_LAYER, config_label, layers_of
 from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import encryption, filesystem, fuse, profiles
+
+PLAIN = {"scenario": "mobibench-insert", "fs": "ext4", "journal": "wal", "sync": "full"}
+
+
+def test_a_plain_configuration_keeps_its_short_label_and_layers_are_told_apart():
+    assert config_label({**PLAIN, **layers_of({})}) == "mobibench-insert ext4 wal/full"
+    assert config_label(PLAIN) == "mobibench-insert ext4 wal/full"  # a row from before the layers
+    both = {**PLAIN, "encrypt": "fscrypt", "fuse": "passthrough", "profile": NO_LAYER}
+    assert config_label(both) == "mobibench-insert ext4+fscrypt+fuse:passthrough wal/full"
+    sdcard = {**PLAIN, "encrypt": "fscrypt", "fuse": "passthrough-kernel", "profile": "android-sdcard"}
+    assert config_label(sdcard) == "mobibench-insert android-sdcard (ext4+fscrypt+fuse:passthrough-kernel) wal/full"
+
+
+def test_layers_a_summary_does_not_record_are_none():
+    assert layers_of({"fs": "none"}) == {"encrypt": "none", "fuse": "none", "profile": "none"}
+    summary_config = {"encrypt": "fscrypt", "fuse": "bindfs", "profile": {"name": "android-ext4", "fs": "ext4"}}
+    assert layers_of(summary_config) == {"encrypt": "fscrypt", "fuse": "bindfs", "profile": "android-ext4"}
+    assert set(catalogue.LAYER_KEYS) <= set(catalogue.CONFIG_KEYS)
 
 
 def test_a_filesystem_without_fscrypt_is_unsupported_not_a_usage_error():
