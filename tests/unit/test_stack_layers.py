@@ -5,12 +5,16 @@ have refused as unsupported (a sweep skips it). Pure functions: no root, nothing
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 import pytest
 
 from sqlwa import catalogue
 from sqlwa.catalogue import NO_LAYER, config_label, layers_of
 from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import encryption, filesystem, fuse, profiles
+from sqlwa.measure import matrix
 
 PLAIN = {"scenario": "mobibench-insert", "fs": "ext4", "journal": "wal", "sync": "full"}
 
@@ -22,6 +26,22 @@ def test_a_plain_configuration_keeps_its_short_label_and_layers_are_told_apart()
     assert config_label(both) == "mobibench-insert ext4+fscrypt+fuse:passthrough wal/full"
     sdcard = {**PLAIN, "encrypt": "fscrypt", "fuse": "passthrough-kernel", "profile": "android-sdcard"}
     assert config_label(sdcard) == "mobibench-insert android-sdcard (ext4+fscrypt+fuse:passthrough-kernel) wal/full"
+
+
+def test_every_combination_of_layers_has_its_own_label_key_and_directory():
+    combos = list(
+        itertools.product(filesystem.FILESYSTEMS, encryption.CHOICES, fuse.CHOICES, (NO_LAYER, *profiles.PROFILES))
+    )
+    cells = [
+        matrix.Cell("mobibench-insert", fs, "wal", "full", 1, encrypt, layer, profile)
+        for fs, encrypt, layer, profile in combos
+    ]
+    for name in ("label", "key", "dirname"):
+        values = [getattr(cell, name) for cell in cells]
+        assert len(set(values)) == len(cells), name
+    for cell in cells:
+        assert "/" not in cell.dirname and " " not in cell.dirname and ":" not in cell.dirname
+    assert matrix.Cell("mobibench-insert", "ext4", "wal", "full").dirname == "mobibench-insert-ext4-wal-full-r1"
 
 
 def test_layers_a_summary_does_not_record_are_none():
@@ -68,3 +88,60 @@ def test_android_sdcard_is_android_ext4_behind_a_fuse_layer_sqlwa_has():
     assert data.fuse == fuse.NO_FUSE and sdcard.fuse in fuse.LAYERS
     assert "FuseDaemon.cpp" in sdcard.source and "writeback" in sdcard.why
     assert set(data.departures) < set(sdcard.departures)
+
+
+def plan(**axes) -> matrix.MatrixPlan:
+    return matrix.MatrixPlan(Path("/nonexistent/m"), journals=("wal",), syncs=("full",), **axes)
+
+
+def test_a_profile_cell_takes_the_profiles_layers_unless_an_axis_was_given():
+    cells = plan(profiles=("none", "android-sdcard")).cells()
+    assert [(c.fs, c.encrypt, c.fuse, c.profile) for c in cells] == [
+        ("ext4", "none", "none", "none"),
+        ("ext4", "fscrypt", "passthrough-kernel", "android-sdcard"),
+    ]
+    given = plan(profiles=("android-sdcard",), fuses=("passthrough",), profile_overrides=("fuse",)).cells()
+    assert [(c.fuse, matrix.profile_options(c)["profile"]["overridden"]) for c in given] == [("passthrough", ["fuse"])]
+    assert matrix.profile_options(given[0])["mount_opts"] == "nodev,noatime,nosuid"
+
+
+def test_unknown_layers_and_layers_without_a_lab_are_refused_before_any_cell():
+    with pytest.raises(UsageError, match=r"unknown FUSE layer 'sshfs' \(--fuse\)"):
+        matrix.check_axes(plan(fuses=("none", "sshfs")))
+    with pytest.raises(UsageError, match=r"unknown profile 'iphone' \(--profile\)"):
+        matrix.check_axes(plan(profiles=("iphone",)))
+    with pytest.raises(UsageError, match=r"--vfs-only has no lab filesystem, and ext4\+fscrypt needs one"):
+        matrix.check_axes(plan(encrypts=("none", "fscrypt"), lab=False))
+    # without root the lab is off for a reason: layered cells are kept, to be skipped with it
+    no_root = plan(encrypts=("none", "fscrypt"), lab=False, lab_unavailable="needs root")
+    matrix.check_axes(no_root)
+    plain, layered = no_root.cells()
+    assert plain.fs == "none" and matrix.without_lab(plain, no_root) is None
+    assert layered.fs == "ext4" and "ext4+fscrypt needs a lab filesystem" in str(matrix.without_lab(layered, no_root))
+
+
+def test_two_scenario_files_of_one_name_are_refused(tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "app.toml").write_text("")
+    duplicate = plan(scenarios=(str(tmp_path / "a" / "app.toml"), str(tmp_path / "b" / "app.toml")))
+    with pytest.raises(UsageError, match="two cells would write the same directory runs/app-ext4-wal-full-r1"):
+        matrix.check_dirnames(duplicate)
+
+
+def test_a_resumed_sweep_must_have_the_same_layers():
+    started = matrix.plan_record(plan(encrypts=("none", "fscrypt")))
+    assert matrix.plan_differences(started, matrix.plan_record(plan(encrypts=("none", "fscrypt")))) == []
+    assert matrix.plan_differences(started, matrix.plan_record(plan(encrypts=("none",)))) == [
+        "--encrypt none (it was started with none,fscrypt)"
+    ]
+    overridden = matrix.plan_record(plan(profiles=("android-ext4",), profile_overrides=("encrypt",)))
+    assert matrix.plan_differences(matrix.plan_record(plan(profiles=("android-ext4",))), overridden) == [
+        "--profile overridden by --encrypt (it was started with no axis)"
+    ]
+    # a plan recorded before sqlwa had layers was a plan without them
+    older = {k: v for k, v in matrix.plan_record(plan()).items() if k not in matrix.PLAN_BEFORE_LAYERS}
+    assert matrix.plan_differences(older, matrix.plan_record(plan())) == []
+    assert matrix.plan_differences(older, matrix.plan_record(plan(fuses=("passthrough",)))) == [
+        "--fuse passthrough (it was started with none)"
+    ]
