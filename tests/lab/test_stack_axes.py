@@ -12,6 +12,7 @@ lab, so the test can see that it left nothing behind.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 
 from helpers import sqlwa_leftovers
 from sqlwa.lab import fuse
+from sqlwa.measure import matrix
 from sqlwa.results import compare, store
 
 pytestmark = [
@@ -184,6 +186,17 @@ def test_fscrypt_on_xfs_is_skipped_before_anything_is_made(tmp_path: Path) -> No
     assert row["status"] == "skipped" and row["fs"] == "xfs" and row["encrypt"] == "fscrypt"
     assert row["reason"].startswith("--encrypt fscrypt: xfs has no file-based encryption")
     assert "1 cell(s) skipped" in proc.stdout and not (out / "runs").exists()
+
+
+def test_a_missing_dev_fuse_is_a_skipped_cell_with_its_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: False if p == "/dev/fuse" else real_exists(p))
+    plan = matrix.MatrixPlan(tmp_path / "m", fuses=("passthrough",), journals=("wal",), syncs=("full",), txns=2)
+    [result] = matrix.run_matrix(plan).results
+    assert result.status == "skipped"
+    assert result.reason == "--fuse passthrough: there is no /dev/fuse (fix: create it: mknod /dev/fuse c 10 229)"
+    assert [row["status"] for row in stored_runs(tmp_path / "m").values()] == ["skipped"]
+    assert sqlwa_leftovers(os.getpid()) == []
 
 
 def test_a_policy_scoped_to_a_fuse_layer_holds_only_its_configurations(layered: Path, tmp_path: Path) -> None:
