@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -22,9 +23,11 @@ import polars as pl
 import pytest
 
 from helpers import sqlwa_leftovers
+from sqlwa.catalogue import config_label
 from sqlwa.lab import fuse
 from sqlwa.measure import matrix
 from sqlwa.results import compare, store
+from trace_truth import write_bytes_since_commit
 
 pytestmark = [
     pytest.mark.root,
@@ -231,6 +234,46 @@ def test_compare_matches_configurations_by_their_layers(layered: Path, tmp_path:
         "mobibench-insert ext4+fuse:passthrough wal/full": (side(a, ("none", "passthrough")), None),
         "mobibench-insert ext4+fscrypt+fuse:passthrough wal/full": (side(a, ("fscrypt", "passthrough")), None),
     }
+
+
+def amortized_kib_from_the_trace(out: Path, row: dict) -> float:
+    """A run's block KiB per commit from the first measured commit on, tallied from its raw
+    trace.txt with the tests' own expressions (trace_truth), not from sqlwa's figures."""
+    run = out / row["run_dir"]
+    dev = summary_of(out, row)["config"]["lab"]["dev"].replace(":", ",")
+    measured = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
+    return write_bytes_since_commit(run / "trace.txt", dev, measured["index"].min()) / measured.height / 1024
+
+
+def report_figure(page: Path, plot_id: str) -> list[dict]:
+    """The traces the page hands Plotly.newPlot for ``plot_id``."""
+    html = page.read_text()
+    call = re.search(r'Plotly\.newPlot\(\s*"' + re.escape(plot_id) + r'",\s*', html)
+    assert call, f"no figure {plot_id}"
+    return json.JSONDecoder().raw_decode(html, call.end())[0]
+
+
+def test_the_report_sets_each_stack_beside_its_plain_filesystem(layered: Path, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    assert sqlwa_owned("report", str(layered), "-o", str(page)).returncode == 0
+    html = page.read_text()
+    assert "what each layer costs" in html and 'id="layer-costs"' in html and "CPU per commit" in html
+    rows = stored_runs(layered)
+    plain = rows[("none", "none")]
+    bars = {trace["name"]: dict(zip(trace["x"], trace["y"])) for trace in report_figure(page, "plot-layer-costs")}
+    assert set(bars) == {
+        "ext4+fuse:passthrough wal/full",
+        "ext4+fscrypt wal/full",
+        "ext4+fscrypt+fuse:passthrough wal/full",
+    }
+    for (encrypt, layer), row in rows.items():
+        if row["status"] != "ok" or (encrypt, layer) == ("none", "none"):
+            continue
+        name = config_label(row).removeprefix("mobibench-insert ")
+        truth = amortized_kib_from_the_trace(layered, row) / amortized_kib_from_the_trace(layered, plain)
+        assert bars[name]["block KiB"] == pytest.approx(truth), name
+        assert bars[name]["fsync"] == row["fsync_calls_per_commit"] / plain["fsync_calls_per_commit"] == 1.0
+        assert bars[name]["flushes"] == pytest.approx(row["flushes_per_commit"] / plain["flushes_per_commit"])
 
 
 def test_resuming_with_another_layer_axis_is_another_plan(layered: Path) -> None:

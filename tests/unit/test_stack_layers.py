@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from sqlwa import catalogue
@@ -15,6 +16,7 @@ from sqlwa.catalogue import NO_LAYER, config_label, layers_of
 from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import encryption, filesystem, fuse, profiles
 from sqlwa.measure import matrix
+from sqlwa.results import layers
 
 PLAIN = {"scenario": "mobibench-insert", "fs": "ext4", "journal": "wal", "sync": "full"}
 
@@ -145,3 +147,32 @@ def test_a_resumed_sweep_must_have_the_same_layers():
     assert matrix.plan_differences(older, matrix.plan_record(plan(fuses=("passthrough",)))) == [
         "--fuse passthrough (it was started with none)"
     ]
+
+
+def means_row(encrypt: str = "none", fuse_layer: str = "none", journal: str = "wal", **figures: float | None) -> dict:
+    return {**PLAIN, "journal": journal, "encrypt": encrypt, "fuse": fuse_layer, "profile": "none", **figures}
+
+
+def test_a_layers_cost_is_its_figure_beside_the_same_configuration_without_layers():
+    means = pl.DataFrame(
+        [
+            means_row(fsync_calls_per_commit=1.0, write_kib_per_commit=40.0, p99_ms=2.0),
+            means_row(journal="delete", fsync_calls_per_commit=4.0, write_kib_per_commit=64.0, p99_ms=0.0),
+            means_row("fscrypt", fsync_calls_per_commit=1.0, write_kib_per_commit=50.0, p99_ms=3.0),
+            means_row("fscrypt", journal="delete", fsync_calls_per_commit=4.0, write_kib_per_commit=64.0, p99_ms=1.0),
+            means_row("none", "passthrough", journal="truncate", fsync_calls_per_commit=5.0),
+        ]
+    )
+    costs = layers.layer_costs(means)
+    by = {(r["config"], r["metric"]): r for r in costs.iter_rows(named=True)}
+    wal = by[("mobibench-insert ext4+fscrypt wal/full", "write_kib_per_commit")]
+    assert (wal["plain_config"], wal["layered"], wal["plain"], wal["ratio"]) == (
+        "mobibench-insert ext4 wal/full", 50.0, 40.0, 1.25
+    )  # fmt: skip
+    assert by[("mobibench-insert ext4+fscrypt wal/full", "p99_ms")]["ratio"] == 1.5
+    assert by[("mobibench-insert ext4+fscrypt delete/full", "p99_ms")]["ratio"] is None  # plain took 0
+    assert by[("mobibench-insert ext4+fscrypt wal/full", "flushes_per_commit")]["ratio"] is None  # not measured
+    alone = by[("mobibench-insert ext4+fuse:passthrough truncate/full", "fsync_calls_per_commit")]
+    assert alone["plain_config"] is None and alone["plain"] is None and alone["ratio"] is None
+    assert set(costs["metric"]) == set(layers.LAYER_COST_METRICS)  # no CPU column until runs record CPU time
+    assert layers.layer_costs(pl.DataFrame([means_row(fsync_calls_per_commit=1.0)])).height == 0
