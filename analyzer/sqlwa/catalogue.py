@@ -250,6 +250,13 @@ def layers_of(config: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def config_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's :data:`CONFIG_KEYS` values from its summary's config: ``?`` for a key it
+    lacks, ``none`` for a layer it lacks (:func:`layers_of`)."""
+    layers = layers_of(config)
+    return {key: layers[key] if key in LAYER_KEYS else config.get(key, "?") for key in CONFIG_KEYS}
+
+
 def stack_label(row: Mapping[str, Any]) -> str:
     """The filesystem and the layers on it: ``ext4``, ``ext4+fscrypt+fuse:passthrough``;
     with a profile, its name first: ``android-ext4 (ext4+fscrypt)``."""

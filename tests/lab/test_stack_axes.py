@@ -22,6 +22,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import sqlwa
 from helpers import sqlwa_leftovers
 from sqlwa.catalogue import config_label
 from sqlwa.lab import fuse
@@ -258,6 +259,10 @@ def test_the_report_sets_each_stack_beside_its_plain_filesystem(layered: Path, t
     assert sqlwa_owned("report", str(layered), "-o", str(page)).returncode == 0
     html = page.read_text()
     assert "what each layer costs" in html and 'id="layer-costs"' in html and "CPU per commit" in html
+    # one bar per stack in the ext4 panel, not four stacks drawn as one "wal/full"
+    names = {x for trace in report_figure(page, "plot-categories") for x in trace["x"]}
+    assert names == {"ext4 wal/full", "ext4+fuse:passthrough wal/full", "ext4+fscrypt wal/full",
+                     "ext4+fscrypt+fuse:passthrough wal/full"}  # fmt: skip
     rows = stored_runs(layered)
     plain = rows[("none", "none")]
     bars = {trace["name"]: dict(zip(trace["x"], trace["y"])) for trace in report_figure(page, "plot-layer-costs")}
@@ -274,6 +279,14 @@ def test_the_report_sets_each_stack_beside_its_plain_filesystem(layered: Path, t
         assert bars[name]["block KiB"] == pytest.approx(truth), name
         assert bars[name]["fsync"] == row["fsync_calls_per_commit"] / plain["fsync_calls_per_commit"] == 1.0
         assert bars[name]["flushes"] == pytest.approx(row["flushes_per_commit"] / plain["flushes_per_commit"])
+
+
+def test_the_api_selects_a_run_by_its_layers(layered: Path) -> None:
+    matrix_api = sqlwa.load(layered)
+    run = matrix_api.run(encrypt="fscrypt", fuse="passthrough")
+    assert run.label == "mobibench-insert ext4+fscrypt+fuse:passthrough wal/full"
+    assert run.config["lab"]["encryption"]["policy"]["contents_mode"] == 1
+    assert set(matrix_api.commits.filter(pl.col("fuse") == "passthrough")["encrypt"]) == {"none", "fscrypt"}
 
 
 def test_resuming_with_another_layer_axis_is_another_plan(layered: Path) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import sqlwa
+from helpers import REPO
 from sqlwa import catalogue
 from sqlwa.catalogue import NO_LAYER, config_label, layers_of
 from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
@@ -176,3 +178,13 @@ def test_a_layers_cost_is_its_figure_beside_the_same_configuration_without_layer
     assert alone["plain_config"] is None and alone["plain"] is None and alone["ratio"] is None
     assert set(costs["metric"]) == set(layers.LAYER_COST_METRICS)  # no CPU column until runs record CPU time
     assert layers.layer_costs(pl.DataFrame([means_row(fsync_calls_per_commit=1.0)])).height == 0
+
+
+def test_a_run_directory_from_before_the_layers_keeps_its_label():
+    """The sample runs' summaries name no layer: their label and selection are as before."""
+    samples = REPO / "traces" / "samples" / "sqlwa-runs"
+    assert sqlwa.load(samples / "ext4-delete").label == "mobibench-insert ext4 delete/full"
+    assert sqlwa.load(samples).run(journal="wal", fuse="none", profile="none").label == "mobibench-insert ext4 wal/full"
+    assert catalogue.config_values({"scenario": "s"}) == {
+        "scenario": "s", "fs": "?", "encrypt": "none", "fuse": "none", "profile": "none", "journal": "?", "sync": "?"
+    }  # fmt: skip

@@ -32,7 +32,7 @@ from pathlib import Path
 import polars as pl
 
 from sqlwa.analysis import metrics
-from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAYER, layers_of
+from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAYER, config_values, layers_of
 from sqlwa.errors import UsageError
 from sqlwa.results import findings, rundir
 
@@ -409,19 +409,8 @@ def save_run(
 
 def run_dir_record(run_dir: Path, config: dict) -> RunRecord:
     """The record of a lone run directory (not a matrix cell), from its configuration."""
-    layers = layers_of(config)
     return RunRecord(
-        run_key=str(run_dir.resolve()),
-        status="ok",
-        scenario=config.get("scenario", "?"),
-        fs=config.get("fs", "?"),
-        journal=config.get("journal", "?"),
-        sync=config.get("sync", "?"),
-        encrypt=layers["encrypt"],
-        fuse=layers["fuse"],
-        profile=layers["profile"],
-        txns=config.get("txns"),
-        run_dir=run_dir,
+        run_key=str(run_dir.resolve()), status="ok", **config_values(config), txns=config.get("txns"), run_dir=run_dir
     )
 
 
