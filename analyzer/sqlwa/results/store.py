@@ -605,7 +605,7 @@ def load_results(path: Path) -> pl.DataFrame:
 
 
 def config_means(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per configuration (scenario, fs, journal, sync) over its successful runs:
+    """One row per configuration (:data:`sqlwa.catalogue.CONFIG_KEYS`) over its successful runs:
     the mean of every figure across repeats, the repeats counted and lost events summed.
     With ``latencies`` (:func:`load_latencies`) the latency quantiles are those of all
     the configuration's commits pooled: a mean of each repeat's p99 is no p99."""
