@@ -288,15 +288,16 @@ def layer_cost_table(costs: pl.DataFrame) -> str:
     ratio; CPU per commit absent (—) until runs record it."""
     metrics = list(dict.fromkeys(costs["metric"]))
     head = "".join(metric_head(METRICS[m]) for m in metrics)
-    cpu_head = "" if layers.CPU_METRIC in metrics else f"<th>{layers.CPU_LABEL}</th>"
+    # CPU time is a metric like the others once runs record it; until then its column is absent, not 0
+    cpu_measured = layers.CPU_METRIC in metrics
+    cpu_head, cpu_cell = ("", "") if cpu_measured else (f"<th>{layers.CPU_LABEL}</th>", CPU_ABSENT)
     body = []
     for config, rows in costs.group_by("config", maintain_order=True):
         by_metric = {row["metric"]: row for row in rows.iter_rows(named=True)}
         plain = rows["plain_config"][0]
         cells = "".join(cost_cell(by_metric.get(m), METRICS[m].digits) for m in metrics)
         body.append(
-            f"<tr><th>{html.escape(str(config[0]))}</th><td>{fmt_cell(plain)}</td>{cells}"
-            f"{'' if cpu_head == '' else CPU_ABSENT}</tr>"
+            f'<tr><th>{html.escape(str(config[0]))}</th><td class="what">{fmt_cell(plain)}</td>{cells}{cpu_cell}</tr>'
         )
     return (
         '<div class="scroll"><table class="sortable" id="layer-costs"><thead><tr><th>stack</th>'
@@ -485,7 +486,7 @@ table { border-collapse: collapse; font-size: 0.85em; } th, td { border: 1px sol
 td { text-align: right; } th { background: #f6f6f6; text-align: left; } .scroll { overflow-x: auto; }
 .absent { color: #999; } .failed { color: #b00020; } .skipped { color: #a06000; } .ok { color: #1b7f3b; }
 .banner.lost { background: #fde2e4; border-left: 4px solid #b00020; } tr.lost th, tr.lost td { color: #b00020; }
-td.what { text-align: left; }
+td.what { text-align: left; } #layer-costs td { white-space: nowrap; }
 .unit { font-weight: normal; color: #666; } tbody th { white-space: nowrap; } table.sortable thead th { cursor: pointer; }
 th[aria-sort=ascending]::after { content: " ▲"; } th[aria-sort=descending]::after { content: " ▼"; }
 """
