@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from sqlwa.analysis import traceparse
-from sqlwa.catalogue import CONFIG_KEYS, config_label, is_flush
+from sqlwa.catalogue import CONFIG_KEYS, config_label, config_values, is_flush
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir, store
 from sqlwa.views import figures
@@ -270,7 +270,7 @@ class Run(DeviceTrace):
                 f"{self.dir} is not a run directory: no summary.json", "pass a directory written by `sqlwa run --out`"
             )
         self.summary: dict = rundir.summary(self.dir)
-        self.label = config_label({key: self.config.get(key, "?") for key in CONFIG_KEYS})
+        self.label = config_label(config_values(self.config))
 
     def __repr__(self) -> str:
         return f"<sqlwa.Run {self.label} ({self.summary.get('commits')} commits, levels {self.levels}) at {self.dir}>"
@@ -468,7 +468,7 @@ def runs_frame(runs: list[Run]) -> pl.DataFrame:
             {
                 "status": "ok",
                 "run_dir": str(run.dir.resolve()),
-                **{key: run.config.get(key, "?") for key in CONFIG_KEYS},
+                **config_values(run.config),
             }
             for run in runs
         ]
@@ -513,8 +513,8 @@ class Matrix:
         return self.summary.filter((pl.col("status") == "ok") & pl.col("run_dir").is_not_null())
 
     def run(self, **selection: Any) -> Run:
-        """The one successful run matching ``selection`` (any of scenario, fs, journal,
-        sync, repeat), e.g. ``matrix.run(journal="wal", sync="normal")``."""
+        """The one successful run matching ``selection`` (any of scenario, fs, encrypt,
+        fuse, profile, journal, sync, repeat), e.g. ``matrix.run(journal="wal", fuse="none")``."""
         unknown = set(selection) - set(SELECTORS)
         if unknown:
             raise UsageError(f"cannot select runs by {', '.join(sorted(unknown))}", f"select by {', '.join(SELECTORS)}")
@@ -530,8 +530,9 @@ class Matrix:
 
     @cached_property
     def commits(self) -> pl.DataFrame:
-        """Every successful run's commits in one frame, with scenario, fs, journal, sync
-        and run_key columns in front (columns a run lacks are null)."""
+        """Every successful run's commits in one frame, with the configuration keys
+        (scenario, fs, encrypt, fuse, profile, journal, sync) and run_key in front (columns
+        a run lacks are null)."""
         frames = [
             run.commits.select(*[pl.lit(row.get(k)).alias(k) for k in (*CONFIG_KEYS, "run_key")], pl.all())
             for run, row in zip(self.runs, self.ok().iter_rows(named=True))

@@ -224,16 +224,64 @@ DURABILITY_FINDINGS = ("xsync_without_fsync", "fsync_flushed_nothing")
 
 # ------------------------------------------------------------------ configurations
 
+#: The layers a run may put between SQLite and its lab filesystem, as the summary's
+#: config names them: ``--encrypt``, ``--fuse`` and the ``--profile`` they came from.
+LAYER_KEYS = ("encrypt", "fuse", "profile")
+#: A layer that is not there (and a run from before sqlwa had layers).
+NO_LAYER = "none"
 #: What a configuration is: runs with equal values are repeats of one configuration.
-CONFIG_KEYS = ("scenario", "fs", "journal", "sync")
+CONFIG_KEYS = ("scenario", "fs", *LAYER_KEYS, "journal", "sync")
 # The fs of a run without a lab filesystem (no --fs), in `run` and `matrix --vfs-only`
 # alike; the filesystem its directory happened to be on is config["dir_fs"].
 NO_LAB_FS = "none"
 
 
+def layers_of(config: Mapping[str, Any]) -> dict[str, str]:
+    """A run's layers from its summary's config: its encryption, its FUSE layer and the
+    name of its profile, ``none`` for each it lacks (a run without a lab, or one made
+    before sqlwa had layers, records none of them)."""
+    profile = config.get("profile")
+    if isinstance(profile, Mapping):  # summary.json records the whole profile
+        profile = profile.get("name")
+    return {
+        "encrypt": str(config.get("encrypt") or NO_LAYER),
+        "fuse": str(config.get("fuse") or NO_LAYER),
+        "profile": str(profile or NO_LAYER),
+    }
+
+
+def config_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's :data:`CONFIG_KEYS` values from its summary's config: ``?`` for a key it
+    lacks, ``none`` for a layer it lacks (:func:`layers_of`)."""
+    layers = layers_of(config)
+    return {key: layers[key] if key in LAYER_KEYS else config.get(key, "?") for key in CONFIG_KEYS}
+
+
+def stack_label(row: Mapping[str, Any]) -> str:
+    """The filesystem and the layers on it: ``ext4``, ``ext4+fscrypt+fuse:passthrough``;
+    with a profile, its name first: ``android-ext4 (ext4+fscrypt)``."""
+    parts = [str(row["fs"])]
+    if _present(row, "encrypt"):
+        parts.append(str(row["encrypt"]))
+    if _present(row, "fuse"):
+        parts.append(f"fuse:{row['fuse']}")
+    stack = "+".join(parts)
+    return f"{row['profile']} ({stack})" if _present(row, "profile") else stack
+
+
+def _present(row: Mapping[str, Any], layer: str) -> bool:
+    return row.get(layer) not in (None, NO_LAYER)
+
+
+def has_layers(row: Mapping[str, Any]) -> bool:
+    """Whether a configuration has any layer on its filesystem."""
+    return any(_present(row, key) for key in LAYER_KEYS)
+
+
 def config_label(row: Mapping[str, Any]) -> str:
-    """``scenario fs journal/sync``: how tables, checks and figures name a configuration."""
-    return f"{row['scenario']} {row['fs']} {row['journal']}/{row['sync']}"
+    """``scenario stack journal/sync``: how tables, checks and figures name a configuration
+    (a plain one: ``mobibench-insert ext4 wal/full``)."""
+    return f"{row['scenario']} {stack_label(row)} {row['journal']}/{row['sync']}"
 
 
 def run_label(row: Mapping[str, Any]) -> str:

@@ -126,6 +126,32 @@ def test_without_root_runs_vfs_level_and_says_what_block_needs():
         assert row["status"] == "ok" and row["fsync_calls_per_commit"] is None
 
 
+def test_layers_in_a_vfs_only_sweep_are_one_line_and_nothing_is_made(tmp_path):
+    out = tmp_path / "m"
+    proc = sqlwa("matrix", "--vfs-only", "--encrypt", "none,fscrypt", "-j", "wal", "--sync", "full", "-n", "2",
+                 "--out", str(out), check=False)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        "sqlwa: error: --vfs-only has no lab filesystem, and ext4+fscrypt needs one",
+        "  fix: leave --vfs-only out, or the --encrypt, --fuse and --profile axes",
+    ]
+    assert not out.exists()
+
+
+@pytest.mark.root
+def test_without_root_a_layered_cell_is_skipped_saying_what_it_needs():
+    with sqlwa_as_nobody(
+        "matrix", "--fuse", "none,passthrough", "-j", "wal", "--sync", "normal", "-n", "3", "--out", "{dir}/m",
+        prefix="sqlwa-test-matrix-layers-nonroot-",
+    ) as (proc, workdir):  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        runs = {row["fuse"]: row for row in store.load_results(workdir / "m").iter_rows(named=True)}
+        assert runs["none"]["status"] == "ok" and runs["none"]["fs"] == "none"
+        skipped = runs["passthrough"]
+        assert skipped["status"] == "skipped" and skipped["fs"] == "ext4"
+        assert skipped["reason"].startswith("ext4+fuse:passthrough needs a lab filesystem, and this sweep has none: ")
+        assert "need root" in skipped["reason"] and "1 cell(s) skipped" in proc.stdout
+
+
 @pytest.mark.root
 def test_demo_runs_the_default_sweep_and_writes_the_report(tmp_path):
     out, report = tmp_path / "demo", tmp_path / "report.html"

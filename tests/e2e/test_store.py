@@ -53,6 +53,44 @@ def test_old_store_is_migrated_and_keeps_its_rows(tmp_path, vfs_run):
     assert conn.execute("SELECT count(*) FROM runs WHERE frame_budget_miss_pct IS NOT NULL").fetchone()[0] == 1
 
 
+def version_4_store(path: Path) -> None:
+    """A store as sqlwa made it before the layers were configuration keys: a layered run
+    (only a run directory saved into a store could be one) and a skipped matrix cell."""
+    raw = sqlite3.connect(path)
+    for migration in store.MIGRATIONS[:4]:
+        raw.executescript(migration)
+    layered = {"scenario": "s", "fs": "ext4", "encrypt": "fscrypt", "fuse": "passthrough", "profile": {"name": "p"}}
+    raw.execute(
+        "INSERT INTO runs (id, run_key, status, scenario, fs, journal, sync, levels, config_json) "
+        "VALUES (1, 'layered', 'ok', 's', 'ext4', 'wal', 'full', '[\"vfs\"]', ?)",
+        (json.dumps(layered),),
+    )
+    raw.execute("INSERT INTO commits (run_id, idx, warmup, latency_ns) VALUES (1, 0, 0, 1000000)")
+    raw.execute(
+        "INSERT INTO runs (id, run_key, status, scenario, fs, journal, sync) VALUES (2, 'skipped', 'skipped', 's', 'xfs', 'wal', 'full')"
+    )
+    raw.execute("PRAGMA user_version = 4")
+    raw.commit()
+    raw.close()
+
+
+def test_a_store_from_before_the_layers_reads_them_from_each_runs_config(tmp_path):
+    path = tmp_path / store.STORE_FILE
+    version_4_store(path)
+    expected = [("fscrypt", "passthrough", "p"), ("none", "none", "none")]
+    # read as it is (readers never migrate) ...
+    runs = store.load_results(tmp_path)
+    assert list(runs.select("encrypt", "fuse", "profile").iter_rows()) == expected
+    latencies = store.load_latencies(tmp_path)
+    assert latencies.select("encrypt", "fuse", "profile").row(0) == expected[0]
+    # ... and migrated by a writer to the same values, in columns of their own
+    conn = store.connect(path)
+    assert store.schema_version(conn) == store.STORE_SCHEMA_VERSION
+    assert [tuple(r) for r in conn.execute("SELECT encrypt, fuse, profile FROM runs ORDER BY id")] == expected
+    indexed = [r["name"] for r in conn.execute("PRAGMA index_info('runs_by_config')")]
+    assert indexed == ["scenario", "fs", "encrypt", "fuse", "profile", "journal", "sync", "status"]
+
+
 def test_newer_store_is_refused(tmp_path):
     path = tmp_path / "results.sqlite"
     raw = sqlite3.connect(path)

@@ -119,6 +119,7 @@ def literal_tuples(path: Path) -> list[tuple[int, tuple]]:
 def test_no_module_spells_a_catalogue_list_again():
     lists = {
         "CONFIG_KEYS": catalogue.CONFIG_KEYS,
+        "LAYER_KEYS": catalogue.LAYER_KEYS,
         "FILE_KINDS": catalogue.FILE_KINDS,
         "DATABASE_FILE_KINDS": catalogue.DATABASE_FILE_KINDS,
         "VFS_COMMIT_COLUMNS": catalogue.VFS_COMMIT_COLUMNS,

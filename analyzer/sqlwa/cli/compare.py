@@ -50,10 +50,11 @@ def compare_command(a, b, as_json):
       sqlwa compare sqlwa-out/run-delete sqlwa-out/run-wal
       sqlwa compare m1/results.sqlite m2
 
-    Matrices are matched by configuration (scenario, fs, journal, sync; means over
-    repeats, latency quantiles over the repeats' commits pooled). Per commit figures; a change for the worse is shown red, for the better
-    green (higher is worse for all of them). — means the level was not measured on that
-    side (never 0). Lab runs also show durability: where B's commits lost the durability
+    Matrices are matched by configuration (scenario, fs and its layers: encrypt, fuse,
+    profile; journal, sync; means over repeats, latency quantiles over the repeats'
+    commits pooled). Per commit figures; a change for the worse is shown red, for the
+    better green (higher is worse for all of them). — means the level was not measured
+    on that side (never 0). Lab runs also show durability: where B's commits lost the durability
     A's had (e.g. fsync_flushed_nothing: mounted barrier=0), B's savings are red and
     marked "durability lost", not green.
     """

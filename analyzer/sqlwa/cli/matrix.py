@@ -1,5 +1,6 @@
-"""``sqlwa matrix``: a sweep over scenarios × filesystems × journal × sync, and ``sqlwa
-demo``: the default sweep with its table and HTML report."""
+"""``sqlwa matrix``: a sweep over scenarios × filesystems × layers (encryption, FUSE,
+profile) × journal × sync, and ``sqlwa demo``: the default sweep with its table and HTML
+report."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sqlwa.catalogue import METRICS, config_label
+from sqlwa.catalogue import METRICS, NO_LAYER, config_label
 from sqlwa.measure import matrix
 from sqlwa.results import store
 from sqlwa.views import json_output
@@ -188,11 +189,9 @@ def run_with_progress(plan: matrix.MatrixPlan) -> matrix.MatrixOutcome:
     err = wide_console(stderr=True)
     why_not_lab = matrix.lab_unavailable_reason() if plan.lab and not plan.vm else None
     if why_not_lab:
-        plan.lab = False
-    # A mistake in the axes is the one line said, not a line after announcing the sweep.
-    matrix.check_axes(plan)
-    if why_not_lab:
+        plan.lab, plan.lab_unavailable = False, why_not_lab
         err.print(f"[yellow]VFS level only:[/yellow] {why_not_lab}", highlight=False)
+    matrix.check_axes(plan)  # a refused axis is the only line, before the sweep says what it will do
     cells = plan.cells()
     err.print(f"{len(cells)} cell(s) into {plan.out_dir}", highlight=False)
     with MatrixProgress(len(cells), err) as bar:
@@ -230,6 +229,35 @@ MATRIX_OPTIONS = [
         callback=split_list,
         metavar="FS,..",
         help="Lab filesystems, e.g. ext4,xfs,btrfs (each cell gets a fresh one; needs root).",
+    ),
+    click.option(
+        "--encrypt",
+        "encrypts",
+        default=NO_LAYER,
+        show_default=True,
+        callback=split_list,
+        metavar="MODE,..",
+        help="File-based encryption of each cell's database directory, e.g. none,fscrypt (as `sqlwa run --encrypt`).",
+    ),
+    click.option(
+        "--fuse",
+        "fuses",
+        default=NO_LAYER,
+        show_default=True,
+        callback=split_list,
+        metavar="LAYER,..",
+        help="A FUSE daemon in front of each cell's lab filesystem, e.g. none,passthrough,passthrough-kernel "
+        "(as `sqlwa run --fuse`).",
+    ),
+    click.option(
+        "--profile",
+        "profiles",
+        default=NO_LAYER,
+        show_default=True,
+        callback=split_list,
+        metavar="NAME,..",
+        help="Phone profiles, e.g. none,android-ext4,android-sdcard (as `sqlwa run --profile`); a profile cell "
+        "takes the profile's filesystem and layers unless --fs, --encrypt or --fuse is given.",
     ),
     click.option(
         "-j",
@@ -275,6 +303,21 @@ MATRIX_OPTIONS = [
 ]
 
 
+# Each stack option of a cell with the axis parameter that sets it.
+STACK_AXES = {"fs": "filesystems", "encrypt": "encrypts", "fuse": "fuses"}
+
+
+def profile_overrides() -> tuple[str, ...]:
+    """The stack options whose axis was given on the command line: as with `sqlwa run
+    --profile`, an option given explicitly wins over the profile's."""
+    context = click.get_current_context()
+    return tuple(
+        option
+        for option, parameter in STACK_AXES.items()
+        if context.get_parameter_source(parameter) not in (None, click.core.ParameterSource.DEFAULT)
+    )
+
+
 def with_options(options):
     def apply(func):
         for option in reversed(options):
@@ -305,6 +348,9 @@ def with_options(options):
 def matrix_command(
     scenarios,
     filesystems,
+    encrypts,
+    fuses,
+    profiles,
     journals,
     syncs,
     repeat,
@@ -318,7 +364,8 @@ def matrix_command(
     resume,
     as_json,
 ):
-    """Run every combination of scenario × fs × journal × sync, each on a fresh filesystem.
+    """Run every combination of scenario × fs × encrypt × fuse × profile × journal × sync,
+    each on a fresh filesystem.
 
     \b
     Examples:
@@ -327,9 +374,12 @@ def matrix_command(
            -j delete,wal --sync normal,full --repeat 3 -n 500 --out m2
       sudo sqlwa matrix ... --out m2 --resume                     # after Ctrl-C or a failure
       sqlwa matrix -j delete,wal --out m3                         # no root: VFS level only
+      sudo sqlwa matrix --encrypt none,fscrypt --fuse none,passthrough -j wal --sync full --out m4
+      sudo sqlwa matrix --profile none,android-ext4,android-sdcard -j delete,wal --out m5
 
-    Every run lands in OUT/runs/<scenario>-<fs>-<journal>-<sync>-r<N>/ and in the store
-    OUT/results.sqlite. A cell that cannot run here (e.g. a filesystem the kernel lacks)
+    Every run lands in OUT/runs/<scenario>-<stack>-<journal>-<sync>-r<N>/ (stack: the fs and
+    its layers, e.g. ext4+fscrypt+fuse-passthrough) and in the store OUT/results.sqlite. A
+    cell that cannot run here (a filesystem the kernel lacks, fscrypt on xfs, no /dev/fuse)
     is skipped with its reason, a failing cell is recorded with its error, and the sweep
     goes on; both are listed at the end. Exit status 1 when a cell failed.
     Then: `sqlwa report OUT -o report.html`, `sqlwa check --policy P OUT`, `sqlwa compare OUT OTHER`.
@@ -338,6 +388,10 @@ def matrix_command(
         out_dir=out_dir,
         scenarios=scenarios,
         filesystems=filesystems,
+        encrypts=encrypts,
+        fuses=fuses,
+        profiles=profiles,
+        profile_overrides=profile_overrides(),
         journals=journals,
         syncs=syncs,
         repeat=repeat,
@@ -379,6 +433,9 @@ DEMO_TXNS = 500  # about 50 s for the 8 lab cells here; stays under 3 minutes on
 def demo_command(
     scenarios,
     filesystems,
+    encrypts,
+    fuses,
+    profiles,
     journals,
     syncs,
     repeat,
@@ -411,6 +468,10 @@ def demo_command(
         out_dir=out_dir,
         scenarios=scenarios,
         filesystems=filesystems,
+        encrypts=encrypts,
+        fuses=fuses,
+        profiles=profiles,
+        profile_overrides=profile_overrides(),
         journals=journals,
         syncs=syncs,
         repeat=repeat,

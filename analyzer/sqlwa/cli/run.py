@@ -140,7 +140,8 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     "profile_name",
     type=click.Choice(tuple(profiles.PROFILES)),
     help="A phone's storage set-up as a bundle of lab options (android-ext4: Android's /data on ext4 "
-    "with FBE, from AOSP's fstab); options given explicitly override the profile's.",
+    "with FBE, from AOSP's fstab; android-sdcard: the same behind the FUSE layer of /sdcard, "
+    "--fuse passthrough-kernel); options given explicitly override the profile's.",
 )
 @click.option(
     "--encrypt",
@@ -258,7 +259,13 @@ def run(
     if not vm and click.get_current_context().get_parameter_source("vm_kernel") != click.core.ParameterSource.DEFAULT:
         raise UsageError("--kernel chooses the VM lab's kernel, and this run is not in the VM lab", "add --vm")
     fs = fs or (VM_DEFAULT_FS if vm else None)
-    lab_options: dict[str, Any] = {"fs": fs, "mkfs_opts": mkfs_opts, "mount_opts": mount_opts, "encrypt": encrypt}
+    lab_options: dict[str, Any] = {
+        "fs": fs,
+        "mkfs_opts": mkfs_opts,
+        "mount_opts": mount_opts,
+        "encrypt": encrypt,
+        "fuse": fuse_layer,
+    }
     profile = with_profile(profile_name, lab_options) if profile_name else None
     request = runner.RunRequest(
         scenario=scenario,
@@ -271,7 +278,7 @@ def run(
         mkfs_opts=lab_options["mkfs_opts"],
         encrypt=lab_options["encrypt"],
         profile=profile,
-        fuse=fuse_layer,
+        fuse=lab_options["fuse"],
         mount_opts=lab_options["mount_opts"],
         fill_pct=fill_pct,
         allow_loss=allow_loss,
@@ -297,19 +304,22 @@ def run(
         click.echo(f"kept the database in {outcome.kept_database}")
 
 
+# The click parameter behind each option a profile fills in, where its name differs.
+PROFILE_PARAMETERS = {"fuse": "fuse_layer"}
+
+
 def with_profile(name: str, options: dict[str, Any]) -> dict:
     """Fill ``options`` from the profile where the command line left them at their
     defaults; returns what the summary records of the profile."""
     chosen = profiles.profile(name)
     context = click.get_current_context()
-    overridden = []
-    for key in options:
-        source = context.get_parameter_source(key)
-        if source in (None, click.core.ParameterSource.DEFAULT):
-            options[key] = getattr(chosen, key)
-        elif options[key] != getattr(chosen, key):
-            overridden.append(key)
-    return profiles.describe(chosen, overridden)
+    given = {
+        key
+        for key in options
+        if context.get_parameter_source(PROFILE_PARAMETERS.get(key, key))
+        not in (None, click.core.ParameterSource.DEFAULT)
+    }
+    return profiles.describe(chosen, profiles.apply(chosen, options, given))
 
 
 @click.command()

@@ -53,13 +53,16 @@ CHOICES = (NO_ENCRYPTION, *MODES)
 
 
 def check_encryption(mode: str, fs: str, kernel_type: str) -> None:
-    """Refuse, before anything is made, an encryption the filesystem or kernel cannot do."""
+    """Refuse, before anything is made, an encryption the filesystem or kernel cannot do:
+    an unknown mode is a usage error, a mode this filesystem or kernel lacks unsupported."""
     if mode not in CHOICES:
         raise UsageError(f"--encrypt {mode!r} is not an encryption mode", f"choose one of: {', '.join(CHOICES)}")
     if mode == NO_ENCRYPTION:
         return
     if kernel_type not in ENCRYPTING_FILESYSTEMS:
-        raise UsageError(
+        # What the filesystem lacks, like a kernel without the feature: a sweep skips the
+        # cell with this reason instead of counting it as a failed measurement.
+        raise UnsupportedFilesystem(
             f"--encrypt {mode}: {fs} has no file-based encryption (fscrypt is in ext4 and f2fs)",
             "use --fs ext4, or leave --encrypt out",
         )

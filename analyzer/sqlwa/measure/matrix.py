@@ -1,21 +1,32 @@
-"""Sweeps: every combination of scenario × filesystem × journal × sync (× repeat), each
-cell a fresh run through :func:`sqlwa.runner.execute`, all of them in one results store.
+"""Sweeps: every combination of scenario × filesystem × encryption × FUSE layer × profile
+× journal × sync (× repeat), each cell a fresh run through :func:`sqlwa.runner.execute`,
+all of them in one results store.
 
 Layout of a matrix directory::
 
     DIR/results.sqlite                        the store (see sqlwa.store)
-    DIR/runs/<scenario>-<fs>-<journal>-<sync>-r<N>/   summary.json, commits.parquet,
+    DIR/runs/<scenario>-<stack>-<journal>-<sync>-r<N>/   summary.json, commits.parquet,
                                               trace.txt and events.parquet (lab runs)
 
-A cell that cannot run here (a filesystem this kernel lacks) is *skipped* with the
-reason; a cell that fails is recorded as *failed* with the error; the sweep goes on
-either way. Without root (or without tracefs) every cell runs at the VFS level only,
-in a scratch directory, and the filesystem axis collapses to ``none``.
+``<stack>`` is the filesystem and its layers joined by ``+``: ``ext4``,
+``ext4+fscrypt+fuse-passthrough``, ``ext4+fscrypt+profile-android-ext4``.
+
+A profile cell takes the profile's filesystem, encryption and FUSE layer, except where
+the sweep's own axis was given explicitly (:attr:`MatrixPlan.profile_overrides`): as with
+``sqlwa run --profile``, an option given explicitly wins.
+
+A cell that cannot run here (a filesystem this kernel lacks, an encryption the
+filesystem has not, no /dev/fuse) is *skipped* with the reason; a cell that fails is
+recorded as *failed* with the error; the sweep goes on either way. Without root (or
+without tracefs) every plain cell runs at the VFS level only, in a scratch directory, and
+the filesystem axis collapses to ``none``; cells with layers are skipped, saying why.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -23,9 +34,9 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture import tracing
-from sqlwa.catalogue import NO_LAB_FS, run_label
+from sqlwa.catalogue import NO_LAB_FS, NO_LAYER, has_layers, run_label, stack_label
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
-from sqlwa.lab import filesystem
+from sqlwa.lab import encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine, runner
 from sqlwa.results import rundir, store
 from sqlwa.vm import kernel as vm_kernel
@@ -34,6 +45,11 @@ from sqlwa.vm import machine
 DEFAULT_FILESYSTEMS = ("ext4",)
 DEFAULT_JOURNALS = ("delete", "truncate", "persist", "wal")
 DEFAULT_SYNCS = ("normal", "full")
+NO_LAYERS = (NO_LAYER,)  # the default of each layer axis: --encrypt none, --fuse none, --profile none
+
+# The options a profile cell takes from its profile unless the sweep's axis overrides them
+# (the other profile options, mkfs and mount options, are no axes: the profile's apply).
+STACK_OPTIONS = ("fs", "encrypt", "fuse")
 
 
 @dataclass(frozen=True)
@@ -43,10 +59,27 @@ class Cell:
     journal: str
     sync: str
     repeat: int = 1
+    encrypt: str = NO_LAYER
+    fuse: str = NO_LAYER
+    profile: str = NO_LAYER
+
+    @property
+    def stack(self) -> str:
+        """The filesystem and its layers as the cell's key and directory name spell them:
+        parts joined by ``+`` (no name of a filesystem, mode or profile has one), each
+        layer but the encryption tagged (``fuse-``, ``profile-``), so names stay unique."""
+        parts = [self.fs]
+        if self.encrypt != NO_LAYER:
+            parts.append(self.encrypt)
+        if self.fuse != NO_LAYER:
+            parts.append(f"fuse-{self.fuse}")
+        if self.profile != NO_LAYER:
+            parts.append(f"profile-{self.profile}")
+        return "+".join(parts)
 
     @property
     def config_key(self) -> str:
-        return f"{self.scenario}/{self.fs}/{self.journal}/{self.sync}"
+        return f"{self.scenario}/{self.stack}/{self.journal}/{self.sync}"
 
     @property
     def key(self) -> str:
@@ -56,11 +89,15 @@ class Cell:
     @property
     def dirname(self) -> str:
         stem = Path(self.scenario).stem if engine.looks_like_path(self.scenario) else self.scenario
-        return f"{stem}-{self.fs}-{self.journal}-{self.sync}-r{self.repeat}"
+        return f"{stem}-{self.stack}-{self.journal}-{self.sync}-r{self.repeat}"
 
     @property
     def label(self) -> str:
         return run_label(asdict(self))
+
+    @property
+    def layered(self) -> bool:
+        return has_layers(asdict(self))
 
 
 @dataclass
@@ -68,27 +105,46 @@ class MatrixPlan:
     out_dir: Path
     scenarios: tuple[str, ...] = ("mobibench-insert",)
     filesystems: tuple[str, ...] = DEFAULT_FILESYSTEMS
+    encrypts: tuple[str, ...] = NO_LAYERS
+    fuses: tuple[str, ...] = NO_LAYERS
+    profiles: tuple[str, ...] = NO_LAYERS
+    # The STACK_OPTIONS whose axis beats a profile's value (given on the command line).
+    profile_overrides: tuple[str, ...] = ()
     journals: tuple[str, ...] = DEFAULT_JOURNALS
     syncs: tuple[str, ...] = DEFAULT_SYNCS
     repeat: int = 1
     txns: int | None = None
     warmup: int | None = None
     lab: bool = True  # False: VFS level only, no lab filesystem
+    lab_unavailable: str | None = None  # why not, when the lab is off for lack of root or tracefs
     resume: bool = False
     image_size: str = "1G"
     vm: bool = False  # every cell in one VM lab guest
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
 
+    def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str) -> dict[str, str]:
+        """What one combination of the stack axes runs: a profile fills in what the
+        sweep's axes do not override; a plain cell of a VFS-only sweep has no lab fs."""
+        options = {"fs": fs, "encrypt": encrypt, "fuse": fuse_layer}
+        if profile != NO_LAYER:
+            profiles.apply(profiles.profile(profile), options, self.profile_overrides)
+        if not self.lab and options["encrypt"] == options["fuse"] == profile == NO_LAYER:
+            options["fs"] = NO_LAB_FS
+        return {**options, "profile": profile}
+
     def cells(self) -> list[Cell]:
-        filesystems = self.filesystems if self.lab else (NO_LAB_FS,)
-        return [
-            Cell(scenario, fs, journal, sync, r)
+        stacks = [
+            self.stack(*axes) for axes in itertools.product(self.filesystems, self.encrypts, self.fuses, self.profiles)
+        ]
+        cells = [
+            Cell(scenario, stack["fs"], journal, sync, r, stack["encrypt"], stack["fuse"], stack["profile"])
             for scenario in self.scenarios
-            for fs in filesystems
+            for stack in stacks
             for journal in self.journals
             for sync in self.syncs
             for r in range(1, self.repeat + 1)
         ]
+        return list(dict.fromkeys(cells))  # an axis value given twice is one cell
 
 
 @dataclass
@@ -119,26 +175,57 @@ def lab_unavailable_reason() -> str | None:
     return None
 
 
+# Each axis of names: what the plan calls it, its option, what one value is, and the choices.
+NAMED_AXES = (
+    ("journals", "-j", "journal mode", engine.JOURNAL_MODES),
+    ("syncs", "--sync", "sync mode", tuple(engine.SYNC_MODES)),
+    ("encrypts", "--encrypt", "encryption", encryption.CHOICES),
+    ("fuses", "--fuse", "FUSE layer", fuse.CHOICES),
+    ("profiles", "--profile", "profile", (profiles.NO_PROFILE, *profiles.PROFILES)),
+)
+
+
 def check_axes(plan: MatrixPlan) -> None:
-    """Refuse unknown journal / sync modes and scenarios before any cell runs."""
-    for journal in plan.journals:
-        if journal not in engine.JOURNAL_MODES:
-            raise UsageError(f"unknown journal mode {journal!r}", f"choose from: {', '.join(engine.JOURNAL_MODES)}")
-    for sync in plan.syncs:
-        if sync not in engine.SYNC_MODES:
-            raise UsageError(f"unknown sync mode {sync!r}", f"choose from: {', '.join(engine.SYNC_MODES)}")
+    """Refuse unknown modes, layers and scenarios, layers a VFS-only sweep cannot have,
+    and two cells that would share a directory, before any cell runs."""
+    for name, option, what, choices in NAMED_AXES:
+        for value in getattr(plan, name):
+            if value not in choices:
+                raise UsageError(f"unknown {what} {value!r} ({option})", f"choose from: {', '.join(choices)}")
     if plan.lab:
         for fs in plan.filesystems:
             if fs not in filesystem.FILESYSTEMS:
                 raise UsageError(f"unknown filesystem {fs!r}", f"choose from: {', '.join(filesystem.FILESYSTEMS)}")
+    elif plan.lab_unavailable is None:  # --vfs-only was asked for, with layers it excludes
+        layered = [cell for cell in plan.cells() if cell.layered]
+        if layered:
+            raise UsageError(
+                f"--vfs-only has no lab filesystem, and {stack_label(asdict(layered[0]))} needs one",
+                "leave --vfs-only out, or the --encrypt, --fuse and --profile axes",
+            )
     for scenario in plan.scenarios:
         engine.load_scenario(scenario)  # raises ScenarioError with its own fix
+    check_dirnames(plan)
+
+
+def check_dirnames(plan: MatrixPlan) -> None:
+    """Two scenario files of one name in different directories would write one cell directory."""
+    shared = [name for name, count in Counter(cell.dirname for cell in plan.cells()).items() if count > 1]
+    if shared:
+        raise UsageError(
+            f"two cells would write the same directory runs/{shared[0]}: scenarios of one file name",
+            "rename one of the scenario files",
+        )
 
 
 # What makes two sweeps the same plan, each with the option that sets it.
 PLAN_OPTIONS = {
     "scenarios": "-s",
     "filesystems": "--fs",
+    "encrypts": "--encrypt",
+    "fuses": "--fuse",
+    "profiles": "--profile",
+    "profile_overrides": "--profile overridden by",
     "journals": "-j",
     "syncs": "--sync",
     "repeat": "--repeat",
@@ -153,18 +240,26 @@ PLAN_OPTIONS = {
 PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN}
 
 
+# What a plan recorded before the layer axes existed had, in effect: no layers.
+PLAN_BEFORE_LAYERS = {"encrypts": [NO_LAYER], "fuses": [NO_LAYER], "profiles": [NO_LAYER], "profile_overrides": []}
+
+
 def plan_record(plan: MatrixPlan) -> dict:
     """The plan as the store keeps it (JSON values); VFS-only sweeps have no filesystems."""
     record = {key: getattr(plan, key) for key in PLAN_OPTIONS}
-    record.update({key: list(record[key]) for key in ("scenarios", "filesystems", "journals", "syncs")})
+    record.update({key: list(record[key]) for key, value in record.items() if isinstance(value, tuple)})
     if not plan.lab:
         record["filesystems"], record["image_size"] = [NO_LAB_FS], None
+    if record["profiles"] == [NO_LAYER]:
+        record["profile_overrides"] = []  # nothing to override: the same plan whatever was given
     return record
 
 
 def plan_text(key: str, value) -> str:
     if key == "lab":
         return "VFS level only" if not value else "lab filesystems"
+    if key == "profile_overrides":
+        return ", ".join(f"--{option}" for option in value) or "no axis"
     if value is None:
         return "not given"
     return ",".join(value) if isinstance(value, list) else str(value)
@@ -172,6 +267,7 @@ def plan_text(key: str, value) -> str:
 
 def plan_differences(before: dict, now: dict) -> list[str]:
     """'-n 300 (it was started with 50)' for every option of ``now`` that ``before`` set otherwise."""
+    before = {**PLAN_BEFORE_LAYERS, **before}
     return [
         f"{PLAN_OPTIONS[key]} {plan_text(key, now[key])} (it was started with {plan_text(key, before.get(key))})"
         for key in PLAN_OPTIONS
@@ -221,11 +317,38 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         out_dir=run_dir,
         fs=None if cell.fs == NO_LAB_FS else cell.fs,
         image_size=plan.image_size,
+        encrypt=cell.encrypt,
+        fuse=cell.fuse,
         vm=plan.vm,
         kernel=plan.kernel,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
         # unless the policy allows loss. Throwing the measurement away helps nobody.
         allow_loss=True,
+        **profile_options(cell),
+    )
+
+
+def profile_options(cell: Cell) -> dict:
+    """The profile's mkfs and mount options (no axes of a sweep) and what the summary
+    records of it: which of its options the cell's axes overrode."""
+    if cell.profile == NO_LAYER:
+        return {}
+    chosen = profiles.profile(cell.profile)
+    overridden = [key for key in STACK_OPTIONS if getattr(cell, key) != getattr(chosen, key)]
+    return {
+        "mkfs_opts": chosen.mkfs_opts,
+        "mount_opts": chosen.mount_opts,
+        "profile": profiles.describe(chosen, overridden),
+    }
+
+
+def without_lab(cell: Cell, plan: MatrixPlan) -> str | None:
+    """Why a cell with layers cannot run in a sweep that has no lab filesystem."""
+    if plan.lab or not cell.layered:
+        return None
+    return (
+        f"{stack_label(asdict(cell))} needs a lab filesystem, and this sweep has none: {plan.lab_unavailable} "
+        f"(fix: run the sweep as root with tracefs mounted)"
     )
 
 
@@ -247,6 +370,9 @@ def run_cell(
         fs=cell.fs,
         journal=cell.journal,
         sync=cell.sync,
+        encrypt=cell.encrypt,
+        fuse=cell.fuse,
+        profile=cell.profile,
         cell=cell.config_key,
         repeat=cell.repeat,
         txns=plan.txns,
@@ -254,6 +380,9 @@ def run_cell(
         started_at=time.time(),
     )
     started = time.monotonic()
+    missing_lab = without_lab(cell, plan)
+    if missing_lab:
+        return record_failure(conn, cell, record, "skipped", missing_lab, plan, started)
     try:
         outcome = runner.execute(request_for(cell, plan, run_dir), progress=progress, guest=guest)
     except Interrupted:
@@ -273,6 +402,8 @@ def record_failure(
     conn, cell: Cell, record: store.RunRecord, status: str, reason: str, plan: MatrixPlan, started: float
 ) -> CellResult:
     record.status, record.reason, record.finished_at = status, reason, time.time()
+    if status == "skipped" and record.run_dir is not None:
+        rundir.discard_unstarted(record.run_dir)  # e.g. a cipher found missing once the lab was up
     record.run_dir = None
     store.save_run(conn, record, base=plan.out_dir)
     return CellResult(cell, status, reason=reason, seconds=time.monotonic() - started)

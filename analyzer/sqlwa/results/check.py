@@ -9,7 +9,8 @@ A policy is TOML (see ``examples/policy.toml``)::
 
     [[rule]]
     name = "durable journal modes"
-    journal = ["delete", "truncate", "persist"]   # scope: scenario, fs, journal, sync;
+    journal = ["delete", "truncate", "persist"]   # scope: scenario, fs, encrypt, fuse,
+                                                  # profile, journal, sync;
     sync = "full"                                 # a string, a list, or "*" (default)
     max_fsync_calls_per_commit = 4
     max_write_kib_per_commit = 96
@@ -21,9 +22,9 @@ A policy is TOML (see ``examples/policy.toml``)::
     max_regression_pct = 10                       # against --baseline, per configuration
     metrics = ["write_kib_per_commit", "p99_ms"]  # default: DEFAULT_REGRESSION_METRICS
 
-Every rule is held against every configuration (scenario, fs, journal, sync) in its
-scope, using the mean over the configuration's repeats (latency quantiles over its
-commits pooled). A timing metric regresses only when the change is also significant
+Every rule is held against every configuration (scenario, fs, encrypt, fuse, profile,
+journal, sync: :data:`sqlwa.catalogue.CONFIG_KEYS`) in its scope, using the mean over
+the configuration's repeats (latency quantiles over its commits pooled). A timing metric regresses only when the change is also significant
 (:mod:`.timing`); counts are exact. A policy that checks nothing is a UsageError. Each outcome is one
 :class:`Finding`: ``pass``, ``violation`` or ``unmeasured`` (the level the rule needs
 was not captured — reported, never passed silently).

@@ -1,8 +1,8 @@
 """``sqlwa compare``: two results (matrices or single runs) side by side, with deltas.
 
-Matrices are matched configuration by configuration (scenario, fs, journal, sync; means
-over repeats); a configuration present on one side only is shown with the other side
-empty. Two single runs are compared with each other whatever their configurations.
+Matrices are matched configuration by configuration (scenario, fs, encrypt, fuse, profile,
+journal, sync; means over repeats); a configuration present on one side only is shown
+with the other side empty. Two single runs are compared with each other whatever their configurations.
 
 Durability is compared too: where B's commits lost the durability A's had (a finding
 such as ``fsync_flushed_nothing``), B's lower costs are bought with it and are no gain.

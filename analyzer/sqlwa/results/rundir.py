@@ -140,6 +140,15 @@ def finish(run_dir: Path, summary: dict) -> None:
     (run_dir / RUNNING_FILE).unlink(missing_ok=True)
 
 
+def discard_unstarted(run_dir: Path) -> None:
+    """Remove ``run_dir`` if it holds nothing but the RUNNING mark: a run refused before it
+    measured anything (a sweep's skipped cell) leaves no directory that looks interrupted."""
+    run_dir = Path(run_dir)
+    if run_dir.is_dir() and [entry.name for entry in run_dir.iterdir()] == [RUNNING_FILE]:
+        (run_dir / RUNNING_FILE).unlink()
+        run_dir.rmdir()
+
+
 def is_complete(run_dir: Path) -> bool:
     """True when ``run_dir`` holds a finished run: summary.json and no RUNNING mark."""
     run_dir = Path(run_dir)

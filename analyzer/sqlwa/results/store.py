@@ -32,7 +32,7 @@ from pathlib import Path
 import polars as pl
 
 from sqlwa.analysis import metrics
-from sqlwa.catalogue import CONFIG_KEYS, METRICS
+from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAYER, config_values, layers_of
 from sqlwa.errors import UsageError
 from sqlwa.results import findings, rundir
 
@@ -118,8 +118,23 @@ SCHEMA_V3 = "ALTER TABLE runs ADD COLUMN frame_budget_miss_pct REAL;"
 # --resume` can refuse to continue it with another plan.
 SCHEMA_V4 = "CREATE TABLE matrix_plan (id INTEGER PRIMARY KEY CHECK (id = 1), plan_json TEXT NOT NULL);"
 
+# Version 5: the layers on the filesystem (--encrypt, --fuse, --profile) are part of a
+# configuration. Runs stored earlier get what their own config says (a matrix had no
+# layers then, a run directory saved into a store may have), else none.
+SCHEMA_V5 = """
+ALTER TABLE runs ADD COLUMN encrypt TEXT;
+ALTER TABLE runs ADD COLUMN fuse TEXT;
+ALTER TABLE runs ADD COLUMN profile TEXT;
+UPDATE runs SET
+    encrypt = coalesce(json_extract(config_json, '$.encrypt'), 'none'),
+    fuse = coalesce(json_extract(config_json, '$.fuse'), 'none'),
+    profile = coalesce(json_extract(config_json, '$.profile.name'), 'none');
+DROP INDEX runs_by_config;
+CREATE INDEX runs_by_config ON runs (scenario, fs, encrypt, fuse, profile, journal, sync, status);
+"""
+
 #: MIGRATIONS[i] upgrades a store from version i to version i + 1.
-MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4)
+MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5)
 #: The results store's schema version (``PRAGMA user_version``); not summary.json's
 #: (:data:`sqlwa.analysis.summary.SUMMARY_SCHEMA_VERSION`).
 STORE_SCHEMA_VERSION = len(MIGRATIONS)
@@ -276,6 +291,9 @@ class RunRecord:
     fs: str
     journal: str
     sync: str
+    encrypt: str = NO_LAYER
+    fuse: str = NO_LAYER
+    profile: str = NO_LAYER
     cell: str | None = None
     repeat: int = 1
     reason: str | None = None
@@ -334,6 +352,9 @@ def record_row(record: RunRecord, summary: dict | None, commits: pl.DataFrame | 
         "reason": record.reason,
         "scenario": record.scenario,
         "fs": record.fs,
+        "encrypt": record.encrypt,
+        "fuse": record.fuse,
+        "profile": record.profile,
         "journal": record.journal,
         "sync": record.sync,
         "txns": record.txns,
@@ -389,14 +410,7 @@ def save_run(
 def run_dir_record(run_dir: Path, config: dict) -> RunRecord:
     """The record of a lone run directory (not a matrix cell), from its configuration."""
     return RunRecord(
-        run_key=str(run_dir.resolve()),
-        status="ok",
-        scenario=config.get("scenario", "?"),
-        fs=config.get("fs", "?"),
-        journal=config.get("journal", "?"),
-        sync=config.get("sync", "?"),
-        txns=config.get("txns"),
-        run_dir=run_dir,
+        run_key=str(run_dir.resolve()), status="ok", **config_values(config), txns=config.get("txns"), run_dir=run_dir
     )
 
 
@@ -490,7 +504,16 @@ def runs_frame(conn: sqlite3.Connection, base: Path) -> pl.DataFrame:
                 row[key] = str((base / row[key]).resolve())
         for name in METRICS:  # columns a newer schema added, read from an older store
             row.setdefault(name, None)
+        older_layers(row)
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def older_layers(row: dict) -> None:
+    """The layers of a row read from a store older than version 5 (which has no layer
+    columns), from the run's own config as the migration would set them."""
+    if any(key not in row for key in LAYER_KEYS):
+        config = json.loads(row.get("config_json") or "{}")
+        row.update(layers_of(config if isinstance(config, dict) else {}))
 
 
 def single_run_frame(run_dir: Path) -> pl.DataFrame:
@@ -523,13 +546,13 @@ def load_latencies(path: Path) -> pl.DataFrame:
     run directory: the configuration keys, ``run_key`` and ``latency_ns``."""
     path = results_dir(path)
     if (path / STORE_FILE).exists():
-        query = (
-            f"SELECT {', '.join(f'r.{key}' for key in CONFIG_KEYS)}, r.run_key, c.latency_ns FROM commits c "
-            "JOIN runs r ON r.id = c.run_id WHERE r.status = 'ok' AND NOT c.warmup AND c.latency_ns IS NOT NULL"
-        )
         with rundir.reading(path / STORE_FILE):
             conn = connect_readonly(path / STORE_FILE)
             try:
+                query = (
+                    f"SELECT {', '.join(config_columns(conn))}, r.run_key, c.latency_ns FROM commits c "
+                    "JOIN runs r ON r.id = c.run_id WHERE r.status = 'ok' AND NOT c.warmup AND c.latency_ns IS NOT NULL"
+                )
                 return pl.DataFrame([tuple(r) for r in conn.execute(query)], schema=LATENCY_SCHEMA, orient="row")
             finally:
                 conn.close()
@@ -540,6 +563,19 @@ def load_latencies(path: Path) -> pl.DataFrame:
         pl.lit(row["run_key"]).alias("run_key"),
         pl.col("latency_ns").cast(pl.Int64),
     )
+
+
+def config_columns(conn: sqlite3.Connection) -> list[str]:
+    """The configuration keys as columns of ``runs r``; in a store older than version 5
+    the layers come from each run's config, as its migration would set them."""
+    if schema_version(conn) >= 5:
+        return [f"r.{key}" for key in CONFIG_KEYS]
+    older = {
+        "encrypt": "coalesce(json_extract(r.config_json, '$.encrypt'), 'none')",
+        "fuse": "coalesce(json_extract(r.config_json, '$.fuse'), 'none')",
+        "profile": "coalesce(json_extract(r.config_json, '$.profile.name'), 'none')",
+    }
+    return [older.get(key, f"r.{key}") for key in CONFIG_KEYS]
 
 
 def load_results(path: Path) -> pl.DataFrame:
@@ -569,7 +605,7 @@ def load_results(path: Path) -> pl.DataFrame:
 
 
 def config_means(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per configuration (scenario, fs, journal, sync) over its successful runs:
+    """One row per configuration (:data:`sqlwa.catalogue.CONFIG_KEYS`) over its successful runs:
     the mean of every figure across repeats, the repeats counted and lost events summed.
     With ``latencies`` (:func:`load_latencies`) the latency quantiles are those of all
     the configuration's commits pooled: a mean of each repeat's p99 is no p99."""

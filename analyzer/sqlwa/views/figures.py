@@ -25,7 +25,7 @@ from plotly.subplots import make_subplots
 
 from sqlwa.analysis import metrics
 from sqlwa.analysis.windows import block_issues
-from sqlwa.catalogue import CONFIG_KEYS, config_label, is_flush
+from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_label, has_layers, is_flush, stack_label
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir
 
@@ -337,9 +337,44 @@ def category_bars(means: pl.DataFrame) -> tuple[go.Figure, str]:
 
 def bar_names(rows: list[dict]) -> list[str]:
     """A configuration's name inside its filesystem's panel: journal/sync, after the
-    scenario when there are several."""
+    scenario when there are several and after the layers when any configuration has some."""
     several = len({row["scenario"] for row in rows}) > 1
-    return [f"{row['scenario'] + ' ' if several else ''}{row['journal']}/{row['sync']}" for row in rows]
+    layered = any(has_layers(row) for row in rows)
+    return [
+        f"{row['scenario'] + ' ' if several else ''}{stack_label(row) + ' ' if layered else ''}"
+        f"{row['journal']}/{row['sync']}"
+        for row in rows
+    ]
+
+
+def layer_cost_bars(costs: pl.DataFrame) -> go.Figure:
+    """Each layered configuration's figures as a ratio to its plain filesystem's (a
+    :func:`sqlwa.results.layers.layer_costs` frame): a group of bars per metric, a bar per
+    configuration, the plain filesystem at 1. A figure without a ratio has no bar."""
+    fig = go.Figure()
+    metrics = list(dict.fromkeys(costs["metric"]))
+    labels = [METRICS[m].label for m in metrics]
+    scenarios = {str(config).split(" ", 1)[0] for config in costs["config"]}
+    for config, rows in costs.group_by("config", maintain_order=True):
+        by_metric = {row["metric"]: row for row in rows.iter_rows(named=True)}
+        name = str(config[0]).split(" ", 1)[1] if len(scenarios) == 1 else str(config[0])
+        fig.add_bar(
+            name=name,
+            x=labels,
+            y=[by_metric[m]["ratio"] for m in metrics],
+            customdata=[[by_metric[m]["layered"], by_metric[m]["plain"]] for m in metrics],
+            hovertemplate=f"{config[0]}<br>%{{x}}: %{{customdata[0]:.3f}} vs %{{customdata[1]:.3f}} plain "
+            "= ×%{y:.2f}<extra></extra>",
+        )
+    fig.add_hline(y=1, line_dash="dash", line_color="black", line_width=1)
+    fig.update_layout(
+        barmode="group",
+        title="each stack's cost per commit as a multiple of its plain filesystem's (1 = the same)",
+        yaxis_title="× plain filesystem",
+        height=460,
+        **LAYOUT,
+    )
+    return fig
 
 
 def vfs_bytes_note(sources: set[str]) -> str:

@@ -6,7 +6,11 @@ the report draws (bar, heatmap, scatter: the timeline's WebGL markers are drawn 
 here). These charts:
 
 1. heatmaps of fsyncs, device cache flushes and KiB per commit across the matrix (not for
-   a single configuration, where each would be one cell);
+   a single configuration, where each would be one cell), a row per scenario and stack
+   (the filesystem and its layers);
+   with layers (encryption, FUSE, a profile), what each stack costs beside its plain
+   filesystem: a table of figures, plain figures and ratios, and the ratios as bars
+   (:mod:`sqlwa.results.layers`);
 2. bytes per commit stacked by category for each configuration, a panel per filesystem
    on its own scale (attribution categories when the runs have ``bytes_by_category``,
    else SQLite's VFS bytes by file kind — the chart says which);
@@ -35,9 +39,18 @@ import polars as pl
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from plotly.subplots import make_subplots
 
-from sqlwa.catalogue import CONFIG_KEYS, DURABILITY_FINDINGS, FINDINGS, METRICS, Metric, config_key, config_label
+from sqlwa.catalogue import (
+    CONFIG_KEYS,
+    DURABILITY_FINDINGS,
+    FINDINGS,
+    METRICS,
+    Metric,
+    config_key,
+    config_label,
+    stack_label,
+)
 from sqlwa.errors import UsageError, writing
-from sqlwa.results import rundir, store
+from sqlwa.results import layers, rundir, store
 from sqlwa.results.findings import config_findings
 from sqlwa.views import figures
 from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT, PER_COMMIT_BARS
@@ -57,18 +70,23 @@ def measured_anywhere(means: pl.DataFrame, metric: str) -> bool:
     return metric in means.columns and means[metric].is_not_null().any()
 
 
+def heatmap_row(row: dict) -> str:
+    """A configuration's heatmap row: its scenario and its stack (the fs and its layers)."""
+    return f"{row['scenario']} · {stack_label(row)}"
+
+
 def config_axes(means: pl.DataFrame) -> tuple[list[str], list[str]]:
-    """Heatmap rows (scenario · fs) and columns (journal/sync), in matrix order."""
-    rows = means.select(pl.concat_str("scenario", pl.lit(" · "), "fs").alias("r"))["r"].unique(maintain_order=True)
+    """Heatmap rows (scenario · stack) and columns (journal/sync), in matrix order."""
+    rows = list(dict.fromkeys(heatmap_row(row) for row in means.iter_rows(named=True)))
     cols = means.select(pl.concat_str("journal", pl.lit("/"), "sync").alias("c"))["c"].unique(maintain_order=True)
-    return rows.to_list(), cols.to_list()
+    return rows, cols.to_list()
 
 
 def heatmap_grid(means: pl.DataFrame, metric: str) -> tuple[list[str], list[str], list[list[float | None]]]:
     rows, cols = config_axes(means)
     grid: list[list[float | None]] = [[None] * len(cols) for _ in rows]
     for row in means.iter_rows(named=True):
-        r = rows.index(f"{row['scenario']} · {row['fs']}")
+        r = rows.index(heatmap_row(row))
         c = cols.index(f"{row['journal']}/{row['sync']}")
         grid[r][c] = row[metric]
     return rows, cols, grid
@@ -246,6 +264,67 @@ def timeline(run: dict) -> tuple[go.Figure, str]:
     return fig, note
 
 
+# --------------------------------------------------------------------------- layers
+
+
+def cost_cell(row: dict | None, digits: int) -> str:
+    """The layered figure, the plain one and their ratio, sorted by the ratio."""
+    if row is None or row["layered"] is None:
+        return number_cell(None)
+    plain = "no plain run" if row["plain"] is None else f"{row['plain']:,.{digits}f}"
+    times = "" if row["ratio"] is None else f" <b>×{row['ratio']:.2f}</b>"
+    key = "" if row["ratio"] is None else row["ratio"]
+    return f'<td data-sort="{key}">{row["layered"]:,.{digits}f} <span class="unit">vs {plain}</span>{times}</td>'
+
+
+CPU_ABSENT = (
+    '<td data-sort=""><span class="absent" title="not measured: this sqlwa does not record CPU time per commit">'
+    "—</span></td>"
+)
+
+
+def layer_cost_table(costs: pl.DataFrame) -> str:
+    """A row per layered configuration: each figure beside its plain filesystem's and the
+    ratio; CPU per commit absent (—) until runs record it."""
+    metrics = list(dict.fromkeys(costs["metric"]))
+    head = "".join(metric_head(METRICS[m]) for m in metrics)
+    # CPU time is a metric like the others once runs record it; until then its column is absent, not 0
+    cpu_measured = layers.CPU_METRIC in metrics
+    cpu_head, cpu_cell = ("", "") if cpu_measured else (f"<th>{layers.CPU_LABEL}</th>", CPU_ABSENT)
+    body = []
+    for config, rows in costs.group_by("config", maintain_order=True):
+        by_metric = {row["metric"]: row for row in rows.iter_rows(named=True)}
+        plain = rows["plain_config"][0]
+        cells = "".join(cost_cell(by_metric.get(m), METRICS[m].digits) for m in metrics)
+        body.append(
+            f'<tr><th>{html.escape(str(config[0]))}</th><td class="what">{fmt_cell(plain)}</td>{cells}{cpu_cell}</tr>'
+        )
+    return (
+        '<div class="scroll"><table class="sortable" id="layer-costs"><thead><tr><th>stack</th>'
+        f"<th>plain filesystem</th>{head}{cpu_head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def layer_sections(means: pl.DataFrame) -> list[Section]:
+    """What each layer costs beside the plain filesystem; nothing for results without layers."""
+    costs = layers.layer_costs(means)
+    if costs.height == 0:
+        return []
+    note = (
+        "Each stack (encryption, FUSE layer, profile) beside the same scenario, filesystem, journal and sync "
+        "without layers: its figure vs the plain one, and the ratio (×1.00 = the same). Means per commit; "
+        "latency quantiles over the repeats' commits pooled. fsyncs are SQLite's thread's, so a FUSE daemon's "
+        "own syncs show in the flushes and requests the device saw. A profile's ratio includes its mount "
+        "options. Latency varies from run to run (counts do not): measure with --repeat before reading a "
+        "latency ratio. A stack without a plain run in these results has no ratio: add none to its axis."
+    )
+    missing = costs.filter(pl.col("plain_config").is_null())["config"].unique(maintain_order=True).to_list()
+    if missing:
+        note += f" No plain run of: {', '.join(missing)}."
+    figure = plot_div(figures.layer_cost_bars(costs), "plot-layer-costs")
+    return [Section("what each layer costs", layer_cost_table(costs) + figure, note)]
+
+
 # --------------------------------------------------------------------------- tables
 
 
@@ -407,7 +486,7 @@ table { border-collapse: collapse; font-size: 0.85em; } th, td { border: 1px sol
 td { text-align: right; } th { background: #f6f6f6; text-align: left; } .scroll { overflow-x: auto; }
 .absent { color: #999; } .failed { color: #b00020; } .skipped { color: #a06000; } .ok { color: #1b7f3b; }
 .banner.lost { background: #fde2e4; border-left: 4px solid #b00020; } tr.lost th, tr.lost td { color: #b00020; }
-td.what { text-align: left; }
+td.what { text-align: left; } #layer-costs td { white-space: nowrap; }
 .unit { font-weight: normal; color: #666; } tbody th { white-space: nowrap; } table.sortable thead th { cursor: pointer; }
 th[aria-sort=ascending]::after { content: " ▲"; } th[aria-sort=descending]::after { content: " ▼"; }
 """
@@ -457,6 +536,7 @@ def plot_div(fig: go.Figure, div_id: str) -> str:
 def build_sections(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> list[Section]:
     means = store.config_means(runs, latencies)
     sections = heatmap_sections(means)
+    sections += layer_sections(means)
     fig, note = figures.category_bars(means)
     sections.append(Section("bytes per commit by category", plot_div(fig, "plot-categories"), note))
     fig, note = per_commit_bars(means)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from sqlwa.catalogue import layers_of, stack_label
+
 LEVEL_NOTES = {
     "vfs": "VFS (SQLite's own file calls, counted by the shim)",
     "syscall": "syscalls of the workload thread (tracefs)",
@@ -42,8 +44,7 @@ def fs_text(cfg: dict) -> str:
     """The lab filesystem, or for a run without one the filesystem its directory was on."""
     if cfg.get("dir_fs"):
         return f"{cfg['fs']} ({cfg['dir_fs']} directory)"
-    layers = [cfg.get("encrypt", "none"), f"fuse:{cfg.get('fuse', 'none')}"]
-    return "+".join([str(cfg["fs"]), *(layer for layer in layers if not layer.endswith("none"))])
+    return stack_label({"fs": cfg["fs"], **layers_of(cfg)})
 
 
 def summary_title(summary: dict) -> str:

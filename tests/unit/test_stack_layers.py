@@ -1,0 +1,190 @@
+"""The layers between SQLite and the lab filesystem as parts of a configuration (#17):
+labels that tell them apart, cell names that stay unique, profiles that explicit options
+override, sweeps that resume only with the same layers, and a layer a filesystem cannot
+have refused as unsupported (a sweep skips it). Pure functions: no root, nothing made."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import sqlwa
+from helpers import REPO
+from sqlwa import catalogue
+from sqlwa.catalogue import NO_LAYER, config_label, layers_of
+from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
+from sqlwa.lab import encryption, filesystem, fuse, profiles
+from sqlwa.measure import matrix
+from sqlwa.results import layers
+
+PLAIN = {"scenario": "mobibench-insert", "fs": "ext4", "journal": "wal", "sync": "full"}
+
+
+def test_a_plain_configuration_keeps_its_short_label_and_layers_are_told_apart():
+    assert config_label({**PLAIN, **layers_of({})}) == "mobibench-insert ext4 wal/full"
+    assert config_label(PLAIN) == "mobibench-insert ext4 wal/full"  # a row from before the layers
+    both = {**PLAIN, "encrypt": "fscrypt", "fuse": "passthrough", "profile": NO_LAYER}
+    assert config_label(both) == "mobibench-insert ext4+fscrypt+fuse:passthrough wal/full"
+    sdcard = {**PLAIN, "encrypt": "fscrypt", "fuse": "passthrough-kernel", "profile": "android-sdcard"}
+    assert config_label(sdcard) == "mobibench-insert android-sdcard (ext4+fscrypt+fuse:passthrough-kernel) wal/full"
+
+
+def test_every_combination_of_layers_has_its_own_label_key_and_directory():
+    combos = list(
+        itertools.product(filesystem.FILESYSTEMS, encryption.CHOICES, fuse.CHOICES, (NO_LAYER, *profiles.PROFILES))
+    )
+    cells = [
+        matrix.Cell("mobibench-insert", fs, "wal", "full", 1, encrypt, layer, profile)
+        for fs, encrypt, layer, profile in combos
+    ]
+    for name in ("label", "key", "dirname"):
+        values = [getattr(cell, name) for cell in cells]
+        assert len(set(values)) == len(cells), name
+    for cell in cells:
+        assert "/" not in cell.dirname and " " not in cell.dirname and ":" not in cell.dirname
+    assert matrix.Cell("mobibench-insert", "ext4", "wal", "full").dirname == "mobibench-insert-ext4-wal-full-r1"
+
+
+def test_layers_a_summary_does_not_record_are_none():
+    assert layers_of({"fs": "none"}) == {"encrypt": "none", "fuse": "none", "profile": "none"}
+    summary_config = {"encrypt": "fscrypt", "fuse": "bindfs", "profile": {"name": "android-ext4", "fs": "ext4"}}
+    assert layers_of(summary_config) == {"encrypt": "fscrypt", "fuse": "bindfs", "profile": "android-ext4"}
+    assert set(catalogue.LAYER_KEYS) <= set(catalogue.CONFIG_KEYS)
+
+
+def test_a_filesystem_without_fscrypt_is_unsupported_not_a_usage_error():
+    """A sweep skips what this filesystem cannot have (with the fix) instead of failing it."""
+    for fs in ("xfs", "btrfs", "tmpfs"):
+        with pytest.raises(UnsupportedFilesystem, match=f"--encrypt fscrypt: {fs} has no file-based encryption"):
+            encryption.check_encryption("fscrypt", fs, filesystem.FILESYSTEMS[fs].kernel_type)
+    with pytest.raises(UsageError) as refused:
+        encryption.check_encryption("rot13", "ext4", "ext4")
+    assert not isinstance(refused.value, UnsupportedFilesystem)
+    try:
+        encryption.check_encryption("fscrypt", "xfs", "xfs")
+    except UnsupportedFilesystem as exc:
+        assert hint_of(exc) == "use --fs ext4, or leave --encrypt out"
+
+
+def test_a_profile_fills_in_what_was_not_given_and_records_what_was():
+    chosen = profiles.profile("android-sdcard")
+    options = {"fs": None, "mkfs_opts": "", "mount_opts": "", "encrypt": "none", "fuse": "passthrough"}
+    overridden = profiles.apply(chosen, options, given={"fuse"})
+    assert options == {
+        "fs": "ext4",
+        "mkfs_opts": "",
+        "mount_opts": "nodev,noatime,nosuid",
+        "encrypt": "fscrypt",
+        "fuse": "passthrough",
+    }
+    assert overridden == ["fuse"]
+    same = {"fs": "ext4", "encrypt": "fscrypt"}
+    assert profiles.apply(chosen, same, given={"fs", "encrypt"}) == []  # given, but what the profile says
+
+
+def test_android_sdcard_is_android_ext4_behind_a_fuse_layer_sqlwa_has():
+    data, sdcard = profiles.profile("android-ext4"), profiles.profile("android-sdcard")
+    for key in ("fs", "mkfs_opts", "mount_opts", "encrypt"):
+        assert getattr(sdcard, key) == getattr(data, key), key
+    assert data.fuse == fuse.NO_FUSE and sdcard.fuse in fuse.LAYERS
+    assert "FuseDaemon.cpp" in sdcard.source and "writeback" in sdcard.why
+    assert set(data.departures) < set(sdcard.departures)
+
+
+def plan(**axes) -> matrix.MatrixPlan:
+    return matrix.MatrixPlan(Path("/nonexistent/m"), journals=("wal",), syncs=("full",), **axes)
+
+
+def test_a_profile_cell_takes_the_profiles_layers_unless_an_axis_was_given():
+    cells = plan(profiles=("none", "android-sdcard")).cells()
+    assert [(c.fs, c.encrypt, c.fuse, c.profile) for c in cells] == [
+        ("ext4", "none", "none", "none"),
+        ("ext4", "fscrypt", "passthrough-kernel", "android-sdcard"),
+    ]
+    given = plan(profiles=("android-sdcard",), fuses=("passthrough",), profile_overrides=("fuse",)).cells()
+    assert [(c.fuse, matrix.profile_options(c)["profile"]["overridden"]) for c in given] == [("passthrough", ["fuse"])]
+    assert matrix.profile_options(given[0])["mount_opts"] == "nodev,noatime,nosuid"
+
+
+def test_unknown_layers_and_layers_without_a_lab_are_refused_before_any_cell():
+    with pytest.raises(UsageError, match=r"unknown FUSE layer 'sshfs' \(--fuse\)"):
+        matrix.check_axes(plan(fuses=("none", "sshfs")))
+    with pytest.raises(UsageError, match=r"unknown profile 'iphone' \(--profile\)"):
+        matrix.check_axes(plan(profiles=("iphone",)))
+    with pytest.raises(UsageError, match=r"--vfs-only has no lab filesystem, and ext4\+fscrypt needs one"):
+        matrix.check_axes(plan(encrypts=("none", "fscrypt"), lab=False))
+    # without root the lab is off for a reason: layered cells are kept, to be skipped with it
+    no_root = plan(encrypts=("none", "fscrypt"), lab=False, lab_unavailable="needs root")
+    matrix.check_axes(no_root)
+    plain, layered = no_root.cells()
+    assert plain.fs == "none" and matrix.without_lab(plain, no_root) is None
+    assert layered.fs == "ext4" and "ext4+fscrypt needs a lab filesystem" in str(matrix.without_lab(layered, no_root))
+
+
+def test_two_scenario_files_of_one_name_are_refused(tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "app.toml").write_text("")
+    duplicate = plan(scenarios=(str(tmp_path / "a" / "app.toml"), str(tmp_path / "b" / "app.toml")))
+    with pytest.raises(UsageError, match="two cells would write the same directory runs/app-ext4-wal-full-r1"):
+        matrix.check_dirnames(duplicate)
+
+
+def test_a_resumed_sweep_must_have_the_same_layers():
+    started = matrix.plan_record(plan(encrypts=("none", "fscrypt")))
+    assert matrix.plan_differences(started, matrix.plan_record(plan(encrypts=("none", "fscrypt")))) == []
+    assert matrix.plan_differences(started, matrix.plan_record(plan(encrypts=("none",)))) == [
+        "--encrypt none (it was started with none,fscrypt)"
+    ]
+    overridden = matrix.plan_record(plan(profiles=("android-ext4",), profile_overrides=("encrypt",)))
+    assert matrix.plan_differences(matrix.plan_record(plan(profiles=("android-ext4",))), overridden) == [
+        "--profile overridden by --encrypt (it was started with no axis)"
+    ]
+    # a plan recorded before sqlwa had layers was a plan without them
+    older = {k: v for k, v in matrix.plan_record(plan()).items() if k not in matrix.PLAN_BEFORE_LAYERS}
+    assert matrix.plan_differences(older, matrix.plan_record(plan())) == []
+    assert matrix.plan_differences(older, matrix.plan_record(plan(fuses=("passthrough",)))) == [
+        "--fuse passthrough (it was started with none)"
+    ]
+
+
+def means_row(encrypt: str = "none", fuse_layer: str = "none", journal: str = "wal", **figures: float | None) -> dict:
+    return {**PLAIN, "journal": journal, "encrypt": encrypt, "fuse": fuse_layer, "profile": "none", **figures}
+
+
+def test_a_layers_cost_is_its_figure_beside_the_same_configuration_without_layers():
+    means = pl.DataFrame(
+        [
+            means_row(fsync_calls_per_commit=1.0, write_kib_per_commit=40.0, p99_ms=2.0),
+            means_row(journal="delete", fsync_calls_per_commit=4.0, write_kib_per_commit=64.0, p99_ms=0.0),
+            means_row("fscrypt", fsync_calls_per_commit=1.0, write_kib_per_commit=50.0, p99_ms=3.0),
+            means_row("fscrypt", journal="delete", fsync_calls_per_commit=4.0, write_kib_per_commit=64.0, p99_ms=1.0),
+            means_row("none", "passthrough", journal="truncate", fsync_calls_per_commit=5.0),
+        ]
+    )
+    costs = layers.layer_costs(means)
+    by = {(r["config"], r["metric"]): r for r in costs.iter_rows(named=True)}
+    wal = by[("mobibench-insert ext4+fscrypt wal/full", "write_kib_per_commit")]
+    assert (wal["plain_config"], wal["layered"], wal["plain"], wal["ratio"]) == (
+        "mobibench-insert ext4 wal/full", 50.0, 40.0, 1.25
+    )  # fmt: skip
+    assert by[("mobibench-insert ext4+fscrypt wal/full", "p99_ms")]["ratio"] == 1.5
+    assert by[("mobibench-insert ext4+fscrypt delete/full", "p99_ms")]["ratio"] is None  # plain took 0
+    assert by[("mobibench-insert ext4+fscrypt wal/full", "flushes_per_commit")]["ratio"] is None  # not measured
+    alone = by[("mobibench-insert ext4+fuse:passthrough truncate/full", "fsync_calls_per_commit")]
+    assert alone["plain_config"] is None and alone["plain"] is None and alone["ratio"] is None
+    assert set(costs["metric"]) == set(layers.LAYER_COST_METRICS)  # no CPU column until runs record CPU time
+    assert layers.layer_costs(pl.DataFrame([means_row(fsync_calls_per_commit=1.0)])).height == 0
+
+
+def test_a_run_directory_from_before_the_layers_keeps_its_label():
+    """The sample runs' summaries name no layer: their label and selection are as before."""
+    samples = REPO / "traces" / "samples" / "sqlwa-runs"
+    assert sqlwa.load(samples / "ext4-delete").label == "mobibench-insert ext4 delete/full"
+    assert sqlwa.load(samples).run(journal="wal", fuse="none", profile="none").label == "mobibench-insert ext4 wal/full"
+    assert catalogue.config_values({"scenario": "s"}) == {
+        "scenario": "s", "fs": "?", "encrypt": "none", "fuse": "none", "profile": "none", "journal": "?", "sync": "?"
+    }  # fmt: skip
