@@ -185,3 +185,20 @@ def test_a_matrix_runs_every_cell_in_one_guest(tmp_path):
         truth = tally_block_per_commit(run / "trace.txt", summary["config"]["lab"]["dev"].replace(":", ","))
         commits = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
         assert commits["flush_requests"].to_list() == [truth[i]["flush"] for i in commits["index"]]
+
+
+def test_the_moto_z_profile_makes_f2fs_fsync_flush_nothing(guest_runs, tmp_path):
+    """--profile android-f2fs (the Moto Z's /data: f2fs with nobarrier): the device sees no
+    cache flush in any commit, where plain f2fs flushes once per WAL/FULL commit — counted
+    in the raw traces — and the run says fsync flushed nothing."""
+    out = tmp_path / "moto"
+    summary = vm_run(
+        out, "--profile", "android-f2fs", "--image-size", "128M", "-j", "wal", "--sync", "full", "-n", "40"
+    )
+    assert "nobarrier" in summary["config"]["mount_options"]
+    for run, expected in ((out, 0), (guest_runs["f2fs", "wal"], 1)):
+        config = summary_of(run)["config"]
+        truth = tally_block_per_commit(run / "trace.txt", config["lab"]["dev"].replace(":", ","))
+        commits = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
+        assert [truth[i]["flush"] for i in commits["index"]] == [expected] * commits.height
+    assert any(f["check"] == "fsync_flushed_nothing" for f in summary["findings"])

@@ -104,9 +104,35 @@ ANDROID_SDCARD = Profile(
     ),
 )
 
-PROFILES = {profile.name: profile for profile in (ANDROID_EXT4, ANDROID_SDCARD)}
-# Needs a layer this host lab does not have yet: f2fs with a phone vendor's options
-# (android-f2fs, in the VM lab).
+# The Moto Z (griffin) of the published comparison, its /data line as LineageOS carries
+# the vendor's fstab:
+#   /dev/block/bootdevice/by-name/userdata /data f2fs
+#       rw,discard,nosuid,nodev,noatime,nodiratime,nobarrier,inline_xattr,inline_data
+#       wait,check,latemount,formattable,quota,encryptable=/dev/block/bootdevice/by-name/metadata,...
+MOTO_Z_FSTAB = (
+    "LineageOS android_device_motorola_griffin rootdir/etc/fstab.qcom "
+    "(commit 3a708d65b65e00cd18c22d358db70907607f5f2f)"
+)
+
+ANDROID_F2FS = Profile(
+    name="android-f2fs",
+    what="a phone's /data on f2fs as a vendor ships it: the Moto Z's, with nobarrier (f2fs: VM lab)",
+    fs="f2fs",
+    mkfs_opts="",
+    mount_opts="discard,nosuid,nodev,noatime,nodiratime,nobarrier,inline_xattr,inline_data",
+    encrypt="none",  # encryptable=: full-disk encryption (dm-crypt), not FBE
+    source=MOTO_Z_FSTAB,
+    why=(
+        "nobarrier is what made fsync nearly free on the Moto Z in the published comparison: f2fs then "
+        "sends no cache flush, so a power cut may lose what fsync acknowledged"
+    ),
+    departures=(
+        "full-disk encryption (encryptable=, dm-crypt under f2fs) is left out",
+        "fs_mgr's quota flag (mkfs.f2fs -O quota) is left out, as for android-ext4",
+    ),
+)
+
+PROFILES = {profile.name: profile for profile in (ANDROID_EXT4, ANDROID_SDCARD, ANDROID_F2FS)}
 
 #: The options a profile fills in, in the order the summary lists what overrode it.
 PROFILE_OPTIONS = ("fs", "mkfs_opts", "mount_opts", "encrypt", "fuse")
