@@ -154,3 +154,33 @@ def tally_per_transaction(trace: Path, dev: str) -> list[Counter]:
                 tallies[-1]["writes"] += 1
                 tallies[-1]["bytes"] += int(rq["bytes"])
     return tallies[:-1]
+
+
+# ------------------------------------------------------------------------- strace truth
+
+SYNC_NAMES = ("fsync", "fdatasync", "sync_file_range")
+
+STRACE_LINE = re.compile(r"^(\d+)\s+(\w+)\((.*)")
+MARKER_IN_WRITE = re.compile(r'"' + MARKER.pattern)
+
+
+PWRITE_COUNT = re.compile(r",\s*(\d+),\s*\d+\)\s*=")  # pwrite64(fd, buf, COUNT, offset) = ...
+
+
+def strace_per_commit(log: Path, tid: int) -> dict[int, Counter]:
+    """Per commit: fsync-family calls, pwrite64 calls and the bytes they asked to write, of
+    ``tid`` between its txn_begin and txn_end marker writes."""
+    calls = (
+        m.group(2, 3)
+        for line in log.read_text(errors="replace").splitlines()
+        if (m := STRACE_LINE.match(line)) and int(m.group(1)) == tid
+    )
+    marker_in = lambda name, rest: MARKER_IN_WRITE.search(rest) if name == "write" else None  # noqa: E731
+    per_commit: dict[int, Counter] = defaultdict(Counter)
+    for current, name, rest in in_commit_windows(calls, marker_in):
+        if name in SYNC_NAMES:
+            per_commit[current]["fsync_calls"] += 1
+        elif name == "pwrite64":
+            per_commit[current]["pwrite_calls"] += 1
+            per_commit[current]["pwrite_bytes"] += int(PWRITE_COUNT.search(rest).group(1))
+    return per_commit

@@ -11,11 +11,10 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -23,11 +22,9 @@ import pytest
 
 from helpers import sqlwa, sqlwa_as_nobody
 from sqlwa.results import store
-from trace_truth import MARKER, in_commit_windows, marker_times_ns, tally_block_per_commit, write_bytes_since_commit
+from trace_truth import marker_times_ns, strace_per_commit, tally_block_per_commit, write_bytes_since_commit
 
 pytestmark = pytest.mark.root
-
-SYNC_NAMES = ("fsync", "fdatasync", "sync_file_range")
 
 
 def lab_run(tmp_path: Path, *args: str, prefix: list[str] | None = None) -> tuple[dict, pl.DataFrame]:
@@ -40,31 +37,6 @@ def lab_run(tmp_path: Path, *args: str, prefix: list[str] | None = None) -> tupl
 
 
 # ----------------------------------------------------------------------------- strace truth
-
-STRACE_LINE = re.compile(r"^(\d+)\s+(\w+)\((.*)")
-MARKER_IN_WRITE = re.compile(r'"' + MARKER.pattern)
-
-
-PWRITE_COUNT = re.compile(r",\s*(\d+),\s*\d+\)\s*=")  # pwrite64(fd, buf, COUNT, offset) = ...
-
-
-def strace_per_commit(log: Path, tid: int) -> dict[int, Counter]:
-    """Per commit: fsync-family calls, pwrite64 calls and the bytes they asked to write, of
-    ``tid`` between its txn_begin and txn_end marker writes."""
-    calls = (
-        m.group(2, 3)
-        for line in log.read_text(errors="replace").splitlines()
-        if (m := STRACE_LINE.match(line)) and int(m.group(1)) == tid
-    )
-    marker_in = lambda name, rest: MARKER_IN_WRITE.search(rest) if name == "write" else None  # noqa: E731
-    per_commit: dict[int, Counter] = defaultdict(Counter)
-    for current, name, rest in in_commit_windows(calls, marker_in):
-        if name in SYNC_NAMES:
-            per_commit[current]["fsync_calls"] += 1
-        elif name == "pwrite64":
-            per_commit[current]["pwrite_calls"] += 1
-            per_commit[current]["pwrite_bytes"] += int(PWRITE_COUNT.search(rest).group(1))
-    return per_commit
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")

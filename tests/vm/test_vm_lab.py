@@ -27,7 +27,7 @@ import polars as pl
 import pytest
 
 from helpers import sqlwa_as_nobody
-from trace_truth import tally_block_per_commit
+from trace_truth import strace_per_commit, tally_block_per_commit
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
@@ -202,3 +202,19 @@ def test_the_moto_z_profile_makes_f2fs_fsync_flush_nothing(guest_runs, tmp_path)
         commits = pl.read_parquet(run / "commits.parquet").filter(~pl.col("warmup"))
         assert [truth[i]["flush"] for i in commits["index"]] == [expected] * commits.height
     assert any(f["check"] == "fsync_flushed_nothing" for f in summary["findings"])
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_guest_syscalls_per_commit_equal_strace_in_the_guest(tmp_path, journal):
+    """The syscall level inside the guest against strace (the host's binary over the share,
+    run in the guest around the guest program): fsync-family and pwrite64 calls and bytes
+    of the SQL thread per commit."""
+    out = tmp_path / "out"
+    summary = vm_run(out, "--guest-strace", "--image-size", "128M", "-j", journal, "--sync", "full", "-n", "20")
+    truth = strace_per_commit(out / "guest.strace", summary["config"]["tid"])
+    assert truth, "strace saw no commit"
+    commits = pl.read_parquet(out / "commits.parquet")
+    for column in ("fsync_calls", "pwrite_calls", "pwrite_bytes"):
+        for index, count in zip(commits["index"], commits[column]):
+            assert count == truth[index][column], (column, index)

@@ -211,6 +211,12 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     help="The guest's kernel (--vm): Debian's current one (fetched once into ~/.cache/sqlwa/kernels), "
     "a linux-image-*.deb, or an unpacked kernel package directory (boot/vmlinuz-*, lib/modules/).",
 )
+@click.option(
+    "--guest-strace",
+    is_flag=True,
+    hidden=True,
+    help="With --vm: run the guest's program under strace, into OUT/guest.strace (a check of the syscall level).",
+)
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def run(
@@ -232,6 +238,7 @@ def run(
     keep_db: bool,
     vm: bool,
     vm_kernel: str,
+    guest_strace: bool,
     no_vfs_count: bool,
     as_json: bool,
     **settings_given: Any,
@@ -258,6 +265,8 @@ def run(
     settings = engine.RunSettings(**settings_given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
     if not vm and click.get_current_context().get_parameter_source("vm_kernel") != click.core.ParameterSource.DEFAULT:
         raise UsageError("--kernel chooses the VM lab's kernel, and this run is not in the VM lab", "add --vm")
+    if guest_strace and not vm:
+        raise UsageError("--guest-strace traces the VM lab's guest, and this run is not in the VM lab", "add --vm")
     fs = fs or (VM_DEFAULT_FS if vm else None)
     lab_options: dict[str, Any] = {
         "fs": fs,
@@ -286,6 +295,7 @@ def run(
         frame_budget_ms=frame_budget_ms,
         vm=vm,
         kernel=vm_kernel,
+        guest_strace=guest_strace,
     )
     with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
         try:

@@ -110,8 +110,7 @@ ANDROID_SDCARD = Profile(
 #       rw,discard,nosuid,nodev,noatime,nodiratime,nobarrier,inline_xattr,inline_data
 #       wait,check,latemount,formattable,quota,encryptable=/dev/block/bootdevice/by-name/metadata,...
 MOTO_Z_FSTAB = (
-    "LineageOS android_device_motorola_griffin rootdir/etc/fstab.qcom "
-    "(commit 3a708d65b65e00cd18c22d358db70907607f5f2f)"
+    "LineageOS android_device_motorola_griffin rootdir/etc/fstab.qcom (commit 3a708d65b65e00cd18c22d358db70907607f5f2f)"
 )
 
 ANDROID_F2FS = Profile(

@@ -33,6 +33,7 @@ from sqlwa.vm import kernel as vm_kernel
 from sqlwa.vm import machine
 
 ProgressFn = lab_capture.ProgressFn
+GUEST_STRACE_FILE = "guest.strace"  # --guest-strace: the guest program's syscalls, by strace
 
 
 @dataclass
@@ -55,6 +56,7 @@ class RunRequest:
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
     vm: bool = False  # the lab in a qemu guest (sqlwa.vm) instead of on this host
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
+    guest_strace: bool = False  # with vm: strace the guest's program into OUT/guest.strace
 
 
 @dataclass
@@ -377,7 +379,8 @@ def execute_in_vm(
     engine.load_scenario(request.scenario)  # a bad scenario is refused here, before a guest boots
     with output_dir(request.out_dir) as out_dir:
         if guest is None:
-            with booted_guest(request.kernel, out_dir, request.image_size) as own:
+            strace_to = out_dir / GUEST_STRACE_FILE if request.guest_strace else None
+            with booted_guest(request.kernel, out_dir, request.image_size, strace_to) as own:
                 capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
         else:
             capture, facts = guest.capture(guest_request(request, out_dir), progress), guest.facts
@@ -386,13 +389,15 @@ def execute_in_vm(
 
 
 @contextmanager
-def booted_guest(kernel_choice: str, share: Path, image_size: str) -> Iterator[machine.Guest]:
+def booted_guest(
+    kernel_choice: str, share: Path, image_size: str, strace_to: Path | None = None
+) -> Iterator[machine.Guest]:
     """A VM lab guest sharing ``share`` (the runs' output directories lie in it), with
     its control directory a scratch directory removed afterwards."""
     image_bytes = filesystem.parse_size(image_size)
     machine.qemu_binary()
     kernel = vm_kernel.resolve(kernel_choice)
-    with scratch_dir(None, keep=False) as ctl, machine.Guest(kernel, ctl, share, image_bytes) as guest:
+    with scratch_dir(None, keep=False) as ctl, machine.Guest(kernel, ctl, share, image_bytes, strace_to) as guest:
         yield guest
 
 

@@ -85,8 +85,11 @@ class Guest:
     for all its cells; each capture still makes a fresh lab filesystem). ``share`` is the
     host directory the runs' output directories lie in; it is shared at its own path."""
 
-    def __init__(self, kernel: GuestKernel, ctl: Path, share: Path, image_bytes: int) -> None:
+    def __init__(
+        self, kernel: GuestKernel, ctl: Path, share: Path, image_bytes: int, strace_to: Path | None = None
+    ) -> None:
         self.kernel, self.ctl, self.share = kernel, ctl, share
+        self.strace_to = strace_to  # strace the guest program into this file (in share)
         self.memory_mb = BASE_MEMORY_MB + image_bytes // (1 << 20)
         self.image_bytes = image_bytes
         self.proc: subprocess.Popen[str] | None = None
@@ -98,7 +101,7 @@ class Guest:
     def __enter__(self) -> Guest:
         qemu = qemu_binary()
         image = initramfs.initramfs_for(self.kernel)
-        write_control_files(self.ctl, self.kernel, self.share, self.image_bytes)
+        write_control_files(self.ctl, self.kernel, self.share, self.image_bytes, self.strace_to)
         note = None
         for accelerator in accelerators():
             argv = qemu_argv(qemu, accelerator, self.kernel, image, self.ctl, self.share, self.memory_mb)
@@ -184,7 +187,9 @@ def accelerators() -> list[str]:
     return ["kvm", "tcg"] if kvm else ["tcg"]
 
 
-def write_control_files(ctl: Path, kernel: GuestKernel, out_dir: Path, image_bytes: int) -> None:
+def write_control_files(
+    ctl: Path, kernel: GuestKernel, out_dir: Path, image_bytes: int, strace_to: Path | None = None
+) -> None:
     """guest.env for init, guest.sh for the chroot; requests come one by one (Guest.capture)."""
     env = {
         "MODULES_DIR": str(Path(kernel.root) / "lib" / "modules"),
@@ -198,8 +203,17 @@ def write_control_files(ctl: Path, kernel: GuestKernel, out_dir: Path, image_byt
         "export TMPDIR=/run/sqlwa-tmp\n"  # init's tmpfs for the lab's image (TMP_SIZE)
         f"export PYTHONPATH={shlex.quote(str(package_parent))}\n"
         f"modprobe -a {' '.join(GUEST_MODULES)} || exit 3\n"
-        f"exec {shlex.quote(sys.executable)} -m sqlwa.vm.guest /run/sqlwa-vm\n"
+        f"exec {strace_prefix(strace_to)}{shlex.quote(sys.executable)} -m sqlwa.vm.guest /run/sqlwa-vm\n"
     )
+
+
+def strace_prefix(log: Path | None) -> str:
+    """The guest program under strace (the host's, over the share), for checking the
+    guest's syscall level against an independent count; nothing without ``log``."""
+    if log is None:
+        return ""
+    calls = "trace=write,pwrite64,fsync,fdatasync,sync_file_range"
+    return f"strace -f -qq -o {shlex.quote(str(log))} -e {calls} "
 
 
 def qemu_argv(
