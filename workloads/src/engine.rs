@@ -1,6 +1,6 @@
 //! Runs a scenario: creates the database, applies the settings, sets up the schema (not
 //! measured), then runs warm-up and measured transactions, recording per commit its
-//! CLOCK_MONOTONIC window, payload bytes and VFS counts.
+//! CLOCK_MONOTONIC window, payload bytes, VFS counts and the SQL thread's CPU time.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -11,6 +11,7 @@ use rusqlite::{params_from_iter, Connection, OpenFlags};
 use serde::Serialize;
 
 use crate::confine::Confinement;
+use crate::cpu::{thread_cpu, CpuTime};
 use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
@@ -33,6 +34,9 @@ pub struct CommitRecord {
     pub statements: u64,
     /// VFS calls made between start and end (all zero when counting is off)
     pub vfs: VfsCounts,
+    /// CPU time of the thread that ran the SQL, read inside start..end (see `cpu`):
+    /// user + system is exact, the split between them is the kernel's tick-sampled one
+    pub cpu: CpuTime,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -503,6 +507,8 @@ impl Runner<'_> {
         self.shared.set_current_txn(index as i64);
         let before = self.shared.snapshot();
         let start_ns = monotonic_ns();
+        // Inside the latency window, so a commit's CPU time can never exceed its latency.
+        let cpu_start = sql_thread_cpu()?;
         mark(self.sink, |m| m.txn_begin(index, warmup, start_ns))?;
         let explicit = !self.scenario.autocommit;
         if explicit {
@@ -514,6 +520,7 @@ impl Runner<'_> {
         if explicit {
             self.exec("COMMIT")?;
         }
+        let cpu = sql_thread_cpu()?.since(&cpu_start);
         let end_ns = monotonic_ns();
         mark(self.sink, |m| m.txn_end(index, end_ns))?;
         let vfs = self.shared.snapshot().since(&before);
@@ -526,8 +533,15 @@ impl Runner<'_> {
             logical_bytes: statements.iter().map(|s| s.logical_bytes).sum(),
             statements: statements.len() as u64,
             vfs,
+            cpu,
         })
     }
+}
+
+fn sql_thread_cpu() -> Result<CpuTime, EngineError> {
+    thread_cpu().map_err(|e| EngineError::CpuTime {
+        message: e.to_string(),
+    })
 }
 
 /// SQLite's default max_page_count (MAX_PAGE_COUNT of the bundled build).
