@@ -136,7 +136,10 @@ def run_workload(
         str(marker_path) if marker_path else None,
         progress,
     )
-    commits = pl.DataFrame(raw["commits"]).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"))
+    commits = pl.DataFrame(raw["commits"]).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"),
+        (pl.col("cpu_user_ns") + pl.col("cpu_sys_ns")).alias("cpu_ns"),
+    )
     return WorkloadResult(info=raw["info"], commits=commits)
 
 

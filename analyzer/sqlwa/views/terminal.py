@@ -91,12 +91,29 @@ def summary_table(summary: dict) -> Table:
     table.add_section()
     keys = [k for k in ("p50", "p90", "p99", "p99.9", "max") if k in lat]
     table.add_row(f"latency {' / '.join(keys)}", "", " / ".join(f"{lat[k]:.3f}" for k in keys) + " ms")
+    cpu_rows(table, summary)
     miss = summary.get("frame_budget_misses")
     if miss:
         table.add_row(
             f"commits over {miss['budget_ms']:g} ms (frame budget)", fmt_num(miss["commits"]), f"{miss['share']:.1%}"
         )
     return table
+
+
+def cpu_rows(table: Table, summary: dict) -> None:
+    """The SQL thread's CPU time per commit beside the latency (runs since it is measured)."""
+    cpu = summary.get("cpu_ms")
+    if not cpu:
+        return
+    keys = [k for k in ("p50", "p90", "p99", "max") if k in cpu]
+    table.add_row(
+        f"CPU of the SQL thread (user + sys) {' / '.join(keys)}", "", " / ".join(f"{cpu[k]:.3f}" for k in keys) + " ms"
+    )
+    table.add_row(
+        "  CPU user / sys, mean",
+        "",
+        f"{cpu['user_mean']:.3f} / {cpu['sys_mean']:.3f} ms · {cpu['share_of_latency']:.0%} of the latency",
+    )
 
 
 def fuse_rows(table: Table, summary: dict) -> None:
