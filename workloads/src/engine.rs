@@ -16,7 +16,7 @@ use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
 use crate::stop::Stop;
-use crate::vfs::{CountingVfs, VfsShared};
+use crate::vfs::{CountingVfs, LowerDir, VfsShared};
 use crate::{EngineError, FileKind, RunSettings, VfsCounts};
 
 #[derive(Clone, Debug, Serialize)]
@@ -94,8 +94,10 @@ pub fn run_with_stop(
     stop: &Stop,
 ) -> Result<RunOutput, EngineError> {
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
-    let shared = VfsShared::with_extents(sink.clone(), settings.map_extents);
+    let lower = checked_lower_dir(settings)?;
     let db_path = create_db_file(dir, &scenario.name)?;
+    let lower = lower.map(|lower| LowerDir::new(dir, lower));
+    let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
     // Declared before the connection so it is dropped (unregistered) after it.
     let vfs = settings
         .count_vfs
@@ -162,6 +164,18 @@ fn map_run_files(shared: &VfsShared, db_path: &Path, at: &str) {
     shared.map_extents(FileKind::Db, at, db_path);
     shared.map_extents(FileKind::Wal, at, &with_suffix("-wal"));
     shared.map_extents(FileKind::Shm, at, &with_suffix("-shm"));
+}
+
+/// Where the extents of the run's files come from under a FUSE layer
+/// (`RunSettings::extents_from`): a directory, or every file would go unmapped unseen.
+fn checked_lower_dir(settings: &RunSettings) -> Result<Option<&Path>, EngineError> {
+    match settings.extents_from.as_deref() {
+        Some(lower) if !lower.is_dir() => Err(EngineError::BadSetting {
+            name: "extents_from".into(),
+            message: format!("{} is not a directory", lower.display()),
+        }),
+        lower => Ok(lower),
+    }
 }
 
 fn mark(

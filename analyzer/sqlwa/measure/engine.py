@@ -75,6 +75,9 @@ class RunSettings:
     count_vfs: bool = True
     # extents markers (FIEMAP of the run's files) for block attribution; lab runs turn it on
     map_extents: bool = False
+    # with a FUSE layer: the lower directory it mirrors, whose files the extents are taken
+    # from (FUSE answers no FIEMAP); lab runs with --fuse set it
+    extents_from: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)

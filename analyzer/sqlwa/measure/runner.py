@@ -232,14 +232,17 @@ def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.Lab
             # extents markers: which block ranges belong to which file (attribution);
             # only with a block device to attribute (tmpfs has no FIEMAP either)
             mapped = request.settings.count_vfs and dev is not None
-            settings = dataclasses.replace(request.settings, map_extents=mapped)
+            # FUSE answers no FIEMAP: the files' blocks are those of the lower files it serves
+            lower = fs.fuse.lower if fs.fuse else None
+            settings = dataclasses.replace(request.settings, map_extents=mapped, extents_from=lower)
             result = engine.run_workload(
                 scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
             )
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
             if mapped:
-                map_after_writeback(Path(cap.marker_path), Path(result.info["db_path"]))
+                db_path = Path(result.info["db_path"])
+                map_after_writeback(Path(cap.marker_path), fs.fuse.lower_path(db_path) if fs.fuse else db_path)
     except TraceLossError as exc:
         loss = exc
     return result, cap, loss
@@ -310,7 +313,10 @@ def analyse_trace(
         joined = joined.join(windows.block_per_commit(events, wins, dev), on="index", how="left")
         amortized = windows.amortized_write_bytes(events, wins, dev)
         if context is not None:
-            attributed = attribution.attribute(events, wins, dev, tid, context.journal, context.fs_type, context.layout)
+            daemon_comm = context.fuse["comm"] if context.fuse else None
+            attributed = attribution.attribute(
+                events, wins, dev, tid, context.journal, context.fs_type, context.layout, daemon_comm
+            )
             per_commit = attribution.bytes_per_commit(attributed, wins)
             joined = joined.join(per_commit, on="index", how="left")
             sections["bytes_by_category"] = attribution.summary_section(attributed, wins, per_commit)
