@@ -3,8 +3,9 @@
 Truth is the daemon's own syscalls as strace sees them (``strace -f -Y`` of the run, the
 daemon's lines told apart by its name), the block bytes counted from the raw trace with
 the tests' own regular expressions (trace_truth), where the lower files' blocks are by
-``filefrag`` (FIEMAP asked by e2fsprogs, not by sqlwa), and SQLite's documented sync
-sequence at the VFS level. Every exit path leaves neither daemon nor
+``filefrag`` (FIEMAP asked by e2fsprogs, not by sqlwa), the daemon's CPU time as the
+kernel counts it for its process (/proc/PID/stat, read by the test), and SQLite's
+documented sync sequence at the VFS level. Every exit path leaves neither daemon nor
 mount: exceptions, SIGINT and SIGTERM of a run, and SIGKILL followed by ``sqlwa lab
 cleanup``.
 """
@@ -251,6 +252,10 @@ def test_the_daemons_syncs_equal_strace_and_the_block_bytes_add_up(tmp_path: Pat
     assert categories["unattributed_share"] == 0.0
     files = ("db", "journal") if journal == "delete" else ("wal",)
     assert all(categories["per_commit"][file] > 0 for file in files), categories["per_commit"]
+    # the daemon's CPU time over the run, spread over every transaction it served
+    cpu = summary["fuse"]["daemon_cpu"]
+    assert cpu["transactions"] == 30 + 2 and cpu["resolution_ms"] == 1000 / os.sysconf("SC_CLK_TCK")
+    assert cpu["per_transaction_ms"] == pytest.approx((cpu["user_ms"] + cpu["sys_ms"]) / 32)
     assert not [x for x in sqlwa_leftovers() if layer_facts["comm"] in x]
 
 
@@ -341,6 +346,39 @@ def test_file_bytes_through_the_layer_are_those_in_the_lower_files_extents(tmp_p
     assert per_commit["bytes_unattributed"].sum() == 0
     first = wins.filter(~pl.col("warmup"))["win_start_ns"].min()
     assert attribution.totals(attributed.filter(pl.col("time_ns") >= first))["unattributed"] == 0
+
+
+def threads_runtime_ns(pid: int) -> dict[int, int]:
+    """Each thread's time on a CPU, ns (schedstat's first field: the scheduler's own sum)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+    return found
+
+
+@pytest.mark.root
+@needs_daemon
+def test_the_daemons_cpu_time_is_what_its_threads_ran() -> None:
+    """sqlwa reads the daemon's CPU time from /proc/PID/stat (every thread, 10 ms ticks);
+    the scheduler's nanosecond sums of its threads (schedstat) must agree within the ticks."""
+    with LabFilesystem("tmpfs", image_size="16M", fuse_layer="passthrough") as lab:
+        assert lab.fuse is not None and lab.fuse.process is not None
+        pid = lab.fuse.process.pid
+        before, ran_before = lab.fuse.cpu_time(), threads_runtime_ns(pid)
+        fd = os.open(Path(lab.data_dir) / "busy", os.O_CREAT | os.O_RDWR, 0o600)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # every call a request the daemon serves
+            os.pwrite(fd, b"x" * 512, 0)
+            os.fdatasync(fd)
+        os.close(fd)
+        after, ran_after = lab.fuse.cpu_time(), threads_runtime_ns(pid)
+    # a thread that ended would take its schedstat with it; one that began ran from 0
+    assert ran_before.keys() <= ran_after.keys(), "a thread ended: schedstat cannot sum it"
+    ran = sum(ran_after[t] - ran_before.get(t, 0) for t in ran_after)
+    counted = after.user_ns - before.user_ns + after.sys_ns - before.sys_ns
+    tick = 1e9 / os.sysconf("SC_CLK_TCK")
+    assert ran > 5 * tick, ran
+    assert abs(counted - ran) <= 2 * tick + 5e6 * len(ran_after), (counted, ran)
 
 
 # ----------------------------------------------------------------------------- every exit path

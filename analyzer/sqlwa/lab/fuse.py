@@ -184,6 +184,11 @@ class FuseLayer:
         assert self.lower is not None, "set up"
         return Path(self.lower) / Path(path).relative_to(self.mountpoint)
 
+    def cpu_time(self) -> _system.CpuTime:
+        """The daemon's CPU time so far, all its threads."""
+        assert self.process is not None, "set up"
+        return _system.process_cpu(self.process.pid)
+
     def describe(self) -> dict:
         """What summary.json records: the layer, the daemon, and the options in effect."""
         return {

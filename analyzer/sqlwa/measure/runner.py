@@ -216,9 +216,11 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
 
 
 def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.LabFilesystem, progress):
-    """Run the workload inside one capture; returns (result, capture, loss error or None)."""
+    """Run the workload inside one capture; returns (result, capture, loss error or None,
+    the FUSE daemon's CPU time over the workload or None)."""
     dev = fs.dev
     loss = None
+    daemon_cpu = None
     cap = tracing.TraceCapture(
         out_dir,
         dev=dev,
@@ -235,17 +237,35 @@ def capture_run(request: RunRequest, scenario, out_dir: Path, fs: filesystem.Lab
             # FUSE answers no FIEMAP: the files' blocks are those of the lower files it serves
             lower = fs.fuse.lower if fs.fuse else None
             settings = dataclasses.replace(request.settings, map_extents=mapped, extents_from=lower)
+            daemon_before = fs.fuse.cpu_time() if fs.fuse else None
             result = engine.run_workload(
                 scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
             )
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
+            if fs.fuse and daemon_before is not None:
+                daemon_cpu = daemon_cpu_section(daemon_before, fs.fuse.cpu_time(), result.commits.height)
             if mapped:
                 db_path = Path(result.info["db_path"])
                 map_after_writeback(Path(cap.marker_path), fs.fuse.lower_path(db_path) if fs.fuse else db_path)
     except TraceLossError as exc:
         loss = exc
-    return result, cap, loss
+    return result, cap, loss, daemon_cpu
+
+
+def daemon_cpu_section(before: _system.CpuTime, after: _system.CpuTime, transactions: int) -> dict:
+    """summary.json's ``fuse.daemon_cpu``: the daemon's CPU time (every thread) from just
+    before the workload to after the final syncfs, so the schema, the warm-up and the
+    sync's share are in it too; ``per_transaction_ms`` spreads it over every transaction."""
+    user, sys = after.user_ns - before.user_ns, after.sys_ns - before.sys_ns
+    return {
+        "user_ms": user / 1e6,
+        "sys_ms": sys / 1e6,
+        "per_transaction_ms": (user + sys) / 1e6 / max(transactions, 1),
+        "transactions": transactions,
+        "resolution_ms": _system.process_cpu_tick_ns() / 1e6,
+        "window": "from before the workload's first statement to after the final syncfs",
+    }
 
 
 def map_after_writeback(marker_path: Path, db_path: Path) -> None:
@@ -371,7 +391,7 @@ def measure_in_lab(
     request: RunRequest, scenario, lab: filesystem.LabFilesystem, out_dir: Path, progress: ProgressFn | None
 ) -> RunOutcome:
     with lab as fs:
-        result, cap, loss = capture_run(request, scenario, out_dir, fs, progress)
+        result, cap, loss, daemon_cpu = capture_run(request, scenario, out_dir, fs, progress)
         fs_facts = fs.describe()
         dev = fs.dev
         # read while still mounted: the fs's own journal/metadata location for attribution
@@ -382,6 +402,8 @@ def measure_in_lab(
     context = LabContext(request.settings.journal, request.settings.sync, fs_facts["fs_type"], layout, fs_facts["fuse"])
     analysis = analyse_trace(cap, with_vfs_totals(result.commits), dev, levels, context)
     commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
+    if daemon_cpu is not None:  # measured whether or not the syscall level was captured
+        sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
     config = lab_config(request, result.info, fs_facts, measured)
     trace = {

@@ -122,6 +122,15 @@ def fuse_rows(table: Table, summary: dict) -> None:
     if not layer:
         return
     table.add_section()
+    cpu = layer.get("daemon_cpu")
+    if cpu:
+        table.add_row(
+            f"FUSE daemon ({layer['layer']}): CPU over the run, user / sys",
+            "",
+            f"{cpu['user_ms']:,.0f} / {cpu['sys_ms']:,.0f} ms · {cpu['per_transaction_ms']:.3f} ms per transaction",
+        )
+    if "daemon_calls_per_commit" not in layer:  # the syscall level was not captured
+        return
     daemon = layer["daemon_calls_per_commit"]
     syncs = daemon["fsync"] + daemon["fdatasync"] + daemon["sync_file_range"]
     table.add_row(
