@@ -93,6 +93,21 @@ def sqlwa_as_nobody(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def filefrag_sectors(path: Path) -> list[tuple[int, int]]:
+    """[start, end) sector ranges of ``path`` according to ``filefrag -e -v`` (e2fsprogs:
+    FIEMAP asked by another program than sqlwa)."""
+    import re
+
+    text = subprocess.run(["filefrag", "-e", "-v", str(path)], capture_output=True, text=True, check=True).stdout
+    block = int(re.search(r"blocks of (\d+) bytes", text).group(1))
+    ranges = []
+    for m in re.finditer(r"^\s*\d+:\s+\d+\.\.\s*\d+:\s+(\d+)\.\.\s*(\d+):", text, re.M):
+        first, last = int(m.group(1)), int(m.group(2))
+        ranges.append((first * block // 512, (last + 1) * block // 512))
+    assert ranges, text
+    return ranges
+
+
 def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     """What of sqlwa's exists on this machine, of process ``pid`` or of any: loop devices
     (as `losetup -l` lists them), mounts (/proc/mounts, FUSE mounts included), FUSE

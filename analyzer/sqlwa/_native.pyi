@@ -89,6 +89,11 @@ def run_workload(
 ) -> dict[str, Any]:
     """Run ``scenario`` in ``dir``: ``{"info": {...}, "commits": {column: [values]}}``.
 
+    The commit columns: ``index``, ``warmup``, ``start_ns``, ``end_ns``, ``logical_bytes``,
+    ``statements``, ``cpu_user_ns`` and ``cpu_sys_ns`` (the SQL thread's CPU time inside
+    the window), and ``vfs_<kind>_<counter>`` for every :data:`FILE_KINDS` ×
+    :data:`VFS_COUNTERS`.
+
     ``settings`` has the keys of :func:`default_settings`; an absent or None one keeps the
     default, an unknown key or a bad value raises :class:`ConfigError` naming it.
     """

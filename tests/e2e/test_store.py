@@ -91,6 +91,39 @@ def test_a_store_from_before_the_layers_reads_them_from_each_runs_config(tmp_pat
     assert indexed == ["scenario", "fs", "encrypt", "fuse", "profile", "journal", "sync", "status"]
 
 
+def version_5_store(path: Path) -> None:
+    """A store as sqlwa made it before the CPU columns (schema version 5), with one run."""
+    raw = sqlite3.connect(path)
+    for script in store.MIGRATIONS[:5]:
+        raw.executescript(script)
+    raw.execute("INSERT INTO runs (run_key, status, levels, p50_ms) VALUES ('old', 'ok', '[\"vfs\"]', 1.5)")
+    raw.execute("INSERT INTO commits (run_id, idx, latency_ns) VALUES (1, 0, 1500000)")
+    raw.execute("PRAGMA user_version = 5")
+    raw.commit()
+    raw.close()
+
+
+def test_a_version_5_store_reads_without_cpu_and_migrates_to_keep_it(tmp_path, vfs_run):
+    path = tmp_path / "results.sqlite"
+    version_5_store(path)
+    # readers never migrate: the runs an older sqlwa saved have no CPU time, not 0
+    [row] = store.load_results(tmp_path).iter_rows(named=True)
+    assert row["cpu_ms_per_commit"] is None and row["p50_ms"] == 1.5
+    conn = store.connect(path)
+    assert store.schema_version(conn) == store.STORE_SCHEMA_VERSION
+    assert tuple(conn.execute("SELECT latency_ns, cpu_user_ns, cpu_sys_ns FROM commits").fetchone()) == (
+        1500000,
+        None,
+        None,
+    )
+    store.save_run_dir(path, vfs_run)
+    commits = pl.read_parquet(vfs_run / "commits.parquet")
+    new = conn.execute("SELECT sum(cpu_user_ns), sum(cpu_sys_ns) FROM commits WHERE run_id = 2").fetchone()
+    assert tuple(new) == (commits["cpu_user_ns"].sum(), commits["cpu_sys_ns"].sum())
+    [mean] = conn.execute("SELECT cpu_ms_per_commit FROM runs WHERE run_key != 'old'").fetchone()
+    assert mean == pytest.approx(commits.filter(~pl.col("warmup"))["cpu_ns"].mean() / 1e6)
+
+
 def test_newer_store_is_refused(tmp_path):
     path = tmp_path / "results.sqlite"
     raw = sqlite3.connect(path)

@@ -19,23 +19,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from helpers import filefrag_sectors
 from sqlwa import _system
 from sqlwa.analysis import attribution, traceparse, windows
 from sqlwa.capture import tracing
 from sqlwa.lab import filesystem, fslayout
 from sqlwa.measure import engine
-
-
-def filefrag_sectors(path: Path) -> list[tuple[int, int]]:
-    """[start, end) sector ranges of ``path`` according to filefrag -e -v."""
-    text = subprocess.run(["filefrag", "-e", "-v", str(path)], capture_output=True, text=True, check=True).stdout
-    block = int(re.search(r"blocks of (\d+) bytes", text).group(1))
-    ranges = []
-    for m in re.finditer(r"^\s*\d+:\s+\d+\.\.\s*\d+:\s+(\d+)\.\.\s*(\d+):", text, re.M):
-        first, last = int(m.group(1)), int(m.group(2))
-        ranges.append((first * block // 512, (last + 1) * block // 512))
-    assert ranges, text
-    return ranges
 
 
 def btrfs_device_ranges(ranges: list[tuple[int, int]], device: str) -> list[tuple[int, int]]:

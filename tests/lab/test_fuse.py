@@ -2,9 +2,12 @@
 
 Truth is the daemon's own syscalls as strace sees them (``strace -f -Y`` of the run, the
 daemon's lines told apart by its name), the block bytes counted from the raw trace with
-the tests' own regular expressions (trace_truth), and SQLite's documented sync sequence
-at the VFS level. Every exit path leaves neither daemon nor mount: exceptions, SIGINT and
-SIGTERM of a run, and SIGKILL followed by ``sqlwa lab cleanup``.
+the tests' own regular expressions (trace_truth), where the lower files' blocks are by
+``filefrag`` (FIEMAP asked by e2fsprogs, not by sqlwa), the daemon's CPU time as the
+kernel counts it for its process (/proc/PID/stat, read by the test), and SQLite's
+documented sync sequence at the VFS level. Every exit path leaves neither daemon nor
+mount: exceptions, SIGINT and SIGTERM of a run, and SIGKILL followed by ``sqlwa lab
+cleanup``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,15 +28,26 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import sqlwa, sqlwa_leftovers
+from helpers import filefrag_sectors, sqlwa, sqlwa_leftovers
 from sqlwa import _system
+from sqlwa.analysis import attribution, traceparse, windows
 from sqlwa.analysis.fuse_effect import changes
+from sqlwa.capture import tracing
 from sqlwa.capture.tracing import checked_comm
 from sqlwa.errors import CaptureError, UnsupportedFilesystem, UsageError
-from sqlwa.lab import fuse
+from sqlwa.lab import fslayout, fuse
 from sqlwa.lab.cleanup import cleanup_leftovers
 from sqlwa.lab.filesystem import LabFilesystem
-from trace_truth import write_bytes_since_commit
+from sqlwa.measure import engine
+from trace_truth import (
+    ISSUE_BODY,
+    ISSUE_SECTOR,
+    MARKER,
+    in_commit_windows,
+    trace_records,
+    unattributed_write_bytes,
+    write_bytes_since_commit,
+)
 
 needs_daemon = pytest.mark.skipif(fuse.daemon_binary(fuse.SQLWA_DAEMON) is None, reason="run ./scripts/setup")
 needs_bindfs = pytest.mark.skipif(
@@ -229,7 +244,141 @@ def test_the_daemons_syncs_equal_strace_and_the_block_bytes_add_up(tmp_path: Pat
     commits = pl.read_parquet(out / "commits.parquet").filter(~pl.col("warmup"))
     since_first = write_bytes_since_commit(out / "trace.txt", dev, commits["index"].min())
     assert summary["amortized"]["write_bytes"] == since_first > 0
+    # the lower files' extents give the database's bytes their cause, as without the layer
+    # (on ext4 no byte is left unattributed), counted again from the raw trace
+    layout = json.loads((out / "layout.json").read_text())
+    categories = summary["bytes_by_category"]
+    assert categories["amortized_total"]["unattributed"] == unattributed_write_bytes(out / "trace.txt", dev, layout)
+    assert categories["unattributed_share"] == 0.0
+    files = ("db", "journal") if journal == "delete" else ("wal",)
+    assert all(categories["per_commit"][file] > 0 for file in files), categories["per_commit"]
+    # the daemon's CPU time over the run, spread over every transaction it served
+    cpu = summary["fuse"]["daemon_cpu"]
+    assert cpu["transactions"] == 30 + 2 and cpu["resolution_ms"] == 1000 / os.sysconf("SC_CLK_TCK")
+    assert cpu["per_transaction_ms"] == pytest.approx((cpu["user_ms"] + cpu["sys_ms"]) / 32)
     assert not [x for x in sqlwa_leftovers() if layer_facts["comm"] in x]
+
+
+# ----------------------------------------------------------------- attribution through the layer
+
+BIO_QUEUE = re.compile(r"^(?P<dev>\d+,\d+) (?P<rwbs>\S+) (?P<sector>\d+) \+ (?P<sectors>\d+) \[(?P<comm>.*)\]$")
+WARMUP = 2
+
+
+def fuse_truth_run(out: Path, layer: str) -> dict:
+    """12 PERSIST + FULL commits (2 warm-up) through ``layer`` on ext4 inside a capture, the
+    engine mapping through the lower directory as ``sqlwa run --fuse`` does. Returns the
+    trace, the device, the daemon's comm, the layout and, by filefrag before the lab goes,
+    the sectors of the lower database and journal (PERSIST keeps the journal's file)."""
+    with LabFilesystem("ext4", image_size="256M", fuse_layer=layer) as lab:
+        assert lab.fuse is not None and lab.fuse.lower is not None
+        cap = tracing.TraceCapture(out, dev=lab.dev, pid=threading.get_native_id(), comms=[lab.fuse.comm])
+        settings = engine.RunSettings(
+            journal="persist", sync="full", txns=10, warmup=WARMUP, map_extents=True, extents_from=lab.fuse.lower
+        )
+        with cap:
+            result = engine.run_workload(
+                engine.load_scenario("mobibench-insert"),
+                settings,
+                Path(lab.data_dir),
+                marker_path=Path(cap.marker_path),
+            )
+            lab.sync()
+        lower_db = Path(lab.fuse.lower) / Path(result.info["db_path"]).name
+        truth = {"db": filefrag_sectors(lower_db), "journal": filefrag_sectors(Path(f"{lower_db}-journal"))}
+        return {
+            "trace": cap.trace_path,
+            "dev": lab.dev,
+            "daemon": lab.fuse.comm,
+            "layout": fslayout.probe(lab.spec.kernel_type, lab.loop_device),
+            "truth": truth,
+        }
+
+
+def measured_window_records(trace: Path):
+    """(event, body) of every trace line inside a measured commit's window."""
+    records = (m.group("event", "body") for m in trace_records(trace))
+    marker_in = lambda event, body: MARKER.match(body) if event == "tracing_mark_write" else None  # noqa: E731
+    for index, event, body in in_commit_windows(records, marker_in):
+        if index >= WARMUP:
+            yield event, body
+
+
+def truth_tally(run: dict) -> Counter:
+    """From the raw trace, inside measured windows: write bytes issued to the device in all,
+    and in the lower files' filefrag extents by file; write bytes queued by the daemon and
+    by every submitter (block_bio_queue, whose comm is who queued the bio)."""
+    dev = "{},{}".format(*run["dev"])
+    tally: Counter = Counter()
+    for event, body in measured_window_records(Path(run["trace"])):
+        issue = ISSUE_BODY.match(body) if event == "block_rq_issue" else None
+        queued = BIO_QUEUE.match(body) if event == "block_bio_queue" else None
+        if issue and issue["dev"] == dev and "W" in issue["rwbs"]:
+            sector, size = int(ISSUE_SECTOR.search(body)["sector"]), int(issue["bytes"])  # type: ignore[index]
+            tally["device"] += size
+            for file, ranges in run["truth"].items():
+                tally[file] += size * any(a <= sector < b for a, b in ranges)
+        if queued and queued["dev"] == dev and "W" in queued["rwbs"]:
+            size = int(queued["sectors"]) * 512
+            tally["queued"] += size
+            tally["daemon"] += size * (queued["comm"] == run["daemon"])
+    return tally
+
+
+@pytest.mark.root
+@pytest.mark.tracefs
+@needs_daemon
+@pytest.mark.parametrize("layer", ["passthrough", "passthrough-writeback", "passthrough-kernel"])
+def test_file_bytes_through_the_layer_are_those_in_the_lower_files_extents(tmp_path: Path, layer: str) -> None:
+    run = fuse_truth_run(tmp_path, layer)
+    events, _ = traceparse.parse(run["trace"], format="ftrace")
+    wins = windows.commit_windows(events)
+    tid = windows.run_tid(events)
+    attributed = attribution.attribute(events, wins, run["dev"], tid, "persist", "ext4", run["layout"], run["daemon"])
+    per_commit = attribution.bytes_per_commit(attributed, wins).filter(pl.col("index") >= WARMUP)
+    truth = truth_tally(run)
+    assert truth["db"] > 0 and truth["journal"] > 0, truth
+    assert per_commit["bytes_db"].sum() == truth["db"] and per_commit["bytes_journal"].sum() == truth["journal"]
+    # the daemon wrote every byte of the files and nothing else; with jbd2's journal
+    # blocks, the bytes queued by every submitter are the device's total
+    assert truth["daemon"] == truth["db"] + truth["journal"], truth
+    assert truth["queued"] == truth["device"], truth
+    assert per_commit["bytes_unattributed"].sum() == 0
+    first = wins.filter(~pl.col("warmup"))["win_start_ns"].min()
+    assert attribution.totals(attributed.filter(pl.col("time_ns") >= first))["unattributed"] == 0
+
+
+def threads_runtime_ns(pid: int) -> dict[int, int]:
+    """Each thread's time on a CPU, ns (schedstat's first field: the scheduler's own sum)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+    return found
+
+
+@pytest.mark.root
+@needs_daemon
+def test_the_daemons_cpu_time_is_what_its_threads_ran() -> None:
+    """sqlwa reads the daemon's CPU time from /proc/PID/stat (every thread, 10 ms ticks);
+    the scheduler's nanosecond sums of its threads (schedstat) must agree within the ticks."""
+    with LabFilesystem("tmpfs", image_size="16M", fuse_layer="passthrough") as lab:
+        assert lab.fuse is not None and lab.fuse.process is not None
+        pid = lab.fuse.process.pid
+        before, ran_before = lab.fuse.cpu_time(), threads_runtime_ns(pid)
+        fd = os.open(Path(lab.data_dir) / "busy", os.O_CREAT | os.O_RDWR, 0o600)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # every call a request the daemon serves
+            os.pwrite(fd, b"x" * 512, 0)
+            os.fdatasync(fd)
+        os.close(fd)
+        after, ran_after = lab.fuse.cpu_time(), threads_runtime_ns(pid)
+    # a thread that ended would take its schedstat with it; one that began ran from 0
+    assert ran_before.keys() <= ran_after.keys(), "a thread ended: schedstat cannot sum it"
+    ran = sum(ran_after[t] - ran_before.get(t, 0) for t in ran_after)
+    counted = after.user_ns - before.user_ns + after.sys_ns - before.sys_ns
+    tick = 1e9 / os.sysconf("SC_CLK_TCK")
+    assert ran > 5 * tick, ran
+    assert abs(counted - ran) <= 2 * tick + 5e6 * len(ran_after), (counted, ran)
 
 
 # ----------------------------------------------------------------------------- every exit path

@@ -75,6 +75,7 @@ def test_the_store_keeps_exactly_the_catalogue_metrics(tmp_path):
 def test_the_store_keeps_catalogue_per_commit_columns(tmp_path):
     vocabulary = {
         *catalogue.COMMIT_TIMING_COLUMNS,
+        *catalogue.CPU_COMMIT_COLUMNS,
         *catalogue.VFS_COMMIT_COLUMNS,
         *catalogue.SYSCALL_COMMIT_COLUMNS,
         *catalogue.BLOCK_COMMIT_COLUMNS,
@@ -125,6 +126,7 @@ def test_no_module_spells_a_catalogue_list_again():
         "VFS_COMMIT_COLUMNS": catalogue.VFS_COMMIT_COLUMNS,
         "SYSCALL_COMMIT_COLUMNS": catalogue.SYSCALL_COMMIT_COLUMNS,
         "BLOCK_COMMIT_COLUMNS": catalogue.BLOCK_COMMIT_COLUMNS,
+        "CPU_COMMIT_COLUMNS": catalogue.CPU_COMMIT_COLUMNS,
         "METRICS": tuple(METRICS),
     }
     again = [

@@ -1,6 +1,6 @@
 //! Runs a scenario: creates the database, applies the settings, sets up the schema (not
 //! measured), then runs warm-up and measured transactions, recording per commit its
-//! CLOCK_MONOTONIC window, payload bytes and VFS counts.
+//! CLOCK_MONOTONIC window, payload bytes, VFS counts and the SQL thread's CPU time.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -11,11 +11,12 @@ use rusqlite::{params_from_iter, Connection, OpenFlags};
 use serde::Serialize;
 
 use crate::confine::Confinement;
+use crate::cpu::{thread_cpu, CpuTime};
 use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
 use crate::stop::Stop;
-use crate::vfs::{CountingVfs, VfsShared};
+use crate::vfs::{CountingVfs, LowerDir, VfsShared};
 use crate::{EngineError, FileKind, RunSettings, VfsCounts};
 
 #[derive(Clone, Debug, Serialize)]
@@ -33,6 +34,9 @@ pub struct CommitRecord {
     pub statements: u64,
     /// VFS calls made between start and end (all zero when counting is off)
     pub vfs: VfsCounts,
+    /// CPU time of the thread that ran the SQL, read inside start..end (see `cpu`):
+    /// user + system is exact, the split between them is the kernel's tick-sampled one
+    pub cpu: CpuTime,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -90,8 +94,10 @@ pub fn run_with_stop(
     stop: &Stop,
 ) -> Result<RunOutput, EngineError> {
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
-    let shared = VfsShared::with_extents(sink.clone(), settings.map_extents);
+    let lower = checked_lower_dir(settings)?;
     let db_path = create_db_file(dir, &scenario.name)?;
+    let lower = lower.map(|lower| LowerDir::new(dir, lower));
+    let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
     // Declared before the connection so it is dropped (unregistered) after it.
     let vfs = settings
         .count_vfs
@@ -158,6 +164,18 @@ fn map_run_files(shared: &VfsShared, db_path: &Path, at: &str) {
     shared.map_extents(FileKind::Db, at, db_path);
     shared.map_extents(FileKind::Wal, at, &with_suffix("-wal"));
     shared.map_extents(FileKind::Shm, at, &with_suffix("-shm"));
+}
+
+/// Where the extents of the run's files come from under a FUSE layer
+/// (`RunSettings::extents_from`): a directory, or every file would go unmapped unseen.
+fn checked_lower_dir(settings: &RunSettings) -> Result<Option<&Path>, EngineError> {
+    match settings.extents_from.as_deref() {
+        Some(lower) if !lower.is_dir() => Err(EngineError::BadSetting {
+            name: "extents_from".into(),
+            message: format!("{} is not a directory", lower.display()),
+        }),
+        lower => Ok(lower),
+    }
 }
 
 fn mark(
@@ -503,6 +521,8 @@ impl Runner<'_> {
         self.shared.set_current_txn(index as i64);
         let before = self.shared.snapshot();
         let start_ns = monotonic_ns();
+        // Inside the latency window, so a commit's CPU time can never exceed its latency.
+        let cpu_start = sql_thread_cpu()?;
         mark(self.sink, |m| m.txn_begin(index, warmup, start_ns))?;
         let explicit = !self.scenario.autocommit;
         if explicit {
@@ -514,6 +534,7 @@ impl Runner<'_> {
         if explicit {
             self.exec("COMMIT")?;
         }
+        let cpu = sql_thread_cpu()?.since(&cpu_start);
         let end_ns = monotonic_ns();
         mark(self.sink, |m| m.txn_end(index, end_ns))?;
         let vfs = self.shared.snapshot().since(&before);
@@ -526,8 +547,15 @@ impl Runner<'_> {
             logical_bytes: statements.iter().map(|s| s.logical_bytes).sum(),
             statements: statements.len() as u64,
             vfs,
+            cpu,
         })
     }
+}
+
+fn sql_thread_cpu() -> Result<CpuTime, EngineError> {
+    thread_cpu().map_err(|e| EngineError::CpuTime {
+        message: e.to_string(),
+    })
 }
 
 /// SQLite's default max_page_count (MAX_PAGE_COUNT of the bundled build).

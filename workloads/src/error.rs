@@ -66,6 +66,11 @@ pub enum EngineError {
         readback: String,
     },
 
+    /// The kernel would not say how much CPU time the SQL thread used (getrusage with
+    /// RUSAGE_THREAD, in every Linux since 2.6.26).
+    #[error("cannot read the SQL thread's CPU time: {message}")]
+    CpuTime { message: String },
+
     #[error("interrupted")]
     Interrupted,
 }
@@ -111,6 +116,9 @@ impl EngineError {
                 "leave that pragma out and choose {setting} with the run's own option (sqlwa run --{})",
                 setting.replace('_', "-")
             ),
+            EngineError::CpuTime { .. } => {
+                "run on a Linux kernel with getrusage(RUSAGE_THREAD) (2.6.26 or later)".into()
+            }
             EngineError::Interrupted => {
                 "the run was stopped before it finished; run it again".into()
             }

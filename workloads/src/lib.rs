@@ -5,6 +5,7 @@
 
 mod confine;
 pub mod counts;
+pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod markers;
@@ -14,6 +15,7 @@ pub mod stop;
 pub mod vfs;
 
 pub use counts::{FileKind, KindCounts, VfsCounts};
+pub use cpu::CpuTime;
 pub use engine::{run, run_with_stop, CommitRecord, Progress, RunInfo, RunOutput};
 pub use error::EngineError;
 pub use markers::MarkerSink;

@@ -6,6 +6,7 @@
 //! names, defaults and allowed enum values back from this module.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
@@ -140,6 +141,11 @@ pub struct RunSettings {
     /// file; costs an open+ioctl+close per marker, so off by default.
     #[serde(deserialize_with = "null_is_default")]
     pub map_extents: bool,
+    /// With `map_extents`: take each file's extents from the file of the same name in this
+    /// directory instead of the run's own, when the run's directory is a FUSE mount that
+    /// mirrors it (FUSE answers no FIEMAP; the files' blocks are the lower files'). None:
+    /// the run's own files.
+    pub extents_from: Option<PathBuf>,
 }
 
 impl Default for RunSettings {
@@ -160,6 +166,7 @@ impl Default for RunSettings {
             count_vfs: true,
             think_time_ms: None,
             map_extents: false,
+            extents_from: None,
         }
     }
 }
@@ -317,7 +324,7 @@ mod tests {
         for value in all_null.as_object_mut().unwrap().values_mut() {
             *value = serde_json::Value::Null;
         }
-        assert_eq!(all_null.as_object().unwrap().len(), 15);
+        assert_eq!(all_null.as_object().unwrap().len(), 16);
         assert_eq!(from_json(all_null).unwrap(), RunSettings::default());
     }
 

@@ -19,7 +19,9 @@
 //! xTruncate and xDelete, the shim writes the file's physical extents (FIEMAP, without
 //! FIEMAP_FLAG_SYNC so it never forces writeback) as an `extents` marker, so the analyzer
 //! can map block ranges to files even for journals that live for one commit. The file is
-//! reopened read-only by name for this (xDelete only has the name).
+//! reopened read-only by name for this (xDelete only has the name). Under a FUSE layer
+//! (`RunSettings::extents_from`) the name is that of the lower file the daemon serves it
+//! from: FUSE answers no FIEMAP, and the lower file is where the blocks are.
 //!
 //! Counters are relaxed atomics bumped with a plain load + store (no locked instruction,
 //! no locks on the hot path): each registered shim serves the one connection of one run,
@@ -93,6 +95,38 @@ pub struct VfsShared {
     marker_errors: AtomicU64,
     /// `extents` markers on: asked for and there is a sink to write them to
     map_extents: bool,
+    /// where a file's extents are taken when not from the file itself (a FUSE layer)
+    lower: Option<LowerDir>,
+}
+
+/// The directory a FUSE layer mirrors at the run's directory: FIEMAP through the FUSE
+/// mount fails, so a file of the run is mapped as the file of the same name there, which
+/// holds its blocks.
+#[derive(Clone, Debug)]
+pub struct LowerDir {
+    /// the run's directory as given and as SQLite names it (symbolic links resolved)
+    upper: Vec<PathBuf>,
+    lower: PathBuf,
+}
+
+impl LowerDir {
+    /// Files under `upper` (an existing directory) are mapped under `lower`.
+    pub fn new(upper: &Path, lower: &Path) -> LowerDir {
+        let mut names = vec![upper.to_path_buf()];
+        names.extend(std::fs::canonicalize(upper).ok().filter(|c| c != upper));
+        LowerDir {
+            upper: names,
+            lower: lower.to_path_buf(),
+        }
+    }
+
+    /// Where `path`'s blocks are to be found: the lower file for one under the run's
+    /// directory, `path` itself for any other (a temporary file elsewhere).
+    pub fn path_of(&self, path: &Path) -> PathBuf {
+        (self.upper.iter())
+            .find_map(|upper| path.strip_prefix(upper).ok())
+            .map_or_else(|| path.to_path_buf(), |rest| self.lower.join(rest))
+    }
 }
 
 impl VfsShared {
@@ -102,23 +136,37 @@ impl VfsShared {
 
     /// Like `new`; `map_extents` turns on the `extents` markers (see the module doc).
     pub fn with_extents(markers: Option<Arc<MarkerSink>>, map_extents: bool) -> Arc<VfsShared> {
+        VfsShared::with_extents_from(markers, map_extents, None)
+    }
+
+    /// Like `with_extents`, the extents of the run's files taken from `lower` when given.
+    pub fn with_extents_from(
+        markers: Option<Arc<MarkerSink>>,
+        map_extents: bool,
+        lower: Option<LowerDir>,
+    ) -> Arc<VfsShared> {
         Arc::new(VfsShared {
             counts: Default::default(),
             current_txn: AtomicI64::new(-1),
             map_extents: map_extents && markers.is_some(),
             markers,
             marker_errors: AtomicU64::new(0),
+            lower,
         })
     }
 
-    /// Writes an `extents` marker for `path` (when extents mapping is on). A file that
-    /// does not exist (yet, or any more) gets no marker; other FIEMAP failures are
-    /// written as `ranges=error:<errno>`.
+    /// Writes an `extents` marker for `path` (when extents mapping is on), taken from its
+    /// lower file when there is a `LowerDir`. A file that does not exist (yet, or any
+    /// more) gets no marker; other FIEMAP failures are written as `ranges=error:<errno>`.
     pub fn map_extents(&self, kind: FileKind, at: &str, path: &Path) {
         if !self.map_extents {
             return;
         }
-        let ranges: Result<Vec<(u64, u64)>, i32> = match file_extents(path) {
+        let mapped = match &self.lower {
+            Some(lower) => lower.path_of(path),
+            None => path.to_path_buf(),
+        };
+        let ranges: Result<Vec<(u64, u64)>, i32> = match file_extents(&mapped) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
             Err(e) => Err(e.raw_os_error().unwrap_or(0)),
             Ok(r) => Ok(r.iter().map(|e| (e.sector, e.sectors)).collect()),
@@ -826,6 +874,31 @@ fn io_methods_for(version: c_int) -> *const ffi::sqlite3_io_methods {
         ..=1 => &IO_METHODS_V1,
         2 => &IO_METHODS_V2,
         _ => &IO_METHODS_V3,
+    }
+}
+
+#[cfg(test)]
+mod lower_dir_tests {
+    use super::*;
+
+    #[test]
+    fn a_file_of_the_run_is_the_lower_file_of_the_same_name_and_others_stay() {
+        let lower = LowerDir {
+            upper: vec![PathBuf::from("/lab/fuse"), PathBuf::from("/real/fuse")],
+            lower: PathBuf::from("/lab/mnt"),
+        };
+        let at = |p: &str| lower.path_of(Path::new(p));
+        assert_eq!(
+            at("/lab/fuse/x.db-journal"),
+            PathBuf::from("/lab/mnt/x.db-journal")
+        );
+        assert_eq!(at("/real/fuse/x.db"), PathBuf::from("/lab/mnt/x.db"));
+        assert_eq!(at("/var/tmp/etilqs_1"), PathBuf::from("/var/tmp/etilqs_1"));
+        assert_eq!(
+            at("/lab/fusex/y"),
+            PathBuf::from("/lab/fusex/y"),
+            "a component, not a prefix"
+        );
     }
 }
 

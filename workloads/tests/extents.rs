@@ -224,3 +224,82 @@ fn database_files_are_mapped_on_request_after_the_run() {
     let err = map_database_files(&markers, &db, "sync fs").unwrap_err();
     assert!(err.to_string().contains("'sync fs' for at"), "{err}");
 }
+
+/// Under a FUSE layer the run's files are mapped as the lower files of the same names
+/// (`extents_from`). Here the lower directory holds a stand-in database the run never
+/// writes and no journal: every db marker carries the stand-in's extents, and the
+/// journal, which has no lower file, gets no marker.
+#[test]
+fn extents_are_taken_from_the_lower_directory_when_given() {
+    let parent = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !fiemap_works(parent) {
+        eprintln!("skipped: no FIEMAP on this filesystem");
+        return;
+    }
+    let (run_dir, lower) = (
+        tempfile::tempdir_in(parent).unwrap(),
+        tempfile::tempdir_in(parent).unwrap(),
+    );
+    let stand_in = lower.path().join("mobibench-insert.db");
+    let mut f = std::fs::File::create(&stand_in).unwrap();
+    f.write_all(&[3u8; 16384]).unwrap();
+    f.sync_all().unwrap();
+    let expected: Vec<String> = file_extents(&stand_in)
+        .unwrap()
+        .iter()
+        .map(|e| format!("{}+{}", e.sector, e.sectors))
+        .collect();
+    let settings = RunSettings {
+        txns: Some(3),
+        warmup: Some(0),
+        map_extents: true,
+        extents_from: Some(lower.path().to_path_buf()),
+        ..Default::default()
+    };
+    let scenario = sqlwa_workloads::Scenario::builtin("mobibench-insert").unwrap();
+    let markers = run_dir.path().join("trace_marker");
+    let db_dir = run_dir.path().join("db");
+    sqlwa_workloads::run(&scenario, &settings, &db_dir, Some(&markers), &mut |_| true).unwrap();
+    let text = std::fs::read_to_string(&markers).unwrap();
+    let extents: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("sqlwa extents "))
+        .collect();
+    let db_lines: Vec<&&str> = extents.iter().filter(|l| l.contains(" kind=db ")).collect();
+    assert!(db_lines.len() >= 3, "{text}");
+    let want = format!(" ranges={} ", expected.join(","));
+    assert!(db_lines.iter().all(|l| l.contains(&want)), "{want}\n{text}");
+    assert!(
+        extents.iter().all(|l| !l.contains(" kind=journal ")),
+        "{text}"
+    );
+    // the run's own database lies elsewhere: none of its blocks is in a marker
+    let own = file_extents(&db_dir.join("mobibench-insert.db")).unwrap();
+    let own: Vec<String> = own
+        .iter()
+        .map(|e| format!("{}+{}", e.sector, e.sectors))
+        .collect();
+    assert!(
+        !own.is_empty() && own.iter().all(|r| !expected.contains(r)),
+        "{own:?}"
+    );
+}
+
+#[test]
+fn a_lower_directory_that_is_not_there_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        extents_from: Some(dir.path().join("missing")),
+        ..Default::default()
+    };
+    let scenario = sqlwa_workloads::Scenario::builtin("kv-prefs").unwrap();
+    let err = common::run_quiet(&scenario, &settings, dir.path()).unwrap_err();
+    assert!(
+        err.to_string().contains("extents_from") && err.to_string().contains("not a directory"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("kv-prefs.db").exists(),
+        "refused before the database is made"
+    );
+}

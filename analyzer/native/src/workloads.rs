@@ -173,7 +173,8 @@ fn default_settings(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 }
 
 /// Commit records as columns: index, warmup, start_ns, end_ns, logical_bytes,
-/// statements, then `vfs_<kind>_<field>` for every file kind and counter.
+/// statements, cpu_user_ns, cpu_sys_ns, then `vfs_<kind>_<field>` for every file kind and
+/// counter.
 fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bound<'py, PyDict>> {
     let cols = PyDict::new(py);
     cols.set_item("index", commits.iter().map(|c| c.index).collect::<Vec<_>>())?;
@@ -196,6 +197,14 @@ fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bo
     cols.set_item(
         "statements",
         commits.iter().map(|c| c.statements).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "cpu_user_ns",
+        commits.iter().map(|c| c.cpu.user_ns).collect::<Vec<_>>(),
+    )?;
+    cols.set_item(
+        "cpu_sys_ns",
+        commits.iter().map(|c| c.cpu.sys_ns).collect::<Vec<_>>(),
     )?;
     for kind in FileKind::ALL {
         for (i, (field, _)) in KindCounts::default().fields().into_iter().enumerate() {

@@ -5,10 +5,12 @@ the first rule that matches:
 
 1. ``fs_journal``: its sector lies in the filesystem's own journal (ext4: the journal
    inode's extents; xfs: the internal log), or, on btrfs, it is a metadata write the SQL
-   thread submitted inside an fsync (btrfs writes its log tree from the fsync itself).
+   thread (or, under a FUSE layer, the daemon syncing for it) submitted inside an fsync
+   (btrfs writes its log tree from the fsync itself).
 2. A range of one of the run's files, from the engine's ``extents`` markers (FIEMAP after
    every sync and before every truncate/unlink, so short-lived journals are mapped while
-   they exist; the marker closest in time wins when a block changed owner):
+   they exist; the marker closest in time wins when a block changed owner; under a FUSE
+   layer, FIEMAP of the lower files the daemon serves them from):
    ``writeback`` when issued outside every commit window and outside every sync (deferred
    writeback, the final syncfs); ``checkpoint`` for database pages in WAL mode (only a
    checkpoint writes the database there); else the file's kind (``db``, ``journal``,
@@ -201,10 +203,11 @@ def with_submitter(writes: pl.DataFrame, events: pl.DataFrame, dev: tuple[int, i
 # ------------------------------------------------------------------ the categories
 
 
-def category_expr(journal_mode: str, fs_type: str, tid: int | None, layout: dict) -> pl.Expr:
+def category_expr(journal_mode: str, fs_type: str, tid: int | None, layout: dict, daemon: str | None = None) -> pl.Expr:
     file, meta = pl.col("file"), pl.col("meta")
     foreground = pl.col("in_commit") | pl.col("in_sync")
-    btrfs_log = pl.lit(fs_type == "btrfs") & meta & pl.col("in_sync") & (pl.col("submitter_pid") == (tid or -1))
+    syncing = (pl.col("submitter_pid") == (tid or -1)) | (pl.col("submitter") == (daemon or "")).fill_null(False)
+    btrfs_log = pl.lit(fs_type == "btrfs") & meta & pl.col("in_sync") & syncing
     file_category = (
         pl.when(~foreground)
         .then(pl.lit("writeback"))
@@ -231,9 +234,11 @@ def attribute(
     journal_mode: str,
     fs_type: str,
     layout: dict,
+    daemon: str | None = None,
 ) -> pl.DataFrame:
     """The write requests issued to ``dev``, one row each, with ``commit`` (null outside
-    windows), ``file`` (null when in no file range), ``submitter`` and ``category``."""
+    windows), ``file`` (null when in no file range), ``submitter`` and ``category``.
+    ``daemon``: the comm of a FUSE daemon that syncs for the SQL thread."""
     writes = windows.block_issues(events, dev).filter(pl.col("operation") == "write")
     writes = writes.select("time_ns", "pid", "comm", "sector", "sectors", "bytes", "meta", "preflush", "fua")
     writes = writes.sort("time_ns").with_row_index("row")
@@ -248,7 +253,7 @@ def attribute(
     )
     writes = flag_inside(writes, commit_spans, "in_commit")
     writes = windows.assign_windows(writes, commit_windows)
-    category = category_expr(journal_mode, fs_type, tid, layout)
+    category = category_expr(journal_mode, fs_type, tid, layout, daemon)
     return writes.with_columns(category.cast(pl.Enum(CATEGORIES)).alias("category")).sort("row")
 
 

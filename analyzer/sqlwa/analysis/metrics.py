@@ -72,6 +72,27 @@ def latency_ms(measured: pl.DataFrame) -> dict[str, float]:
     return figures
 
 
+def cpu_ms(measured: pl.DataFrame) -> dict[str, float]:
+    """The SQL thread's CPU time per commit (user + system): quantiles and maximum as
+    :func:`latency_ms`'s, the means of user and system time, and the CPU time's share of
+    the commits' latency (sums over the run: the rest is waiting, for the device, a lock
+    or a CPU)."""
+    if measured.height == 0:
+        return {name: 0.0 for name in (*LATENCY_QUANTILES, "max", "user_mean", "sys_mean", "share_of_latency")}
+    ms = measured["cpu_ns"].cast(pl.Float64) / 1e6
+    figures = {
+        name: float(cast(float, ms.quantile(q, interpolation="linear"))) for name, q in LATENCY_QUANTILES.items()
+    }
+    latency = float(measured["latency_ns"].sum())
+    return {
+        **figures,
+        "max": float(cast(float, ms.max())),
+        "user_mean": float(cast(float, measured["cpu_user_ns"].mean())) / 1e6,
+        "sys_mean": float(cast(float, measured["cpu_sys_ns"].mean())) / 1e6,
+        "share_of_latency": float(measured["cpu_ns"].sum()) / latency if latency else 0.0,
+    }
+
+
 def frame_budget_misses(measured: pl.DataFrame, budget_ms: float) -> dict:
     """Share of commits longer than one frame: a commit on the UI thread that takes
     longer drops a frame."""

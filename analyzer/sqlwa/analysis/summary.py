@@ -13,6 +13,7 @@ import polars as pl
 from sqlwa.analysis import metrics
 from sqlwa.catalogue import (
     BLOCK_COMMIT_COLUMNS,
+    CPU_COMMIT_COLUMNS,
     DATABASE_FILE_KINDS,
     FILE_KINDS,
     FUSE_SYSCALL_COMMIT_COLUMNS,
@@ -47,9 +48,9 @@ def mean_of(frame: pl.DataFrame, column: str) -> float:
 
 
 def per_commit_means(measured: pl.DataFrame) -> dict[str, float]:
-    """Means of the per-commit columns; syscall and block ones only when the level was
-    captured: an absent level is absent, never 0."""
-    levels = (*SYSCALL_COMMIT_COLUMNS, *FUSE_SYSCALL_COMMIT_COLUMNS, *BLOCK_COMMIT_COLUMNS)
+    """Means of the per-commit columns; CPU, syscall and block ones only when measured:
+    an absent level is absent, never 0."""
+    levels = (*CPU_COMMIT_COLUMNS, *SYSCALL_COMMIT_COLUMNS, *FUSE_SYSCALL_COMMIT_COLUMNS, *BLOCK_COMMIT_COLUMNS)
     captured = (n for n in levels if n in measured.columns)
     names = [*VFS_COMMIT_COLUMNS, *captured]
     return {name: mean_of(measured, name) for name in names}
@@ -84,6 +85,7 @@ def build_summary(
         "per_commit": per_commit_means(measured),
         "vfs_by_file": vfs_by_file(measured),
         "latency_ms": metrics.latency_ms(measured),
+        **({"cpu_ms": metrics.cpu_ms(measured)} if "cpu_ns" in measured.columns else {}),
         "frame_budget_misses": metrics.frame_budget_misses(measured, frame_budget_ms),
         "waf": metrics.run_waf(measured, amortized_bytes),
     }

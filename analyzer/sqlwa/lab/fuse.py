@@ -178,6 +178,17 @@ class FuseLayer:
             _system.stop_process(self.process, STOP_WAIT_S)
             self.process = None
 
+    def lower_path(self, path: str | os.PathLike[str]) -> Path:
+        """The lower file the daemon serves ``path`` (a file in its mountpoint) from: the
+        same name in the lower directory, where the file's blocks are."""
+        assert self.lower is not None, "set up"
+        return Path(self.lower) / Path(path).relative_to(self.mountpoint)
+
+    def cpu_time(self) -> _system.CpuTime:
+        """The daemon's CPU time so far, all its threads."""
+        assert self.process is not None, "set up"
+        return _system.process_cpu(self.process.pid)
+
     def describe(self) -> dict:
         """What summary.json records: the layer, the daemon, and the options in effect."""
         return {

@@ -76,6 +76,9 @@ class RunSettings:
     count_vfs: bool = True
     # extents markers (FIEMAP of the run's files) for block attribution; lab runs turn it on
     map_extents: bool = False
+    # with a FUSE layer: the lower directory it mirrors, whose files the extents are taken
+    # from (FUSE answers no FIEMAP); lab runs with --fuse set it
+    extents_from: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -95,7 +98,10 @@ class WorkloadResult:
         # run_workload_raw, and importing polars takes it tens of seconds under TCG.
         import polars as pl
 
-        commits = pl.DataFrame(raw["commits"]).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"))
+        commits = pl.DataFrame(raw["commits"]).with_columns(
+            (pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"),
+            (pl.col("cpu_user_ns") + pl.col("cpu_sys_ns")).alias("cpu_ns"),
+        )
         return cls(info=raw["info"], commits=commits)
 
     @property

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlwa import _system
 from sqlwa.capture import tracing
 from sqlwa.errors import TraceLossError, hint_of
 from sqlwa.lab import filesystem, fslayout
@@ -45,6 +46,7 @@ class LabCapture:
     trace: dict  # TraceCapture.describe()
     trace_path: str
     loss: dict | None = None  # {"message", "hint"} when events were lost and that was not allowed
+    daemon_cpu: dict | None = None  # the FUSE daemon's CPU time over the workload (daemon_cpu_section)
 
     def loss_error(self) -> TraceLossError | None:
         return TraceLossError(self.loss["message"], self.loss["hint"]) if self.loss else None
@@ -69,7 +71,7 @@ def capture_in_lab(
 ) -> LabCapture:
     """Make the lab, run the workload in it inside one capture, and take it down again."""
     with lab as fs:
-        raw, cap, loss = capture_run(settings, scenario, out_dir, fs, options, progress)
+        raw, cap, loss, daemon_cpu = capture_run(settings, scenario, out_dir, fs, options, progress)
         fs_facts = fs.describe()
         dev = fs.dev
         # read while still mounted: the fs's own journal/metadata location for attribution
@@ -84,6 +86,7 @@ def capture_in_lab(
         trace=cap.describe(),
         trace_path=str(cap.trace_path),
         loss={"message": str(loss), "hint": hint_of(loss)} if loss else None,
+        daemon_cpu=daemon_cpu,
     )
 
 
@@ -94,10 +97,12 @@ def capture_run(
     fs: filesystem.LabFilesystem,
     options: CaptureOptions,
     progress: ProgressFn | None,
-) -> tuple[dict, tracing.TraceCapture, TraceLossError | None]:
-    """Run the workload inside one capture; returns (raw result, capture, loss error or None)."""
+) -> tuple[dict, tracing.TraceCapture, TraceLossError | None, dict | None]:
+    """Run the workload inside one capture; returns (raw result, capture, loss error or
+    None, the FUSE daemon's CPU time over the workload or None)."""
     dev = fs.dev
     loss = None
+    daemon_cpu = None
     cap = tracing.TraceCapture(
         out_dir,
         dev=dev,
@@ -111,17 +116,39 @@ def capture_run(
             # extents markers: which block ranges belong to which file (attribution);
             # only with a block device to attribute (tmpfs has no FIEMAP either)
             mapped = settings.count_vfs and dev is not None
-            settings = dataclasses.replace(settings, map_extents=mapped)
+            # FUSE answers no FIEMAP: the files' blocks are those of the lower files it serves
+            lower = fs.fuse.lower if fs.fuse else None
+            settings = dataclasses.replace(settings, map_extents=mapped, extents_from=lower)
+            daemon_before = fs.fuse.cpu_time() if fs.fuse else None
             raw = engine.run_workload_raw(
                 scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
             )
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
+            if fs.fuse and daemon_before is not None:
+                transactions = len(raw["commits"]["index"])
+                daemon_cpu = daemon_cpu_section(daemon_before, fs.fuse.cpu_time(), transactions)
             if mapped:
-                map_after_writeback(Path(cap.marker_path), Path(raw["info"]["db_path"]))
+                db_path = Path(raw["info"]["db_path"])
+                map_after_writeback(Path(cap.marker_path), fs.fuse.lower_path(db_path) if fs.fuse else db_path)
     except TraceLossError as exc:
         loss = exc
-    return raw, cap, loss
+    return raw, cap, loss, daemon_cpu
+
+
+def daemon_cpu_section(before: _system.CpuTime, after: _system.CpuTime, transactions: int) -> dict:
+    """summary.json's ``fuse.daemon_cpu``: the daemon's CPU time (every thread) from just
+    before the workload to after the final syncfs, so the schema, the warm-up and the
+    sync's share are in it too; ``per_transaction_ms`` spreads it over every transaction."""
+    user, sys = after.user_ns - before.user_ns, after.sys_ns - before.sys_ns
+    return {
+        "user_ms": user / 1e6,
+        "sys_ms": sys / 1e6,
+        "per_transaction_ms": (user + sys) / 1e6 / max(transactions, 1),
+        "transactions": transactions,
+        "resolution_ms": _system.process_cpu_tick_ns() / 1e6,
+        "window": "from before the workload's first statement to after the final syncfs",
+    }
 
 
 def map_after_writeback(marker_path: Path, db_path: Path) -> None:

@@ -268,7 +268,10 @@ def analyse_trace(
         joined = joined.join(windows.block_per_commit(events, wins, dev), on="index", how="left")
         amortized = windows.amortized_write_bytes(events, wins, dev)
         if context is not None:
-            attributed = attribution.attribute(events, wins, dev, tid, context.journal, context.fs_type, context.layout)
+            daemon_comm = context.fuse["comm"] if context.fuse else None
+            attributed = attribution.attribute(
+                events, wins, dev, tid, context.journal, context.fs_type, context.layout, daemon_comm
+            )
             per_commit = attribution.bytes_per_commit(attributed, wins)
             joined = joined.join(per_commit, on="index", how="left")
             sections["bytes_by_category"] = attribution.summary_section(attributed, wins, per_commit)
@@ -342,6 +345,8 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
         Path(capture.trace_path), with_vfs_totals(result.commits), capture.dev, capture.levels, context
     )
     commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
+    if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
+        sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
     config = {**lab_config(request, capture.info, fs_facts, measured), **config_extra}
     trace = {

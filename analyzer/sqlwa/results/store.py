@@ -57,6 +57,8 @@ COMMIT_COLUMNS = (
     "write_bytes",
     "flush_requests",
     "fua_writes",
+    "cpu_user_ns",
+    "cpu_sys_ns",
 )
 
 # Frozen history: the metric columns (catalogue.METRICS names) as version 1 made them. A
@@ -133,8 +135,16 @@ DROP INDEX runs_by_config;
 CREATE INDEX runs_by_config ON runs (scenario, fs, encrypt, fuse, profile, journal, sync, status);
 """
 
+# Version 6: the SQL thread's CPU time, per commit (user and system) and per run (the mean
+# of user + system). Runs saved before it keep NULL there: they did not measure it.
+SCHEMA_V6 = """
+ALTER TABLE commits ADD COLUMN cpu_user_ns INTEGER;
+ALTER TABLE commits ADD COLUMN cpu_sys_ns INTEGER;
+ALTER TABLE runs ADD COLUMN cpu_ms_per_commit REAL;
+"""
+
 #: MIGRATIONS[i] upgrades a store from version i to version i + 1.
-MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5)
+MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6)
 #: The results store's schema version (``PRAGMA user_version``); not summary.json's
 #: (:data:`sqlwa.analysis.summary.SUMMARY_SCHEMA_VERSION`).
 STORE_SCHEMA_VERSION = len(MIGRATIONS)
@@ -222,6 +232,10 @@ def _kib(value: float | None) -> float | None:
     return None if value is None else value / 1024
 
 
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
 def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float | None]:
     """The headline figures of one run (one value per :data:`sqlwa.catalogue.METRICS`
     entry); a figure of an unmeasured layer is None."""
@@ -250,6 +264,7 @@ def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float 
         "p99_ms": latency.get("p99"),
         "p999_ms": latency.get("p99.9", latency.get("p999")),
         "max_ms": latency.get("max"),
+        "cpu_ms_per_commit": _ms(pc.get("cpu_ns")),
         "frame_budget_misses": None,
         "frame_budget_miss_pct": None,
     }
@@ -402,8 +417,10 @@ def save_run(
         run_id = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values())).lastrowid
         assert run_id is not None, "an INSERT into a rowid table sets lastrowid"
         if commits is not None:
+            # by name: columns a migration added come last in the table, not in COMMIT_COLUMNS' order
+            columns = ", ".join(("run_id", "idx", *COMMIT_COLUMNS))
             placeholders = ", ".join("?" for _ in range(len(COMMIT_COLUMNS) + 2))
-            conn.executemany(f"INSERT INTO commits VALUES ({placeholders})", commit_rows(run_id, commits))
+            conn.executemany(f"INSERT INTO commits ({columns}) VALUES ({placeholders})", commit_rows(run_id, commits))
     return run_id
 
 

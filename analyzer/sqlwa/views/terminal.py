@@ -100,6 +100,7 @@ def summary_table(summary: dict) -> Table:
     table.add_section()
     keys = [k for k in ("p50", "p90", "p99", "p99.9", "max") if k in lat]
     table.add_row(f"latency {' / '.join(keys)}", "", " / ".join(f"{lat[k]:.3f}" for k in keys) + " ms")
+    cpu_rows(table, summary)
     miss = summary.get("frame_budget_misses")
     if miss:
         table.add_row(
@@ -108,12 +109,37 @@ def summary_table(summary: dict) -> Table:
     return table
 
 
+def cpu_rows(table: Table, summary: dict) -> None:
+    """The SQL thread's CPU time per commit beside the latency (runs since it is measured)."""
+    cpu = summary.get("cpu_ms")
+    if not cpu:
+        return
+    keys = [k for k in ("p50", "p90", "p99", "max") if k in cpu]
+    table.add_row(
+        f"CPU of the SQL thread (user + sys) {' / '.join(keys)}", "", " / ".join(f"{cpu[k]:.3f}" for k in keys) + " ms"
+    )
+    table.add_row(
+        "  CPU user / sys, mean",
+        "",
+        f"{cpu['user_mean']:.3f} / {cpu['sys_mean']:.3f} ms · {cpu['share_of_latency']:.0%} of the latency",
+    )
+
+
 def fuse_rows(table: Table, summary: dict) -> None:
     """The FUSE daemon's calls per commit, and what the layer changed, in words."""
     layer = summary.get("fuse")
     if not layer:
         return
     table.add_section()
+    cpu = layer.get("daemon_cpu")
+    if cpu:
+        table.add_row(
+            f"FUSE daemon ({layer['layer']}): CPU over the run, user / sys",
+            "",
+            f"{cpu['user_ms']:,.0f} / {cpu['sys_ms']:,.0f} ms · {cpu['per_transaction_ms']:.3f} ms per transaction",
+        )
+    if "daemon_calls_per_commit" not in layer:  # the syscall level was not captured
+        return
     daemon = layer["daemon_calls_per_commit"]
     syncs = daemon["fsync"] + daemon["fdatasync"] + daemon["sync_file_range"]
     table.add_row(
