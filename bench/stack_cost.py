@@ -84,7 +84,9 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 
 def report(journal: str, runs: dict[str, list[dict]]) -> None:
-    print(f"\n{journal.upper()}/FULL ({len(runs[BASELINE])} repetitions; ratios against {BASELINE} in the same repetition)")
+    print(
+        f"\n{journal.upper()}/FULL ({len(runs[BASELINE])} repetitions; ratios against {BASELINE} in the same repetition)"
+    )
     print("| stack | p50 ms | p99 ms | CPU p50 ms | daemon CPU ms/txn | flushes | KiB | p50 ratio | CPU ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for stack, results in runs.items():
