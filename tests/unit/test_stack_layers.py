@@ -176,7 +176,9 @@ def test_a_layers_cost_is_its_figure_beside_the_same_configuration_without_layer
     assert by[("mobibench-insert ext4+fscrypt wal/full", "flushes_per_commit")]["ratio"] is None  # not measured
     alone = by[("mobibench-insert ext4+fuse:passthrough truncate/full", "fsync_calls_per_commit")]
     assert alone["plain_config"] is None and alone["plain"] is None and alone["ratio"] is None
-    assert set(costs["metric"]) == set(layers.LAYER_COST_METRICS)  # no CPU column until runs record CPU time
+    assert set(costs["metric"]) == {*layers.LAYER_COST_METRICS, "cpu_ms_per_commit"}
+    cpu = by[("mobibench-insert ext4+fscrypt wal/full", "cpu_ms_per_commit")]
+    assert cpu["ratio"] is None  # these runs recorded no CPU time: absent, not 0
     assert layers.layer_costs(pl.DataFrame([means_row(fsync_calls_per_commit=1.0)])).height == 0
 
 

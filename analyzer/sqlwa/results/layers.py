@@ -25,10 +25,10 @@ LAYER_COST_METRICS = (
     "block_write_requests_per_commit",
     "write_kib_per_commit",
 )
-#: CPU time per commit: encryption costs CPU more than I/O, so it belongs beside these.
-#: No run records it yet; once the catalogue has the metric, name it here and the table
-#: and figure show it like the others. Until then the report shows the column absent (—).
-CPU_METRIC: str | None = None
+#: CPU time per commit (the SQL thread's user + system, mean): encryption costs CPU more
+#: than I/O, so it belongs beside these. Runs stored before sqlwa measured it have none:
+#: their column shows absent (—), not 0.
+CPU_METRIC: str | None = "cpu_ms_per_commit"
 CPU_LABEL = "CPU per commit"
 
 COST_SCHEMA = {
