@@ -84,7 +84,7 @@ def looks_like_perfetto(path: str | os.PathLike) -> bool:
             found = read_varint(head, 1) if head[:1] == bytes([PACKET_TAG]) else None
             if found is None or found[0] > MAX_FIRST_PACKET:
                 return False
-            data = head + f.read(found[1] + found[0] - len(head))
+            data = head + f.read(max(0, found[1] + found[0] - len(head)))
     except OSError:
         return False
     return first_packet_problem(data) is None
