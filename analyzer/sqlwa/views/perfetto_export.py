@@ -36,6 +36,7 @@ from sqlwa.views.figures import request_categories
 SEQUENCE = 1  # trusted_packet_sequence_id of every track event packet
 BUNDLE_EVENTS = 500  # ftrace events per bundle, about what traced writes per page read
 VFS_CALLS = {"sync": "xSync", "trunc": "xTruncate", "delete": "xDelete"}
+COUNTED = {"count", "nbytes", "len", "length"}  # the arguments the parser keeps as aux
 
 
 def pb2() -> Any:
@@ -335,7 +336,9 @@ class Tracks:
             return 0
         track = self.track(f"syscalls (tid {self.tid})", parent=self.process)
         for row in calls.iter_rows(named=True):
-            args = {"fd": row["fd"], "count": row["aux"], "ret": row["ret"]}
+            args = {"fd": row["fd"], "ret": row["ret"]}
+            if COUNTED.intersection(syscalls.ARGUMENTS.get(row["name"], ())):
+                args["count"] = row["aux"]  # the parser's aux: the count (length) argument
             args = {k: v for k, v in args.items() if v is not None}
             if row["exit_ns"] is None:
                 self.instant(track, row["name"], row["time_ns"], args)
