@@ -339,3 +339,19 @@ def test_text_formats_are_not_taken_for_perfetto(tmp_path):
     from sqlwa.analysis import perfetto
 
     assert not perfetto.looks_like_perfetto(path)
+
+
+def test_the_documented_config_is_a_valid_perfetto_config():
+    """examples/perfetto-sqlwa.pbtx parses as Perfetto's TraceConfig and records what the
+    reader needs: the block events, the fsync family's syscalls, print, 'database'."""
+    from google.protobuf import text_format
+
+    from helpers import REPO
+
+    text = (REPO / "examples" / "perfetto-sqlwa.pbtx").read_text()
+    config = text_format.Parse(text, pb.TraceConfig())
+    ftrace = next(ds.config.ftrace_config for ds in config.data_sources if ds.config.name == "linux.ftrace")
+    events = set(ftrace.ftrace_events)
+    assert {"block/block_rq_issue", "block/block_rq_complete", "ftrace/print", "raw_syscalls/sys_enter"} <= events
+    assert {"sys_fsync", "sys_fdatasync", "sys_pwrite64"} <= set(ftrace.syscall_events)
+    assert "database" in ftrace.atrace_categories and ftrace.compact_sched.enabled
