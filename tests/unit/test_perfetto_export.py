@@ -165,7 +165,18 @@ def test_round_trip_gives_the_runs_per_commit_figures(exported):
     assert mine["write_bytes"].sum() > 0 and mine["fsync_calls"].sum() > 0
 
 
-def test_export_of_a_vfs_only_run_or_a_non_run_is_one_line(tmp_path):
+def test_export_of_a_vfs_only_run_leaves_no_file(tmp_path):
+    run = tmp_path / "vfs-only"
+    run.mkdir()
+    for name in ("summary.json", "commits.parquet"):
+        (run / name).write_bytes((RUNS[0] / name).read_bytes())
+    out = tmp_path / "x.perfetto-trace"
+    proc = sqlwa_in_process("export", str(run), "-o", str(out))
+    assert proc.returncode == 2 and "has no trace" in proc.stderr
+    assert list(tmp_path.iterdir()) == [run]
+
+
+def test_export_of_a_non_run_is_one_line(tmp_path):
     proc = sqlwa_in_process("export", str(tmp_path), "-o", str(tmp_path / "x.perfetto-trace"))
     assert proc.returncode == 2 and "not a run directory" in proc.stderr
     proc = sqlwa_in_process("export", str(RUNS[0]), "-o", str(tmp_path / "missing" / "x.perfetto-trace"))

@@ -42,11 +42,15 @@ def export_command(run: Path, output: Path) -> None:
         )
     if output.parent and not output.parent.exists():
         raise UsageError(f"output directory {output.parent} does not exist")
+    # Written beside the output and renamed into place: a failed export leaves no half trace.
     part = output.with_name(output.name + ".part")
-    with writing(output, "the Perfetto trace"):
-        with open(part, "wb") as f:
-            counts = perfetto_export.export(run, f)
-        part.replace(output)
+    try:
+        with writing(output, "the Perfetto trace"):
+            with open(part, "wb") as f:
+                counts = perfetto_export.export(run, f)
+            part.replace(output)
+    finally:
+        part.unlink(missing_ok=True)
     click.echo(
         f"{output}: {counts.commits} commits, {counts.vfs_calls} VFS calls, {counts.syscalls} syscalls, "
         f"{counts.requests} block requests ({counts.flushes} cache flushes) on {', '.join(counts.devices) or 'no device'}, "
