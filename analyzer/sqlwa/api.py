@@ -77,7 +77,7 @@ def load(path: PathArg) -> Run | Matrix:
 
 def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: bool = False) -> Trace:
     """Load an external block trace (blktrace binary files or base name, blkparse text,
-    ftrace text) into a :class:`Trace`. ``format``: one of
+    ftrace text, a Perfetto trace) into a :class:`Trace`. ``format``: one of
     :data:`sqlwa.analysis.traceparse.FORMATS`; ``lenient`` counts unparsable records instead of
     raising :class:`~sqlwa.errors.TraceParseError`."""
     if format not in traceparse.FORMATS:

@@ -13,8 +13,9 @@ import polars as pl
 import pyarrow as pa
 
 from sqlwa import _native
+from sqlwa.analysis import perfetto
 
-FORMATS = ("auto", "blktrace", "blkparse", "ftrace")
+FORMATS = ("auto", "blktrace", "blkparse", "ftrace", "perfetto")
 
 #: Column name → meaning, in table order.
 COLUMNS = {
@@ -62,10 +63,20 @@ def parse(
     ``paths``: ftrace or blkparse text files, blktrace per-CPU files, or a blktrace base
     name (``NAME`` for ``NAME.blktrace.0 …``). Binary per-CPU files are merged by time.
     ``lenient`` skips unparsable records and counts them in ``report['bad_records']``
-    instead of raising :class:`sqlwa.errors.TraceParseError`.
+    instead of raising :class:`sqlwa.errors.TraceParseError`. A Perfetto trace
+    (``format="perfetto"``, or detected by ``auto``) is read by
+    :mod:`sqlwa.analysis.perfetto`, one file on its own.
     """
     if isinstance(paths, (str, PathLike)):
         paths = [paths]
+    paths = list(paths)
+    if format == "perfetto" or (format == "auto" and any(perfetto.looks_like_perfetto(p) for p in paths)):
+        if len(paths) != 1:
+            raise _native.TraceParseError(
+                f"a Perfetto trace is read on its own, and {len(paths)} files were given: "
+                + ", ".join(str(p) for p in paths[:3])
+            )
+        return perfetto.parse(paths[0], lenient)
     table, report = _native.parse_trace([str(p) for p in paths], format, lenient)
     return to_polars(table), report
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from sqlwa.analysis import android
 from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS, is_flush
 
 SYNC_SYSCALLS = ("fsync", "fdatasync", "sync_file_range")
@@ -142,3 +143,51 @@ def amortized_write_bytes(events: pl.DataFrame, windows: pl.DataFrame, dev: tupl
         "flush_requests": int(totals["flush_requests"] or 0),
         "commits": measured.height,
     }
+
+
+# ------------------------------------------------------------------ traces captured elsewhere
+
+
+def busiest_device(events: pl.DataFrame) -> tuple[int, int] | None:
+    """The device with the most issued requests (action D), or None without any."""
+    issued = events.filter((pl.col("kind") == "block") & (pl.col("action") == "D"))
+    if issued.height == 0:
+        return None
+    counts = issued.group_by("dev_major", "dev_minor").len().sort("len", "dev_major", "dev_minor", descending=True)
+    return int(counts["dev_major"][0]), int(counts["dev_minor"][0])
+
+
+def thread_syscalls_per_commit(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """As :func:`syscalls_per_commit`, each window counting the syscalls of its own thread
+    (``windows.tid``): an app's commits run on whichever thread opened the transaction."""
+    tids = windows["tid"].unique().to_list()
+    rows = events.filter((pl.col("kind") == "syscall_enter") & pl.col("pid").is_in(tids)).with_columns(
+        pl.col("name").cast(pl.String)
+    )
+    placed = assign_windows(rows, windows)
+    own = placed.join(windows.select(pl.col("index").alias("commit"), pl.col("tid")), on="commit", how="left")
+    own = own.filter(pl.col("pid") == pl.col("tid"))
+    return tally_by_commit(own, windows, syscall_tallies(), SYSCALL_COMMIT_COLUMNS)
+
+
+def trace_commits(events: pl.DataFrame) -> tuple[pl.DataFrame, str] | None:
+    """Per-commit syscall and block figures of a trace that marks its commits: sqlwa's own
+    markers, else Android's SQLite slices (:mod:`sqlwa.analysis.android`). Returns the
+    table (``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``, the syscall and block
+    columns; block figures of the busiest device) and where the windows came from, or
+    None when the trace marks no commit."""
+    windows = commit_windows(events)
+    if windows.height:
+        source = "sqlwa markers"
+        syscall_figures = syscalls_per_commit(events, windows, run_tid(events))
+    else:
+        windows = android.commit_windows(events)
+        if windows.height == 0:
+            return None
+        source = "Android SQLite slices (atrace database)"
+        syscall_figures = thread_syscalls_per_commit(events, windows)
+    table = windows.join(syscall_figures, on="index", how="left")
+    dev = busiest_device(events)
+    if dev is not None:
+        table = table.join(block_per_commit(events, windows, dev), on="index", how="left")
+    return table, source

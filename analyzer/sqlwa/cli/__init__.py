@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from sqlwa.cli import check, compare, lab, matrix, parse, report, run
+from sqlwa.cli import check, compare, export, lab, matrix, parse, report, run
 from sqlwa.cli._app import main as _group
 from sqlwa.errors import Interrupted, SqlwaError, UsageError, hint_of
 
@@ -19,6 +19,7 @@ COMMANDS = (
     matrix.matrix_command,
     matrix.demo_command,
     parse.parse,
+    export.export_command,
     report.report_command,
     check.check_command,
     compare.compare_command,

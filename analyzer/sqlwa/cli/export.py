@@ -1,0 +1,59 @@
+"""``sqlwa export``: a run as a Perfetto trace, for ui.perfetto.dev and trace processor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sqlwa.errors import UsageError, writing
+from sqlwa.results import rundir
+from sqlwa.views import perfetto_export
+
+
+@click.command("export")
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The Perfetto trace to write (by convention NAME.perfetto-trace).",
+)
+def export_command(run: Path, output: Path) -> None:
+    """Write a lab run (sqlwa run --fs …) as a Perfetto trace.
+
+    Open it in https://ui.perfetto.dev (drag the file in) or query it with trace
+    processor. It holds a 'commits' track (a slice per transaction with its index,
+    latency, bytes and fsyncs as args), SQLite's xSync/xTruncate/xDelete on the SQL
+    thread, that thread's syscalls with their durations, each device's block requests
+    from issue to completion (category, sector, bytes, flags as args) with cache flushes
+    marked, and counters of the bytes written per category. The run's raw events are in
+    it too, as Perfetto's ftrace data source records them: `sqlwa parse` reads the file
+    back into the same per-commit figures.
+
+    \b
+    Examples:
+      sqlwa export out/ext4-wal -o wal.perfetto-trace
+      sqlwa parse wal.perfetto-trace              the round trip"""
+    if not (run / rundir.SUMMARY_FILE).is_file() and not (run / rundir.RUNNING_FILE).exists():
+        raise UsageError(
+            f"{run} is not a run directory: no summary.json", "pass a directory written by `sqlwa run --out`"
+        )
+    if output.parent and not output.parent.exists():
+        raise UsageError(f"output directory {output.parent} does not exist")
+    # Written beside the output and renamed into place: a failed export leaves no half trace.
+    part = output.with_name(output.name + ".part")
+    try:
+        with writing(output, "the Perfetto trace"):
+            with open(part, "wb") as f:
+                counts = perfetto_export.export(run, f)
+            part.replace(output)
+    finally:
+        part.unlink(missing_ok=True)
+    click.echo(
+        f"{output}: {counts.commits} commits, {counts.vfs_calls} VFS calls, {counts.syscalls} syscalls, "
+        f"{counts.requests} block requests ({counts.flushes} cache flushes) on {', '.join(counts.devices) or 'no device'}, "
+        f"{counts.ftrace_events:,} raw events"
+        + (f" ({counts.skipped_events} without an ftrace form left out)" if counts.skipped_events else "")
+    )
