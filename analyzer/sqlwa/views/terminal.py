@@ -68,7 +68,9 @@ def vm_line(vm: dict, kernel: str) -> str:
     """Where a --vm run measured, and whether its times mean anything."""
     line = f"VM lab: kernel {kernel} ({vm['kernel']['source']}), {vm['accelerator'].upper()}"
     if not vm["timings_comparable"]:
-        line += " [yellow]: counts and bytes exact; latencies and CPU times are an emulated CPU's, not comparable[/yellow]"
+        line += (
+            " [yellow]: counts and bytes exact; latencies and CPU times are an emulated CPU's, not comparable[/yellow]"
+        )
     return line
 
 
