@@ -18,9 +18,9 @@ The model, per commit (README, "Predicting a device"):
 * **Time.** Each request's service time is drawn from the profile; a sync's time is the
   longest path through its requests. The commit's predicted latency is its *base* time
   plus its syncs' times. The base is either what the commit measurably spent not waiting
-  for the device — its latency minus the recorded device path (the same path with the
-  lab device's own service times) — or, where the run measured it, the SQL thread's CPU
-  time (``cpu_ns``).
+  for the device — its latency minus the time it had a request outstanding at the lab
+  device (the union of its waited-for requests' issue-to-completion spans) — or, where
+  the run measured it, the SQL thread's CPU time (``cpu_ns``).
 
 Nothing here loops over events; the replay loops over the requests of each distinct
 sync *shape* (kinds, sizes, dependencies) once, with NumPy across every commit of that
@@ -229,11 +229,10 @@ def shape_of(issue: Sequence[int], complete: Sequence[int], kinds, sizes, preflu
 @dataclass
 class Groups:
     """Every waited-for sync (or read) of a run, by shape: for each shape, the commit row
-    of each instance and its recorded service times (ms, one row per request)."""
+    of each instance."""
 
     shapes: list[Shape] = field(default_factory=list)
     commit_rows: list[np.ndarray] = field(default_factory=list)
-    recorded_ms: list[np.ndarray] = field(default_factory=list)  # (requests, instances)
 
 
 def group_shapes(requests: pl.DataFrame, commit_index: np.ndarray) -> Groups:
@@ -241,23 +240,33 @@ def group_shapes(requests: pl.DataFrame, commit_index: np.ndarray) -> Groups:
     ``commit_index`` is the commits' ``index`` column: a group's commit row is its
     position there."""
     row_of = {int(index): row for row, index in enumerate(commit_index)}
-    by_shape: dict[Shape, tuple[list[int], list[np.ndarray]]] = {}
+    by_shape: dict[Shape, list[int]] = {}
     parts = requests.filter(pl.col("commit").is_in(list(row_of))).partition_by("group", maintain_order=True)
     for part in parts:
         issue = part["issue_ns"].to_list()
         complete = part["complete_ns"].to_list()
         shape = shape_of(issue, complete, part["kind"].to_list(), part["bytes"].to_list(), part["preflush"].to_list())
-        # recorded service: from issue (or the sync's start, for a request already in flight)
-        served = (part["complete_ns"] - part["issue_ns"]).cast(pl.Float64).to_numpy() / 1e6
-        rows, recorded = by_shape.setdefault(shape, ([], []))
-        rows.append(row_of[int(part["commit"][0])])
-        recorded.append(served)
+        by_shape.setdefault(shape, []).append(row_of[int(part["commit"][0])])
     groups = Groups()
-    for shape, (rows, recorded) in by_shape.items():
+    for shape, rows in by_shape.items():
         groups.shapes.append(shape)
         groups.commit_rows.append(np.asarray(rows, dtype=np.int64))
-        groups.recorded_ms.append(np.stack(recorded, axis=1))
     return groups
+
+
+def recorded_device_ms(requests: pl.DataFrame, commit_index: np.ndarray) -> np.ndarray:
+    """How long each commit had a request it waited for outstanding at the lab device
+    (ms): the union of its requests' issue-to-completion spans, so requests served one
+    after another add up and requests in flight together count once. This is the part
+    of the measured latency the profile replaces; a request's own span cannot stand for
+    its service time, as it includes its wait behind the others."""
+    ordered = requests.sort("group", "issue_ns")
+    covered_until = pl.col("complete_ns").cum_max().shift(1).over("group")
+    start = pl.max_horizontal(pl.col("issue_ns"), covered_until.fill_null(pl.col("issue_ns")))
+    new_time = (pl.col("complete_ns") - start).clip(lower_bound=0)
+    per_commit = ordered.group_by("commit").agg((new_time.sum().cast(pl.Float64) / 1e6).alias("ms"))
+    found = dict(zip(per_commit["commit"].to_list(), per_commit["ms"].to_list()))
+    return np.array([found.get(int(index), 0.0) for index in commit_index])
 
 
 # ------------------------------------------------------------------ the replay
@@ -333,7 +342,7 @@ class Prediction:
     index: np.ndarray  # the commits' index
     measured_ms: np.ndarray  # (commits,)
     base_ms: np.ndarray  # (commits,): the part not priced by the device
-    recorded_device_ms: np.ndarray  # (commits,): the same paths at the lab device's own times
+    recorded_device_ms: np.ndarray  # (commits,): time with a waited-for request outstanding at the lab device
     samples_ms: np.ndarray  # (commits, draws)
     by_kind_ms: np.ndarray  # (kinds,): predicted device time by kind, summed over every sample
     base_source: BaseSource
@@ -376,12 +385,11 @@ def predict(
     latency = measured["latency_ns"].cast(pl.Float64).to_numpy() / 1e6
     groups = group_shapes(requests, index)
     rng = np.random.default_rng(seed)
-    recorded = np.zeros(len(index))
+    recorded = recorded_device_ms(requests, index)
     predicted = np.zeros((len(index), draws))
     by_kind = np.zeros(len(REQUEST_KINDS))
     counts = np.zeros(len(index), dtype=np.int64)
-    for shape, rows, recorded_ms in zip(groups.shapes, groups.commit_rows, groups.recorded_ms):
-        np.add.at(recorded, rows, replay(shape, recorded_ms, None).makespan)
+    for shape, rows in zip(groups.shapes, groups.commit_rows):
         np.add.at(counts, rows, len(shape.kinds))
         service = draw_services(shape, model, len(rows) * draws, rng)
         result = replay(shape, service, model.queue_depth)
@@ -402,8 +410,8 @@ def predict(
 
 
 def base_times(commits: pl.DataFrame, latency: np.ndarray, recorded: np.ndarray, base: BaseSource):
-    """Each commit's base time (ms) and how many came out negative and were set to 0: the
-    recorded device path can exceed the latency by the clock's granularity."""
+    """Each commit's base time (ms) and how many came out negative and were set to 0 (the
+    trace's microsecond timestamps against the engine's nanosecond latency)."""
     if base == "cpu":
         return commits[CPU_COLUMN].cast(pl.Float64).to_numpy() / 1e6, 0
     non_io = latency - recorded
