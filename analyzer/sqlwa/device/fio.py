@@ -16,7 +16,7 @@ from sqlwa.device.profile import Distribution, Level
 from sqlwa.errors import UsageError
 
 DATA_FILE = "sqlwa-probe.dat"
-PERCENTILES = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.99)
+PERCENTILES = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 98, 99, 99.5, 99.9, 99.99)
 QUEUE_DEPTH_PROBED = 8
 
 
@@ -75,9 +75,12 @@ def job_file(seconds: float, size_mib: int) -> str:
         "direct=1",
         "ioengine=psync",
         "iodepth=1",
+        # jobs as threads of one fio process, not forked children: when the probe stops
+        # fio (or dies), nothing of it goes on writing
+        "thread",
         "fallocate=none",
         "time_based=1",
-        f"runtime={seconds:g}",
+        f"runtime={round(seconds * 1000)}ms",  # fio reads a bare number as whole seconds
         "lat_percentiles=1",
         f"percentile_list={':'.join(f'{p:g}' for p in PERCENTILES)}",
         "stonewall",
