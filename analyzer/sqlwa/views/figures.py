@@ -460,3 +460,39 @@ def mark_budget(fig: go.Figure, budget_ms: float) -> None:
         xanchor="right",
         yanchor="top",
     )
+
+
+def predicted_cdfs(configurations: list[tuple[str, list[dict], pl.Series, pl.Series]]) -> go.Figure:
+    """Measured (solid) and predicted (dotted) commit-latency CDFs: per entry its device
+    name, its configurations' keys, and the measured and predicted latencies (ms); one
+    colour per configuration and device."""
+    fig = go.Figure()
+    budget_ms = metrics.DEFAULT_FRAME_BUDGET_MS
+    lowest, highest = budget_ms, budget_ms
+    for number, (device, config, measured, predicted) in enumerate(configurations):
+        colour = CURVE_COLOURS[number % len(CURVE_COLOURS)]
+        label = config_label(config[0])
+        for ms, name, dash in ((measured, f"{label}, measured", "solid"), (predicted, f"{label} on {device}", "dot")):
+            xs, ys = ecdf(ms)
+            lowest, highest = min(lowest, max(xs[0], 1e-3)), max(highest, xs[-1])
+            fig.add_scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line=dict(color=colour, dash=dash, width=2),
+                line_shape="hv",
+                name=name,
+                hovertemplate=f"{name}<br>%{{y:.1%}} of commits ≤ %{{x:.3f}} ms<extra></extra>",
+            )
+    mark_budget(fig, budget_ms)
+    fig.update_xaxes(range=[math.log10(lowest / 1.5), math.log10(highest * 1.5)])
+    fig.update_layout(
+        title="commit latency: measured here, and predicted on each device",
+        xaxis_type="log",
+        xaxis_title="commit latency, ms (log)",
+        yaxis_title="share of commits",
+        yaxis_tickformat=".0%",
+        height=480,
+        **LAYOUT,
+    )
+    return fig
