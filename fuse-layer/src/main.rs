@@ -69,7 +69,9 @@ fn micros(option: &str, value: Option<String>) -> Result<std::time::Duration, St
     let value = value.ok_or(format!("{option} needs a value"))?;
     match value.parse::<u64>() {
         Ok(us) if us <= 10_000_000 => Ok(std::time::Duration::from_micros(us)),
-        _ => Err(format!("{option} {value:?}: whole microseconds, at most 10000000")),
+        _ => Err(format!(
+            "{option} {value:?}: whole microseconds, at most 10000000"
+        )),
     }
 }
 
@@ -166,8 +168,19 @@ mod tests {
 
     #[test]
     fn delays_in_whole_microseconds() {
-        let args = parse(&["/a", "/b", "--delay-write-us", "1500", "--delay-flush-us", "0"]).unwrap();
-        assert_eq!(args.requested.delay_write, std::time::Duration::from_micros(1500));
+        let args = parse(&[
+            "/a",
+            "/b",
+            "--delay-write-us",
+            "1500",
+            "--delay-flush-us",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.requested.delay_write,
+            std::time::Duration::from_micros(1500)
+        );
         assert!(args.requested.delay_flush.is_zero());
         assert!(parse(&["/a", "/b", "--delay-write-us"]).is_err());
         assert!(parse(&["/a", "/b", "--delay-write-us", "-1"]).is_err());
