@@ -83,8 +83,8 @@ def show(profile: Profile, written: Path | None = None) -> None:
     type=float,
     multiple=True,
     metavar="PCT",
-    help="Measure again after filling the filesystem to PCT% used (repeatable, 0-99; filler files in the probe's "
-    "own directory, removed afterwards). Default: once, as full as it is.",
+    help="Measure with the filesystem filled to PCT% used, one level per --fill, in rising order (0-99; filler "
+    "files in the probe's own directory, removed afterwards). Default: one level, as full as it is.",
 )
 @click.option(
     "--seconds",
