@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
@@ -495,17 +496,13 @@ def prediction_sections(predictions: list[DevicePrediction]) -> list[Section]:
         for r in predictions
     )
     table = f'<table class="sortable"><thead>{head}</thead><tbody>{body}</tbody></table><ul>{sources}</ul>'
-    curves = [
-        (
-            r.profile.name,
-            [conf.config],
-            pl.Series([m for p in conf.predictions for m in p.measured_ms]),
-            pl.Series([float(v) for p in conf.predictions for v in p.samples_ms.ravel()]),
-        )
-        for r in predictions
-        for conf in r.configurations
-    ]
-    figure = plot_div(figures.predicted_cdfs(curves), "plot-predicted")
+    by_config: dict[tuple, tuple[dict, pl.Series, dict[str, pl.Series]]] = {}
+    for result in predictions:
+        for conf in result.configurations:
+            measured = pl.Series(np.concatenate([p.measured_ms for p in conf.predictions]))
+            _, _, predicted = by_config.setdefault(config_key(conf.config), (conf.config, measured, {}))
+            predicted[result.profile.name] = pl.Series(np.concatenate([p.samples_ms.ravel() for p in conf.predictions]))
+    figure = plot_div(figures.predicted_cdfs(list(by_config.values())), "plot-predicted")
     return [Section("predicted on other devices", table + figure, PREDICTION_NOTE)]
 
 
