@@ -184,3 +184,62 @@ def strace_per_commit(log: Path, tid: int) -> dict[int, Counter]:
             per_commit[current]["pwrite_calls"] += 1
             per_commit[current]["pwrite_bytes"] += int(PWRITE_COUNT.search(rest).group(1))
     return per_commit
+
+
+ANY_LINE = re.compile(r"^\s*.+?-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+\d+\.\d+: (?P<what>.*)$")
+SYNC_ENTER = re.compile(r"^sys_(?:fsync|fdatasync|sync_file_range)\(")
+SYNC_EXIT = re.compile(r"^sys_(?:fsync|fdatasync|sync_file_range) -> ")
+ISSUE_LINE = re.compile(r"^block_rq_issue: (?P<dev>\d+,\d+) (?P<rwbs>\S+) ")
+MARKER_LINE = re.compile(r"^tracing_mark_write: sqlwa (txn_begin|txn_end) i=(\d+)")
+
+
+def requests_issued_in_syncs(trace: Path, dev: str, tid: int) -> dict[int, Counter]:
+    """Per commit window: the write requests (``writes``) and cache flushes (``flushes``)
+    issued on ``dev`` while thread ``tid`` was inside a sync syscall (from its
+    ``sys_fdatasync(`` line to its ``sys_fdatasync ->`` line): what a commit waits for."""
+    tallies: dict[int, Counter] = defaultdict(Counter)
+    current, in_sync = None, False
+    for line in trace.read_text(errors="replace").splitlines():
+        m = ANY_LINE.match(line)
+        if not m:
+            continue
+        what, mine = m["what"], int(m["pid"]) == tid
+        if marker := MARKER_LINE.match(what):
+            current = int(marker.group(2)) if marker.group(1) == "txn_begin" else None
+        elif mine and SYNC_ENTER.match(what):
+            in_sync = True
+        elif mine and SYNC_EXIT.match(what):
+            in_sync = False
+        elif in_sync and current is not None and (rq := ISSUE_LINE.match(what)) and rq["dev"] == dev:
+            tallies[current]["flushes" if rq["rwbs"] == "FF" else "writes"] += 1
+    return tallies
+
+
+REQUEST_LINE = re.compile(
+    r"^\s*.+?-\d+\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+): block_rq_(?P<what>issue|complete): (?P<dev>\d+,\d+) "
+    r"(?P<rwbs>\S+) (?:\d+ )?\(\) (?P<sector>\d+) \+ (?P<sectors>\d+)"
+)
+
+
+def served_one_at_a_time_ms(trace: Path, dev: str) -> list[tuple[str, int, float]]:
+    """(rwbs, bytes, ms) of every request on ``dev`` as a device that serves one request
+    at a time served it: from its issue, or the previous completion if that was later,
+    to its completion. Requests pair with their completion by operation and sector in
+    order; the zero-length completions the flush machinery adds are not requests."""
+    pending: dict[tuple[str, str], list[int]] = defaultdict(list)
+    served, last_done = [], 0
+    for line in trace.read_text(errors="replace").splitlines():
+        m = REQUEST_LINE.match(line)
+        if not m or m["dev"] != dev:
+            continue
+        seconds, micros = m["ts"].split(".")
+        t = int(seconds) * 1_000_000 + int(micros)
+        flush = m["rwbs"] == "FF"
+        key = (m["rwbs"].lstrip("F") or "F", "flush" if flush else m["sector"])
+        if m["what"] == "issue":
+            pending[key].append(t)
+        elif (flush or m["sectors"] != "0") and pending[key]:
+            issued = pending[key].pop(0)
+            served.append((m["rwbs"], int(m["sectors"]) * 512, (t - max(issued, last_done)) / 1000))
+            last_done = t
+    return served

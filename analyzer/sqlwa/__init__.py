@@ -5,6 +5,7 @@ The Python API (see :mod:`sqlwa.api`)::
     import sqlwa
     run = sqlwa.load("sqlwa-out/…")        # a Run, or a Matrix for `sqlwa matrix` output
     trace = sqlwa.parse("keks.blktrace.0")  # any blktrace / blkparse / ftrace trace
+    sqlwa.predict("sqlwa-out/…", device="pixel-2016")  # predicted latency, a frame
 
 Every error sqlwa raises is a :class:`sqlwa.SqlwaError` (see :mod:`sqlwa.errors`).
 Names are imported on first use, so ``import sqlwa`` (and the CLI) stays fast.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_API = ("load", "parse", "Run", "Matrix", "Trace", "DeviceTrace")
+_API = ("load", "parse", "predict", "Run", "Matrix", "Trace", "DeviceTrace")
 
 __all__ = [
     "CaptureError",
@@ -42,10 +43,11 @@ __all__ = [
     "__version__",
     "load",
     "parse",
+    "predict",
 ]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily below
-    from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse
+    from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse, predict
     from sqlwa.errors import (
         CaptureError,
         ConfigError,

@@ -47,13 +47,16 @@ def run_tool(
     timeout: float | None = None,
     cwd: str | os.PathLike[str] | None = None,
     input: str | None = None,
+    die_with_caller: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run a system tool and return its output, or raise :class:`ToolError`.
 
     The tool runs in its own session, so a terminal Ctrl-C reaches only sqlwa, whose
     signal handler decides; subprocess.run kills the child if an exception unwinds the wait.
     ``what`` says what the tool was for ("mkfs for xfs"), ``hint`` the fix to show;
-    ``input`` is the tool's stdin (else none: /dev/null).
+    ``input`` is the tool's stdin (else none: /dev/null). With ``die_with_caller`` the
+    kernel kills the tool if sqlwa dies, however it dies (a long measurement must not
+    go on writing after a kill -9).
     """
     args = [str(a) for a in argv]
     try:
@@ -67,6 +70,7 @@ def run_tool(
             cwd=cwd,
             input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
+            preexec_fn=_dying_with(os.getpid()) if die_with_caller else None,
         )
     except FileNotFoundError as exc:
         raise ToolError(
@@ -651,6 +655,48 @@ def loop_backing_file(device: str) -> str | None:
         return sys_file.read_text().rstrip("\n").removesuffix(" (deleted)")
     except OSError:
         return None
+
+
+def _sys_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def block_device_facts(path: str | os.PathLike[str]) -> dict[str, object]:
+    """What sysfs and the mount table say about the storage under ``path``: the
+    filesystem, its mount options and source, the block device (the whole disk for a
+    partition), its model, whether it has a volatile write cache and FUA, whether it
+    rotates, and for a loop device its backing file. Keys whose answer is unknown are
+    left out (a network or FUSE filesystem has no block device)."""
+    facts: dict[str, object] = {}
+    mount = mount_holding(path)
+    if mount is None:
+        return facts
+    facts.update(filesystem=mount.fstype, mount_options=mount.options, source=mount.source)
+    if not mount.source.startswith("/dev/"):
+        return facts
+    sys_dev = Path("/sys/class/block") / os.path.basename(os.path.realpath(mount.source))
+    if not sys_dev.exists():
+        return facts
+    disk = sys_dev.resolve().parent if (sys_dev / "partition").exists() else sys_dev.resolve()
+    facts["block_device"] = disk.name
+    queue = disk / "queue"
+    model = " ".join(t for t in (_sys_text(disk / "device" / "vendor"), _sys_text(disk / "device" / "model")) if t)
+    found: dict[str, object] = {
+        "model": model or _sys_text(disk / "dm" / "name"),
+        "write_cache": _sys_text(queue / "write_cache"),
+        "fua": _sys_text(queue / "fua"),
+        "rotational": _sys_text(queue / "rotational"),
+        "loop_backing_file": _sys_text(disk / "loop" / "backing_file"),
+        "loop_direct_io": _sys_text(disk / "loop" / "dio"),
+    }
+    for key in ("fua", "rotational", "loop_direct_io"):  # sysfs says 0 or 1
+        if found[key] is not None:
+            found[key] = found[key] == "1"
+    facts.update({k: v for k, v in found.items() if v is not None})
+    return facts
 
 
 def detach_loop(device: str) -> None:

@@ -8,6 +8,7 @@
     run.timeline()                                          # a plotly figure
     trace = sqlwa.parse("traces/samples/blktrace-keks/keks")  # any block trace, no markers needed
     trace.request_mix()
+    sqlwa.predict("sqlwa-out/…", device="pixel-2016")      # the commits on another device
 
 :func:`load` reads what ``sqlwa run`` or ``sqlwa matrix`` wrote: a :class:`Run` (a
 directory with ``summary.json``) or a :class:`Matrix` (a directory with
@@ -32,8 +33,11 @@ from typing import Any, cast
 import plotly.graph_objects as go
 import polars as pl
 
-from sqlwa.analysis import traceparse
+from sqlwa import device as devices
+from sqlwa.analysis import prediction, traceparse
 from sqlwa.catalogue import CONFIG_KEYS, config_label, config_values, is_flush
+from sqlwa.device import predict as predicting
+from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir, store
 from sqlwa.views import figures
@@ -85,6 +89,37 @@ def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: boo
     events, parse_report = traceparse.parse(paths, format=format, lenient=lenient)
     label = str(paths) if isinstance(paths, (str, PathLike)) else ", ".join(map(str, paths))
     return Trace(events, parse_report, label)
+
+
+DeviceArg = str | PathLike | Profile
+
+
+def predict(
+    results: PathArg,
+    device: DeviceArg | Iterable[DeviceArg],
+    fill: float | None = None,
+    draws: int = prediction.DEFAULT_DRAWS,
+    seed: int = prediction.DEFAULT_SEED,
+    base: str = "auto",
+    budget_ms: float = predicting.FRAME_BUDGET_MS,
+    per_commit: bool = False,
+) -> pl.DataFrame:
+    """What the measured commits of ``results`` (a lab run or a matrix) would cost on
+    ``device`` — a shipped profile's name, a profile file, a
+    :class:`~sqlwa.device.profile.Profile`, or several of them — as ``sqlwa predict``
+    computes it. One row per configuration and device (:func:`sqlwa.device.predict.
+    configurations_frame`: measured and predicted p50/p99, frame-budget misses, the shares
+    by request kind); with ``per_commit`` one row per commit and run instead, with the
+    predicted mean, p50 and p99 over the draws beside the measured latency."""
+    if base not in predicting.BASE_CHOICES:
+        raise UsageError(f"base {base!r} is not one of {', '.join(predicting.BASE_CHOICES)}", 'e.g. base="auto"')
+    specs = [device] if isinstance(device, (str, PathLike, Profile)) else list(device)
+    frames = []
+    for spec in specs:
+        profile = spec if isinstance(spec, Profile) else devices.resolve(str(spec))
+        result = predicting.predict_results(Path(results), profile, fill, draws, seed, base, budget_ms)
+        frames.append(predicting.per_commit_frame(result) if per_commit else predicting.configurations_frame(result))
+    return pl.concat(frames, how="diagonal_relaxed")
 
 
 def run_dirs_below(path: Path) -> list[Path]:
@@ -298,6 +333,10 @@ class Run(DeviceTrace):
     def to_pandas(self) -> Any:
         """The commits as a pandas DataFrame (needs pandas)."""
         return pandas_frame(self.commits)
+
+    def predict(self, device: DeviceArg | Iterable[DeviceArg], **options: Any) -> pl.DataFrame:
+        """This run's commits on another device: :func:`predict`."""
+        return predict(self.dir, device, **options)
 
     # --- the trace
 
@@ -542,6 +581,10 @@ class Matrix:
     def to_pandas(self) -> Any:
         """:attr:`summary` as a pandas DataFrame (needs pandas)."""
         return pandas_frame(self.summary)
+
+    def predict(self, device: DeviceArg | Iterable[DeviceArg], **options: Any) -> pl.DataFrame:
+        """Every configuration's commits on another device: :func:`predict`."""
+        return predict(self.dir, device, **options)
 
     def stacked_categories(self) -> go.Figure:
         """KiB per commit by category for each configuration (means over repeats)."""

@@ -21,8 +21,8 @@ use fuser::{Config, MountOption, Session};
 use crate::mirror::Mirror;
 use crate::negotiate::{Requested, Verdict};
 
-const USAGE: &str =
-    "usage: sqlwa-fuse LOWER MOUNTPOINT [--writeback-cache] [--kernel-passthrough] [--fsname NAME]";
+const USAGE: &str = "usage: sqlwa-fuse LOWER MOUNTPOINT [--writeback-cache] [--kernel-passthrough] [--fsname NAME] \
+     [--delay-write-us N] [--delay-flush-us N]";
 
 /// What the command line asks for.
 struct Args {
@@ -49,6 +49,8 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
                 requested.max_stack_depth = Some(depth);
             }
             "--fsname" => fsname = argv.next().ok_or("--fsname needs a value")?,
+            "--delay-write-us" => requested.delay_write = micros(&arg, argv.next())?,
+            "--delay-flush-us" => requested.delay_flush = micros(&arg, argv.next())?,
             other if other.starts_with("--") => return Err(format!("unknown option {other}")),
             _ => positional.push(PathBuf::from(arg)),
         }
@@ -60,6 +62,17 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         fsname,
         requested,
     })
+}
+
+/// A delay option's value: whole microseconds, at most ten seconds.
+fn micros(option: &str, value: Option<String>) -> Result<std::time::Duration, String> {
+    let value = value.ok_or(format!("{option} needs a value"))?;
+    match value.parse::<u64>() {
+        Ok(us) if us <= 10_000_000 => Ok(std::time::Duration::from_micros(us)),
+        _ => Err(format!(
+            "{option} {value:?}: whole microseconds, at most 10000000"
+        )),
+    }
 }
 
 fn config(fsname: &str) -> Config {
@@ -151,5 +164,27 @@ mod tests {
         assert!(parse(&["/a", "/b", "/c"]).is_err());
         assert!(parse(&["/a", "/b", "--direct-io"]).is_err());
         assert!(parse(&["/a", "/b", "--max-stack-depth", "x"]).is_err());
+    }
+
+    #[test]
+    fn delays_in_whole_microseconds() {
+        let args = parse(&[
+            "/a",
+            "/b",
+            "--delay-write-us",
+            "1500",
+            "--delay-flush-us",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.requested.delay_write,
+            std::time::Duration::from_micros(1500)
+        );
+        assert!(args.requested.delay_flush.is_zero());
+        assert!(parse(&["/a", "/b", "--delay-write-us"]).is_err());
+        assert!(parse(&["/a", "/b", "--delay-write-us", "-1"]).is_err());
+        assert!(parse(&["/a", "/b", "--delay-flush-us", "1.5"]).is_err());
+        assert!(parse(&["/a", "/b", "--delay-flush-us", "10000001"]).is_err());
     }
 }

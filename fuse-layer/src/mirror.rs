@@ -72,6 +72,15 @@ fn errno(error: io::Error) -> Errno {
     Errno::from(error)
 }
 
+/// The configured delay of an operation (none by default): one event-loop thread sleeps,
+/// so requests that arrive meanwhile wait their turn, as on a device that serves one at
+/// a time.
+fn pause(delay: Duration) {
+    if !delay.is_zero() {
+        std::thread::sleep(delay);
+    }
+}
+
 fn time_of(seconds: i64, nanos: i64) -> SystemTime {
     match u64::try_from(seconds) {
         Ok(s) => UNIX_EPOCH + Duration::new(s, nanos as u32),
@@ -525,6 +534,7 @@ impl Filesystem for Mirror {
         reply: ReplyWrite,
     ) {
         let file = ok_or_reply!(self.file(fh), reply);
+        pause(self.requested.delay_write);
         let written = ok_or_reply!(file.write_at(data, offset).map_err(errno), reply);
         reply.written(written as u32);
     }
@@ -568,6 +578,7 @@ impl Filesystem for Mirror {
         reply: ReplyEmpty,
     ) {
         let file = ok_or_reply!(self.file(fh), reply);
+        pause(self.requested.delay_flush);
         let synced = if datasync {
             file.sync_data()
         } else {

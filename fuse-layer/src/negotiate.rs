@@ -23,6 +23,12 @@ pub struct Requested {
     pub passthrough: bool,
     /// None: 1, the depth a backing file on a plain filesystem needs.
     pub max_stack_depth: Option<u32>,
+    /// Slept in every write before it is passed on: with the flush delay, a slow device of
+    /// known latency under a loop device whose image lives here (sqlwa's prediction tests).
+    pub delay_write: std::time::Duration,
+    /// Slept in every fsync and fdatasync before it is passed on (the loop device's cache
+    /// flush reaches its image as an fsync).
+    pub delay_flush: std::time::Duration,
 }
 
 /// What INIT settled.

@@ -549,11 +549,12 @@ CONFIG_SCOPES = ("journal", "scenario", "fs", "sync")
 RULE_KEYS = [
     *["max_fsync_calls_per_commit", "max_write_kib_per_commit", "max_p99_ms", "max_frame_budget_misses"],
     *["max_frame_budget_miss_pct", "max_block_over_logical", "max_regression_pct", "metrics", "name", "journal"],
-    *["scenario", "fs", "sync", "bogus"],
+    *["scenario", "fs", "sync", "bogus", "device", "device_fill", "max_predicted_p99_ms"],
 ]
 TOML_VALUES = [
     *["1", "0", "-1", "1e300", "nan", "inf", "-inf", "99999999999999999999", "1.5", '"x"', '"*"', "true", "[]"],
     *['["p99_ms"]', '["nope"]', "{}", '["wal", 1]', "1979-05-27", '"\\u0000"', "0x7fffffffffffffff"],
+    *['"pixel-2016"', '"/etc/passwd"'],
 ]
 
 

@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"sqlwa._native", "sqlwa.errors"},
     {"sqlwa._system", "sqlwa.catalogue"},
     {"sqlwa.analysis", "sqlwa.capture"},
-    {"sqlwa.lab", "sqlwa.results"},
+    {"sqlwa.lab", "sqlwa.results", "sqlwa.device"},
     {"sqlwa.measure", "sqlwa.views", "sqlwa.vm"},
     {"sqlwa.api", "sqlwa"},
     {"sqlwa.cli", "sqlwa.__main__"},

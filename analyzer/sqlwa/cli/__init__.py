@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from sqlwa.cli import check, compare, export, lab, matrix, parse, report, run
+from sqlwa.cli import check, compare, device, export, lab, matrix, parse, predict, report, run
 from sqlwa.cli._app import main as _group
 from sqlwa.errors import Interrupted, SqlwaError, UsageError, hint_of
 
@@ -24,6 +24,8 @@ COMMANDS = (
     check.check_command,
     compare.compare_command,
     lab.lab,
+    device.device,
+    predict.predict_command,
 )
 for _command in COMMANDS:
     _group.add_command(_command)

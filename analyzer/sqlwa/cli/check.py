@@ -64,6 +64,10 @@ def check_command(policy_path, results, baseline, junit_path, verbose, as_json):
       max_frame_budget_misses      commits slower than one 60 Hz frame (16.67 ms), a count
       max_frame_budget_miss_pct    the same as a share of the measured commits, %
       max_block_over_logical       block bytes / logical bytes (whole-stack amplification)
+      max_predicted_p50_ms         commit latency predicted on the rule's `device`
+      max_predicted_p99_ms           (a shipped profile's name or a profile file,
+      max_predicted_frame_budget_miss_pct   see `sqlwa device list`; `device_fill`
+                                   picks its fill level): as `sqlwa predict` shows it
       max_regression_pct           vs --baseline, for the rule's `metrics`
       forbid_findings              consistency findings no commit may have, e.g.
                                    ["fsync_flushed_nothing"] (an fsync that flushed nothing)

@@ -17,7 +17,10 @@ from sqlwa import _system
 from sqlwa.errors import UsageError
 
 SCRATCH_PREFIX = "sqlwa-run"
-SCRATCH_NAME_RE = re.compile(rf"^{SCRATCH_PREFIX}-(\d+)-[A-Za-z0-9_]+$")
+# `sqlwa device probe DIR` works in a directory of the same kind inside DIR (fio's data
+# file and its filler files), so `sqlwa lab cleanup --workdir DIR` removes a killed one.
+PROBE_PREFIX = "sqlwa-probe"
+SCRATCH_NAME_RE = re.compile(rf"^(?:{SCRATCH_PREFIX}|{PROBE_PREFIX})-(\d+)-[A-Za-z0-9_]+$")
 # The VM lab's qemu shares the run's scratch directory with its guest under this 9p tag
 # (sqlwa.vm.machine; the guest's init.sh mounts it): how cleanup tells a guest's qemu.
 GUEST_CONTROL_TAG = "ctl"

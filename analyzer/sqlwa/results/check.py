@@ -22,6 +22,10 @@ A policy is TOML (see ``examples/policy.toml``)::
     max_regression_pct = 10                       # against --baseline, per configuration
     metrics = ["write_kib_per_commit", "p99_ms"]  # default: DEFAULT_REGRESSION_METRICS
 
+    [[rule]]
+    device = "pixel-2016"                         # a shipped profile, or a profile file
+    max_predicted_p99_ms = 16.67                  # the commits replayed on that device
+
 Every rule is held against every configuration (scenario, fs, encrypt, fuse, profile,
 journal, sync: :data:`sqlwa.catalogue.CONFIG_KEYS`) in its scope, using the mean over
 the configuration's repeats (latency quantiles over its commits pooled). A timing metric regresses only when the change is also significant
@@ -39,7 +43,10 @@ from pathlib import Path
 
 import polars as pl
 
+from sqlwa import device as devices
 from sqlwa.catalogue import CONFIG_KEYS, FINDINGS, METRICS, config_key, config_label, run_label
+from sqlwa.device.predict import ConfigPrediction, predict_runs
+from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
 from sqlwa.results import store, timing
 from sqlwa.results.findings import ConfigFindings, config_findings
@@ -54,8 +61,25 @@ LIMIT_METRICS = (
     "block_over_logical",
 )
 LIMITS = {f"max_{metric}": metric for metric in LIMIT_METRICS}  # rule key → metric
+# Limits on the latency the configuration's commits would have on the rule's `device`
+# (sqlwa predict): rule key → (figure, unit).
+PREDICTED_LIMITS = {
+    "max_predicted_p50_ms": ("predicted_p50_ms", "ms"),
+    "max_predicted_p99_ms": ("predicted_p99_ms", "ms"),
+    "max_predicted_frame_budget_miss_pct": ("predicted_frame_budget_miss_pct", "%"),
+}
+DEVICE_KEYS = {"device", "device_fill"}
 SCOPES = CONFIG_KEYS  # a rule is scoped by the configuration keys
-RULE_KEYS = {"name", "max_regression_pct", "metrics", "forbid_findings", *SCOPES, *LIMITS}
+RULE_KEYS = {
+    "name",
+    "max_regression_pct",
+    "metrics",
+    "forbid_findings",
+    *SCOPES,
+    *LIMITS,
+    *PREDICTED_LIMITS,
+    *DEVICE_KEYS,
+}
 OPTION_KEYS = {"allow_lossy_trace", "allow_unmeasured", "significance_level"}
 DEFAULT_REGRESSION_METRICS = ("fsync_calls_per_commit", "write_kib_per_commit", "flushes_per_commit", "p99_ms")
 
@@ -68,6 +92,9 @@ class Rule:
     max_regression_pct: float | None = None
     metrics: tuple[str, ...] = DEFAULT_REGRESSION_METRICS
     forbid_findings: tuple[str, ...] = ()
+    predicted_limits: dict[str, float] = field(default_factory=dict)
+    device: Profile | None = None  # the profile predicted limits are about
+    device_fill: float | None = None
 
     def applies_to(self, config: dict) -> bool:
         return all(not allowed or str(config[key]) in allowed for key, allowed in self.scope.items())
@@ -128,6 +155,8 @@ def checked(check: str) -> Checked:
     """Read a :attr:`Finding.check` as the functions below write it."""
     if check in LIMITS:
         return Checked("limit", LIMITS[check], METRICS[LIMITS[check]].unit)
+    if check in PREDICTED_LIMITS:
+        return Checked("limit", *PREDICTED_LIMITS[check])
     head, _, name = check.partition(" ")
     if head == "max_regression_pct":
         return Checked("regression", name or None, "%")  # no name: the baseline lacks the configuration
@@ -183,19 +212,21 @@ def _name(value, where: str) -> str:
     return value
 
 
-def parse_rule(raw: dict, number: int) -> Rule:
+def parse_rule(raw: dict, number: int, policy_dir: Path | None = None) -> Rule:
     where = f"rule {number}" + (f" ({raw['name']!r})" if "name" in raw else "")
     unknown = sorted(set(raw) - RULE_KEYS)
     if unknown:
         raise UsageError(f"policy {where}: unknown key {unknown[0]!r}", f"rule keys: {', '.join(sorted(RULE_KEYS))}")
     limits = {key: _number(raw[key], key, f"policy {where}") for key in LIMITS if key in raw}
+    predicted = {key: _number(raw[key], key, f"policy {where}") for key in PREDICTED_LIMITS if key in raw}
     regression = raw.get("max_regression_pct")
     forbidden = _finding_names(raw.get("forbid_findings", []), f"policy {where}")
-    if not limits and regression is None and not forbidden:
+    if not limits and not predicted and regression is None and not forbidden:
         raise UsageError(
             f"policy {where} sets no limit",
-            f"add one of: {', '.join([*LIMITS, 'max_regression_pct', 'forbid_findings'])}",
+            f"add one of: {', '.join([*LIMITS, *PREDICTED_LIMITS, 'max_regression_pct', 'forbid_findings'])}",
         )
+    profile, fill = _rule_device(raw, bool(predicted), f"policy {where}", policy_dir)
     metrics = _metric_names(raw.get("metrics", list(DEFAULT_REGRESSION_METRICS)), f"policy {where}")
     directed = [name for name, metric in METRICS.items() if metric.better is not None]
     bad = [m for m in metrics if m not in METRICS]
@@ -214,7 +245,33 @@ def parse_rule(raw: dict, number: int) -> Rule:
         max_regression_pct=None if regression is None else _number(regression, "max_regression_pct", f"policy {where}"),
         metrics=metrics,
         forbid_findings=forbidden,
+        predicted_limits=predicted,
+        device=profile,
+        device_fill=fill,
     )
+
+
+def _rule_device(
+    raw: dict, predicted: bool, where: str, policy_dir: Path | None
+) -> tuple[Profile | None, float | None]:
+    """The profile a rule's predicted limits are about: a shipped profile's name or a
+    profile file (relative to the policy's directory)."""
+    spec = raw.get("device")
+    if not predicted:
+        if spec is not None or "device_fill" in raw:
+            raise UsageError(f"{where}: device without a predicted limit", f"add one of: {', '.join(PREDICTED_LIMITS)}")
+        return None, None
+    if not isinstance(spec, str) or not spec:
+        raise UsageError(
+            f"{where}: predicted limits need device = a profile", 'e.g. device = "pixel-2016" (sqlwa device list)'
+        )
+    beside = policy_dir / spec if policy_dir is not None and not Path(spec).is_absolute() else None
+    try:
+        profile = devices.resolve(str(beside) if beside is not None and beside.exists() else spec)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.args[0]}", exc.args[1] if len(exc.args) > 1 else None) from None
+    fill = _number(raw["device_fill"], "device_fill", where) if "device_fill" in raw else None
+    return profile, fill
 
 
 MAX_POLICY_BYTES = 1 << 20  # a policy is a page of rules; /dev/zero as one would never end
@@ -241,7 +298,7 @@ def load_policy(path: Path) -> Policy:
     rule_tables = raw.get("rule", [])
     if not isinstance(rule_tables, list) or not all(isinstance(rule, dict) for rule in rule_tables):
         raise UsageError(f"policy {path}: rules must be [[rule]] tables", "see examples/policy.toml")
-    rules = [parse_rule(rule, n) for n, rule in enumerate(rule_tables, start=1)]
+    rules = [parse_rule(rule, n, Path(path).parent) for n, rule in enumerate(rule_tables, start=1)]
     if not rules:
         raise UsageError(f"policy {path} has no [[rule]]", "see examples/policy.toml")
     level = _number(
@@ -325,6 +382,39 @@ def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame) -> list[Finding]:
             )
             findings.append(Finding(outcome, rule.name, label, key, value, limit, detail))
     return findings
+
+
+def predicted_findings(rule: Rule, row: dict, predicted: ConfigPrediction | None) -> list[Finding]:
+    """A rule's limits on the configuration's latency predicted on its device: unmeasured
+    where the configuration has no lab run to replay."""
+    assert rule.device is not None, "a rule with predicted limits has a device"
+    label, device = config_label(row), rule.device.name
+    findings = []
+    for key, limit in rule.predicted_limits.items():
+        if predicted is None:
+            detail = f"needs the block level (a lab run) to predict on {device} (limit {limit:g})"
+            findings.append(Finding("unmeasured", rule.name, label, key, limit=limit, detail=detail))
+            continue
+        s = predicted.summary
+        value, measured_here = {
+            "max_predicted_p50_ms": (s.p50_ms, s.measured_p50_ms),
+            "max_predicted_p99_ms": (s.p99_ms, s.measured_p99_ms),
+            "max_predicted_frame_budget_miss_pct": (s.frame_budget_miss_pct, s.measured_frame_budget_miss_pct),
+        }[key]
+        detail = f"predicted on {device} {value:,.3f} (measured here {measured_here:,.3f}), limit {limit:g}"
+        findings.append(Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit, detail))
+    return findings
+
+
+def rule_predictions(rule: Rule, runs: pl.DataFrame, cache: dict) -> dict[tuple, ConfigPrediction]:
+    """The configurations of ``runs`` predicted on the rule's device, by configuration key
+    (once per device and fill level, whichever rules ask)."""
+    assert rule.device is not None
+    key = (rule.device.path or rule.device.name, rule.device_fill)
+    if key not in cache:
+        result = predict_runs(runs, rule.device, rule.device_fill)
+        cache[key] = {config_key(c.config): c for c in result.configurations}
+    return cache[key]
 
 
 def forbidden_findings(rule: Rule, row: dict, found: ConfigFindings | None) -> list[Finding]:
@@ -469,12 +559,16 @@ def check(
     result.notes += skipped_notes(runs)
     found = config_findings(runs)
     unmatched = []
+    predictions: dict = {}
     for rule in policy.rules:
         matched = [row for row in configs if rule.applies_to(row)]
         if not matched:
             unmatched.append(f"rule {rule.name!r} matches no measured configuration ({scope_miss(rule, configs)})")
+        predicted = rule_predictions(rule, runs, predictions) if matched and rule.predicted_limits else {}
         for row in matched:
             result.findings.extend(limit_findings(rule, row, runs))
+            if rule.predicted_limits:
+                result.findings.extend(predicted_findings(rule, row, predicted.get(config_key(row))))
             result.findings.extend(forbidden_findings(rule, row, found.get(config_key(row))))
             if rule.max_regression_pct is not None:
                 result.findings.extend(regression_findings(rule, row, sides))

@@ -495,3 +495,48 @@ def mark_budget(fig: go.Figure, budget_ms: float) -> None:
         xanchor="right",
         yanchor="top",
     )
+
+
+PREDICTED_DASHES = ("dot", "dash", "dashdot", "longdash", "longdashdot")
+
+
+def predicted_cdfs(configurations: list[tuple[dict, pl.Series, dict[str, pl.Series]]]) -> go.Figure:
+    """Measured (solid) and predicted commit-latency CDFs: per configuration its keys, its
+    measured latencies and, by device, the predicted ones (ms). A colour per
+    configuration, a dash per device."""
+    fig = go.Figure()
+    budget_ms = metrics.DEFAULT_FRAME_BUDGET_MS
+    lowest, highest = budget_ms, budget_ms
+    devices = list(dict.fromkeys(name for _, _, predicted in configurations for name in predicted))
+    for number, (config, measured, predicted) in enumerate(configurations):
+        colour = CURVE_COLOURS[number % len(CURVE_COLOURS)]
+        label = config_label(config)
+        curves = [(measured, f"{label}, measured here", "solid")]
+        curves += [
+            (ms, f"{label} on {device}", PREDICTED_DASHES[devices.index(device) % len(PREDICTED_DASHES)])
+            for device, ms in predicted.items()
+        ]
+        for ms, name, dash in curves:
+            xs, ys = ecdf(ms)
+            lowest, highest = min(lowest, max(xs[0], 1e-3)), max(highest, xs[-1])
+            fig.add_scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line=dict(color=colour, dash=dash, width=2),
+                line_shape="hv",
+                name=name,
+                hovertemplate=f"{name}<br>%{{y:.1%}} of commits ≤ %{{x:.3f}} ms<extra></extra>",
+            )
+    mark_budget(fig, budget_ms)
+    fig.update_xaxes(range=[math.log10(lowest / 1.5), math.log10(highest * 1.5)])
+    fig.update_layout(
+        title="commit latency: measured here (solid), and predicted on each device",
+        xaxis_type="log",
+        xaxis_title="commit latency, ms (log)",
+        yaxis_title="share of commits",
+        yaxis_tickformat=".0%",
+        height=480,
+        **LAYOUT,
+    )
+    return fig

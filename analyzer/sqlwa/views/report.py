@@ -31,9 +31,11 @@ import html
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
@@ -49,6 +51,8 @@ from sqlwa.catalogue import (
     config_label,
     stack_label,
 )
+from sqlwa.device.predict import DevicePrediction, predict_runs
+from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError, writing
 from sqlwa.results import layers, rundir, store
 from sqlwa.results.findings import config_findings
@@ -533,7 +537,57 @@ def plot_div(fig: go.Figure, div_id: str) -> str:
     )
 
 
-def build_sections(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> list[Section]:
+PREDICTION_NOTE = (
+    "Each measured commit's block requests replayed on the device's profile (sqlwa predict): the same order "
+    "and dependencies, service times drawn from the profile, plus the commit's base time. Measured: this "
+    "machine. Shares: of the predicted latency, by what it was spent on."
+)
+
+
+def prediction_rows(result: DevicePrediction) -> str:
+    rows = []
+    for conf in result.configurations:
+        s = conf.summary
+        shares = " · ".join(f"{100 * s.shares[k]:.0f}%" for k in ("base", "write", "flush", "fua_write", "read"))
+        rows.append(
+            f"<tr><th>{html.escape(conf.label)}</th><td>{html.escape(result.profile.name)}</td>"
+            f"{number_cell(s.commits)}{number_cell(s.measured_p50_ms, 2)}{number_cell(s.p50_ms, 2)}"
+            f"{number_cell(s.measured_p99_ms, 2)}{number_cell(s.p99_ms, 2)}"
+            f"{number_cell(s.measured_frame_budget_miss_pct, 1)}{number_cell(s.frame_budget_miss_pct, 1)}"
+            f"<td>{shares}</td><td>{html.escape(s.base_source)}</td></tr>"
+        )
+    return "".join(rows)
+
+
+def prediction_sections(predictions: list[DevicePrediction]) -> list[Section]:
+    """The predicted-latency table (beside the measured) and CDFs, one row per
+    configuration and device; the devices' sources and the model's notes under it."""
+    head = (
+        "<tr><th>configuration</th><th>device</th><th>commits</th><th>p50 ms measured</th><th>p50 ms predicted</th>"
+        "<th>p99 ms measured</th><th>p99 ms predicted</th><th>% over 16.67 ms measured</th>"
+        "<th>% over 16.67 ms predicted</th><th>share: base · write · flush · FUA · read</th><th>base</th></tr>"
+    )
+    body = "".join(prediction_rows(result) for result in predictions)
+    sources = "".join(
+        f"<li><b>{html.escape(r.profile.name)}</b> ({html.escape(r.profile.kind)}): {html.escape(r.profile.source)}"
+        + "".join(f"<br>note: {html.escape(n)}" for n in r.notes)
+        + "</li>"
+        for r in predictions
+    )
+    table = f'<table class="sortable"><thead>{head}</thead><tbody>{body}</tbody></table><ul>{sources}</ul>'
+    by_config: dict[tuple, tuple[dict, pl.Series, dict[str, pl.Series]]] = {}
+    for result in predictions:
+        for conf in result.configurations:
+            measured = pl.Series(np.concatenate([p.measured_ms for p in conf.predictions]))
+            _, _, predicted = by_config.setdefault(config_key(conf.config), (conf.config, measured, {}))
+            predicted[result.profile.name] = pl.Series(np.concatenate([p.samples_ms.ravel() for p in conf.predictions]))
+    figure = plot_div(figures.predicted_cdfs(list(by_config.values())), "plot-predicted")
+    return [Section("predicted on other devices", table + figure, PREDICTION_NOTE)]
+
+
+def build_sections(
+    runs: pl.DataFrame, latencies: pl.DataFrame | None = None, predictions: list[DevicePrediction] | None = None
+) -> list[Section]:
     means = store.config_means(runs, latencies)
     sections = heatmap_sections(means)
     sections += layer_sections(means)
@@ -561,6 +615,8 @@ def build_sections(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) ->
             "Right of the dashed line a commit on the UI thread drops a 60 Hz frame.",
         )
     )
+    if predictions:
+        sections += prediction_sections(predictions)
     table, note = findings_table(runs)
     sections.append(Section("durability and cross-layer findings", table, note))
     sections.append(
@@ -586,8 +642,13 @@ def level_banner(runs: pl.DataFrame) -> str:
     )
 
 
-def render(runs: pl.DataFrame, source: Path, latencies: pl.DataFrame | None = None) -> str:
-    sections = build_sections(runs, latencies)
+def render(
+    runs: pl.DataFrame,
+    source: Path,
+    latencies: pl.DataFrame | None = None,
+    predictions: list[DevicePrediction] | None = None,
+) -> str:
+    sections = build_sections(runs, latencies, predictions)
     body = "".join(
         f"<section><h2>{html.escape(s.title)}</h2>"
         + (f'<p class="note">{html.escape(s.note)}</p>' if s.note else "")
@@ -613,13 +674,18 @@ What one SQLite commit costs the storage device, per layer.</p>
 """
 
 
-def write_report(results: Path, out: Path) -> Path:
-    """Render the results in ``results`` (matrix or run directory) to the HTML file ``out``."""
+def write_report(results: Path, out: Path, profiles: Sequence[Profile] = ()) -> Path:
+    """Render the results in ``results`` (matrix or run directory) to the HTML file ``out``;
+    with ``profiles``, the commits' latency predicted on each device beside the measured."""
     runs = store.load_results(results)
     if runs.height == 0 or runs.filter(pl.col("status") == "ok").height == 0:
         raise UsageError(f"{results} has no successful run to report", "run `sqlwa matrix` or `sqlwa run` first")
     out = Path(out)
-    page = render(runs, Path(results), store.load_latencies(results))
+    predictions = [predict_runs(runs, profile) for profile in profiles]
+    if profiles and not any(p.configurations for p in predictions):
+        reasons = "; ".join(predictions[0].skipped) or "no successful run"
+        raise UsageError(f"nothing in {results} can be predicted: {reasons}", "measure with --fs (a lab run)")
+    page = render(runs, Path(results), store.load_latencies(results), predictions)
     with writing(out, "the report"):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(page, encoding="utf-8")
