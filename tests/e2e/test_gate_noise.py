@@ -96,7 +96,7 @@ values = {{ body = {{ kind = "text", size = {size} }} }}
 
 def test_a_real_slowdown_fails_with_its_significance(tmp_path):
     scenario = tmp_path / "rows.toml"  # one path: the configuration is the same, the rows are not
-    sweep = ("matrix", "--vfs-only", "-s", str(scenario), "-j", "wal", "--sync", "off", "--repeat", "3", "-n", "30")
+    sweep = ("matrix", "--vfs-only", "-s", str(scenario), "-j", "wal", "--sync", "off", "--repeat", "3", "-n", "120")
     rows_scenario(scenario, 100)
     sqlwa(*sweep, "--out", str(tmp_path / "small"))
     rows_scenario(scenario, 20_000)
