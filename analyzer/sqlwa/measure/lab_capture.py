@@ -45,6 +45,7 @@ class LabCapture:
     trace: dict  # TraceCapture.describe()
     trace_path: str
     loss: dict | None = None  # {"message", "hint"} when events were lost and that was not allowed
+    mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on (--crypt), traced beside dev
 
     def loss_error(self) -> TraceLossError | None:
         return TraceLossError(self.loss["message"], self.loss["hint"]) if self.loss else None
@@ -56,6 +57,7 @@ class LabCapture:
     def from_json(cls, text: str) -> LabCapture:
         fields = json.loads(text)
         fields["dev"] = tuple(fields["dev"]) if fields["dev"] else None
+        fields["mapped_dev"] = tuple(fields["mapped_dev"]) if fields.get("mapped_dev") else None
         return cls(**fields)
 
 
@@ -71,15 +73,17 @@ def capture_in_lab(
     with lab as fs:
         raw, cap, loss = capture_run(settings, scenario, out_dir, fs, options, progress)
         fs_facts = fs.describe()
-        dev = fs.dev
-        # read while still mounted: the fs's own journal/metadata location for attribution
-        layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
+        dev, mapped_dev = fs.dev, fs.mapped_dev
+        # read while still mounted: the fs's own journal/metadata location for attribution,
+        # in the sectors of the device it is on (the dm-crypt target's with --crypt)
+        layout = fslayout.probe(fs.spec.kernel_type, fs.fs_device)
     return LabCapture(
         info=raw["info"],
         columns=raw["commits"],
         fs=fs_facts,
         layout=layout,
         dev=dev,
+        mapped_dev=mapped_dev,
         levels=trace_levels(cap),
         trace=cap.describe(),
         trace_path=str(cap.trace_path),
@@ -101,6 +105,7 @@ def capture_run(
     cap = tracing.TraceCapture(
         out_dir,
         dev=dev,
+        mapped_dev=fs.mapped_dev,
         pid=threading.get_native_id(),
         comms=[fs.fuse.comm] if fs.fuse else [],  # the daemon's threads, those it starts later too
         allow_loss=options.allow_loss,
@@ -118,7 +123,8 @@ def capture_run(
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
             if mapped:
-                map_after_writeback(Path(cap.marker_path), Path(raw["info"]["db_path"]))
+                # eCryptfs's files have no extents: their lower files on ext4 have
+                map_after_writeback(Path(cap.marker_path), Path(fs.mappable_path(raw["info"]["db_path"])))
     except TraceLossError as exc:
         loss = exc
     return raw, cap, loss
