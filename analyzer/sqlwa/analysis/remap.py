@@ -29,6 +29,7 @@ def remaps(events: pl.DataFrame, disk: tuple[int, int], mapped: tuple[int, int])
         (pl.col("kind") == "block")
         & (pl.col("action") == "A")
         & (pl.col("operation") == "write")
+        & (pl.col("sectors") > 0)  # not a cache flush's empty bio, remapped from sector 0 to 0
         & (pl.col("dev_major") == disk[0])
         & (pl.col("dev_minor") == disk[1])
         & (pl.col("remap_dev_major") == mapped[0])
