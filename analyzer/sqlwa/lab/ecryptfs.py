@@ -101,9 +101,10 @@ class EcryptfsLayer:
         return self.mountpoint
 
     def lower_path(self, path: str) -> str:
-        """The lower file of ``path`` in the eCryptfs mount (names are not encrypted)."""
+        """The lower file of the database file ``path`` (in the eCryptfs mount, or in a
+        FUSE mirror of it): its name in the lower directory (names are not encrypted)."""
         assert self.lower_dir is not None
-        return os.path.join(self.lower_dir, os.path.relpath(path, self.mountpoint))
+        return os.path.join(self.lower_dir, os.path.basename(path))
 
     def teardown(self) -> None:
         """Unmount eCryptfs, then drop the key; each only where it exists."""

@@ -117,6 +117,7 @@ def capture_run(
             # only with a block device to attribute (tmpfs has no FIEMAP either)
             mapped = settings.count_vfs and dev is not None
             settings = dataclasses.replace(settings, map_extents=mapped)
+            progress = mapping_lower_files(progress, fs, scenario, Path(cap.marker_path)) if mapped else progress
             raw = engine.run_workload_raw(
                 scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
             )
@@ -128,6 +129,26 @@ def capture_run(
     except TraceLossError as exc:
         loss = exc
     return raw, cap, loss
+
+
+def mapping_lower_files(
+    progress: ProgressFn | None, fs: filesystem.LabFilesystem, scenario: engine.Scenario, marker_path: Path
+) -> ProgressFn | None:
+    """eCryptfs: the engine's own ``extents ... at=end`` markers fail there (no FIEMAP);
+    this progress function writes them for the lower files when the engine reports its
+    last transaction done, which it does before it closes the database: the WAL, which
+    SQLite deletes at close, still exists then."""
+    if fs.ecryptfs is None:
+        return progress
+    lower_db = Path(fs.mappable_path(str(Path(fs.data_dir) / f"{scenario.name}.db")))
+
+    def report(done: int, total: int) -> None:
+        if done == total:
+            engine.map_database_files(marker_path, lower_db, "end")
+        if progress is not None:
+            progress(done, total)
+
+    return report
 
 
 def map_after_writeback(marker_path: Path, db_path: Path) -> None:
