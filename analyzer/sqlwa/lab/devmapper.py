@@ -31,7 +31,7 @@ import secrets
 from dataclasses import dataclass
 
 from sqlwa import _system
-from sqlwa.errors import LabError, UsageError
+from sqlwa.errors import LabError, UsageError, hint_of
 
 NO_CRYPT = "none"
 CIPHER = "aes-xts-plain64"
@@ -69,6 +69,15 @@ def check_crypt(mode: str, fs: str, has_device: bool) -> None:
     # dmsetup needs root to list the targets; without root, the lab's root check says so next
     if _system.is_root() and not _system.dm_target_available("crypt", "dm_crypt"):
         raise UsageError("--crypt needs device-mapper's crypt target (dm-crypt), which this kernel lacks; add --vm")
+
+
+def crypt_support() -> tuple[bool, str, str | None]:
+    """(available, reason, fix) of --crypt on this machine, for ``sqlwa lab check``."""
+    try:
+        check_crypt("dm-crypt", "ext4", has_device=True)
+    except UsageError as exc:
+        return False, str(exc), hint_of(exc)
+    return True, "device-mapper, its crypt target and cryptsetup present", None
 
 
 class DmCrypt:
