@@ -104,6 +104,33 @@ def test_the_disk_offset_is_read_from_the_remaps(tmp_path):
     assert remap.disk_offsets(events, DISK, MAPPED) == [LUKS_OFFSET]
 
 
+def test_a_request_split_off_a_remapped_bio_keeps_its_cause(tmp_path):
+    """The disk's queue splits a large remapped bio into requests (seen in a checkpoint:
+    1096 sectors became 1024 + 72); the second starts where no remap does, 1024 sectors
+    into the bio, and is followed back to the dm sector 1024 sectors into its origin."""
+    dm_start, disk_start = 26800, 26800 + LUKS_OFFSET
+    writer = ("dmcrypt_write/2", 196)
+    lines = [
+        mark(1.0, f"run_begin pid={TID} tid={TID}"),
+        mark(1.1, "txn_begin i=0 warmup=0"),
+        mark(1.2, "sync_begin i=0 kind=db flags=normal"),
+        queue("python", TID, 1.3, "254,0", "WS", dm_start, 1096),
+        line(*writer, 1.31, f"block_bio_remap: 7,0 WS {disk_start} + 1096 <- (254,0) {dm_start}"),
+        queue(*writer, 1.32, "7,0", "WS", disk_start, 1096),
+        issue(*writer, 1.33, "WS", disk_start, 1024),
+        issue(*writer, 1.34, "WS", disk_start + 1024, 72),
+        mark(1.5, "sync_end i=0 kind=db rc=0"),
+        mark(1.51, f"extents i=0 kind=db at=sync ranges={dm_start}+2048"),
+        mark(1.6, "txn_end i=0"),
+    ]
+    writes = analyse(tmp_path, lines, {"fs_journal": [], "fs_metadata": []}, mapped=MAPPED)
+    assert writes.select("disk_sector", "sector", "submitter").rows() == [
+        (disk_start, dm_start, "python"),
+        (disk_start + 1024, dm_start + 1024, "python"),
+    ]
+    assert writes["category"].cast(pl.String).to_list() == ["checkpoint", "checkpoint"]  # WAL mode: db pages
+
+
 def plain(task: str, pid: int, ts: float, rwbs: str, sector: int, sectors: int) -> list[str]:
     return [queue(task, pid, ts, "7,0", rwbs, sector, sectors), issue(task, pid, ts + 0.0001, rwbs, sector, sectors)]
 

@@ -251,7 +251,10 @@ def attribute(
     if fs_type == "btrfs":
         ranges = translate_chunks(ranges, layout.get("chunks", []))
     writes = writes.join(file_of_writes(writes, ranges), on="row", how="left")
-    writes = with_submitter(writes, events, mapped or dev)
+    if mapped is None:
+        writes = with_submitter(writes, events, dev)
+    else:  # the disk's queue events name dm-crypt's writer; the dm device's the thread above
+        writes = remap.with_mapped_submitter(writes, events, mapped)
     writes = flag_inside(writes, spans(events, "sync_begin", "sync_end"), "in_sync")
     commit_spans = commit_windows.select(
         pl.col("win_start_ns").alias("span_start"), pl.col("win_end_ns").alias("span_end")

@@ -9,12 +9,14 @@ file, which part of the filesystem, which thread.
 
 The kernel says where each disk bio came from: dm core records ``block_bio_remap`` (on
 the disk, naming the dm device and its sector) as it submits the clone. A write request
-on the disk starts with a bio at its own first sector, so the latest remap to that sector
-before the request was issued names the dm sector it came from; the dm device's own
-``block_bio_queue`` at that sector names the thread that submitted it there (the SQL
-thread, jbd2, a writeback worker), where the disk's names only dm-crypt's thread. No
-offset is assumed: a write without a remap keeps no filesystem sector (and so no file,
-and is unattributed: reported, never guessed).
+on the disk lies inside a remapped bio: at its start, or further in where the disk's
+queue split a large bio into several requests (a 548 KiB WAL checkpoint write becomes
+512 KiB + 36 KiB). The latest remap before the request whose range holds the request's
+first sector gives its dm sector (the same distance into the bio); the dm device's own
+``block_bio_queue`` whose range holds that dm sector names the thread that submitted it
+there (the SQL thread, jbd2, a writeback worker), where the disk's names only dm-crypt's
+writer. No offset is assumed: a write inside no remapped bio keeps no filesystem sector
+(and so no file, and is unattributed: reported, never guessed).
 """
 
 from __future__ import annotations
@@ -22,40 +24,80 @@ from __future__ import annotations
 import polars as pl
 
 
-def remaps(events: pl.DataFrame, disk: tuple[int, int], mapped: tuple[int, int]) -> pl.DataFrame:
-    """The write bios remapped from ``mapped`` onto ``disk``: ``remap_ns``, ``sector`` (on
-    the disk) and ``mapped_sector`` (on the dm device)."""
+def _block_events(events: pl.DataFrame, action: str, dev: tuple[int, int]) -> pl.DataFrame:
     return events.filter(
         (pl.col("kind") == "block")
-        & (pl.col("action") == "A")
-        & (pl.col("operation") == "write")
-        & (pl.col("sectors") > 0)  # not a cache flush's empty bio, remapped from sector 0 to 0
-        & (pl.col("dev_major") == disk[0])
-        & (pl.col("dev_minor") == disk[1])
-        & (pl.col("remap_dev_major") == mapped[0])
-        & (pl.col("remap_dev_minor") == mapped[1])
-    ).select(pl.col("time_ns").alias("remap_ns"), "sector", pl.col("remap_sector").alias("mapped_sector"))
+        & (pl.col("action") == action)
+        & (pl.col("dev_major") == dev[0])
+        & (pl.col("dev_minor") == dev[1])
+        & (pl.col("sectors") > 0)  # not a cache flush's empty bio
+    )
+
+
+def remaps(events: pl.DataFrame, disk: tuple[int, int], mapped: tuple[int, int]) -> pl.DataFrame:
+    """The write bios remapped from ``mapped`` onto ``disk``: ``at_ns``, ``start`` and
+    ``end`` on the disk (sectors, end exclusive), ``mapped_start`` on the dm device."""
+    return (
+        _block_events(events, "A", disk)
+        .filter(
+            (pl.col("operation") == "write")
+            & (pl.col("remap_dev_major") == mapped[0])
+            & (pl.col("remap_dev_minor") == mapped[1])
+        )
+        .select(
+            pl.col("time_ns").alias("at_ns"),
+            pl.col("sector").cast(pl.Int64).alias("start"),
+            (pl.col("sector").cast(pl.Int64) + pl.col("sectors")).alias("end"),
+            pl.col("remap_sector").cast(pl.Int64).alias("mapped_start"),
+        )
+    )
+
+
+def latest_holding(writes: pl.DataFrame, sector: pl.Expr, spans: pl.DataFrame) -> pl.DataFrame:
+    """``row``, ``at_sector`` and the columns of the latest of ``spans`` (``at_ns``,
+    ``start``, ``end`` …) recorded before each write whose range holds its ``sector``."""
+    hits = writes.select("row", "time_ns", sector.alias("at_sector")).join_where(
+        spans,
+        pl.col("at_sector") >= pl.col("start"),
+        pl.col("at_sector") < pl.col("end"),
+        pl.col("at_ns") <= pl.col("time_ns"),
+    )
+    return hits.sort("row", "at_ns").group_by("row", maintain_order=True).last()
 
 
 def onto_mapped_device(
     writes: pl.DataFrame, events: pl.DataFrame, disk: tuple[int, int], mapped: tuple[int, int]
 ) -> pl.DataFrame:
-    """``writes`` (requests issued on ``disk``) with ``sector`` the filesystem's: the dm
-    sector their first bio was remapped from (null where no remap precedes them), and
-    ``disk_sector`` where they landed."""
-    joined = writes.sort("time_ns").join_asof(
-        remaps(events, disk, mapped).sort("remap_ns"),
-        left_on="time_ns",
-        right_on="remap_ns",
-        by="sector",
-        strategy="backward",
-        check_sortedness=False,  # sorted by time above; polars cannot check within groups
+    """``writes`` (requests issued on ``disk``, with ``row``) with ``sector`` the
+    filesystem's: the dm sector they came from (null where no remapped bio holds them),
+    and ``disk_sector`` where they landed."""
+    disk_sector = pl.col("sector").cast(pl.Int64, strict=False)
+    found = latest_holding(writes, disk_sector, remaps(events, disk, mapped))
+    origin = found.select("row", (pl.col("mapped_start") + pl.col("at_sector") - pl.col("start")).alias("fs_sector"))
+    joined = writes.join(origin, on="row", how="left")
+    return joined.rename({"sector": "disk_sector"}).rename({"fs_sector": "sector"})
+
+
+def with_mapped_submitter(writes: pl.DataFrame, events: pl.DataFrame, mapped: tuple[int, int]) -> pl.DataFrame:
+    """``submitter_pid`` / ``submitter``: who queued the bio on the dm device that holds
+    each write's (filesystem) ``sector``; the disk's issuing thread where none does."""
+    queued = _block_events(events, "Q", mapped).select(
+        pl.col("time_ns").alias("at_ns"),
+        pl.col("sector").cast(pl.Int64).alias("start"),
+        (pl.col("sector").cast(pl.Int64) + pl.col("sectors")).alias("end"),
+        pl.col("pid").alias("q_pid"),
+        pl.col("comm").cast(pl.String).alias("q_comm"),
     )
-    return joined.rename({"sector": "disk_sector"}).rename({"mapped_sector": "sector"}).drop("remap_ns")
+    found = latest_holding(writes, pl.col("sector"), queued).select("row", "q_pid", "q_comm")
+    joined = writes.join(found, on="row", how="left")
+    return joined.with_columns(
+        pl.coalesce("q_pid", "pid").alias("submitter_pid"),
+        pl.coalesce("q_comm", pl.col("comm").cast(pl.String)).alias("submitter"),
+    ).drop("q_pid", "q_comm")
 
 
 def disk_offsets(events: pl.DataFrame, disk: tuple[int, int], mapped: tuple[int, int]) -> list[int]:
     """Every distinct (disk sector − dm sector) of the run's remapped writes: one value
     for a linear table such as dm-crypt's (its offset), as the table says."""
-    found = remaps(events, disk, mapped).select((pl.col("sector").cast(pl.Int64) - pl.col("mapped_sector")).alias("d"))
+    found = remaps(events, disk, mapped).select((pl.col("start") - pl.col("mapped_start")).alias("d"))
     return sorted(found["d"].unique().to_list())
