@@ -11,6 +11,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+# SQLite's documented xSync calls per commit (../shared/reference/sqlite-commit-syncs.md;
+# synchronous FULL, one row per commit); at the syscall level a rollback commit adds one
+# directory sync (the journal is created anew each transaction), as the README's table shows.
+VFS_SYNCS = {"delete": 3, "wal": 1}
+DIRECTORY_SYNCS = {"delete": 1, "wal": 0}
+
 
 def sqlwa(*args: str, check: bool = True, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     """Run ``python -m sqlwa ARGS`` and return the completed process (text mode)."""
@@ -110,7 +116,7 @@ def filefrag_sectors(path: Path) -> list[tuple[int, int]]:
 
 def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     """What of sqlwa's exists on this machine, of process ``pid`` or of any: loop devices
-    (as `losetup -l` lists them), mounts (/proc/mounts, FUSE mounts included), FUSE
+    (as `losetup -l` lists them), device-mapper targets (--crypt), mounts (/proc/mounts, FUSE mounts included), FUSE
     daemons (named fuse-<token>, their command line in a lab directory), tracefs
     instances, lab directories and VFS-only runs' scratch directories in the temp dir,
     each found by the name sqlwa gives it."""
@@ -138,6 +144,7 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
         for p in _system.processes()
         if re.fullmatch(r"fuse-[0-9a-f]+", p.comm) and any(lab_name.search(arg) for arg in p.argv)
     ]
+    found += [f"dm: {d.name} over {','.join(d.slaves)}" for d in _system.dm_devices() if lab_name.fullmatch(d.name)]
     tracefs = _system.tracefs_root()
     if tracefs is not None:
         found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]

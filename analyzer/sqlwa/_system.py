@@ -715,6 +715,121 @@ def detach_loop(device: str) -> None:
     )
 
 
+# --------------------------------------------------------------------------- device-mapper
+
+
+@dataclass(frozen=True)
+class DmDevice:
+    name: str  # the target's name, as /dev/mapper/<name>
+    node: str  # /dev/dm-N
+    major: int
+    minor: int
+    slaves: tuple[str, ...]  # the devices under it (loop0 ...), from sysfs
+
+
+def device_mapper_available() -> bool:
+    """Whether the kernel has device-mapper, loading dm-mod first where it can (root)."""
+    if _misc_device("device-mapper"):
+        return True
+    modprobe = find_tool("modprobe")
+    if modprobe and is_root():
+        try_tool([modprobe, "-q", "dm_mod"], timeout=30)
+    return _misc_device("device-mapper")
+
+
+def _misc_device(name: str) -> bool:
+    try:
+        return any(line.split()[-1] == name for line in Path("/proc/misc").read_text().splitlines() if line.strip())
+    except OSError:
+        return False
+
+
+def dm_target_available(target: str, module: str) -> bool:
+    """Whether device-mapper has the ``target`` type (``crypt``), loading ``module`` if needed."""
+    if is_root():
+        try_tool([find_tool("modprobe") or "modprobe", "-q", module], timeout=30)
+    proc = try_tool([find_tool("dmsetup") or "dmsetup", "targets"], timeout=30)
+    return (
+        proc is not None
+        and proc.returncode == 0
+        and any(line.split()[:1] == [target] for line in proc.stdout.splitlines())
+    )
+
+
+def dm_devices() -> list[DmDevice]:
+    """Every device-mapper device, from sysfs (no parsing of dmsetup's output)."""
+    found = []
+    for sys_dir in sorted(Path("/sys/block").glob("dm-*")):
+        try:
+            name = (sys_dir / "dm" / "name").read_text().strip()
+            major, minor = (sys_dir / "dev").read_text().strip().split(":")
+            slaves = tuple(sorted(p.name for p in (sys_dir / "slaves").iterdir()))
+        except OSError:
+            continue  # removed meanwhile
+        found.append(DmDevice(name, f"/dev/{sys_dir.name}", int(major), int(minor), slaves))
+    return found
+
+
+def dm_device(name: str) -> DmDevice | None:
+    return next((d for d in dm_devices() if d.name == name), None)
+
+
+def dm_table(name: str) -> str:
+    """``dmsetup table NAME``: the target lines, keys shown as zeros (dmsetup masks them)."""
+    return run_tool(["dmsetup", "table", name], f"reading the device-mapper table of {name}").stdout
+
+
+def remove_dm_device(name: str) -> None:
+    """``dmsetup remove --retry NAME`` (--retry: udev or a just-closed file can hold the
+    device a moment); raises :class:`ToolError` if it stays."""
+    run_tool(["dmsetup", "remove", "--retry", name], f"removing the device-mapper device {name}", timeout=60)
+
+
+# --------------------------------------------------------------------------- kernel keyrings
+#
+# add_key(2) and keyctl(2) have no wrapper in glibc: called by number (x86-64), so no
+# extra tool (keyutils) is needed.
+
+SYS_ADD_KEY = 248
+SYS_KEYCTL = 250
+KEY_SPEC_SESSION_KEYRING = -3
+KEYCTL_JOIN_SESSION_KEYRING = 1
+KEYCTL_INVALIDATE = 21
+
+
+def _key_syscall(number: int, *args: object) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    result = libc.syscall(ctypes.c_long(number), *args)
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return int(result)
+
+
+def join_new_session_keyring() -> int:
+    """Give this process a fresh anonymous session keyring: keys added to it die with
+    the process (and its children, which inherit it), whatever ends it."""
+    return _key_syscall(SYS_KEYCTL, ctypes.c_int(KEYCTL_JOIN_SESSION_KEYRING), ctypes.c_char_p(None))
+
+
+def add_key(key_type: str, description: str, payload: bytes | None, keyring: int) -> int:
+    """add_key(2): a key (or, with type ``keyring`` and no payload, a keyring) in ``keyring``."""
+    return _key_syscall(
+        SYS_ADD_KEY,
+        ctypes.c_char_p(key_type.encode()),
+        ctypes.c_char_p(description.encode()),
+        ctypes.c_char_p(payload),
+        ctypes.c_size_t(len(payload) if payload else 0),
+        ctypes.c_int(keyring),
+    )
+
+
+def invalidate_key(key_id: int) -> None:
+    """KEYCTL_INVALIDATE: the key (a keyring: with the keys only it held) is gone at once."""
+    _key_syscall(SYS_KEYCTL, ctypes.c_int(KEYCTL_INVALIDATE), ctypes.c_int(key_id))
+
+
 # --------------------------------------------------------------------------- tracefs
 
 

@@ -26,16 +26,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import sqlwa_as_nobody
+from helpers import DIRECTORY_SYNCS, VFS_SYNCS, sqlwa_as_nobody
 from trace_truth import strace_per_commit, tally_block_per_commit
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
-
-# SQLite's documented xSync calls per commit (as tests/lab/test_fuse.py checks them on the
-# host); at the syscall level a rollback commit adds one directory sync (the journal is
-# created anew each transaction), as the README's table shows.
-VFS_SYNCS = {"delete": 3, "wal": 1}
-DIRECTORY_SYNCS = {"delete": 1, "wal": 0}
 
 
 def vm_run(out: Path, *args: str, prefix: list[str] | None = None) -> dict:

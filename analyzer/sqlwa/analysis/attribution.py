@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from sqlwa.analysis import windows
+from sqlwa.analysis import remap, syncowner, windows
 from sqlwa.catalogue import DATABASE_FILE_KINDS
 
 CATEGORIES = (*DATABASE_FILE_KINDS, "checkpoint", "fs_journal", "fs_metadata", "writeback", "unattributed")
@@ -235,24 +235,40 @@ def attribute(
     fs_type: str,
     layout: dict,
     daemon: str | None = None,
+    mapped: tuple[int, int] | None = None,
+    files_by_sync: bool = False,
 ) -> pl.DataFrame:
     """The write requests issued to ``dev``, one row each, with ``commit`` (null outside
     windows), ``file`` (null when in no file range), ``submitter`` and ``category``.
-    ``daemon``: the comm of a FUSE daemon that syncs for the SQL thread."""
+
+    ``daemon``: the comm of a FUSE daemon that syncs for the SQL thread.
+    ``mapped``: the device-mapper device the filesystem is on (dm-crypt over ``dev``):
+    each write is followed back to its sector there (``sector``; ``disk_sector`` is
+    where it landed) and to its submitter there (:mod:`sqlwa.analysis.remap`).
+    ``files_by_sync``: the files cannot all be mapped (eCryptfs): a write no extents
+    marker owns may be the file the SQL thread was syncing (:mod:`sqlwa.analysis.syncowner`)."""
     writes = windows.block_issues(events, dev).filter(pl.col("operation") == "write")
     writes = writes.select("time_ns", "pid", "comm", "sector", "sectors", "bytes", "meta", "preflush", "fua")
     writes = writes.sort("time_ns").with_row_index("row")
+    if mapped is not None:  # extents and layout are in the filesystem's (the dm device's) sectors
+        writes = remap.onto_mapped_device(writes, events, dev, mapped)
     ranges = extents_ranges(events)
     if fs_type == "btrfs":
         ranges = translate_chunks(ranges, layout.get("chunks", []))
     writes = writes.join(file_of_writes(writes, ranges), on="row", how="left")
-    writes = with_submitter(writes, events, dev)
+    if mapped is None:
+        writes = with_submitter(writes, events, dev)
+    else:  # the disk's queue events name dm-crypt's writer; the dm device's the thread above
+        writes = remap.with_mapped_submitter(writes, events, mapped)
     writes = flag_inside(writes, spans(events, "sync_begin", "sync_end"), "in_sync")
     commit_spans = commit_windows.select(
         pl.col("win_start_ns").alias("span_start"), pl.col("win_end_ns").alias("span_end")
     )
     writes = flag_inside(writes, commit_spans, "in_commit")
     writes = windows.assign_windows(writes, commit_windows)
+    if files_by_sync:
+        fs_own = in_regions([*layout.get("fs_journal", []), *layout.get("fs_metadata", [])])
+        writes = syncowner.files_by_sync(writes, events, tid, fs_own)
     category = category_expr(journal_mode, fs_type, tid, layout, daemon)
     return writes.with_columns(category.cast(pl.Enum(CATEGORIES)).alias("category")).sort("row")
 

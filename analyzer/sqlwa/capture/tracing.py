@@ -16,6 +16,13 @@ device, the workload thread's syscalls and the engine's commit markers on one ti
 * and whatever the engine writes to :attr:`TraceCapture.marker_path` (the instance's
   ``trace_marker``), which appears as ``tracing_mark_write: <text>`` lines.
 
+With a device-mapper device between the filesystem and the lab's disk (``mapped_dev``:
+dm-crypt), the disk stays the device whose requests are counted, and the block events
+are also recorded for the dm device, with ``block_bio_remap``: the dm device has no
+requests of its own (it is bio-based), but its ``block_bio_queue`` events say who
+submitted each bio, and each remap event says which dm sector a bio on the disk came
+from, so attribution can follow a write back to the filesystem's sectors and thread.
+
 A background thread drains ``trace_pipe`` into ``out_dir/trace.txt`` (kept for
 re-analysis) while the run goes (see :class:`Drain` for when). At the end the per-CPU
 ``stats`` files say how many events the ring buffer lost; a lossy capture raises
@@ -62,6 +69,7 @@ TRACE_CLOCK = "mono"
 
 REQUIRED_BLOCK_EVENTS = ("block_rq_issue", "block_rq_complete")
 DEFAULT_BLOCK_EVENTS = REQUIRED_BLOCK_EVENTS + ("block_bio_queue",)
+REMAP_EVENT = "block_bio_remap"  # with a mapped (dm) device: from which dm sector a disk bio came
 # sys_enter of each; not write(2): see the module docstring
 DEFAULT_SYSCALLS = (
     "fsync",
@@ -148,7 +156,8 @@ class TraceCapture:
     >>> cap.trace_summary   # {"events": n, "lost_events": n}
 
     ``dev``: (major, minor) of the block device to record, or None (tmpfs: the block level
-    is then absent, not zero). ``pid``: the thread id (or ids) running SQL, or None (the
+    is then absent, not zero). ``mapped_dev``: a device-mapper device on ``dev`` whose
+    bios and remaps are recorded too (the filesystem's device under dm-crypt), or None. ``pid``: the thread id (or ids) running SQL, or None (the
     syscall level is then absent). ``comms``: names (comm) of further threads whose
     syscalls are traced, e.g. a FUSE daemon's. ``buffer_kb``: ring buffer per CPU.
     Attributes: ``instance_name``, ``instance_dir``, ``marker_path``, ``trace_path``,
@@ -161,6 +170,7 @@ class TraceCapture:
         out_dir: str | os.PathLike,
         dev: tuple[int, int] | None = None,
         pid: int | Iterable[int] | None = None,
+        mapped_dev: tuple[int, int] | None = None,
         buffer_kb: int = DEFAULT_BUFFER_KB,
         comms: Sequence[str] = (),
         allow_loss: bool = False,
@@ -174,6 +184,7 @@ class TraceCapture:
             raise CaptureError(f"block events {missing_required} are required", "keep the default block_events")
         self.out_dir = Path(out_dir)
         self.dev = dev
+        self.mapped_dev = mapped_dev if dev is not None else None
         self.tids = [pid] if isinstance(pid, int) else sorted(set(pid)) if pid is not None else []
         self.comms = tuple(checked_comm(c) for c in comms)
         self.buffer_kb = int(buffer_kb)
@@ -283,9 +294,15 @@ class TraceCapture:
             self.levels["block"] = _Level(False, "no block device (e.g. tmpfs): the block level is absent")
             return
         dev_filter = f"dev == {kernel_dev(*self.dev)}"
-        for event in self.block_events:
+        events, reason = list(self.block_events), f"block device {self.dev[0]}:{self.dev[1]}"
+        if self.mapped_dev is not None:
+            # remap events carry the disk as dev, so the one filter serves them too
+            dev_filter += f" || dev == {kernel_dev(*self.mapped_dev)}"
+            events.append(REMAP_EVENT)
+            reason += f" and the bios of device-mapper device {self.mapped_dev[0]}:{self.mapped_dev[1]} on it"
+        for event in events:
             self._enable(f"block/{event}", dev_filter)
-        self.levels["block"] = _Level(True, f"block device {self.dev[0]}:{self.dev[1]}", list(self.block_events))
+        self.levels["block"] = _Level(True, reason, events)
 
     def _enable_syscall_events(self) -> None:
         syscall_dir = self.instance_dir / "events" / "syscalls"  # type: ignore[operator]

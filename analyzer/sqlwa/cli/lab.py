@@ -65,9 +65,10 @@ def check(as_json: bool) -> None:
 
 
 def availability() -> list[tuple[str, bool, str, str | None]]:
-    """(what, ok, reason, fix) for root, tracefs, the syscall tracepoints and each --fs."""
+    """(what, ok, reason, fix) for root, tracefs, the syscall tracepoints, each --fs and --crypt."""
     from sqlwa._system import is_root
     from sqlwa.capture.tracing import tracefs_available
+    from sqlwa.lab.devmapper import crypt_support
     from sqlwa.lab.filesystem import FILESYSTEMS, filesystem_support
 
     root = is_root()
@@ -81,6 +82,7 @@ def availability() -> list[tuple[str, bool, str, str | None]]:
     for fs in FILESYSTEMS:
         support = filesystem_support(fs)
         lines.append((f"--fs {fs}", support.available, support.reason, support.hint))
+    lines.append(("--crypt", *crypt_support()))
     lines.append(vm_availability())
     return lines
 

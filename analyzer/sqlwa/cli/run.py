@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from sqlwa.analysis import metrics
 from sqlwa.capture import tracing
 from sqlwa.errors import Interrupted, UsageError
-from sqlwa.lab import encryption, filesystem, fuse, profiles
+from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine, runner
 from sqlwa.views import json_output, terminal
 from sqlwa.vm import kernel as vm_kernel
@@ -162,6 +162,15 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     "FUSE passthrough (Linux 6.9+); bindfs = Debian's bindfs. The daemon's syscalls are traced beside SQLite's.",
 )
 @click.option(
+    "--crypt",
+    type=click.Choice(devmapper.CHOICES),
+    default=devmapper.NO_CRYPT,
+    show_default=True,
+    help="Full-disk encryption under the lab filesystem, as Android's FDE (needs device-mapper: --vm here): "
+    "dm-crypt = plain AES-256-XTS with a random key, dm-crypt-luks2 = the same under a LUKS2 header. "
+    "Block figures are the disk's (the loop device under dm-crypt); the cipher and its driver are recorded.",
+)
+@click.option(
     "--frame-budget-ms",
     type=FiniteFloat(min=0, min_open=True),
     default=metrics.DEFAULT_FRAME_BUDGET_MS,
@@ -217,6 +226,12 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     hidden=True,
     help="With --vm: run the guest's program under strace, into OUT/guest.strace (a check of the syscall level).",
 )
+@click.option(
+    "--keep-image",
+    is_flag=True,
+    hidden=True,
+    help="Copy the lab's image into OUT/lab.img (zero blocks left out) before it is removed: what reached the disk.",
+)
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def run(
@@ -228,6 +243,7 @@ def run(
     profile_name: str | None,
     encrypt: str,
     fuse_layer: str,
+    crypt: str,
     mount_opts: str,
     fill_pct: float,
     frame_budget_ms: float,
@@ -239,6 +255,7 @@ def run(
     vm: bool,
     vm_kernel: str,
     guest_strace: bool,
+    keep_image: bool,
     no_vfs_count: bool,
     as_json: bool,
     **settings_given: Any,
@@ -255,6 +272,8 @@ def run(
       sudo sqlwa run --fs xfs --fill 85 --mount-opts noatime
       sudo sqlwa run --fs ext4 --fuse passthrough # through a FUSE daemon, as on /sdcard
       sqlwa run --vm --fs f2fs -j wal             # in a qemu guest with Debian's kernel (no root needed)
+      sqlwa run --vm --crypt dm-crypt             # ext4 on dm-crypt, as Android's FDE
+      sqlwa run --vm --fs ecryptfs                # eCryptfs over ext4
 
     Writes OUT/summary.json (means per commit) and OUT/commits.parquet (one row per
     transaction). Without a lab filesystem only the VFS level is measured: SQLite's own
@@ -288,6 +307,7 @@ def run(
         encrypt=lab_options["encrypt"],
         profile=profile,
         fuse=lab_options["fuse"],
+        crypt=crypt,
         mount_opts=lab_options["mount_opts"],
         fill_pct=fill_pct,
         allow_loss=allow_loss,
@@ -296,6 +316,7 @@ def run(
         vm=vm,
         kernel=vm_kernel,
         guest_strace=guest_strace,
+        keep_image=keep_image,
     )
     with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
         try:

@@ -1,6 +1,6 @@
-"""Removing what crashed runs left behind: FUSE daemons, mounts, loop devices, lab and
-scratch directories and tracefs instances, found by sqlwa's own naming only and only where their
-owner is gone (its pid dead here and its ownership lock free, which also holds across
+"""Removing what crashed runs left behind: FUSE daemons, mounts, device-mapper targets,
+loop devices, lab and scratch directories and tracefs instances, found by sqlwa's own
+naming only and only where their owner is gone (its pid dead here and its ownership lock free, which also holds across
 PID namespaces: :func:`sqlwa._system.owner_is_gone`)."""
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from pathlib import Path
 from sqlwa._system import (
     current_mounts,
     detach_loop,
+    dm_devices,
     is_root,
     kill_process,
     loop_devices,
     owner_is_gone,
     processes,
+    remove_dm_device,
     unmount,
 )
 from sqlwa.capture.tracing import remove_dead_instances
@@ -41,8 +43,9 @@ def _lab_dir_of(path: str) -> str | None:
 def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
     """Remove what crashed runs left behind, found by sqlwa's own naming only, and only
     where the owner is gone: mounts of sqlwa loop devices or under sqlwa lab directories,
-    loop devices backed by sqlwa images, sqlwa tracefs instances, lab directories and
-    scratch directories in ``workdirs`` and the temp dir. Returns one line per thing
+    device-mapper targets named like a lab over such loop devices, loop devices backed by
+    sqlwa images, sqlwa tracefs instances, lab directories and scratch directories in
+    ``workdirs`` and the temp dir. Returns one line per thing
     removed or left alone; nothing else is ever touched. Without root only scratch
     directories (the user's own) are looked at, and the last line says so."""
     bases = sorted({os.path.realpath(d) for d in (*workdirs, tempfile.gettempdir())})
@@ -123,6 +126,7 @@ def _cleanup_labs(bases: list[str], report: list[str]) -> None:
             _attempt(report, what, unmount, mount.mountpoint)
             if holder:
                 lab_dirs.add(holder)
+    _remove_dead_targets(dead_devices, report)  # after the unmounts, before the loops they hold
     for loop in dead_loops:
         _attempt(report, f"detached {loop.device} (backing file {loop.backing_file})", detach_loop, loop.device)
     for base in bases:
@@ -131,6 +135,22 @@ def _cleanup_labs(bases: list[str], report: list[str]) -> None:
     for lab_dir in sorted(lab_dirs):
         if LAB_NAME_RE.match(os.path.basename(lab_dir)) and os.path.isdir(lab_dir):
             _attempt(report, f"removed {lab_dir}", remove_lab_dir, lab_dir)
+
+
+def _remove_dead_targets(dead_loops: set[str], report: list[str]) -> None:
+    """Remove the device-mapper targets (--crypt) named like a lab, sqlwa-lab-<pid>-<token>,
+    that sit on a dead lab's loop device; any other target is left alone."""
+    dead = {os.path.basename(device) for device in dead_loops}
+    for target in dm_devices():
+        if LAB_NAME_RE.match(target.name) and target.slaves and set(target.slaves) <= dead:
+            what = f"removed device-mapper target {target.name} (over {', '.join(target.slaves)})"
+            _attempt(report, what, remove_target, f"/dev/mapper/{target.name}")
+
+
+def remove_target(path: str) -> None:
+    """Remove the device-mapper target at /dev/mapper/NAME (a path, so that
+    :func:`_attempt` can tell one that is gone meanwhile from a failure)."""
+    remove_dm_device(os.path.basename(path))
 
 
 def _gone(lab_dir: str) -> bool:

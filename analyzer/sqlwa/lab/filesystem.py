@@ -5,9 +5,10 @@ device, runs mkfs on that loop device, mounts it on a directory of its own, opti
 fills it to a given percentage, and removes all of it again on exit, on an exception, and
 on SIGINT / SIGTERM. ``tmpfs`` needs no image or loop device and is simply mounted.
 
-Safety: the only device ever given to mkfs is the loop device this object attached,
-after checking that the device's backing file is the very image file (same inode) it
-created. No caller-supplied path is ever formatted: mkfs options come from an allow-list
+Safety: the only device ever given to mkfs (or to cryptsetup, with ``--crypt``) is the
+loop device this object attached, after checking that the device's backing file is the
+very image file (same inode) it created; with ``--crypt`` mkfs gets the dm-crypt target
+of the lab's own name, checked to sit on that loop device alone. No caller-supplied path is ever formatted: mkfs options come from an allow-list
 and no mkfs or mount option may name a path or device (:mod:`sqlwa.lab.options`). The
 image must fit into the free space of the directory it is made in, with a margin, and be
 at least what the filesystem's mkfs needs (:func:`check_image_size`). All of this is
@@ -39,8 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlwa import _system
-from sqlwa.errors import LabError, NeedsRoot, ToolError, UnsupportedFilesystem, UsageError
-from sqlwa.lab import encryption, fuse
+from sqlwa.errors import LabError, NeedsRoot, ToolError, UnsupportedFilesystem, UsageError, hint_of
+from sqlwa.lab import devmapper, ecryptfs, encryption, fuse
 from sqlwa.lab.fill import fill_filesystem
 from sqlwa.lab.options import checked_mkfs_opts, checked_mount_opts, is_device
 
@@ -62,6 +63,7 @@ class FsSpec:
     mount_opts: tuple[str, ...]
     min_size: int = 1 << 20  # the smallest --image-size that makes a usable filesystem ...
     min_reason: str = "a smaller one holds no useful database"  # ... and why
+    stacked: str | None = None  # a filesystem stacked on this one, where the workload runs (ecryptfs)
 
 
 # ext4: inode tables and the journal are zeroed at mkfs time (lazy_*_init=0); otherwise
@@ -81,6 +83,8 @@ FILESYSTEMS: dict[str, FsSpec] = {
         "btrfs", "btrfs", "mkfs.btrfs", ("-f", "-q"), (), 109 << 20, "mkfs.btrfs: 'minimum size ... 114294784'"
     ),
     "f2fs": FsSpec("f2fs", "f2fs", "mkfs.f2fs", ("-f", "-q"), (), 52 << 20, "below that mkfs.f2fs makes no superblock"),
+    # eCryptfs over a fresh ext4 (data=ordered): lab.ecryptfs
+    "ecryptfs": FsSpec("ecryptfs", "ext4", "mkfs.ext4", _EXT4_MKFS, ("data=ordered",), *_EXT4_MIN, stacked="ecryptfs"),
     "tmpfs": FsSpec("tmpfs", "tmpfs", None, (), ()),
 }
 
@@ -180,13 +184,23 @@ def filesystem_support(fs: str) -> Support:
     spec = FILESYSTEMS.get(fs)
     if spec is None:
         return Support(fs, False, f"{fs!r} is not a lab filesystem", f"choose one of: {', '.join(FILESYSTEMS)}")
-    missing_kernel = _kernel_support(spec.kernel_type, fs)
+    missing_kernel = _kernel_support(spec.kernel_type, fs) or _stacked_support(spec)
     if missing_kernel:
         return missing_kernel
     for tool, package in ((spec.mkfs_tool, _package_of(spec)), ("losetup" if spec.mkfs_tool else None, "mount")):
         if tool and not _system.find_tool(tool):
             return Support(fs, False, f"{fs}: {tool} is not installed", f"install it, e.g. apt-get install {package}")
     return Support(fs, True, f"{fs}: kernel support and {spec.mkfs_tool or 'mount'} present")
+
+
+def _stacked_support(spec: FsSpec) -> Support | None:
+    if spec.stacked is None:
+        return None
+    try:
+        ecryptfs.check_ecryptfs()
+    except UnsupportedFilesystem as exc:
+        return Support(spec.name, False, str(exc), hint_of(exc))
+    return None
 
 
 def _package_of(spec: FsSpec) -> str:
@@ -251,8 +265,10 @@ class LabFilesystem:
     (argv list or None), ``mount_opts`` (requested, including the lab's defaults),
     ``mount_options`` (what the kernel reports), ``fill`` (dict or None), ``data_dir``
     (where the workload runs), ``fuse`` (the :class:`~sqlwa.lab.fuse.FuseLayer` or None).
-    ``progress`` is called with a stage name (image, loop, mkfs, mount, encrypt, fill,
-    fuse, ready) as setup proceeds — for a progress display, and for tests that interrupt
+    ``crypt`` (the :class:`~sqlwa.lab.devmapper.DmCrypt` target under the filesystem, or
+    None), ``ecryptfs`` (the :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
+    ``progress`` is called with a stage name (image, loop, crypt, mkfs, mount, encrypt,
+    ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and for tests that interrupt
     setup.
     """
 
@@ -268,6 +284,8 @@ class LabFilesystem:
         progress: Callable[[str], None] | None = None,
         encrypt: str = encryption.NO_ENCRYPTION,
         fuse_layer: str = fuse.NO_FUSE,
+        crypt: str = devmapper.NO_CRYPT,
+        keep_image: str | os.PathLike | None = None,
     ) -> None:
         if fs not in FILESYSTEMS:
             raise UsageError(f"unknown filesystem {fs!r}", f"choose one of: {', '.join(FILESYSTEMS)}")
@@ -284,8 +302,15 @@ class LabFilesystem:
         check_image_size(fs, self.image_size, self.workdir, str(image_size))
         encryption.check_encryption(encrypt, fs, self.spec.kernel_type)
         self.encryption = encryption.Encryption(encrypt) if encrypt != encryption.NO_ENCRYPTION else None
+        if self.encryption is not None and self.spec.stacked:
+            raise UsageError(
+                f"--encrypt {encrypt} and --fs {fs} are two file encryptions on top of each other",
+                "choose one: --fs ext4 --encrypt fscrypt, or --fs ecryptfs",
+            )
+        devmapper.check_crypt(crypt, fs, self.spec.mkfs_tool is not None)
         self.fuse_spec = fuse.check_fuse(fuse_layer)
         self.direct_io = direct_io
+        self.keep_image = keep_image  # a test's look at what reached the disk: the image is copied here
         self._progress = progress or (lambda stage: None)
         self._guard = _system.SignalGuard()
         token = secrets.token_hex(4)
@@ -296,6 +321,9 @@ class LabFilesystem:
         # where the workload runs: the encrypted directory with --encrypt, the FUSE mount with --fuse
         self.data_dir = self.mountpoint
         self.fuse = fuse.FuseLayer(self.fuse_spec, self.lab_dir, token) if self.fuse_spec else None
+        # dm-crypt between the loop device and the filesystem; eCryptfs over it
+        self.crypt = devmapper.DmCrypt(crypt, self.name) if crypt != devmapper.NO_CRYPT else None
+        self.ecryptfs = ecryptfs.EcryptfsLayer(self.lab_dir, self.name) if self.spec.stacked else None
         self.loop_device: str | None = None
         self.dev_major: int | None = None
         self.dev_minor: int | None = None
@@ -311,6 +339,22 @@ class LabFilesystem:
     def dev(self) -> tuple[int, int] | None:
         """(major, minor) of the loop device, or None when there is none (tmpfs)."""
         return (self.dev_major, self.dev_minor) if self.loop_device else None  # type: ignore[return-value]
+
+    @property
+    def fs_device(self) -> str | None:
+        """The device the filesystem is on: the dm-crypt target with --crypt, else the loop device."""
+        return self.crypt.path if self.crypt is not None else self.loop_device
+
+    @property
+    def mapped_dev(self) -> tuple[int, int] | None:
+        """(major, minor) of the dm-crypt target the filesystem is on, None without --crypt."""
+        device = self.crypt.device if self.crypt is not None else None
+        return (device.major, device.minor) if device is not None else None
+
+    def mappable_path(self, path: str) -> str:
+        """Where ``path`` (in :attr:`data_dir`) has blocks FIEMAP can map: its lower file
+        under eCryptfs, which has no FIEMAP of its own; else itself."""
+        return self.ecryptfs.lower_path(path) if self.ecryptfs is not None else path
 
     # -- context manager
 
@@ -342,6 +386,7 @@ class LabFilesystem:
         else:
             self._create_image()
             self._attach_loop()
+            self._open_crypt()
             self._mkfs()
             os.mkdir(self.mountpoint, 0o700)
             self._mount_loop()
@@ -349,6 +394,9 @@ class LabFilesystem:
         if self.encryption is not None:
             self._progress("encrypt")
             self.data_dir = self.encryption.setup(self.mountpoint)
+        if self.ecryptfs is not None:
+            self._progress("ecryptfs")
+            self.data_dir = self.ecryptfs.setup(self.mountpoint, self._guard.critical)
         if self.fill_pct:
             self._progress("fill")
             self.fill = fill_filesystem(self.mountpoint, self.fill_pct)
@@ -412,12 +460,23 @@ class LabFilesystem:
         if not ok:
             raise LabError(f"refusing to format {device!r}: it is not the loop device of {self.image}")
 
+    def _open_crypt(self) -> None:
+        """dm-crypt over the loop device, which is checked to be ours first, as for mkfs."""
+        if self.crypt is None:
+            return
+        self._progress("crypt")
+        self._assert_loop_is_ours()
+        with self._guard.critical():
+            self.crypt.open(self.loop_device)  # type: ignore[arg-type]
+
     def _mkfs(self) -> None:
         self._progress("mkfs")
         self._assert_loop_is_ours()
         assert self.loop_device is not None  # only image-backed labs run mkfs
+        if self.crypt is not None:
+            self.crypt.assert_over(self.loop_device)
         feature = encryption.ENCRYPTING_FILESYSTEMS[self.spec.kernel_type] if self.encryption else ()
-        self.mkfs_cmd = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.loop_device)
+        self.mkfs_cmd = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.fs_device)  # type: ignore[arg-type]
         self.mkfs_version = _system.tool_version(self.mkfs_cmd[0])
         _system.run_tool(self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts")
 
@@ -427,7 +486,7 @@ class LabFilesystem:
         if self.mount_opts:
             argv += ["-o", ",".join(self.mount_opts)]
         with self._guard.critical():
-            argv += [self.loop_device, self.mountpoint]  # type: ignore[list-item]
+            argv += [self.fs_device, self.mountpoint]  # type: ignore[list-item]
             _system.mount(argv, f"mounting {self.fs}", "check --mount-opts", self.spec.kernel_type)
 
     def _mount_tmpfs(self) -> None:
@@ -446,7 +505,17 @@ class LabFilesystem:
         self._guard.tearing_down = True
         errors: list[Exception] = []
         # The daemon first: it holds lower files open, which would keep the key and the mount busy.
-        for step in (self._stop_fuse, self._remove_key, self._unmount, self._detach_loops, self._remove_files):
+        steps = (
+            self._stop_fuse,
+            self._unmount_ecryptfs,
+            self._remove_key,
+            self._unmount,
+            self._close_crypt,
+            self._detach_loops,
+            self._copy_image,
+            self._remove_files,
+        )
+        for step in steps:
             try:
                 step()
             except Exception as exc:  # keep going: later steps still free what they can
@@ -460,6 +529,14 @@ class LabFilesystem:
         if self.fuse is not None:
             self.fuse.teardown()
 
+    def _unmount_ecryptfs(self) -> None:
+        if self.ecryptfs is not None:
+            self.ecryptfs.teardown()
+
+    def _close_crypt(self) -> None:
+        if self.crypt is not None:
+            self.crypt.close()
+
     def _remove_key(self) -> None:
         if self.encryption is not None:
             self.encryption.remove_key()
@@ -472,6 +549,10 @@ class LabFilesystem:
         for loop in _system.loops_backed_by(self.image):
             _system.detach_loop(loop.device)
 
+    def _copy_image(self) -> None:
+        if self.keep_image is not None and os.path.isfile(self.image):
+            copy_sparse(self.image, self.keep_image)
+
     def _remove_files(self) -> None:
         remove_lab_dir(self.lab_dir)
 
@@ -480,6 +561,8 @@ class LabFilesystem:
         to the daemon, whose writes the lab filesystem's syncfs then writes back."""
         if self.fuse is not None:
             _system.syncfs(self.data_dir)
+        if self.ecryptfs is not None:  # its dirty pages become the lower files' first
+            _system.syncfs(self.ecryptfs.mountpoint)
         _system.syncfs(self.mountpoint)
 
     # -- reporting
@@ -503,10 +586,28 @@ class LabFilesystem:
             "kernel": os.uname().release,
             "encryption": self.encryption.describe() if self.encryption else None,
             "fuse": self.fuse.describe() if self.fuse else None,
+            "fs_device": self.fs_device,
+            "crypt": self.crypt.describe() if self.crypt else None,
+            "ecryptfs": self.ecryptfs.describe() if self.ecryptfs else None,
         }
 
 
 # --------------------------------------------------------------------------- removal
+
+COPY_BLOCK = 64 << 10
+
+
+def copy_sparse(source: str, target: str | os.PathLike) -> None:
+    """Copy ``source`` leaving its all-zero blocks out (holes in ``target``), so a 128 MiB
+    lab image of which a few MiB were written costs a few MiB, also over the VM's share."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        offset = 0
+        while block := src.read(COPY_BLOCK):
+            if block.strip(b"\0"):
+                dst.seek(offset)
+                dst.write(block)
+            offset += len(block)
+        dst.truncate(offset)
 
 
 def remove_lab_dir(lab_dir: str) -> None:
@@ -517,6 +618,7 @@ def remove_lab_dir(lab_dir: str) -> None:
         return
     name = os.path.basename(lab_dir)
     fuse.remove_layer_files(lab_dir)
+    ecryptfs.remove_layer_files(lab_dir)
     image = os.path.join(lab_dir, name + ".img")
     if os.path.lexists(image):
         os.unlink(image)

@@ -47,6 +47,7 @@ class LabCapture:
     trace_path: str
     loss: dict | None = None  # {"message", "hint"} when events were lost and that was not allowed
     daemon_cpu: dict | None = None  # the FUSE daemon's CPU time over the workload (daemon_cpu_section)
+    mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on (--crypt), traced beside dev
 
     def loss_error(self) -> TraceLossError | None:
         return TraceLossError(self.loss["message"], self.loss["hint"]) if self.loss else None
@@ -58,6 +59,7 @@ class LabCapture:
     def from_json(cls, text: str) -> LabCapture:
         fields = json.loads(text)
         fields["dev"] = tuple(fields["dev"]) if fields["dev"] else None
+        fields["mapped_dev"] = tuple(fields["mapped_dev"]) if fields.get("mapped_dev") else None
         return cls(**fields)
 
 
@@ -73,15 +75,17 @@ def capture_in_lab(
     with lab as fs:
         raw, cap, loss, daemon_cpu = capture_run(settings, scenario, out_dir, fs, options, progress)
         fs_facts = fs.describe()
-        dev = fs.dev
-        # read while still mounted: the fs's own journal/metadata location for attribution
-        layout = fslayout.probe(fs.spec.kernel_type, fs.loop_device)
+        dev, mapped_dev = fs.dev, fs.mapped_dev
+        # read while still mounted: the fs's own journal/metadata location for attribution,
+        # in the sectors of the device it is on (the dm-crypt target's with --crypt)
+        layout = fslayout.probe(fs.spec.kernel_type, fs.fs_device)
     return LabCapture(
         info=raw["info"],
         columns=raw["commits"],
         fs=fs_facts,
         layout=layout,
         dev=dev,
+        mapped_dev=mapped_dev,
         levels=trace_levels(cap),
         trace=cap.describe(),
         trace_path=str(cap.trace_path),
@@ -106,6 +110,7 @@ def capture_run(
     cap = tracing.TraceCapture(
         out_dir,
         dev=dev,
+        mapped_dev=fs.mapped_dev,
         pid=threading.get_native_id(),
         comms=[fs.fuse.comm] if fs.fuse else [],  # the daemon's threads, those it starts later too
         allow_loss=options.allow_loss,
@@ -120,6 +125,7 @@ def capture_run(
             lower = fs.fuse.lower if fs.fuse else None
             settings = dataclasses.replace(settings, map_extents=mapped, extents_from=lower)
             daemon_before = fs.fuse.cpu_time() if fs.fuse else None
+            progress = mapping_lower_files(progress, fs, scenario, Path(cap.marker_path)) if mapped else progress
             raw = engine.run_workload_raw(
                 scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
             )
@@ -129,8 +135,10 @@ def capture_run(
                 transactions = len(raw["commits"]["index"])
                 daemon_cpu = daemon_cpu_section(daemon_before, fs.fuse.cpu_time(), transactions)
             if mapped:
+                # FUSE's and eCryptfs's files have no extents: their lower files have
                 db_path = Path(raw["info"]["db_path"])
-                map_after_writeback(Path(cap.marker_path), fs.fuse.lower_path(db_path) if fs.fuse else db_path)
+                lower_db = fs.fuse.lower_path(db_path) if fs.fuse else Path(fs.mappable_path(str(db_path)))
+                map_after_writeback(Path(cap.marker_path), lower_db)
     except TraceLossError as exc:
         loss = exc
     return raw, cap, loss, daemon_cpu
@@ -149,6 +157,26 @@ def daemon_cpu_section(before: _system.CpuTime, after: _system.CpuTime, transact
         "resolution_ms": _system.process_cpu_tick_ns() / 1e6,
         "window": "from before the workload's first statement to after the final syncfs",
     }
+
+
+def mapping_lower_files(
+    progress: ProgressFn | None, fs: filesystem.LabFilesystem, scenario: engine.Scenario, marker_path: Path
+) -> ProgressFn | None:
+    """eCryptfs: the engine's own ``extents ... at=end`` markers fail there (no FIEMAP);
+    this progress function writes them for the lower files when the engine reports its
+    last transaction done, which it does before it closes the database: the WAL, which
+    SQLite deletes at close, still exists then."""
+    if fs.ecryptfs is None:
+        return progress
+    lower_db = Path(fs.mappable_path(str(Path(fs.data_dir) / f"{scenario.name}.db")))
+
+    def report(done: int, total: int) -> None:
+        if done == total:
+            engine.map_database_files(marker_path, lower_db, "end")
+        if progress is not None:
+            progress(done, total)
+
+    return report
 
 
 def map_after_writeback(marker_path: Path, db_path: Path) -> None:

@@ -20,12 +20,12 @@ from typing import Any
 import polars as pl
 
 from sqlwa import _system
-from sqlwa.analysis import attribution, fuse_effect, metrics, traceparse, windows
+from sqlwa.analysis import attribution, fuse_effect, metrics, remap, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.errors import TraceLossError, UsageError, writing
-from sqlwa.lab import encryption, filesystem, fuse
+from sqlwa.lab import devmapper, encryption, filesystem, fuse
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.measure import engine, environment, lab_capture
 from sqlwa.results import rundir
@@ -34,6 +34,7 @@ from sqlwa.vm import machine
 
 ProgressFn = lab_capture.ProgressFn
 GUEST_STRACE_FILE = "guest.strace"  # --guest-strace: the guest program's syscalls, by strace
+KEPT_IMAGE_FILE = "lab.img"  # --keep-image: the lab's disk as the run left it
 
 
 @dataclass
@@ -51,12 +52,14 @@ class RunRequest:
     encrypt: str = encryption.NO_ENCRYPTION
     profile: dict | None = None  # the --profile the lab options came from, if any
     fuse: str = fuse.NO_FUSE
+    crypt: str = devmapper.NO_CRYPT  # dm-crypt between the loop device and the filesystem
     allow_loss: bool = False
     buffer_kb: int = tracing.DEFAULT_BUFFER_KB
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
     vm: bool = False  # the lab in a qemu guest (sqlwa.vm) instead of on this host
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
     guest_strace: bool = False  # with vm: strace the guest's program into OUT/guest.strace
+    keep_image: bool = False  # copy the lab's image into OUT/lab.img before it is removed (tests)
 
 
 @dataclass
@@ -183,6 +186,8 @@ def refuse_lab_options_without_lab(request: RunRequest) -> None:
             ("--mount-opts", request.mount_opts),
             ("--encrypt", request.encrypt != encryption.NO_ENCRYPTION),
             ("--fuse", request.fuse != fuse.NO_FUSE),
+            ("--crypt", request.crypt != devmapper.NO_CRYPT),
+            ("--keep-image", request.keep_image),
         )
         if value
     ]
@@ -203,6 +208,9 @@ def preflight_lab(request: RunRequest) -> None:
             "leave --keep-db out, or leave --fs out",
         )
     assert request.fs is not None, "a lab run names its filesystem"
+    spec = filesystem.FILESYSTEMS.get(request.fs)
+    # before root: a kernel without device-mapper cannot have it as any user (--vm can)
+    devmapper.check_crypt(request.crypt, request.fs, spec is None or spec.mkfs_tool is not None)
     filesystem.require_root(f"--fs {request.fs} (loop devices, mkfs, mount and tracefs)")
     filesystem.require_filesystem(request.fs)
     tracing.require_tracefs()
@@ -216,6 +224,7 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
         encrypt=request.encrypt,
         profile=request.profile,
         fuse=request.fuse,
+        crypt=request.crypt,
         fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",
         mount_options=fs["mount_options"],
         lab=fs,
@@ -232,6 +241,8 @@ class LabContext:
     fs_type: str
     layout: dict
     fuse: dict | None = None  # the FUSE layer as the lab describes it, with --fuse
+    mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on, with --crypt
+    files_by_sync: bool = False  # eCryptfs: its files have no extents of their own
 
 
 @dataclass
@@ -268,10 +279,20 @@ def analyse_trace(
         joined = joined.join(windows.block_per_commit(events, wins, dev), on="index", how="left")
         amortized = windows.amortized_write_bytes(events, wins, dev)
         if context is not None:
-            daemon_comm = context.fuse["comm"] if context.fuse else None
             attributed = attribution.attribute(
-                events, wins, dev, tid, context.journal, context.fs_type, context.layout, daemon_comm
+                events,
+                wins,
+                dev,
+                tid,
+                context.journal,
+                context.fs_type,
+                context.layout,
+                daemon=context.fuse["comm"] if context.fuse else None,
+                mapped=context.mapped_dev,
+                files_by_sync=context.files_by_sync,
             )
+            if context.mapped_dev is not None:
+                sections["remap"] = {"disk_offsets_sectors": remap.disk_offsets(events, dev, context.mapped_dev)}
             per_commit = attribution.bytes_per_commit(attributed, wins)
             joined = joined.join(per_commit, on="index", how="left")
             sections["bytes_by_category"] = attribution.summary_section(attributed, wins, per_commit)
@@ -317,6 +338,8 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
         fill_pct=request.fill_pct,
         encrypt=request.encrypt,
         fuse_layer=request.fuse,
+        crypt=request.crypt,
+        keep_image=request.out_dir / KEPT_IMAGE_FILE if request.keep_image else None,
     )
     with output_dir(request.out_dir) as out_dir:
         return measure_in_lab(request, scenario, lab, out_dir, progress)
@@ -338,7 +361,13 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
         (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(capture.layout) + "\n")
     fs_facts = capture.fs
     context = LabContext(
-        request.settings.journal, request.settings.sync, fs_facts["fs_type"], capture.layout, fs_facts["fuse"]
+        request.settings.journal,
+        request.settings.sync,
+        fs_facts["fs_type"],
+        capture.layout,
+        fs_facts["fuse"],
+        mapped_dev=capture.mapped_dev,
+        files_by_sync=fs_facts.get("ecryptfs") is not None,
     )
     result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
     analysis = analyse_trace(
@@ -430,6 +459,8 @@ def guest_request(request: RunRequest, out_dir: Path) -> dict:
         "fill_pct": request.fill_pct,
         "encrypt": request.encrypt,
         "fuse": request.fuse,
+        "crypt": request.crypt,
+        "keep_image": str((out_dir / KEPT_IMAGE_FILE).resolve()) if request.keep_image else None,
         "out_dir": str(out_dir.resolve()),
         "allow_loss": request.allow_loss,
         "buffer_kb": request.buffer_kb,

@@ -40,6 +40,8 @@ def capture(request: dict) -> lab_capture.LabCapture:
         fill_pct=request["fill_pct"],
         encrypt=request["encrypt"],
         fuse_layer=request["fuse"],
+        crypt=request["crypt"],
+        keep_image=request["keep_image"],
     )
     options = lab_capture.CaptureOptions(allow_loss=request["allow_loss"], buffer_kb=request["buffer_kb"])
     return lab_capture.capture_in_lab(settings, scenario, lab, Path(request["out_dir"]), options, ConsoleProgress())
