@@ -258,7 +258,9 @@ def test_the_report_sets_each_stack_beside_its_plain_filesystem(layered: Path, t
     page = tmp_path / "report.html"
     assert sqlwa_owned("report", str(layered), "-o", str(page)).returncode == 0
     html = page.read_text()
-    assert "what each layer costs" in html and 'id="layer-costs"' in html and "CPU per commit" in html
+    assert (
+        "what each layer costs" in html and 'id="layer-costs"' in html and "CPU ms" in html
+    )  # the CPU column: runs record it
     # one bar per stack in the ext4 panel, not four stacks drawn as one "wal/full"
     names = {x for trace in report_figure(page, "plot-categories") for x in trace["x"]}
     assert names == {"ext4 wal/full", "ext4+fuse:passthrough wal/full", "ext4+fscrypt wal/full",
