@@ -8,11 +8,12 @@ on SIGINT / SIGTERM. ``tmpfs`` needs no image or loop device and is simply mount
 Safety: the only device ever given to mkfs (or to cryptsetup, with ``--crypt``) is the
 loop device this object attached, after checking that the device's backing file is the
 very image file (same inode) it created; with ``--crypt`` mkfs gets the dm-crypt target
-of the lab's own name, checked to sit on that loop device alone. No caller-supplied path is ever formatted: mkfs options come from an allow-list
-and no mkfs or mount option may name a path or device (:mod:`sqlwa.lab.options`). The
-image must fit into the free space of the directory it is made in, with a margin, and be
-at least what the filesystem's mkfs needs (:func:`check_image_size`). All of this is
-checked when the object is made, before anything exists.
+of the lab's own name, checked to sit on that loop device alone. No caller-supplied path
+is ever formatted: mkfs options come from an allow-list and no mkfs or mount option may
+name a path or device (:mod:`sqlwa.lab.options`). The image must fit into the free
+space of the directory it is made in, with a margin, and be at least what the
+filesystem's mkfs needs (:func:`check_image_size`). All of this is checked when the
+object is made, before anything exists.
 
 Naming: everything the lab creates is named ``sqlwa-lab-<pid>-<token>`` (a directory in
 ``workdir`` holding ``<name>.img`` and ``mnt/``), so :func:`cleanup_leftovers` can find
@@ -268,8 +269,8 @@ class LabFilesystem:
     ``crypt`` (the :class:`~sqlwa.lab.devmapper.DmCrypt` target under the filesystem, or
     None), ``ecryptfs`` (the :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
     ``progress`` is called with a stage name (image, loop, crypt, mkfs, mount, encrypt,
-    ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and for tests that interrupt
-    setup.
+    ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and for
+    tests that interrupt setup.
     """
 
     def __init__(
