@@ -318,6 +318,19 @@ def profile_overrides() -> tuple[str, ...]:
     )
 
 
+def plan_of(out_dir: Path, axes: dict, resume: bool = False) -> matrix.MatrixPlan:
+    """The sweep MATRIX_OPTIONS describe (``axes``: their values by parameter name)."""
+    vfs_only, vm_kernel = axes.pop("vfs_only"), axes.pop("vm_kernel")
+    return matrix.MatrixPlan(
+        out_dir=out_dir,
+        **axes,
+        profile_overrides=profile_overrides(),
+        lab=not vfs_only,
+        resume=resume,
+        kernel=vm_kernel,
+    )
+
+
 def with_options(options):
     def apply(func):
         for option in reversed(options):
@@ -345,25 +358,7 @@ def with_options(options):
     help="Print the outcome as JSON instead of the table (progress stays on stderr): the plan, every cell "
     "with its status, reason, run directory and figures, and the means per configuration.",
 )
-def matrix_command(
-    scenarios,
-    filesystems,
-    encrypts,
-    fuses,
-    profiles,
-    journals,
-    syncs,
-    repeat,
-    txns,
-    warmup,
-    vfs_only,
-    image_size,
-    vm,
-    vm_kernel,
-    out_dir,
-    resume,
-    as_json,
-):
+def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
     """Run every combination of scenario × fs × encrypt × fuse × profile × journal × sync,
     each on a fresh filesystem.
 
@@ -384,25 +379,7 @@ def matrix_command(
     goes on; both are listed at the end. Exit status 1 when a cell failed.
     Then: `sqlwa report OUT -o report.html`, `sqlwa check --policy P OUT`, `sqlwa compare OUT OTHER`.
     """
-    plan = matrix.MatrixPlan(
-        out_dir=out_dir,
-        scenarios=scenarios,
-        filesystems=filesystems,
-        encrypts=encrypts,
-        fuses=fuses,
-        profiles=profiles,
-        profile_overrides=profile_overrides(),
-        journals=journals,
-        syncs=syncs,
-        repeat=repeat,
-        txns=txns,
-        warmup=warmup,
-        lab=not vfs_only,
-        resume=resume,
-        image_size=image_size,
-        vm=vm,
-        kernel=vm_kernel,
-    )
+    plan = plan_of(out_dir, axes, resume=resume)
     if as_json:
         outcome = run_with_progress(plan)
         print_json(outcome)
@@ -430,24 +407,7 @@ DEMO_TXNS = 500  # about 50 s for the 8 lab cells here; stays under 3 minutes on
     type=click.Path(path_type=Path, dir_okay=False),
     help="Where the HTML report goes [default: report.html in the current directory].",
 )
-def demo_command(
-    scenarios,
-    filesystems,
-    encrypts,
-    fuses,
-    profiles,
-    journals,
-    syncs,
-    repeat,
-    txns,
-    warmup,
-    vfs_only,
-    image_size,
-    vm,
-    vm_kernel,
-    out_dir,
-    report_path,
-):
+def demo_command(out_dir: Path | None, report_path: Path | None, **axes) -> None:
     """The default sweep: mobibench-insert on ext4, journal delete/truncate/persist/wal ×
     sync normal/full, then the table and report.html.
 
@@ -464,24 +424,7 @@ def demo_command(
     from sqlwa.views import report
 
     out_dir = out_dir or Path("sqlwa-out") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    plan = matrix.MatrixPlan(
-        out_dir=out_dir,
-        scenarios=scenarios,
-        filesystems=filesystems,
-        encrypts=encrypts,
-        fuses=fuses,
-        profiles=profiles,
-        profile_overrides=profile_overrides(),
-        journals=journals,
-        syncs=syncs,
-        repeat=repeat,
-        txns=txns or DEMO_TXNS,
-        warmup=warmup,
-        lab=not vfs_only,
-        image_size=image_size,
-        vm=vm,
-        kernel=vm_kernel,
-    )
+    plan = plan_of(out_dir, {**axes, "txns": axes["txns"] or DEMO_TXNS})
     console = wide_console()
     outcome = run_and_report(plan, console)
     target = report_path or Path("report.html")
