@@ -212,3 +212,17 @@ def test_guest_syscalls_per_commit_equal_strace_in_the_guest(tmp_path, journal):
     for column in ("fsync_calls", "pwrite_calls", "pwrite_bytes"):
         for index, count in zip(commits["index"], commits[column]):
             assert count == truth[index][column], (column, index)
+
+
+@pytest.mark.parametrize("command", ["run", "matrix"])
+def test_a_kernel_that_is_not_one_is_one_line_and_makes_nothing(tmp_path, command):
+    """--kernel given a file that is no kernel package: one error line naming it, exit 2,
+    and no output directory (the kernel is resolved before OUT is made)."""
+    bad = tmp_path / "bad.deb"
+    bad.write_text("not a Debian archive\n")
+    out = tmp_path / "out"
+    args = [command, "--vm", "--kernel", str(bad), "-n", "5", "-j", "wal", "--sync", "full", "--out", str(out)]
+    proc = subprocess.run([sys.executable, "-m", "sqlwa", *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("sqlwa: error: unpacking bad.deb failed") and "Traceback" not in proc.stderr
+    assert not out.exists()

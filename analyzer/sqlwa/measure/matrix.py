@@ -205,6 +205,8 @@ def check_axes(plan: MatrixPlan) -> None:
             )
     for scenario in plan.scenarios:
         engine.load_scenario(scenario)  # raises ScenarioError with its own fix
+    if plan.vm:
+        runner.guest_kernel(plan.kernel)  # a kernel that cannot be had is a mistake in the axes too
     check_dirnames(plan)
 
 
@@ -421,19 +423,24 @@ def run_matrix(
 ) -> MatrixOutcome:
     """Run every cell of ``plan`` in order; returns what happened to each."""
     check_axes(plan)
+    kernel = runner.guest_kernel(plan.kernel) if plan.vm else None  # refused before --out exists
     runner.ensure_writable_dir(plan.out_dir, "--out directory")
     # One sweep at a time: a second one's cells would land in this one's store and runs.
     with _system.directory_lock(plan.out_dir, "sqlwa matrix"):
-        return run_cells(plan, on_start, on_done, progress)
+        return run_cells(plan, kernel, on_start, on_done, progress)
 
 
 def run_cells(
-    plan: MatrixPlan, on_start: CellStart | None, on_done: CellDone | None, progress: runner.ProgressFn | None
+    plan: MatrixPlan,
+    kernel: vm_kernel.GuestKernel | None,
+    on_start: CellStart | None,
+    on_done: CellDone | None,
+    progress: runner.ProgressFn | None,
 ) -> MatrixOutcome:
     conn = open_store(plan)
     # One guest for every cell of a --vm sweep: a boot costs seconds under TCG, and each
     # cell still gets a fresh lab filesystem inside it.
-    booted = runner.booted_guest(plan.kernel, plan.out_dir, plan.image_size) if plan.vm else nullcontext()
+    booted = runner.booted_guest(kernel, plan.out_dir, plan.image_size) if kernel else nullcontext()
     try:
         with booted as guest:
             return run_each_cell(conn, plan, MatrixOutcome(plan), guest, on_start, on_done, progress)

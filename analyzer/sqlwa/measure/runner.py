@@ -411,26 +411,33 @@ def execute_in_vm(
     it shares with the host, and the host analyses. Needs no root on the host."""
     preflight_vm(request)
     engine.load_scenario(request.scenario)  # a bad scenario is refused here, before a guest boots
+    # a missing qemu or a kernel that cannot be had is refused before OUT exists
+    kernel = guest_kernel(request.kernel) if guest is None else None
     with output_dir(request.out_dir) as out_dir:
-        if guest is None:
+        if kernel is not None:
             strace_to = out_dir / GUEST_STRACE_FILE if request.guest_strace else None
-            with booted_guest(request.kernel, out_dir, request.image_size, strace_to) as own:
+            with booted_guest(kernel, out_dir, request.image_size, strace_to) as own:
                 capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
         else:
+            assert guest is not None
             capture, facts = guest.capture(guest_request(request, out_dir), progress), guest.facts
         guest_facts = {"kernel": capture.fs["kernel"], "cpus": facts.cpus}
         return analyse_capture(request, capture, out_dir, vm=facts.describe(), **guest_facts)
 
 
+def guest_kernel(choice: str) -> vm_kernel.GuestKernel:
+    """The ``--kernel`` a guest boots, once qemu is known to be there."""
+    machine.qemu_binary()
+    return vm_kernel.resolve(choice)
+
+
 @contextmanager
 def booted_guest(
-    kernel_choice: str, share: Path, image_size: str, strace_to: Path | None = None
+    kernel: vm_kernel.GuestKernel, share: Path, image_size: str, strace_to: Path | None = None
 ) -> Iterator[machine.Guest]:
     """A VM lab guest sharing ``share`` (the runs' output directories lie in it), with
     its control directory a scratch directory removed afterwards."""
     image_bytes = filesystem.parse_size(image_size)
-    machine.qemu_binary()
-    kernel = vm_kernel.resolve(kernel_choice)
     with scratch_dir(None, keep=False) as ctl, machine.Guest(kernel, ctl, share, image_bytes, strace_to) as guest:
         yield guest
 

@@ -73,7 +73,8 @@ def resolve(choice: str, announce: Callable[[str], None] = tell) -> GuestKernel:
     if path.is_dir():
         return kernel_in_directory(path, source=str(path))
     if path.is_file() and path.suffix == ".deb":
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        with open(path, "rb") as deb:  # a kernel package is tens of MB: hashed as it streams
+            digest = hashlib.file_digest(deb, "sha256").hexdigest()[:16]
         return prepared(
             f"deb-{digest}", lambda into: unpack_deb(path, into), source=str(path.resolve()), announce=announce
         )
@@ -155,7 +156,11 @@ def prepared(key: str, make, source: str, announce) -> GuestKernel:
 
 
 def unpack_deb(deb: Path, into: Path) -> None:
-    _system.run_tool(["dpkg-deb", "-x", deb, into], f"unpacking {deb.name}", "install dpkg (Debian's package tool)")
+    _system.run_tool(
+        ["dpkg-deb", "-x", deb, into],
+        f"unpacking {deb.name}",
+        f"give a linux-image-*.deb as --kernel ({deb.name} is not one), or --kernel debian",
+    )
 
 
 def kernel_in_directory(root: Path, source: str, index: bool = False) -> GuestKernel:
