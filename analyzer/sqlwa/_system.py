@@ -994,3 +994,55 @@ def kill_process(pid: int, wait_s: float = 5) -> None:
         time.sleep(0.02)
     if not pid_is_dead(pid):
         raise ToolError(f"process {pid} is still alive after SIGKILL (stuck in the kernel?)")
+
+
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+
+
+def punch_hole(fd: int, offset: int, length: int) -> None:
+    """Deallocate a range of a file (reads back as zeros), keeping its size: fallocate(2)
+    with FALLOC_FL_PUNCH_HOLE, which os has no wrapper for."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+    if libc.fallocate(fd, mode, ctypes.c_long(offset), ctypes.c_long(length)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"fallocate(PUNCH_HOLE): {os.strerror(err)}")
+
+
+def data_extents(fd: int) -> Iterator[tuple[int, int]]:
+    """(offset, length) of each stretch of a sparse file that holds data (SEEK_DATA and
+    SEEK_HOLE), so a copy can leave the holes out."""
+    size = os.fstat(fd).st_size
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError:  # ENXIO: no data after offset
+            return
+        end = os.lseek(fd, start, os.SEEK_HOLE)
+        yield start, end - start
+        offset = end
+
+
+def mount_device(device: str, mountpoint: str, fstype: str, options: Sequence[str]) -> None:
+    """mount(2) without mount(8): for a loop of many mounts (a crash run mounts every
+    state), where a process per mount would cost more than the mount itself. Raises
+    OSError with the kernel's errno; the kernel's reason is in its log."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    data = ",".join(options).encode() or None
+    if libc.mount(device.encode(), mountpoint.encode(), fstype.encode(), ctypes.c_ulong(0), data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount -t {fstype} {device} {mountpoint}: {os.strerror(err)}")
+
+
+def unmount_device(mountpoint: str) -> None:
+    """umount2(2), falling back to :func:`unmount` (retries, then lazy) if it is busy."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(mountpoint.encode(), 0) != 0:
+        unmount(mountpoint)
+
+
+def attach_loop(image: str) -> str:
+    """``losetup --find --show IMAGE`` (buffered I/O): the loop device now backing it."""
+    return run_tool(["losetup", "--find", "--show", image], f"attaching {image} to a loop device").stdout.strip()

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::confine::Confinement;
 use crate::cpu::{thread_cpu, CpuTime};
+use crate::dmmark::DmMarker;
 use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
@@ -95,6 +96,11 @@ pub fn run_with_stop(
 ) -> Result<RunOutput, EngineError> {
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
     let lower = checked_lower_dir(settings)?;
+    let dm_marker = settings
+        .dm_mark
+        .as_deref()
+        .map(DmMarker::open)
+        .transpose()?;
     let db_path = create_db_file(dir, &scenario.name)?;
     let lower = lower.map(|lower| LowerDir::new(dir, lower));
     let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
@@ -117,6 +123,7 @@ pub fn run_with_stop(
         stop,
         shared: &shared,
         sink: &sink,
+        dm_marker: dm_marker.as_ref(),
     }
     .run_all(progress);
     shared.set_current_txn(-1);
@@ -230,6 +237,7 @@ struct Runner<'a> {
     stop: &'a Stop,
     shared: &'a VfsShared,
     sink: &'a Option<Arc<MarkerSink>>,
+    dm_marker: Option<&'a DmMarker>,
 }
 
 impl Runner<'_> {
@@ -240,9 +248,31 @@ impl Runner<'_> {
         let seed = self.settings.seed.unwrap_or(self.scenario.seed);
         self.apply_pragmas()?;
         self.create_schema(seed)?;
+        self.dm_mark("sqlwa-setup")?;
+        self.snapshot("setup")?;
         let info = self.run_info(seed)?;
         let commits = self.transactions(seed, progress)?;
         Ok((commits, info))
+    }
+
+    /// A mark in the log-writes target's log, when the run has one (`RunSettings::dm_mark`).
+    fn dm_mark(&self, text: &str) -> Result<(), EngineError> {
+        self.dm_marker.map_or(Ok(()), |marker| marker.mark(text))
+    }
+
+    /// A copy of the database as committed, when asked (`RunSettings::snapshot_dir`).
+    fn snapshot(&self, name: &str) -> Result<(), EngineError> {
+        let Some(dir) = &self.settings.snapshot_dir else {
+            return Ok(());
+        };
+        let path = dir.join(format!("{name}.db"));
+        let target = path
+            .to_str()
+            .ok_or_else(|| EngineError::io(&path, "snapshot path is not UTF-8".to_string()))?;
+        self.conn
+            .execute("VACUUM INTO ?1", [target])
+            .map(|_| ())
+            .map_err(|e| self.fail("VACUUM INTO", e))
     }
 
     fn warmup_count(&self) -> u64 {
@@ -537,6 +567,8 @@ impl Runner<'_> {
         let cpu = sql_thread_cpu()?.since(&cpu_start);
         let end_ns = monotonic_ns();
         mark(self.sink, |m| m.txn_end(index, end_ns))?;
+        self.dm_mark(&format!("sqlwa-txn-{index}"))?;
+        self.snapshot(&format!("txn-{index}"))?;
         let vfs = self.shared.snapshot().since(&before);
         self.shared.set_current_txn(-1);
         Ok(CommitRecord {

@@ -6,6 +6,7 @@
 mod confine;
 pub mod counts;
 pub mod cpu;
+pub mod dmmark;
 pub mod engine;
 pub mod error;
 pub mod markers;

@@ -146,6 +146,15 @@ pub struct RunSettings {
     /// mirrors it (FUSE answers no FIEMAP; the files' blocks are the lower files'). None:
     /// the run's own files.
     pub extents_from: Option<PathBuf>,
+    /// The name of a device-mapper `log-writes` target under the run's filesystem: the
+    /// engine marks its log after the schema (`sqlwa-setup`) and after every commit
+    /// (`sqlwa-txn-<index>`), outside the latency window (see `dmmark`). Needs root.
+    pub dm_mark: Option<String>,
+    /// A directory (existing, empty) to receive a copy of the database (`VACUUM INTO`)
+    /// after the schema (`setup.db`) and after every commit (`txn-<index>.db`): the
+    /// contents a crash state is compared with (`sqlwa.durability`). For untraced runs:
+    /// each copy costs a read of the whole database.
+    pub snapshot_dir: Option<PathBuf>,
 }
 
 impl Default for RunSettings {
@@ -167,6 +176,8 @@ impl Default for RunSettings {
             think_time_ms: None,
             map_extents: false,
             extents_from: None,
+            dm_mark: None,
+            snapshot_dir: None,
         }
     }
 }

@@ -9,13 +9,14 @@ import sys
 
 import click
 
-from sqlwa.cli import check, compare, device, export, lab, matrix, parse, predict, report, run
+from sqlwa.cli import check, compare, crash, device, export, lab, matrix, parse, predict, report, run
 from sqlwa.cli._app import main as _group
 from sqlwa.errors import Interrupted, SqlwaError, UsageError, hint_of
 
 COMMANDS = (
     run.run,
     run.scenarios,
+    crash.crash_command,
     matrix.matrix_command,
     matrix.demo_command,
     parse.parse,

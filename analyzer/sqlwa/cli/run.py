@@ -281,6 +281,44 @@ def run(
     With --fs the syscall and block levels are traced too, and the raw trace is kept in
     OUT/trace.txt for re-analysis.
     """
+    request = run_request(**locals())
+    outcome = execute_with_bar(request)
+    if as_json:
+        click.echo(json_output.dumps(outcome.summary))
+        return
+    terminal.print_summary(outcome.summary)
+    click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
+    if outcome.kept_database is not None:
+        click.echo(f"kept the database in {outcome.kept_database}")
+
+
+def run_request(
+    scenario: str,
+    extra_pragmas: tuple[str, ...],
+    fs: str | None,
+    image_size: str,
+    mkfs_opts: str,
+    profile_name: str | None,
+    encrypt: str,
+    fuse_layer: str,
+    crypt: str,
+    mount_opts: str,
+    fill_pct: float,
+    frame_budget_ms: float,
+    allow_loss: bool,
+    buffer_kb: int,
+    run_dir: Path | None,
+    out_dir: Path | None,
+    keep_db: bool,
+    vm: bool,
+    vm_kernel: str,
+    guest_strace: bool,
+    keep_image: bool,
+    no_vfs_count: bool,
+    settings_given: dict[str, Any],
+    **_: Any,
+) -> runner.RunRequest:
+    """The run the options of ``sqlwa run`` (and ``sqlwa crash``, which has them all) ask for."""
     settings = engine.RunSettings(**settings_given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
     if not vm and click.get_current_context().get_parameter_source("vm_kernel") != click.core.ParameterSource.DEFAULT:
         raise UsageError("--kernel chooses the VM lab's kernel, and this run is not in the VM lab", "add --vm")
@@ -318,7 +356,13 @@ def run(
         guest_strace=guest_strace,
         keep_image=keep_image,
     )
-    with ProgressBar(f"{scenario} {settings.journal}/{settings.sync}") as bar:
+    return request
+
+
+def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:
+    """Execute ``request`` with a progress bar; an interruption says what was left unfinished."""
+    settings = request.settings
+    with ProgressBar(f"{request.scenario} {settings.journal}/{settings.sync}") as bar:
         try:
             outcome = runner.execute(request, progress=bar)
         except (Interrupted, KeyboardInterrupt) as exc:
@@ -326,13 +370,7 @@ def run(
             raise Interrupted(
                 f"{reason}; {request.out_dir} holds no finished run (re-run the same command to measure it)"
             ) from None
-    if as_json:
-        click.echo(json_output.dumps(outcome.summary))
-        return
-    terminal.print_summary(outcome.summary)
-    click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
-    if outcome.kept_database is not None:
-        click.echo(f"kept the database in {outcome.kept_database}")
+    return outcome
 
 
 # The click parameter behind each option a profile fills in, where its name differs.

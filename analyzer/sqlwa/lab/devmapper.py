@@ -152,3 +152,65 @@ class DmCrypt:
             "crypto_api": CRYPTO_API_NAME,
             "driver": drivers[0][1] if drivers else None,
         }
+
+
+# --------------------------------------------------------------------------- log-writes
+
+LOG_WRITES_SUFFIX = "-log"  # the log-writes target is named <lab name>-log
+READY_MARK = "sqlwa-lab-ready"  # the filesystem is made and mounted: crash states start here
+
+
+def check_log_writes(has_device: bool, fs: str) -> None:
+    """Refuse, before anything is made, a write log (``sqlwa crash``) this run cannot have."""
+    if not has_device:
+        raise UsageError(f"sqlwa crash: {fs} has no block device whose writes could be logged", "use --fs ext4")
+    if not _system.device_mapper_available():
+        raise UsageError(
+            "sqlwa crash records the device's writes with device-mapper's log-writes target, "
+            "and this kernel has no device-mapper",
+            "add --vm",
+        )
+    if _system.is_root() and not _system.dm_target_available("log-writes", "dm_log_writes"):
+        raise UsageError("sqlwa crash needs device-mapper's log-writes target, which this kernel lacks", "add --vm")
+
+
+class LogWrites:
+    """device-mapper's log-writes target between the disk (or dm-crypt) and the
+    filesystem: every write with its data, every flush and FUA, in the order they
+    became durable, go to a log on a second loop device (``sqlwa.durability``)."""
+
+    def __init__(self, lab_name: str) -> None:
+        self.name = lab_name + LOG_WRITES_SUFFIX
+        self.device: _system.DmDevice | None = None
+
+    @property
+    def path(self) -> str:
+        return f"/dev/mapper/{self.name}"
+
+    def open(self, data_device: str, log_device: str) -> None:
+        """Create the target over ``data_device`` (the lab's, checked by the caller),
+        logging to ``log_device``."""
+        sectors = _system.run_tool(["blockdev", "--getsz", data_device], "sizing the lab's device").stdout.strip()
+        table = f"0 {sectors} log-writes {data_device} {log_device}"
+        _system.run_tool(["dmsetup", "create", self.name, "--table", table], "creating the log-writes target")
+        # without udev (the VM lab's guest) the /dev/mapper node is only made when asked
+        _system.run_tool(["dmsetup", "mknodes", self.name], "making the log-writes target's device node")
+        self.device = _system.dm_device(self.name)
+        if self.device is None:
+            raise LabError(f"dmsetup created {self.name}, but no such device-mapper device appeared")
+
+    def assert_over(self, data_device: str) -> None:
+        """The last check before mkfs: the target of this name sits on ``data_device``."""
+        device = self.device and _system.dm_device(self.name)
+        under = os.path.basename(os.path.realpath(data_device))
+        if device is None or under not in device.slaves:
+            raise LabError(f"refusing to format {self.path}: it is not the log-writes target over {data_device}")
+
+    def mark(self, text: str) -> None:
+        """A mark in the log, behind everything durable by now (``dmsetup message``)."""
+        _system.run_tool(["dmsetup", "message", self.name, "0", "mark", text], "marking the write log")
+
+    def close(self) -> None:
+        """Remove the target (it logs what no flush covered, then its end mark)."""
+        if _system.dm_device(self.name) is not None:
+            _system.remove_dm_device(self.name)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -238,6 +239,17 @@ def mkfs_argv(fs: str, user_opts: Sequence[str], device: str) -> list[str]:
     return [tool, *spec.mkfs_args, *user_opts, device]
 
 
+def check_write_log(fs: str, spec: FsSpec, encrypt: str, crypt: str) -> None:
+    """What a crash run can log and read back: a plain block filesystem (with FUSE over
+    it if asked). File encryption leaves the replayed database unreadable (its key is
+    gone by then), and dm-crypt under the log would need a second remap to attribute."""
+    if encrypt != encryption.NO_ENCRYPTION or spec.stacked:
+        raise UsageError(f"sqlwa crash cannot read back an encrypted database (--encrypt {encrypt}, --fs {fs})")
+    if crypt != devmapper.NO_CRYPT:
+        raise UsageError("sqlwa crash does not yet log writes under --crypt", "leave out --crypt")
+    devmapper.check_log_writes(spec.mkfs_tool is not None, fs)
+
+
 def _checked_workdir(workdir: str | os.PathLike | None) -> str:
     base = os.path.realpath(workdir if workdir is not None else tempfile.gettempdir())
     if is_device(base):
@@ -287,6 +299,7 @@ class LabFilesystem:
         fuse_layer: str = fuse.NO_FUSE,
         crypt: str = devmapper.NO_CRYPT,
         keep_image: str | os.PathLike | None = None,
+        write_log: str | os.PathLike | None = None,
     ) -> None:
         if fs not in FILESYSTEMS:
             raise UsageError(f"unknown filesystem {fs!r}", f"choose one of: {', '.join(FILESYSTEMS)}")
@@ -310,6 +323,11 @@ class LabFilesystem:
             )
         devmapper.check_crypt(crypt, fs, self.spec.mkfs_tool is not None)
         self.fuse_spec = fuse.check_fuse(fuse_layer)
+        if write_log is not None:
+            check_write_log(fs, self.spec, encrypt, crypt)
+        # sqlwa crash: the device's writes logged with their data (log-writes); the log is
+        # moved to write_log when the lab comes down
+        self.write_log = write_log
         self.direct_io = direct_io
         self.keep_image = keep_image  # a test's look at what reached the disk: the image is copied here
         self._progress = progress or (lambda stage: None)
@@ -325,6 +343,8 @@ class LabFilesystem:
         # dm-crypt between the loop device and the filesystem; eCryptfs over it
         self.crypt = devmapper.DmCrypt(crypt, self.name) if crypt != devmapper.NO_CRYPT else None
         self.ecryptfs = ecryptfs.EcryptfsLayer(self.lab_dir, self.name) if self.spec.stacked else None
+        self.log_writes = devmapper.LogWrites(self.name) if write_log is not None else None
+        self.log_image = os.path.join(self.lab_dir, self.name + LOG_SUFFIX)
         self.loop_device: str | None = None
         self.dev_major: int | None = None
         self.dev_minor: int | None = None
@@ -343,13 +363,18 @@ class LabFilesystem:
 
     @property
     def fs_device(self) -> str | None:
-        """The device the filesystem is on: the dm-crypt target with --crypt, else the loop device."""
+        """The device the filesystem is on: the log-writes target of a crash run, the
+        dm-crypt target with --crypt, else the loop device."""
+        if self.log_writes is not None:
+            return self.log_writes.path
         return self.crypt.path if self.crypt is not None else self.loop_device
 
     @property
     def mapped_dev(self) -> tuple[int, int] | None:
-        """(major, minor) of the dm-crypt target the filesystem is on, None without --crypt."""
-        device = self.crypt.device if self.crypt is not None else None
+        """(major, minor) of the device-mapper target the filesystem is on (dm-crypt, or
+        a crash run's log-writes), None without one."""
+        layer = self.log_writes or self.crypt
+        device = layer.device if layer is not None else None
         return (device.major, device.minor) if device is not None else None
 
     def mappable_path(self, path: str) -> str:
@@ -388,9 +413,12 @@ class LabFilesystem:
             self._create_image()
             self._attach_loop()
             self._open_crypt()
+            self._open_log_writes()
             self._mkfs()
             os.mkdir(self.mountpoint, 0o700)
             self._mount_loop()
+            if self.log_writes is not None:  # what came before (mkfs) is no crash state of the run's
+                self.log_writes.mark(devmapper.READY_MARK)
         self.mount_options = _system.mount_at(self.mountpoint).options  # type: ignore[union-attr]
         if self.encryption is not None:
             self._progress("encrypt")
@@ -470,12 +498,28 @@ class LabFilesystem:
         with self._guard.critical():
             self.crypt.open(self.loop_device)  # type: ignore[arg-type]
 
+    def _open_log_writes(self) -> None:
+        """log-writes over the loop device (checked to be ours first, as for mkfs), logging
+        to a second loop device over a sparse file in the lab directory."""
+        if self.log_writes is None:
+            return
+        self._progress("log-writes")
+        self._assert_loop_is_ours()
+        with open(self.log_image, "xb") as f:
+            f.truncate(2 * self.image_size + LOG_SLACK)  # sparse: only what is logged costs space
+        with self._guard.critical():
+            argv = ["losetup", "--find", "--show", self.log_image]
+            log_device = _system.run_tool(argv, "attaching the write log to a loop device").stdout.strip()
+            self.log_writes.open(self.loop_device, log_device)  # type: ignore[arg-type]
+
     def _mkfs(self) -> None:
         self._progress("mkfs")
         self._assert_loop_is_ours()
         assert self.loop_device is not None  # only image-backed labs run mkfs
         if self.crypt is not None:
             self.crypt.assert_over(self.loop_device)
+        if self.log_writes is not None:
+            self.log_writes.assert_over(self.loop_device)
         feature = encryption.ENCRYPTING_FILESYSTEMS[self.spec.kernel_type] if self.encryption else ()
         self.mkfs_cmd = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.fs_device)  # type: ignore[arg-type]
         self.mkfs_version = _system.tool_version(self.mkfs_cmd[0])
@@ -511,8 +555,10 @@ class LabFilesystem:
             self._unmount_ecryptfs,
             self._remove_key,
             self._unmount,
+            self._close_log_writes,
             self._close_crypt,
             self._detach_loops,
+            self._keep_write_log,
             self._copy_image,
             self._remove_files,
         )
@@ -534,6 +580,14 @@ class LabFilesystem:
         if self.ecryptfs is not None:
             self.ecryptfs.teardown()
 
+    def _close_log_writes(self) -> None:
+        if self.log_writes is not None:
+            self.log_writes.close()
+
+    def _keep_write_log(self) -> None:
+        if self.write_log is not None and os.path.isfile(self.log_image):
+            shutil.move(self.log_image, self.write_log)
+
     def _close_crypt(self) -> None:
         if self.crypt is not None:
             self.crypt.close()
@@ -547,7 +601,7 @@ class LabFilesystem:
             _system.unmount(self.mountpoint)
 
     def _detach_loops(self) -> None:
-        for loop in _system.loops_backed_by(self.image):
+        for loop in [*_system.loops_backed_by(self.image), *_system.loops_backed_by(self.log_image)]:
             _system.detach_loop(loop.device)
 
     def _copy_image(self) -> None:
@@ -589,6 +643,7 @@ class LabFilesystem:
             "fuse": self.fuse.describe() if self.fuse else None,
             "fs_device": self.fs_device,
             "crypt": self.crypt.describe() if self.crypt else None,
+            "write_log": {"target": self.log_writes.name} if self.log_writes else None,
             "ecryptfs": self.ecryptfs.describe() if self.ecryptfs else None,
         }
 
@@ -596,6 +651,8 @@ class LabFilesystem:
 # --------------------------------------------------------------------------- removal
 
 COPY_BLOCK = 64 << 10
+LOG_SUFFIX = ".writes.log"  # the log-writes target's log (sqlwa crash), beside the image
+LOG_SLACK = 64 << 20  # beyond twice the image: one sector per logged entry, marks
 
 
 def copy_sparse(source: str, target: str | os.PathLike) -> None:
@@ -620,9 +677,9 @@ def remove_lab_dir(lab_dir: str) -> None:
     name = os.path.basename(lab_dir)
     fuse.remove_layer_files(lab_dir)
     ecryptfs.remove_layer_files(lab_dir)
-    image = os.path.join(lab_dir, name + ".img")
-    if os.path.lexists(image):
-        os.unlink(image)
+    for image in (os.path.join(lab_dir, name + ".img"), os.path.join(lab_dir, name + LOG_SUFFIX)):
+        if os.path.lexists(image):
+            os.unlink(image)
     mnt = os.path.join(lab_dir, "mnt")
     if os.path.isdir(mnt) and _system.mount_at(mnt) is None:
         os.rmdir(mnt)

@@ -79,6 +79,12 @@ class RunSettings:
     # with a FUSE layer: the lower directory it mirrors, whose files the extents are taken
     # from (FUSE answers no FIEMAP); lab runs with --fuse set it
     extents_from: str | None = None
+    # `sqlwa crash`: the device-mapper log-writes target under the lab filesystem, whose
+    # log the engine marks after the schema and after every commit (sqlwa.durability)
+    dm_mark: str | None = None
+    # `sqlwa crash`'s untraced reference run: a copy of the database after the schema and
+    # after every commit goes to this directory (what crash states are compared with)
+    snapshot_dir: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)

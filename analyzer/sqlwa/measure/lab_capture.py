@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import secrets
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture import tracing
+from sqlwa.durability import explore, reference, verdict
 from sqlwa.errors import TraceLossError, hint_of
 from sqlwa.lab import filesystem, fslayout
 from sqlwa.measure import engine
@@ -48,6 +53,7 @@ class LabCapture:
     loss: dict | None = None  # {"message", "hint"} when events were lost and that was not allowed
     daemon_cpu: dict | None = None  # the FUSE daemon's CPU time over the workload (daemon_cpu_section)
     mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on (--crypt), traced beside dev
+    durability: dict | None = None  # sqlwa crash: the crash states' verdicts (durability.explore)
 
     def loss_error(self) -> TraceLossError | None:
         return TraceLossError(self.loss["message"], self.loss["hint"]) if self.loss else None
@@ -197,3 +203,63 @@ def trace_levels(cap: tracing.TraceCapture) -> list[str]:
         if cap.levels.get(level) and cap.levels[level].captured:
             levels.append(level)
     return levels
+
+
+# --------------------------------------------------------------------------- sqlwa crash
+
+CRASH_PREFIX = "sqlwa-crash"  # the workspace of a crash run: sqlwa-crash-<pid>-<token>
+WRITE_LOG_FILE = "writes.log"
+
+
+@contextmanager
+def crash_workspace(workdir: str | None = None) -> Iterator[Path]:
+    """A private directory for a crash run's write log, reference snapshots and state
+    images (on the lab's scratch filesystem, which must have holes), removed afterwards;
+    named with the pid so ``sqlwa lab cleanup`` knows whose it is."""
+    parent = workdir or tempfile.gettempdir()
+    with tempfile.TemporaryDirectory(prefix=f"{CRASH_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}-", dir=parent) as d:
+        yield Path(d)
+
+
+def capture_with_crash(
+    settings: engine.RunSettings,
+    scenario: engine.Scenario,
+    lab: filesystem.LabFilesystem,
+    out_dir: Path,
+    options: CaptureOptions,
+    crash: explore.CrashOptions,
+    workspace: Path,
+    progress: ProgressFn | None = None,
+    state_progress: ProgressFn | None = None,
+) -> LabCapture:
+    """A lab capture whose device writes are logged (``lab`` made with ``write_log`` in
+    ``workspace``), the engine marking the log at every commit; then every crash state
+    of the log judged against the database as of each commit."""
+    assert lab.log_writes is not None and lab.write_log is not None, "a crash run's lab logs its writes"
+    marked = dataclasses.replace(settings, dm_mark=lab.log_writes.name)
+    capture = capture_in_lab(marked, scenario, lab, out_dir, options, progress)
+    db_path = Path(capture.info["db_path"])
+    data_dir = Path(lab.fuse.lower_path(db_path)) if lab.fuse else db_path
+    target = verdict.Target(
+        lab.spec.kernel_type,
+        tuple(lab.mount_opts),
+        str(data_dir.relative_to(lab.mountpoint)),
+    )
+    ref = reference_snapshots(scenario, settings, workspace)
+    capture.durability = explore.explore(
+        Path(lab.write_log), lab.image_size, target, ref, crash, workspace, state_progress
+    )
+    return capture
+
+
+def reference_snapshots(
+    scenario: engine.Scenario, settings: engine.RunSettings, workspace: Path
+) -> reference.Reference:
+    """The database as of each commit, from an untraced run of the same workload with a
+    snapshot after every commit (synchronous=OFF: durability does not change content)."""
+    snapshots = workspace / "snapshots"
+    run_dir = workspace / "reference-run"
+    snapshots.mkdir()
+    quiet = dataclasses.replace(settings, sync="off", count_vfs=False, snapshot_dir=str(snapshots), dm_mark=None)
+    raw = engine.run_workload_raw(scenario, quiet, run_dir)
+    return reference.from_snapshots(snapshots, len(raw["commits"]["index"]))

@@ -8,6 +8,7 @@ and the engine's markers in one tracefs instance, and cuts the trace into commit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -24,6 +25,7 @@ from sqlwa.analysis import attribution, fuse_effect, metrics, remap, traceparse,
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import NO_LAB_FS
+from sqlwa.durability import explore
 from sqlwa.errors import TraceLossError, UsageError, writing
 from sqlwa.lab import devmapper, encryption, filesystem, fuse
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
@@ -35,6 +37,7 @@ from sqlwa.vm import machine
 ProgressFn = lab_capture.ProgressFn
 GUEST_STRACE_FILE = "guest.strace"  # --guest-strace: the guest program's syscalls, by strace
 KEPT_IMAGE_FILE = "lab.img"  # --keep-image: the lab's disk as the run left it
+CRASH_IMAGE_ROOM = 4  # the lab's image, its write log, the durable base and one crash state
 
 
 @dataclass
@@ -60,6 +63,7 @@ class RunRequest:
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
     guest_strace: bool = False  # with vm: strace the guest's program into OUT/guest.strace
     keep_image: bool = False  # copy the lab's image into OUT/lab.img before it is removed (tests)
+    crash: explore.CrashOptions | None = None  # sqlwa crash: log the writes, judge crash states
 
 
 @dataclass
@@ -330,7 +334,16 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
     assert request.fs is not None, "a lab run names its filesystem"
     # Made (and so its options and size checked) before the output directory: a refused
     # option leaves nothing behind.
-    lab = filesystem.LabFilesystem(
+    workspace = lab_capture.crash_workspace() if request.crash else contextlib.nullcontext(None)
+    with workspace as crash_dir:
+        lab = lab_in(request, crash_dir)
+        with output_dir(request.out_dir) as out_dir:
+            return measure_in_lab(request, scenario, lab, out_dir, progress, crash_dir)
+
+
+def lab_in(request: RunRequest, crash_dir: Path | None) -> filesystem.LabFilesystem:
+    assert request.fs is not None, "a lab run names its filesystem"
+    return filesystem.LabFilesystem(
         request.fs,
         image_size=request.image_size,
         mkfs_opts=request.mkfs_opts,
@@ -340,16 +353,25 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
         fuse_layer=request.fuse,
         crypt=request.crypt,
         keep_image=request.out_dir / KEPT_IMAGE_FILE if request.keep_image else None,
+        write_log=crash_dir / lab_capture.WRITE_LOG_FILE if crash_dir else None,
     )
-    with output_dir(request.out_dir) as out_dir:
-        return measure_in_lab(request, scenario, lab, out_dir, progress)
 
 
 def measure_in_lab(
-    request: RunRequest, scenario, lab: filesystem.LabFilesystem, out_dir: Path, progress: ProgressFn | None
+    request: RunRequest,
+    scenario,
+    lab: filesystem.LabFilesystem,
+    out_dir: Path,
+    progress: ProgressFn | None,
+    crash_dir: Path | None = None,
 ) -> RunOutcome:
     options = lab_capture.CaptureOptions(allow_loss=request.allow_loss, buffer_kb=request.buffer_kb)
-    capture = lab_capture.capture_in_lab(request.settings, scenario, lab, out_dir, options, progress)
+    if request.crash is not None and crash_dir is not None:
+        capture = lab_capture.capture_with_crash(
+            request.settings, scenario, lab, out_dir, options, request.crash, crash_dir, progress, progress
+        )
+    else:
+        capture = lab_capture.capture_in_lab(request.settings, scenario, lab, out_dir, options, progress)
     return analyse_capture(request, capture, out_dir)
 
 
@@ -395,6 +417,8 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
         trace=trace,
         **sections,
     )
+    if capture.durability is not None:
+        summary["durability"] = capture.durability
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized
@@ -416,7 +440,9 @@ def execute_in_vm(
     with output_dir(request.out_dir) as out_dir:
         if kernel is not None:
             strace_to = out_dir / GUEST_STRACE_FILE if request.guest_strace else None
-            with booted_guest(kernel, out_dir, request.image_size, strace_to) as own:
+            # a crash run keeps its write log and a state's images beside the lab's in guest RAM
+            room = CRASH_IMAGE_ROOM if request.crash else 1
+            with booted_guest(kernel, out_dir, request.image_size, strace_to, room) as own:
                 capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
         else:
             assert guest is not None
@@ -433,11 +459,12 @@ def guest_kernel(choice: str) -> vm_kernel.GuestKernel:
 
 @contextmanager
 def booted_guest(
-    kernel: vm_kernel.GuestKernel, share: Path, image_size: str, strace_to: Path | None = None
+    kernel: vm_kernel.GuestKernel, share: Path, image_size: str, strace_to: Path | None = None, room: int = 1
 ) -> Iterator[machine.Guest]:
     """A VM lab guest sharing ``share`` (the runs' output directories lie in it), with
-    its control directory a scratch directory removed afterwards."""
-    image_bytes = filesystem.parse_size(image_size)
+    its control directory a scratch directory removed afterwards; memory for ``room``
+    images of ``image_size``."""
+    image_bytes = filesystem.parse_size(image_size) * room
     with scratch_dir(None, keep=False) as ctl, machine.Guest(kernel, ctl, share, image_bytes, strace_to) as guest:
         yield guest
 
@@ -471,4 +498,5 @@ def guest_request(request: RunRequest, out_dir: Path) -> dict:
         "out_dir": str(out_dir.resolve()),
         "allow_loss": request.allow_loss,
         "buffer_kb": request.buffer_kb,
+        "crash": dataclasses.asdict(request.crash) if request.crash else None,
     }

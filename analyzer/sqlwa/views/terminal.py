@@ -211,3 +211,31 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
             "[dim]block and syscall levels were not measured: they need a lab filesystem "
             "(--fs ext4 …), root and tracefs.[/dim]"
         )
+
+
+def print_durability(durability: dict, console: Console | None = None) -> None:
+    """``sqlwa crash``'s verdict: states tried, and what the worst of them lost."""
+    console = console or wide_console()
+    outcomes = durability["outcomes"]
+    lost = durability["lost_commits"]
+    table = Table("crash states", "count", title="durability (what a power cut would leave)")
+    table.add_row("tried", str(durability["states"]))
+    for name, count in outcomes.items():
+        table.add_row(f"  {name.replace('_', ' ')}", str(count))
+    table.add_row("acknowledged commits lost (max)", str(lost["max"]))
+    console.print(table)
+    rate = durability.get("states_per_minute")
+    log = durability["log"]
+    console.print(
+        f"write log: {log['writes']} writes, {log['flushes']} flushes, {log['fua_writes']} FUA; "
+        f"{durability['images_mounted']} images mounted" + (f", {rate:.0f} states/min" if rate else ""),
+        style="dim",
+        highlight=False,
+    )
+    for outcome, first in durability["first"].items():
+        console.print(
+            f"first {outcome.replace('_', ' ')}: {first['kind']} state before log entry {first['before_entry']}, "
+            f"{first['acknowledged_commits']} commits acknowledged, lost {first['lost']}"
+            + (f" ({first['detail']})" if first["detail"] else ""),
+            highlight=False,
+        )

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from sqlwa.durability import explore
 from sqlwa.errors import SqlwaError, hint_of
 from sqlwa.lab import filesystem
 from sqlwa.measure import engine, lab_capture
@@ -32,7 +33,21 @@ PROGRESS_EVERY_S = 0.5  # the serial console is slow under TCG: a line per half 
 def capture(request: dict) -> lab_capture.LabCapture:
     settings = engine.RunSettings(**request["settings"])
     scenario = engine.load_scenario(request["scenario"])
-    lab = filesystem.LabFilesystem(
+    options = lab_capture.CaptureOptions(allow_loss=request["allow_loss"], buffer_kb=request["buffer_kb"])
+    out_dir = Path(request["out_dir"])
+    if request.get("crash") is None:
+        lab = lab_of(request)
+        return lab_capture.capture_in_lab(settings, scenario, lab, out_dir, options, ConsoleProgress())
+    crash = explore.CrashOptions(**request["crash"])
+    with lab_capture.crash_workspace() as workspace:
+        lab = lab_of(request, write_log=workspace / lab_capture.WRITE_LOG_FILE)
+        return lab_capture.capture_with_crash(
+            settings, scenario, lab, out_dir, options, crash, workspace, ConsoleProgress(), ConsoleProgress("states")
+        )
+
+
+def lab_of(request: dict, write_log: Path | None = None) -> filesystem.LabFilesystem:
+    return filesystem.LabFilesystem(
         request["fs"],
         image_size=request["image_size"],
         mkfs_opts=request["mkfs_opts"],
@@ -42,22 +57,22 @@ def capture(request: dict) -> lab_capture.LabCapture:
         fuse_layer=request["fuse"],
         crypt=request["crypt"],
         keep_image=request["keep_image"],
+        write_log=write_log,
     )
-    options = lab_capture.CaptureOptions(allow_loss=request["allow_loss"], buffer_kb=request["buffer_kb"])
-    return lab_capture.capture_in_lab(settings, scenario, lab, Path(request["out_dir"]), options, ConsoleProgress())
 
 
 class ConsoleProgress:
     """The engine's progress as console lines the host turns into its progress bar."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "") -> None:
         self.last = 0.0
+        self.what = f" {what}" if what else ""  # the host's bar shows the stage: commits, then crash states
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
         if done == total or now - self.last >= PROGRESS_EVERY_S:
             self.last = now
-            print(f"sqlwa-vm: progress {done} {total}", flush=True)
+            print(f"sqlwa-vm: progress {done} {total}{self.what}", flush=True)
 
 
 def serve(ctl: Path) -> None:

@@ -160,7 +160,7 @@ class Guest:
         staged.rename(job / guest.REQUEST_FILE)  # whole, or not there: the guest polls for it
         for word, rest in self._guest_lines(QUIET_WAIT_S):
             if word == "progress" and progress is not None:
-                done, total = rest.split()
+                done, total = rest.split()[:2]  # a third word names the stage (crash states)
                 progress(int(done), int(total))
             elif word == "done":
                 return guest_result(job, self)

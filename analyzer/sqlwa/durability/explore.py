@@ -1,0 +1,169 @@
+"""A run's crash states, each built, mounted and judged: summary.json's ``durability``."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sqlwa import _system
+from sqlwa.durability import reference, replay, states, verdict, writelog
+
+ProgressFn = Callable[[int, int], None]
+METHOD = (
+    "dm-log-writes under the filesystem; crash states per flush interval as CrashMonkey's model of a "
+    "volatile write cache: none, all, and sampled subsets (all when few) of the writes a flush covered"
+)
+
+
+@dataclass(frozen=True)
+class CrashOptions:
+    """How crash states are drawn (``sqlwa crash`` options)."""
+
+    samples: int = 4  # subsets per flush interval (every subset when there are at most this many)
+    seed: int = 0
+    torn: bool = False  # also tear writes of several 4 KiB blocks
+
+
+def explore(
+    log_path: Path,
+    device_bytes: int,
+    target: verdict.Target,
+    ref: reference.Reference,
+    options: CrashOptions,
+    workdir: Path,
+    progress: ProgressFn | None = None,
+) -> dict:
+    """Build and judge every crash state of the log at ``log_path``; ``workdir`` (empty,
+    on a filesystem with holes) takes the images, one at a time."""
+    started = time.monotonic()
+    log = writelog.read(log_path)
+    drawn = list(states.crash_states(log.entries, options.samples, options.seed, options.torn, log.sectorsize))
+    unique = _distinct(drawn, log.entries)
+    mountpoint = workdir / "mnt"
+    mountpoint.mkdir()
+    image = workdir / "state.img"
+    with open(image, "xb") as f:
+        f.truncate(device_bytes)
+    # one loop device for every state: its page cache goes with each unmount (last close)
+    device = _system.attach_loop(str(image))
+    replayer = replay.Replayer(log, device_bytes, workdir)
+    inspected: dict[tuple, verdict.Inspection] = {}
+    judged: list[tuple[states.CrashState, verdict.Verdict]] = []
+    try:
+        for number, state in enumerate(unique, 1):
+            key = _image_key(state, log.entries)
+            if key not in inspected:
+                replayer.image(state, image)
+                inspected[key] = verdict.inspect(device, mountpoint, target, ref)
+            judged.append((state, verdict.judge(state, inspected[key])))
+            if progress is not None:
+                progress(number, len(unique))
+    finally:
+        replayer.close()
+        _system.detach_loop(device)
+        image.unlink()
+        mountpoint.rmdir()
+    return summarise(judged, log, options, len(inspected), time.monotonic() - started)
+
+
+def _image_key(state: states.CrashState, entries: list[writelog.Entry]) -> tuple:
+    """Two states with equal keys have the same image: the same writes below the durable
+    point (marks and empty flushes change nothing) and the same extra writes."""
+    return (_writes_below(entries, state.durable), state.extra, state.torn)
+
+
+def _writes_below(entries: list[writelog.Entry], index: int) -> int:
+    position = index
+    while position > 0 and not (entries[position - 1].is_write or entries[position - 1].is_discard):
+        position -= 1
+    return position
+
+
+def _distinct(drawn: list[states.CrashState], entries: list[writelog.Entry]) -> list[states.CrashState]:
+    seen: set[tuple] = set()
+    unique = []
+    for state in drawn:
+        key = (*_image_key(state, entries), state.acked)
+        if key not in seen:
+            seen.add(key)
+            unique.append(state)
+    return unique
+
+
+def summarise(
+    judged: list[tuple[states.CrashState, verdict.Verdict]],
+    log: writelog.WriteLog,
+    options: CrashOptions,
+    images: int,
+    seconds: float,
+) -> dict:
+    outcomes = Counter(v.outcome for _, v in judged)
+    sound = [v.lost for _, v in judged if v.outcome in (verdict.LOST, verdict.DURABLE)]
+    writes = sum(1 for e in log.entries if e.is_write)
+    return {
+        "states": len(judged),
+        "images_mounted": images,
+        "outcomes": {name: outcomes.get(name, 0) for name in verdict.OUTCOMES},
+        "lost_commits": {
+            "max": max(sound, default=0),
+            "states_losing": sum(1 for lost in sound if lost),
+            "distribution": {str(k): n for k, n in sorted(Counter(sound).items())},
+        },
+        "corrupt_states": outcomes.get(verdict.CORRUPT, 0) + outcomes.get(verdict.NOT_A_COMMIT, 0),
+        "unmountable_states": outcomes.get(verdict.UNMOUNTABLE, 0),
+        "first": _firsts(judged, log),
+        "by_kind": {kind: sum(1 for s, _ in judged if s.kind == kind) for kind in states.KINDS},
+        "log": {
+            "entries": len(log.entries),
+            "writes": writes,
+            "flushes": sum(1 for e in log.entries if e.is_flush),
+            "fua_writes": sum(1 for e in log.entries if e.is_fua and e.is_write),
+            "discards": sum(1 for e in log.entries if e.is_discard),
+            "sectorsize": log.sectorsize,
+        },
+        "options": asdict(options),
+        "seconds": seconds,
+        "states_per_minute": len(judged) / seconds * 60 if seconds > 0 else None,
+        "method": METHOD,
+    }
+
+
+def _firsts(judged: list[tuple[states.CrashState, verdict.Verdict]], log: writelog.WriteLog) -> dict:
+    """The first state (in log order) of each bad outcome, and what made the difference:
+    the writes of its flush interval that did not reach the disk (or the torn one)."""
+    firsts: dict[str, dict] = {}
+    for state, v in judged:
+        if v.outcome == verdict.DURABLE or v.outcome in firsts:
+            continue
+        firsts[v.outcome] = {
+            "kind": state.kind,
+            "before_entry": state.point,
+            "acknowledged_commits": state.acked.commits,
+            "present": v.present,
+            "lost": v.lost,
+            "detail": v.detail,
+            "writes_missing": _missing(state, log)[:8],
+            "torn": _describe(log, state.torn[0]) | {"blocks_kept": list(state.torn[1])} if state.torn else None,
+        }
+    return firsts
+
+
+def _missing(state: states.CrashState, log: writelog.WriteLog) -> list[dict]:
+    group = states.groups_by_point(log.entries).get(state.point, ())
+    if state.kind == "flush":
+        return []
+    return [_describe(log, i) for i in group if i not in state.extra]
+
+
+def _describe(log: writelog.WriteLog, index: int) -> dict:
+    entry = log.entries[index]
+    return {
+        "entry": index,
+        "offset": entry.sector * log.sectorsize,
+        "bytes": entry.sectors * log.sectorsize,
+        "fua": entry.is_fua,
+        "discard": entry.is_discard,
+    }
