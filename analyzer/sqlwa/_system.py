@@ -13,7 +13,9 @@ import ctypes
 import errno
 import fcntl
 import os
+import pickle
 import re
+import select
 import shutil
 import signal
 import struct
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from sqlwa.errors import Interrupted, ToolError, UsageError
 
@@ -1046,3 +1049,50 @@ def unmount_device(mountpoint: str) -> None:
 def attach_loop(image: str) -> str:
     """``losetup --find --show IMAGE`` (buffered I/O): the loop device now backing it."""
     return run_tool(["losetup", "--find", "--show", image], f"attaching {image} to a loop device").stdout.strip()
+
+
+T = TypeVar("T")
+
+
+def call_within(wait_s: float, action: Callable[..., T], *args: object) -> T | None:
+    """``action(*args)`` in a forked child, its result (pickled back) or its exception
+    re-raised here; None if it has not finished within ``wait_s`` seconds, when the child
+    is killed (a child stuck in the kernel stays until the kernel lets go: it holds
+    nothing of this process's)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no return from here, whatever happens
+        os.close(read_end)
+        try:
+            try:
+                payload = pickle.dumps((True, action(*args)))
+            except BaseException as exc:
+                payload = pickle.dumps((False, exc))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(payload)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as result:
+        ready, _, _ = select.select([result], [], [], wait_s)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            _reap_within(pid, 1.0)
+            return None
+        data = result.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        raise OSError(f"the child running {getattr(action, '__name__', action)} died (wait status {status})")
+    ok, value = pickle.loads(data)
+    if not ok:
+        raise value
+    return value
+
+
+def _reap_within(pid: int, wait_s: float) -> None:
+    """Reap a killed child if it dies within ``wait_s`` (one stuck in the kernel may not)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return
+        time.sleep(0.02)

@@ -22,7 +22,7 @@ from sqlwa import _native
 #: The layers a run measures: ``vfs`` always; ``syscall`` and ``block`` only on a lab
 #: filesystem with tracefs.
 LEVELS = ("vfs", "syscall", "block")
-Level: TypeAlias = Literal["vfs", "syscall", "block"]
+Level: TypeAlias = Literal["vfs", "syscall", "block", "crash"]  # crash: a `sqlwa crash` run's crash states
 
 # ------------------------------------------------------------------ file kinds
 
@@ -212,6 +212,28 @@ METRICS: Mapping[str, Metric] = _metrics(
         "the same as a share of measured commits, %",
         digits=1,
         timing=True,
+    ),
+    Metric(
+        "crash_states", "crash", "states", "crash states", "crash states tried (sqlwa crash)", better=None, digits=0
+    ),
+    Metric(
+        "lost_commits",
+        "crash",
+        "commits",
+        "lost commits",
+        "acknowledged commits lost in the worst crash state whose database was sound",
+        digits=0,
+    ),
+    Metric(
+        "corrupt_states",
+        "crash",
+        "states",
+        "corrupt states",
+        "crash states whose database SQLite refused or found corrupt, or whose rows were no commit's",
+        digits=0,
+    ),
+    Metric(
+        "unmountable_states", "crash", "states", "unmountable", "crash states whose filesystem did not mount", digits=0
     ),
 )
 

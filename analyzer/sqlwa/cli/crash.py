@@ -31,7 +31,7 @@ def _crash_params() -> list[click.Parameter]:
     return [_with_default(p, defaults[p.name]) if p.name in defaults else p for p in run_cli.run.params]
 
 
-def crash(samples: int, crash_seed: int, torn: bool, **run_options: Any) -> None:
+def crash(samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run_options: Any) -> None:
     """Run a workload with every device write recorded, then judge what a power cut at
     any moment would have left: how many acknowledged commits it loses, whether SQLite
     finds the database corrupt, whether the filesystem even mounts.
@@ -56,7 +56,7 @@ def crash(samples: int, crash_seed: int, torn: bool, **run_options: Any) -> None
     run_options["settings_given"] = {key: run_options.pop(key) for key in list(run_options) if key in _setting_names()}
     run_options["fs"] = run_options["fs"] or DEFAULT_FS
     request = run_cli.run_request(**run_options)
-    request.crash = explore.CrashOptions(samples=samples, seed=crash_seed, torn=torn)
+    request.crash = explore.CrashOptions(samples=samples, seed=crash_seed, torn=torn, keep_log=keep_write_log)
     outcome = run_cli.execute_with_bar(request)
     if run_options["as_json"]:
         click.echo(json_output.dumps(outcome.summary))
@@ -92,5 +92,11 @@ crash_command = click.Command(
             help="Seed of the sampled subsets and torn writes: the same seed draws the same states.",
         ),
         click.Option(["--torn"], is_flag=True, help="Also tear writes of several 4 KiB blocks (some blocks only)."),
+        click.Option(
+            ["--keep-write-log"],
+            is_flag=True,
+            hidden=True,
+            help="Copy the device's write log (dm-log-writes format) into OUT/writes.log: for tests and replays.",
+        ),
     ],
 )

@@ -12,6 +12,7 @@ from sqlwa import _system
 from sqlwa.durability import reference, replay, states, verdict, writelog
 
 ProgressFn = Callable[[int, int], None]
+STATE_TIMEOUT_S = 60  # a state's mount, SQLite's look and the unmount: 1-2 s under TCG
 METHOD = (
     "dm-log-writes under the filesystem; crash states per flush interval as CrashMonkey's model of a "
     "volatile write cache: none, all, and sampled subsets (all when few) of the writes a flush covered"
@@ -25,6 +26,7 @@ class CrashOptions:
     samples: int = 4  # subsets per flush interval (every subset when there are at most this many)
     seed: int = 0
     torn: bool = False  # also tear writes of several 4 KiB blocks
+    keep_log: bool = False  # copy the write log into OUT/writes.log before the states are tried
 
 
 def explore(
@@ -42,31 +44,66 @@ def explore(
     log = writelog.read(log_path)
     drawn = list(states.crash_states(log.entries, options.samples, options.seed, options.torn, log.sectorsize))
     unique = _distinct(drawn, log.entries)
-    mountpoint = workdir / "mnt"
-    mountpoint.mkdir()
-    image = workdir / "state.img"
-    with open(image, "xb") as f:
-        f.truncate(device_bytes)
-    # one loop device for every state: its page cache goes with each unmount (last close)
-    device = _system.attach_loop(str(image))
     replayer = replay.Replayer(log, device_bytes, workdir)
+    bench = Bench(workdir, device_bytes)
     inspected: dict[tuple, verdict.Inspection] = {}
     judged: list[tuple[states.CrashState, verdict.Verdict]] = []
     try:
         for number, state in enumerate(unique, 1):
             key = _image_key(state, log.entries)
             if key not in inspected:
-                replayer.image(state, image)
-                inspected[key] = verdict.inspect(device, mountpoint, target, ref)
+                replayer.image(state, bench.image)
+                inspected[key] = bench.inspect(target, ref)
             judged.append((state, verdict.judge(state, inspected[key])))
             if progress is not None:
                 progress(number, len(unique))
     finally:
         replayer.close()
-        _system.detach_loop(device)
-        image.unlink()
-        mountpoint.rmdir()
+        bench.close()
     return summarise(judged, log, options, len(inspected), time.monotonic() - started)
+
+
+class Bench:
+    """Where states are looked at: an image file behind one loop device, a mountpoint.
+    Each look runs in a child process given :data:`STATE_TIMEOUT_S`: a kernel whose
+    recovery hangs on a state (seen with Debian's 6.1 on ext4 without barriers) costs
+    that state, not the run. The hung mount keeps its loop device and mountpoint, so the
+    next state gets new ones."""
+
+    def __init__(self, workdir: Path, device_bytes: int) -> None:
+        self.workdir = workdir
+        self.device_bytes = device_bytes
+        self.round = 0
+        self.stuck: list[str] = []  # mountpoints a hung child left behind
+        self._new_round()
+
+    def _new_round(self) -> None:
+        self.round += 1
+        self.mountpoint = self.workdir / f"mnt-{self.round}"
+        self.mountpoint.mkdir()
+        self.image = self.workdir / f"state-{self.round}.img"
+        with open(self.image, "xb") as f:
+            f.truncate(self.device_bytes)
+        # one loop device for many states: its page cache goes with each unmount (last close)
+        self.device = _system.attach_loop(str(self.image))
+
+    def inspect(self, target: verdict.Target, ref: reference.Reference) -> verdict.Inspection:
+        found = _system.call_within(STATE_TIMEOUT_S, verdict.inspect, self.device, self.mountpoint, target, ref)
+        if found is not None:
+            return found
+        self.stuck.append(str(self.mountpoint))
+        self._new_round()
+        return verdict.Inspection(
+            verdict.HUNG, None, f"no verdict within {STATE_TIMEOUT_S} s (the kernel's recovery hung)"
+        )
+
+    def close(self) -> None:
+        for mountpoint in self.stuck:  # best effort: a mount stuck in the kernel may refuse
+            _system.try_tool(["umount", "-l", mountpoint], timeout=10)
+        for image in self.workdir.glob("state-*.img"):
+            for loop in _system.loops_backed_by(str(image)):
+                _system.try_tool(["losetup", "-d", loop.device], timeout=10)
+        self.device = ""
 
 
 def _image_key(state: states.CrashState, entries: list[writelog.Entry]) -> tuple:
@@ -113,7 +150,7 @@ def summarise(
             "distribution": {str(k): n for k, n in sorted(Counter(sound).items())},
         },
         "corrupt_states": outcomes.get(verdict.CORRUPT, 0) + outcomes.get(verdict.NOT_A_COMMIT, 0),
-        "unmountable_states": outcomes.get(verdict.UNMOUNTABLE, 0),
+        "unmountable_states": outcomes.get(verdict.UNMOUNTABLE, 0) + outcomes.get(verdict.HUNG, 0),
         "first": _firsts(judged, log),
         "by_kind": {kind: sum(1 for s, _ in judged if s.kind == kind) for kind in states.KINDS},
         "log": {

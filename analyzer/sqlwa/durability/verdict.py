@@ -19,11 +19,12 @@ from sqlwa.durability.states import CrashState
 
 # What a state can come to, worst first (summary.json's durability.outcomes)
 UNMOUNTABLE = "unmountable"  # the filesystem did not mount
+HUNG = "hung"  # mounting it or reading the database did not finish (the kernel's recovery hung)
 CORRUPT = "corrupt"  # SQLite refused the database or integrity_check failed
 NOT_A_COMMIT = "not_a_commit"  # a sound database whose rows are no commit's (a torn transaction)
 LOST = "lost"  # sound, but without commits SQLite had acknowledged
 DURABLE = "durable"  # every acknowledged commit is there
-OUTCOMES = (UNMOUNTABLE, CORRUPT, NOT_A_COMMIT, LOST, DURABLE)
+OUTCOMES = (HUNG, UNMOUNTABLE, CORRUPT, NOT_A_COMMIT, LOST, DURABLE)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Inspection:
     not mount, the database is corrupt or no commit's, or it holds commits up to
     ``present``."""
 
-    problem: str | None  # UNMOUNTABLE, CORRUPT, NOT_A_COMMIT or None
+    problem: str | None  # HUNG, UNMOUNTABLE, CORRUPT, NOT_A_COMMIT or None
     present: int | None
     detail: str = ""
 

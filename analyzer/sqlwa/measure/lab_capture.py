@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -245,6 +246,8 @@ def capture_with_crash(
         tuple(lab.mount_opts),
         str(data_dir.relative_to(lab.mountpoint)),
     )
+    if crash.keep_log:
+        shutil.copyfile(lab.write_log, out_dir / WRITE_LOG_FILE)
     ref = reference_snapshots(scenario, settings, workspace)
     capture.durability = explore.explore(
         Path(lab.write_log), lab.image_size, target, ref, crash, workspace, state_progress

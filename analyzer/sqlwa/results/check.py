@@ -19,6 +19,10 @@ A policy is TOML (see ``examples/policy.toml``)::
     forbid_findings = ["fsync_flushed_nothing"]   # consistency findings no commit may have
 
     [[rule]]
+    forbid_corruption = true                      # sqlwa crash runs: no crash state may leave
+    max_lost_commits = 0                          # a corrupt database, or lose an acknowledged commit
+
+    [[rule]]
     max_regression_pct = 10                       # against --baseline, per configuration
     metrics = ["write_kib_per_commit", "p99_ms"]  # default: DEFAULT_REGRESSION_METRICS
 
@@ -59,6 +63,8 @@ LIMIT_METRICS = (
     "frame_budget_misses",
     "frame_budget_miss_pct",
     "block_over_logical",
+    "lost_commits",
+    "corrupt_states",
 )
 LIMITS = {f"max_{metric}": metric for metric in LIMIT_METRICS}  # rule key → metric
 # Limits on the latency the configuration's commits would have on the rule's `device`
@@ -75,6 +81,7 @@ RULE_KEYS = {
     "max_regression_pct",
     "metrics",
     "forbid_findings",
+    "forbid_corruption",
     *SCOPES,
     *LIMITS,
     *PREDICTED_LIMITS,
@@ -218,6 +225,7 @@ def parse_rule(raw: dict, number: int, policy_dir: Path | None = None) -> Rule:
     if unknown:
         raise UsageError(f"policy {where}: unknown key {unknown[0]!r}", f"rule keys: {', '.join(sorted(RULE_KEYS))}")
     limits = {key: _number(raw[key], key, f"policy {where}") for key in LIMITS if key in raw}
+    limits.update(_corruption_limit(raw, f"policy {where}"))
     predicted = {key: _number(raw[key], key, f"policy {where}") for key in PREDICTED_LIMITS if key in raw}
     regression = raw.get("max_regression_pct")
     forbidden = _finding_names(raw.get("forbid_findings", []), f"policy {where}")
@@ -249,6 +257,17 @@ def parse_rule(raw: dict, number: int, policy_dir: Path | None = None) -> Rule:
         device=profile,
         device_fill=fill,
     )
+
+
+def _corruption_limit(raw: dict, where: str) -> dict[str, float]:
+    """``forbid_corruption = true``: no crash state of a `sqlwa crash` run may leave a
+    corrupt database (``max_corrupt_states = 0``)."""
+    value = raw.get("forbid_corruption", False)
+    if not isinstance(value, bool):
+        raise UsageError(f"{where}: forbid_corruption must be true or false", "e.g. forbid_corruption = true")
+    if value and "max_corrupt_states" in raw:
+        raise UsageError(f"{where}: forbid_corruption and max_corrupt_states say the same thing", "keep one")
+    return {"max_corrupt_states": 0.0} if value else {}
 
 
 def _rule_device(
@@ -370,7 +389,11 @@ def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame) -> list[Finding]:
                     label,
                     key,
                     limit=limit,
-                    detail=f"needs the {level} level, which was not measured (limit {limit:g})",
+                    detail=(
+                        f"needs crash states, which only `sqlwa crash` runs have (limit {limit:g})"
+                        if level == "crash"
+                        else f"needs the {level} level, which was not measured (limit {limit:g})"
+                    ),
                 )
             )
         else:

@@ -143,8 +143,17 @@ ALTER TABLE commits ADD COLUMN cpu_sys_ns INTEGER;
 ALTER TABLE runs ADD COLUMN cpu_ms_per_commit REAL;
 """
 
+# Version 7: what a `sqlwa crash` run found of its crash states. NULL for other runs:
+# they tried none.
+SCHEMA_V7 = """
+ALTER TABLE runs ADD COLUMN crash_states INTEGER;
+ALTER TABLE runs ADD COLUMN lost_commits INTEGER;
+ALTER TABLE runs ADD COLUMN corrupt_states INTEGER;
+ALTER TABLE runs ADD COLUMN unmountable_states INTEGER;
+"""
+
 #: MIGRATIONS[i] upgrades a store from version i to version i + 1.
-MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6)
+MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7)
 #: The results store's schema version (``PRAGMA user_version``); not summary.json's
 #: (:data:`sqlwa.analysis.summary.SUMMARY_SCHEMA_VERSION`).
 STORE_SCHEMA_VERSION = len(MIGRATIONS)
@@ -267,6 +276,7 @@ def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float 
         "cpu_ms_per_commit": _ms(pc.get("cpu_ns")),
         "frame_budget_misses": None,
         "frame_budget_miss_pct": None,
+        **crash_figures(summary.get("durability")),
     }
     # The run's own budget (`--frame-budget-ms`), so the store and summary.json agree.
     recorded = summary.get("frame_budget_misses")
@@ -274,6 +284,18 @@ def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float 
     budget_ms = recorded.get("budget_ms", default) if isinstance(recorded, dict) else default
     figures.update(latency_figures(commits, budget_ms))
     return figures
+
+
+def crash_figures(durability: dict | None) -> dict[str, float | None]:
+    """The crash states' figures of a `sqlwa crash` run (None for any other run)."""
+    if durability is None:
+        return dict.fromkeys(("crash_states", "lost_commits", "corrupt_states", "unmountable_states"))
+    return {
+        "crash_states": durability["states"],
+        "lost_commits": durability["lost_commits"]["max"],
+        "corrupt_states": durability["corrupt_states"],
+        "unmountable_states": durability["unmountable_states"],
+    }
 
 
 def latency_figures(
