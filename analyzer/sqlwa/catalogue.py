@@ -20,9 +20,10 @@ from sqlwa import _native
 # ------------------------------------------------------------------ levels
 
 #: The layers a run measures: ``vfs`` always; ``syscall`` and ``block`` only on a lab
-#: filesystem with tracefs.
-LEVELS = ("vfs", "syscall", "block")
-Level: TypeAlias = Literal["vfs", "syscall", "block", "crash"]  # crash: a `sqlwa crash` run's crash states
+#: filesystem with tracefs; ``crash``, the crash states of the device's writes, only in a
+#: ``sqlwa crash`` run.
+LEVELS = ("vfs", "syscall", "block", "crash")
+Level: TypeAlias = Literal["vfs", "syscall", "block", "crash"]
 
 # ------------------------------------------------------------------ file kinds
 

@@ -56,3 +56,44 @@ def test_cleanup_removes_the_dm_target_of_a_dead_lab_first_and_only_that(tmp_pat
     assert done == [f"dm {dead}", "loop /dev/loop5"]
     assert f"removed device-mapper target {dead} (over loop5)" in report
     assert not (tmp_path / dead).exists() and (tmp_path / live).exists()
+
+
+def test_cleanup_undoes_a_killed_crash_run(tmp_path, monkeypatch):
+    """``sqlwa crash`` killed mid-way leaves its log-writes target (<lab>-log, over the lab's
+    loop device and the write log's), both loop devices, and in its scratch directory a
+    crash state mounted from a loop device: all of it goes, the target before its loop
+    devices, the mount before its loop device; a live run's of the same kinds stays."""
+    pid = dead_pid()
+    lab, scratch = f"sqlwa-lab-{pid}-cc33", f"sqlwa-run-{pid}-x1y2"
+    live_scratch = f"sqlwa-run-{os.getpid()}-z9"
+    for name in (lab, scratch, live_scratch):
+        (tmp_path / name).mkdir()
+    (tmp_path / scratch / "mnt-1").mkdir()
+    ownership = _system.hold_ownership(tmp_path / live_scratch)
+    loops = [
+        _system.LoopDevice("/dev/loop5", str(tmp_path / lab / f"{lab}.img"), 7, 5, True),
+        _system.LoopDevice("/dev/loop6", str(tmp_path / lab / f"{lab}.writes.log"), 7, 6, False),
+        _system.LoopDevice("/dev/loop7", str(tmp_path / scratch / "state-1.img"), 7, 7, False),
+        _system.LoopDevice("/dev/loop8", str(tmp_path / live_scratch / "state-1.img"), 7, 8, False),
+    ]
+    targets = [_system.DmDevice(f"{lab}-log", "/dev/dm-0", 254, 0, ("loop5", "loop6"))]
+    mounts = [_system.Mount(str(tmp_path / scratch / "mnt-1"), "ext4", "/dev/loop7", "rw")]
+    done: list[str] = []
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(cleanup, "is_root", lambda: True)
+    monkeypatch.setattr(cleanup, "processes", lambda: [])
+    monkeypatch.setattr(cleanup, "remove_dead_instances", lambda: [])
+    monkeypatch.setattr(cleanup, "current_mounts", lambda: mounts)
+    monkeypatch.setattr(cleanup, "loop_devices", lambda: loops)
+    monkeypatch.setattr(cleanup, "dm_devices", lambda: targets)
+    monkeypatch.setattr(cleanup, "unmount", lambda path: done.append(f"umount {os.path.basename(path)}"))
+    monkeypatch.setattr(cleanup, "remove_dm_device", lambda name: done.append(f"dm {name}"))
+    monkeypatch.setattr(cleanup, "detach_loop", lambda device: done.append(f"loop {device}"))
+    try:
+        cleanup.cleanup_leftovers()
+    finally:
+        _system.release_ownership(ownership)
+    assert done.index("umount mnt-1") < done.index("loop /dev/loop7")
+    assert done.index(f"dm {lab}-log") < min(done.index("loop /dev/loop5"), done.index("loop /dev/loop6"))
+    assert "loop /dev/loop8" not in done
+    assert not (tmp_path / scratch).exists() and (tmp_path / live_scratch).exists()

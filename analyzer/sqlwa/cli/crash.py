@@ -15,7 +15,7 @@ from sqlwa.measure import engine
 from sqlwa.views import json_output, terminal
 
 CRASH_TXNS = 30  # a crash run's transactions unless -n says otherwise: every one multiplies the states
-CRASH_IMAGE_SIZE = "256M"  # small: every crash state is a copy of the image's data
+CRASH_IMAGE_SIZE = "320M"  # small (every crash state is a copy of its data), yet enough for mkfs.xfs
 DEFAULT_FS = "ext4"
 
 

@@ -72,6 +72,7 @@ def inspect(device: str, mountpoint: Path, target: Target, ref: reference.Refere
 def _inspect_database(db: Path, ref: reference.Reference) -> Inspection:
     if not db.exists():
         return Inspection(None, reference.BEFORE_SETUP, "no database file")
+    recovery = _recovery_ahead(db)
     try:
         conn = sqlite3.connect(str(db), isolation_level=None)
         try:
@@ -86,7 +87,20 @@ def _inspect_database(db: Path, ref: reference.Reference) -> Inspection:
     present = ref.commit_of(digest)
     if present is None:
         return Inspection(NOT_A_COMMIT, None, "its rows are those of no commit")
-    return Inspection(None, present)
+    return Inspection(None, present, recovery)
+
+
+def _recovery_ahead(db: Path) -> str:
+    """What SQLite will recover from when it opens ``db``: a journal left beside it (a
+    hot journal is rolled back: the transaction it covers is undone) or a WAL."""
+    for suffix, what in (
+        ("-journal", "a rollback journal was left (SQLite rolls it back)"),
+        ("-wal", "a WAL was left"),
+    ):
+        side = db.with_name(db.name + suffix)
+        if side.exists() and side.stat().st_size > 0:
+            return what
+    return ""
 
 
 def judge(state: CrashState, inspection: Inspection) -> Verdict:

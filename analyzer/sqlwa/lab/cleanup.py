@@ -26,7 +26,7 @@ from sqlwa._system import (
 from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
 from sqlwa.lab import fuse
-from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, remove_lab_dir
+from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, LAB_TARGET_RE, remove_lab_dir
 from sqlwa.lab.scratch import GUEST_CONTROL_TAG, SCRATCH_NAME_RE, dead_scratch_dirs
 
 ROOT_ONLY = "lab mounts, loop devices and tracefs instances were not looked at: they need root (sudo sqlwa lab cleanup)"
@@ -108,6 +108,9 @@ def _cleanup_labs(bases: list[str], report: list[str]) -> None:
     dead_loops, lab_dirs = [], set()
     for loop in loop_devices():
         lab_dir = os.path.dirname(loop.backing_file)
+        if _dead_scratch(lab_dir):  # a crash run's state images (sqlwa.durability)
+            dead_loops.append(loop)
+            continue
         if not LAB_IMAGE_RE.match(os.path.basename(loop.backing_file)):
             continue
         if not os.path.isdir(lab_dir):
@@ -121,7 +124,8 @@ def _cleanup_labs(bases: list[str], report: list[str]) -> None:
     dead_devices = {d.device for d in dead_loops}
     for mount in reversed(current_mounts()):  # innermost first
         holder = _lab_dir_of(mount.mountpoint)
-        if mount.source in dead_devices or (holder and _gone(holder)):
+        in_dead_scratch = _dead_scratch(os.path.dirname(mount.mountpoint))
+        if mount.source in dead_devices or (holder and _gone(holder)) or in_dead_scratch:
             what = f"unmounted {mount.mountpoint} ({mount.fstype} on {mount.source})"
             _attempt(report, what, unmount, mount.mountpoint)
             if holder:
@@ -138,11 +142,12 @@ def _cleanup_labs(bases: list[str], report: list[str]) -> None:
 
 
 def _remove_dead_targets(dead_loops: set[str], report: list[str]) -> None:
-    """Remove the device-mapper targets (--crypt) named like a lab, sqlwa-lab-<pid>-<token>,
-    that sit on a dead lab's loop device; any other target is left alone."""
+    """Remove the device-mapper targets named like a lab, sqlwa-lab-<pid>-<token> (--crypt)
+    or sqlwa-lab-<pid>-<token>-log (sqlwa crash's log-writes), that sit on a dead lab's
+    loop devices only; any other target is left alone."""
     dead = {os.path.basename(device) for device in dead_loops}
     for target in dm_devices():
-        if LAB_NAME_RE.match(target.name) and target.slaves and set(target.slaves) <= dead:
+        if LAB_TARGET_RE.match(target.name) and target.slaves and set(target.slaves) <= dead:
             what = f"removed device-mapper target {target.name} (over {', '.join(target.slaves)})"
             _attempt(report, what, remove_target, f"/dev/mapper/{target.name}")
 
@@ -151,6 +156,12 @@ def remove_target(path: str) -> None:
     """Remove the device-mapper target at /dev/mapper/NAME (a path, so that
     :func:`_attempt` can tell one that is gone meanwhile from a failure)."""
     remove_dm_device(os.path.basename(path))
+
+
+def _dead_scratch(directory: str) -> bool:
+    """Whether ``directory`` is a scratch directory (sqlwa-run-<pid>-…) whose owner is gone."""
+    match = SCRATCH_NAME_RE.match(os.path.basename(directory))
+    return match is not None and owner_is_gone(directory, int(match.group(1)))
 
 
 def _gone(lab_dir: str) -> bool:

@@ -50,7 +50,10 @@ from sqlwa.lab.options import checked_mkfs_opts, checked_mount_opts, is_device
 LAB_PREFIX = "sqlwa-lab"
 # <prefix>-<owner pid>-<random token>; the pid tells cleanup whether the owner is alive.
 LAB_NAME_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)$")
-LAB_IMAGE_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)\.img$")
+# the lab's image, and a crash run's write log beside it (LOG_SUFFIX)
+LAB_IMAGE_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)(\.img|\.writes\.log)$")
+# a lab's device-mapper targets: dm-crypt named like the lab, log-writes with "-log"
+LAB_TARGET_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)(-log)?$")
 DIR_HINT = "run with sudo, or use --dir PATH for a VFS-only run (no block or syscall level)"
 
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import secrets
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +22,7 @@ from sqlwa import _system
 from sqlwa.capture import tracing
 from sqlwa.durability import explore, reference, verdict
 from sqlwa.errors import TraceLossError, hint_of
-from sqlwa.lab import filesystem, fslayout
+from sqlwa.lab import filesystem, fslayout, scratch
 from sqlwa.measure import engine
 
 ProgressFn = Callable[[int, int], None]
@@ -208,18 +205,17 @@ def trace_levels(cap: tracing.TraceCapture) -> list[str]:
 
 # --------------------------------------------------------------------------- sqlwa crash
 
-CRASH_PREFIX = "sqlwa-crash"  # the workspace of a crash run: sqlwa-crash-<pid>-<token>
 WRITE_LOG_FILE = "writes.log"
 
 
 @contextmanager
 def crash_workspace(workdir: str | None = None) -> Iterator[Path]:
     """A private directory for a crash run's write log, reference snapshots and state
-    images (on the lab's scratch filesystem, which must have holes), removed afterwards;
-    named with the pid so ``sqlwa lab cleanup`` knows whose it is."""
-    parent = workdir or tempfile.gettempdir()
-    with tempfile.TemporaryDirectory(prefix=f"{CRASH_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}-", dir=parent) as d:
-        yield Path(d)
+    images (on the lab's scratch filesystem, which must have holes), removed afterwards:
+    a scratch directory, so ``sqlwa lab cleanup`` knows whose it is and undoes the mounts
+    and loop devices of a killed run's states."""
+    with scratch.scratch_dir(Path(workdir) if workdir else None, keep=False) as path:
+        yield path
 
 
 def capture_with_crash(
