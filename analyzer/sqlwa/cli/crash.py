@@ -39,13 +39,14 @@ def crash(samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run
     \b
     Examples:
       sqlwa crash --vm -j wal --sync full                # ext4 in the VM lab: loses nothing
+      sqlwa crash --vm -j delete --sync extra            # DELETE needs EXTRA for that
       sqlwa crash --vm -j wal --sync normal              # may lose the commits since the last WAL sync
       sqlwa crash --vm --fs f2fs --mount-opts nobarrier  # the Moto Z's f2fs without cache flushes
       sqlwa crash --vm -j delete --torn --samples 16     # more subsets per flush, torn 4 KiB writes
 
     The writes are logged by device-mapper's log-writes target under the filesystem
-    (in the VM lab here: this host's kernel has no device-mapper), and the engine marks
-    the log after every commit SQLite acknowledged. Crash states follow CrashMonkey's
+    (on this host as root when its kernel has device-mapper, else add --vm), and the
+    engine marks the log after every commit SQLite acknowledged. Crash states follow CrashMonkey's
     model of a volatile write cache: at each flush, the image with none, all, or a
     sampled subset of the writes issued since the previous flush (--samples per flush;
     all subsets when fewer), and with --torn writes of several 4 KiB blocks cut short.
