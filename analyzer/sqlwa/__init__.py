@@ -14,7 +14,10 @@ Names are imported on first use, so ``import sqlwa`` (and the CLI) stays fast.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+# typing.TYPE_CHECKING without importing typing (most of what `import sqlwa` took, by
+# python -X importtime); type checkers take any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
 
 _API = ("load", "parse", "predict", "Run", "Matrix", "Trace", "DeviceTrace")
 
@@ -47,6 +50,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily below
+    from typing import Any
+
     from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse, predict
     from sqlwa.errors import (
         CaptureError,
