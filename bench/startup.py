@@ -4,6 +4,7 @@
 Times, each as the median wall time of N runs (the runs of all commands interleaved, in
 rotated order, so a burst of load on a shared machine falls on all of them alike):
   * ``python -c pass``                 the interpreter alone (the baseline)
+  * ``python -c "import click"``       the floor of any click command line
   * ``python -c "import sqlwa"``       the package
   * ``sqlwa --help``, ``sqlwa parse --help``, ``sqlwa run --help``   the command line
 and prints each one's ratio to the baseline. The target (issue #21) is ``sqlwa --help``
@@ -42,6 +43,7 @@ def commands() -> dict[str, list[str]]:
     sqlwa = sqlwa_script()
     return {
         BASELINE: [sys.executable, "-c", "pass"],
+        'python -c "import click"': [sys.executable, "-c", "import click"],
         'python -c "import sqlwa"': [sys.executable, "-c", "import sqlwa"],
         "sqlwa --help": [sqlwa, "--help"],
         "sqlwa parse --help": [sqlwa, "parse", "--help"],
