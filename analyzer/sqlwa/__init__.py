@@ -5,6 +5,7 @@ The Python API (see :mod:`sqlwa.api`)::
     import sqlwa
     run = sqlwa.load("sqlwa-out/…")        # a Run, or a Matrix for `sqlwa matrix` output
     trace = sqlwa.parse("keks.blktrace.0")  # any blktrace / blkparse / ftrace trace
+    events = sqlwa.scan("events.parquet")   # a Polars LazyFrame over `sqlwa parse -o`'s table
     sqlwa.predict("sqlwa-out/…", device="pixel-2016")  # predicted latency, a frame
 
 Every error sqlwa raises is a :class:`sqlwa.SqlwaError` (see :mod:`sqlwa.errors`).
@@ -14,9 +15,12 @@ Names are imported on first use, so ``import sqlwa`` (and the CLI) stays fast.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
-_API = ("load", "parse", "predict", "Run", "Matrix", "Trace", "DeviceTrace")
+# typing.TYPE_CHECKING without importing typing (most of what `import sqlwa` took, by
+# python -X importtime); type checkers take any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
+
+_API = ("load", "parse", "predict", "scan", "Run", "Matrix", "Trace", "DeviceTrace")
 
 __all__ = [
     "CaptureError",
@@ -44,10 +48,13 @@ __all__ = [
     "load",
     "parse",
     "predict",
+    "scan",
 ]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily below
-    from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse, predict
+    from typing import Any
+
+    from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse, predict, scan
     from sqlwa.errors import (
         CaptureError,
         ConfigError,

@@ -9,13 +9,16 @@
     trace = sqlwa.parse("traces/samples/blktrace-keks/keks")  # any block trace, no markers needed
     trace.request_mix()
     sqlwa.predict("sqlwa-out/…", device="pixel-2016")      # the commits on another device
+    sqlwa.scan("events.parquet")                            # a LazyFrame: read at collect()
 
 :func:`load` reads what ``sqlwa run`` or ``sqlwa matrix`` wrote: a :class:`Run` (a
 directory with ``summary.json``) or a :class:`Matrix` (a directory with
 ``results.sqlite``, or with run directories below it). :func:`parse` reads an external
 trace (blktrace, blkparse or ftrace) into a :class:`Trace`. Both kinds share the
 device-level helpers of :class:`DeviceTrace`. Everything is a thin layer over Polars:
-the events are filtered and joined as frames, never looped over in Python.
+the events are filtered and joined as frames, never looped over in Python. Both hold
+their events in memory; :func:`scan` (and :meth:`Run.scan_events`) give a lazy frame
+over an event table on disk instead, for traces too large to load.
 
 Errors are :class:`sqlwa.errors.SqlwaError` subclasses: a path that is not a run or a
 matrix raises :class:`~sqlwa.errors.UsageError`, an unparsable trace raises
@@ -89,6 +92,43 @@ def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: boo
     events, parse_report = traceparse.parse(paths, format=format, lenient=lenient)
     label = str(paths) if isinstance(paths, (str, PathLike)) else ", ".join(map(str, paths))
     return Trace(events, parse_report, label)
+
+
+def scan(source: PathArg) -> pl.LazyFrame:
+    """A Polars LazyFrame over an event table on disk, for traces too large to load:
+    nothing is read but the file's footer until ``.collect()``, and then only the columns
+    and row groups the query needs (Polars pushes ``select`` and ``filter`` into the scan).
+
+    ``source``: a Parquet file — the event table ``sqlwa parse TRACE -o FILE`` writes, or
+    a run's ``events.parquet`` or ``commits.parquet`` — or a run directory, whose event
+    table it scans (:meth:`Run.scan_events`). Anything else raises
+    :class:`~sqlwa.errors.UsageError` saying what was expected.
+    """
+    path = Path(source)
+    if path.is_dir():
+        opened = load(path)
+        if isinstance(opened, Matrix):
+            raise UsageError(
+                f"{path} is a matrix: it holds many runs, each with its own tables",
+                "scan one run's directory (sqlwa.load(DIR).runs lists them), or use sqlwa.load(DIR).commits",
+            )
+        return opened.scan_events()
+    return scan_parquet(path)
+
+
+def scan_parquet(path: Path) -> pl.LazyFrame:
+    """The lazy frame over one Parquet file, or the UsageError that says what is wrong with it."""
+    if not path.exists():
+        raise UsageError(
+            f"{path} does not exist", "pass a Parquet file (sqlwa parse TRACE -o FILE writes one) or a run directory"
+        )
+    with rundir.reading(path):
+        if not rundir.is_parquet(path):
+            raise UsageError(
+                f"{path} is not a Parquet file",
+                f"if it is a trace, parse it into one first (sqlwa parse {path} -o events.parquet) and scan that",
+            )
+        return rundir.scan_parquet(path)
 
 
 DeviceArg = str | PathLike | Profile
@@ -334,6 +374,10 @@ class Run(DeviceTrace):
         """The commits as a pandas DataFrame (needs pandas)."""
         return pandas_frame(self.commits)
 
+    def scan_commits(self) -> pl.LazyFrame:
+        """:attr:`commits` as a lazy frame over ``commits.parquet`` (see :func:`scan`)."""
+        return scan_parquet(self.dir / rundir.COMMITS_FILE)
+
     def predict(self, device: DeviceArg | Iterable[DeviceArg], **options: Any) -> pl.DataFrame:
         """This run's commits on another device: :func:`predict`."""
         return predict(self.dir, device, **options)
@@ -358,6 +402,20 @@ class Run(DeviceTrace):
         ``events.parquet`` or, when that is absent, parsed from ``trace.txt``."""
         self.require_trace("events")
         return rundir.events(self.dir)
+
+    def scan_events(self) -> pl.LazyFrame:
+        """:attr:`events` as a lazy frame over ``events.parquet`` (see :func:`scan`): the
+        run's trace explored without loading it. A run made before sqlwa kept that file
+        has only its raw ``trace.txt``, which :attr:`events` parses into memory."""
+        self.require_trace("scan_events()")
+        if not (self.dir / rundir.EVENTS_FILE).is_file():
+            raise UsageError(
+                f"{self.dir} has no {rundir.EVENTS_FILE}, only its raw {rundir.TRACE_FILE} (a run made before "
+                f"sqlwa kept the parsed trace)",
+                f"use .events (parses it into memory), or sqlwa parse {self.dir / rundir.TRACE_FILE} -o "
+                "events.parquet and scan that file",
+            )
+        return scan_parquet(self.dir / rundir.EVENTS_FILE)
 
     @property
     def device(self) -> tuple[int, int]:

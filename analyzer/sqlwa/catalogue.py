@@ -4,18 +4,21 @@ configuration keys and labels runs are told apart by.
 
 Store, report, check, compare, the CLI's tables and the Python API read names from here
 rather than spelling them again. This module sits low in the import layering: it imports
-only the native core (whose lists it passes on) and Polars, so every stage can read it.
+only the native core (whose lists it passes on), so every stage can read it, and the
+command line's options can take their choices and defaults from it without importing
+Polars (which :func:`is_flush` imports when it is called).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
-
-import polars as pl
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from sqlwa import _native
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # ------------------------------------------------------------------ levels
 
@@ -36,6 +39,24 @@ FILE_KINDS = _native.FILE_KINDS
 #: summary.json's ``vfs_by_file`` always lists (``temp``/``other`` only when used).
 DATABASE_FILE_KINDS = ("db", "journal", "wal", "shm")
 
+# ------------------------------------------------------------------ defaults
+
+# The defaults the command line shows in its help and the API's functions take: here,
+# where the CLI reads them without importing the analysis (and Polars) behind them.
+
+#: One frame at 60 Hz, ms: a commit longer than this misses the frame budget.
+DEFAULT_FRAME_BUDGET_MS = 16.67
+#: Monte Carlo draws per commit for a predicted latency, and their seed.
+DEFAULT_DRAWS = 200
+DEFAULT_SEED = 0
+#: The sweep of ``sqlwa matrix``: PRAGMA journal_mode × synchronous.
+DEFAULT_JOURNALS = ("delete", "truncate", "persist", "wal")
+DEFAULT_SYNCS = ("normal", "full")
+#: The size of a lab filesystem's image.
+DEFAULT_IMAGE_SIZE = "1G"
+#: The trace formats ``sqlwa parse`` and :func:`sqlwa.parse` read (auto: detected).
+TRACE_FORMATS = ("auto", "blktrace", "blkparse", "ftrace", "perfetto")
+
 # ------------------------------------------------------------------ cache flushes
 
 
@@ -44,6 +65,8 @@ def is_flush() -> pl.Expr:
     flush request or a request carrying the preflush flag (REQ_PREFLUSH, the ``F`` in
     front of RWBS). Per-commit ``flush_requests``, the ``flushes_per_commit`` metric and
     the ▼ marks of the timeline all count this."""
+    import polars as pl
+
     return (pl.col("operation") == "flush") | pl.col("preflush")
 
 

@@ -105,14 +105,18 @@ def test_the_trace_buffer_the_loss_hint_names_is_an_option():
 
 def test_no_help_text_shows_a_doubled_percent_sign():
     """click prints help text as written: "PCT%%" reached users as is (#16, point 14)."""
+    import click
     from click.testing import CliRunner
 
     from sqlwa.cli import _group
 
     def commands(group, path):
-        for name, command in group.commands.items():
+        # click's lookup, not group.commands: the top group imports its commands on demand
+        context = click.Context(group)
+        for name in group.list_commands(context):
             yield [*path, name]
-            if hasattr(command, "commands"):
+            command = group.get_command(context, name)
+            if isinstance(command, click.Group):
                 yield from commands(command, [*path, name])
 
     for argv in commands(_group, []):

@@ -11,8 +11,8 @@ from typing import cast
 import polars as pl
 
 from sqlwa.analysis import windows
+from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS as DEFAULT_FRAME_BUDGET_MS  # readers take it from here
 
-DEFAULT_FRAME_BUDGET_MS = 16.67
 LATENCY_QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99, "p99.9": 0.999}
 
 

@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from sqlwa.analysis import windows
+from sqlwa.catalogue import DEFAULT_DRAWS, DEFAULT_SEED
 
 #: The kinds of request a profile prices, in the order of the shares reported.
 REQUEST_KINDS = ("write", "flush", "fua_write", "read", "discard")
@@ -48,8 +49,6 @@ BARRIER_KINDS = frozenset({"flush", "fua_write"})
 BaseSource = Literal["non_io", "cpu"]
 BASE_SOURCES: tuple[BaseSource, ...] = ("non_io", "cpu")
 CPU_COLUMN = "cpu_ns"
-DEFAULT_DRAWS = 200
-DEFAULT_SEED = 0
 
 
 class ServiceModel(Protocol):

@@ -14,8 +14,9 @@ import pyarrow as pa
 
 from sqlwa import _native
 from sqlwa.analysis import perfetto
+from sqlwa.catalogue import TRACE_FORMATS
 
-FORMATS = ("auto", "blktrace", "blkparse", "ftrace", "perfetto")
+FORMATS = TRACE_FORMATS
 
 #: Column name → meaning, in table order.
 COLUMNS = {

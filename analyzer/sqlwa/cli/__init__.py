@@ -1,6 +1,7 @@
 """The ``sqlwa`` command line. Each sub-command lives in its own module here and knows
-nothing of the group; this module adds them all to it. User mistakes become one red line
-and exit code 2."""
+nothing of the group; this module tells the group where they are, and the group imports
+one when it runs (see :mod:`sqlwa.cli._app`). User mistakes become one red line and exit
+code 2."""
 
 from __future__ import annotations
 
@@ -9,27 +10,55 @@ import sys
 
 import click
 
-from sqlwa.cli import check, compare, crash, device, export, lab, matrix, parse, predict, report, run
+from sqlwa.cli._app import LazyCommand
 from sqlwa.cli._app import main as _group
 from sqlwa.errors import Interrupted, SqlwaError, UsageError, hint_of
 
-COMMANDS = (
-    run.run,
-    run.scenarios,
-    crash.crash_command,
-    matrix.matrix_command,
-    matrix.demo_command,
-    parse.parse,
-    export.export_command,
-    report.report_command,
-    check.check_command,
-    compare.compare_command,
-    lab.lab,
-    device.device,
-    predict.predict_command,
-)
-for _command in COMMANDS:
-    _group.add_command(_command)
+#: Each command: where it is and the first sentence of its help (``sqlwa --help`` lists
+#: that without importing the command).
+COMMANDS = {
+    "run": LazyCommand("sqlwa.cli.run:run", "Run one SQLite workload and report what each commit cost."),
+    "scenarios": LazyCommand("sqlwa.cli.run:scenarios", "List the built-in scenarios."),
+    "crash": LazyCommand(
+        "sqlwa.cli.crash:crash_command",
+        "Run a workload with every device write recorded, then judge what a power cut at any moment would have left:",
+    ),
+    "matrix": LazyCommand(
+        "sqlwa.cli.matrix:matrix_command",
+        "Run every combination of scenario × fs × encrypt × fuse × profile × journal × sync, each on a fresh "
+        "filesystem.",
+    ),
+    "demo": LazyCommand(
+        "sqlwa.cli.matrix:demo_command",
+        "The default sweep: mobibench-insert on ext4, journal delete/truncate/persist/wal × sync normal/full, then "
+        "the table and report.html.",
+    ),
+    "parse": LazyCommand(
+        "sqlwa.cli.parse:parse", "Read block traces captured anywhere (phones, servers) into one event table."
+    ),
+    "export": LazyCommand("sqlwa.cli.export:export_command", "Write a lab run (sqlwa run --fs …) as a Perfetto trace."),
+    "report": LazyCommand(
+        "sqlwa.cli.report:report_command",
+        "Write one HTML page with charts and every number for a matrix (or one run).",
+    ),
+    "check": LazyCommand(
+        "sqlwa.cli.check:check_command",
+        "Check a matrix (or one run) against a policy of limits: a regression gate for CI.",
+    ),
+    "compare": LazyCommand(
+        "sqlwa.cli.compare:compare_command",
+        "Show two results side by side with deltas (B − A): matrices or single runs.",
+    ),
+    "lab": LazyCommand("sqlwa.cli.lab:lab", "The lab: fresh filesystems on loop devices, and the tracefs capture."),
+    "device": LazyCommand(
+        "sqlwa.cli.device:device",
+        "Device profiles: how long a storage device takes per request, for `sqlwa predict`.",
+    ),
+    "predict": LazyCommand(
+        "sqlwa.cli.predict:predict_command", "Predict the commit latency of measured runs on another device."
+    ),
+}
+_group.lazy_commands.update(COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> None:

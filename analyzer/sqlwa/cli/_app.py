@@ -1,13 +1,77 @@
-"""The ``sqlwa`` click group; :mod:`sqlwa.cli` adds the commands to it."""
+"""The ``sqlwa`` click group; :mod:`sqlwa.cli` tells it where its commands are.
+
+The group imports a command's module only when that command is looked up, so ``sqlwa
+parse`` imports what parsing needs and nothing of ``sqlwa run``'s, and ``sqlwa --help``
+lists the commands from their one-line summaries without importing any of them (Polars
+and pyarrow alone take longer to import than the interpreter takes to start)."""
 
 from __future__ import annotations
+
+import importlib
+from typing import NamedTuple
 
 import click
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+class LazyCommand(NamedTuple):
+    """Where a command is (``"module:attribute"``) and the first sentence of its help,
+    which ``sqlwa --help`` lists it with (tests/unit/test_startup.py holds it to the
+    command's own help)."""
+
+    target: str
+    summary: str
+
+    def load(self) -> click.Command:
+        module, _, attribute = self.target.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command), self.target
+        return command
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands are imported on first use (click's documented
+    pattern for lazily loaded sub-commands)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands: dict[str, LazyCommand] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy_commands:
+            self.add_command(self.lazy_commands[cmd_name].load(), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and self.get_command(ctx, args[0]) is None:
+            # A name that is no command: click's "Did you mean" picks from the loaded ones.
+            for name in self.lazy_commands:
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands with their summaries as click lists them, from the summaries
+        where a command is not imported yet."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = [(name, self.summary_of(name, limit)) for name in names]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def summary_of(self, name: str, limit: int) -> str:
+        # An unloaded command's summary, shortened by click's rule (a stand-in command).
+        command = self.commands.get(name) or click.Command(name, help=self.lazy_commands[name].summary)
+        return command.get_short_help_str(limit)
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="sqlwa")
 def main() -> None:
     """sqlwa — what does one SQLite commit really cost the storage device?

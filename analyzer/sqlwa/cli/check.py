@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
 
 from sqlwa.errors import UsageError, writing
-from sqlwa.results import check as checking
-from sqlwa.results import junit, store
-from sqlwa.views import json_output
+
+if TYPE_CHECKING:  # imported where a check runs: `sqlwa check --help` needs none of them
+    import polars as pl
+
+    from sqlwa.results import check as checking
 
 
 @click.command("check")
@@ -82,6 +84,10 @@ def check_command(policy_path, results, baseline, junit_path, verbose, as_json):
     Exit status: 0 every rule holds, 1 a violation, 2 a usage error (also: no rule
     matched anything to check).
     """
+    from sqlwa.results import check as checking
+    from sqlwa.results import junit, store
+    from sqlwa.views import json_output
+
     if junit_path is not None and not junit_path.absolute().parent.is_dir():
         # Said before the checks run and print, not after (as the write would).
         raise UsageError(
@@ -112,6 +118,9 @@ def run_checks(
     policy: checking.Policy, runs: pl.DataFrame, results: Path, baseline: Path | None
 ) -> checking.CheckResult:
     """Hold the results (and the baseline, for regression rules) to the policy."""
+    from sqlwa.results import check as checking
+    from sqlwa.results import store
+
     if policy.needs_baseline and baseline is None:
         raise UsageError(
             "the policy has max_regression_pct rules but no --baseline was given",

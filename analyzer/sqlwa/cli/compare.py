@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
 from sqlwa.catalogue import METRICS, Metric
-from sqlwa.cli.matrix import fmt, wide_console
-from sqlwa.results import compare as comparing
-from sqlwa.results import store
-from sqlwa.views import json_output
+from sqlwa.cli.matrix import fmt
+
+if TYPE_CHECKING:  # imported where a comparison runs: `sqlwa compare --help` needs none of them
+    from rich.table import Table
 
 VERDICT_COLOURS = {"worse": "red", "durability_lost": "red", "better": "green"}  # others: dim
 
@@ -19,6 +19,8 @@ VERDICT_COLOURS = {"worse": "red", "durability_lost": "red", "better": "green"} 
 def delta_text(delta, pct, metric: Metric, durability_lost: bool = False) -> str:
     """The delta and its share, red for a change for the worse, green for the better; a
     saving bought by giving up durability is red and says so, never green."""
+    from sqlwa.results import compare as comparing
+
     judged = comparing.verdict(metric, delta, durability_lost)
     if judged is None:
         return "—"
@@ -58,6 +60,13 @@ def compare_command(a, b, as_json):
     A's had (e.g. fsync_flushed_nothing: mounted barrier=0), B's savings are red and
     marked "durability lost", not green.
     """
+    from rich.table import Table
+
+    from sqlwa.results import compare as comparing
+    from sqlwa.results import store
+    from sqlwa.views import json_output
+    from sqlwa.views.terminal import wide_console
+
     runs_a, runs_b = store.load_results(a), store.load_results(b)
     rows = comparing.compare(runs_a, runs_b, store.load_latencies(a), store.load_latencies(b))
     durability_rows = comparing.durability(runs_a, runs_b)

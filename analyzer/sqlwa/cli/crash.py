@@ -12,7 +12,6 @@ import click
 from sqlwa.cli import run as run_cli
 from sqlwa.durability import explore
 from sqlwa.measure import engine
-from sqlwa.views import json_output, terminal
 
 CRASH_TXNS = 30  # a crash run's transactions unless -n says otherwise: every one multiplies the states
 CRASH_IMAGE_SIZE = "320M"  # small (every crash state is a copy of its data), yet enough for mkfs.xfs
@@ -54,6 +53,8 @@ def crash(samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run
     recovers), `PRAGMA integrity_check` run and its rows compared with the database as
     of each commit. Everything `sqlwa run` writes, plus summary.json's `durability`.
     """
+    from sqlwa.views import json_output, terminal
+
     run_options["settings_given"] = {key: run_options.pop(key) for key in list(run_options) if key in _setting_names()}
     run_options["fs"] = run_options["fs"] or DEFAULT_FS
     request = run_cli.run_request(**run_options)

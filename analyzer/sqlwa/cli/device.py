@@ -12,9 +12,6 @@ from sqlwa.device import fio
 from sqlwa.device import probe as probing
 from sqlwa.device.profile import Profile, load, save
 from sqlwa.errors import UsageError
-from sqlwa.views import device as view
-from sqlwa.views import json_output
-from sqlwa.views.terminal import wide_console
 
 ANDROID_STEPS = """\b
   On a phone (no root needed; Termux's fio runs in app storage on /data,
@@ -66,6 +63,9 @@ def check_output(out: Path) -> None:
 
 
 def show(profile: Profile, written: Path | None = None) -> None:
+    from sqlwa.views import device as view
+    from sqlwa.views.terminal import wide_console
+
     console = wide_console()
     console.print(view.profile_table(profile))
     for line in view.profile_lines(profile):
@@ -224,6 +224,9 @@ def list_command():
 def show_command(profile_spec: str, as_json: bool):
     """Show a profile (a file, or a shipped profile's name): its figures per fill level,
     its source and notes, and how `sqlwa predict` prices requests with it."""
+    from sqlwa.views import device as view
+    from sqlwa.views import json_output
+
     profile = devices.resolve(profile_spec)
     if as_json:
         click.echo(json_output.dumps(view.profile_document(profile)))

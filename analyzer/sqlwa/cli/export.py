@@ -7,8 +7,6 @@ from pathlib import Path
 import click
 
 from sqlwa.errors import UsageError, writing
-from sqlwa.results import rundir
-from sqlwa.views import perfetto_export
 
 
 @click.command("export")
@@ -36,6 +34,9 @@ def export_command(run: Path, output: Path) -> None:
     Examples:
       sqlwa export out/ext4-wal -o wal.perfetto-trace
       sqlwa parse wal.perfetto-trace              the round trip"""
+    from sqlwa.results import rundir
+    from sqlwa.views import perfetto_export
+
     if not (run / rundir.SUMMARY_FILE).is_file() and not (run / rundir.RUNNING_FILE).exists():
         raise UsageError(
             f"{run} is not a run directory: no summary.json", "pass a directory written by `sqlwa run --out`"

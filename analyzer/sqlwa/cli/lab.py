@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from sqlwa.views import json_output
-
 
 @click.group()
 def lab() -> None:
@@ -57,6 +55,8 @@ def check(as_json: bool) -> None:
     """Which filesystems this machine can provide, and whether the capture can run."""
     lines = availability()
     if as_json:
+        from sqlwa.views import json_output
+
         keys = ("what", "ok", "reason", "hint")
         click.echo(json_output.dumps([dict(zip(keys, line)) for line in lines]))
         return

@@ -7,27 +7,20 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
-from sqlwa.catalogue import METRICS, NO_LAYER, config_label
-from sqlwa.measure import matrix
-from sqlwa.results import store
-from sqlwa.views import json_output
-from sqlwa.views.terminal import wide_console
+from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, DEFAULT_JOURNALS, DEFAULT_SYNCS, METRICS, NO_LAYER, config_label
 from sqlwa.vm import kernel as vm_kernel
+
+if TYPE_CHECKING:  # imported where a sweep runs: `sqlwa matrix --help` needs none of them
+    import polars as pl
+    from rich.console import Console
+    from rich.progress import TaskID
+    from rich.table import Table
+
+    from sqlwa.measure import matrix
 
 
 def split_list(_ctx, _param, value: str | None) -> tuple[str, ...] | None:
@@ -46,6 +39,15 @@ class MatrixProgress:
     current cell's transactions; on a non-terminal, one line per finished cell instead."""
 
     def __init__(self, total: int, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self.console = console
         self.live = console.is_terminal
         self.progress = Progress(
@@ -140,6 +142,10 @@ TABLE_METRICS = (
 
 def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None = None) -> Table:
     """Means per configuration; '—' marks a layer that was not measured (never 0)."""
+    from rich.table import Table
+
+    from sqlwa.results import store
+
     table = Table(
         title=title,
         title_justify="left",
@@ -161,6 +167,10 @@ def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None
 
 
 def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
+    import polars as pl
+
+    from sqlwa.results import store
+
     runs = store.load_results(outcome.plan.out_dir)
     if runs.height and runs.filter(pl.col("status") == "ok").height:
         latencies = store.load_latencies(outcome.plan.out_dir)
@@ -186,6 +196,9 @@ def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
 
 def run_with_progress(plan: matrix.MatrixPlan) -> matrix.MatrixOutcome:
     """Run the sweep, saying on stderr what it does and how far it is."""
+    from sqlwa.measure import matrix
+    from sqlwa.views.terminal import wide_console
+
     err = wide_console(stderr=True)
     why_not_lab = matrix.lab_unavailable_reason() if plan.lab and not plan.vm else None
     if why_not_lab:
@@ -205,6 +218,9 @@ def run_and_report(plan: matrix.MatrixPlan, console: Console) -> matrix.MatrixOu
 
 
 def print_json(outcome: matrix.MatrixOutcome) -> None:
+    from sqlwa.results import store
+    from sqlwa.views import json_output
+
     out_dir = outcome.plan.out_dir
     document = json_output.matrix_document(outcome, store.load_results(out_dir), store.load_latencies(out_dir))
     click.echo(json_output.dumps(document))
@@ -263,7 +279,7 @@ MATRIX_OPTIONS = [
         "-j",
         "--journal",
         "journals",
-        default=",".join(matrix.DEFAULT_JOURNALS),
+        default=",".join(DEFAULT_JOURNALS),
         show_default=True,
         callback=split_list,
         metavar="MODE,..",
@@ -272,7 +288,7 @@ MATRIX_OPTIONS = [
     click.option(
         "--sync",
         "syncs",
-        default=",".join(matrix.DEFAULT_SYNCS),
+        default=",".join(DEFAULT_SYNCS),
         show_default=True,
         callback=split_list,
         metavar="MODE,..",
@@ -286,7 +302,9 @@ MATRIX_OPTIONS = [
         "--warmup", type=click.IntRange(min=0), help="Warm-up transactions per run [default: the scenario's]."
     ),
     click.option("--vfs-only", is_flag=True, help="Measure the VFS level only, even as root (no lab filesystems)."),
-    click.option("--image-size", default="1G", show_default=True, metavar="SIZE", help="Size of each lab image."),
+    click.option(
+        "--image-size", default=DEFAULT_IMAGE_SIZE, show_default=True, metavar="SIZE", help="Size of each lab image."
+    ),
     click.option(
         "--vm",
         is_flag=True,
@@ -320,6 +338,8 @@ def profile_overrides() -> tuple[str, ...]:
 
 def plan_of(out_dir: Path, axes: dict, resume: bool = False) -> matrix.MatrixPlan:
     """The sweep MATRIX_OPTIONS describe (``axes``: their values by parameter name)."""
+    from sqlwa.measure import matrix
+
     vfs_only, vm_kernel = axes.pop("vfs_only"), axes.pop("vm_kernel")
     return matrix.MatrixPlan(
         out_dir=out_dir,
@@ -379,6 +399,8 @@ def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
     goes on; both are listed at the end. Exit status 1 when a cell failed.
     Then: `sqlwa report OUT -o report.html`, `sqlwa check --policy P OUT`, `sqlwa compare OUT OTHER`.
     """
+    from sqlwa.views.terminal import wide_console
+
     plan = plan_of(out_dir, axes, resume=resume)
     if as_json:
         outcome = run_with_progress(plan)
@@ -422,6 +444,7 @@ def demo_command(out_dir: Path | None, report_path: Path | None, **axes) -> None
     to about a minute. Without root every cell runs at the VFS level and says so.
     """
     from sqlwa.views import report
+    from sqlwa.views.terminal import wide_console
 
     out_dir = out_dir or Path("sqlwa-out") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     plan = plan_of(out_dir, {**axes, "txns": axes["txns"] or DEMO_TXNS})

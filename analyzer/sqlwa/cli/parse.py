@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
-from rich.console import Console
-from rich.table import Table
 
-from sqlwa.analysis import traceparse, windows
-from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS
+from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS, TRACE_FORMATS
 from sqlwa.errors import UsageError, writing
-from sqlwa.results import rundir
-from sqlwa.views import json_output
-from sqlwa.views.terminal import wide_console
+
+if TYPE_CHECKING:  # imported where a parse runs: `sqlwa parse --help` needs none of them
+    import polars as pl
+    from rich.table import Table
 
 
 @click.command("parse")
@@ -22,7 +20,7 @@ from sqlwa.views.terminal import wide_console
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(traceparse.FORMATS),
+    type=click.Choice(TRACE_FORMATS),
     default="auto",
     show_default=True,
     help="Trace format; auto detects blktrace binary, blkparse text, ftrace text and Perfetto traces.",
@@ -78,6 +76,13 @@ def parse(
     (sqlwa's markers, or on Android the SQLite slices of the atrace 'database'
     category) it also shows per-commit fsyncs, cache flushes and bytes written;
     otherwise the trace is analysed at the device level."""
+    from rich.console import Console
+
+    from sqlwa.analysis import traceparse, windows
+    from sqlwa.results import rundir
+    from sqlwa.views import json_output
+    from sqlwa.views.terminal import wide_console
+
     for path in (output, commits_output):
         if path is not None and path.parent and not path.parent.exists():
             raise UsageError(f"output directory {path.parent} does not exist")
@@ -112,6 +117,8 @@ COMMIT_FIGURES = (*SYSCALL_COMMIT_COLUMNS, *BLOCK_COMMIT_COLUMNS)
 
 
 def commit_section(commits: pl.DataFrame, source: str) -> dict:
+    import polars as pl
+
     measured = commits.filter(~pl.col("warmup"))
     columns = [c for c in COMMIT_FIGURES if c in measured.columns]
     means = measured.select(pl.col(columns).cast(pl.Float64).mean()).row(0, named=True) if measured.height else {}
@@ -119,6 +126,8 @@ def commit_section(commits: pl.DataFrame, source: str) -> dict:
 
 
 def commit_table(commits: pl.DataFrame, source: str) -> Table:
+    from rich.table import Table
+
     section = commit_section(commits, source)
     table = Table(title=f"{section['measured']} commits ({source}), mean per commit", title_justify="left")
     table.add_column("figure")
@@ -131,6 +140,8 @@ def commit_table(commits: pl.DataFrame, source: str) -> Table:
 def json_report(
     events: pl.DataFrame, report: dict, output: Path | None, found: tuple[pl.DataFrame, str] | None = None
 ) -> dict:
+    import polars as pl
+
     block = events.lazy().filter(pl.col("kind") == "block")
     return {
         **report,
@@ -143,11 +154,17 @@ def json_report(
 
 
 def block_bytes(block: pl.LazyFrame, column: str) -> dict[str, int]:
+    import polars as pl
+
     sums = block.group_by(column).agg(pl.col("bytes").sum()).collect()
     return {str(k): int(v) for k, v in zip(sums[column].cast(pl.String).to_list(), sums["bytes"].to_list())}
 
 
 def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> None:
+    import polars as pl
+
+    from sqlwa.views.terminal import wide_console
+
     console = wide_console()
     formats = sorted({fmt for _, fmt in report["files"]})
     console.print(
@@ -170,6 +187,9 @@ def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> No
 
 
 def count_table(title: str, counts: dict, block: pl.LazyFrame | None, column: str | None) -> Table:
+    import polars as pl
+    from rich.table import Table
+
     table = Table(title=f"per {title}", title_justify="left")
     table.add_column(title)
     table.add_column("events", justify="right")

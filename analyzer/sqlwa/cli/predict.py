@@ -6,12 +6,7 @@ from pathlib import Path
 
 import click
 
-from sqlwa import device as devices
-from sqlwa.analysis import prediction
-from sqlwa.device import predict as predicting
-from sqlwa.views import device as view
-from sqlwa.views import json_output
-from sqlwa.views.terminal import wide_console
+from sqlwa.catalogue import DEFAULT_DRAWS, DEFAULT_FRAME_BUDGET_MS, DEFAULT_SEED
 
 
 @click.command("predict")
@@ -30,13 +25,13 @@ from sqlwa.views.terminal import wide_console
 @click.option(
     "--draws",
     type=click.IntRange(1, 10_000),
-    default=prediction.DEFAULT_DRAWS,
+    default=DEFAULT_DRAWS,
     show_default=True,
     help="Monte Carlo draws per commit.",
 )
-@click.option("--seed", type=int, default=prediction.DEFAULT_SEED, show_default=True, help="Seed of the draws.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the draws.")
 @click.option(
-    "--budget-ms", type=click.FloatRange(0, min_open=True), default=predicting.FRAME_BUDGET_MS, show_default=True,
+    "--budget-ms", type=click.FloatRange(0, min_open=True), default=DEFAULT_FRAME_BUDGET_MS, show_default=True,
     help="The frame budget a commit must fit in (16.67 ms: one frame at 60 Hz).",
 )  # fmt: skip
 @click.option(
@@ -77,6 +72,12 @@ def predict_command(results: Path, device_specs, fill, draws, seed, budget_ms, b
       sqlwa predict -d pixel-2016 -d moto-z-2016 m1           # two phones, a whole matrix
       sqlwa predict -d sd.toml --fill 85 m1 --json
     """
+    from sqlwa import device as devices
+    from sqlwa.device import predict as predicting
+    from sqlwa.views import device as view
+    from sqlwa.views import json_output
+    from sqlwa.views.terminal import wide_console
+
     profiles = [devices.resolve(spec) for spec in device_specs]
     base_choice = base.replace("-", "_")
     say = None if as_json else (lambda text: click.echo(text, err=True))

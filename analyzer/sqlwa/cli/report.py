@@ -6,9 +6,6 @@ from pathlib import Path
 
 import click
 
-from sqlwa import device as devices
-from sqlwa.views import report as reporting
-
 
 @click.command("report")
 @click.argument("results", type=click.Path(path_type=Path))
@@ -46,6 +43,9 @@ def report_command(results, out_path, device_specs):
     figure. Layers that were not measured are shown as absent. With --device, a section
     sets the latency predicted on each device (sqlwa predict) beside the measured.
     """
+    from sqlwa import device as devices
+    from sqlwa.views import report as reporting
+
     profiles = [devices.resolve(spec) for spec in device_specs]
     written = reporting.write_report(results, out_path, profiles)
     click.echo(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, works offline)")

@@ -8,19 +8,21 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from sqlwa.analysis import metrics
 from sqlwa.capture import tracing
+from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS, DEFAULT_IMAGE_SIZE
 from sqlwa.errors import Interrupted, UsageError
 from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
-from sqlwa.measure import engine, runner
-from sqlwa.views import json_output, terminal
+from sqlwa.measure import engine
 from sqlwa.vm import kernel as vm_kernel
+
+if TYPE_CHECKING:  # imported where a run runs: `sqlwa run --help` needs none of them
+    from rich.progress import TaskID
+
+    from sqlwa.measure import runner
 
 VM_DEFAULT_FS = "ext4"
 
@@ -34,6 +36,9 @@ class ProgressBar:
     """A transient progress bar on stderr, shown only on a terminal."""
 
     def __init__(self, label: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
         self.enabled = sys.stderr.isatty()
         self.progress = Progress(
             TextColumn(label),
@@ -120,7 +125,7 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
 )
 @click.option(
     "--image-size",
-    default=runner.RunRequest.image_size,
+    default=DEFAULT_IMAGE_SIZE,
     show_default=True,
     metavar="SIZE",
     help="Size of the lab image (--fs).",
@@ -173,7 +178,7 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
 @click.option(
     "--frame-budget-ms",
     type=FiniteFloat(min=0, min_open=True),
-    default=metrics.DEFAULT_FRAME_BUDGET_MS,
+    default=DEFAULT_FRAME_BUDGET_MS,
     show_default=True,
     help="Commits longer than this count as frame-budget misses (60 Hz: 16.67).",
 )
@@ -281,6 +286,8 @@ def run(
     With --fs the syscall and block levels are traced too, and the raw trace is kept in
     OUT/trace.txt for re-analysis.
     """
+    from sqlwa.views import json_output, terminal
+
     request = run_request(**locals())
     outcome = execute_with_bar(request)
     if as_json:
@@ -319,6 +326,8 @@ def run_request(
     **_: Any,
 ) -> runner.RunRequest:
     """The run the options of ``sqlwa run`` (and ``sqlwa crash``, which has them all) ask for."""
+    from sqlwa.measure import runner
+
     settings = engine.RunSettings(**settings_given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
     if not vm and click.get_current_context().get_parameter_source("vm_kernel") != click.core.ParameterSource.DEFAULT:
         raise UsageError("--kernel chooses the VM lab's kernel, and this run is not in the VM lab", "add --vm")
@@ -361,6 +370,8 @@ def run_request(
 
 def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:
     """Execute ``request`` with a progress bar; an interruption says what was left unfinished."""
+    from sqlwa.measure import runner
+
     settings = request.settings
     with ProgressBar(f"{request.scenario} {settings.journal}/{settings.sync}") as bar:
         try:
@@ -395,6 +406,8 @@ def with_profile(name: str, options: dict[str, Any]) -> dict:
 def scenarios():
     """List the built-in scenarios."""
     from rich.table import Table
+
+    from sqlwa.views import terminal
 
     table = Table("scenario", "what one transaction does")
     for name, description in engine.builtin_scenarios():

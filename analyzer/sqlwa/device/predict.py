@@ -17,11 +17,11 @@ import polars as pl
 
 from sqlwa.analysis import prediction, windows
 from sqlwa.catalogue import CONFIG_KEYS, config_key, config_label
+from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS as FRAME_BUDGET_MS
 from sqlwa.device.profile import LevelModel, Profile, pricing_notes
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir, store
 
-FRAME_BUDGET_MS = 16.67
 BaseChoice = Literal["auto", "non_io", "cpu"]
 BASE_CHOICES: tuple[BaseChoice, ...] = ("auto", "non_io", "cpu")
 BASE_TEXT = {

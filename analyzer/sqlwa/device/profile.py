@@ -42,11 +42,12 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from sqlwa.errors import UsageError
+
+if TYPE_CHECKING:  # numpy is imported where a profile draws: reading one (the CLI) needs none
+    import numpy as np
 
 SCHEMA_VERSION = 1
 KINDS = ("measured", "imported", "published")
@@ -82,6 +83,8 @@ class Distribution:
     def points(self) -> tuple[np.ndarray, np.ndarray]:
         """(probabilities, ms) of the inverse CDF: the percentiles, with the minimum and
         maximum as its ends where known."""
+        import numpy as np
+
         probs = sorted(self.percentiles_ms)
         qs = [p / 100 for p in probs]
         values = [self.percentiles_ms[p] for p in probs]
@@ -96,6 +99,8 @@ class Distribution:
 
     def draw(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """``size`` samples: uniform probabilities through the piecewise-linear inverse CDF."""
+        import numpy as np
+
         qs, values = self.points()
         return np.interp(rng.random(size), qs, values)
 
@@ -183,6 +188,8 @@ class LevelModel:
         return (nbytes - PAGE) / (bandwidth * 1024 * 1024) * 1000
 
     def service_ms(self, kind: str, nbytes: int, size: int, rng: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
         if kind == "write":
             return self._write(nbytes, size, rng)
         if kind == "flush":
@@ -200,11 +207,15 @@ class LevelModel:
         return np.zeros(size)
 
     def _write(self, nbytes: int, size: int, rng: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
         if self._has("write"):
             return self._draw("write", size, rng) + self.transfer_ms(nbytes)
         return np.full(size, self.transfer_ms(nbytes + PAGE))  # the whole request's transfer
 
     def _flush(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
         for measure in ("flush", "durable_write"):
             if self._has(measure):
                 return self._draw(measure, size, rng)

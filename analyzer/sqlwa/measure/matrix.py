@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture import tracing
-from sqlwa.catalogue import NO_LAB_FS, NO_LAYER, has_layers, run_label, stack_label
+from sqlwa.catalogue import DEFAULT_JOURNALS, DEFAULT_SYNCS, NO_LAB_FS, NO_LAYER, has_layers, run_label, stack_label
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine, runner
@@ -43,8 +43,6 @@ from sqlwa.vm import kernel as vm_kernel
 from sqlwa.vm import machine
 
 DEFAULT_FILESYSTEMS = ("ext4",)
-DEFAULT_JOURNALS = ("delete", "truncate", "persist", "wal")
-DEFAULT_SYNCS = ("normal", "full")
 NO_LAYERS = (NO_LAYER,)  # the default of each layer axis: --encrypt none, --fuse none, --profile none
 
 # The options a profile cell takes from its profile unless the sweep's axis overrides them

@@ -24,7 +24,7 @@ from sqlwa import _system
 from sqlwa.analysis import attribution, fuse_effect, metrics, remap, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
-from sqlwa.catalogue import NO_LAB_FS
+from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, NO_LAB_FS
 from sqlwa.durability import explore
 from sqlwa.errors import TraceLossError, UsageError, writing
 from sqlwa.lab import devmapper, encryption, filesystem, fuse
@@ -48,7 +48,7 @@ class RunRequest:
     dir: Path | None = None
     keep_db: bool = False
     fs: str | None = None
-    image_size: str = "1G"
+    image_size: str = DEFAULT_IMAGE_SIZE
     mkfs_opts: str = ""
     mount_opts: str = ""
     fill_pct: float = 0

@@ -76,6 +76,27 @@ def read_parquet(path: Path) -> pl.DataFrame:
         return pl.read_parquet(f)
 
 
+#: The first (and last) four bytes of every Parquet file.
+PARQUET_MAGIC = b"PAR1"
+
+
+def is_parquet(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
+
+
+def scan_parquet(path: Path) -> pl.LazyFrame:
+    """``pl.scan_parquet(path)``: a lazy frame that reads nothing but the file's footer
+    now (the schema, so a damaged file fails here rather than at ``collect()``), and at
+    ``collect()`` only the columns and row groups the query needs. The path is taken as
+    it is, never as a glob; where Polars cannot name it, through a file Python opens
+    (which the frame keeps open)."""
+    source = path if polars_can_name(path) else open(path, "rb")
+    frame = pl.scan_parquet(source, glob=False)
+    frame.collect_schema()
+    return frame
+
+
 def write_parquet(table: pl.DataFrame, path: Path) -> None:
     """``table.write_parquet(path)`` (through a file Python opens where Polars cannot name
     it), with a failed write raised as the OSError it is (a full disk: ENOSPC), so
