@@ -21,7 +21,7 @@ COMMANDS = {
     "scenarios": LazyCommand("sqlwa.cli.run:scenarios", "List the built-in scenarios."),
     "crash": LazyCommand(
         "sqlwa.cli.crash:crash_command",
-        "Run a workload with every device write recorded, then judge what a power cut at any moment would have left:",
+        "Record a run's device writes and judge what a power cut at any moment would leave.",
     ),
     "matrix": LazyCommand(
         "sqlwa.cli.matrix:matrix_command",

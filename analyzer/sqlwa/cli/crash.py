@@ -31,9 +31,10 @@ def _crash_params() -> list[click.Parameter]:
 
 
 def crash(samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run_options: Any) -> None:
-    """Run a workload with every device write recorded, then judge what a power cut at
-    any moment would have left: how many acknowledged commits it loses, whether SQLite
-    finds the database corrupt, whether the filesystem even mounts.
+    """Record a run's device writes and judge what a power cut at any moment would leave.
+
+    For each crash state: how many acknowledged commits it loses, whether SQLite finds
+    the database corrupt, whether the filesystem even mounts.
 
     \b
     Examples:
