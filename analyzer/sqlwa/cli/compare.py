@@ -51,7 +51,7 @@ def compare_command(a, b, as_json):
       sqlwa compare m1/results.sqlite m2
 
     Matrices are matched by configuration (scenario, fs and its layers: encrypt, fuse,
-    profile; journal, sync; means over repeats, latency quantiles over the repeats'
+    profile, crypt; journal, sync; means over repeats, latency quantiles over the repeats'
     commits pooled). Per commit figures; a change for the worse is shown red, for the
     better green (higher is worse for all of them). — means the level was not measured
     on that side (never 0). Lab runs also show durability: where B's commits lost the durability

@@ -1,5 +1,5 @@
 """``sqlwa matrix``: a sweep over scenarios × filesystems × layers (encryption, FUSE,
-profile) × journal × sync, and ``sqlwa demo``: the default sweep with its table and HTML
+profile, dm-crypt) × journal × sync, and ``sqlwa demo``: the default sweep with its table and HTML
 report."""
 
 from __future__ import annotations
@@ -260,6 +260,16 @@ MATRIX_OPTIONS = [
         "takes the profile's filesystem and layers unless --fs, --encrypt or --fuse is given.",
     ),
     click.option(
+        "--crypt",
+        "crypts",
+        default=NO_LAYER,
+        show_default=True,
+        callback=split_list,
+        metavar="MODE,..",
+        help="dm-crypt under each cell's lab filesystem, e.g. none,dm-crypt,dm-crypt-luks2 (as `sqlwa run "
+        "--crypt`; needs device-mapper: --vm here).",
+    ),
+    click.option(
         "-j",
         "--journal",
         "journals",
@@ -359,8 +369,8 @@ def with_options(options):
     "with its status, reason, run directory and figures, and the means per configuration.",
 )
 def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
-    """Run every combination of scenario × fs × encrypt × fuse × profile × journal × sync,
-    each on a fresh filesystem.
+    """Run every combination of scenario × fs × encrypt × fuse × profile × crypt × journal ×
+    sync, each on a fresh filesystem.
 
     \b
     Examples:
@@ -371,9 +381,10 @@ def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
       sqlwa matrix -j delete,wal --out m3                         # no root: VFS level only
       sudo sqlwa matrix --encrypt none,fscrypt --fuse none,passthrough -j wal --sync full --out m4
       sudo sqlwa matrix --profile none,android-ext4,android-sdcard -j delete,wal --out m5
+      sqlwa matrix --vm --crypt none,dm-crypt -j delete,wal --sync full --out m6
 
     Every run lands in OUT/runs/<scenario>-<stack>-<journal>-<sync>-r<N>/ (stack: the fs and
-    its layers, e.g. ext4+fscrypt+fuse-passthrough) and in the store OUT/results.sqlite. A
+    its layers, e.g. ext4+fscrypt+fuse-passthrough, ext4+dm-crypt) and in the store OUT/results.sqlite. A
     cell that cannot run here (a filesystem the kernel lacks, fscrypt on xfs, no /dev/fuse)
     is skipped with its reason, a failing cell is recorded with its error, and the sweep
     goes on; both are listed at the end. Exit status 1 when a cell failed.

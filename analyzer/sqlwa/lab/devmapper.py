@@ -31,7 +31,7 @@ import secrets
 from dataclasses import dataclass
 
 from sqlwa import _system
-from sqlwa.errors import LabError, UsageError, hint_of
+from sqlwa.errors import LabError, UnsupportedFilesystem, UsageError, hint_of
 
 NO_CRYPT = "none"
 CIPHER = "aes-xts-plain64"
@@ -60,8 +60,10 @@ def check_crypt(mode: str, fs: str, has_device: bool) -> None:
         raise UsageError(f"--crypt {mode!r} is not a crypt mode", f"choose one of: {', '.join(CHOICES)}")
     if mode == NO_CRYPT:
         return
-    if not has_device:
-        raise UsageError(f"--crypt {mode}: {fs} has no block device to encrypt", "use a disk filesystem such as ext4")
+    if not has_device:  # what the filesystem lacks: a sweep skips the cell with this reason
+        raise UnsupportedFilesystem(
+            f"--crypt {mode}: {fs} has no block device to encrypt", "use a disk filesystem such as ext4"
+        )
     if not _system.device_mapper_available():
         raise UsageError("--crypt needs device-mapper, which this kernel lacks; add --vm")
     if not _system.find_tool("cryptsetup"):

@@ -1,5 +1,5 @@
 """Sweeps: every combination of scenario × filesystem × encryption × FUSE layer × profile
-× journal × sync (× repeat), each cell a fresh run through :func:`sqlwa.runner.execute`,
+× dm-crypt × journal × sync (× repeat), each cell a fresh run through :func:`sqlwa.runner.execute`,
 all of them in one results store.
 
 Layout of a matrix directory::
@@ -8,7 +8,7 @@ Layout of a matrix directory::
     DIR/runs/<scenario>-<stack>-<journal>-<sync>-r<N>/   summary.json, commits.parquet,
                                               trace.txt and events.parquet (lab runs)
 
-``<stack>`` is the filesystem and its layers joined by ``+``: ``ext4``,
+``<stack>`` is the filesystem and its layers joined by ``+``: ``ext4``, ``ext4+dm-crypt``,
 ``ext4+fscrypt+fuse-passthrough``, ``ext4+fscrypt+profile-android-ext4``.
 
 A profile cell takes the profile's filesystem, encryption and FUSE layer, except where
@@ -34,9 +34,9 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture import tracing
-from sqlwa.catalogue import NO_LAB_FS, NO_LAYER, has_layers, run_label, stack_label
+from sqlwa.catalogue import LAYER_KEYS, NO_LAB_FS, NO_LAYER, has_layers, run_label, stack_label
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
-from sqlwa.lab import encryption, filesystem, fuse, profiles
+from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine, runner
 from sqlwa.results import rundir, store
 from sqlwa.vm import kernel as vm_kernel
@@ -45,7 +45,7 @@ from sqlwa.vm import machine
 DEFAULT_FILESYSTEMS = ("ext4",)
 DEFAULT_JOURNALS = ("delete", "truncate", "persist", "wal")
 DEFAULT_SYNCS = ("normal", "full")
-NO_LAYERS = (NO_LAYER,)  # the default of each layer axis: --encrypt none, --fuse none, --profile none
+NO_LAYERS = (NO_LAYER,)  # the default of each layer axis: --encrypt, --fuse, --profile, --crypt none
 
 # The options a profile cell takes from its profile unless the sweep's axis overrides them
 # (the other profile options, mkfs and mount options, are no axes: the profile's apply).
@@ -62,13 +62,17 @@ class Cell:
     encrypt: str = NO_LAYER
     fuse: str = NO_LAYER
     profile: str = NO_LAYER
+    crypt: str = NO_LAYER
 
     @property
     def stack(self) -> str:
         """The filesystem and its layers as the cell's key and directory name spell them:
         parts joined by ``+`` (no name of a filesystem, mode or profile has one), each
-        layer but the encryption tagged (``fuse-``, ``profile-``), so names stay unique."""
+        layer but the encryptions tagged (``fuse-``, ``profile-``), so names stay unique
+        (dm-crypt's modes and fscrypt's have names of their own)."""
         parts = [self.fs]
+        if self.crypt != NO_LAYER:
+            parts.append(self.crypt)
         if self.encrypt != NO_LAYER:
             parts.append(self.encrypt)
         if self.fuse != NO_LAYER:
@@ -108,6 +112,7 @@ class MatrixPlan:
     encrypts: tuple[str, ...] = NO_LAYERS
     fuses: tuple[str, ...] = NO_LAYERS
     profiles: tuple[str, ...] = NO_LAYERS
+    crypts: tuple[str, ...] = NO_LAYERS
     # The STACK_OPTIONS whose axis beats a profile's value (given on the command line).
     profile_overrides: tuple[str, ...] = ()
     journals: tuple[str, ...] = DEFAULT_JOURNALS
@@ -122,22 +127,22 @@ class MatrixPlan:
     vm: bool = False  # every cell in one VM lab guest
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
 
-    def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str) -> dict[str, str]:
+    def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
         """What one combination of the stack axes runs: a profile fills in what the
         sweep's axes do not override; a plain cell of a VFS-only sweep has no lab fs."""
         options = {"fs": fs, "encrypt": encrypt, "fuse": fuse_layer}
         if profile != NO_LAYER:
             profiles.apply(profiles.profile(profile), options, self.profile_overrides)
-        if not self.lab and options["encrypt"] == options["fuse"] == profile == NO_LAYER:
-            options["fs"] = NO_LAB_FS
-        return {**options, "profile": profile}
+        stack = {**options, "profile": profile, "crypt": crypt}
+        if not self.lab and not has_layers(stack):
+            stack["fs"] = NO_LAB_FS
+        return stack
 
     def cells(self) -> list[Cell]:
-        stacks = [
-            self.stack(*axes) for axes in itertools.product(self.filesystems, self.encrypts, self.fuses, self.profiles)
-        ]
+        axes = (self.filesystems, self.encrypts, self.fuses, self.profiles, self.crypts)
+        stacks = [self.stack(*combination) for combination in itertools.product(*axes)]
         cells = [
-            Cell(scenario, stack["fs"], journal, sync, r, stack["encrypt"], stack["fuse"], stack["profile"])
+            Cell(scenario, stack["fs"], journal, sync, r, **{layer: stack[layer] for layer in LAYER_KEYS})
             for scenario in self.scenarios
             for stack in stacks
             for journal in self.journals
@@ -182,6 +187,7 @@ NAMED_AXES = (
     ("encrypts", "--encrypt", "encryption", encryption.CHOICES),
     ("fuses", "--fuse", "FUSE layer", fuse.CHOICES),
     ("profiles", "--profile", "profile", (profiles.NO_PROFILE, *profiles.PROFILES)),
+    ("crypts", "--crypt", "dm-crypt mode", devmapper.CHOICES),
 )
 
 
@@ -201,10 +207,13 @@ def check_axes(plan: MatrixPlan) -> None:
         if layered:
             raise UsageError(
                 f"--vfs-only has no lab filesystem, and {stack_label(asdict(layered[0]))} needs one",
-                "leave --vfs-only out, or the --encrypt, --fuse and --profile axes",
+                "leave --vfs-only out, or the --encrypt, --fuse, --profile and --crypt axes",
             )
     for scenario in plan.scenarios:
         engine.load_scenario(scenario)  # raises ScenarioError with its own fix
+    if not plan.vm:
+        for crypt in plan.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
+            devmapper.check_crypt(crypt, "ext4", has_device=True)
     if plan.vm:
         runner.guest_kernel(plan.kernel)  # a kernel that cannot be had is a mistake in the axes too
     check_dirnames(plan)
@@ -227,6 +236,7 @@ PLAN_OPTIONS = {
     "encrypts": "--encrypt",
     "fuses": "--fuse",
     "profiles": "--profile",
+    "crypts": "--crypt",
     "profile_overrides": "--profile overridden by",
     "journals": "-j",
     "syncs": "--sync",
@@ -243,7 +253,13 @@ PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN}
 
 
 # What a plan recorded before the layer axes existed had, in effect: no layers.
-PLAN_BEFORE_LAYERS = {"encrypts": [NO_LAYER], "fuses": [NO_LAYER], "profiles": [NO_LAYER], "profile_overrides": []}
+PLAN_BEFORE_LAYERS = {
+    "encrypts": [NO_LAYER],
+    "fuses": [NO_LAYER],
+    "profiles": [NO_LAYER],
+    "profile_overrides": [],
+    "crypts": [NO_LAYER],
+}
 
 
 def plan_record(plan: MatrixPlan) -> dict:
@@ -321,6 +337,7 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         image_size=plan.image_size,
         encrypt=cell.encrypt,
         fuse=cell.fuse,
+        crypt=cell.crypt,
         vm=plan.vm,
         kernel=plan.kernel,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
@@ -375,6 +392,7 @@ def run_cell(
         encrypt=cell.encrypt,
         fuse=cell.fuse,
         profile=cell.profile,
+        crypt=cell.crypt,
         cell=cell.config_key,
         repeat=cell.repeat,
         txns=plan.txns,

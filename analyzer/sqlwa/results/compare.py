@@ -1,7 +1,7 @@
 """``sqlwa compare``: two results (matrices or single runs) side by side, with deltas.
 
 Matrices are matched configuration by configuration (scenario, fs, encrypt, fuse, profile,
-journal, sync; means over repeats); a configuration present on one side only is shown
+crypt, journal, sync; means over repeats); a configuration present on one side only is shown
 with the other side empty. Two single runs are compared with each other whatever their configurations.
 
 Durability is compared too: where B's commits lost the durability A's had (a finding
