@@ -72,7 +72,11 @@ def test_named_kernels_are_taken_in_the_order_given():
             "kernel",
             "m holds runs of 3 kernels (5.10, 6.1, 6.12); --by kernel compares two",
         ),
-        ([("r1", "ok", "5.10", 1.0), ("r2", "ok", "6.1", 1.0)], "kernel=5.10,4.19", "no successful run of m ran on 4.19"),
+        (
+            [("r1", "ok", "5.10", 1.0), ("r2", "ok", "6.1", 1.0)],
+            "kernel=5.10,4.19",
+            "no successful run of m ran on 4.19",
+        ),
         ([("r1", "ok", "5.10", 1.0)], "kernel=5.10", "--by kernel=5.10: name two different kernels"),
         ([("r1", "ok", "5.10", 1.0)], "hostname", "--by hostname: results split only by kernel"),
     ],

@@ -11,7 +11,6 @@ from sqlwa.catalogue import METRICS, Metric
 from sqlwa.cli.matrix import fmt, wide_console
 from sqlwa.errors import UsageError
 from sqlwa.results import compare as comparing
-from sqlwa.results import store
 from sqlwa.views import json_output
 
 VERDICT_COLOURS = {"worse": "red", "durability_lost": "red", "better": "green"}  # others: dim
