@@ -329,7 +329,13 @@ def test_check_json_measured_values_are_the_stores_and_verdicts_follow_the_limit
     for check in document["checks"]:
         scenario, fs, journal, sync = check["label"].replace("/", " ").split()  # a plain label: no layers
         named = {"scenario": scenario, "fs": fs, "journal": journal, "sync": sync}
-        assert check["configuration"] == {**named, "encrypt": "none", "fuse": "none", "profile": "none", "crypt": "none"}
+        assert check["configuration"] == {
+            **named,
+            "encrypt": "none",
+            "fuse": "none",
+            "profile": "none",
+            "crypt": "none",
+        }
         if check["metric"] == "fsync_calls_per_commit":  # a VFS-level run has no syscall figures
             assert (check["measured"], check["outcome"], check["fails"]) == (None, "unmeasured", True)
             continue

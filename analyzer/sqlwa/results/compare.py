@@ -104,6 +104,7 @@ def side_of(sources: list[Side], column: str, value: str) -> Side:
     label = f"{' + '.join(side.label for side in sources)} [{column} {value}]"
     return Side(label, pl.concat(runs, how="diagonal_relaxed"), pl.concat(latencies))
 
+
 # The catalogue metrics a reader compares first, in this order.
 COMPARED_METRICS = (
     "fsync_calls_per_commit",
