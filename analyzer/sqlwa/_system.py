@@ -657,6 +657,11 @@ def loop_backing_file(device: str) -> str | None:
         return None
 
 
+def block_device_sectors(device: str) -> int:
+    """The size of block device ``device`` (/dev/loopN) in 512-byte sectors, from sysfs."""
+    return int((Path("/sys/class/block") / os.path.basename(device) / "size").read_text())
+
+
 def _sys_text(path: Path) -> str | None:
     try:
         return path.read_text().strip() or None

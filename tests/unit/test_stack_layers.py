@@ -212,3 +212,20 @@ def test_a_run_directory_from_before_the_layers_keeps_its_label():
         "scenario": "s", "fs": "?", "encrypt": "none", "fuse": "none", "profile": "none", "crypt": "none",
         "journal": "?", "sync": "?",
     }  # fmt: skip
+
+
+def test_a_device_delay_is_one_for_the_whole_sweep_and_part_of_its_plan():
+    started = matrix.plan_record(plan(vm=True, device_delay_ms=10))
+    assert matrix.plan_differences(started, matrix.plan_record(plan(vm=True, device_delay_ms=5))) == [
+        "--device-delay 5 (it was started with 10)"
+    ]
+    before = {k: v for k, v in matrix.plan_record(plan()).items() if k != "device_delay_ms"}
+    assert matrix.plan_differences(before, matrix.plan_record(plan())) == []  # a plan from before: none
+    with pytest.raises(UsageError, match=r"--device-delay delays a lab filesystem's device, and this sweep has none"):
+        matrix.check_device_delay(plan(lab=False, device_delay_ms=10))
+    with pytest.raises(UsageError, match="--device-delay and --crypt dm-crypt are two device-mapper layers"):
+        matrix.check_device_delay(plan(vm=True, crypts=("none", "dm-crypt"), device_delay_ms=10))
+    matrix.check_device_delay(plan(vm=True, device_delay_ms=0))  # the control: the layer without delay
+    assert (
+        matrix.request_for(plan(vm=True).cells()[0], plan(vm=True, device_delay_ms=7), Path("r")).device_delay_ms == 7
+    )

@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from sqlwa.catalogue import METRICS, NO_LAYER, config_label
+from sqlwa.lab import devmapper
 from sqlwa.measure import matrix
 from sqlwa.results import store
 from sqlwa.views import json_output
@@ -301,6 +302,14 @@ MATRIX_OPTIONS = [
         "--vm",
         is_flag=True,
         help="Run every cell in one VM lab guest with its own kernel (no root needed; see `sqlwa run --vm`).",
+    ),
+    click.option(
+        "--device-delay",
+        "device_delay_ms",
+        type=click.IntRange(0, devmapper.MAX_DELAY_MS),
+        metavar="MS",
+        help="dm-delay under every cell's lab filesystem: writes and cache flushes held MS ms (as `sqlwa run "
+        "--device-delay`; needs device-mapper: --vm here).",
     ),
     click.option(
         "--kernel",

@@ -267,10 +267,11 @@ class LabFilesystem:
     ``mount_options`` (what the kernel reports), ``fill`` (dict or None), ``data_dir``
     (where the workload runs), ``fuse`` (the :class:`~sqlwa.lab.fuse.FuseLayer` or None).
     ``crypt`` (the :class:`~sqlwa.lab.devmapper.DmCrypt` target under the filesystem, or
-    None), ``ecryptfs`` (the :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
-    ``progress`` is called with a stage name (image, loop, crypt, mkfs, mount, encrypt,
-    ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and for
-    tests that interrupt setup.
+    None), ``delay`` (the :class:`~sqlwa.lab.devmapper.DmDelay` target there, or None),
+    ``ecryptfs`` (the :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
+    ``progress`` is called with a stage name (image, loop, crypt or delay, mkfs, mount,
+    encrypt, ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and
+    for tests that interrupt setup.
     """
 
     def __init__(
@@ -286,6 +287,7 @@ class LabFilesystem:
         encrypt: str = encryption.NO_ENCRYPTION,
         fuse_layer: str = fuse.NO_FUSE,
         crypt: str = devmapper.NO_CRYPT,
+        device_delay_ms: int | None = None,
         keep_image: str | os.PathLike | None = None,
     ) -> None:
         if fs not in FILESYSTEMS:
@@ -309,6 +311,7 @@ class LabFilesystem:
                 "choose one: --fs ext4 --encrypt fscrypt, or --fs ecryptfs",
             )
         devmapper.check_crypt(crypt, fs, self.spec.mkfs_tool is not None)
+        devmapper.check_delay(device_delay_ms, crypt, fs, self.spec.mkfs_tool is not None)
         self.fuse_spec = fuse.check_fuse(fuse_layer)
         self.direct_io = direct_io
         self.keep_image = keep_image  # a test's look at what reached the disk: the image is copied here
@@ -324,6 +327,7 @@ class LabFilesystem:
         self.fuse = fuse.FuseLayer(self.fuse_spec, self.lab_dir, token) if self.fuse_spec else None
         # dm-crypt between the loop device and the filesystem; eCryptfs over it
         self.crypt = devmapper.DmCrypt(crypt, self.name) if crypt != devmapper.NO_CRYPT else None
+        self.delay = devmapper.DmDelay(device_delay_ms, self.name) if device_delay_ms is not None else None
         self.ecryptfs = ecryptfs.EcryptfsLayer(self.lab_dir, self.name) if self.spec.stacked else None
         self.loop_device: str | None = None
         self.dev_major: int | None = None
@@ -342,14 +346,19 @@ class LabFilesystem:
         return (self.dev_major, self.dev_minor) if self.loop_device else None  # type: ignore[return-value]
 
     @property
+    def dm_target(self) -> devmapper.DmTarget | None:
+        """The device-mapper target under the filesystem (--crypt or --device-delay), if any."""
+        return self.crypt or self.delay
+
+    @property
     def fs_device(self) -> str | None:
-        """The device the filesystem is on: the dm-crypt target with --crypt, else the loop device."""
-        return self.crypt.path if self.crypt is not None else self.loop_device
+        """The device the filesystem is on: the dm target with --crypt or --device-delay, else the loop device."""
+        return self.dm_target.path if self.dm_target is not None else self.loop_device
 
     @property
     def mapped_dev(self) -> tuple[int, int] | None:
-        """(major, minor) of the dm-crypt target the filesystem is on, None without --crypt."""
-        device = self.crypt.device if self.crypt is not None else None
+        """(major, minor) of the dm target the filesystem is on, None without one."""
+        device = self.dm_target.device if self.dm_target is not None else None
         return (device.major, device.minor) if device is not None else None
 
     def mappable_path(self, path: str) -> str:
@@ -387,7 +396,7 @@ class LabFilesystem:
         else:
             self._create_image()
             self._attach_loop()
-            self._open_crypt()
+            self._open_dm_target()
             self._mkfs()
             os.mkdir(self.mountpoint, 0o700)
             self._mount_loop()
@@ -461,21 +470,22 @@ class LabFilesystem:
         if not ok:
             raise LabError(f"refusing to format {device!r}: it is not the loop device of {self.image}")
 
-    def _open_crypt(self) -> None:
-        """dm-crypt over the loop device, which is checked to be ours first, as for mkfs."""
-        if self.crypt is None:
+    def _open_dm_target(self) -> None:
+        """dm-crypt or dm-delay over the loop device, which is checked to be ours first, as for mkfs."""
+        target = self.dm_target
+        if target is None:
             return
-        self._progress("crypt")
+        self._progress("crypt" if target is self.crypt else "delay")
         self._assert_loop_is_ours()
         with self._guard.critical():
-            self.crypt.open(self.loop_device)  # type: ignore[arg-type]
+            target.open(self.loop_device)  # type: ignore[arg-type]
 
     def _mkfs(self) -> None:
         self._progress("mkfs")
         self._assert_loop_is_ours()
         assert self.loop_device is not None  # only image-backed labs run mkfs
-        if self.crypt is not None:
-            self.crypt.assert_over(self.loop_device)
+        if self.dm_target is not None:
+            self.dm_target.assert_over(self.loop_device)
         feature = encryption.ENCRYPTING_FILESYSTEMS[self.spec.kernel_type] if self.encryption else ()
         self.mkfs_cmd = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.fs_device)  # type: ignore[arg-type]
         self.mkfs_version = _system.tool_version(self.mkfs_cmd[0])
@@ -511,7 +521,7 @@ class LabFilesystem:
             self._unmount_ecryptfs,
             self._remove_key,
             self._unmount,
-            self._close_crypt,
+            self._remove_dm_target,
             self._detach_loops,
             self._copy_image,
             self._remove_files,
@@ -534,9 +544,9 @@ class LabFilesystem:
         if self.ecryptfs is not None:
             self.ecryptfs.teardown()
 
-    def _close_crypt(self) -> None:
-        if self.crypt is not None:
-            self.crypt.close()
+    def _remove_dm_target(self) -> None:
+        if self.dm_target is not None:
+            self.dm_target.close()
 
     def _remove_key(self) -> None:
         if self.encryption is not None:
@@ -589,6 +599,7 @@ class LabFilesystem:
             "fuse": self.fuse.describe() if self.fuse else None,
             "fs_device": self.fs_device,
             "crypt": self.crypt.describe() if self.crypt else None,
+            "delay": self.delay.describe() if self.delay else None,
             "ecryptfs": self.ecryptfs.describe() if self.ecryptfs else None,
         }
 

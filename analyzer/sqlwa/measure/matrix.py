@@ -126,6 +126,7 @@ class MatrixPlan:
     image_size: str = "1G"
     vm: bool = False  # every cell in one VM lab guest
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
+    device_delay_ms: int | None = None  # dm-delay under every cell's filesystem
 
     def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
         """What one combination of the stack axes runs: a profile fills in what the
@@ -214,9 +215,27 @@ def check_axes(plan: MatrixPlan) -> None:
     if not plan.vm:
         for crypt in plan.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
             devmapper.check_crypt(crypt, "ext4", has_device=True)
+    check_device_delay(plan)
     if plan.vm:
         runner.guest_kernel(plan.kernel)  # a kernel that cannot be had is a mistake in the axes too
     check_dirnames(plan)
+
+
+def check_device_delay(plan: MatrixPlan) -> None:
+    """--device-delay is the same for every cell: refused for them all at once."""
+    if plan.device_delay_ms is None:
+        return
+    if not plan.lab:
+        reason = plan.lab_unavailable or "--vfs-only"
+        raise UsageError(
+            f"--device-delay delays a lab filesystem's device, and this sweep has none ({reason})",
+            "add --vm, or leave --device-delay out",
+        )
+    for crypt in plan.crypts:
+        if plan.vm:
+            devmapper.check_delay_with(plan.device_delay_ms, crypt)
+        else:
+            devmapper.check_delay(plan.device_delay_ms, crypt, "ext4", has_device=True)
 
 
 def check_dirnames(plan: MatrixPlan) -> None:
@@ -247,9 +266,10 @@ PLAN_OPTIONS = {
     "image_size": "--image-size",
     "vm": "--vm",
     "kernel": "--kernel",
+    "device_delay_ms": "--device-delay",
 }
 # What a plan stored before an option existed meant by leaving it out.
-PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN}
+PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN, "device_delay_ms": None}
 
 
 # What a plan recorded before the layer axes existed had, in effect: no layers.
@@ -338,6 +358,7 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         encrypt=cell.encrypt,
         fuse=cell.fuse,
         crypt=cell.crypt,
+        device_delay_ms=plan.device_delay_ms,
         vm=plan.vm,
         kernel=plan.kernel,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,

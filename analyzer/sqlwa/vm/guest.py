@@ -41,6 +41,7 @@ def capture(request: dict) -> lab_capture.LabCapture:
         encrypt=request["encrypt"],
         fuse_layer=request["fuse"],
         crypt=request["crypt"],
+        device_delay_ms=request["device_delay_ms"],
         keep_image=request["keep_image"],
     )
     options = lab_capture.CaptureOptions(allow_loss=request["allow_loss"], buffer_kb=request["buffer_kb"])
