@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlwa.errors import Interrupted, ToolError, UsageError
+from sqlwa.errors import Interrupted, LabError, ToolError, UsageError
 
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin")
 TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -473,6 +473,29 @@ class SignalGuard:
             self._pending = self._pending or signum
             return
         raise interruption(signum)
+
+
+def call_within(action: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Run ``action`` in a thread of its own and wait for it ``timeout_s`` seconds at most.
+    If it is not done by then, raise :class:`LabError` and leave it behind: a step stuck in
+    the kernel (an unmount, a loop device's detach) can be abandoned, never cancelled.
+    Signals still reach the caller's handlers, which run in the main thread."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            action()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller, in its thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name=f"sqlwa: {what}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise LabError(f"{what} did not finish in {timeout_s:g} s and was abandoned")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 # --------------------------------------------------------------------------- mounts

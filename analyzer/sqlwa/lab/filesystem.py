@@ -37,6 +37,7 @@ import os
 import re
 import secrets
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -512,8 +513,11 @@ class LabFilesystem:
 
     def _teardown(self) -> list[Exception]:
         """Remove whatever exists of this lab, found by its names (not by what setup got
-        to record), so a setup interrupted at any point is fully undone."""
+        to record), so a setup interrupted at any point is fully undone. Every step is
+        bounded (:func:`teardown_step_s`): one stuck in the kernel is abandoned with an
+        error and the others still run, so a hung unmount cannot hang the run."""
         self._guard.tearing_down = True
+        self._progress("teardown")
         errors: list[Exception] = []
         # The daemon first: it holds lower files open, which would keep the key and the mount busy.
         steps = (
@@ -527,8 +531,9 @@ class LabFilesystem:
             self._remove_files,
         )
         for step in steps:
+            name = step.__name__.lstrip("_")
             try:
-                step()
+                _system.call_within(with_injected_hang(name, step), teardown_step_s(), f"{self.name}: {name}")
             except Exception as exc:  # keep going: later steps still free what they can
                 errors.append(exc)
         _system.release_ownership(self._ownership)  # held to here: cleanup leaves us alone
@@ -602,6 +607,30 @@ class LabFilesystem:
             "delay": self.delay.describe() if self.delay else None,
             "ecryptfs": self.ecryptfs.describe() if self.ecryptfs else None,
         }
+
+
+# --------------------------------------------------------------------------- teardown bounds
+
+TEARDOWN_STEP_S = 60  # one teardown step (an unmount, dmsetup remove, losetup -d): seconds here
+# Test hooks, hidden: a teardown step's bound in seconds, and the name of a step made to
+# hang (e.g. "unmount") — the guest's teardown under a stuck kernel, on demand.
+TEARDOWN_STEP_ENV = "SQLWA_TEARDOWN_STEP_S"
+HANG_STEP_ENV = "SQLWA_FAULT_HANG_TEARDOWN"
+
+
+def teardown_step_s() -> float:
+    return float(os.environ.get(TEARDOWN_STEP_ENV) or TEARDOWN_STEP_S)
+
+
+def with_injected_hang(name: str, step: Callable[[], None]) -> Callable[[], None]:
+    """``step``, or one that never returns when :data:`HANG_STEP_ENV` names it."""
+    if os.environ.get(HANG_STEP_ENV) != name:
+        return step
+
+    def hang() -> None:
+        threading.Event().wait()
+
+    return hang
 
 
 # --------------------------------------------------------------------------- removal

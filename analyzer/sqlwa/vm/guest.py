@@ -6,7 +6,8 @@ in the guest's RAM, the workload and its trace), leaves ``CTL/N/capture.json`` (
 :class:`~sqlwa.measure.lab_capture.LabCapture`) or, for an error sqlwa knows,
 ``CTL/N/error.json``, and says ``sqlwa-vm: done N``; ``CTL/quit`` ends it. The trace goes
 to the run's output directory, shared with the host, where the host analyses it.
-Progress goes to the console as ``sqlwa-vm: progress D N`` lines. Imports nothing heavy
+Progress goes to the console as ``sqlwa-vm: progress D N`` lines, the lab's stages
+(mkfs, mount, …, teardown) as ``sqlwa-vm: stage NAME``. Imports nothing heavy
 (see :mod:`sqlwa.measure.lab_capture`).
 """
 
@@ -43,9 +44,15 @@ def capture(request: dict) -> lab_capture.LabCapture:
         crypt=request["crypt"],
         device_delay_ms=request["device_delay_ms"],
         keep_image=request["keep_image"],
+        progress=say_stage,
     )
     options = lab_capture.CaptureOptions(allow_loss=request["allow_loss"], buffer_kb=request["buffer_kb"])
     return lab_capture.capture_in_lab(settings, scenario, lab, Path(request["out_dir"]), options, ConsoleProgress())
+
+
+def say_stage(stage: str) -> None:
+    """The lab's stage, for the host: it bounds how long it waits for a teardown."""
+    print(f"sqlwa-vm: stage {stage}", flush=True)
 
 
 class ConsoleProgress:
