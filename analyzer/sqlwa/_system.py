@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from sqlwa.errors import Interrupted, ToolError, UsageError
+from sqlwa.errors import Interrupted, LabError, ToolError, UsageError
 
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin")
 TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -478,6 +478,29 @@ class SignalGuard:
         raise interruption(signum)
 
 
+def call_within(action: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Run ``action`` in a thread of its own and wait for it ``timeout_s`` seconds at most.
+    If it is not done by then, raise :class:`LabError` and leave it behind: a step stuck in
+    the kernel (an unmount, a loop device's detach) can be abandoned, never cancelled.
+    Signals still reach the caller's handlers, which run in the main thread."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            action()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller, in its thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name=f"sqlwa: {what}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise LabError(f"{what} did not finish in {timeout_s:g} s and was abandoned")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
 # --------------------------------------------------------------------------- mounts
 
 
@@ -658,6 +681,11 @@ def loop_backing_file(device: str) -> str | None:
         return sys_file.read_text().rstrip("\n").removesuffix(" (deleted)")
     except OSError:
         return None
+
+
+def block_device_sectors(device: str) -> int:
+    """The size of block device ``device`` (/dev/loopN) in 512-byte sectors, from sysfs."""
+    return int((Path("/sys/class/block") / os.path.basename(device) / "size").read_text())
 
 
 def _sys_text(path: Path) -> str | None:
@@ -1054,7 +1082,7 @@ def attach_loop(image: str) -> str:
 T = TypeVar("T")
 
 
-def call_within(wait_s: float, action: Callable[..., T], *args: object) -> T | None:
+def call_in_child(wait_s: float, action: Callable[..., T], *args: object) -> T | None:
     """``action(*args)`` in a forked child, its result (pickled back) or its exception
     re-raised here; None if it has not finished within ``wait_s`` seconds, when the child
     is killed (a child stuck in the kernel stays until the kernel lets go: it holds

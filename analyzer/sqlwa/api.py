@@ -611,7 +611,7 @@ class Matrix:
 
     def run(self, **selection: Any) -> Run:
         """The one successful run matching ``selection`` (any of scenario, fs, encrypt,
-        fuse, profile, journal, sync, repeat), e.g. ``matrix.run(journal="wal", fuse="none")``."""
+        fuse, profile, crypt, journal, sync, repeat), e.g. ``matrix.run(journal="wal", fuse="none")``."""
         unknown = set(selection) - set(SELECTORS)
         if unknown:
             raise UsageError(f"cannot select runs by {', '.join(sorted(unknown))}", f"select by {', '.join(SELECTORS)}")
@@ -628,7 +628,7 @@ class Matrix:
     @cached_property
     def commits(self) -> pl.DataFrame:
         """Every successful run's commits in one frame, with the configuration keys
-        (scenario, fs, encrypt, fuse, profile, journal, sync) and run_key in front (columns
+        (scenario, fs, encrypt, fuse, profile, crypt, journal, sync) and run_key in front (columns
         a run lacks are null)."""
         frames = [
             run.commits.select(*[pl.lit(row.get(k)).alias(k) for k in (*CONFIG_KEYS, "run_key")], pl.all())

@@ -283,9 +283,10 @@ DURABILITY_FINDINGS = ("xsync_without_fsync", "fsync_flushed_nothing")
 
 # ------------------------------------------------------------------ configurations
 
-#: The layers a run may put between SQLite and its lab filesystem, as the summary's
-#: config names them: ``--encrypt``, ``--fuse`` and the ``--profile`` they came from.
-LAYER_KEYS = ("encrypt", "fuse", "profile")
+#: The layers a run may put around its lab filesystem, as the summary's config names
+#: them: ``--encrypt``, ``--fuse``, the ``--profile`` they came from, and ``--crypt``
+#: (dm-crypt under the filesystem).
+LAYER_KEYS = ("encrypt", "fuse", "profile", "crypt")
 #: A layer that is not there (and a run from before sqlwa had layers).
 NO_LAYER = "none"
 #: What a configuration is: runs with equal values are repeats of one configuration.
@@ -296,9 +297,9 @@ NO_LAB_FS = "none"
 
 
 def layers_of(config: Mapping[str, Any]) -> dict[str, str]:
-    """A run's layers from its summary's config: its encryption, its FUSE layer and the
-    name of its profile, ``none`` for each it lacks (a run without a lab, or one made
-    before sqlwa had layers, records none of them)."""
+    """A run's layers from its summary's config: its encryption, its FUSE layer, the
+    name of its profile and its dm-crypt, ``none`` for each it lacks (a run without a
+    lab, or one made before sqlwa had layers, records none of them)."""
     profile = config.get("profile")
     if isinstance(profile, Mapping):  # summary.json records the whole profile
         profile = profile.get("name")
@@ -306,6 +307,7 @@ def layers_of(config: Mapping[str, Any]) -> dict[str, str]:
         "encrypt": str(config.get("encrypt") or NO_LAYER),
         "fuse": str(config.get("fuse") or NO_LAYER),
         "profile": str(profile or NO_LAYER),
+        "crypt": str(config.get("crypt") or NO_LAYER),
     }
 
 
@@ -317,9 +319,12 @@ def config_values(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def stack_label(row: Mapping[str, Any]) -> str:
-    """The filesystem and the layers on it: ``ext4``, ``ext4+fscrypt+fuse:passthrough``;
-    with a profile, its name first: ``android-ext4 (ext4+fscrypt)``."""
+    """The filesystem and the layers around it, from the disk up: ``ext4``,
+    ``ext4+dm-crypt``, ``ext4+fscrypt+fuse:passthrough``; with a profile, its name first:
+    ``android-ext4 (ext4+fscrypt)``."""
     parts = [str(row["fs"])]
+    if _present(row, "crypt"):
+        parts.append(str(row["crypt"]))
     if _present(row, "encrypt"):
         parts.append(str(row["encrypt"]))
     if _present(row, "fuse"):

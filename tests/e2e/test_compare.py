@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,20 @@ def test_cli_prints_both_sides_and_a_missing_configuration(matrix_dir, tmp_path)
     assert "vfs_write_kib_per_commit" in proc.stdout and "—" in proc.stdout
     bad = sqlwa("compare", str(matrix_dir), str(tmp_path / "nothing"), check=False)
     assert bad.returncode == 2 and "neither" in bad.stderr
+
+
+def test_one_result_without_by_is_one_line(matrix_dir):
+    proc = sqlwa("compare", str(matrix_dir), check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "sqlwa: error: compare needs two results, A and B",
+        "  fix: give B, or --by kernel to split A by kernel",
+    ]
+
+
+def test_by_kernel_on_runs_of_one_kernel_is_one_line(matrix_dir):
+    proc = sqlwa("compare", str(matrix_dir), "--by", "kernel", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == (
+        f"sqlwa: error: {matrix_dir} holds runs of 1 kernel ({os.uname().release}); --by kernel compares two"
+    )

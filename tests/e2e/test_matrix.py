@@ -132,7 +132,7 @@ def test_layers_in_a_vfs_only_sweep_are_one_line_and_nothing_is_made(tmp_path):
                  "--out", str(out), check=False)  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
         "sqlwa: error: --vfs-only has no lab filesystem, and ext4+fscrypt needs one",
-        "  fix: leave --vfs-only out, or the --encrypt, --fuse and --profile axes",
+        "  fix: leave --vfs-only out, or the --encrypt, --fuse, --profile and --crypt axes",
     ]
     assert not out.exists()
 

@@ -88,7 +88,43 @@ def test_a_store_from_before_the_layers_reads_them_from_each_runs_config(tmp_pat
     assert store.schema_version(conn) == store.STORE_SCHEMA_VERSION
     assert [tuple(r) for r in conn.execute("SELECT encrypt, fuse, profile FROM runs ORDER BY id")] == expected
     indexed = [r["name"] for r in conn.execute("PRAGMA index_info('runs_by_config')")]
-    assert indexed == ["scenario", "fs", "encrypt", "fuse", "profile", "journal", "sync", "status"]
+    assert indexed == ["scenario", "fs", "encrypt", "fuse", "profile", "crypt", "journal", "sync", "status"]
+
+
+def version_6_store(path: Path) -> None:
+    """A store as sqlwa made it before dm-crypt was a layer (schema version 6): a dm-crypt
+    run saved from its run directory (its config says so), a plain run, and a skipped
+    fscrypt cell (no config at all)."""
+    raw = sqlite3.connect(path)
+    for script in store.MIGRATIONS[:6]:
+        raw.executescript(script)
+    rows = [
+        (1, "fde", "ok", "none", json.dumps({"crypt": "dm-crypt-luks2", "encrypt": "none"})),
+        (2, "plain", "ok", "none", json.dumps({"encrypt": "none"})),
+        (3, "skipped", "skipped", "fscrypt", None),
+    ]
+    raw.executemany(
+        "INSERT INTO runs (id, run_key, status, scenario, fs, encrypt, fuse, profile, journal, sync, levels, "
+        "config_json) VALUES (?, ?, ?, 's', 'ext4', ?, 'none', 'none', 'wal', 'full', '[\"vfs\"]', ?)",
+        rows,
+    )
+    raw.execute("INSERT INTO commits (run_id, idx, warmup, latency_ns) VALUES (1, 0, 0, 1000000)")
+    raw.execute("PRAGMA user_version = 6")
+    raw.commit()
+    raw.close()
+
+
+def test_a_store_from_before_dm_crypt_was_a_layer_reads_it_from_each_runs_config(tmp_path):
+    path = tmp_path / store.STORE_FILE
+    version_6_store(path)
+    expected = [("none", "dm-crypt-luks2"), ("none", "none"), ("fscrypt", "none")]
+    runs = store.load_results(tmp_path)  # read as it is: readers never migrate
+    assert list(runs.select("encrypt", "crypt").iter_rows()) == expected
+    assert store.load_latencies(tmp_path).select("crypt").row(0) == ("dm-crypt-luks2",)
+    assert store.config_means(runs)["crypt"].to_list() == ["dm-crypt-luks2", "none"]  # not one configuration
+    conn = store.connect(path)  # a writer migrates it to the same values, in a column of its own
+    assert store.schema_version(conn) == 7
+    assert [tuple(r) for r in conn.execute("SELECT encrypt, crypt FROM runs ORDER BY id")] == expected
 
 
 def version_5_store(path: Path) -> None:

@@ -55,7 +55,12 @@ def test_non_finite_numbers_are_refused_before_anything_runs():
 
 def test_lab_options_without_a_lab_are_one_error_and_nothing_is_written(tmp_path, capsys):
     out = tmp_path / "out"
-    for args in (["--fill", "50"], ["--mkfs-opts", "-O fast_commit"], ["--mount-opts", "noatime"]):
+    for args in (
+        ["--fill", "50"],
+        ["--mkfs-opts", "-O fast_commit"],
+        ["--mount-opts", "noatime"],
+        ["--device-delay", "10"],
+    ):
         try:
             main(["run", "-n", "2", *args, "--out", str(out)])
         except SystemExit as exit:
@@ -122,3 +127,33 @@ def test_no_help_text_shows_a_doubled_percent_sign():
     for argv in commands(_group, []):
         result = CliRunner().invoke(_group, [*argv, "--help"])
         assert result.exit_code == 0 and "%%" not in result.output, (argv, result.output)
+
+
+DEVICE_DELAY_REFUSALS = [
+    # dm-crypt and dm-delay are refused together wherever the run would be, before a guest boots
+    (["--vm", "--crypt", "dm-crypt", "--device-delay", "10"], "--device-delay and --crypt dm-crypt are two"),
+    (["--vm", "--device-delay", "10001"], "Invalid value for '--device-delay'"),
+]
+
+
+@pytest.mark.parametrize("args, message", DEVICE_DELAY_REFUSALS, ids=["with-crypt", "too-long"])
+def test_a_device_delay_the_run_cannot_have_is_one_line_and_makes_nothing(tmp_path, args, message):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "sqlwa", "run", "-n", "2", *args, "--out", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+def test_device_delay_on_tmpfs_is_unsupported_and_a_host_without_device_mapper_says_add_vm():
+    from sqlwa import _system
+    from sqlwa.errors import UnsupportedFilesystem, UsageError
+    from sqlwa.lab import devmapper
+
+    with pytest.raises(UnsupportedFilesystem, match="tmpfs has no block device to delay"):
+        devmapper.check_delay(10, "none", "tmpfs", has_device=False)
+    if not _system.device_mapper_available():
+        with pytest.raises(
+            UsageError, match=r"^--device-delay needs device-mapper, which this kernel lacks; add --vm$"
+        ):
+            devmapper.check_delay(10, "none", "ext4", has_device=True)

@@ -16,7 +16,7 @@ from helpers import REPO
 from sqlwa import catalogue
 from sqlwa.catalogue import NO_LAYER, config_label, layers_of
 from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
-from sqlwa.lab import encryption, filesystem, fuse, profiles
+from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.measure import matrix
 from sqlwa.results import layers
 
@@ -30,15 +30,21 @@ def test_a_plain_configuration_keeps_its_short_label_and_layers_are_told_apart()
     assert config_label(both) == "mobibench-insert ext4+fscrypt+fuse:passthrough wal/full"
     sdcard = {**PLAIN, "encrypt": "fscrypt", "fuse": "passthrough-kernel", "profile": "android-sdcard"}
     assert config_label(sdcard) == "mobibench-insert android-sdcard (ext4+fscrypt+fuse:passthrough-kernel) wal/full"
+    # dm-crypt lies under the filesystem, fscrypt in it: the label reads from the disk up
+    fde = {**PLAIN, **layers_of({"crypt": "dm-crypt"})}
+    assert config_label(fde) == "mobibench-insert ext4+dm-crypt wal/full"
+    assert config_label({**fde, "encrypt": "fscrypt"}) == "mobibench-insert ext4+dm-crypt+fscrypt wal/full"
 
 
 def test_every_combination_of_layers_has_its_own_label_key_and_directory():
     combos = list(
-        itertools.product(filesystem.FILESYSTEMS, encryption.CHOICES, fuse.CHOICES, (NO_LAYER, *profiles.PROFILES))
+        itertools.product(
+            filesystem.FILESYSTEMS, encryption.CHOICES, fuse.CHOICES, (NO_LAYER, *profiles.PROFILES), devmapper.CHOICES
+        )
     )
     cells = [
-        matrix.Cell("mobibench-insert", fs, "wal", "full", 1, encrypt, layer, profile)
-        for fs, encrypt, layer, profile in combos
+        matrix.Cell("mobibench-insert", fs, "wal", "full", 1, encrypt, layer, profile, crypt)
+        for fs, encrypt, layer, profile, crypt in combos
     ]
     for name in ("label", "key", "dirname"):
         values = [getattr(cell, name) for cell in cells]
@@ -46,12 +52,20 @@ def test_every_combination_of_layers_has_its_own_label_key_and_directory():
     for cell in cells:
         assert "/" not in cell.dirname and " " not in cell.dirname and ":" not in cell.dirname
     assert matrix.Cell("mobibench-insert", "ext4", "wal", "full").dirname == "mobibench-insert-ext4-wal-full-r1"
+    fde = matrix.Cell("mobibench-insert", "ext4", "wal", "full", crypt="dm-crypt")
+    assert fde.dirname == "mobibench-insert-ext4+dm-crypt-wal-full-r1"
 
 
 def test_layers_a_summary_does_not_record_are_none():
-    assert layers_of({"fs": "none"}) == {"encrypt": "none", "fuse": "none", "profile": "none"}
-    summary_config = {"encrypt": "fscrypt", "fuse": "bindfs", "profile": {"name": "android-ext4", "fs": "ext4"}}
-    assert layers_of(summary_config) == {"encrypt": "fscrypt", "fuse": "bindfs", "profile": "android-ext4"}
+    assert layers_of({"fs": "none"}) == {"encrypt": "none", "fuse": "none", "profile": "none", "crypt": "none"}
+    summary_config = {
+        "encrypt": "fscrypt",
+        "fuse": "bindfs",
+        "profile": {"name": "android-ext4", "fs": "ext4"},
+        "crypt": "dm-crypt-luks2",
+    }
+    expected = {"encrypt": "fscrypt", "fuse": "bindfs", "profile": "android-ext4", "crypt": "dm-crypt-luks2"}
+    assert layers_of(summary_config) == expected
     assert set(catalogue.LAYER_KEYS) <= set(catalogue.CONFIG_KEYS)
 
 
@@ -149,10 +163,17 @@ def test_a_resumed_sweep_must_have_the_same_layers():
     assert matrix.plan_differences(older, matrix.plan_record(plan(fuses=("passthrough",)))) == [
         "--fuse passthrough (it was started with none)"
     ]
+    # and one recorded before --crypt was an axis had none
+    before_crypt = {k: v for k, v in matrix.plan_record(plan()).items() if k != "crypts"}
+    assert matrix.plan_differences(before_crypt, matrix.plan_record(plan())) == []
+    assert matrix.plan_differences(before_crypt, matrix.plan_record(plan(crypts=("none", "dm-crypt")))) == [
+        "--crypt none,dm-crypt (it was started with none)"
+    ]
 
 
 def means_row(encrypt: str = "none", fuse_layer: str = "none", journal: str = "wal", **figures: float | None) -> dict:
-    return {**PLAIN, "journal": journal, "encrypt": encrypt, "fuse": fuse_layer, "profile": "none", **figures}
+    layers = {"encrypt": encrypt, "fuse": fuse_layer, "profile": "none", "crypt": "none"}
+    return {**PLAIN, "journal": journal, **layers, **figures}
 
 
 def test_a_layers_cost_is_its_figure_beside_the_same_configuration_without_layers():
@@ -188,5 +209,23 @@ def test_a_run_directory_from_before_the_layers_keeps_its_label():
     assert sqlwa.load(samples / "ext4-delete").label == "mobibench-insert ext4 delete/full"
     assert sqlwa.load(samples).run(journal="wal", fuse="none", profile="none").label == "mobibench-insert ext4 wal/full"
     assert catalogue.config_values({"scenario": "s"}) == {
-        "scenario": "s", "fs": "?", "encrypt": "none", "fuse": "none", "profile": "none", "journal": "?", "sync": "?"
+        "scenario": "s", "fs": "?", "encrypt": "none", "fuse": "none", "profile": "none", "crypt": "none",
+        "journal": "?", "sync": "?",
     }  # fmt: skip
+
+
+def test_a_device_delay_is_one_for_the_whole_sweep_and_part_of_its_plan():
+    started = matrix.plan_record(plan(vm=True, device_delay_ms=10))
+    assert matrix.plan_differences(started, matrix.plan_record(plan(vm=True, device_delay_ms=5))) == [
+        "--device-delay 5 (it was started with 10)"
+    ]
+    before = {k: v for k, v in matrix.plan_record(plan()).items() if k != "device_delay_ms"}
+    assert matrix.plan_differences(before, matrix.plan_record(plan())) == []  # a plan from before: none
+    with pytest.raises(UsageError, match=r"--device-delay delays a lab filesystem's device, and this sweep has none"):
+        matrix.check_device_delay(plan(lab=False, device_delay_ms=10))
+    with pytest.raises(UsageError, match="--device-delay and --crypt dm-crypt are two device-mapper layers"):
+        matrix.check_device_delay(plan(vm=True, crypts=("none", "dm-crypt"), device_delay_ms=10))
+    matrix.check_device_delay(plan(vm=True, device_delay_ms=0))  # the control: the layer without delay
+    assert (
+        matrix.request_for(plan(vm=True).cells()[0], plan(vm=True, device_delay_ms=7), Path("r")).device_delay_ms == 7
+    )

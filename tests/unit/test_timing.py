@@ -78,6 +78,7 @@ def runs(p99s: list[float]) -> pl.DataFrame:
             "encrypt": ["none"] * n,
             "fuse": ["none"] * n,
             "profile": ["none"] * n,
+            "crypt": ["none"] * n,
             "journal": ["wal"] * n,
             "sync": ["full"] * n,
             "repeat": list(range(1, n + 1)),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -26,7 +27,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import DIRECTORY_SYNCS, VFS_SYNCS, sqlwa_as_nobody
+from helpers import DIRECTORY_SYNCS, VFS_SYNCS, sqlwa, sqlwa_as_nobody
+from sqlwa.results import store
 from trace_truth import strace_per_commit, tally_block_per_commit
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
@@ -102,9 +104,10 @@ def test_guest_block_bytes_are_attributed(guest_runs, fs):
     assert section["unattributed_share"] <= 0.05, section
 
 
-@pytest.mark.root
-def test_ext4_in_the_guest_agrees_with_the_host_on_fsyncs_and_flushes(guest_runs, tmp_path):
-    host = tmp_path / "host"
+@pytest.fixture(scope="module")
+def host_run(tmp_path_factory) -> Path:
+    """The guest's ext4 DELETE/FULL run, on this host's kernel (needs root)."""
+    host = tmp_path_factory.mktemp("host-ext4") / "host"
     subprocess.run(
         [sys.executable, "-m", "sqlwa", "run", "--fs", "ext4", "--image-size", "128M", "-j", "delete"]
         + ["--sync", "full", "-n", "40", "--out", str(host)],
@@ -112,10 +115,47 @@ def test_ext4_in_the_guest_agrees_with_the_host_on_fsyncs_and_flushes(guest_runs
         capture_output=True,
         timeout=600,
     )
+    return host
+
+
+@pytest.mark.root
+def test_ext4_in_the_guest_agrees_with_the_host_on_fsyncs_and_flushes(guest_runs, host_run):
     guest = summary_of(guest_runs["ext4", "delete"])["per_commit"]
-    here = summary_of(host)["per_commit"]
+    here = summary_of(host_run)["per_commit"]
     for metric in ("fsync_calls", "flush_requests"):
         assert guest[metric] == here[metric], metric
+
+
+@pytest.mark.root
+def test_compare_by_kernel_sets_the_guests_kernel_against_the_hosts(guest_runs, host_run, tmp_path):
+    """One store holding the same configuration run on the guest's kernel and on this
+    host's: its kernel column (read with sqlite3) holds both releases, and `compare --by
+    kernel` makes them the two sides — the older kernel A — with each side's figures its
+    own run's summary.json; without --by, a note says the kernels were pooled."""
+    guest = guest_runs["ext4", "delete"]
+    guest_kernel = summary_of(guest)["config"]["vm"]["kernel"]["release"]
+    assert (Path(summary_of(guest)["config"]["vm"]["kernel"]["root"]) / "lib" / "modules" / guest_kernel).is_dir()
+    both = tmp_path / "both"
+    both.mkdir()
+    for run in (guest, host_run):
+        store.save_run_dir(both / store.STORE_FILE, run)
+    with sqlite3.connect(both / store.STORE_FILE) as conn:
+        kernels = {row[0] for row in conn.execute("SELECT kernel FROM runs")}
+    assert kernels == {guest_kernel, os.uname().release}
+    documented_fsyncs = VFS_SYNCS["delete"] + DIRECTORY_SYNCS["delete"]
+    for sources in ([str(both)], [str(guest), str(host_run)]):
+        proc = sqlwa("compare", *sources, "--by", "kernel", "--json")
+        document = json.loads(proc.stdout)
+        assert document["a"].endswith(f"[kernel {guest_kernel}]")  # 6.1 is older than this host's
+        assert document["b"].endswith(f"[kernel {os.uname().release}]")
+        [config] = document["configurations"]
+        assert config["label"] == "mobibench-insert ext4 delete/full"
+        fsyncs, flushes = config["metrics"]["fsync_calls_per_commit"], config["metrics"]["flushes_per_commit"]
+        assert fsyncs["a"] == fsyncs["b"] == documented_fsyncs
+        assert flushes["a"] == summary_of(guest)["per_commit"]["flush_requests"]
+        assert flushes["b"] == summary_of(host_run)["per_commit"]["flush_requests"]
+    pooled = sqlwa("compare", str(both), str(both))
+    assert f"holds runs of 2 kernels ({guest_kernel}, {os.uname().release}), pooled here" in pooled.stderr
 
 
 @pytest.mark.root

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +263,45 @@ def test_crypt_without_the_vm_is_refused_in_one_line_on_a_host_without_device_ma
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["sqlwa: error: --crypt needs device-mapper, which this kernel lacks; add --vm"]
     assert not out.exists()
+
+
+@pytest.mark.skipif(_system.device_mapper_available(), reason="this host has device-mapper")
+def test_a_crypt_axis_without_the_vm_is_refused_in_one_line_on_a_host_without_device_mapper(tmp_path):
+    out = tmp_path / "m"
+    cmd = [sys.executable, "-m", "sqlwa", "matrix", "--crypt", "none,dm-crypt", "-j", "wal", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["sqlwa: error: --crypt needs device-mapper, which this kernel lacks; add --vm"]
+    assert not out.exists()
+
+
+# ----------------------------------------------------------------------- dm-crypt as a layer
+
+
+def test_dm_crypt_is_a_layer_of_the_configuration_in_a_vm_matrix(tmp_path):
+    """`matrix --vm --crypt none,dm-crypt`: two configurations, not two repeats of one. The
+    store (read with sqlite3) keeps crypt in its own column and the cell names it; the
+    dm-crypt cell's run really was on a dm-crypt target (its table), the plain one on the
+    loop device alone; a resume with another --crypt axis is refused in one line."""
+    out = tmp_path / "m"
+    base = [sys.executable, "-m", "sqlwa", "matrix", "--vm", "-j", "wal", "--sync", "full", "-n", "10"]
+    base += ["--image-size", "64M", "--out", str(out)]
+    proc = subprocess.run([*base, "--crypt", "none,dm-crypt"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    with sqlite3.connect(out / "results.sqlite") as conn:
+        rows = conn.execute("SELECT cell, crypt, status, run_dir FROM runs ORDER BY crypt").fetchall()
+        assert conn.execute("PRAGMA user_version").fetchone()[0] >= 7  # crypt has its column from schema 7
+    assert [(cell, crypt, status) for cell, crypt, status, _ in rows] == [
+        ("mobibench-insert/ext4+dm-crypt/wal/full", "dm-crypt", "ok"),
+        ("mobibench-insert/ext4/wal/full", "none", "ok"),
+    ]
+    fde, plain = (summary_of(out / run_dir)["config"] for *_, run_dir in rows)
+    assert fde["crypt"] == "dm-crypt" and fde["lab"]["crypt"]["table"].split()[2] == "crypt"
+    assert fde["lab"]["fs_device"].startswith("/dev/mapper/sqlwa-lab-")
+    assert plain["crypt"] == "none" and plain["lab"]["crypt"] is None
+    assert plain["lab"]["fs_device"] == plain["lab"]["loop_device"]
+    assert "mobibench-insert ext4+dm-crypt wal/full" in proc.stdout
+    again = subprocess.run([*base, "--crypt", "dm-crypt", "--resume"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2
+    [error] = [line for line in again.stderr.splitlines() if line.startswith("sqlwa: error:")]
+    assert error.endswith("holds a matrix of another plan: --crypt dm-crypt (it was started with none,dm-crypt)")

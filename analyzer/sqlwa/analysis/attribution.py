@@ -237,6 +237,7 @@ def attribute(
     daemon: str | None = None,
     mapped: tuple[int, int] | None = None,
     files_by_sync: bool = False,
+    mapped_offset: int | None = None,
 ) -> pl.DataFrame:
     """The write requests issued to ``dev``, one row each, with ``commit`` (null outside
     windows), ``file`` (null when in no file range), ``submitter`` and ``category``.
@@ -244,13 +245,17 @@ def attribute(
     ``daemon``: the comm of a FUSE daemon that syncs for the SQL thread.
     ``mapped``: the device-mapper device the filesystem is on (dm-crypt over ``dev``):
     each write is followed back to its sector there (``sector``; ``disk_sector`` is
-    where it landed) and to its submitter there (:mod:`sqlwa.analysis.remap`).
+    where it landed) and to its submitter there (:mod:`sqlwa.analysis.remap`);
+    ``mapped_offset``: followed by this table offset instead of the kernel's remaps
+    (dm-delay, which records none for the bios it delays).
     ``files_by_sync``: the files cannot all be mapped (eCryptfs): a write no extents
     marker owns may be the file the SQL thread was syncing (:mod:`sqlwa.analysis.syncowner`)."""
     writes = windows.block_issues(events, dev).filter(pl.col("operation") == "write")
     writes = writes.select("time_ns", "pid", "comm", "sector", "sectors", "bytes", "meta", "preflush", "fua")
     writes = writes.sort("time_ns").with_row_index("row")
-    if mapped is not None:  # extents and layout are in the filesystem's (the dm device's) sectors
+    if mapped_offset is not None:  # extents and layout are in the filesystem's (the dm device's) sectors
+        writes = remap.by_table_offset(writes, mapped_offset)
+    elif mapped is not None:
         writes = remap.onto_mapped_device(writes, events, dev, mapped)
     ranges = extents_ranges(events)
     if fs_type == "btrfs":

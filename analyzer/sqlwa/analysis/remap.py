@@ -17,6 +17,11 @@ first sector gives its dm sector (the same distance into the bio); the dm device
 there (the SQL thread, jbd2, a writeback worker), where the disk's names only dm-crypt's
 writer. No offset is assumed: a write inside no remapped bio keeps no filesystem sector
 (and so no file, and is unattributed: reported, never guessed).
+
+dm-delay (``--device-delay``) is the exception: it hands a delayed bio to a worker that
+submits it to the disk later, and the kernel records no remap for it; its table maps
+every sector linearly (offset 0), so writes are followed by the table's offset
+(:func:`by_table_offset`), and their submitters still by the dm device's queue events.
 """
 
 from __future__ import annotations
@@ -76,6 +81,17 @@ def onto_mapped_device(
     origin = found.select("row", (pl.col("mapped_start") + pl.col("at_sector") - pl.col("start")).alias("fs_sector"))
     joined = writes.join(origin, on="row", how="left")
     return joined.rename({"sector": "disk_sector"}).rename({"fs_sector": "sector"})
+
+
+def by_table_offset(writes: pl.DataFrame, offset: int) -> pl.DataFrame:
+    """``writes`` with ``sector`` the dm device's: the disk sector less the table's
+    ``offset``, and ``disk_sector`` where they landed. For a linear target that resubmits
+    a bio later instead of remapping it in place (dm-delay: its map hands a delayed bio to
+    a worker, so the kernel records no ``block_bio_remap`` for it); the table says where
+    every sector goes."""
+    return writes.rename({"sector": "disk_sector"}).with_columns(
+        (pl.col("disk_sector").cast(pl.Int64, strict=False) - offset).alias("sector")
+    )
 
 
 def with_mapped_submitter(writes: pl.DataFrame, events: pl.DataFrame, mapped: tuple[int, int]) -> pl.DataFrame:

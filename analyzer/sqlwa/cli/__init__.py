@@ -25,7 +25,7 @@ COMMANDS = {
     ),
     "matrix": LazyCommand(
         "sqlwa.cli.matrix:matrix_command",
-        "Run every combination of scenario × fs × encrypt × fuse × profile × journal × sync, each on a fresh "
+        "Run every combination of scenario × fs × encrypt × fuse × profile × crypt × journal × sync, each on a fresh "
         "filesystem.",
     ),
     "demo": LazyCommand(

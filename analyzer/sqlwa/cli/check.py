@@ -58,7 +58,7 @@ def check_command(policy_path, results, baseline, junit_path, verbose, as_json):
       sqlwa check -p policy.toml sqlwa-out/mobibench-insert-wal-full-...    # one run dir
 
     \b
-    Rules (each scoped by scenario, fs, encrypt, fuse, profile, journal, sync; means over
+    Rules (each scoped by scenario, fs, encrypt, fuse, profile, crypt, journal, sync; means over
     repeats, latency quantiles over the repeats' commits pooled):
       max_fsync_calls_per_commit   syscall level: fsync + fdatasync + sync_file_range
       max_write_kib_per_commit     block level: KiB written per commit, writeback included

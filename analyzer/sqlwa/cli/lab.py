@@ -65,10 +65,11 @@ def check(as_json: bool) -> None:
 
 
 def availability() -> list[tuple[str, bool, str, str | None]]:
-    """(what, ok, reason, fix) for root, tracefs, the syscall tracepoints, each --fs and --crypt."""
+    """(what, ok, reason, fix) for root, tracefs, the syscall tracepoints, each --fs,
+    --crypt and --device-delay."""
     from sqlwa._system import is_root
     from sqlwa.capture.tracing import tracefs_available
-    from sqlwa.lab.devmapper import crypt_support
+    from sqlwa.lab.devmapper import crypt_support, delay_support
     from sqlwa.lab.filesystem import FILESYSTEMS, filesystem_support
 
     root = is_root()
@@ -83,6 +84,7 @@ def availability() -> list[tuple[str, bool, str, str | None]]:
         support = filesystem_support(fs)
         lines.append((f"--fs {fs}", support.available, support.reason, support.hint))
     lines.append(("--crypt", *crypt_support()))
+    lines.append(("--device-delay", *delay_support()))
     lines.append(vm_availability())
     return lines
 

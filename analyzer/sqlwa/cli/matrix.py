@@ -1,5 +1,5 @@
 """``sqlwa matrix``: a sweep over scenarios × filesystems × layers (encryption, FUSE,
-profile) × journal × sync, and ``sqlwa demo``: the default sweep with its table and HTML
+profile, dm-crypt) × journal × sync, and ``sqlwa demo``: the default sweep with its table and HTML
 report."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, DEFAULT_JOURNALS, DEFAULT_SYNCS, METRICS, NO_LAYER, config_label
+from sqlwa.lab import devmapper
 from sqlwa.vm import kernel as vm_kernel
 
 if TYPE_CHECKING:  # imported where a sweep runs: `sqlwa matrix --help` needs none of them
@@ -276,6 +277,16 @@ MATRIX_OPTIONS = [
         "takes the profile's filesystem and layers unless --fs, --encrypt or --fuse is given.",
     ),
     click.option(
+        "--crypt",
+        "crypts",
+        default=NO_LAYER,
+        show_default=True,
+        callback=split_list,
+        metavar="MODE,..",
+        help="dm-crypt under each cell's lab filesystem, e.g. none,dm-crypt,dm-crypt-luks2 (as `sqlwa run "
+        "--crypt`; needs device-mapper: --vm here).",
+    ),
+    click.option(
         "-j",
         "--journal",
         "journals",
@@ -309,6 +320,14 @@ MATRIX_OPTIONS = [
         "--vm",
         is_flag=True,
         help="Run every cell in one VM lab guest with its own kernel (no root needed; see `sqlwa run --vm`).",
+    ),
+    click.option(
+        "--device-delay",
+        "device_delay_ms",
+        type=click.IntRange(0, devmapper.MAX_DELAY_MS),
+        metavar="MS",
+        help="dm-delay under every cell's lab filesystem: writes and cache flushes held MS ms (as `sqlwa run "
+        "--device-delay`; needs device-mapper: --vm here).",
     ),
     click.option(
         "--kernel",
@@ -379,8 +398,8 @@ def with_options(options):
     "with its status, reason, run directory and figures, and the means per configuration.",
 )
 def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
-    """Run every combination of scenario × fs × encrypt × fuse × profile × journal × sync,
-    each on a fresh filesystem.
+    """Run every combination of scenario × fs × encrypt × fuse × profile × crypt × journal ×
+    sync, each on a fresh filesystem.
 
     \b
     Examples:
@@ -391,9 +410,10 @@ def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
       sqlwa matrix -j delete,wal --out m3                         # no root: VFS level only
       sudo sqlwa matrix --encrypt none,fscrypt --fuse none,passthrough -j wal --sync full --out m4
       sudo sqlwa matrix --profile none,android-ext4,android-sdcard -j delete,wal --out m5
+      sqlwa matrix --vm --crypt none,dm-crypt -j delete,wal --sync full --out m6
 
     Every run lands in OUT/runs/<scenario>-<stack>-<journal>-<sync>-r<N>/ (stack: the fs and
-    its layers, e.g. ext4+fscrypt+fuse-passthrough) and in the store OUT/results.sqlite. A
+    its layers, e.g. ext4+fscrypt+fuse-passthrough, ext4+dm-crypt) and in the store OUT/results.sqlite. A
     cell that cannot run here (a filesystem the kernel lacks, fscrypt on xfs, no /dev/fuse)
     is skipped with its reason, a failing cell is recorded with its error, and the sweep
     goes on; both are listed at the end. Exit status 1 when a cell failed.

@@ -176,6 +176,15 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     "Block figures are the disk's (the loop device under dm-crypt); the cipher and its driver are recorded.",
 )
 @click.option(
+    "--device-delay",
+    "device_delay_ms",
+    type=click.IntRange(0, devmapper.MAX_DELAY_MS),
+    metavar="MS",
+    help="A slow device under the lab filesystem (needs device-mapper: --vm here): dm-delay holds every write "
+    "and cache flush MS ms on its way to the loop device (reads are not delayed; 0: the same layer, no delay). "
+    "Not with --crypt.",
+)
+@click.option(
     "--frame-budget-ms",
     type=FiniteFloat(min=0, min_open=True),
     default=DEFAULT_FRAME_BUDGET_MS,
@@ -249,6 +258,7 @@ def run(
     encrypt: str,
     fuse_layer: str,
     crypt: str,
+    device_delay_ms: int | None,
     mount_opts: str,
     fill_pct: float,
     frame_budget_ms: float,
@@ -279,6 +289,7 @@ def run(
       sqlwa run --vm --fs f2fs -j wal             # in a qemu guest with Debian's kernel (no root needed)
       sqlwa run --vm --crypt dm-crypt             # ext4 on dm-crypt, as Android's FDE
       sqlwa run --vm --fs ecryptfs                # eCryptfs over ext4
+      sqlwa run --vm --device-delay 10            # on a device whose writes and flushes take 10 ms
 
     Writes OUT/summary.json (means per commit) and OUT/commits.parquet (one row per
     transaction). Without a lab filesystem only the VFS level is measured: SQLite's own
@@ -309,6 +320,7 @@ def run_request(
     encrypt: str,
     fuse_layer: str,
     crypt: str,
+    device_delay_ms: int | None,
     mount_opts: str,
     fill_pct: float,
     frame_budget_ms: float,
@@ -355,6 +367,7 @@ def run_request(
         profile=profile,
         fuse=lab_options["fuse"],
         crypt=crypt,
+        device_delay_ms=device_delay_ms,
         mount_opts=lab_options["mount_opts"],
         fill_pct=fill_pct,
         allow_loss=allow_loss,

@@ -88,7 +88,7 @@ class Bench:
         self.device = _system.attach_loop(str(self.image))
 
     def inspect(self, target: verdict.Target, ref: reference.Reference) -> verdict.Inspection:
-        found = _system.call_within(STATE_TIMEOUT_S, verdict.inspect, self.device, self.mountpoint, target, ref)
+        found = _system.call_in_child(STATE_TIMEOUT_S, verdict.inspect, self.device, self.mountpoint, target, ref)
         if found is not None:
             return found
         self.stuck.append(str(self.mountpoint))

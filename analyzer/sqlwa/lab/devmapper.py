@@ -1,5 +1,7 @@
-"""Full-disk encryption under the lab filesystem, as Android's FDE: dm-crypt between the
-lab's loop device (the "disk") and the filesystem (``--crypt``).
+"""Device-mapper under the lab filesystem: full-disk encryption, as Android's FDE
+(dm-crypt between the lab's loop device, the "disk", and the filesystem: ``--crypt``),
+or a slow device (dm-delay: ``--device-delay MS``). One of them at a time: attribution
+follows a write through one remap.
 
 Modes:
 
@@ -12,11 +14,15 @@ Modes:
   to its minimum of iterations, so formatting takes milliseconds; what the header costs
   the data path is only that offset.
 
+dm-delay (``--device-delay MS``) holds every write and every cache flush MS milliseconds
+before passing it to the loop device (reads are not delayed): a device of known latency
+for the device-profile work, with the filesystem's requests unchanged.
+
 The device-mapper target is named like the lab (``sqlwa-lab-<pid>-<token>``), so
-teardown and ``sqlwa lab cleanup`` find it by name. Safety: cryptsetup is only ever
-given the lab's own loop device, after the same check as mkfs's (its backing file is the
-lab's image, same inode); and the device then given to mkfs is checked to be the target
-of that name whose only slave is that loop device.
+teardown and ``sqlwa lab cleanup`` find it by name. Safety: cryptsetup and dmsetup are
+only ever given the lab's own loop device, after the same check as mkfs's (its backing
+file is the lab's image, same inode); and the device then given to mkfs is checked to be
+the target of that name whose only slave is that loop device.
 
 The filesystem's sectors are the target's; the disk's are the loop device's. How one
 maps onto the other (the table's offset) is recorded, and attribution follows each write
@@ -31,13 +37,15 @@ import secrets
 from dataclasses import dataclass
 
 from sqlwa import _system
-from sqlwa.errors import LabError, UsageError, hint_of
+from sqlwa.errors import LabError, UnsupportedFilesystem, UsageError, hint_of
 
 NO_CRYPT = "none"
 CIPHER = "aes-xts-plain64"
 KEY_BITS = 512  # AES-256 in XTS mode: two 256-bit keys
 CRYPTO_API_NAME = "xts(aes)"  # what dm-crypt asks the kernel's crypto API for
 PBKDF2_MIN_ITERATIONS = 1000  # cryptsetup's floor for --pbkdf-force-iterations with pbkdf2
+MAX_DELAY_MS = 10_000  # --device-delay: a phone's slowest flush is tens of ms; beyond 10 s is a typo
+DMSETUP_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -60,15 +68,45 @@ def check_crypt(mode: str, fs: str, has_device: bool) -> None:
         raise UsageError(f"--crypt {mode!r} is not a crypt mode", f"choose one of: {', '.join(CHOICES)}")
     if mode == NO_CRYPT:
         return
-    if not has_device:
-        raise UsageError(f"--crypt {mode}: {fs} has no block device to encrypt", "use a disk filesystem such as ext4")
-    if not _system.device_mapper_available():
-        raise UsageError("--crypt needs device-mapper, which this kernel lacks; add --vm")
+    if not has_device:  # what the filesystem lacks: a sweep skips the cell with this reason
+        raise UnsupportedFilesystem(
+            f"--crypt {mode}: {fs} has no block device to encrypt", "use a disk filesystem such as ext4"
+        )
+    check_target("--crypt", "crypt", "dm-crypt", "dm_crypt")
     if not _system.find_tool("cryptsetup"):
         raise UsageError("--crypt needs cryptsetup, which this machine lacks", "apt-get install cryptsetup-bin")
+
+
+def check_delay(delay_ms: int | None, crypt: str, fs: str, has_device: bool) -> None:
+    """Refuse, before anything is made, a --device-delay this run cannot have."""
+    if delay_ms is None:
+        return
+    check_delay_with(delay_ms, crypt)
+    if not has_device:
+        raise UnsupportedFilesystem(
+            f"--device-delay: {fs} has no block device to delay", "use a disk filesystem such as ext4"
+        )
+    check_target("--device-delay", "delay", "dm-delay", "dm_delay")
+
+
+def check_delay_with(delay_ms: int, crypt: str) -> None:
+    """What a --device-delay is refused for wherever the run happens: its range, and dm-crypt beside it."""
+    if not 0 <= delay_ms <= MAX_DELAY_MS:  # 0: the same target, no delay (a control)
+        raise UsageError(f"--device-delay {delay_ms}: must be 0 to {MAX_DELAY_MS} ms", "give a delay such as 10")
+    if crypt != NO_CRYPT:
+        raise UsageError(
+            f"--device-delay and --crypt {crypt} are two device-mapper layers, and sqlwa follows a write through one",
+            "leave one of them out",
+        )
+
+
+def check_target(option: str, target: str, label: str, module: str) -> None:
+    """device-mapper and its ``target`` type, or one line saying the VM lab has them."""
+    if not _system.device_mapper_available():
+        raise UsageError(f"{option} needs device-mapper, which this kernel lacks; add --vm")
     # dmsetup needs root to list the targets; without root, the lab's root check says so next
-    if _system.is_root() and not _system.dm_target_available("crypt", "dm_crypt"):
-        raise UsageError("--crypt needs device-mapper's crypt target (dm-crypt), which this kernel lacks; add --vm")
+    if _system.is_root() and not _system.dm_target_available(target, module):
+        raise UsageError(f"{option} needs device-mapper's {target} target ({label}), which this kernel lacks; add --vm")
 
 
 def crypt_support() -> tuple[bool, str, str | None]:
@@ -80,11 +118,19 @@ def crypt_support() -> tuple[bool, str, str | None]:
     return True, "device-mapper, its crypt target and cryptsetup present", None
 
 
-class DmCrypt:
-    """The dm-crypt target of one lab, over its loop device."""
+def delay_support() -> tuple[bool, str, str | None]:
+    """(available, reason, fix) of --device-delay on this machine, for ``sqlwa lab check``."""
+    try:
+        check_delay(10, NO_CRYPT, "ext4", has_device=True)
+    except UsageError as exc:
+        return False, str(exc), hint_of(exc)
+    return True, "device-mapper and its delay target present", None
 
-    def __init__(self, mode: str, name: str) -> None:
-        self.mode = MODES[mode]
+
+class DmTarget:
+    """The device-mapper target of one lab, over its loop device, named like the lab."""
+
+    def __init__(self, name: str) -> None:
         self.name = name  # the lab's name: the target is /dev/mapper/<name>
         self.device: _system.DmDevice | None = None
         self.table: str | None = None
@@ -94,17 +140,47 @@ class DmCrypt:
         return f"/dev/mapper/{self.name}"
 
     def open(self, loop_device: str) -> None:
-        """Format (LUKS2) and open the target over ``loop_device``, which the caller has
-        just checked is the lab's own."""
+        """Make the target over ``loop_device``, which the caller has just checked is the lab's own."""
+        self._create(loop_device)
+        self.device = _system.dm_device(self.name)
+        if self.device is None:
+            raise LabError(f"{self.name} was set up, but no such device-mapper device appeared")
+        self.table = _system.dm_table(self.name).strip()
+
+    def _create(self, loop_device: str) -> None:
+        raise NotImplementedError
+
+    def assert_over(self, loop_device: str) -> None:
+        """The last check before mkfs: the target of this name exists and sits on
+        ``loop_device`` alone."""
+        device = _system.dm_device(self.name)
+        if device is None or device.slaves != (os.path.basename(loop_device),):
+            raise LabError(f"refusing to format {self.path}: it is not the lab's target over {loop_device}")
+
+    def close(self) -> None:
+        """Remove the target of this name if it exists (found by name, so a setup
+        interrupted at any point is undone)."""
+        if _system.dm_device(self.name) is not None:
+            _system.remove_dm_device(self.name)
+
+    def dev_text(self) -> str | None:
+        return f"{self.device.major}:{self.device.minor}" if self.device else None
+
+
+class DmCrypt(DmTarget):
+    """The dm-crypt target of one lab, over its loop device."""
+
+    def __init__(self, mode: str, name: str) -> None:
+        super().__init__(name)
+        self.mode = MODES[mode]
+
+    def _create(self, loop_device: str) -> None:
+        """Format (LUKS2) and open dm-crypt over the loop device."""
         _system.run_tool(["wipefs", "-a", loop_device], "wiping signatures off the lab's loop device")
         if self.mode.luks:
             self._open_luks2(loop_device)
         else:
             self._open_plain(loop_device)
-        self.device = _system.dm_device(self.name)
-        if self.device is None:
-            raise LabError(f"cryptsetup opened {self.name}, but no such device-mapper device appeared")
-        self.table = _system.dm_table(self.name).strip()
 
     def _open_plain(self, loop_device: str) -> None:
         argv = ["cryptsetup", "open", "--type", "plain", "--cipher", CIPHER, "--key-size", str(KEY_BITS)]
@@ -120,19 +196,6 @@ class DmCrypt:
         argv = ["cryptsetup", "open", "--type", "luks2", "--key-file", "-", loop_device, self.name]
         _system.run_tool(argv, "opening LUKS2 over the lab's loop device", input=passphrase)
 
-    def assert_over(self, loop_device: str) -> None:
-        """The last check before mkfs: the target of this name exists and sits on
-        ``loop_device`` alone."""
-        device = _system.dm_device(self.name)
-        if device is None or device.slaves != (os.path.basename(loop_device),):
-            raise LabError(f"refusing to format {self.path}: it is not the dm-crypt target over {loop_device}")
-
-    def close(self) -> None:
-        """Remove the target of this name if it exists (found by name, so a setup
-        interrupted at any point is undone)."""
-        if _system.dm_device(self.name) is not None:
-            _system.remove_dm_device(self.name)
-
     def describe(self) -> dict:
         """What summary.json records: the mode, the table (keys masked by dmsetup), how
         the target maps onto the disk, and the crypto driver serving xts(aes)."""
@@ -144,13 +207,50 @@ class DmCrypt:
             "mode": self.mode.name,
             "what": self.mode.label,
             "device": self.path,
-            "dev": f"{self.device.major}:{self.device.minor}" if self.device else None,
+            "dev": self.dev_text(),
             "table": self.table,
             "cipher": fields[3] if crypt else None,
             "key_bits": KEY_BITS,
             "offset_sectors": int(fields[7]) if crypt else None,
             "crypto_api": CRYPTO_API_NAME,
             "driver": drivers[0][1] if drivers else None,
+        }
+
+
+class DmDelay(DmTarget):
+    """A dm-delay target over the lab's loop device: writes and cache flushes held
+    ``delay_ms`` each, reads passed at once."""
+
+    def __init__(self, delay_ms: int, name: str) -> None:
+        super().__init__(name)
+        self.delay_ms = delay_ms
+
+    def _create(self, loop_device: str) -> None:
+        sectors = _system.block_device_sectors(loop_device)
+        # <start> <length> delay <read dev> <offset> <ms> <write dev> <offset> <ms> <flush dev> <offset> <ms>
+        table = f"0 {sectors} delay {loop_device} 0 0 {loop_device} 0 {self.delay_ms} {loop_device} 0 {self.delay_ms}"
+        _system.run_tool(
+            ["dmsetup", "create", self.name, "--table", table],
+            "creating the dm-delay target over the lab's loop device",
+            "check that dm-delay is available (modprobe dm_delay)",
+            timeout=DMSETUP_TIMEOUT_S,
+        )
+        # /dev/mapper/<name> is udev's to make, and the VM lab's guest has no udev
+        _system.run_tool(["dmsetup", "mknodes", self.name], f"making the node /dev/mapper/{self.name}")
+
+    def describe(self) -> dict:
+        """What summary.json records: the delays, the table as the kernel reports it, and
+        where the filesystem's sectors lie on the disk (the write class's offset)."""
+        fields = (self.table or "").split()
+        # <start> <length> delay <dev> <offset> <ms> [<dev> <offset> <ms> [<dev> <offset> <ms>]]
+        delay = len(fields) >= 9 and fields[2] == "delay"
+        return {
+            "delay_ms": self.delay_ms,
+            "delayed": ["write", "flush"],
+            "device": self.path,
+            "dev": self.dev_text(),
+            "table": self.table,
+            "offset_sectors": int(fields[7]) if delay else None,
         }
 
 
@@ -190,9 +290,12 @@ class LogWrites:
     def open(self, data_device: str, log_device: str) -> None:
         """Create the target over ``data_device`` (the lab's, checked by the caller),
         logging to ``log_device``."""
-        sectors = _system.run_tool(["blockdev", "--getsz", data_device], "sizing the lab's device").stdout.strip()
-        table = f"0 {sectors} log-writes {data_device} {log_device}"
-        _system.run_tool(["dmsetup", "create", self.name, "--table", table], "creating the log-writes target")
+        table = f"0 {_system.block_device_sectors(data_device)} log-writes {data_device} {log_device}"
+        _system.run_tool(
+            ["dmsetup", "create", self.name, "--table", table],
+            "creating the log-writes target",
+            timeout=DMSETUP_TIMEOUT_S,
+        )
         # without udev (the VM lab's guest) the /dev/mapper node is only made when asked
         _system.run_tool(["dmsetup", "mknodes", self.name], "making the log-writes target's device node")
         self.device = _system.dm_device(self.name)

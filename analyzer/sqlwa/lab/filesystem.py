@@ -38,6 +38,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -242,7 +243,7 @@ def mkfs_argv(fs: str, user_opts: Sequence[str], device: str) -> list[str]:
     return [tool, *spec.mkfs_args, *user_opts, device]
 
 
-def check_write_log(fs: str, spec: FsSpec, encrypt: str, crypt: str) -> None:
+def check_write_log(fs: str, spec: FsSpec, encrypt: str, crypt: str, device_delay_ms: int | None) -> None:
     """What a crash run can log and read back: a plain block filesystem (with FUSE over
     it if asked). File encryption leaves the replayed database unreadable (its key is
     gone by then), and dm-crypt under the log would need a second remap to attribute."""
@@ -250,6 +251,8 @@ def check_write_log(fs: str, spec: FsSpec, encrypt: str, crypt: str) -> None:
         raise UsageError(f"sqlwa crash cannot read back an encrypted database (--encrypt {encrypt}, --fs {fs})")
     if crypt != devmapper.NO_CRYPT:
         raise UsageError("sqlwa crash does not yet log writes under --crypt", "leave out --crypt")
+    if device_delay_ms is not None:  # a second device-mapper layer under the log: one is followed
+        raise UsageError("sqlwa crash does not log writes under --device-delay", "leave out --device-delay")
     devmapper.check_log_writes(spec.mkfs_tool is not None, fs)
 
 
@@ -282,10 +285,11 @@ class LabFilesystem:
     ``mount_options`` (what the kernel reports), ``fill`` (dict or None), ``data_dir``
     (where the workload runs), ``fuse`` (the :class:`~sqlwa.lab.fuse.FuseLayer` or None).
     ``crypt`` (the :class:`~sqlwa.lab.devmapper.DmCrypt` target under the filesystem, or
-    None), ``ecryptfs`` (the :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
-    ``progress`` is called with a stage name (image, loop, crypt, mkfs, mount, encrypt,
-    ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and for
-    tests that interrupt setup.
+    None), ``delay`` (the :class:`~sqlwa.lab.devmapper.DmDelay` target there, or None),
+    ``ecryptfs`` (the :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
+    ``progress`` is called with a stage name (image, loop, crypt or delay, mkfs, mount,
+    encrypt, ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and
+    for tests that interrupt setup.
     """
 
     def __init__(
@@ -301,6 +305,7 @@ class LabFilesystem:
         encrypt: str = encryption.NO_ENCRYPTION,
         fuse_layer: str = fuse.NO_FUSE,
         crypt: str = devmapper.NO_CRYPT,
+        device_delay_ms: int | None = None,
         keep_image: str | os.PathLike | None = None,
         write_log: str | os.PathLike | None = None,
     ) -> None:
@@ -325,9 +330,10 @@ class LabFilesystem:
                 "choose one: --fs ext4 --encrypt fscrypt, or --fs ecryptfs",
             )
         devmapper.check_crypt(crypt, fs, self.spec.mkfs_tool is not None)
+        devmapper.check_delay(device_delay_ms, crypt, fs, self.spec.mkfs_tool is not None)
         self.fuse_spec = fuse.check_fuse(fuse_layer)
         if write_log is not None:
-            check_write_log(fs, self.spec, encrypt, crypt)
+            check_write_log(fs, self.spec, encrypt, crypt, device_delay_ms)
         # sqlwa crash: the device's writes logged with their data (log-writes); the log is
         # moved to write_log when the lab comes down
         self.write_log = write_log
@@ -345,6 +351,7 @@ class LabFilesystem:
         self.fuse = fuse.FuseLayer(self.fuse_spec, self.lab_dir, token) if self.fuse_spec else None
         # dm-crypt between the loop device and the filesystem; eCryptfs over it
         self.crypt = devmapper.DmCrypt(crypt, self.name) if crypt != devmapper.NO_CRYPT else None
+        self.delay = devmapper.DmDelay(device_delay_ms, self.name) if device_delay_ms is not None else None
         self.ecryptfs = ecryptfs.EcryptfsLayer(self.lab_dir, self.name) if self.spec.stacked else None
         self.log_writes = devmapper.LogWrites(self.name) if write_log is not None else None
         self.log_image = os.path.join(self.lab_dir, self.name + LOG_SUFFIX)
@@ -365,18 +372,23 @@ class LabFilesystem:
         return (self.dev_major, self.dev_minor) if self.loop_device else None  # type: ignore[return-value]
 
     @property
+    def dm_target(self) -> devmapper.DmTarget | None:
+        """The device-mapper target under the filesystem (--crypt or --device-delay), if any."""
+        return self.crypt or self.delay
+
+    @property
     def fs_device(self) -> str | None:
         """The device the filesystem is on: the log-writes target of a crash run, the
-        dm-crypt target with --crypt, else the loop device."""
+        dm target with --crypt or --device-delay, else the loop device."""
         if self.log_writes is not None:
             return self.log_writes.path
-        return self.crypt.path if self.crypt is not None else self.loop_device
+        return self.dm_target.path if self.dm_target is not None else self.loop_device
 
     @property
     def mapped_dev(self) -> tuple[int, int] | None:
-        """(major, minor) of the device-mapper target the filesystem is on (dm-crypt, or
-        a crash run's log-writes), None without one."""
-        layer = self.log_writes or self.crypt
+        """(major, minor) of the device-mapper target the filesystem is on (a crash run's
+        log-writes, dm-crypt or dm-delay), None without one."""
+        layer = self.log_writes or self.dm_target
         device = layer.device if layer is not None else None
         return (device.major, device.minor) if device is not None else None
 
@@ -415,7 +427,7 @@ class LabFilesystem:
         else:
             self._create_image()
             self._attach_loop()
-            self._open_crypt()
+            self._open_dm_target()
             self._open_log_writes()
             self._mkfs()
             os.mkdir(self.mountpoint, 0o700)
@@ -492,14 +504,15 @@ class LabFilesystem:
         if not ok:
             raise LabError(f"refusing to format {device!r}: it is not the loop device of {self.image}")
 
-    def _open_crypt(self) -> None:
-        """dm-crypt over the loop device, which is checked to be ours first, as for mkfs."""
-        if self.crypt is None:
+    def _open_dm_target(self) -> None:
+        """dm-crypt or dm-delay over the loop device, which is checked to be ours first, as for mkfs."""
+        target = self.dm_target
+        if target is None:
             return
-        self._progress("crypt")
+        self._progress("crypt" if target is self.crypt else "delay")
         self._assert_loop_is_ours()
         with self._guard.critical():
-            self.crypt.open(self.loop_device)  # type: ignore[arg-type]
+            target.open(self.loop_device)  # type: ignore[arg-type]
 
     def _open_log_writes(self) -> None:
         """log-writes over the loop device (checked to be ours first, as for mkfs), logging
@@ -519,8 +532,8 @@ class LabFilesystem:
         self._progress("mkfs")
         self._assert_loop_is_ours()
         assert self.loop_device is not None  # only image-backed labs run mkfs
-        if self.crypt is not None:
-            self.crypt.assert_over(self.loop_device)
+        if self.dm_target is not None:
+            self.dm_target.assert_over(self.loop_device)
         if self.log_writes is not None:
             self.log_writes.assert_over(self.loop_device)
         feature = encryption.ENCRYPTING_FILESYSTEMS[self.spec.kernel_type] if self.encryption else ()
@@ -549,8 +562,11 @@ class LabFilesystem:
 
     def _teardown(self) -> list[Exception]:
         """Remove whatever exists of this lab, found by its names (not by what setup got
-        to record), so a setup interrupted at any point is fully undone."""
+        to record), so a setup interrupted at any point is fully undone. Every step is
+        bounded (:func:`teardown_step_s`): one stuck in the kernel is abandoned with an
+        error and the others still run, so a hung unmount cannot hang the run."""
         self._guard.tearing_down = True
+        self._progress("teardown")
         errors: list[Exception] = []
         # The daemon first: it holds lower files open, which would keep the key and the mount busy.
         steps = (
@@ -559,15 +575,16 @@ class LabFilesystem:
             self._remove_key,
             self._unmount,
             self._close_log_writes,
-            self._close_crypt,
+            self._remove_dm_target,
             self._detach_loops,
             self._keep_write_log,
             self._copy_image,
             self._remove_files,
         )
         for step in steps:
+            name = step.__name__.lstrip("_")
             try:
-                step()
+                _system.call_within(with_injected_hang(name, step), teardown_step_s(), f"{self.name}: {name}")
             except Exception as exc:  # keep going: later steps still free what they can
                 errors.append(exc)
         _system.release_ownership(self._ownership)  # held to here: cleanup leaves us alone
@@ -591,9 +608,9 @@ class LabFilesystem:
         if self.write_log is not None and os.path.isfile(self.log_image):
             shutil.move(self.log_image, self.write_log)
 
-    def _close_crypt(self) -> None:
-        if self.crypt is not None:
-            self.crypt.close()
+    def _remove_dm_target(self) -> None:
+        if self.dm_target is not None:
+            self.dm_target.close()
 
     def _remove_key(self) -> None:
         if self.encryption is not None:
@@ -647,8 +664,33 @@ class LabFilesystem:
             "fs_device": self.fs_device,
             "crypt": self.crypt.describe() if self.crypt else None,
             "write_log": {"target": self.log_writes.name} if self.log_writes else None,
+            "delay": self.delay.describe() if self.delay else None,
             "ecryptfs": self.ecryptfs.describe() if self.ecryptfs else None,
         }
+
+
+# --------------------------------------------------------------------------- teardown bounds
+
+TEARDOWN_STEP_S = 60  # one teardown step (an unmount, dmsetup remove, losetup -d): seconds here
+# Test hooks, hidden: a teardown step's bound in seconds, and the name of a step made to
+# hang (e.g. "unmount") — the guest's teardown under a stuck kernel, on demand.
+TEARDOWN_STEP_ENV = "SQLWA_TEARDOWN_STEP_S"
+HANG_STEP_ENV = "SQLWA_FAULT_HANG_TEARDOWN"
+
+
+def teardown_step_s() -> float:
+    return float(os.environ.get(TEARDOWN_STEP_ENV) or TEARDOWN_STEP_S)
+
+
+def with_injected_hang(name: str, step: Callable[[], None]) -> Callable[[], None]:
+    """``step``, or one that never returns when :data:`HANG_STEP_ENV` names it."""
+    if os.environ.get(HANG_STEP_ENV) != name:
+        return step
+
+    def hang() -> None:
+        threading.Event().wait()
+
+    return hang
 
 
 # --------------------------------------------------------------------------- removal

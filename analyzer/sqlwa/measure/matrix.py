@@ -1,5 +1,5 @@
 """Sweeps: every combination of scenario × filesystem × encryption × FUSE layer × profile
-× journal × sync (× repeat), each cell a fresh run through :func:`sqlwa.runner.execute`,
+× dm-crypt × journal × sync (× repeat), each cell a fresh run through :func:`sqlwa.runner.execute`,
 all of them in one results store.
 
 Layout of a matrix directory::
@@ -8,7 +8,7 @@ Layout of a matrix directory::
     DIR/runs/<scenario>-<stack>-<journal>-<sync>-r<N>/   summary.json, commits.parquet,
                                               trace.txt and events.parquet (lab runs)
 
-``<stack>`` is the filesystem and its layers joined by ``+``: ``ext4``,
+``<stack>`` is the filesystem and its layers joined by ``+``: ``ext4``, ``ext4+dm-crypt``,
 ``ext4+fscrypt+fuse-passthrough``, ``ext4+fscrypt+profile-android-ext4``.
 
 A profile cell takes the profile's filesystem, encryption and FUSE layer, except where
@@ -34,16 +34,25 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture import tracing
-from sqlwa.catalogue import DEFAULT_JOURNALS, DEFAULT_SYNCS, NO_LAB_FS, NO_LAYER, has_layers, run_label, stack_label
+from sqlwa.catalogue import (
+    DEFAULT_JOURNALS,
+    DEFAULT_SYNCS,
+    LAYER_KEYS,
+    NO_LAB_FS,
+    NO_LAYER,
+    has_layers,
+    run_label,
+    stack_label,
+)
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
-from sqlwa.lab import encryption, filesystem, fuse, profiles
+from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine, runner
 from sqlwa.results import rundir, store
 from sqlwa.vm import kernel as vm_kernel
 from sqlwa.vm import machine
 
 DEFAULT_FILESYSTEMS = ("ext4",)
-NO_LAYERS = (NO_LAYER,)  # the default of each layer axis: --encrypt none, --fuse none, --profile none
+NO_LAYERS = (NO_LAYER,)  # the default of each layer axis: --encrypt, --fuse, --profile, --crypt none
 
 # The options a profile cell takes from its profile unless the sweep's axis overrides them
 # (the other profile options, mkfs and mount options, are no axes: the profile's apply).
@@ -60,13 +69,17 @@ class Cell:
     encrypt: str = NO_LAYER
     fuse: str = NO_LAYER
     profile: str = NO_LAYER
+    crypt: str = NO_LAYER
 
     @property
     def stack(self) -> str:
         """The filesystem and its layers as the cell's key and directory name spell them:
         parts joined by ``+`` (no name of a filesystem, mode or profile has one), each
-        layer but the encryption tagged (``fuse-``, ``profile-``), so names stay unique."""
+        layer but the encryptions tagged (``fuse-``, ``profile-``), so names stay unique
+        (dm-crypt's modes and fscrypt's have names of their own)."""
         parts = [self.fs]
+        if self.crypt != NO_LAYER:
+            parts.append(self.crypt)
         if self.encrypt != NO_LAYER:
             parts.append(self.encrypt)
         if self.fuse != NO_LAYER:
@@ -106,6 +119,7 @@ class MatrixPlan:
     encrypts: tuple[str, ...] = NO_LAYERS
     fuses: tuple[str, ...] = NO_LAYERS
     profiles: tuple[str, ...] = NO_LAYERS
+    crypts: tuple[str, ...] = NO_LAYERS
     # The STACK_OPTIONS whose axis beats a profile's value (given on the command line).
     profile_overrides: tuple[str, ...] = ()
     journals: tuple[str, ...] = DEFAULT_JOURNALS
@@ -119,23 +133,24 @@ class MatrixPlan:
     image_size: str = "1G"
     vm: bool = False  # every cell in one VM lab guest
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
+    device_delay_ms: int | None = None  # dm-delay under every cell's filesystem
 
-    def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str) -> dict[str, str]:
+    def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
         """What one combination of the stack axes runs: a profile fills in what the
         sweep's axes do not override; a plain cell of a VFS-only sweep has no lab fs."""
         options = {"fs": fs, "encrypt": encrypt, "fuse": fuse_layer}
         if profile != NO_LAYER:
             profiles.apply(profiles.profile(profile), options, self.profile_overrides)
-        if not self.lab and options["encrypt"] == options["fuse"] == profile == NO_LAYER:
-            options["fs"] = NO_LAB_FS
-        return {**options, "profile": profile}
+        stack = {**options, "profile": profile, "crypt": crypt}
+        if not self.lab and not has_layers(stack):
+            stack["fs"] = NO_LAB_FS
+        return stack
 
     def cells(self) -> list[Cell]:
-        stacks = [
-            self.stack(*axes) for axes in itertools.product(self.filesystems, self.encrypts, self.fuses, self.profiles)
-        ]
+        axes = (self.filesystems, self.encrypts, self.fuses, self.profiles, self.crypts)
+        stacks = [self.stack(*combination) for combination in itertools.product(*axes)]
         cells = [
-            Cell(scenario, stack["fs"], journal, sync, r, stack["encrypt"], stack["fuse"], stack["profile"])
+            Cell(scenario, stack["fs"], journal, sync, r, **{layer: stack[layer] for layer in LAYER_KEYS})
             for scenario in self.scenarios
             for stack in stacks
             for journal in self.journals
@@ -180,6 +195,7 @@ NAMED_AXES = (
     ("encrypts", "--encrypt", "encryption", encryption.CHOICES),
     ("fuses", "--fuse", "FUSE layer", fuse.CHOICES),
     ("profiles", "--profile", "profile", (profiles.NO_PROFILE, *profiles.PROFILES)),
+    ("crypts", "--crypt", "dm-crypt mode", devmapper.CHOICES),
 )
 
 
@@ -199,13 +215,34 @@ def check_axes(plan: MatrixPlan) -> None:
         if layered:
             raise UsageError(
                 f"--vfs-only has no lab filesystem, and {stack_label(asdict(layered[0]))} needs one",
-                "leave --vfs-only out, or the --encrypt, --fuse and --profile axes",
+                "leave --vfs-only out, or the --encrypt, --fuse, --profile and --crypt axes",
             )
     for scenario in plan.scenarios:
         engine.load_scenario(scenario)  # raises ScenarioError with its own fix
+    if not plan.vm:
+        for crypt in plan.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
+            devmapper.check_crypt(crypt, "ext4", has_device=True)
+    check_device_delay(plan)
     if plan.vm:
         runner.guest_kernel(plan.kernel)  # a kernel that cannot be had is a mistake in the axes too
     check_dirnames(plan)
+
+
+def check_device_delay(plan: MatrixPlan) -> None:
+    """--device-delay is the same for every cell: refused for them all at once."""
+    if plan.device_delay_ms is None:
+        return
+    if not plan.lab:
+        reason = plan.lab_unavailable or "--vfs-only"
+        raise UsageError(
+            f"--device-delay delays a lab filesystem's device, and this sweep has none ({reason})",
+            "add --vm, or leave --device-delay out",
+        )
+    for crypt in plan.crypts:
+        if plan.vm:
+            devmapper.check_delay_with(plan.device_delay_ms, crypt)
+        else:
+            devmapper.check_delay(plan.device_delay_ms, crypt, "ext4", has_device=True)
 
 
 def check_dirnames(plan: MatrixPlan) -> None:
@@ -225,6 +262,7 @@ PLAN_OPTIONS = {
     "encrypts": "--encrypt",
     "fuses": "--fuse",
     "profiles": "--profile",
+    "crypts": "--crypt",
     "profile_overrides": "--profile overridden by",
     "journals": "-j",
     "syncs": "--sync",
@@ -235,13 +273,20 @@ PLAN_OPTIONS = {
     "image_size": "--image-size",
     "vm": "--vm",
     "kernel": "--kernel",
+    "device_delay_ms": "--device-delay",
 }
 # What a plan stored before an option existed meant by leaving it out.
-PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN}
+PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN, "device_delay_ms": None}
 
 
 # What a plan recorded before the layer axes existed had, in effect: no layers.
-PLAN_BEFORE_LAYERS = {"encrypts": [NO_LAYER], "fuses": [NO_LAYER], "profiles": [NO_LAYER], "profile_overrides": []}
+PLAN_BEFORE_LAYERS = {
+    "encrypts": [NO_LAYER],
+    "fuses": [NO_LAYER],
+    "profiles": [NO_LAYER],
+    "profile_overrides": [],
+    "crypts": [NO_LAYER],
+}
 
 
 def plan_record(plan: MatrixPlan) -> dict:
@@ -319,6 +364,8 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         image_size=plan.image_size,
         encrypt=cell.encrypt,
         fuse=cell.fuse,
+        crypt=cell.crypt,
+        device_delay_ms=plan.device_delay_ms,
         vm=plan.vm,
         kernel=plan.kernel,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
@@ -373,6 +420,7 @@ def run_cell(
         encrypt=cell.encrypt,
         fuse=cell.fuse,
         profile=cell.profile,
+        crypt=cell.crypt,
         cell=cell.config_key,
         repeat=cell.repeat,
         txns=plan.txns,

@@ -56,6 +56,7 @@ class RunRequest:
     profile: dict | None = None  # the --profile the lab options came from, if any
     fuse: str = fuse.NO_FUSE
     crypt: str = devmapper.NO_CRYPT  # dm-crypt between the loop device and the filesystem
+    device_delay_ms: int | None = None  # dm-delay there instead: writes and flushes held this long
     allow_loss: bool = False
     buffer_kb: int = tracing.DEFAULT_BUFFER_KB
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
@@ -180,8 +181,9 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
 
 
 def refuse_lab_options_without_lab(request: RunRequest) -> None:
-    """--fill, --mkfs-opts, --mount-opts, --encrypt and --fuse shape a lab filesystem; without --fs
-    there is none, and ignoring them would measure something else than was asked."""
+    """--fill, --mkfs-opts, --mount-opts, --encrypt, --fuse, --crypt and --device-delay shape
+    a lab filesystem; without --fs there is none, and ignoring them would measure something
+    else than was asked."""
     given = [
         flag
         for flag, value in (
@@ -191,6 +193,7 @@ def refuse_lab_options_without_lab(request: RunRequest) -> None:
             ("--encrypt", request.encrypt != encryption.NO_ENCRYPTION),
             ("--fuse", request.fuse != fuse.NO_FUSE),
             ("--crypt", request.crypt != devmapper.NO_CRYPT),
+            ("--device-delay", request.device_delay_ms is not None),
             ("--keep-image", request.keep_image),
         )
         if value
@@ -214,7 +217,9 @@ def preflight_lab(request: RunRequest) -> None:
     assert request.fs is not None, "a lab run names its filesystem"
     spec = filesystem.FILESYSTEMS.get(request.fs)
     # before root: a kernel without device-mapper cannot have it as any user (--vm can)
-    devmapper.check_crypt(request.crypt, request.fs, spec is None or spec.mkfs_tool is not None)
+    has_device = spec is None or spec.mkfs_tool is not None
+    devmapper.check_crypt(request.crypt, request.fs, has_device)
+    devmapper.check_delay(request.device_delay_ms, request.crypt, request.fs, has_device)
     filesystem.require_root(f"--fs {request.fs} (loop devices, mkfs, mount and tracefs)")
     filesystem.require_filesystem(request.fs)
     tracing.require_tracefs()
@@ -229,6 +234,7 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
         profile=request.profile,
         fuse=request.fuse,
         crypt=request.crypt,
+        device_delay_ms=request.device_delay_ms,
         fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",
         mount_options=fs["mount_options"],
         lab=fs,
@@ -245,7 +251,8 @@ class LabContext:
     fs_type: str
     layout: dict
     fuse: dict | None = None  # the FUSE layer as the lab describes it, with --fuse
-    mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on, with --crypt
+    mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on (--crypt, --device-delay)
+    mapped_offset: int | None = None  # with --device-delay: its table's offset (no remap events to follow)
     files_by_sync: bool = False  # eCryptfs: its files have no extents of their own
 
 
@@ -294,9 +301,10 @@ def analyse_trace(
                 daemon=context.fuse["comm"] if context.fuse else None,
                 mapped=context.mapped_dev,
                 files_by_sync=context.files_by_sync,
+                mapped_offset=context.mapped_offset,
             )
             if context.mapped_dev is not None:
-                sections["remap"] = {"disk_offsets_sectors": remap.disk_offsets(events, dev, context.mapped_dev)}
+                sections["remap"] = remap_section(events, dev, context)
             per_commit = attribution.bytes_per_commit(attributed, wins)
             joined = joined.join(per_commit, on="index", how="left")
             sections["bytes_by_category"] = attribution.summary_section(attributed, wins, per_commit)
@@ -308,6 +316,17 @@ def analyse_trace(
         sections["checkpoint"] = metrics.checkpoint_summary(found, measured, context.journal)
         sections["findings"] = metrics.consistency_findings(measured, context.sync)
     return TraceAnalysis(metrics.with_waf(joined), report, amortized, sections, events, attributed)
+
+
+def remap_section(events: pl.DataFrame, dev, context: LabContext) -> dict:
+    """summary.json's ``remap``: how writes were followed from the disk to the dm device,
+    and the offsets the kernel's remap events showed (none for the bios dm-delay delays)."""
+    assert context.mapped_dev is not None
+    return {
+        "followed_by": "block_bio_remap" if context.mapped_offset is None else "table offset",
+        "table_offset_sectors": context.mapped_offset,
+        "disk_offsets_sectors": remap.disk_offsets(events, dev, context.mapped_dev),
+    }
 
 
 def unparsed_loss(report: dict, trace_path: Path) -> TraceLossError | None:
@@ -352,6 +371,7 @@ def lab_in(request: RunRequest, crash_dir: Path | None) -> filesystem.LabFilesys
         encrypt=request.encrypt,
         fuse_layer=request.fuse,
         crypt=request.crypt,
+        device_delay_ms=request.device_delay_ms,
         keep_image=request.out_dir / KEPT_IMAGE_FILE if request.keep_image else None,
         write_log=crash_dir / lab_capture.WRITE_LOG_FILE if crash_dir else None,
     )
@@ -389,6 +409,7 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
         capture.layout,
         fs_facts["fuse"],
         mapped_dev=capture.mapped_dev,
+        mapped_offset=(fs_facts.get("delay") or {}).get("offset_sectors"),
         files_by_sync=fs_facts.get("ecryptfs") is not None,
     )
     result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
@@ -470,11 +491,14 @@ def booted_guest(
 
 
 def preflight_vm(request: RunRequest) -> None:
+    """What the host can refuse before a guest boots (the guest checks the lab's options again)."""
     if request.dir is not None or request.keep_db:
         raise UsageError(
             "--dir and --keep-db are for a VFS-only run on this host; a --vm run measures in the guest's lab",
             "leave --dir and --keep-db out",
         )
+    if request.device_delay_ms is not None:
+        devmapper.check_delay_with(request.device_delay_ms, request.crypt)
 
 
 def guest_request(request: RunRequest, out_dir: Path) -> dict:
@@ -494,6 +518,7 @@ def guest_request(request: RunRequest, out_dir: Path) -> dict:
         "encrypt": request.encrypt,
         "fuse": request.fuse,
         "crypt": request.crypt,
+        "device_delay_ms": request.device_delay_ms,
         "keep_image": str((out_dir / KEPT_IMAGE_FILE).resolve()) if request.keep_image else None,
         "out_dir": str(out_dir.resolve()),
         "allow_loss": request.allow_loss,

@@ -10,7 +10,7 @@ A policy is TOML (see ``examples/policy.toml``)::
     [[rule]]
     name = "durable journal modes"
     journal = ["delete", "truncate", "persist"]   # scope: scenario, fs, encrypt, fuse,
-                                                  # profile, journal, sync;
+                                                  # profile, crypt, journal, sync;
     sync = "full"                                 # a string, a list, or "*" (default)
     max_fsync_calls_per_commit = 4
     max_write_kib_per_commit = 96
@@ -31,7 +31,7 @@ A policy is TOML (see ``examples/policy.toml``)::
     max_predicted_p99_ms = 16.67                  # the commits replayed on that device
 
 Every rule is held against every configuration (scenario, fs, encrypt, fuse, profile,
-journal, sync: :data:`sqlwa.catalogue.CONFIG_KEYS`) in its scope, using the mean over
+crypt, journal, sync: :data:`sqlwa.catalogue.CONFIG_KEYS`) in its scope, using the mean over
 the configuration's repeats (latency quantiles over its commits pooled). A timing metric regresses only when the change is also significant
 (:mod:`.timing`); counts are exact. A policy that checks nothing is a UsageError. Each outcome is one
 :class:`Finding`: ``pass``, ``violation`` or ``unmeasured`` (the level the rule needs

@@ -1,20 +1,109 @@
 """``sqlwa compare``: two results (matrices or single runs) side by side, with deltas.
 
 Matrices are matched configuration by configuration (scenario, fs, encrypt, fuse, profile,
-journal, sync; means over repeats); a configuration present on one side only is shown
+crypt, journal, sync; means over repeats); a configuration present on one side only is shown
 with the other side empty. Two single runs are compared with each other whatever their configurations.
 
 Durability is compared too: where B's commits lost the durability A's had (a finding
 such as ``fsync_flushed_nothing``), B's lower costs are bought with it and are no gain.
+
+Results may also be split by the kernel their runs ran on (``--by kernel``): the runs of
+one store (or of two, pooled) on two kernels become the two sides, so a VM lab run on
+Debian's 6.1 and one on another kernel are compared configuration by configuration.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
 import polars as pl
 
 from sqlwa.catalogue import CONFIG_KEYS, Metric, config_label
+from sqlwa.errors import UsageError
 from sqlwa.results import store
 from sqlwa.results.findings import ConfigFindings, config_findings
+
+#: What ``compare --by`` may split results by: a runs-table column of the environment.
+SPLIT_COLUMNS = ("kernel",)
+
+
+@dataclass
+class Side:
+    """One side of a comparison: what it is called, its runs and their commits' latencies."""
+
+    label: str
+    runs: pl.DataFrame
+    latencies: pl.DataFrame
+
+
+def load_side(path: Path) -> Side:
+    return Side(str(path), store.load_results(path), store.load_latencies(path))
+
+
+def version_key(text: str) -> tuple:
+    """Orders releases as versions: 5.10.0-30 before 6.1.0-56 before 6.12.0-1."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def values_of(runs: pl.DataFrame, column: str) -> list[str]:
+    """The values ``column`` takes among the successful runs, in version order."""
+    if runs.height == 0 or column not in runs.columns:
+        return []
+    ok = runs.filter((pl.col("status") == "ok") & pl.col(column).is_not_null())
+    return sorted({str(value) for value in ok[column]}, key=version_key)
+
+
+def parse_split(option: str) -> tuple[str, tuple[str, str] | None]:
+    """``kernel`` or ``kernel=A,B`` → (column, the two values or None)."""
+    column, _, chosen = option.partition("=")
+    if column not in SPLIT_COLUMNS:
+        raise UsageError(f"--by {option}: results split only by {', '.join(SPLIT_COLUMNS)}", "give --by kernel")
+    if not chosen:
+        return column, None
+    values = [value.strip() for value in chosen.split(",") if value.strip()]
+    if len(values) != 2 or values[0] == values[1]:
+        raise UsageError(f"--by {option}: name two different {column}s", f"e.g. --by {column}=6.1.0-56-amd64,6.12.0-1")
+    return column, (values[0], values[1])
+
+
+def split_by(sources: list[Side], column: str, chosen: tuple[str, str] | None) -> tuple[Side, Side]:
+    """The runs of ``sources`` pooled and split into two sides by ``column``: the two values
+    ``chosen``, or the only two there are (the lower version is A)."""
+    found = sorted({v for side in sources for v in values_of(side.runs, column)}, key=version_key)
+    where = " and ".join(side.label for side in sources)
+    if chosen is None:
+        if len(found) != 2:
+            listed = f" ({', '.join(found)})" if found else ""
+            raise UsageError(
+                f"{where} hold{'s' if len(sources) == 1 else ''} runs of {len(found)} "
+                f"{column}{'' if len(found) == 1 else 's'}{listed}; "
+                f"--by {column} compares two",
+                f"say which two: --by {column}=A,B" if len(found) > 2 else "give results of two kernels",
+            )
+        chosen = (found[0], found[1])
+    missing = [value for value in chosen if value not in found]
+    if missing:
+        raise UsageError(
+            f"--by {column}: no successful run of {where} ran on {missing[0]}",
+            f"choose from: {', '.join(found) or 'none'}",
+        )
+    return side_of(sources, column, chosen[0]), side_of(sources, column, chosen[1])
+
+
+def side_of(sources: list[Side], column: str, value: str) -> Side:
+    """The runs whose ``column`` is ``value``, from every source, with their latencies
+    (matched within each source: run keys repeat from one store to another)."""
+    runs, latencies = [], []
+    for source in sources:
+        picked = source.runs.filter(pl.col(column).cast(pl.String) == value) if source.runs.height else source.runs
+        keys = picked["run_key"].to_list() if picked.height else []
+        runs.append(picked)
+        latencies.append(source.latencies.filter(pl.col("run_key").is_in(keys)))
+    label = f"{' + '.join(side.label for side in sources)} [{column} {value}]"
+    return Side(label, pl.concat(runs, how="diagonal_relaxed"), pl.concat(latencies))
+
 
 # The catalogue metrics a reader compares first, in this order.
 COMPARED_METRICS = (

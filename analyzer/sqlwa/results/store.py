@@ -143,9 +143,19 @@ ALTER TABLE commits ADD COLUMN cpu_sys_ns INTEGER;
 ALTER TABLE runs ADD COLUMN cpu_ms_per_commit REAL;
 """
 
-# Version 7: what a `sqlwa crash` run found of its crash states. NULL for other runs:
-# they tried none.
+# Version 7: dm-crypt under the filesystem (--crypt) is a layer of the configuration too.
+# Runs stored earlier get what their own config says (a run directory saved into a store
+# may have had it), else none.
 SCHEMA_V7 = """
+ALTER TABLE runs ADD COLUMN crypt TEXT;
+UPDATE runs SET crypt = coalesce(json_extract(config_json, '$.crypt'), 'none');
+DROP INDEX runs_by_config;
+CREATE INDEX runs_by_config ON runs (scenario, fs, encrypt, fuse, profile, crypt, journal, sync, status);
+"""
+
+# Version 8: what a `sqlwa crash` run found of its crash states. NULL for other runs:
+# they tried none.
+SCHEMA_V8 = """
 ALTER TABLE runs ADD COLUMN crash_states INTEGER;
 ALTER TABLE runs ADD COLUMN lost_commits INTEGER;
 ALTER TABLE runs ADD COLUMN corrupt_states INTEGER;
@@ -153,7 +163,7 @@ ALTER TABLE runs ADD COLUMN unmountable_states INTEGER;
 """
 
 #: MIGRATIONS[i] upgrades a store from version i to version i + 1.
-MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7)
+MIGRATIONS = (SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8)
 #: The results store's schema version (``PRAGMA user_version``); not summary.json's
 #: (:data:`sqlwa.analysis.summary.SUMMARY_SCHEMA_VERSION`).
 STORE_SCHEMA_VERSION = len(MIGRATIONS)
@@ -331,6 +341,7 @@ class RunRecord:
     encrypt: str = NO_LAYER
     fuse: str = NO_LAYER
     profile: str = NO_LAYER
+    crypt: str = NO_LAYER
     cell: str | None = None
     repeat: int = 1
     reason: str | None = None
@@ -392,6 +403,7 @@ def record_row(record: RunRecord, summary: dict | None, commits: pl.DataFrame | 
         "encrypt": record.encrypt,
         "fuse": record.fuse,
         "profile": record.profile,
+        "crypt": record.crypt,
         "journal": record.journal,
         "sync": record.sync,
         "txns": record.txns,
@@ -548,11 +560,13 @@ def runs_frame(conn: sqlite3.Connection, base: Path) -> pl.DataFrame:
 
 
 def older_layers(row: dict) -> None:
-    """The layers of a row read from a store older than version 5 (which has no layer
-    columns), from the run's own config as the migration would set them."""
+    """The layers a row read from an older store has no column for (all of them before
+    version 5, ``crypt`` before 7), from the run's own config as the migration would set
+    them; the layer columns it has are kept (a skipped cell has no config to read)."""
     if any(key not in row for key in LAYER_KEYS):
         config = json.loads(row.get("config_json") or "{}")
-        row.update(layers_of(config if isinstance(config, dict) else {}))
+        for key, value in layers_of(config if isinstance(config, dict) else {}).items():
+            row.setdefault(key, value)
 
 
 def single_run_frame(run_dir: Path) -> pl.DataFrame:
@@ -604,15 +618,24 @@ def load_latencies(path: Path) -> pl.DataFrame:
     )
 
 
+# Each layer's column: the store version that added it and where its migration took it
+# from in the run's config.
+LAYER_COLUMNS = {
+    "encrypt": (5, "$.encrypt"),
+    "fuse": (5, "$.fuse"),
+    "profile": (5, "$.profile.name"),
+    "crypt": (7, "$.crypt"),
+}
+
+
 def config_columns(conn: sqlite3.Connection) -> list[str]:
-    """The configuration keys as columns of ``runs r``; in a store older than version 5
-    the layers come from each run's config, as its migration would set them."""
-    if schema_version(conn) >= 5:
-        return [f"r.{key}" for key in CONFIG_KEYS]
+    """The configuration keys as columns of ``runs r``; a layer a store is too old to
+    have a column for comes from each run's config, as its migration would set it."""
+    version = schema_version(conn)
     older = {
-        "encrypt": "coalesce(json_extract(r.config_json, '$.encrypt'), 'none')",
-        "fuse": "coalesce(json_extract(r.config_json, '$.fuse'), 'none')",
-        "profile": "coalesce(json_extract(r.config_json, '$.profile.name'), 'none')",
+        key: f"coalesce(json_extract(r.config_json, '{path}'), '{NO_LAYER}')"
+        for key, (since, path) in LAYER_COLUMNS.items()
+        if version < since
     }
     return [older.get(key, f"r.{key}") for key in CONFIG_KEYS]
 

@@ -45,7 +45,7 @@ SCHEMA_VERSION = 1
 # --------------------------------------------------------------------------- sqlwa compare
 
 
-def compare_document(a: Path, b: Path, rows: pl.DataFrame, durability: pl.DataFrame) -> dict:
+def compare_document(a: str | Path, b: str | Path, rows: pl.DataFrame, durability: pl.DataFrame) -> dict:
     """``sqlwa compare --json``: per configuration, each metric's A, B, change and verdict,
     and durability where either side looked for it — what the table shows."""
     configurations: dict[str, dict] = {}

@@ -44,7 +44,9 @@ def fs_text(cfg: dict) -> str:
     """The lab filesystem, or for a run without one the filesystem its directory was on."""
     if cfg.get("dir_fs"):
         return f"{cfg['fs']} ({cfg['dir_fs']} directory)"
-    return stack_label({"fs": cfg["fs"], **layers_of(cfg)})
+    stack = stack_label({"fs": cfg["fs"], **layers_of(cfg)})
+    delay = cfg.get("device_delay_ms")
+    return stack if delay is None else f"{stack} on dm-delay {delay} ms"
 
 
 def summary_title(summary: dict) -> str:

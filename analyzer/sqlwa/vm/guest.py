@@ -6,7 +6,8 @@ in the guest's RAM, the workload and its trace), leaves ``CTL/N/capture.json`` (
 :class:`~sqlwa.measure.lab_capture.LabCapture`) or, for an error sqlwa knows,
 ``CTL/N/error.json``, and says ``sqlwa-vm: done N``; ``CTL/quit`` ends it. The trace goes
 to the run's output directory, shared with the host, where the host analyses it.
-Progress goes to the console as ``sqlwa-vm: progress D N`` lines. Imports nothing heavy
+Progress goes to the console as ``sqlwa-vm: progress D N`` lines, the lab's stages
+(mkfs, mount, …, teardown) as ``sqlwa-vm: stage NAME``. Imports nothing heavy
 (see :mod:`sqlwa.measure.lab_capture`).
 """
 
@@ -56,9 +57,16 @@ def lab_of(request: dict, write_log: Path | None = None) -> filesystem.LabFilesy
         encrypt=request["encrypt"],
         fuse_layer=request["fuse"],
         crypt=request["crypt"],
+        device_delay_ms=request["device_delay_ms"],
         keep_image=request["keep_image"],
         write_log=write_log,
+        progress=say_stage,
     )
+
+
+def say_stage(stage: str) -> None:
+    """The lab's stage, for the host: it bounds how long it waits for a teardown."""
+    print(f"sqlwa-vm: stage {stage}", flush=True)
 
 
 class ConsoleProgress:

@@ -11,6 +11,12 @@ and its timings are not comparable with a host's: the run's ``config.vm`` says w
 Nothing outlives the run: qemu dies with sqlwa (PR_SET_PDEATHSIG) and is killed on any
 exception or signal; the guest's lab lives in the guest's RAM; the control directory is
 a scratch directory (``sqlwa lab cleanup`` knows those).
+
+Nothing the guest does can hang the run either: the host waits a bounded time for each
+of its lines (:data:`QUIET_WAIT_S` of silence; once the guest says its lab is being torn
+down, :data:`TEARDOWN_WAIT_S` in all, beyond the guest's own bound on each teardown
+step), then kills qemu and says so in one line. A guest killed so is booted again for
+the next capture of a matrix.
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sqlwa import _system, errors
 from sqlwa.errors import LabError, SqlwaError, UsageError
+from sqlwa.lab import filesystem
 from sqlwa.lab.scratch import GUEST_CONTROL_TAG
 from sqlwa.measure.lab_capture import LabCapture
 from sqlwa.vm import guest, initramfs
@@ -36,6 +44,13 @@ QEMU_FIX = "install Debian's qemu-system-x86 (and busybox-static), then re-run"
 GUEST_MARK = "sqlwa-vm: "
 BOOT_WAIT_S = 120  # boot to init's "booted" line; ~3 s here under TCG, far more when loaded
 QUIET_WAIT_S = 900  # the longest silence of a running guest (mkfs and fill print nothing)
+# From the guest's "stage teardown" to its result: its unmounts, dmsetup remove and losetup
+# -d take a second; each is bounded in the guest (filesystem.TEARDOWN_STEP_S), and this
+# bounds them all. TEARDOWN_WAIT_ENV sets it (a hidden test hook).
+TEARDOWN_WAIT_S = 300
+TEARDOWN_WAIT_ENV = "SQLWA_VM_TEARDOWN_WAIT_S"
+# The test hooks of the lab's teardown, passed on to the guest program when set here.
+GUEST_TEST_ENV = (filesystem.TEARDOWN_STEP_ENV, filesystem.HANG_STEP_ENV)
 GUEST_CPUS = 2
 BASE_MEMORY_MB = 1024  # the guest's own needs: kernel, the overlay's RAM, Python
 CONSOLE_TAIL = 12  # console lines quoted when a guest fails
@@ -99,6 +114,11 @@ class Guest:
         self.facts: VmFacts
 
     def __enter__(self) -> Guest:
+        self._start()
+        return self
+
+    def _start(self) -> None:
+        """Boot the guest until its program is ready, under KVM where it can, else TCG."""
         qemu = qemu_binary()
         image = initramfs.initramfs_for(self.kernel)
         write_control_files(self.ctl, self.kernel, self.share, self.image_bytes, self.strace_to)
@@ -121,7 +141,6 @@ class Guest:
             qemu=_system.tool_version(qemu),
             boot_s=self.boot_s,
         )
-        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is None:
@@ -135,7 +154,7 @@ class Guest:
     def _boot(self, argv: list[str]) -> str | None:
         """Start qemu and wait for the guest program's ready line; None, or why not."""
         self.proc = _system.start_daemon(argv, self.ctl / "qemu.log")
-        for word, rest in self._guest_lines(BOOT_WAIT_S):
+        for word, rest in self._guest_lines(Patience(BOOT_WAIT_S)):
             if word == "booted":
                 self.boot_s = float(rest)
             elif word == "ready":
@@ -150,36 +169,84 @@ class Guest:
         return f"the guest stopped before it was ready ({self.console_hint()})"
 
     def capture(self, request: dict, progress: Callable[[int, int], None] | None = None) -> LabCapture:
-        """Have the guest take one capture; its result, or its error raised here."""
-        assert self.proc is not None, "the guest is running"
+        """Have the guest take one capture; its result, or its error raised here. A guest
+        killed after a hang (:meth:`_lost`) is booted again first."""
+        if self.proc is None:
+            self._start()
         self.served += 1
         job = self.ctl / str(self.served)
         job.mkdir()
         staged = job / f".{guest.REQUEST_FILE}"
         staged.write_text(json.dumps(request) + "\n")
         staged.rename(job / guest.REQUEST_FILE)  # whole, or not there: the guest polls for it
-        for word, rest in self._guest_lines(QUIET_WAIT_S):
+        patience = Patience(QUIET_WAIT_S)
+        for word, rest in self._guest_lines(patience):
             if word == "progress" and progress is not None:
                 done, total = rest.split()[:2]  # a third word names the stage (crash states)
                 progress(int(done), int(total))
+            elif word == "stage" and rest == "teardown":
+                patience.finish_within(teardown_wait_s(), "tearing down its lab")
             elif word == "done":
                 return guest_result(job, self)
-        raise LabError("the VM lab's guest stopped during a run", self.console_hint())
+        raise self._lost(patience)
 
-    def _guest_lines(self, quiet_s: float) -> Iterator[tuple[str, str]]:
-        """The guest's ``sqlwa-vm:`` lines as (word, rest), until qemu exits or is silent
-        for ``quiet_s`` seconds; every console line is kept for error messages."""
+    def _guest_lines(self, patience: Patience) -> Iterator[tuple[str, str]]:
+        """The guest's ``sqlwa-vm:`` lines as (word, rest), until qemu exits or ``patience``
+        runs out; every console line is kept for error messages."""
         assert self.proc is not None
-        while (line := _system.read_line_within(self.proc, quiet_s)) is not None:
+        while (wait_s := patience.wait_s()) > 0 and (line := _system.read_line_within(self.proc, wait_s)) is not None:
             line = line.rstrip("\r\n")
             self.console.append(line)
             if line.startswith(GUEST_MARK):
                 word, _, rest = line.removeprefix(GUEST_MARK).partition(" ")
                 yield word, rest
 
+    def _lost(self, patience: Patience) -> LabError:
+        """The error of a guest that stopped, or that hung and is killed here."""
+        assert self.proc is not None
+        if self.proc.poll() is not None or _system.exit_code_within(self.proc, 1) is not None:
+            self.proc = None
+            return LabError("the VM lab's guest stopped during a run", self.console_hint())
+        self.proc.kill()
+        _system.stop_process(self.proc, 0)
+        self.proc = None
+        return LabError(
+            f"the VM lab's guest hung: {patience.what()}; qemu was killed and this run's measurement is lost",
+            f"re-run; if it recurs, report it with the console's end: {self.console_hint()}",
+        )
+
     def console_hint(self) -> str:
         tail = " | ".join(line for line in self.console[-CONSOLE_TAIL:] if line.strip())
         return f"the guest's console ended: {tail}" if tail else "the guest printed nothing"
+
+
+class Patience:
+    """How long the host waits for the guest's next line: a silence of ``quiet_s``, and
+    once :meth:`finish_within` is called, a deadline for the whole of what is left."""
+
+    def __init__(self, quiet_s: float) -> None:
+        self.quiet_s = quiet_s
+        self.deadline: float | None = None
+        self.doing: str | None = None
+        self.bound_s: float | None = None
+
+    def finish_within(self, seconds: float, doing: str) -> None:
+        self.deadline, self.doing, self.bound_s = time.monotonic() + seconds, doing, seconds
+
+    def wait_s(self) -> float:
+        if self.deadline is None:
+            return self.quiet_s
+        return max(0.0, min(self.quiet_s, self.deadline - time.monotonic()))
+
+    def what(self) -> str:
+        """What it did not do in time, in words."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return f"it was still {self.doing} after {self.bound_s:g} s"
+        return f"it printed nothing for {self.quiet_s:g} s"
+
+
+def teardown_wait_s() -> float:
+    return float(os.environ.get(TEARDOWN_WAIT_ENV) or TEARDOWN_WAIT_S)
 
 
 def accelerators() -> list[str]:
@@ -198,10 +265,14 @@ def write_control_files(
     }
     (ctl / "guest.env").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items()))
     package_parent = Path(__file__).resolve().parents[2]  # the directory holding sqlwa/
+    test_hooks = "".join(
+        f"export {name}={shlex.quote(os.environ[name])}\n" for name in GUEST_TEST_ENV if name in os.environ
+    )
     (ctl / "guest.sh").write_text(
         "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8\n"
         "export TMPDIR=/run/sqlwa-tmp\n"  # init's tmpfs for the lab's image (TMP_SIZE)
         f"export PYTHONPATH={shlex.quote(str(package_parent))}\n"
+        f"{test_hooks}"
         f"modprobe -a {' '.join(GUEST_MODULES)} || exit 3\n"
         f"exec {strace_prefix(strace_to)}{shlex.quote(sys.executable)} -m sqlwa.vm.guest /run/sqlwa-vm\n"
     )
