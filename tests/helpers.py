@@ -26,6 +26,12 @@ def sqlwa(*args: str, check: bool = True, timeout: float = 600, **kw) -> subproc
     return proc
 
 
+def sqlwa_vm_run(out: Path, *args: str) -> dict:
+    """``sqlwa run --vm ARGS --out OUT`` (a guest of its own), and the run's summary.json."""
+    sqlwa("run", "--vm", *args, "--out", str(out), timeout=900)
+    return json.loads((out / "summary.json").read_text())
+
+
 def sqlwa_in_process(*args: str) -> subprocess.CompletedProcess:
     """``sqlwa ARGS`` through the CLI's entry point in this process (exit code and both
     streams as a subprocess would give them), for commands that are quick once Polars is

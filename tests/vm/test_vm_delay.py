@@ -17,27 +17,19 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from helpers import DIRECTORY_SYNCS, VFS_SYNCS
+from helpers import sqlwa_vm_run as vm_run
 from trace_truth import marker_times_ns, tally_block_per_commit
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
 DELAY_MS = 10
 COMMITS = 20
-
-
-def vm_run(out: Path, *args: str) -> dict:
-    cmd = [sys.executable, "-m", "sqlwa", "run", "--vm", *args, "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads((out / "summary.json").read_text())
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ import polars as pl
 import pytest
 
 from helpers import DIRECTORY_SYNCS, VFS_SYNCS
+from helpers import sqlwa_vm_run as vm_run
 from sqlwa import _system
 from sqlwa.analysis import attribution, traceparse, windows
 from trace_truth import EXTENTS, tally_block_per_commit, trace_records, write_bytes_since_commit
@@ -46,13 +47,6 @@ LAYER_RUNS = {
 DM_RUNS = [key for key in LAYER_RUNS if key[0].startswith("dm-crypt")]
 ECRYPTFS_HEADER = 8192  # eCryptfs's metadata in front of every lower file
 CANARY = "SQLWA-PLAINTEXT-CANARY-7f3e9a1c"
-
-
-def vm_run(out: Path, *args: str) -> dict:
-    cmd = [sys.executable, "-m", "sqlwa", "run", "--vm", *args, "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads((out / "summary.json").read_text())
 
 
 @pytest.fixture(scope="module")
