@@ -1,18 +1,22 @@
 """The ``sqlwa`` command line. Each sub-command lives in its own module here and knows
 nothing of the group; this module tells the group where they are, and the group imports
 one when it runs (see :mod:`sqlwa.cli._app`). User mistakes become one red line and exit
-code 2."""
+code 2. ``sqlwa --help`` is printed from click's last rendering of it when that still
+holds (:mod:`sqlwa.cli._help_cache`), without importing click."""
 
 from __future__ import annotations
 
 import io
 import sys
 
-import click
+from sqlwa.cli import _help_cache
+from sqlwa.cli._lazy import LazyCommand
 
-from sqlwa.cli._app import LazyCommand
-from sqlwa.cli._app import main as _group
-from sqlwa.errors import Interrupted, SqlwaError, UsageError, hint_of
+TYPE_CHECKING = False  # without importing typing, as in sqlwa/__init__.py
+if TYPE_CHECKING:
+    import click
+
+    from sqlwa.errors import SqlwaError
 
 #: Each command: where it is and the first sentence of its help (``sqlwa --help`` lists
 #: that without importing the command).
@@ -58,14 +62,51 @@ COMMANDS = {
         "sqlwa.cli.predict:predict_command", "Predict the commit latency of measured runs on another device."
     ),
 }
-_group.lazy_commands.update(COMMANDS)
+
+
+def command_group() -> click.Group:
+    """The click group, told where its commands are (imported with click, on first use)."""
+    from sqlwa.cli._app import main as group
+
+    group.lazy_commands.update(COMMANDS)
+    return group
+
+
+def __getattr__(name: str) -> click.Group:
+    """``sqlwa.cli._group``: the group, for tests and tools that walk the commands."""
+    if name != "_group":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return command_group()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the click group, turning SqlwaError into a clean message."""
     bytes_as_given()
+    if (sys.argv[1:] if argv is None else argv) in _help_cache.HELP_ARGS:
+        print_help()
+        return
+    run_group(argv)
+
+
+def print_help() -> None:
+    """The group's help: the cached rendering, or click's, kept for next time."""
+    text = _help_cache.cached_help()
+    if text is None:
+        import click
+
+        group = command_group()
+        text = click.Context(group, info_name="sqlwa", **group.context_settings).get_help()
+        _help_cache.save_help(text)
+    sys.stdout.write(text + "\n")
+
+
+def run_group(argv: list[str] | None) -> None:
+    import click
+
+    from sqlwa.errors import Interrupted, SqlwaError, UsageError
+
     try:
-        _group.main(args=argv, prog_name="sqlwa", standalone_mode=False)
+        command_group().main(args=argv, prog_name="sqlwa", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("sqlwa: interrupted", err=True)
         sys.exit(130)
@@ -85,6 +126,10 @@ def main(argv: list[str] | None = None) -> None:
 
 def fail(exc: SqlwaError) -> None:
     """The error in one red line, its fix on the next; exit 2."""
+    import click
+
+    from sqlwa.errors import hint_of
+
     message = exc.args[0] if exc.args else type(exc).__name__
     click.secho(f"sqlwa: error: {message}", fg="red", err=True)
     hint = hint_of(exc)

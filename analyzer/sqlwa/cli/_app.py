@@ -7,27 +7,11 @@ and pyarrow alone take longer to import than the interpreter takes to start)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import NamedTuple
-
 import click
 
+from sqlwa.cli._lazy import LazyCommand
+
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-class LazyCommand(NamedTuple):
-    """Where a command is (``"module:attribute"``) and the first sentence of its help,
-    which ``sqlwa --help`` lists it with (tests/unit/test_startup.py holds it to the
-    command's own help)."""
-
-    target: str
-    summary: str
-
-    def load(self) -> click.Command:
-        module, _, attribute = self.target.partition(":")
-        command = getattr(importlib.import_module(module), attribute)
-        assert isinstance(command, click.Command), self.target
-        return command
 
 
 class LazyGroup(click.Group):
