@@ -15,13 +15,14 @@ What must hold (CrashMonkey's model of a volatile write cache):
 
 from __future__ import annotations
 
+import sqlite3
 import struct
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sqlwa.durability import replay, states, writelog
+from sqlwa.durability import reference, replay, states, verdict, writelog
 
 SECTOR = 512
 FLUSH, FUA, DISCARD, MARK = 1, 2, 4, 8
@@ -206,3 +207,23 @@ def parsed(entries: list[tuple]) -> writelog.WriteLog:
         return writelog.read(path)
     finally:
         path.unlink()
+
+
+def test_a_database_the_filesystem_or_sqlite_refuses_is_corrupt(tmp_path: Path) -> None:
+    """The judge of one state's database, against files made with the system's SQLite: a
+    committed copy is that commit; a page overwritten with garbage is corrupt, and so is
+    a file the filesystem itself will not read (here ENAMETOOLONG stands in for ext4's
+    EBADMSG on a bad checksum: both are OSErrors from the file's first stat)."""
+    db = tmp_path / "app.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (x)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(str(i) * 200,) for i in range(200)])
+    conn.close()
+    ref = reference.Reference({reference.digest_of_file(db): 0}, transactions=1)
+    assert verdict.inspect_database(db, ref) == verdict.Inspection(None, 0, "")
+    with open(db, "r+b") as f:
+        f.seek(4096)  # the table's root page: its header says no page type
+        f.write(b"\xff" * 4096)
+    assert verdict.inspect_database(db, ref).problem == verdict.CORRUPT
+    refused = verdict.inspect_database(tmp_path / ("x" * 300), ref)
+    assert refused.problem == verdict.CORRUPT and "File name too long" in refused.detail

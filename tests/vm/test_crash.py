@@ -26,28 +26,20 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from helpers import sqlwa
-from sqlwa.durability import explore
-from sqlwa.measure import engine, runner
 from sqlwa.results import store
 
-pytestmark = [
-    pytest.mark.vm,
-    pytest.mark.slow,
-    pytest.mark.skip(
-        reason="one guest serving many crash runs in-process stops during the first run (under investigation, #20); the CLI runs pass"
-    ),
-]
+pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
 COMMITS = 4
 IMAGE = "128M"
 XFS_IMAGE = "320M"  # mkfs.xfs refuses less than 300 MB
-CRASH = explore.CrashOptions(samples=2, seed=1)
 RUNS = {
     "ext4-wal-full": ("ext4", "wal", "full", ""),
     "xfs-wal-full": ("xfs", "wal", "full", ""),
@@ -60,36 +52,44 @@ RUNS = {
     "ext4-wal-off": ("ext4", "wal", "off", ""),
     "ext4-nobarrier-wal-full": ("ext4", "wal", "full", "barrier=0"),
 }
+# f2fs WAL/FULL loses its first commit (the schema, which created the WAL) in a few
+# states (2 of 68 here): unexplained yet (README, the durability table), so known
+F2FS_FIRST_COMMIT = pytest.mark.xfail(reason="f2fs WAL/FULL: the first commit lost in a few crash states, unexplained")
 DURABLE = ["ext4-wal-full", "xfs-wal-full", "f2fs-wal-full", "ext4-delete-extra"]
+KNOWN = {"f2fs-wal-full": F2FS_FIRST_COMMIT}
 DELETE_FULL = ["ext4-delete-full", "xfs-delete-full", "f2fs-delete-full"]
 MUST_LOSE = ["ext4-wal-off", "ext4-nobarrier-wal-full"]
 
 
+@dataclass(frozen=True)
+class CrashRun:
+    out_dir: Path
+    summary: dict
+    commits: pl.DataFrame
+
+
 @pytest.fixture(scope="module")
-def crash_runs(tmp_path_factory) -> dict[str, runner.RunOutcome]:
+def crash_runs(tmp_path_factory) -> dict[str, CrashRun]:
+    """Each configuration as a user runs it: ``sqlwa crash --vm`` (a guest of its own)."""
     share = tmp_path_factory.mktemp("vm-crash")
-    kernel = runner.guest_kernel("debian")
-    outcomes = {}
-    with runner.booted_guest(kernel, share, XFS_IMAGE, room=runner.CRASH_IMAGE_ROOM) as guest:
-        for name, (fs, journal, sync, mount_opts) in RUNS.items():
-            request = runner.RunRequest(
-                settings=engine.RunSettings(journal=journal, sync=sync, txns=COMMITS, warmup=1),
-                out_dir=share / name,
-                fs=fs,
-                image_size=XFS_IMAGE if fs == "xfs" else IMAGE,
-                mount_opts=mount_opts,
-                vm=True,
-                crash=CRASH,
-            )
-            outcomes[name] = runner.execute(request, guest=guest)
-    return outcomes
+    runs = {}
+    for name, (fs, journal, sync, mount_opts) in RUNS.items():
+        out = share / name
+        args = ["crash", "--vm", "--fs", fs, "-j", journal, "--sync", sync, "-n", str(COMMITS), "--warmup", "1"]
+        args += ["--image-size", XFS_IMAGE if fs == "xfs" else IMAGE, "--samples", "2", "--crash-seed", "1"]
+        args += ["--mount-opts", mount_opts] if mount_opts else []
+        sqlwa(*args, "--out", str(out), timeout=900)
+        runs[name] = CrashRun(
+            out, json.loads((out / "summary.json").read_text()), pl.read_parquet(out / "commits.parquet")
+        )
+    return runs
 
 
-def durability(outcome: runner.RunOutcome) -> dict:
+def durability(outcome: CrashRun) -> dict:
     return outcome.summary["durability"]
 
 
-@pytest.mark.parametrize("name", DURABLE)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=KNOWN.get(name, ())) for name in DURABLE])
 def test_full_sync_loses_nothing_and_never_corrupts(crash_runs, name):
     found = durability(crash_runs[name])
     assert found["states"] >= COMMITS, "at least a state per commit"
@@ -177,7 +177,7 @@ def checked(tmp_path: Path, name: str, runs: list[Path]) -> subprocess.Completed
 def test_the_gate_passes_durable_settings_and_fails_one_that_loses_commits(crash_runs, tmp_path):
     """The store keeps the crash states' figures (read back with sqlite3) and `sqlwa check`
     holds max_lost_commits and forbid_corruption against them."""
-    durable = checked(tmp_path, "durable", [crash_runs["ext4-delete-full"].out_dir])
+    durable = checked(tmp_path, "durable", [crash_runs["ext4-wal-full"].out_dir])
     assert durable.returncode == 0, durable.stdout + durable.stderr
     losing = checked(tmp_path, "losing", [crash_runs["ext4-wal-off"].out_dir])
     assert losing.returncode == 1

@@ -64,12 +64,20 @@ def inspect(device: str, mountpoint: Path, target: Target, ref: reference.Refere
             said = [m for m in new_messages() if os.path.basename(device) in m or m.lower().startswith(target.fstype)]
             return Inspection(UNMOUNTABLE, None, "; ".join(said[-2:]) or str(exc))
     try:
-        return _inspect_database(mountpoint / target.db_relpath, ref)
+        return inspect_database(mountpoint / target.db_relpath, ref)
     finally:
         _system.unmount_device(str(mountpoint))
 
 
-def _inspect_database(db: Path, ref: reference.Reference) -> Inspection:
+def inspect_database(db: Path, ref: reference.Reference) -> Inspection:
+    """The database at ``db`` as SQLite finds it: corrupt, or the commit whose rows it holds."""
+    try:
+        return _read_database(db, ref)
+    except OSError as exc:  # the filesystem refuses the file itself (EBADMSG: a bad checksum; EIO)
+        return Inspection(CORRUPT, None, f"the filesystem could not read the database: {exc.strerror or exc}")
+
+
+def _read_database(db: Path, ref: reference.Reference) -> Inspection:
     if not db.exists():
         return Inspection(None, reference.BEFORE_SETUP, "no database file")
     recovery = _recovery_ahead(db)
