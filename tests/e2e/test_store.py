@@ -123,7 +123,7 @@ def test_a_store_from_before_dm_crypt_was_a_layer_reads_it_from_each_runs_config
     assert store.load_latencies(tmp_path).select("crypt").row(0) == ("dm-crypt-luks2",)
     assert store.config_means(runs)["crypt"].to_list() == ["dm-crypt-luks2", "none"]  # not one configuration
     conn = store.connect(path)  # a writer migrates it to the same values, in a column of its own
-    assert store.schema_version(conn) == 7
+    assert store.schema_version(conn) >= 7  # crypt's column came with version 7
     assert [tuple(r) for r in conn.execute("SELECT encrypt, crypt FROM runs ORDER BY id")] == expected
 
 

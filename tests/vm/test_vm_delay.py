@@ -76,6 +76,12 @@ def test_the_kernels_table_is_a_delay_target_over_the_runs_loop_device(delay_run
 
 
 def test_the_disk_is_sent_the_same_whatever_the_delay(delay_runs):
+    """Each run's figures equal a tally of its own raw trace; between the two, SQLite's
+    WAL bytes and the flushes are the same commit by commit. ext4's journal may log a
+    block more or less per commit (jbd2 closes a transaction with whatever metadata is
+    dirty by then, and a slower device changes when that is), and the requests may be
+    more: dm-delay's worker submits the bios it held one by one, and the disk's queue no
+    longer merges them (as under dm-crypt)."""
     per_run = {}
     for delay, out in delay_runs.items():
         commits = measured(out)
@@ -83,10 +89,10 @@ def test_the_disk_is_sent_the_same_whatever_the_delay(delay_runs):
         got = [(r["write_requests"], r["write_bytes"], r["flush_requests"]) for r in commits.iter_rows(named=True)]
         assert got == [(truth[i]["writes"], truth[i]["bytes"], truth[i]["flush"]) for i in commits["index"]]
         assert commits["fsync_calls"].to_list() == [VFS_SYNCS["wal"] + DIRECTORY_SYNCS["wal"]] * COMMITS
-        per_run[delay] = sorted((write_bytes, flushes) for _, write_bytes, flushes in got)
-    # the same bytes and flushes; the requests may be more: dm-delay's worker submits the
-    # bios it held one by one, and the disk's queue no longer merges them (as under dm-crypt)
-    assert per_run[0] == per_run[DELAY_MS]
+        per_run[delay] = commits.select("bytes_wal", "flush_requests", "bytes_fs_journal").rows()
+    for (wal, flushes, journal), (wal_slow, flushes_slow, journal_slow) in zip(per_run[0], per_run[DELAY_MS]):
+        assert (wal, flushes) == (wal_slow, flushes_slow)
+        assert abs(journal - journal_slow) <= 2 * 4096
 
 
 def test_each_commit_waits_about_the_delay_per_flush(delay_runs):
