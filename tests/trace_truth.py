@@ -243,3 +243,52 @@ def served_one_at_a_time_ms(trace: Path, dev: str) -> list[tuple[str, int, float
             served.append((m["rwbs"], int(m["sectors"]) * 512, (t - max(issued, last_done)) / 1000))
             last_done = t
     return served
+
+
+SYNC_MARKER = re.compile(r"sqlwa (sync_begin|sync_end) i=(-?\d+) kind=(\w+)")
+BIO_QUEUED = re.compile(r"\s(?P<ts>\d+\.\d+): block_bio_queue: (?P<dev>\d+,\d+) (?P<rwbs>\S+) (?P<sector>\d+) \+")
+
+
+def is_fua_write(rwbs: str) -> bool:
+    """A write with FUA: blktrace's F after the W (an F before it is a preflush)."""
+    return "W" in rwbs and "F" in rwbs[rwbs.index("W") :]
+
+
+def syncs_with_uncovered_writes(trace: Path, dev: str) -> list[tuple[int, str]]:
+    """(transaction, file kind) of every sync SQLite made (the engine's sync_begin/sync_end
+    markers) in which a write request to the disk ``dev`` completed only after the last
+    cache flush of the sync had been submitted — a bio with REQ_PREFLUSH queued on the
+    device the filesystem is on (a device-mapper target above the disk, if there is one;
+    the same flush reaches the disk later): a flush covers the writes completed before it
+    is submitted (the block layer's contract, and dm-log-writes'), so such a write may
+    still be in the device's volatile cache when the sync returns."""
+    found = []
+    window: tuple[int, str] | None = None
+    issued: set[int] = set()  # sectors of the data writes issued to the disk in the sync
+    completed: list[tuple[int, float]] = []
+    fua: set[int] = set()  # sectors written with FUA, as the filesystem queued them (on any device)
+    flushes: dict[str, list[float]] = defaultdict(list)  # device -> when flushes were queued on it
+    for line in trace.read_text(errors="replace").splitlines():
+        if sync := SYNC_MARKER.search(line):
+            if sync.group(1) == "sync_begin":
+                window, issued, completed, fua = (int(sync.group(2)), sync.group(3)), set(), [], set()
+                flushes = defaultdict(list)
+            elif window is not None:
+                top = next((device for device in flushes if device != dev), dev)
+                last_flush = flushes[top][-1] if flushes[top] else None
+                if last_flush is not None and any(t > last_flush for sector, t in completed if sector not in fua):
+                    found.append(window)
+                window = None
+        elif window is not None and (bio := BIO_QUEUED.search(line)):
+            if bio["rwbs"].startswith("F"):
+                flushes[bio["dev"]].append(float(bio["ts"]))
+            if is_fua_write(bio["rwbs"]):  # durable when it completes (loop emulates it with a flush after)
+                fua.add(int(bio["sector"]))
+        elif window is not None and (rq := REQUEST_LINE.match(line)) and rq["dev"] == dev:
+            if "W" not in rq["rwbs"] or rq["sectors"] == "0":  # a flush, or a flush's end of a FUA write
+                continue
+            if rq["what"] == "issue":
+                issued.add(int(rq["sector"]))
+            elif int(rq["sector"]) in issued:
+                completed.append((int(rq["sector"]), float(rq["ts"])))
+    return found
