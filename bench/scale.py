@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""``sqlwa parse -o`` at scale, against blkparse, end to end as a user runs them.
+
+For generated blktrace captures of 10^5, 10^6 and 10^7 events (two per-CPU files, the
+crate's ``gen_trace`` example: a database-like mix of queue, issue, complete, flushes,
+remaps …), times in one run, each command in its own process:
+  * ``blkparse -i NAME -q -o FILE``            the baseline (text out, single-threaded)
+  * ``sqlwa parse NAME -o FILE.parquet``       the command line, Python start-up included
+and prints each one's wall time (the median of --runs), peak RSS (the process's own, from
+wait4) and events/s, then the ratio of the rates. Targets (issue #21): ``sqlwa parse -o``
+at least 10x blkparse's rate at 10^7 events, and its peak RSS bounded (no more than 1.5x
+the 10^6-event figure at 10^7 and beyond, where blkparse's text and a whole in-memory
+table grow tenfold). PASS or FAIL says whether this run met each.
+
+The traces live in a temporary directory under --dir (default /var/tmp), removed at the
+end; 10^8 events (--max 1e8) needs about 5 GB there plus blkparse's 7 GB of text.
+
+Usage: bench/scale.py [--max 1e7] [--runs N] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GEN_TRACE = ROOT / "target" / "release" / "examples" / "gen_trace"
+TARGET_RATIO = 10.0
+RSS_GROWTH_LIMIT = 1.5
+
+
+def sqlwa_script() -> str:
+    beside = Path(sys.executable).with_name("sqlwa")
+    found = str(beside) if beside.exists() else shutil.which("sqlwa")
+    if found is None:
+        sys.exit("bench/scale.py: no sqlwa console script beside this python or on PATH; run scripts/setup")
+    return found
+
+
+def build_generator() -> None:
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    cmd = [cargo, "build", "-q", "--release", "-p", "blktrace-parse", "--example", "gen_trace"]
+    subprocess.run(cmd, cwd=ROOT, check=True)
+
+
+def run_measured(cmd: list[str], cwd: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS bytes of one process (its own rusage, from wait4)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if proc.returncode != 0:
+        sys.exit(f"bench/scale.py: {' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-500:]}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def measure(cmd: list[str], cwd: Path, runs: int) -> tuple[float, int]:
+    """Median wall time and the largest peak RSS over `runs` runs."""
+    results = [run_measured(cmd, cwd) for _ in range(runs)]
+    return statistics.median(w for w, _ in results), max(r for _, r in results)
+
+
+def sizes_up_to(largest: int) -> list[int]:
+    sizes, n = [], 100_000
+    while n <= largest:
+        sizes.append(n)
+        n *= 10
+    return sizes
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--max", type=float, default=1e7, help="largest trace, in events (powers of ten from 1e5)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each command per size; the median counts")
+    ap.add_argument("--dir", type=Path, default=Path("/var/tmp"), help="where the generated traces go")
+    args = ap.parse_args()
+    if not shutil.which("blkparse"):
+        sys.exit("bench/scale.py: blkparse is not installed (Debian package blktrace): it is the baseline")
+    build_generator()
+    sqlwa = sqlwa_script()
+    print(f"{'events':>12}  {'command':<22} {'wall s':>8} {'M events/s':>11} {'peak RSS MB':>12}")
+    figures: dict[int, dict[str, tuple[float, int]]] = {}
+    with tempfile.TemporaryDirectory(prefix="sqlwa-scale-", dir=args.dir) as tmp:
+        work = Path(tmp)
+        for events in sizes_up_to(int(args.max)):
+            subprocess.run(
+                [str(GEN_TRACE), "blktrace", str(work / "t"), str(events), "2"], check=True, capture_output=True
+            )
+            runs = args.runs if events < 10**8 else 1
+            figures[events] = {
+                "blkparse -o": measure(["blkparse", "-i", "t", "-q", "-o", "ref.txt"], work, runs),
+                "sqlwa parse -o": measure([sqlwa, "parse", "t", "-o", "ev.parquet"], work, runs),
+            }
+            for name, (wall, rss) in figures[events].items():
+                print(f"{events:>12,}  {name:<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
+            for leftover in work.iterdir():
+                leftover.unlink()
+    return verdict(figures)
+
+
+def verdict(figures: dict[int, dict[str, tuple[float, int]]]) -> int:
+    largest = max(figures)
+    ratio = figures[largest]["blkparse -o"][0] / figures[largest]["sqlwa parse -o"][0]
+    met_speed = largest >= 10**7 and ratio >= TARGET_RATIO
+    print(
+        f"\nsqlwa parse -o vs blkparse -o at {largest:,} events: {ratio:.1f}x the rate (target {TARGET_RATIO:.0f}x at 10^7): "
+        + ("PASS" if met_speed else "FAIL")
+    )
+    base = figures.get(10**6)
+    met_rss = True
+    if base is not None:
+        for events, cells in sorted(figures.items()):
+            if events > 10**6:
+                growth = cells["sqlwa parse -o"][1] / base["sqlwa parse -o"][1]
+                met_rss &= growth <= RSS_GROWTH_LIMIT
+                print(
+                    f"peak RSS at {events:,} events: {growth:.2f}x the 10^6-event figure "
+                    f"(bounded: at most {RSS_GROWTH_LIMIT}x): " + ("PASS" if growth <= RSS_GROWTH_LIMIT else "FAIL")
+                )
+    return 0 if met_speed and met_rss else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
