@@ -15,12 +15,20 @@ table grow tenfold). PASS or FAIL says whether this run met each.
 The traces live in a temporary directory under --dir (default /var/tmp), removed at the
 end; 10^8 events (--max 1e8) needs about 5 GB there plus blkparse's 7 GB of text.
 
-Usage: bench/scale.py [--max 1e7] [--runs N] [--dir DIR]
+With --lab (root: the host lab), lab runs of 10^2 (the base), 10^3 … --lab-max commits
+(``sqlwa run --fs ext4 -j wal --sync full``): the trace's events, the analysis time
+(summary.json ``trace.analysis_s``) per event, the process's peak RSS and that peak above
+the base run's per trace event (target: at most 300 B), and, for runs past the first 2000 commits (the WAL's
+growth), the steady state's per-commit fsyncs, flushes, write requests and bytes, and how
+far the longest run's differ from the shortest's (the tool must not make them drift).
+
+Usage: bench/scale.py [--max 1e7] [--runs N] [--dir DIR] [--lab [--lab-max 1e5]]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -34,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 GEN_TRACE = ROOT / "target" / "release" / "examples" / "gen_trace"
 TARGET_RATIO = 10.0
 RSS_GROWTH_LIMIT = 1.5
+LAB_BYTES_PER_EVENT = 300
+DRIFT_FIGURES = ("fdatasync_calls", "fsync_calls", "flush_requests", "write_requests", "write_bytes")
 
 
 def sqlwa_script() -> str:
@@ -84,7 +94,11 @@ def main() -> int:
     ap.add_argument("--max", type=float, default=1e7, help="largest trace, in events (powers of ten from 1e5)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each command per size; the median counts")
     ap.add_argument("--dir", type=Path, default=Path("/var/tmp"), help="where the generated traces go")
+    ap.add_argument("--lab", action="store_true", help="also lab runs (root), analysis time and memory per event")
+    ap.add_argument("--lab-max", type=float, default=1e5, help="the longest lab run, in commits")
     args = ap.parse_args()
+    if args.lab and os.geteuid() != 0:
+        sys.exit("bench/scale.py: --lab runs the host lab, which needs root")
     if not shutil.which("blkparse"):
         sys.exit("bench/scale.py: blkparse is not installed (Debian package blktrace): it is the baseline")
     build_generator()
@@ -106,7 +120,62 @@ def main() -> int:
                 print(f"{events:>12,}  {name:<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
             for leftover in work.iterdir():
                 leftover.unlink()
-    return verdict(figures)
+        parsed = verdict(figures)
+        return parsed | (lab(sqlwa, work, int(args.lab_max)) if args.lab else 0)
+
+
+def lab(sqlwa: str, work: Path, longest: int) -> int:
+    """Lab runs of growing length against the 100-commit base; 0 when the target holds."""
+    print(
+        f"\n{'commits':>10} {'events':>11} {'analysis s':>11} {'µs/event':>9} {'peak RSS MB':>12} {'B/event':>8}  steady state per commit"
+    )
+    base_rss: int | None = None
+    per_event = 0.0
+    steady: dict[int, dict[str, float]] = {}
+    commits = 100
+    while commits <= longest:
+        out = work / f"run{commits}"
+        cmd = [sqlwa, "run", "--fs", "ext4", "-j", "wal", "--sync", "full", "-n", str(commits), "--out", str(out)]
+        _, rss = run_measured(cmd, work)
+        summary = json.loads((out / "summary.json").read_text())
+        events, analysis_s = summary["trace"]["events"], summary["trace"]["analysis_s"]
+        above = "(base)"
+        if base_rss is None:
+            base_rss = rss
+        else:
+            per_event = (rss - base_rss) / events
+            above = f"{per_event:.0f}"
+        if commits > STEADY_FROM:
+            steady[commits] = steady_state(out)
+        shown = "  ".join(f"{k} {v:,.2f}" for k, v in steady.get(commits, {}).items())
+        print(
+            f"{commits:>10,} {events:>11,} {analysis_s:>11.2f} {analysis_s / events * 1e6:>9.2f} {rss / 2**20:>12.0f} {above:>8}  {shown}"
+        )
+        shutil.rmtree(out)
+        commits *= 10
+    if len(steady) > 1:
+        first, last = min(steady), max(steady)
+        drift = max(abs(steady[last][k] / steady[first][k] - 1) for k in DRIFT_FIGURES if steady[first][k])
+        print(f"steady state of {last:,} commits vs {first:,}: the figures differ by at most {drift:.1%}")
+    met = per_event <= LAB_BYTES_PER_EVENT
+    print(
+        f"lab analysis peak RSS above the base at the longest run: {per_event:.0f} B per trace event "
+        f"(target {LAB_BYTES_PER_EVENT}): " + ("PASS" if met else "FAIL")
+    )
+    return 0 if met else 1
+
+
+#: Commits before the WAL reaches its steady size (it wraps after the first checkpoint, at
+#: 1000 pages): fdatasync then no longer grows the file, and ext4 commits no journal for it.
+STEADY_FROM = 2_000
+
+
+def steady_state(run_dir: Path) -> dict[str, float]:
+    """Per-commit means of the run's commits after the first STEADY_FROM."""
+    import polars as pl
+
+    commits = pl.read_parquet(run_dir / "commits.parquet").filter(pl.col("index") >= STEADY_FROM)
+    return {name: float(commits[name].mean() or 0.0) for name in DRIFT_FIGURES if name in commits.columns}
 
 
 def verdict(figures: dict[int, dict[str, tuple[float, int]]]) -> int:
