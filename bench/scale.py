@@ -38,20 +38,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from startup import sqlwa_script  # a sibling script: bench/ is on sys.path when run
+
 ROOT = Path(__file__).resolve().parent.parent
 GEN_TRACE = ROOT / "target" / "release" / "examples" / "gen_trace"
 TARGET_RATIO = 10.0
 RSS_GROWTH_LIMIT = 1.5
 LAB_BYTES_PER_EVENT = 300
 DRIFT_FIGURES = ("fdatasync_calls", "fsync_calls", "flush_requests", "write_requests", "write_bytes")
-
-
-def sqlwa_script() -> str:
-    beside = Path(sys.executable).with_name("sqlwa")
-    found = str(beside) if beside.exists() else shutil.which("sqlwa")
-    if found is None:
-        sys.exit("bench/scale.py: no sqlwa console script beside this python or on PATH; run scripts/setup")
-    return found
 
 
 def build_generator() -> None:

@@ -63,7 +63,7 @@ pub fn parse_to_parquet(
     out: &Path,
     options: ParquetOptions,
 ) -> Result<ParseReport, ParseError> {
-    let written = write(paths, format, lenient, out, options);
+    let written = write((paths, format, lenient), out, options);
     if written.is_err() {
         let _ = std::fs::remove_file(out);
     }
@@ -71,9 +71,7 @@ pub fn parse_to_parquet(
 }
 
 fn write(
-    paths: &[PathBuf],
-    format: Format,
-    lenient: bool,
+    (paths, format, lenient): (&[PathBuf], Format, bool),
     out: &Path,
     options: ParquetOptions,
 ) -> Result<ParseReport, ParseError> {
