@@ -39,7 +39,7 @@ def sqlwa_script() -> str:
     beside = Path(sys.executable).with_name("sqlwa")
     found = str(beside) if beside.exists() else shutil.which("sqlwa")
     if found is None:
-        sys.exit("bench/startup.py: no sqlwa console script beside this python or on PATH; run scripts/setup")
+        sys.exit(f"{sys.argv[0]}: no sqlwa console script beside this python or on PATH; run scripts/setup")
     return found
 
 

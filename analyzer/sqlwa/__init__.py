@@ -5,6 +5,7 @@ The Python API (see :mod:`sqlwa.api`)::
     import sqlwa
     run = sqlwa.load("sqlwa-out/…")        # a Run, or a Matrix for `sqlwa matrix` output
     trace = sqlwa.parse("keks.blktrace.0")  # any blktrace / blkparse / ftrace trace
+    sqlwa.parse_to_parquet("phone", "events.parquet")  # any size, in bounded memory
     events = sqlwa.scan("events.parquet")   # a Polars LazyFrame over `sqlwa parse -o`'s table
     sqlwa.predict("sqlwa-out/…", device="pixel-2016")  # predicted latency, a frame
 
@@ -20,7 +21,7 @@ import importlib
 # python -X importtime); type checkers take any name TYPE_CHECKING as true.
 TYPE_CHECKING = False
 
-_API = ("load", "parse", "predict", "scan", "Run", "Matrix", "Trace", "DeviceTrace")
+_API = ("load", "parse", "parse_to_parquet", "predict", "scan", "Run", "Matrix", "Trace", "DeviceTrace")
 
 __all__ = [
     "CaptureError",
@@ -47,6 +48,7 @@ __all__ = [
     "__version__",
     "load",
     "parse",
+    "parse_to_parquet",
     "predict",
     "scan",
 ]
@@ -54,7 +56,7 @@ __all__ = [
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily below
     from typing import Any
 
-    from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse, predict, scan
+    from sqlwa.api import DeviceTrace, Matrix, Run, Trace, load, parse, parse_to_parquet, predict, scan
     from sqlwa.errors import (
         CaptureError,
         ConfigError,

@@ -40,6 +40,7 @@ __all__ = [
     "run_workload",
     "map_database_files",
     "parse_trace",
+    "parse_trace_to_parquet",
 ]
 
 __version__: Final[str]
@@ -108,6 +109,12 @@ def parse_trace(
     paths: Sequence[_Path], format: str = "auto", lenient: bool = False
 ) -> tuple[pyarrow.Table, dict[str, Any]]:
     """Parse block traces into one Arrow table; returns (table, report dict)."""
+
+def parse_trace_to_parquet(
+    paths: Sequence[_Path], output: _Path, format: str = "auto", lenient: bool = False
+) -> dict[str, Any]:
+    """Parse block traces into a Parquet file of the event table, row group by row group;
+    returns the report dict."""
 
 # ----------------------------------------------------------------- errors
 # Each carries (message, hint) in ``args`` where it has a hint.

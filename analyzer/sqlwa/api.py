@@ -37,7 +37,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from sqlwa import device as devices
-from sqlwa.analysis import prediction, traceparse
+from sqlwa.analysis import prediction, traceformat, traceparse
 from sqlwa.catalogue import CONFIG_KEYS, config_label, config_values, is_flush
 from sqlwa.device import predict as predicting
 from sqlwa.device.profile import Profile
@@ -92,6 +92,24 @@ def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: boo
     events, parse_report = traceparse.parse(paths, format=format, lenient=lenient)
     label = str(paths) if isinstance(paths, (str, PathLike)) else ", ".join(map(str, paths))
     return Trace(events, parse_report, label)
+
+
+def parse_to_parquet(
+    paths: PathArg | Iterable[PathArg], output: PathArg, format: str = "auto", lenient: bool = False
+) -> dict:
+    """Parse an external trace straight into the Parquet file ``output`` (what ``sqlwa
+    parse TRACE -o FILE`` does) and return the parser's report; then explore it with
+    :func:`scan`. A blktrace capture of any length is parsed and written row group by row
+    group, in the memory of a few row groups (about 200 MB here), where :func:`parse`
+    holds the whole table; text and Perfetto traces are read whole first."""
+    if format not in traceparse.FORMATS:
+        raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
+    paths = traceformat.as_list(paths)
+    if not traceformat.is_perfetto(paths, format):
+        return traceformat.parse_to_parquet(paths, output, format=format, lenient=lenient)
+    events, parse_report = traceparse.parse(paths, format=format, lenient=lenient)
+    rundir.write_parquet(events, Path(output))
+    return parse_report
 
 
 def scan(source: PathArg) -> pl.LazyFrame:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from sqlwa.analysis import attribution, remap, traceparse, windows
 
@@ -161,3 +162,25 @@ def test_an_ecryptfs_write_belongs_to_the_file_the_sql_thread_was_syncing(tmp_pa
     }
     plain_run = analyse(tmp_path, lines, layout)
     assert plain_run.filter(pl.col("sector") == 5000)["category"].cast(pl.String).to_list() == ["unattributed"]
+
+
+@pytest.mark.parametrize("run", ["ext4-wal", "ext4-delete"])
+def test_writes_matched_to_files_in_slices_get_the_files_of_one_match(run, monkeypatch):
+    # The recorded runs' writes matched to their files' extents a few at a time (slices
+    # of 7) and all at once: the same file, submitter and category for every write.
+    import json
+
+    from polars.testing import assert_frame_equal
+
+    run_dir = Path(__file__).resolve().parents[2] / "traces" / "samples" / "sqlwa-runs" / run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    layout = json.loads((run_dir / "layout.json").read_text())
+    events, _ = traceparse.parse(run_dir / "trace.txt", format="ftrace")
+    wins = windows.commit_windows(events)
+    args = (events, wins, windows.busiest_device(events), windows.run_tid(events))
+    config = (summary["config"]["journal"], summary["config"]["fs"], layout)
+    whole = attribution.attribute(*args, *config)
+    monkeypatch.setattr(attribution, "WRITES_PER_MATCH", 7)
+    sliced = attribution.attribute(*args, *config)
+    assert whole["file"].is_not_null().sum() > 30
+    assert_frame_equal(sliced, whole)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
@@ -10,6 +11,7 @@ import sys
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import sqlwa as sqlwa_api
@@ -220,5 +222,57 @@ def test_parse_shows_progress_only_on_a_terminal(tmp_path):
             text=True,
             timeout=120,
         )
-        assert tty.returncode == 0 and "1,364 events" in tty.stdout
-        assert "parsing " in tty.stdout and "writing 1,364 events" in tty.stdout
+        # Without the terminal's colours, and its long lines unwrapped.
+        shown = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", tty.stdout).split())
+        assert tty.returncode == 0 and "1,364 events" in shown
+        assert f"parsing {NVME} into ev2.parquet" in shown
+
+
+def interleaved_blktrace(base, events: int) -> None:
+    """Two per-CPU files of write issues with interleaved times, written from the kernel's
+    layout (:func:`blktrace_write_issue`), enough rows for several row groups."""
+    for cpu in (0, 1):
+        records = (blktrace_write_issue(n, 1_000 + 2 * n + cpu) for n in range(events // 2))
+        (base.parent / f"{base.name}.blktrace.{cpu}").write_bytes(b"".join(records))
+
+
+@pytest.mark.parametrize("trace", ["keks", "nvme", "ftrace", "generated"])
+def test_parse_o_writes_the_table_parse_returns(tmp_path, trace):
+    # The streamed writer (row group by row group) against the in-memory table that the
+    # blkparse differential tests check: the same rows, columns and dtypes.
+    from polars.testing import assert_frame_equal
+
+    if trace == "generated":
+        source = tmp_path / "big"
+        interleaved_blktrace(source, 600_000)
+    else:
+        source = {"keks": KEKS, "nvme": NVME, "ftrace": FTRACE}[trace]
+    out = tmp_path / "events.parquet"
+    printed = sqlwa("parse", str(source), "-o", str(out), "--json").stdout
+    events, report = traceparse.parse(source)
+    back = pl.read_parquet(out)
+    assert back.schema == events.schema
+    assert_frame_equal(back, events, categorical_as_str=True)
+    assert json.loads(printed)["per_action"] == report["per_action"]
+    if trace == "generated":
+        assert back.height == 600_000 and pq.ParquetFile(out).num_row_groups >= 2
+        assert back["time_ns"].is_sorted()
+
+
+def test_parse_to_parquet_in_the_api_then_scan(tmp_path):
+    out = tmp_path / "events.parquet"
+    report = sqlwa_api.parse_to_parquet(KEKS, out)
+    assert report["events"] == 2398 == sqlwa_api.scan(out).select(pl.len()).collect().item()
+    # Block bytes per action, as the report counts them, equal the table's sums.
+    sums = sqlwa_api.scan(out).group_by("action").agg(pl.col("bytes").sum()).collect()
+    assert report["bytes_per_action"] == dict(zip(sums["action"].cast(pl.String), sums["bytes"]))
+
+
+def test_a_failed_streamed_parse_leaves_no_file_and_one_line(tmp_path):
+    bad = tmp_path / "bad.blktrace.0"
+    bad.write_bytes(blktrace_write_issue(1, 1_000) + b"\x00" * 20)
+    out = tmp_path / "events.parquet"
+    proc = sqlwa("parse", str(bad), "-o", str(out), check=False)
+    assert proc.returncode == 2 and "truncated record" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2 and "Traceback" not in proc.stderr
+    assert not out.exists()

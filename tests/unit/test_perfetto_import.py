@@ -336,9 +336,9 @@ def test_auto_detection_and_json_report(parsed):
 
 def test_text_formats_are_not_taken_for_perfetto(tmp_path):
     path = write(tmp_path, b"\n\n# tracer: nop\n", "trace.txt")
-    from sqlwa.analysis import perfetto
+    from sqlwa.analysis import traceformat
 
-    assert not perfetto.looks_like_perfetto(path)
+    assert not traceformat.looks_like_perfetto(path)
 
 
 def test_the_documented_config_is_a_valid_perfetto_config():

@@ -480,11 +480,7 @@ pub fn read_with_threads(
     report: &mut ParseReport,
     threads: Option<usize>,
 ) -> Result<(), ParseError> {
-    let inputs = paths
-        .iter()
-        .map(|p| Input::open(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut out = EventTable::new();
+    let inputs = open_inputs(paths)?;
     // No row is shorter than a header: this many rows at most. The columns rows write are
     // sized for that many (zeroed pages, which cost nothing until written) and cut to the
     // real count at the end, so decoding can start before the count is known.
@@ -495,19 +491,77 @@ pub fn read_with_threads(
     let threads = threads
         .unwrap_or_else(|| threads_for(max_rows))
         .clamp(1, max_rows.max(1));
-    out.size_dense_columns(max_rows);
-    // Zero and untouched where no row writes: kind, error (mostly), comm (unnamed pids), name.
-    out.kind = vec![0; max_rows];
-    out.error = vec![0; max_rows];
-    out.comm = zeroed_column(max_rows, max_rows);
-    out.name = vec![0; max_rows];
+    let mut out = sized_table(max_rows);
     let lookup = RwbsLookup::new();
-    // The merge's batches, taken by whichever decoder is free. The decoders stop once the
-    // sender is gone and the channel empty; the sender is dropped when the merge ends, or
-    // while unwinding should the merge panic, so no decoder waits for batches never sent.
-    let (batches, queue) = crossbeam_channel::unbounded::<Batch>();
     // pid → process name code, once the merge has read every file.
     let names = std::sync::OnceLock::new();
+    let rows = decode_with(
+        &mut out,
+        (&inputs, &lookup, &names),
+        threads,
+        |emit, (rwbs_values, comms)| {
+            let planned = plan(
+                &inputs,
+                lenient,
+                rwbs_values,
+                &lookup,
+                report,
+                &mut |b, _| {
+                    emit(b);
+                    Ok(())
+                },
+            )?;
+            let comm_by_pid = intern_names(&planned.names, comms);
+            names.set(comm_by_pid).expect("names are set once");
+            Ok(planned.rows)
+        },
+    )?;
+    out.truncate_rows(rows);
+    if table.is_empty() {
+        *table = out;
+    } else {
+        table.append(&out);
+    }
+    Ok(())
+}
+
+fn open_inputs(paths: &[PathBuf]) -> Result<Vec<Input>, ParseError> {
+    paths.iter().map(|p| Input::open(p)).collect()
+}
+
+/// A table whose columns hold `rows` zeroed rows, for the decoders to fill.
+fn sized_table(rows: usize) -> EventTable {
+    let mut out = EventTable::new();
+    out.size_dense_columns(rows);
+    // Zero and untouched where no row writes: kind, error (mostly), comm (unnamed pids), name.
+    out.kind = vec![0; rows];
+    out.error = vec![0; rows];
+    out.comm = zeroed_column(rows, rows);
+    out.name = vec![0; rows];
+    out
+}
+
+/// Decodes into `out` (sized ahead) the batches `feed` hands on, on `threads` threads: the
+/// calling thread runs `feed` (given the sink for batches and `out`'s RWBS and process-name
+/// dictionaries), then decodes too. Batches' rows are rows of `out`. After a failed `feed`
+/// nothing more is decoded: its error is the answer.
+fn decode_with<R>(
+    out: &mut EventTable,
+    (inputs, lookup, names): (
+        &[Input],
+        &RwbsLookup,
+        &std::sync::OnceLock<HashMap<u32, u32>>,
+    ),
+    threads: usize,
+    feed: impl FnOnce(
+        &mut dyn FnMut(Batch),
+        (&mut Dictionary, &mut Dictionary),
+    ) -> Result<R, ParseError>,
+) -> Result<R, ParseError> {
+    // Batches are taken by whichever decoder is free. The decoders stop once the sender is
+    // gone and the channel empty; the sender is dropped when `feed` ends, or while
+    // unwinding should it panic, so no decoder waits for batches never sent.
+    let (batches, queue) = crossbeam_channel::unbounded::<Batch>();
     let EventTable {
         kind,
         time_ns,
@@ -527,8 +581,9 @@ pub fn read_with_threads(
         rwbs,
         rwbs_values,
         comms,
+        sparse,
         ..
-    } = &mut out;
+    } = out;
     let columns = SharedColumns::new(Columns {
         kind,
         time_ns,
@@ -548,33 +603,24 @@ pub fn read_with_threads(
         rwbs,
     });
     let decoder = Decoder {
-        inputs: &inputs,
-        lookup: &lookup,
+        inputs,
+        lookup,
         queue: &queue,
         columns: &columns,
-        names: &names,
+        names,
     };
-    let (planned, decoded) = std::thread::scope(|s| {
+    let (fed, decoded) = std::thread::scope(|s| {
         let helpers: Vec<_> = (1..threads).map(|_| s.spawn(|| decoder.run())).collect();
-        let planned = plan(
-            &inputs,
-            lenient,
-            (rwbs_values, comms),
-            &lookup,
-            report,
+        let fed = feed(
             &mut |batch| {
                 batches
                     .send(batch)
-                    .expect("the merging thread holds a receiver");
+                    .expect("the feeding thread holds a receiver");
             },
-        )
-        .map(|p| {
-            names.set(p.comm_by_pid).expect("names are set once");
-            p.rows
-        });
+            (rwbs_values, comms),
+        );
         drop(batches);
-        // After a failed merge nothing is decoded: the error is the answer.
-        if planned.is_err() {
+        if fed.is_err() {
             queue.try_iter().for_each(drop);
         }
         let mut decoded = vec![decoder.run()];
@@ -583,33 +629,194 @@ pub fn read_with_threads(
                 .into_iter()
                 .map(|h| h.join().expect("decoder thread panicked")),
         );
-        (planned, decoded)
+        (fed, decoded)
     });
-    let rows = planned?;
+    let fed = fed?;
     let mut shares = Vec::new();
     for d in decoded {
         shares.extend(d?);
     }
-    cut_to_rows(&mut out, rows, shares);
-    if table.is_empty() {
-        *table = out;
-    } else {
-        table.append(&out);
-    }
-    Ok(())
-}
-
-/// Cuts the columns sized ahead to the rows there are, and gathers the batches' sparse
-/// fields in row order.
-fn cut_to_rows(out: &mut EventTable, rows: usize, mut shares: Vec<(usize, Decoded)>) {
-    out.truncate_rows(rows);
+    // The batches' sparse fields, gathered in row order.
     shares.sort_unstable_by_key(|&(base, _)| base);
-    for (_, sparse) in shares {
+    for (_, share) in shares {
         // Rows are already the table's.
-        out.sparse.append(&sparse, 0);
+        sparse.append(&share, 0);
     }
+    Ok(fed)
 }
 
+/// Rows per chunk of [`read_in_chunks`] unless asked otherwise: a Parquet row group's worth.
+pub const CHUNK_ROWS: usize = 1 << 20;
+
+/// Reads and merges the given per-CPU files (already expanded) as [`read`] does, but hands
+/// the rows on to `sink` in tables of about `chunk_rows` rows each (whole batches), in row
+/// order, so that memory holds a few chunks whatever the trace's length. The merge runs on
+/// its own thread, a chunk ahead; the calling thread decodes each chunk (on `threads`
+/// threads) and calls `sink`. Process names are read first, in a pass of their own, since
+/// a name may come after its pid's first rows. The first error, the merge's or the sink's,
+/// is the answer. The report's counts are left to the sink (it sees every row once).
+pub fn read_in_chunks(
+    paths: &[PathBuf],
+    lenient: bool,
+    report: &mut ParseReport,
+    (chunk_rows, threads): (usize, usize),
+    sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    let inputs = open_inputs(paths)?;
+    let mut comms = Dictionary::default();
+    comms.intern(b"");
+    let names = std::sync::OnceLock::new();
+    names
+        .set(intern_names(&process_names(&inputs), &mut comms))
+        .expect("names are set once");
+    let lookup = RwbsLookup::new();
+    let (chunks, chunk_queue) = crossbeam_channel::bounded::<Chunk>(1);
+    std::thread::scope(|s| {
+        let merge = s.spawn(|| {
+            let mut rwbs_values = Dictionary::default();
+            rwbs_values.intern(b"");
+            let mut chunk = Chunk::default();
+            let planned = plan(
+                &inputs,
+                lenient,
+                &mut rwbs_values,
+                &lookup,
+                report,
+                &mut |b, rwbs| {
+                    chunk.rows += b.rows;
+                    chunk.batches.push(b);
+                    if chunk.rows >= chunk_rows {
+                        chunk.rwbs_values = rwbs.clone();
+                        // Fails only once the sink has failed, whose error is the answer.
+                        chunks
+                            .send(std::mem::take(&mut chunk))
+                            .map_err(|_| ParseError::Usage("the sink stopped".into()))?;
+                    }
+                    Ok(())
+                },
+            );
+            if planned.is_ok() && chunk.rows > 0 {
+                chunk.rwbs_values = rwbs_values;
+                // A stopped sink has its own error to tell.
+                let _ = chunks.send(chunk);
+            }
+            drop(chunks);
+            planned.map(drop)
+        });
+        let mut sunk = Ok(());
+        for chunk in chunk_queue.iter() {
+            let decoded_to = last_runs(&chunk, inputs.len());
+            sunk = decode_chunk(chunk, (&inputs, &lookup, &names), &comms, threads)
+                .and_then(&mut *sink);
+            if sunk.is_err() {
+                break;
+            }
+            // Every record before a file's last run in this chunk is decoded.
+            for (input, offset) in inputs.iter().zip(decoded_to) {
+                input.release_before(offset as usize);
+            }
+        }
+        drop(chunk_queue);
+        let merged = merge.join().expect("merging thread panicked");
+        sunk.and(merged)
+    })
+}
+
+/// Whole batches of the merge order, about a chunk's worth of rows, with the RWBS strings
+/// interned so far (which include every one of these rows').
+#[derive(Default)]
+struct Chunk {
+    batches: Vec<Batch>,
+    rows: usize,
+    rwbs_values: Dictionary,
+}
+
+/// Per file, the offset of the chunk's last run in it (0 where it has none).
+fn last_runs(chunk: &Chunk, files: usize) -> Vec<u64> {
+    let mut last = vec![0; files];
+    for run in chunk.batches.iter().flat_map(|b| &b.runs) {
+        last[run.file as usize] = last[run.file as usize].max(run.offset);
+    }
+    last
+}
+
+/// One chunk's rows as a table of their own.
+fn decode_chunk(
+    chunk: Chunk,
+    shared: (
+        &[Input],
+        &RwbsLookup,
+        &std::sync::OnceLock<HashMap<u32, u32>>,
+    ),
+    comms: &Dictionary,
+    threads: usize,
+) -> Result<EventTable, ParseError> {
+    let mut out = sized_table(chunk.rows);
+    out.rwbs_values = chunk.rwbs_values;
+    out.comms = comms.clone();
+    let first = chunk.batches.first().map_or(0, |b| b.base);
+    let threads = threads.clamp(1, chunk.batches.len().max(1));
+    decode_with(&mut out, shared, threads, |emit, _| {
+        for mut batch in chunk.batches {
+            batch.base -= first;
+            emit(batch);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// pid → process name from every file's process-notify records, on its own (the merge
+/// learns them too, but only by its end): where a pid is named more than once, the name
+/// with the latest time wins, a later file's on a tie, as in the merge's order. A file's
+/// records after one that cannot be read are not read (the merge stops there too).
+fn process_names(inputs: &[Input]) -> BTreeMap<u32, Vec<u8>> {
+    let mut named: BTreeMap<u32, ((u64, usize), Vec<u8>)> = BTreeMap::new();
+    let mut rec = Record::default();
+    for (file, input) in inputs.iter().enumerate() {
+        let mut stream = stream_at(input, 0);
+        let mut release_at = RELEASE_EVERY;
+        while let Ok(true) = stream.next_light(&mut rec) {
+            if stream.pos >= release_at {
+                input.release_before(stream.pos);
+                release_at += RELEASE_EVERY;
+            }
+            let notify = (rec.action >> 16) & category::NOTIFY != 0;
+            if notify && rec.action & 0xffff & !ta::CGROUP == tn::PROCESS {
+                let key = (rec.time, file);
+                let end = memchr::memchr(0, &rec.text).unwrap_or(rec.text.len());
+                match named.get_mut(&rec.pid) {
+                    Some((at, name)) if *at <= key => {
+                        (*at, *name) = (key, rec.text[..end].to_vec())
+                    }
+                    Some(_) => {}
+                    None => {
+                        named.insert(rec.pid, (key, rec.text[..end].to_vec()));
+                    }
+                }
+            }
+        }
+    }
+    for input in inputs {
+        input.release_before(usize::MAX);
+    }
+    named
+        .into_iter()
+        .map(|(pid, (_, name))| (pid, name))
+        .collect()
+}
+
+/// The pass over the process names lets the pages it has read go every this many bytes.
+const RELEASE_EVERY: usize = 64 << 20;
+
+/// Interns the process names in pid order (so that their codes do not vary from run to
+/// run); pid → code.
+fn intern_names(names: &BTreeMap<u32, Vec<u8>>, comms: &mut Dictionary) -> HashMap<u32, u32> {
+    names
+        .iter()
+        .map(|(&pid, name)| (pid, comms.intern(name)))
+        .collect()
+}
 /// Rows per batch the merge hands to the decoders: big enough that handing over is rare,
 /// small enough that the decoders start early and finish together.
 const BATCH_ROWS: usize = 1 << 14;
@@ -624,19 +831,21 @@ struct Batch {
 /// What the first pass learns besides the merge order.
 struct Planned {
     rows: usize,
-    comm_by_pid: HashMap<u32, u32>,
+    /// pid → process name.
+    names: BTreeMap<u32, Vec<u8>>,
 }
 
 /// The first pass: merges the files by time, hands the merge order to `emit` in batches of
-/// runs (with their first row), interns the RWBS strings in order of first appearance and
-/// the process names, and reports what is not a row.
+/// runs (with their first row, and the RWBS strings interned so far), interns the RWBS
+/// strings in order of first appearance, learns the process names, and reports what is
+/// not a row. An error from `emit` ends the merge.
 fn plan(
     inputs: &[Input],
     lenient: bool,
-    (rwbs_values, comms): (&mut Dictionary, &mut Dictionary),
+    rwbs_values: &mut Dictionary,
     lookup: &RwbsLookup,
     report: &mut ParseReport,
-    emit: &mut dyn FnMut(Batch),
+    emit: &mut dyn FnMut(Batch, &Dictionary) -> Result<(), ParseError>,
 ) -> Result<Planned, ParseError> {
     let mut streams: Vec<Stream> = inputs.iter().map(|i| stream_at(i, 0)).collect();
     let mut heads: Vec<Record> = vec![Record::default(); streams.len()];
@@ -658,7 +867,7 @@ fn plan(
         base: 0,
         rows: 0,
     };
-    let mut push_run = |run: Run| {
+    let mut push_run = |run: Run, rwbs_values: &Dictionary| {
         batch.rows += run.rows as usize;
         batch.runs.push(run);
         if batch.rows >= BATCH_ROWS {
@@ -667,8 +876,9 @@ fn plan(
                 base: batch.base + batch.rows,
                 rows: 0,
             };
-            emit(std::mem::replace(&mut batch, next));
+            emit(std::mem::replace(&mut batch, next), rwbs_values)?;
         }
+        Ok::<_, ParseError>(())
     };
     while let Some(Reverse((_, i))) = heap.pop() {
         // Keep taking from this file while it stays the earliest: per-CPU files come in
@@ -709,19 +919,15 @@ fn plan(
                     records: 0,
                     rows: 0,
                 };
-                push_run(std::mem::replace(&mut run, next));
+                push_run(std::mem::replace(&mut run, next), rwbs_values)?;
             }
         }
-        push_run(run);
+        push_run(run, rwbs_values)?;
     }
     let rows = batch.base + batch.rows;
-    emit(batch);
+    emit(batch, rwbs_values)?;
     report.time_base_ns = time_base;
-    let mut comm_by_pid: HashMap<u32, u32> = HashMap::with_capacity(names.len());
-    for (&pid, name) in &names {
-        comm_by_pid.insert(pid, comms.intern(name));
-    }
-    Ok(Planned { rows, comm_by_pid })
+    Ok(Planned { rows, names })
 }
 
 /// First pass over one record (from a file of the given byte order): takes in what is not

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ParseError;
 
+/// The smallest page size; a released range is rounded down to a multiple of it.
+const PAGE: usize = 4096;
+
 pub struct Input {
     path: PathBuf,
     data: Bytes,
@@ -37,6 +40,25 @@ impl Input {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Lets the pages of the first `offset` bytes go (mapped files only): a streamed
+    /// read has decoded them, and a long trace's pages would otherwise all stay resident.
+    /// Read again, they come back from the page cache.
+    pub fn release_before(&self, offset: usize) {
+        #[cfg(unix)]
+        if let Bytes::Mapped(map) = &self.data {
+            let len = offset.min(map.len()) & !(PAGE - 1);
+            if len > 0 {
+                // SAFETY: MADV_DONTNEED on a read-only shared file mapping only drops the
+                // process's page table entries: a later read of these bytes (by any
+                // thread) faults the same file pages back in, so every read sees the same
+                // bytes and no reference into the map is invalidated.
+                let _ = unsafe {
+                    map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, len)
+                };
+            }
+        }
     }
 
     pub fn bytes(&self) -> &[u8] {

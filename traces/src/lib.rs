@@ -19,6 +19,8 @@ pub mod error;
 pub mod ftrace;
 pub mod input;
 mod intern;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod report;
 pub mod rwbs;
 pub mod table;

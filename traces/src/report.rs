@@ -31,6 +31,9 @@ pub struct ParseReport {
     pub per_action: BTreeMap<String, u64>,
     pub per_operation: BTreeMap<String, u64>,
     pub per_kind: BTreeMap<String, u64>,
+    /// Bytes of the block rows per action and per operation.
+    pub bytes_per_action: BTreeMap<String, u64>,
+    pub bytes_per_operation: BTreeMap<String, u64>,
 }
 
 impl ParseReport {
@@ -41,28 +44,50 @@ impl ParseReport {
         }
     }
 
-    /// Fills the event count and the per-action / per-operation / per-kind counts.
+    /// Fills the event count, the per-action / per-operation / per-kind counts and the
+    /// block bytes per action and operation.
     pub fn count(&mut self, table: &EventTable) {
-        self.events = table.len() as u64;
-        let (mut actions, mut ops, mut kinds) =
-            ([0u64; ACTIONS], [0u64; OPERATIONS], [0u64; KINDS]);
-        for (cell, n) in count_cells(table).into_iter().enumerate() {
+        self.take_counts(ParseReport::default());
+        self.add_counts(table);
+    }
+
+    /// Adds a table's rows to the counts (a trace parsed in pieces).
+    pub fn add_counts(&mut self, table: &EventTable) {
+        self.events += table.len() as u64;
+        let (rows, bytes) = count_cells(table);
+        for (cell, (n, b)) in rows.into_iter().zip(bytes).enumerate() {
             let (kind, action, op) = (
                 cell / (ACTIONS * OPERATIONS),
                 cell / OPERATIONS % ACTIONS,
                 cell % OPERATIONS,
             );
-            kinds[kind] += n;
-            // Actions and operations count block rows only.
+            if n == 0 {
+                continue;
+            }
+            add(&mut self.per_kind, RecordKind::ALL[kind].name(), n);
+            // Actions, operations and bytes count block rows only.
             if kind == RecordKind::Block as usize {
-                actions[action] += n;
-                ops[op] += n;
+                add(&mut self.per_action, Action::ALL[action].name(), n);
+                add(&mut self.per_operation, Operation::ALL[op].name(), n);
+                add(&mut self.bytes_per_action, Action::ALL[action].name(), b);
+                add(&mut self.bytes_per_operation, Operation::ALL[op].name(), b);
             }
         }
-        self.per_action = nonzero(Action::ALL.map(Action::name), actions);
-        self.per_operation = nonzero(Operation::ALL.map(Operation::name), ops);
-        self.per_kind = nonzero(RecordKind::ALL.map(RecordKind::name), kinds);
     }
+
+    /// Takes the event count and every count from `other`.
+    pub fn take_counts(&mut self, other: ParseReport) {
+        self.events = other.events;
+        self.per_action = other.per_action;
+        self.per_operation = other.per_operation;
+        self.per_kind = other.per_kind;
+        self.bytes_per_action = other.bytes_per_action;
+        self.bytes_per_operation = other.bytes_per_operation;
+    }
+}
+
+fn add(counts: &mut BTreeMap<String, u64>, name: &str, n: u64) {
+    *counts.entry(name.to_string()).or_insert(0) += n;
 }
 
 /// How many actions, operations and record kinds there are: the count cells' dimensions.
@@ -70,8 +95,9 @@ const ACTIONS: usize = Action::ALL.len();
 const OPERATIONS: usize = Operation::ALL.len();
 const KINDS: usize = RecordKind::ALL.len();
 
-/// Rows per (kind, action, operation) cell; big tables counted in slices on all cores.
-fn count_cells(table: &EventTable) -> Vec<u64> {
+/// Rows and block bytes per (kind, action, operation) cell; big tables counted in slices
+/// on all cores.
+fn count_cells(table: &EventTable) -> (Vec<u64>, Vec<u64>) {
     let n = table.len();
     let slices = if n < 1 << 20 {
         1
@@ -81,7 +107,7 @@ fn count_cells(table: &EventTable) -> Vec<u64> {
             .min(8)
     };
     let bounds: Vec<usize> = (0..=slices).map(|k| n * k / slices).collect();
-    let counted: Vec<Vec<[u64; 4]>> = std::thread::scope(|s| {
+    let counted: Vec<(Vec<[u64; 4]>, Vec<u64>)> = std::thread::scope(|s| {
         let handles: Vec<_> = bounds
             .windows(2)
             .skip(1)
@@ -96,37 +122,42 @@ fn count_cells(table: &EventTable) -> Vec<u64> {
         all
     });
     let mut cells = vec![0u64; KINDS * ACTIONS * OPERATIONS];
-    for part in &counted {
+    let mut bytes = vec![0u64; KINDS * ACTIONS * OPERATIONS];
+    for (part, part_bytes) in &counted {
         for (total, lanes) in cells.iter_mut().zip(part) {
             *total += lanes.iter().sum::<u64>();
         }
+        for (total, b) in bytes.iter_mut().zip(part_bytes) {
+            *total += b;
+        }
     }
-    cells
+    (cells, bytes)
 }
 
-/// The cells of one slice of rows, in four interleaved copies: consecutive rows mostly
-/// fall in the same cell, and one copy would make each increment wait for the one before.
-fn count_slice(table: &EventTable, rows: std::ops::Range<usize>) -> Vec<[u64; 4]> {
+/// The cells of one slice of rows, their row counts in four interleaved copies
+/// (consecutive rows mostly fall in the same cell, and one copy would make each increment
+/// wait for the one before), and their bytes.
+fn count_slice(table: &EventTable, rows: std::ops::Range<usize>) -> (Vec<[u64; 4]>, Vec<u64>) {
     let mut cells = vec![[0u64; 4]; KINDS * ACTIONS * OPERATIONS];
-    let (kinds, actions, ops) = (
+    let mut bytes = vec![0u64; KINDS * ACTIONS * OPERATIONS];
+    let (kinds, actions, ops, row_bytes) = (
         &table.kind[rows.clone()],
         &table.action[rows.clone()],
-        &table.operation[rows],
+        &table.operation[rows.clone()],
+        &table.bytes[rows],
     );
-    for (i, ((&kind, &action), &op)) in kinds.iter().zip(actions).zip(ops).enumerate() {
-        cells[(kind as usize * ACTIONS + action as usize) * OPERATIONS + op as usize][i % 4] += 1;
+    for (i, (((&kind, &action), &op), &b)) in kinds
+        .iter()
+        .zip(actions)
+        .zip(ops)
+        .zip(row_bytes)
+        .enumerate()
+    {
+        let cell = (kind as usize * ACTIONS + action as usize) * OPERATIONS + op as usize;
+        cells[cell][i % 4] += 1;
+        bytes[cell] += b;
     }
-    cells
-}
-
-/// Name → count for the names counted at least once.
-fn nonzero<const N: usize>(names: [&str; N], counts: [u64; N]) -> BTreeMap<String, u64> {
-    names
-        .into_iter()
-        .zip(counts)
-        .filter(|&(_, n)| n > 0)
-        .map(|(name, n)| (name.to_string(), n))
-        .collect()
+    (cells, bytes)
 }
 
 #[cfg(test)]
@@ -148,8 +179,10 @@ mod tests {
             t.action.push((x / 7 % Action::ALL.len() as u32) as u8);
             t.operation
                 .push((x / 151 % Operation::ALL.len() as u32) as u8);
+            t.bytes.push((x % 9) as u64 * 512);
         }
         let mut want = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        let mut want_bytes = (BTreeMap::new(), BTreeMap::new());
         for i in 0..n {
             let kind = t.kind_at(i);
             *want.2.entry(kind.name().to_string()).or_insert(0u64) += 1;
@@ -162,11 +195,34 @@ mod tests {
                     .1
                     .entry(t.operation_at(i).name().to_string())
                     .or_insert(0u64) += 1;
+                *want_bytes
+                    .0
+                    .entry(t.action_at(i).name().to_string())
+                    .or_insert(0u64) += t.bytes[i];
+                *want_bytes
+                    .1
+                    .entry(t.operation_at(i).name().to_string())
+                    .or_insert(0u64) += t.bytes[i];
             }
         }
         let mut r = ParseReport::default();
         r.count(&t);
         assert_eq!(r.events, n as u64);
-        assert_eq!((r.per_action, r.per_operation, r.per_kind), want);
+        assert_eq!(
+            (&r.per_action, &r.per_operation, &r.per_kind),
+            (&want.0, &want.1, &want.2)
+        );
+        assert_eq!(
+            (&r.bytes_per_action, &r.bytes_per_operation),
+            (&want_bytes.0, &want_bytes.1)
+        );
+        // A trace parsed in pieces adds up: here the same table twice.
+        r.add_counts(&t);
+        assert_eq!(r.events, 2 * n as u64);
+        assert!(r.per_kind.iter().all(|(k, &v)| v == 2 * want.2[k]));
+        assert!(r
+            .bytes_per_action
+            .iter()
+            .all(|(k, &v)| v == 2 * want_bytes.0[k]));
     }
 }

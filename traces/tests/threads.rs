@@ -4,7 +4,7 @@
 //! records, messages, payloads and errors.
 mod common;
 
-use blktrace_parse::binary::{read_with_threads, ta};
+use blktrace_parse::binary::{read_in_chunks, read_with_threads, ta};
 use blktrace_parse::rwbs::category as c;
 use blktrace_parse::writer::{self, act, dev, RawRecord};
 use blktrace_parse::{EventTable, ParseReport};
@@ -115,6 +115,31 @@ fn same<T: PartialEq + std::fmt::Debug>(name: &str, a: &[T], b: &[T]) {
     }
 }
 
+/// Panics at the first column (and row) where the tables differ.
+fn same_table(t: &EventTable, one: &EventTable) {
+    same("kind", &t.kind, &one.kind);
+    same("time_ns", &t.time_ns, &one.time_ns);
+    same("dev_major", &t.dev_major, &one.dev_major);
+    same("dev_minor", &t.dev_minor, &one.dev_minor);
+    same("cpu", &t.cpu, &one.cpu);
+    same("sequence", &t.sequence, &one.sequence);
+    same("pid", &t.pid, &one.pid);
+    same("comm", &t.comm, &one.comm);
+    same("action", &t.action, &one.action);
+    same("operation", &t.operation, &one.operation);
+    same("flags", &t.flags, &one.flags);
+    same("sector", &t.sector, &one.sector);
+    same("sectors", &t.sectors, &one.sectors);
+    same("bytes", &t.bytes, &one.bytes);
+    same("error", &t.error, &one.error);
+    same("rwbs", &t.rwbs, &one.rwbs);
+    same("name", &t.name, &one.name);
+    assert_eq!(t.sparse, one.sparse, "sparse fields");
+    assert_eq!(t.comms.values, one.comms.values);
+    assert_eq!(t.rwbs_values.values, one.rwbs_values.values);
+    assert_eq!(t.names.values, one.names.values);
+}
+
 #[test]
 fn any_thread_count_gives_the_same_table() {
     let dir = Scratch::new("threads");
@@ -127,26 +152,127 @@ fn any_thread_count_gives_the_same_table() {
         let (t, report) = read(&paths, threads);
         assert_eq!(report, report_one);
         assert_eq!(t.len(), one.len());
-        same("kind", &t.kind, &one.kind);
-        same("time_ns", &t.time_ns, &one.time_ns);
-        same("dev_major", &t.dev_major, &one.dev_major);
-        same("dev_minor", &t.dev_minor, &one.dev_minor);
-        same("cpu", &t.cpu, &one.cpu);
-        same("sequence", &t.sequence, &one.sequence);
-        same("pid", &t.pid, &one.pid);
-        same("comm", &t.comm, &one.comm);
-        same("action", &t.action, &one.action);
-        same("operation", &t.operation, &one.operation);
-        same("flags", &t.flags, &one.flags);
-        same("sector", &t.sector, &one.sector);
-        same("sectors", &t.sectors, &one.sectors);
-        same("bytes", &t.bytes, &one.bytes);
-        same("error", &t.error, &one.error);
-        same("rwbs", &t.rwbs, &one.rwbs);
-        same("name", &t.name, &one.name);
-        assert_eq!(t.sparse, one.sparse, "sparse fields");
-        assert_eq!(t.comms.values, one.comms.values);
-        assert_eq!(t.rwbs_values.values, one.rwbs_values.values);
-        assert_eq!(t.names.values, one.names.values);
+        same_table(&t, &one);
     }
+}
+
+/// The streamed reader: chunks of any size (smaller than a batch, between, bigger than the
+/// trace), decoded on any number of threads, append to the table the whole read gives,
+/// with the same report and, once counted, the same counts.
+#[test]
+fn chunks_of_any_size_append_to_the_whole_table() {
+    let dir = Scratch::new("chunks");
+    let paths = write_trace(&dir);
+    let (whole, mut report_whole) = read(&paths, 1);
+    report_whole.count(&whole);
+    for (chunk_rows, threads) in [(1_000, 1), (20_000, 2), (40_000, 3), (1 << 20, 2)] {
+        let mut joined = EventTable::new();
+        let mut report = ParseReport::default();
+        let mut counts = ParseReport::default();
+        let mut sizes = Vec::new();
+        read_in_chunks(
+            &paths,
+            false,
+            &mut report,
+            (chunk_rows, threads),
+            &mut |chunk| {
+                sizes.push(chunk.len());
+                counts.add_counts(&chunk);
+                joined.append(&chunk);
+                Ok(())
+            },
+        )
+        .unwrap();
+        report.take_counts(counts);
+        assert_eq!(report, report_whole, "report, chunks of {chunk_rows}");
+        assert!(sizes[..sizes.len() - 1].iter().all(|&n| n >= chunk_rows));
+        // Whole batches of 16 Ki rows or more: the last chunk may take what is left.
+        assert_eq!(sizes.len() > 1, chunk_rows < whole.len() / 2, "{sizes:?}");
+        same_table(&joined, &whole);
+    }
+}
+
+/// A sink's error ends the read (and the merge) and is the answer.
+#[test]
+fn a_failing_sink_stops_the_read_with_its_error() {
+    let dir = Scratch::new("sink-error");
+    let paths = write_trace(&dir);
+    let mut chunks = 0;
+    let err = read_in_chunks(
+        &paths,
+        false,
+        &mut ParseReport::default(),
+        (1_000, 2),
+        &mut |_| {
+            chunks += 1;
+            Err(blktrace_parse::ParseError::Usage("disk full".into()))
+        },
+    )
+    .unwrap_err();
+    assert_eq!(chunks, 1);
+    assert!(err.to_string().contains("disk full"), "{err}");
+}
+
+/// Written to Parquet in row groups and read back with the Parquet library's own reader,
+/// the table equals the one the whole read converts to Arrow, and the report is the
+/// whole parse's: for the binary trace (streamed) and a text trace (read whole).
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_output_reads_back_as_the_arrow_table() {
+    use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
+    use blktrace_parse::{parse_paths, Format};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let dir = Scratch::new("parquet");
+    let binary = write_trace(&dir);
+    let text = vec![sample("ftrace-loop-ext4/trace.txt")];
+    for (paths, row_group_rows) in [(&binary, 7_000), (&binary, 1 << 20), (&text, 500)] {
+        let (table, report) = parse_paths(paths, Format::Auto, false).unwrap();
+        let want = blktrace_parse::arrow::to_record_batch(table).unwrap();
+        let out = dir.join("events.parquet");
+        let options = ParquetOptions {
+            row_group_rows,
+            threads: 2,
+        };
+        let written = parse_to_parquet(paths, Format::Auto, false, &out, options).unwrap();
+        assert_eq!(written, report);
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap();
+        let groups = reader.metadata().row_groups();
+        assert!(groups
+            .iter()
+            .all(|g| g.num_rows() as usize <= row_group_rows));
+        assert_eq!(groups.len() > 1, want.num_rows() > row_group_rows);
+        let batches: Vec<_> = reader.build().unwrap().map(Result::unwrap).collect();
+        let got = arrow_select::concat::concat_batches(&want.schema(), &batches).unwrap();
+        assert_eq!(got.num_rows(), want.num_rows());
+        for (i, field) in want.schema().fields().iter().enumerate() {
+            assert_eq!(
+                got.column(i).as_ref(),
+                want.column(i).as_ref(),
+                "column {}",
+                field.name()
+            );
+        }
+    }
+}
+
+/// A write that fails leaves no file behind and says what failed.
+#[cfg(feature = "parquet")]
+#[test]
+fn a_failed_parquet_write_removes_the_file() {
+    use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
+    let dir = Scratch::new("parquet-bad");
+    let bad = dir.join("bad.blktrace.0");
+    std::fs::write(&bad, [b'x'; 96]).unwrap();
+    let out = dir.join("events.parquet");
+    let err = parse_to_parquet(
+        &[bad],
+        blktrace_parse::Format::Blktrace,
+        false,
+        &out,
+        ParquetOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("bad magic"), "{err}");
+    assert!(!out.exists());
 }

@@ -110,12 +110,29 @@ def ownership_spans(ranges: pl.DataFrame) -> pl.DataFrame:
 def file_of_writes(writes: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     """``row`` → ``file`` for writes whose first sector lies in a file range; of several
     matching owners the nearest in time wins, markers after the write first (extents are
-    recorded right after the sync that wrote them)."""
+    recorded right after the sync that wrote them). Matched a slice of writes at a time:
+    a write's sector lies in every span of its file's range over the run (150 each in a
+    20,000-commit WAL run), and the whole run's matches at once took 3 KB per trace event."""
     if ranges.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "file": pl.String})
-    hits = writes.select("row", "time_ns", signed_sector()).join_where(
-        ownership_spans(ranges), pl.col("sector") >= pl.col("start"), pl.col("sector") < pl.col("end")
+    owners = ownership_spans(ranges)
+    located = writes.select("row", "time_ns", signed_sector())
+    return pl.concat(
+        [
+            nearest_owner(located.slice(start, WRITES_PER_MATCH), owners)
+            for start in range(0, max(writes.height, 1), WRITES_PER_MATCH)
+        ]
     )
+
+
+#: Writes matched against the ownership spans at a time (bounds the matches held at once).
+WRITES_PER_MATCH = 4096
+
+
+def nearest_owner(located: pl.DataFrame, owners: pl.DataFrame) -> pl.DataFrame:
+    """``row`` → ``file`` of the owner span nearest in time among those holding the
+    write's sector (see :func:`file_of_writes`)."""
+    hits = located.join_where(owners, pl.col("sector") >= pl.col("start"), pl.col("sector") < pl.col("end"))
     t = pl.col("time_ns").cast(pl.Int64)
     before = pl.col("last_ns").cast(pl.Int64) < t  # the owner's last marker precedes the write
     distance = (

@@ -36,6 +36,7 @@ import polars as pl
 
 from sqlwa._native import TraceParseError, parse_trace
 from sqlwa.analysis import syscalls
+from sqlwa.analysis.traceformat import PACKET_TAG, first_packet_problem, pb2, read_varint
 
 #: The placeholder the rendered lines carry for a task's name; the real names (from the
 #: trace's process tree) replace it afterwards, so a name with blanks or brackets never
@@ -45,74 +46,7 @@ UNNAMED = "<...>"
 NS = 1_000_000_000
 
 
-def pb2() -> Any:
-    """Perfetto's protos (imported on first use: a second of start-up otherwise)."""
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
-
-    return perfetto_trace_pb2
-
-
 # ---------------------------------------------------------------- framing
-
-
-def read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int] | None:
-    """The varint at ``pos`` → (value, position after it); None when the data ends first."""
-    value = shift = 0
-    while pos < len(data):
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            return None
-    return None
-
-
-# A Trace message has one field: ``repeated TracePacket packet = 1``, so every record
-# starts with the tag of field 1, length-delimited.
-PACKET_TAG = 0x0A
-
-
-def looks_like_perfetto(path: str | os.PathLike) -> bool:
-    """Whether ``path`` starts like a Perfetto trace: a packet's tag and length, and a
-    first packet that decodes into fields Perfetto knows. Text never starts that way."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-            found = read_varint(head, 1) if head[:1] == bytes([PACKET_TAG]) else None
-            if found is None or found[0] > MAX_FIRST_PACKET:
-                return False
-            data = head + f.read(max(0, found[1] + found[0] - len(head)))
-    except OSError:
-        return False
-    return first_packet_problem(data) is None
-
-
-# A first packet (clock snapshot, config, uuid, stats) is far smaller; a larger length
-# means the first bytes only happen to look like a tag and a length.
-MAX_FIRST_PACKET = 1 << 26
-
-
-def first_packet_problem(data: bytes) -> str | None:
-    """Why ``data`` is not a Perfetto trace, judged by its first packet; None when it is
-    or may be (a first packet cut short is a truncated trace, for the reader to say)."""
-    if len(data) == 0:
-        return "it is empty"
-    if data[0] != PACKET_TAG:
-        return f"it starts with byte 0x{data[0]:02x}, not a TracePacket's tag (0x0a)"
-    found = read_varint(data, 1)
-    if found is None or found[1] + found[0] > len(data):
-        return None
-    length, start = found
-    try:
-        packet = pb2().TracePacket.FromString(data[start : start + length])
-    except Exception:  # google.protobuf.message.DecodeError
-        return "its first record is not a TracePacket"
-    if not packet.ListFields():
-        return "its first record holds no TracePacket field (another protobuf message)"
-    return None
 
 
 @dataclass

@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 
 from sqlwa import _native
-from sqlwa.analysis import perfetto
+from sqlwa.analysis import perfetto, traceformat
 from sqlwa.catalogue import TRACE_FORMATS
 
 FORMATS = TRACE_FORMATS
@@ -68,15 +68,8 @@ def parse(
     (``format="perfetto"``, or detected by ``auto``) is read by
     :mod:`sqlwa.analysis.perfetto`, one file on its own.
     """
-    if isinstance(paths, (str, PathLike)):
-        paths = [paths]
-    paths = list(paths)
-    if format == "perfetto" or (format == "auto" and any(perfetto.looks_like_perfetto(p) for p in paths)):
-        if len(paths) != 1:
-            raise _native.TraceParseError(
-                f"a Perfetto trace is read on its own, and {len(paths)} files were given: "
-                + ", ".join(str(p) for p in paths[:3])
-            )
+    paths = traceformat.as_list(paths)
+    if traceformat.is_perfetto(paths, format):
         return perfetto.parse(paths[0], lenient)
     table, report = _native.parse_trace([str(p) for p in paths], format, lenient)
     return to_polars(table), report

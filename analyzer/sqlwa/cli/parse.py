@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +14,7 @@ from sqlwa.errors import UsageError, writing
 
 if TYPE_CHECKING:  # imported where a parse runs: `sqlwa parse --help` needs none of them
     import polars as pl
+    from rich.console import Console
     from rich.table import Table
 
 
@@ -78,9 +81,6 @@ def parse(
     otherwise the trace is analysed at the device level."""
     from rich.console import Console
 
-    from sqlwa.analysis import traceparse, windows
-    from sqlwa.results import rundir
-    from sqlwa.views import json_output
     from sqlwa.views.terminal import wide_console
 
     for path in (output, commits_output):
@@ -88,28 +88,63 @@ def parse(
             raise UsageError(f"output directory {path.parent} does not exist")
     # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
     status = Console(stderr=True)
-    names = ", ".join(str(p) for p in traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
-    with status.status(f"parsing {names}"):
-        events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
-    if output is not None:
-        with status.status(f"writing {report['events']:,} events to {output}"):
-            with writing(output, "the event table"):
-                rundir.write_parquet(events, output)
-    found = windows.trace_commits(events)
+    events, report = parsed_events(traces, fmt, lenient, output, status)
+    found = None
+    if events is not None:
+        from sqlwa.analysis import windows
+
+        found = windows.trace_commits(events)
     if commits_output is not None:
         if found is None:
             raise UsageError(
                 "--commits: the trace marks no commit (no sqlwa markers, no Android SQLite slices)",
                 "record the atrace category 'database' with the app (see the README's Perfetto config)",
             )
-        with writing(commits_output, "the per-commit table"):
-            rundir.write_parquet(found[0], commits_output)
+        write_table(found[0], commits_output, "the per-commit table")
     if as_json:
-        click.echo(json_output.dumps(json_report(events, report, output, found)))
+        from sqlwa.views import json_output
+
+        click.echo(json_output.dumps(json_report(report, output, found)))
         return
-    print_summary(events, report, output)
+    print_summary(report, output)
     if found is not None:
         wide_console().print(commit_table(*found))
+
+
+def parsed_events(
+    traces: tuple[Path, ...], fmt: str, lenient: bool, output: Path | None, status: Console
+) -> tuple[pl.DataFrame | None, dict]:
+    """The parse report, and the events where they are needed: written to ``output`` (if
+    given), and kept for the commit figures unless the trace marks no commit. With
+    ``output``, the Rust parser's formats are streamed (parsed and written row group by
+    row group, in bounded memory, with neither Polars nor pyarrow imported unless the
+    trace marks commits); Perfetto traces and parses without ``output`` are read whole."""
+    from sqlwa.analysis import traceformat
+
+    names = ", ".join(str(p) for p in traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
+    if output is not None and not traceformat.is_perfetto(list(traces), fmt):
+        with status.status(f"parsing {names} into {output.name}"), writing_output(output):
+            report = traceformat.parse_to_parquet(traces, output, format=fmt, lenient=lenient)
+        if "marker" not in report["per_kind"]:
+            return None, report
+        from sqlwa.results import rundir
+
+        return rundir.read_parquet(output), report
+    from sqlwa.analysis import traceparse
+
+    with status.status(f"parsing {names}"):
+        events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
+    if output is not None:
+        with status.status(f"writing {report['events']:,} events to {output}"):
+            write_table(events, output, "the event table")
+    return events, report
+
+
+def write_table(table: pl.DataFrame, path: Path, what: str) -> None:
+    from sqlwa.results import rundir
+
+    with writing(path, what):
+        rundir.write_parquet(table, path)
 
 
 #: The per-commit figures the summary shows, means over the measured commits.
@@ -137,32 +172,29 @@ def commit_table(commits: pl.DataFrame, source: str) -> Table:
     return table
 
 
-def json_report(
-    events: pl.DataFrame, report: dict, output: Path | None, found: tuple[pl.DataFrame, str] | None = None
-) -> dict:
-    import polars as pl
-
-    block = events.lazy().filter(pl.col("kind") == "block")
+def json_report(report: dict, output: Path | None, found: tuple[pl.DataFrame, str] | None = None) -> dict:
     return {
         **report,
         "commits": None if found is None else commit_section(*found),
         "files": [{"path": str(path), "format": fmt} for path, fmt in report["files"]],
         "output": str(output) if output else None,
-        "bytes_per_action": block_bytes(block, "action"),
-        "bytes_per_operation": block_bytes(block, "operation"),
     }
 
 
-def block_bytes(block: pl.LazyFrame, column: str) -> dict[str, int]:
-    import polars as pl
+@contextmanager
+def writing_output(output: Path) -> Iterator[None]:
+    """The parser's failure to write ``output`` (a missing directory, a full disk) said as
+    :func:`sqlwa.errors.writing` says it; its errors reading the traces pass through."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename != str(output):
+            raise
+        with writing(output, "the event table"):
+            raise
 
-    sums = block.group_by(column).agg(pl.col("bytes").sum()).collect()
-    return {str(k): int(v) for k, v in zip(sums[column].cast(pl.String).to_list(), sums["bytes"].to_list())}
 
-
-def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> None:
-    import polars as pl
-
+def print_summary(report: dict, output: Path | None) -> None:
     from sqlwa.views.terminal import wide_console
 
     console = wide_console()
@@ -171,13 +203,10 @@ def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> No
         f"[bold]{report['events']:,}[/] events from {len(report['files'])} file(s) ({', '.join(formats)})"
         + (f" → {output}" if output else "")
     )
-    # Lazy: only the grouping column and bytes of the block rows are read, not a copy of
-    # every column of them (a second on ten million events).
-    block = events.lazy().filter(pl.col("kind") == "block")
-    console.print(count_table("action", report["per_action"], block, "action"))
-    console.print(count_table("operation", report["per_operation"], block, "operation"))
+    console.print(count_table("action", report["per_action"], report["bytes_per_action"]))
+    console.print(count_table("operation", report["per_operation"], report["bytes_per_operation"]))
     if set(report["per_kind"]) - {"block"}:
-        console.print(count_table("kind", report["per_kind"], None, None))
+        console.print(count_table("kind", report["per_kind"], None))
     if report["lost_events"]:
         console.print(f"[red]the tracer lost {report['lost_events']:,} events[/]")
     if report["bad_records"]:
@@ -186,21 +215,18 @@ def print_summary(events: pl.DataFrame, report: dict, output: Path | None) -> No
             console.print(f"  {message}", markup=False)
 
 
-def count_table(title: str, counts: dict, block: pl.LazyFrame | None, column: str | None) -> Table:
-    import polars as pl
+def count_table(title: str, counts: dict, byte_sums: dict | None) -> Table:
+    """Events (and block bytes, where given) per value, the most frequent first."""
     from rich.table import Table
 
     table = Table(title=f"per {title}", title_justify="left")
     table.add_column(title)
     table.add_column("events", justify="right")
-    if block is not None and column is not None:
+    if byte_sums is not None:
         table.add_column("bytes", justify="right")
-        # Grouped by the categorical codes; only the few groups' names become strings.
-        sums = block.group_by(column).agg(pl.col("bytes").sum()).collect()
-        byte_sums = dict(zip(sums[column].cast(pl.String).to_list(), sums["bytes"].to_list()))
     for key, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         row = [key or "(none)", f"{n:,}"]
-        if block is not None:
+        if byte_sums is not None:
             row.append(f"{byte_sums.get(key, 0):,}")
         table.add_row(*row)
     return table

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""``sqlwa parse -o`` at scale, against blkparse, end to end as a user runs them.
+
+For generated blktrace captures of 10^5, 10^6 and 10^7 events (two per-CPU files, the
+crate's ``gen_trace`` example: a database-like mix of queue, issue, complete, flushes,
+remaps …), times in one run, each command in its own process:
+  * ``blkparse -i NAME -q -o FILE``            the baseline (text out, single-threaded)
+  * ``sqlwa parse NAME -o FILE.parquet``       the command line, Python start-up included
+and prints each one's wall time (the median of --runs), peak RSS (the process's own, from
+wait4) and events/s, then the ratio of the rates. Targets (issue #21): ``sqlwa parse -o``
+at least 10x blkparse's rate at 10^7 events, and its peak RSS bounded (no more than 1.5x
+the 10^6-event figure at 10^7 and beyond, where blkparse's text and a whole in-memory
+table grow tenfold). PASS or FAIL says whether this run met each.
+
+The traces live in a temporary directory under --dir (default /var/tmp), removed at the
+end; 10^8 events (--max 1e8) needs about 5 GB there plus blkparse's 7 GB of text.
+
+With --lab (root: the host lab), lab runs of 10^2 (the base), 10^3 … --lab-max commits
+(``sqlwa run --fs ext4 -j wal --sync full``): the trace's events, the analysis time
+(summary.json ``trace.analysis_s``) per event, the process's peak RSS and that peak above
+the base run's per trace event (target: at most 300 B), and, for runs past the first 2000 commits (the WAL's
+growth), the steady state's per-commit fsyncs, flushes, write requests and bytes, and how
+far the longest run's differ from the shortest's (the tool must not make them drift).
+
+Usage: bench/scale.py [--max 1e7] [--runs N] [--dir DIR] [--lab [--lab-max 1e5]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from startup import sqlwa_script  # a sibling script: bench/ is on sys.path when run
+
+ROOT = Path(__file__).resolve().parent.parent
+GEN_TRACE = ROOT / "target" / "release" / "examples" / "gen_trace"
+TARGET_RATIO = 10.0
+RSS_GROWTH_LIMIT = 1.5
+LAB_BYTES_PER_EVENT = 300
+DRIFT_FIGURES = ("fdatasync_calls", "fsync_calls", "flush_requests", "write_requests", "write_bytes")
+
+
+def build_generator() -> None:
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    cmd = [cargo, "build", "-q", "--release", "-p", "blktrace-parse", "--example", "gen_trace"]
+    subprocess.run(cmd, cwd=ROOT, check=True)
+
+
+def run_measured(cmd: list[str], cwd: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS bytes of one process (its own rusage, from wait4)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if proc.returncode != 0:
+        sys.exit(f"bench/scale.py: {' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-500:]}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def measure(cmd: list[str], cwd: Path, runs: int) -> tuple[float, int]:
+    """Median wall time and the largest peak RSS over `runs` runs."""
+    results = [run_measured(cmd, cwd) for _ in range(runs)]
+    return statistics.median(w for w, _ in results), max(r for _, r in results)
+
+
+def sizes_up_to(largest: int) -> list[int]:
+    sizes, n = [], 100_000
+    while n <= largest:
+        sizes.append(n)
+        n *= 10
+    return sizes
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--max", type=float, default=1e7, help="largest trace, in events (powers of ten from 1e5)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each command per size; the median counts")
+    ap.add_argument("--dir", type=Path, default=Path("/var/tmp"), help="where the generated traces go")
+    ap.add_argument("--lab", action="store_true", help="also lab runs (root), analysis time and memory per event")
+    ap.add_argument("--lab-max", type=float, default=1e5, help="the longest lab run, in commits")
+    args = ap.parse_args()
+    if args.lab and os.geteuid() != 0:
+        sys.exit("bench/scale.py: --lab runs the host lab, which needs root")
+    if not shutil.which("blkparse"):
+        sys.exit("bench/scale.py: blkparse is not installed (Debian package blktrace): it is the baseline")
+    build_generator()
+    sqlwa = sqlwa_script()
+    print(f"{'events':>12}  {'command':<22} {'wall s':>8} {'M events/s':>11} {'peak RSS MB':>12}")
+    figures: dict[int, dict[str, tuple[float, int]]] = {}
+    with tempfile.TemporaryDirectory(prefix="sqlwa-scale-", dir=args.dir) as tmp:
+        work = Path(tmp)
+        for events in sizes_up_to(int(args.max)):
+            subprocess.run(
+                [str(GEN_TRACE), "blktrace", str(work / "t"), str(events), "2"], check=True, capture_output=True
+            )
+            runs = args.runs if events < 10**8 else 1
+            figures[events] = {
+                "blkparse -o": measure(["blkparse", "-i", "t", "-q", "-o", "ref.txt"], work, runs),
+                "sqlwa parse -o": measure([sqlwa, "parse", "t", "-o", "ev.parquet"], work, runs),
+            }
+            for name, (wall, rss) in figures[events].items():
+                print(f"{events:>12,}  {name:<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
+            for leftover in work.iterdir():
+                leftover.unlink()
+        parsed = verdict(figures)
+        return parsed | (lab(sqlwa, work, int(args.lab_max)) if args.lab else 0)
+
+
+def lab(sqlwa: str, work: Path, longest: int) -> int:
+    """Lab runs of growing length against the 100-commit base; 0 when the target holds."""
+    print(
+        f"\n{'commits':>10} {'events':>11} {'analysis s':>11} {'µs/event':>9} {'peak RSS MB':>12} {'B/event':>8}  steady state per commit"
+    )
+    base_rss: int | None = None
+    per_event = 0.0
+    steady: dict[int, dict[str, float]] = {}
+    commits = 100
+    while commits <= longest:
+        out = work / f"run{commits}"
+        cmd = [sqlwa, "run", "--fs", "ext4", "-j", "wal", "--sync", "full", "-n", str(commits), "--out", str(out)]
+        _, rss = run_measured(cmd, work)
+        summary = json.loads((out / "summary.json").read_text())
+        events, analysis_s = summary["trace"]["events"], summary["trace"]["analysis_s"]
+        above = "(base)"
+        if base_rss is None:
+            base_rss = rss
+        else:
+            per_event = (rss - base_rss) / events
+            above = f"{per_event:.0f}"
+        if commits > STEADY_FROM:
+            steady[commits] = steady_state(out)
+        shown = "  ".join(f"{k} {v:,.2f}" for k, v in steady.get(commits, {}).items())
+        print(
+            f"{commits:>10,} {events:>11,} {analysis_s:>11.2f} {analysis_s / events * 1e6:>9.2f} {rss / 2**20:>12.0f} {above:>8}  {shown}"
+        )
+        shutil.rmtree(out)
+        commits *= 10
+    if len(steady) > 1:
+        first, last = min(steady), max(steady)
+        drift = max(abs(steady[last][k] / steady[first][k] - 1) for k in DRIFT_FIGURES if steady[first][k])
+        print(f"steady state of {last:,} commits vs {first:,}: the figures differ by at most {drift:.1%}")
+    met = per_event <= LAB_BYTES_PER_EVENT
+    print(
+        f"lab analysis peak RSS above the base at the longest run: {per_event:.0f} B per trace event "
+        f"(target {LAB_BYTES_PER_EVENT}): " + ("PASS" if met else "FAIL")
+    )
+    return 0 if met else 1
+
+
+#: Commits before the WAL reaches its steady size (it wraps after the first checkpoint, at
+#: 1000 pages): fdatasync then no longer grows the file, and ext4 commits no journal for it.
+STEADY_FROM = 2_000
+
+
+def steady_state(run_dir: Path) -> dict[str, float]:
+    """Per-commit means of the run's commits after the first STEADY_FROM."""
+    import polars as pl
+
+    commits = pl.read_parquet(run_dir / "commits.parquet").filter(pl.col("index") >= STEADY_FROM)
+    return {name: float(commits[name].mean() or 0.0) for name in DRIFT_FIGURES if name in commits.columns}
+
+
+def verdict(figures: dict[int, dict[str, tuple[float, int]]]) -> int:
+    largest = max(figures)
+    ratio = figures[largest]["blkparse -o"][0] / figures[largest]["sqlwa parse -o"][0]
+    met_speed = largest >= 10**7 and ratio >= TARGET_RATIO
+    print(
+        f"\nsqlwa parse -o vs blkparse -o at {largest:,} events: {ratio:.1f}x the rate (target {TARGET_RATIO:.0f}x at 10^7): "
+        + ("PASS" if met_speed else "FAIL")
+    )
+    base = figures.get(10**6)
+    met_rss = True
+    if base is not None:
+        for events, cells in sorted(figures.items()):
+            if events > 10**6:
+                growth = cells["sqlwa parse -o"][1] / base["sqlwa parse -o"][1]
+                met_rss &= growth <= RSS_GROWTH_LIMIT
+                print(
+                    f"peak RSS at {events:,} events: {growth:.2f}x the 10^6-event figure "
+                    f"(bounded: at most {RSS_GROWTH_LIMIT}x): " + ("PASS" if growth <= RSS_GROWTH_LIMIT else "FAIL")
+                )
+    return 0 if met_speed and met_rss else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+//! Traces straight to a Parquet file of the event table ([`crate::arrow::schema`]), written
+//! row group by row group as the rows are decoded: a blktrace binary trace of any length
+//! is parsed in the memory of a few row groups. Text traces are read whole first (they are
+//! the lab's own and a phone's ftrace, far smaller), then written the same way.
+//!
+//! Each row group's columns are encoded on all cores while the next row group is decoded.
+//! The dictionary columns (kind, comm, action, operation, rwbs, name) are dictionary
+//! encoded, the rest plain; all compressed with zstd. Column statistics (min/max, which
+//! readers use to skip row groups, e.g. by time) are kept for the numeric columns: for the
+//! dictionary and text columns the writer works them out row by row, which doubled the
+//! write time.
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
+
+use crate::binary;
+use crate::{detect, EventTable, Format, ParseError, ParseReport};
+
+/// How the file is written; [`Default`] is what `sqlwa parse -o` uses.
+#[derive(Clone, Copy, Debug)]
+pub struct ParquetOptions {
+    /// Rows per row group (binary traces: about as many, in whole batches of the merge),
+    /// which sets the memory a parse holds: a few row groups.
+    pub row_group_rows: usize,
+    /// Threads decoding and encoding each row group (0: the available cores).
+    pub threads: usize,
+}
+
+/// Rows per row group unless asked otherwise: Polars' own default, and a parse of any
+/// length then peaks at about 200 MB here.
+pub const ROW_GROUP_ROWS: usize = 1 << 18;
+
+impl Default for ParquetOptions {
+    fn default() -> Self {
+        ParquetOptions {
+            row_group_rows: ROW_GROUP_ROWS,
+            threads: 0,
+        }
+    }
+}
+
+/// The columns dictionary encoded and kept without statistics.
+const DICTIONARY_COLUMNS: [&str; 6] = ["kind", "comm", "action", "operation", "rwbs", "name"];
+
+/// Parses the traces as [`crate::parse_paths`] does and writes the event table to `out`,
+/// created or truncated; on an error the partial file is removed. Returns the report, with
+/// the counts of every row written.
+pub fn parse_to_parquet(
+    paths: &[PathBuf],
+    format: Format,
+    lenient: bool,
+    out: &Path,
+    options: ParquetOptions,
+) -> Result<ParseReport, ParseError> {
+    let written = write((paths, format, lenient), out, options);
+    if written.is_err() {
+        let _ = std::fs::remove_file(out);
+    }
+    written
+}
+
+fn write(
+    (paths, format, lenient): (&[PathBuf], Format, bool),
+    out: &Path,
+    options: ParquetOptions,
+) -> Result<ParseReport, ParseError> {
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let file = File::create(out).map_err(|e| ParseError::io(out, e))?;
+    let writer = ArrowWriter::try_new(file, crate::arrow::schema(), Some(properties()))
+        .map_err(|e| parquet_error(out, e))?;
+    // The same file and properties (the Arrow schema in the footer, which gives readers
+    // the dictionary types back), its columns then encoded in parallel.
+    let (writer, columns) = writer
+        .into_serialized_writer()
+        .map_err(|e| parquet_error(out, e))?;
+    let mut report = ParseReport::default();
+    let mut counts = ParseReport::default();
+    let (batches, queue) = crossbeam_channel::bounded::<RecordBatch>(1);
+    let parsed = std::thread::scope(|s| {
+        let encoder = s.spawn(move || {
+            encode(writer, &columns, queue, threads).map_err(|e| parquet_error(out, e))
+        });
+        let mut write_table = |table: EventTable| -> Result<(), ParseError> {
+            counts.add_counts(&table);
+            let batch = crate::arrow::to_record_batch(table)
+                .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
+            // Text tables come whole: cut into row groups (slices share the columns).
+            for start in (0..batch.num_rows()).step_by(options.row_group_rows.max(1)) {
+                let rows = options.row_group_rows.min(batch.num_rows() - start);
+                // Fails only once the encoder has stopped, whose error is the answer.
+                batches
+                    .send(batch.slice(start, rows))
+                    .map_err(|_| ParseError::Usage("the Parquet encoder stopped".into()))?;
+            }
+            Ok(())
+        };
+        let read = read_all(
+            paths,
+            (format, lenient),
+            (options.row_group_rows, threads),
+            &mut report,
+            &mut write_table,
+        );
+        drop(batches);
+        let encoded = encoder.join().expect("Parquet encoder panicked");
+        // The encoder's error explains a read stopped by it.
+        encoded.and(read)
+    });
+    parsed?;
+    report.take_counts(counts);
+    Ok(report)
+}
+
+fn properties() -> WriterProperties {
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::Chunk);
+    for column in DICTIONARY_COLUMNS.into_iter().chain(["text"]) {
+        props = props
+            .set_column_dictionary_enabled(column.into(), column != "text")
+            .set_column_statistics_enabled(column.into(), EnabledStatistics::None);
+    }
+    props.build()
+}
+
+/// Hands every row of the traces to `sink`: binary traces in chunks of about a row group,
+/// text traces as one table.
+fn read_all(
+    paths: &[PathBuf],
+    (format, lenient): (Format, bool),
+    (row_group_rows, threads): (usize, usize),
+    report: &mut ParseReport,
+    sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    let Some(files) = all_binary(paths, format)? else {
+        let (table, parsed) = crate::parse_paths(paths, format, lenient)?;
+        *report = parsed;
+        return sink(table);
+    };
+    report.files = files
+        .iter()
+        .map(|p| (p.display().to_string(), Format::Blktrace.name().to_string()))
+        .collect();
+    binary::read_in_chunks(&files, lenient, report, (row_group_rows, threads), sink)
+}
+
+/// Writes each batch as a row group as they come, its columns encoded on `threads`
+/// threads, then the file's footer.
+fn encode(
+    mut writer: SerializedFileWriter<File>,
+    columns: &ArrowRowGroupWriterFactory,
+    queue: crossbeam_channel::Receiver<RecordBatch>,
+    threads: usize,
+) -> Result<(), ParquetError> {
+    for (index, batch) in queue.into_iter().enumerate() {
+        let mut row_group = writer.next_row_group()?;
+        for chunk in encode_columns(&batch, columns.create_column_writers(index)?, threads)? {
+            chunk.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+    }
+    writer.close()?;
+    Ok(())
+}
+
+/// The batch's columns encoded, in schema order: column k on thread k mod `threads`.
+fn encode_columns(
+    batch: &RecordBatch,
+    writers: Vec<ArrowColumnWriter>,
+    threads: usize,
+) -> Result<Vec<ArrowColumnChunk>, ParquetError> {
+    let schema: SchemaRef = batch.schema();
+    // Every column of this schema is one leaf (no nesting): writer k is column k's.
+    let mut shares: Vec<Vec<(usize, ArrowColumnWriter)>> =
+        (0..threads).map(|_| Vec::new()).collect();
+    for (k, writer) in writers.into_iter().enumerate() {
+        shares[k % threads].push((k, writer));
+    }
+    let encoded: Vec<Result<Vec<(usize, ArrowColumnChunk)>, ParquetError>> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = shares
+                .into_iter()
+                .map(|share| {
+                    let schema = Arc::clone(&schema);
+                    s.spawn(move || {
+                        share
+                            .into_iter()
+                            .map(|(k, mut writer)| {
+                                for leaf in compute_leaves(schema.field(k), batch.column(k))? {
+                                    writer.write(&leaf)?;
+                                }
+                                Ok((k, writer.close()?))
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("column encoder panicked"))
+                .collect()
+        });
+    let mut chunks = Vec::with_capacity(schema.fields().len());
+    for share in encoded {
+        chunks.extend(share?);
+    }
+    chunks.sort_unstable_by_key(|&(k, _)| k);
+    Ok(chunks.into_iter().map(|(_, chunk)| chunk).collect())
+}
+
+/// The expanded per-CPU files when every input is blktrace binary (the streamed case);
+/// `None` when any is text.
+fn all_binary(paths: &[PathBuf], format: Format) -> Result<Option<Vec<PathBuf>>, ParseError> {
+    if paths.is_empty() {
+        return Err(ParseError::Usage("no trace files given".into()));
+    }
+    let files = binary::expand_paths(paths)?;
+    for path in &files {
+        let fmt = if format == Format::Auto {
+            detect(path)?
+        } else {
+            format
+        };
+        if fmt != Format::Blktrace {
+            return Ok(None);
+        }
+    }
+    Ok(Some(files))
+}
+
+/// A failed write as the I/O error it is (a full disk names the file and ENOSPC), else
+/// the Parquet library's message.
+fn parquet_error(out: &Path, e: ParquetError) -> ParseError {
+    match e {
+        ParquetError::External(inner) => match inner.downcast::<std::io::Error>() {
+            Ok(io) => ParseError::io(out, *io),
+            Err(other) => ParseError::Usage(format!("writing {}: {other}", out.display())),
+        },
+        other => ParseError::Usage(format!("writing {}: {other}", out.display())),
+    }
+}
