@@ -126,7 +126,7 @@ def file_of_writes(writes: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
 
 
 #: Writes matched against the ownership spans at a time (bounds the matches held at once).
-WRITES_PER_MATCH = 4096
+WRITES_PER_MATCH = 1024
 
 
 def nearest_owner(located: pl.DataFrame, owners: pl.DataFrame) -> pl.DataFrame:
@@ -192,16 +192,21 @@ def with_submitter(writes: pl.DataFrame, events: pl.DataFrame, dev: tuple[int, i
     """``submitter_pid`` / ``submitter``: who queued the request's first bio (the latest
     Q event on the same sector before the issue); the issuing thread when not traced."""
     major, minor = dev
-    queued = events.filter(
-        (pl.col("kind") == "block")
-        & (pl.col("action") == "Q")
-        & (pl.col("dev_major") == major)
-        & (pl.col("dev_minor") == minor)
-    ).select(
-        pl.col("time_ns").alias("q_ns"),
-        "sector",
-        pl.col("pid").alias("q_pid"),
-        pl.col("comm").cast(pl.String).alias("q_comm"),
+    queued = (
+        events.lazy()
+        .filter(
+            (pl.col("kind") == "block")
+            & (pl.col("action") == "Q")
+            & (pl.col("dev_major") == major)
+            & (pl.col("dev_minor") == minor)
+        )
+        .select(
+            pl.col("time_ns").alias("q_ns"),
+            "sector",
+            pl.col("pid").alias("q_pid"),
+            pl.col("comm").cast(pl.String).alias("q_comm"),
+        )
+        .collect()
     )
     joined = writes.sort("time_ns").join_asof(
         queued.sort("q_ns"),
@@ -267,8 +272,9 @@ def attribute(
     (dm-delay, which records none for the bios it delays).
     ``files_by_sync``: the files cannot all be mapped (eCryptfs): a write no extents
     marker owns may be the file the SQL thread was syncing (:mod:`sqlwa.analysis.syncowner`)."""
-    writes = windows.block_issues(events, dev).filter(pl.col("operation") == "write")
-    writes = writes.select("time_ns", "pid", "comm", "sector", "sectors", "bytes", "meta", "preflush", "fua")
+    kept = ["time_ns", "pid", "comm", "sector", "sectors", "bytes", "meta", "preflush", "fua"]
+    writes = windows.block_issues(events, dev, [*kept, "operation"]).filter(pl.col("operation") == "write")
+    writes = writes.select(kept)
     writes = writes.sort("time_ns").with_row_index("row")
     if mapped_offset is not None:  # extents and layout are in the filesystem's (the dm device's) sectors
         writes = remap.by_table_offset(writes, mapped_offset)

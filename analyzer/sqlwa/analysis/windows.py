@@ -24,9 +24,13 @@ def marker_field(key: str) -> pl.Expr:
 
 
 def markers(events: pl.DataFrame) -> pl.DataFrame:
-    """The sqlwa marker rows: time, event word and raw text."""
-    return events.filter(pl.col("kind") == "marker").select(
-        "time_ns", pl.col("name").cast(pl.String).alias("event"), "text"
+    """The sqlwa marker rows: time, event word and raw text. (Lazy, so that only these
+    three columns of the marker rows are gathered: an eager filter copies all thirty.)"""
+    return (
+        events.lazy()
+        .filter(pl.col("kind") == "marker")
+        .select("time_ns", pl.col("name").cast(pl.String).alias("event"), "text")
+        .collect()
     )
 
 
@@ -62,15 +66,21 @@ def assign_windows(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def block_issues(events: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
-    """Requests issued to the device (action D), the point the device sees them."""
+def block_issues(events: pl.DataFrame, dev: tuple[int, int], columns: list[str] | None = None) -> pl.DataFrame:
+    """Requests issued to the device (action D), the point the device sees them: every
+    column, or only ``columns`` (gathered alone, which saves copying the other ones)."""
     major, minor = dev
-    return events.filter(
+    issued = events.lazy().filter(
         (pl.col("kind") == "block")
         & (pl.col("action") == "D")
         & (pl.col("dev_major") == major)
         & (pl.col("dev_minor") == minor)
     )
+    return (issued if columns is None else issued.select(columns)).collect()
+
+
+#: What the block tallies read of a request.
+TALLIED = ["time_ns", "operation", "bytes", "fua", "preflush"]
 
 
 def block_tallies() -> list[pl.Expr]:
@@ -89,8 +99,13 @@ def block_tallies() -> list[pl.Expr]:
 
 
 def syscall_entries(events: pl.DataFrame, tid: int | None) -> pl.DataFrame:
-    return events.filter((pl.col("kind") == "syscall_enter") & (pl.col("pid") == tid)).with_columns(
-        pl.col("name").cast(pl.String)
+    """The SQL thread's syscalls: time, name and count argument (``aux``), the columns the
+    tallies read (gathered alone, not the rows' raw argument text)."""
+    return (
+        events.lazy()
+        .filter((pl.col("kind") == "syscall_enter") & (pl.col("pid") == tid))
+        .select("time_ns", pl.col("name").cast(pl.String), "aux")
+        .collect()
     )
 
 
@@ -121,7 +136,7 @@ def tally_by_commit(rows: pl.DataFrame, windows: pl.DataFrame, tallies: list[pl.
 
 
 def block_per_commit(events: pl.DataFrame, windows: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
-    return per_window(block_issues(events, dev), windows, block_tallies(), BLOCK_COMMIT_COLUMNS)
+    return per_window(block_issues(events, dev, TALLIED), windows, block_tallies(), BLOCK_COMMIT_COLUMNS)
 
 
 def syscalls_per_commit(events: pl.DataFrame, windows: pl.DataFrame, tid: int | None) -> pl.DataFrame:
@@ -135,7 +150,7 @@ def amortized_write_bytes(events: pl.DataFrame, windows: pl.DataFrame, dev: tupl
     if measured.height == 0:
         return {"write_bytes": 0, "write_requests": 0, "flush_requests": 0, "commits": 0}
     first = measured["win_start_ns"].min()
-    issued = block_issues(events, dev).filter(pl.col("time_ns") >= first)
+    issued = block_issues(events, dev, TALLIED).filter(pl.col("time_ns") >= first)
     totals = issued.select(block_tallies()).row(0, named=True)
     return {
         "write_bytes": int(totals["write_bytes"] or 0),
