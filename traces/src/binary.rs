@@ -645,16 +645,14 @@ fn decode_with<R>(
     Ok(fed)
 }
 
-/// Rows per chunk of [`read_in_chunks`] unless asked otherwise: a Parquet row group's worth.
-pub const CHUNK_ROWS: usize = 1 << 20;
-
 /// Reads and merges the given per-CPU files (already expanded) as [`read`] does, but hands
 /// the rows on to `sink` in tables of about `chunk_rows` rows each (whole batches), in row
 /// order, so that memory holds a few chunks whatever the trace's length. The merge runs on
 /// its own thread, a chunk ahead; the calling thread decodes each chunk (on `threads`
 /// threads) and calls `sink`. Process names are read first, in a pass of their own, since
 /// a name may come after its pid's first rows. The first error, the merge's or the sink's,
-/// is the answer. The report's counts are left to the sink (it sees every row once).
+/// is the answer. The report ends as [`read`]'s does once counted: its counts are those of
+/// every row handed on.
 pub fn read_in_chunks(
     paths: &[PathBuf],
     lenient: bool,
@@ -671,7 +669,7 @@ pub fn read_in_chunks(
         .expect("names are set once");
     let lookup = RwbsLookup::new();
     let (chunks, chunk_queue) = crossbeam_channel::bounded::<Chunk>(1);
-    std::thread::scope(|s| {
+    let counts = std::thread::scope(|s| {
         let merge = s.spawn(|| {
             let mut rwbs_values = Dictionary::default();
             rwbs_values.intern(b"");
@@ -704,10 +702,16 @@ pub fn read_in_chunks(
             planned.map(drop)
         });
         let mut sunk = Ok(());
+        // The merging thread holds the report; the rows are counted here, then added.
+        let mut counts = ParseReport::default();
         for chunk in chunk_queue.iter() {
             let decoded_to = last_runs(&chunk, inputs.len());
-            sunk = decode_chunk(chunk, (&inputs, &lookup, &names), &comms, threads)
-                .and_then(&mut *sink);
+            sunk = decode_chunk(chunk, (&inputs, &lookup, &names), &comms, threads).and_then(
+                |table| {
+                    counts.add_counts(&table);
+                    sink(table)
+                },
+            );
             if sunk.is_err() {
                 break;
             }
@@ -718,8 +722,10 @@ pub fn read_in_chunks(
         }
         drop(chunk_queue);
         let merged = merge.join().expect("merging thread panicked");
-        sunk.and(merged)
-    })
+        sunk.and(merged).map(|()| counts)
+    })?;
+    report.take_counts(counts);
+    Ok(())
 }
 
 /// Whole batches of the merge order, about a chunk's worth of rows, with the RWBS strings

@@ -53,9 +53,10 @@ impl Default for ParquetOptions {
 /// The columns dictionary encoded and kept without statistics.
 const DICTIONARY_COLUMNS: [&str; 6] = ["kind", "comm", "action", "operation", "rwbs", "name"];
 
-/// Parses the traces as [`crate::parse_paths`] does and writes the event table to `out`,
-/// created or truncated; on an error the partial file is removed. Returns the report, with
-/// the counts of every row written.
+/// Parses the traces as [`crate::parse_paths`] does and writes the event table to `out`.
+/// The file is written beside `out` under a temporary name and renamed onto it once whole,
+/// so a failed parse leaves `out` as it was (a file already there is not lost) and no
+/// partial file behind. Returns the report, with the counts of every row written.
 pub fn parse_to_parquet(
     paths: &[PathBuf],
     format: Format,
@@ -63,15 +64,32 @@ pub fn parse_to_parquet(
     out: &Path,
     options: ParquetOptions,
 ) -> Result<ParseReport, ParseError> {
-    let written = write((paths, format, lenient), out, options);
-    if written.is_err() {
-        let _ = std::fs::remove_file(out);
-    }
-    written
+    let dir = match out.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    // Dropped (removed) on every early return below.
+    let partial = tempfile::Builder::new()
+        .prefix(".sqlwa-parse-")
+        .suffix(".parquet.partial")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)
+        .map_err(|e| ParseError::io(out, e))?;
+    let file = partial
+        .as_file()
+        .try_clone()
+        .map_err(|e| ParseError::io(out, e))?;
+    let report = write((paths, format, lenient), file, out, options)?;
+    partial
+        .persist(out)
+        .map_err(|e| ParseError::io(out, e.error))?;
+    Ok(report)
 }
 
+/// Writes the table into `file`; errors name `out`, the file the user asked for.
 fn write(
     (paths, format, lenient): (&[PathBuf], Format, bool),
+    file: File,
     out: &Path,
     options: ParquetOptions,
 ) -> Result<ParseReport, ParseError> {
@@ -79,7 +97,6 @@ fn write(
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let file = File::create(out).map_err(|e| ParseError::io(out, e))?;
     let writer = ArrowWriter::try_new(file, crate::arrow::schema(), Some(properties()))
         .map_err(|e| parquet_error(out, e))?;
     // The same file and properties (the Arrow schema in the footer, which gives readers
@@ -88,14 +105,12 @@ fn write(
         .into_serialized_writer()
         .map_err(|e| parquet_error(out, e))?;
     let mut report = ParseReport::default();
-    let mut counts = ParseReport::default();
     let (batches, queue) = crossbeam_channel::bounded::<RecordBatch>(1);
     let parsed = std::thread::scope(|s| {
         let encoder = s.spawn(move || {
             encode(writer, &columns, queue, threads).map_err(|e| parquet_error(out, e))
         });
         let mut write_table = |table: EventTable| -> Result<(), ParseError> {
-            counts.add_counts(&table);
             let batch = crate::arrow::to_record_batch(table)
                 .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
             // Text tables come whole: cut into row groups (slices share the columns).
@@ -121,7 +136,6 @@ fn write(
         encoded.and(read)
     });
     parsed?;
-    report.take_counts(counts);
     Ok(report)
 }
 

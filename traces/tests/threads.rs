@@ -158,7 +158,7 @@ fn any_thread_count_gives_the_same_table() {
 
 /// The streamed reader: chunks of any size (smaller than a batch, between, bigger than the
 /// trace), decoded on any number of threads, append to the table the whole read gives,
-/// with the same report and, once counted, the same counts.
+/// with the same report, counts included.
 #[test]
 fn chunks_of_any_size_append_to_the_whole_table() {
     let dir = Scratch::new("chunks");
@@ -168,7 +168,6 @@ fn chunks_of_any_size_append_to_the_whole_table() {
     for (chunk_rows, threads) in [(1_000, 1), (20_000, 2), (40_000, 3), (1 << 20, 2)] {
         let mut joined = EventTable::new();
         let mut report = ParseReport::default();
-        let mut counts = ParseReport::default();
         let mut sizes = Vec::new();
         read_in_chunks(
             &paths,
@@ -177,13 +176,11 @@ fn chunks_of_any_size_append_to_the_whole_table() {
             (chunk_rows, threads),
             &mut |chunk| {
                 sizes.push(chunk.len());
-                counts.add_counts(&chunk);
                 joined.append(&chunk);
                 Ok(())
             },
         )
         .unwrap();
-        report.take_counts(counts);
         assert_eq!(report, report_whole, "report, chunks of {chunk_rows}");
         assert!(sizes[..sizes.len() - 1].iter().all(|&n| n >= chunk_rows));
         // Whole batches of 16 Ki rows or more: the last chunk may take what is left.
@@ -266,7 +263,7 @@ fn a_failed_parquet_write_removes_the_file() {
     std::fs::write(&bad, [b'x'; 96]).unwrap();
     let out = dir.join("events.parquet");
     let err = parse_to_parquet(
-        &[bad],
+        std::slice::from_ref(&bad),
         blktrace_parse::Format::Blktrace,
         false,
         &out,
@@ -275,4 +272,21 @@ fn a_failed_parquet_write_removes_the_file() {
     .unwrap_err();
     assert!(err.to_string().contains("bad magic"), "{err}");
     assert!(!out.exists());
+    // A file already at the output stays as it was, and no partial file is left beside it.
+    std::fs::write(&out, b"an earlier table").unwrap();
+    parse_to_parquet(
+        &[bad],
+        blktrace_parse::Format::Blktrace,
+        false,
+        &out,
+        ParquetOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(std::fs::read(&out).unwrap(), b"an earlier table");
+    let mut left: Vec<_> = std::fs::read_dir(&*dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["bad.blktrace.0", "events.parquet"]);
 }
