@@ -105,6 +105,7 @@ def parse_to_parquet(
     if format not in traceparse.FORMATS:
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
     paths = traceformat.as_list(paths)
+    traceformat.refuse_overwriting_an_input(paths, output)
     if not traceformat.is_perfetto(paths, format):
         return traceformat.parse_to_parquet(paths, output, format=format, lenient=lenient)
     events, parse_report = traceparse.parse(paths, format=format, lenient=lenient)

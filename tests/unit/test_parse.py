@@ -276,3 +276,25 @@ def test_a_failed_streamed_parse_leaves_no_file_and_one_line(tmp_path):
     assert proc.returncode == 2 and "truncated record" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2 and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_an_output_naming_the_trace_is_refused_and_the_trace_kept(tmp_path):
+    trace = tmp_path / "trace.txt"
+    trace.write_bytes(FTRACE.read_bytes())
+    for command in (["-o", str(trace)], ["--commits", str(trace)]):
+        proc = sqlwa("parse", str(trace), *command, check=False)
+        assert proc.returncode == 2 and "would replace the capture" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    with pytest.raises(SqlwaError):
+        sqlwa_api.parse_to_parquet(trace, trace)
+    assert trace.read_bytes() == FTRACE.read_bytes()
+
+
+def test_a_failed_parse_keeps_the_file_already_at_the_output(tmp_path):
+    out = tmp_path / "events.parquet"
+    out.write_bytes(b"an earlier table")
+    bad = tmp_path / "bad.blktrace.0"
+    bad.write_bytes(blktrace_write_issue(1, 1_000) + b"\x00" * 20)
+    assert sqlwa("parse", str(bad), "-o", str(out), check=False).returncode == 2
+    assert out.read_bytes() == b"an earlier table"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.blktrace.0", "events.parquet"]

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sqlwa import _native
+from sqlwa.errors import UsageError
 
 
 def parse_to_parquet(
@@ -28,6 +29,21 @@ def parse_to_parquet(
     traces are read whole first. The file reads back with ``parse``'s columns and dtypes.
     On an error no file is left behind. (A Perfetto trace: ``parse``, then write it.)"""
     return _native.parse_trace_to_parquet([str(p) for p in as_list(paths)], str(output), format, lenient)
+
+
+def refuse_overwriting_an_input(paths: Iterable[str | os.PathLike], output: str | os.PathLike) -> None:
+    """A UsageError when ``output`` is one of the traces: writing the table there would
+    replace the capture it was read from."""
+    for path in paths:
+        try:
+            same = os.path.samefile(path, output)
+        except OSError:  # either does not exist (yet): not the same file
+            continue
+        if same:
+            raise UsageError(
+                f"the output {output} is the trace {path}: writing there would replace the capture",
+                "name another file for the event table",
+            )
 
 
 def as_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str | os.PathLike]:

@@ -81,11 +81,14 @@ def parse(
     otherwise the trace is analysed at the device level."""
     from rich.console import Console
 
+    from sqlwa.analysis import traceformat
     from sqlwa.views.terminal import wide_console
 
     for path in (output, commits_output):
         if path is not None and path.parent and not path.parent.exists():
             raise UsageError(f"output directory {path.parent} does not exist")
+        if path is not None:
+            traceformat.refuse_overwriting_an_input(traces, path)
     # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
     status = Console(stderr=True)
     events, report = parsed_events(traces, fmt, lenient, output, status)
