@@ -191,22 +191,11 @@ def flag_inside(rows: pl.DataFrame, intervals: pl.DataFrame, name: str) -> pl.Da
 def with_submitter(writes: pl.DataFrame, events: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
     """``submitter_pid`` / ``submitter``: who queued the request's first bio (the latest
     Q event on the same sector before the issue); the issuing thread when not traced."""
-    major, minor = dev
-    queued = (
-        events.lazy()
-        .filter(
-            (pl.col("kind") == "block")
-            & (pl.col("action") == "Q")
-            & (pl.col("dev_major") == major)
-            & (pl.col("dev_minor") == minor)
-        )
-        .select(
-            pl.col("time_ns").alias("q_ns"),
-            "sector",
-            pl.col("pid").alias("q_pid"),
-            pl.col("comm").cast(pl.String).alias("q_comm"),
-        )
-        .collect()
+    queued = windows.block_rows(events, dev, "Q", ["time_ns", "sector", "pid", "comm"]).select(
+        pl.col("time_ns").alias("q_ns"),
+        "sector",
+        pl.col("pid").alias("q_pid"),
+        pl.col("comm").cast(pl.String).alias("q_comm"),
     )
     joined = writes.sort("time_ns").join_asof(
         queued.sort("q_ns"),

@@ -68,15 +68,23 @@ def assign_windows(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 
 def block_issues(events: pl.DataFrame, dev: tuple[int, int], columns: list[str] | None = None) -> pl.DataFrame:
     """Requests issued to the device (action D), the point the device sees them: every
-    column, or only ``columns`` (gathered alone, which saves copying the other ones)."""
+    column, or only ``columns``."""
+    return block_rows(events, dev, "D", columns)
+
+
+def block_rows(
+    events: pl.DataFrame, dev: tuple[int, int], action: str, columns: list[str] | None = None
+) -> pl.DataFrame:
+    """The device's block events of one action: every column, or only ``columns``
+    (gathered alone: an eager filter would copy all thirty columns of the rows)."""
     major, minor = dev
-    issued = events.lazy().filter(
+    rows = events.lazy().filter(
         (pl.col("kind") == "block")
-        & (pl.col("action") == "D")
+        & (pl.col("action") == action)
         & (pl.col("dev_major") == major)
         & (pl.col("dev_minor") == minor)
     )
-    return (issued if columns is None else issued.select(columns)).collect()
+    return (rows if columns is None else rows.select(columns)).collect()
 
 
 #: What the block tallies read of a request.
