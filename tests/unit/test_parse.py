@@ -210,6 +210,33 @@ def test_cli_per_action_figures_equal_a_plain_tally_of_the_text():
     assert len(truth) == 7 and rows == truth
 
 
+def test_cli_per_operation_figures_equal_a_plain_tally_of_the_text():
+    # Independent truth, as above: events and sectors x 512 per operation, the operation
+    # read from blkparse's RWBS column by the letters the kernel prints (W, R, D, a
+    # leading F alone for a flush, N for none); a write with preflush and no data (the
+    # empty FWS of kernels 2.6.37-4.7) is the flush alone.
+    def operation(rwbs: str, sectors: str | None) -> str:
+        if rwbs.startswith("FW") and not int(sectors or 0):
+            return "flush"
+        for letter, name in (("W", "write"), ("R", "read"), ("D", "discard")):
+            if letter in rwbs:
+                return name
+        return "flush" if rwbs.startswith("F") else "none"
+
+    truth: dict[str, list[int]] = {}
+    for line in NVME.read_text().splitlines():
+        if m := BLKPARSE_EVENT.match(line):
+            tally = truth.setdefault(operation(line.split()[6], m["sectors"]), [0, 0])
+            tally[0] += 1
+            tally[1] += int(m["sectors"] or 0) * 512
+    printed = sqlwa("parse", str(NVME)).stdout.split("per operation")[1]
+    rows = {
+        m["key"]: [int(m["events"].replace(",", "")), int(m["bytes"].replace(",", ""))]
+        for m in PRINTED_ROW.finditer(printed)
+    }
+    assert set(truth) == {"write", "flush", "none"} and rows == truth
+
+
 def test_parse_shows_progress_only_on_a_terminal(tmp_path):
     # Piped (as here), stderr stays clean for scripts; on a terminal a spinner says what
     # is being parsed and written.
