@@ -29,6 +29,8 @@ import pytest
 
 from helpers import DIRECTORY_SYNCS, VFS_SYNCS, sqlwa, sqlwa_as_nobody
 from sqlwa.results import store
+from sqlwa.vm import machine
+from sqlwa.vm.kernel import cache_dir as kernel_cache_dir
 from trace_truth import strace_per_commit, tally_block_per_commit
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
@@ -252,6 +254,36 @@ def test_guest_syscalls_per_commit_equal_strace_in_the_guest(tmp_path, journal):
     for column in ("fsync_calls", "pwrite_calls", "pwrite_bytes"):
         for index, count in zip(commits["index"], commits[column]):
             assert count == truth[index][column], (column, index)
+
+
+@pytest.mark.parametrize("command", ["run", "crash"])
+def test_a_relative_out_is_made_in_the_working_directory(tmp_path, command):
+    """``--out rel`` names a directory in the user's working directory, as on the host:
+    the guest (whose init and qemu run elsewhere) writes the trace there and the host
+    analyses it."""
+    args = [command, "--vm", "--fs", "ext4", "--image-size", "64M", "-j", "wal", "--sync", "full", "-n", "3"]
+    args += ["--samples", "1"] if command == "crash" else []
+    proc = subprocess.run(
+        [sys.executable, "-m", "sqlwa", *args, "--out", "rel"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "rel"
+    assert (out / "trace.txt").stat().st_size > 0
+    assert summary_of(out)["commits"] == 3
+
+
+def test_a_kvm_that_could_not_boot_the_guest_is_remembered(guest_runs):
+    """Where KVM could not boot the guest (this lab machine's PVM KVM), the run says why
+    and the verdict is in the cache, so the next guest boots under TCG at once."""
+    vm = summary_of(guest_runs["ext4", "wal"])["config"]["vm"]
+    if vm["accelerator"] == "kvm" or vm["accelerator_note"] is None:
+        pytest.skip("KVM booted the guest here, or /dev/kvm cannot be opened: nothing to remember")
+    verdicts = json.loads((kernel_cache_dir() / machine.KVM_VERDICTS_FILE).read_text())
+    assert vm["accelerator_note"] in verdicts.values()
 
 
 @pytest.mark.parametrize("command", ["run", "matrix"])

@@ -4,8 +4,10 @@ capture (:mod:`sqlwa.vm.guest`) and powering off.
 
 Accelerator: KVM where ``/dev/kvm`` can be opened and boots the kernel, else TCG. Some
 hosts' KVM cannot boot a stock kernel (a PVM KVM, as on this project's lab machine,
-stops qemu at once with MSR errors); qemu is then started again under TCG and the
-reason recorded. Under TCG the guest runs several times slower, so its counts are exact
+stops qemu with MSR errors or leaves the guest silent); qemu is then started again under
+TCG and the reason recorded. A KVM guest boots in a second or two, so it gets
+:data:`KVM_BOOT_WAIT_S`, and the verdict is remembered in the cache (per host kernel,
+qemu and guest kernel): later runs on the same machine go straight to TCG. Under TCG the guest runs several times slower, so its counts are exact
 and its timings are not comparable with a host's: the run's ``config.vm`` says which.
 
 Nothing outlives the run: qemu dies with sqlwa (PR_SET_PDEATHSIG) and is killed on any
@@ -21,6 +23,7 @@ the next capture of a matrix.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -37,12 +40,14 @@ from sqlwa.lab import filesystem
 from sqlwa.lab.scratch import GUEST_CONTROL_TAG
 from sqlwa.measure.lab_capture import LabCapture
 from sqlwa.vm import guest, initramfs
-from sqlwa.vm.kernel import GuestKernel
+from sqlwa.vm.kernel import GuestKernel, cache_dir
 
 QEMU = "qemu-system-x86_64"
 QEMU_FIX = "install Debian's qemu-system-x86 (and busybox-static), then re-run"
 GUEST_MARK = "sqlwa-vm: "
 BOOT_WAIT_S = 120  # boot to init's "booted" line; ~3 s here under TCG, far more when loaded
+KVM_BOOT_WAIT_S = 30  # the same under KVM, which boots in a second or two
+KVM_VERDICTS_FILE = "kvm-verdicts.json"  # in the cache: KVM that could not boot a kernel here, and why
 QUIET_WAIT_S = 900  # the longest silence of a running guest (mkfs and fill print nothing)
 # From the guest's "stage teardown" to its result: its unmounts, dmsetup remove and losetup
 # -d take a second; each is bounded in the guest (filesystem.TEARDOWN_STEP_S), and this
@@ -103,8 +108,10 @@ class Guest:
     def __init__(
         self, kernel: GuestKernel, ctl: Path, share: Path, image_bytes: int, strace_to: Path | None = None
     ) -> None:
-        self.kernel, self.ctl, self.share = kernel, ctl, share
-        self.strace_to = strace_to  # strace the guest program into this file (in share)
+        # Absolute: the guest mounts the share at the host's path, and qemu and init do not
+        # run in the user's working directory.
+        self.kernel, self.ctl, self.share = kernel, ctl.resolve(), share.resolve()
+        self.strace_to = strace_to and strace_to.resolve()  # strace the guest program into this file (in share)
         self.memory_mb = BASE_MEMORY_MB + image_bytes // (1 << 20)
         self.image_bytes = image_bytes
         self.proc: subprocess.Popen[str] | None = None
@@ -122,15 +129,17 @@ class Guest:
         qemu = qemu_binary()
         image = initramfs.initramfs_for(self.kernel)
         write_control_files(self.ctl, self.kernel, self.share, self.image_bytes, self.strace_to)
-        note = None
-        for accelerator in accelerators():
+        host, offered = host_identity(qemu, self.kernel), accelerators()
+        note = remembered_kvm_failure(host) if "kvm" in offered else None
+        for accelerator in offered if note is None else ["tcg"]:
             argv = qemu_argv(qemu, accelerator, self.kernel, image, self.ctl, self.share, self.memory_mb)
-            failure = self._boot(argv)
+            failure = self._boot(argv, KVM_BOOT_WAIT_S if accelerator == "kvm" else BOOT_WAIT_S)
             if failure is None:
                 break
             if accelerator == "tcg":
                 raise LabError(f"the VM lab's guest did not start: {failure}", self.console_hint())
             note = f"KVM could not boot the guest ({failure}); ran under TCG"
+            remember_kvm_failure(host, note)
         self.facts = VmFacts(
             kernel=self.kernel.describe(),
             accelerator=accelerator,
@@ -151,12 +160,14 @@ class Guest:
         _system.stop_process(self.proc, 0)
         self.proc = None
 
-    def _boot(self, argv: list[str]) -> str | None:
+    def _boot(self, argv: list[str], wait_s: float) -> str | None:
         """Start qemu and wait for the guest program's ready line; None, or why not."""
         self.proc = _system.start_daemon(argv, self.ctl / "qemu.log")
-        for word, rest in self._guest_lines(Patience(BOOT_WAIT_S)):
+        self.console = []
+        booted = False
+        for word, rest in self._guest_lines(Patience(wait_s)):
             if word == "booted":
-                self.boot_s = float(rest)
+                self.boot_s, booted = float(rest), True
             elif word == "ready":
                 return None
             elif word == "init":
@@ -166,6 +177,8 @@ class Guest:
         self.proc = None
         if code not in (None, 0):
             return qemu_error(self.ctl) or f"qemu exited with status {code}"
+        if not booted and not any(line.strip() for line in self.console):
+            return f"the guest printed nothing in {wait_s:g} s"
         return f"the guest stopped before it was ready ({self.console_hint()})"
 
     def capture(self, request: dict, progress: Callable[[int, int], None] | None = None) -> LabCapture:
@@ -247,6 +260,42 @@ class Patience:
 
 def teardown_wait_s() -> float:
     return float(os.environ.get(TEARDOWN_WAIT_ENV) or TEARDOWN_WAIT_S)
+
+
+def host_identity(qemu: str, kernel: GuestKernel) -> str:
+    """What a KVM verdict holds for: this host's kernel, the qemu and the guest's kernel."""
+    return f"{os.uname().release} | {_system.tool_version(qemu)} | {kernel.source}"
+
+
+def kvm_verdicts() -> dict:
+    """The remembered KVM failures, host identity → note; none when unreadable."""
+    try:
+        verdicts = json.loads((cache_dir() / KVM_VERDICTS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return verdicts if isinstance(verdicts, dict) else {}
+
+
+def remembered_kvm_failure(host: str) -> str | None:
+    """Why KVM could not boot this guest on this host before, if it could not."""
+    note = kvm_verdicts().get(host)
+    return note if isinstance(note, str) else None
+
+
+def remember_kvm_failure(host: str, note: str) -> None:
+    """Keep the verdict for the next guest. Best effort: an unwritable cache costs the
+    next guest the KVM wait, nothing more. Written whole (a rename), so concurrent runs
+    never read half a file."""
+    verdicts = {**kvm_verdicts(), host: note}
+    path = cache_dir() / KVM_VERDICTS_FILE
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_text(json.dumps(verdicts, indent=1) + "\n")
+        staged.rename(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            staged.unlink(missing_ok=True)
 
 
 def accelerators() -> list[str]:
