@@ -36,9 +36,7 @@ from helpers import sqlwa
 from sqlwa.results import store
 from trace_truth import syncs_with_uncovered_writes
 
-# One worker runs the whole module (scripts/test: --dist loadgroup): its module fixture
-# boots ten guests, which every worker given one of its tests would boot again.
-pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.xdist_group("vm-crash")]
+pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
 COMMITS = 4
 IMAGE = "128M"
