@@ -53,7 +53,15 @@ impl Default for ParquetOptions {
 }
 
 /// The columns kept without statistics: Arrow's dictionary columns, and the text.
-const STRING_COLUMNS: [&str; 7] = ["kind", "comm", "action", "operation", "rwbs", "name", "text"];
+const STRING_COLUMNS: [&str; 7] = [
+    "kind",
+    "comm",
+    "action",
+    "operation",
+    "rwbs",
+    "name",
+    "text",
+];
 
 /// Parses the traces as [`crate::parse_paths`] does and writes the event table to `out`.
 /// The file is written beside `out` under a temporary name and renamed onto it once whole,
