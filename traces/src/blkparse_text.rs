@@ -8,8 +8,8 @@ use crate::report::ParseReport;
 use crate::rwbs::{parse_rwbs, sized_operation};
 use crate::table::{Action, Event, EventTable, RecordKind, RowWriter};
 use crate::text::{
-    for_each_segment, hand_on, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32,
-    parse_u64, reject_line, request_bytes, word_end, Cursor, Lines,
+    parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line,
+    request_bytes, word_end, Cursor, Lines, SegmentReader,
 };
 
 pub fn read(
@@ -18,8 +18,7 @@ pub fn read(
     table: &mut EventTable,
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
-    let mut file = FileReader::new(path, lenient);
-    for_each_segment(path, |lines| file.read(lines, table, report))
+    crate::text::read_whole(path, FileReader::new(path, lenient), table, report)
 }
 
 /// Reads `path` as [`read`] does into tables of about `rows` rows (whole segments of the
@@ -31,19 +30,7 @@ pub fn read_in_chunks(
     rows: usize,
     sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    let mut file = FileReader::new(path, lenient);
-    let mut table = EventTable::new();
-    for_each_segment(path, |lines| {
-        file.read(lines, &mut table, report)?;
-        match table.len() >= rows {
-            true => hand_on(&mut table, report, sink),
-            false => Ok(()),
-        }
-    })?;
-    match table.is_empty() {
-        true => Ok(()),
-        false => hand_on(&mut table, report, sink),
-    }
+    crate::text::read_in_chunks(path, FileReader::new(path, lenient), report, rows, sink)
 }
 
 /// What reading one file carries from one segment of its lines to the next.
@@ -61,8 +48,9 @@ impl<'p> FileReader<'p> {
             in_summary: false,
         }
     }
+}
 
-    /// One segment's lines into `table`.
+impl SegmentReader for FileReader<'_> {
     fn read(
         &mut self,
         lines: &mut Lines<'_>,

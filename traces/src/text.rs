@@ -153,8 +153,70 @@ fn for_each_read_segment(
     }
 }
 
+/// A text reader's state for one file, carried from one segment of its lines to the next.
+pub(crate) trait SegmentReader {
+    /// One segment's lines into `table`.
+    fn read(
+        &mut self,
+        lines: &mut Lines<'_>,
+        table: &mut EventTable,
+        report: &mut ParseReport,
+    ) -> Result<(), ParseError>;
+
+    /// `table` was handed on and starts again empty: forget what holds its dictionary codes.
+    fn new_table(&mut self) {}
+
+    /// The file is read: what it adds to the report beyond its rows.
+    fn finish(self, _report: &mut ParseReport)
+    where
+        Self: Sized,
+    {
+    }
+}
+
+/// Reads `path` with `reader` into `table`, whole.
+pub(crate) fn read_whole(
+    path: &Path,
+    mut reader: impl SegmentReader,
+    table: &mut EventTable,
+    report: &mut ParseReport,
+) -> Result<(), ParseError> {
+    let result = for_each_segment(path, |lines| reader.read(lines, table, report));
+    // Text rows have no sequence numbers and few errors: a reader may leave those columns
+    // untouched until here.
+    table.undefer_zero_columns();
+    reader.finish(report);
+    result
+}
+
+/// Reads `path` with `reader` into tables of about `rows` rows (whole segments of the
+/// file), each handed to `sink` as it fills, the counts of its rows added to `report`.
+pub(crate) fn read_in_chunks(
+    path: &Path,
+    mut reader: impl SegmentReader,
+    report: &mut ParseReport,
+    rows: usize,
+    sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    let mut table = EventTable::new();
+    let result = for_each_segment(path, |lines| {
+        reader.read(lines, &mut table, report)?;
+        if table.len() >= rows {
+            reader.new_table();
+            hand_on(&mut table, report, sink)?;
+        }
+        Ok(())
+    });
+    reader.finish(report);
+    result?;
+    match table.is_empty() {
+        true => Ok(()),
+        false => hand_on(&mut table, report, sink),
+    }
+}
+
 /// The rows read so far, finished, counted and given to `sink`; `table` starts again empty.
-pub(crate) fn hand_on(
+fn hand_on(
     table: &mut EventTable,
     report: &mut ParseReport,
     sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,

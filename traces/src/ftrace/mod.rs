@@ -29,7 +29,7 @@ use crate::error::{Location, ParseError};
 use crate::intern::Decoded;
 use crate::report::ParseReport;
 use crate::table::{Action, Event, EventTable, Operation, RecordKind, RowWriter};
-use crate::text::{for_each_segment, hand_on, reject_line, skip_blanks, word_end, Cursor, Lines};
+use crate::text::{reject_line, skip_blanks, word_end, Cursor, Lines, SegmentReader};
 use block::{fast_block, push_blk_tracer_line, push_block_tracepoint};
 use header::{fast_header, non_event_line, parse_header, perf_script_line, Header, Losses};
 use marker::push_marker;
@@ -43,12 +43,7 @@ pub fn read(
     table: &mut EventTable,
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
-    let mut file = FileReader::new(path, lenient);
-    let result = for_each_segment(path, |lines| file.read(lines, table, report));
-    // Text rows have no sequence numbers and few errors: those columns were left untouched.
-    table.undefer_zero_columns();
-    file.finish(report);
-    result
+    crate::text::read_whole(path, FileReader::new(path, lenient), table, report)
 }
 
 /// Reads `path` as [`read`] does into tables of about `rows` rows (whole segments of the
@@ -60,23 +55,7 @@ pub fn read_in_chunks(
     rows: usize,
     sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    let mut file = FileReader::new(path, lenient);
-    let mut table = EventTable::new();
-    let result = for_each_segment(path, |lines| {
-        file.read(lines, &mut table, report)?;
-        if table.len() >= rows {
-            // The fast path's memo holds the table's dictionary codes: a new table, a new memo.
-            file.fast = FastPath::default();
-            hand_on(&mut table, report, sink)?;
-        }
-        Ok(())
-    });
-    file.finish(report);
-    result?;
-    match table.is_empty() {
-        true => Ok(()),
-        false => hand_on(&mut table, report, sink),
-    }
+    crate::text::read_in_chunks(path, FileReader::new(path, lenient), report, rows, sink)
 }
 
 /// What reading one file carries from one segment of its lines to the next.
@@ -96,8 +75,9 @@ impl<'p> FileReader<'p> {
             counts: LineCounts::default(),
         }
     }
+}
 
-    /// One segment's lines into `table`.
+impl SegmentReader for FileReader<'_> {
     fn read(
         &mut self,
         lines: &mut Lines<'_>,
@@ -129,6 +109,11 @@ impl<'p> FileReader<'p> {
             }
         }
         Ok(())
+    }
+
+    /// The fast path's RWBS memo holds the table's dictionary codes.
+    fn new_table(&mut self) {
+        self.fast = FastPath::default();
     }
 
     /// The file's skipped lines and losses into `report`.
