@@ -99,9 +99,10 @@ def parse_to_parquet(
 ) -> dict:
     """Parse an external trace straight into the Parquet file ``output`` (what ``sqlwa
     parse TRACE -o FILE`` does) and return the parser's report; then explore it with
-    :func:`scan`. A blktrace capture of any length is parsed and written row group by row
-    group, in the memory of a few row groups (about 200 MB here), where :func:`parse`
-    holds the whole table; text and Perfetto traces are read whole first."""
+    :func:`scan`. A blktrace capture or a text trace (ftrace, blkparse) of any length is
+    parsed and written row group by row group, in the memory of a few row groups (about
+    200 MB here), where :func:`parse` holds the whole table; Perfetto traces are read
+    whole first. Blktrace and text files given together are also read whole."""
     if format not in traceparse.FORMATS:
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
     paths = traceformat.as_list(paths)

@@ -8,8 +8,8 @@ use crate::report::ParseReport;
 use crate::rwbs::{parse_rwbs, sized_operation};
 use crate::table::{Action, Event, EventTable, RecordKind, RowWriter};
 use crate::text::{
-    for_each_line, parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64,
-    reject_line, request_bytes, word_end, Cursor,
+    parse_body, parse_dev, parse_i64, parse_time_ns, parse_u32, parse_u64, reject_line,
+    request_bytes, word_end, Cursor, Lines, SegmentReader,
 };
 
 pub fn read(
@@ -18,33 +18,70 @@ pub fn read(
     table: &mut EventTable,
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
-    let mut in_summary = false;
-    let mut rows = table.writer();
-    for_each_line(path, |line_no, line| {
-        match classify(line, &mut in_summary) {
-            LineKind::Skip => {
-                report.skipped_lines += 1;
-                return Ok(());
-            }
-            LineKind::Event => {}
+    crate::text::read_whole(path, FileReader::new(path, lenient), table, report)
+}
+
+/// Reads `path` as [`read`] does into tables of about `rows` rows (whole segments of the
+/// file), each handed to `sink` as it fills, the counts of its rows added to `report`.
+pub fn read_in_chunks(
+    path: &Path,
+    lenient: bool,
+    report: &mut ParseReport,
+    rows: usize,
+    sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    crate::text::read_in_chunks(path, FileReader::new(path, lenient), report, rows, sink)
+}
+
+/// What reading one file carries from one segment of its lines to the next.
+struct FileReader<'p> {
+    path: &'p Path,
+    lenient: bool,
+    in_summary: bool,
+}
+
+impl<'p> FileReader<'p> {
+    fn new(path: &'p Path, lenient: bool) -> Self {
+        FileReader {
+            path,
+            lenient,
+            in_summary: false,
         }
-        match parse_event_line(line, &mut rows) {
-            Ok(()) => Ok(()),
-            Err(_) if in_summary => {
-                report.skipped_lines += 1;
-                Ok(())
+    }
+}
+
+impl SegmentReader for FileReader<'_> {
+    fn read(
+        &mut self,
+        lines: &mut Lines<'_>,
+        table: &mut EventTable,
+        report: &mut ParseReport,
+    ) -> Result<(), ParseError> {
+        let mut rows = table.writer();
+        for (line_no, line) in lines {
+            match classify(line, &mut self.in_summary) {
+                LineKind::Skip => {
+                    report.skipped_lines += 1;
+                    continue;
+                }
+                LineKind::Event => {}
             }
-            Err(reason) => reject_line(
-                path,
-                line_no,
-                line,
-                "a blkparse event line",
-                reason,
-                lenient,
-                report,
-            ),
+            match parse_event_line(line, &mut rows) {
+                Ok(()) => {}
+                Err(_) if self.in_summary => report.skipped_lines += 1,
+                Err(reason) => reject_line(
+                    self.path,
+                    line_no,
+                    line,
+                    "a blkparse event line",
+                    reason,
+                    self.lenient,
+                    report,
+                )?,
+            }
         }
-    })
+        Ok(())
+    }
 }
 
 enum LineKind {

@@ -1,7 +1,6 @@
 //! Traces straight to a Parquet file of the event table ([`crate::arrow::schema`]), written
-//! row group by row group as the rows are decoded: a blktrace binary trace of any length
-//! is parsed in the memory of a few row groups. Text traces are read whole first (they are
-//! the lab's own and a phone's ftrace, far smaller), then written the same way.
+//! row group by row group as the rows are decoded: a trace of any length, blktrace binary
+//! or text (ftrace, blkparse), is parsed in the memory of a few row groups.
 //!
 //! Each row group's columns are encoded on all cores while the next row group is decoded.
 //! Every column is written plain and compressed with zstd, the Arrow dictionary columns
@@ -26,7 +25,7 @@ use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 
-use crate::binary;
+use crate::{binary, blkparse_text, ftrace};
 use crate::{detect, EventTable, Format, ParseError, ParseReport};
 
 /// How the file is written; [`Default`] is what `sqlwa parse -o` uses.
@@ -123,7 +122,8 @@ fn write(
         let mut write_table = |table: EventTable| -> Result<(), ParseError> {
             let batch = crate::arrow::to_record_batch(table)
                 .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
-            // Text tables come whole: cut into row groups (slices share the columns).
+            // A trace of binary and text files comes whole: cut into row groups (slices
+            // share the columns); a text chunk can also run past a row group by a segment.
             for start in (0..batch.num_rows()).step_by(options.row_group_rows.max(1)) {
                 let rows = options.row_group_rows.min(batch.num_rows() - start);
                 // Fails only once the encoder has stopped, whose error is the answer.
@@ -160,8 +160,10 @@ fn properties() -> WriterProperties {
     props.build()
 }
 
-/// Hands every row of the traces to `sink`: binary traces in chunks of about a row group,
-/// text traces as one table.
+/// Hands every row of the traces to `sink` in tables of about a row group: binary traces
+/// merged, text files one after another in the order given. Binary and text files given
+/// together are parsed whole first (the in-memory read's order: text rows, then the merged
+/// binary ones).
 fn read_all(
     paths: &[PathBuf],
     (format, lenient): (Format, bool),
@@ -169,18 +171,32 @@ fn read_all(
     report: &mut ParseReport,
     sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    let Some(files) = all_binary(paths, format)? else {
+    let files = formats_of(paths, format)?;
+    report.files = files
+        .iter()
+        .map(|(p, f)| (p.display().to_string(), f.name().to_string()))
+        .collect();
+    let binary: Vec<PathBuf> = files
+        .iter()
+        .filter(|(_, f)| *f == Format::Blktrace)
+        .map(|(p, _)| p.clone())
+        .collect();
+    if binary.len() == files.len() {
+        return binary::read_in_chunks(&binary, lenient, report, (row_group_rows, threads), sink);
+    }
+    if !binary.is_empty() {
         let (table, parsed) = crate::parse_paths(paths, format, lenient)?;
         *report = parsed;
         return sink(table);
-    };
-    report.files = files
-        .iter()
-        .map(|p| (p.display().to_string(), Format::Blktrace.name().to_string()))
-        .collect();
-    binary::read_in_chunks(&files, lenient, report, (row_group_rows, threads), sink)
+    }
+    for (path, fmt) in &files {
+        match fmt {
+            Format::Ftrace => ftrace::read_in_chunks(path, lenient, report, row_group_rows, sink)?,
+            _ => blkparse_text::read_in_chunks(path, lenient, report, row_group_rows, sink)?,
+        }
+    }
+    Ok(())
 }
-
 /// Writes each batch as a row group as they come, its columns encoded on `threads`
 /// threads, then the file's footer.
 fn encode(
@@ -245,24 +261,21 @@ fn encode_columns(
     Ok(chunks.into_iter().map(|(_, chunk)| chunk).collect())
 }
 
-/// The expanded per-CPU files when every input is blktrace binary (the streamed case);
-/// `None` when any is text.
-fn all_binary(paths: &[PathBuf], format: Format) -> Result<Option<Vec<PathBuf>>, ParseError> {
+/// Every file to read (binary base names expanded to their per-CPU files) with its format.
+fn formats_of(paths: &[PathBuf], format: Format) -> Result<Vec<(PathBuf, Format)>, ParseError> {
     if paths.is_empty() {
         return Err(ParseError::Usage("no trace files given".into()));
     }
-    let files = binary::expand_paths(paths)?;
-    for path in &files {
-        let fmt = if format == Format::Auto {
-            detect(path)?
-        } else {
-            format
-        };
-        if fmt != Format::Blktrace {
-            return Ok(None);
-        }
-    }
-    Ok(Some(files))
+    binary::expand_paths(paths)?
+        .into_iter()
+        .map(|path| {
+            let fmt = match format {
+                Format::Auto => detect(&path)?,
+                given => given,
+            };
+            Ok((path, fmt))
+        })
+        .collect()
 }
 
 /// A failed write as the I/O error it is (a full disk names the file and ENOSPC), else

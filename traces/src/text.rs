@@ -6,46 +6,86 @@ use std::path::Path;
 use crate::error::{Location, ParseError};
 use crate::input::map_file;
 use crate::report::ParseReport;
+use crate::table::EventTable;
 use crate::table::MAX_TIME_NS;
-
-const CHUNK: usize = 8 << 20;
 
 /// Calls `f(line_number, line)` for every line (without its newline) of `path`, never
 /// holding the whole file: a regular file is mapped and its pages dropped behind the reader
 /// (no copy of the page cache), anything else (a pipe, a tracefs file) read in chunks.
 pub fn for_each_line(
     path: &Path,
-    f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    for_each_segment(path, |lines| {
+        lines.try_for_each(|(line_no, line)| f(line_no, line))
+    })
+}
+
+/// Calls `f` with the lines of `path` a segment at a time (a few MB of whole lines, in
+/// order), so that a reader can hand on what it made of each segment before the next is
+/// read. Memory as [`for_each_line`]: the mapped pages of earlier segments are dropped.
+pub fn for_each_segment(
+    path: &Path,
+    f: impl FnMut(&mut Lines<'_>) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
     let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
     match map_file(&file) {
-        Some(map) => for_each_mapped_line(&map, RELEASE, f),
-        None => for_each_read_line(path, file, f),
+        Some(map) => for_each_mapped_segment(&map, SEGMENT, f),
+        None => for_each_read_segment(path, file, SEGMENT, f),
     }
 }
 
-/// Mapped pages this many bytes behind the reader are dropped from the process (they stay
-/// in the page cache): the peak resident memory then holds at most this much of the file.
-const RELEASE: usize = 64 << 20;
+/// The lines of one segment, numbered from where the previous segment stopped.
+pub struct Lines<'a> {
+    data: &'a [u8],
+    start: usize,
+    line_no: u64,
+    newline: &'a NewlineFinder,
+}
 
-/// The lines of a mapped file, its pages dropped `release` bytes (a power of two, whole
-/// pages) behind the reader.
-fn for_each_mapped_line(
+impl<'a> Iterator for Lines<'a> {
+    type Item = (u64, &'a [u8]);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u64, &'a [u8])> {
+        if self.start >= self.data.len() {
+            return None;
+        }
+        let rest = &self.data[self.start..];
+        let len = self.newline.find(rest).unwrap_or(rest.len());
+        self.start += len + 1;
+        self.line_no += 1;
+        Some((self.line_no, trim_cr(&rest[..len])))
+    }
+}
+
+/// The lines of a mapped file in segments of `segment` bytes (to the next newline), the
+/// pages of every segment before the one being read dropped from the process (they stay
+/// in the page cache).
+fn for_each_mapped_segment(
     map: &memmap2::Mmap,
-    release: usize,
-    mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
+    segment: usize,
+    mut f: impl FnMut(&mut Lines<'_>) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    debug_assert!(release.is_power_of_two() && release >= 4096);
     let newline = NewlineFinder::new();
     let data: &[u8] = map;
     let (mut start, mut line_no, mut released) = (0usize, 0u64, 0usize);
     while start < data.len() {
-        let len = newline.find(&data[start..]).unwrap_or(data.len() - start);
-        line_no += 1;
-        f(line_no, trim_cr(&data[start..start + len]))?;
-        start += len + 1;
-        if start - released >= 2 * release {
-            let upto = (start - release) & !(release - 1);
+        let cut = (start + segment).min(data.len());
+        let end = match newline.find(&data[cut..]) {
+            Some(n) => cut + n + 1,
+            None => data.len(),
+        };
+        let mut lines = Lines {
+            data: &data[start..end],
+            start: 0,
+            line_no,
+            newline: &newline,
+        };
+        f(&mut lines)?;
+        line_no = lines.line_no;
+        let upto = start & !(PAGE - 1);
+        if upto > released {
             // SAFETY: a read-only file mapping: dropped pages read back from the page cache,
             // unchanged, should anything touch them again (nothing does: f keeps no line).
             let _ = unsafe {
@@ -57,17 +97,25 @@ fn for_each_mapped_line(
             };
             released = upto;
         }
+        start = end;
     }
     Ok(())
 }
 
-/// Reads in large chunks so neither the whole file nor one String per line is ever held.
-fn for_each_read_line(
+/// Bytes of whole lines in a segment (and what a read fills at once): a segment's pages
+/// are dropped once the next one is read, so this also bounds the file's resident part.
+const SEGMENT: usize = 8 << 20;
+const PAGE: usize = 4096;
+
+/// Reads in large chunks so neither the whole file nor one String per line is ever held;
+/// each chunk's whole lines are a segment.
+fn for_each_read_segment(
     path: &Path,
     mut file: std::fs::File,
-    mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
+    segment: usize,
+    mut f: impl FnMut(&mut Lines<'_>) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; segment];
     let mut filled = 0usize;
     let mut line_no = 0u64;
     let newline = NewlineFinder::new();
@@ -81,22 +129,103 @@ fn for_each_read_line(
             .map_err(|e| ParseError::io(path, e))?;
         let at_eof = n == 0;
         filled += n;
-        let mut start = 0;
-        while let Some(pos) = newline.find(&buf[start..filled]) {
-            line_no += 1;
-            f(line_no, trim_cr(&buf[start..start + pos]))?;
-            start += pos + 1;
-        }
+        // Whole lines only, but for the last line of the file without its newline.
+        let whole = match at_eof {
+            true => filled,
+            false => buf[..filled]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1),
+        };
+        let mut lines = Lines {
+            data: &buf[..whole],
+            start: 0,
+            line_no,
+            newline: &newline,
+        };
+        f(&mut lines)?;
+        line_no = lines.line_no;
         if at_eof {
-            if start < filled {
-                line_no += 1;
-                f(line_no, trim_cr(&buf[start..filled]))?;
-            }
             return Ok(());
         }
-        buf.copy_within(start..filled, 0);
-        filled -= start;
+        buf.copy_within(whole..filled, 0);
+        filled -= whole;
     }
+}
+
+/// A text reader's state for one file, carried from one segment of its lines to the next.
+pub(crate) trait SegmentReader {
+    /// One segment's lines into `table`.
+    fn read(
+        &mut self,
+        lines: &mut Lines<'_>,
+        table: &mut EventTable,
+        report: &mut ParseReport,
+    ) -> Result<(), ParseError>;
+
+    /// `table` was handed on and starts again empty: forget what holds its dictionary codes.
+    fn new_table(&mut self) {}
+
+    /// The file is read: what it adds to the report beyond its rows.
+    fn finish(self, _report: &mut ParseReport)
+    where
+        Self: Sized,
+    {
+    }
+}
+
+/// Reads `path` with `reader` into `table`, whole.
+pub(crate) fn read_whole(
+    path: &Path,
+    mut reader: impl SegmentReader,
+    table: &mut EventTable,
+    report: &mut ParseReport,
+) -> Result<(), ParseError> {
+    let result = for_each_segment(path, |lines| reader.read(lines, table, report));
+    // Text rows have no sequence numbers and few errors: a reader may leave those columns
+    // untouched until here.
+    table.undefer_zero_columns();
+    reader.finish(report);
+    result
+}
+
+/// Reads `path` with `reader` into tables of about `rows` rows (whole segments of the
+/// file), each handed to `sink` as it fills, the counts of its rows added to `report`.
+pub(crate) fn read_in_chunks(
+    path: &Path,
+    mut reader: impl SegmentReader,
+    report: &mut ParseReport,
+    rows: usize,
+    sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    let mut table = EventTable::new();
+    let result = for_each_segment(path, |lines| {
+        reader.read(lines, &mut table, report)?;
+        if table.len() >= rows {
+            reader.new_table();
+            hand_on(&mut table, report, sink)?;
+        }
+        Ok(())
+    });
+    reader.finish(report);
+    result?;
+    match table.is_empty() {
+        true => Ok(()),
+        false => hand_on(&mut table, report, sink),
+    }
+}
+
+/// The rows read so far, finished, counted and given to `sink`; `table` starts again empty.
+fn hand_on(
+    table: &mut EventTable,
+    report: &mut ParseReport,
+    sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    let mut full = std::mem::replace(table, EventTable::new());
+    full.undefer_zero_columns();
+    full.shrink_to_fit();
+    report.add_counts(&full);
+    sink(full)
 }
 
 /// `memchr(b'\n', …)` without its per-call CPU dispatch, which costs as much as the
@@ -462,18 +591,18 @@ mod tests {
         for (k, text) in contents.iter().enumerate() {
             let path = dir.path().join(format!("{k}.txt"));
             std::fs::write(&path, text).unwrap();
-            let collect = |mapped: bool| {
+            let collect = |mapped: bool, segment: usize| {
                 let mut lines = Vec::new();
-                let f = |no: u64, line: &[u8]| {
-                    lines.push((no, line.to_vec()));
+                let f = |segment: &mut Lines<'_>| {
+                    lines.extend(segment.map(|(no, line)| (no, line.to_vec())));
                     Ok(())
                 };
                 let file = std::fs::File::open(&path).unwrap();
                 if mapped {
                     let map = map_file(&file).expect("a regular file maps");
-                    for_each_mapped_line(&map, RELEASE, f).unwrap();
+                    for_each_mapped_segment(&map, segment, f).unwrap();
                 } else {
-                    for_each_read_line(&path, file, f).unwrap();
+                    for_each_read_segment(&path, file, segment, f).unwrap();
                 }
                 lines
             };
@@ -489,13 +618,24 @@ mod tests {
                     )
                 })
                 .collect();
-            assert_eq!(collect(true), want, "mapped {k}");
-            assert_eq!(collect(false), want, "read {k}");
+            // Segments of a few bytes (many lines cut across), of pages, and the parse's own.
+            for segment in [1, 3, 4096, SEGMENT] {
+                assert_eq!(
+                    collect(true, segment),
+                    want,
+                    "mapped {k}, segments of {segment}"
+                );
+                assert_eq!(
+                    collect(false, segment),
+                    want,
+                    "read {k}, segments of {segment}"
+                );
+            }
         }
     }
 
-    /// The pages dropped behind the reader (every 16 KiB here, 64 MiB in a parse) read
-    /// back unchanged should anything touch them again.
+    /// The pages dropped behind the reader (segments of 16 KiB here, 8 MiB in a parse)
+    /// read back unchanged should anything touch them again.
     #[test]
     fn mapped_lines_read_the_same_with_pages_dropped_behind() {
         let dir = tempfile::tempdir().unwrap();
@@ -504,8 +644,8 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         let map = map_file(&std::fs::File::open(&path).unwrap()).expect("a regular file maps");
         let mut lines = Vec::new();
-        for_each_mapped_line(&map, 16 << 10, |no, line| {
-            lines.push((no, line.to_vec()));
+        for_each_mapped_segment(&map, 16 << 10, |segment| {
+            lines.extend(segment.map(|(no, line)| (no, line.to_vec())));
             Ok(())
         })
         .unwrap();

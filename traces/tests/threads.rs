@@ -212,7 +212,7 @@ fn a_failing_sink_stops_the_read_with_its_error() {
 
 /// Written to Parquet in row groups and read back with the Parquet library's own reader,
 /// the table equals the one the whole read converts to Arrow, and the report is the
-/// whole parse's: for the binary trace (streamed) and a text trace (read whole).
+/// whole parse's: for the binary trace and a text trace.
 #[cfg(feature = "parquet")]
 #[test]
 fn parquet_output_reads_back_as_the_arrow_table() {
@@ -247,6 +247,50 @@ fn parquet_output_reads_back_as_the_arrow_table() {
                 got.column(i).as_ref(),
                 want.column(i).as_ref(),
                 "column {}",
+                field.name()
+            );
+        }
+    }
+}
+
+/// Text traces longer than a few segments (8 MB of lines each) are written chunk by chunk
+/// as they are read: ftrace and blkparse text, the table and report equal to the whole
+/// read's, in more than one chunk of rows.
+#[cfg(feature = "parquet")]
+#[test]
+fn long_text_traces_stream_to_parquet_as_the_whole_read() {
+    use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
+    use blktrace_parse::{parse_paths, Format};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let dir = Scratch::new("parquet-text");
+    for (name, sample_file) in [
+        ("ftrace.txt", "ftrace-loop-ext4/trace.txt"),
+        ("blkparse.txt", "blktrace-keks/keks.blkparse-q.txt"),
+    ] {
+        let one = std::fs::read(sample(sample_file)).unwrap();
+        let long = dir.join(name);
+        std::fs::write(&long, one.repeat((20 << 20) / one.len() + 1)).unwrap();
+        let paths = vec![long];
+        let (table, report) = parse_paths(&paths, Format::Auto, false).unwrap();
+        let want = blktrace_parse::arrow::to_record_batch(table).unwrap();
+        let out = dir.join("events.parquet");
+        let options = ParquetOptions {
+            row_group_rows: 40_000,
+            threads: 2,
+        };
+        let written = parse_to_parquet(&paths, Format::Auto, false, &out, options).unwrap();
+        assert_eq!(written, report, "{name}");
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap();
+        assert!(reader.metadata().row_groups().len() > 3, "{name}");
+        let batches: Vec<_> = reader.build().unwrap().map(Result::unwrap).collect();
+        let got = arrow_select::concat::concat_batches(&want.schema(), &batches).unwrap();
+        assert_eq!(got.num_rows(), want.num_rows(), "{name}");
+        for (i, field) in want.schema().fields().iter().enumerate() {
+            assert_eq!(
+                got.column(i).as_ref(),
+                want.column(i).as_ref(),
+                "{name}: column {}",
                 field.name()
             );
         }

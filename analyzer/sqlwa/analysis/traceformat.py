@@ -24,9 +24,9 @@ def parse_to_parquet(
 ) -> dict:
     """Parse blktrace, blkparse or ftrace files as :func:`sqlwa.analysis.traceparse.parse`
     does and write the event table to the Parquet file ``output``; returns the report.
-    blktrace binary traces are parsed and written row group by row group (2^18 rows), so
-    a trace of any length takes the memory of a few row groups (about 200 MB here); text
-    traces are read whole first. The file reads back with ``parse``'s columns and dtypes.
+    Traces are parsed and written row group by row group (2^18 rows), so a trace of any
+    length takes the memory of a few row groups (about 200 MB here); only blktrace and
+    text files given together are read whole first. The file reads back with ``parse``'s columns and dtypes.
     On an error no file is left behind. (A Perfetto trace: ``parse``, then write it.)"""
     return _native.parse_trace_to_parquet([str(p) for p in as_list(paths)], str(output), format, lenient)
 

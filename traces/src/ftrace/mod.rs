@@ -29,7 +29,7 @@ use crate::error::{Location, ParseError};
 use crate::intern::Decoded;
 use crate::report::ParseReport;
 use crate::table::{Action, Event, EventTable, Operation, RecordKind, RowWriter};
-use crate::text::{for_each_line, reject_line, skip_blanks, word_end, Cursor};
+use crate::text::{reject_line, skip_blanks, word_end, Cursor, Lines, SegmentReader};
 use block::{fast_block, push_blk_tracer_line, push_block_tracepoint};
 use header::{fast_header, non_event_line, parse_header, perf_script_line, Header, Losses};
 use marker::push_marker;
@@ -43,33 +43,84 @@ pub fn read(
     table: &mut EventTable,
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
-    let mut fast = FastPath::default();
-    let mut counts = LineCounts::default();
-    // Text rows have no sequence numbers and few errors: leave those columns untouched.
-    table.defer_zero_columns();
-    let mut rows = table.writer();
-    let result = for_each_line(path, |line_no, line| {
-        match parse_line_fast(line, &mut rows, &mut counts, &mut fast) {
-            Ok(()) => Ok(()),
-            Err(_) if perf_script_line(line) => {
-                Err(ParseError::bad(path, Location::Line(line_no), PERF_SCRIPT))
-            }
-            Err(reason) => reject_line(
-                path,
-                line_no,
-                line,
-                "an ftrace line",
-                reason,
-                lenient,
-                report,
-            ),
+    crate::text::read_whole(path, FileReader::new(path, lenient), table, report)
+}
+
+/// Reads `path` as [`read`] does into tables of about `rows` rows (whole segments of the
+/// file), each handed to `sink` as it fills, the counts of its rows added to `report`.
+pub fn read_in_chunks(
+    path: &Path,
+    lenient: bool,
+    report: &mut ParseReport,
+    rows: usize,
+    sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
+) -> Result<(), ParseError> {
+    crate::text::read_in_chunks(path, FileReader::new(path, lenient), report, rows, sink)
+}
+
+/// What reading one file carries from one segment of its lines to the next.
+struct FileReader<'p> {
+    path: &'p Path,
+    lenient: bool,
+    fast: FastPath,
+    counts: LineCounts,
+}
+
+impl<'p> FileReader<'p> {
+    fn new(path: &'p Path, lenient: bool) -> Self {
+        FileReader {
+            path,
+            lenient,
+            fast: FastPath::default(),
+            counts: LineCounts::default(),
         }
-    });
-    drop(rows);
-    table.undefer_zero_columns();
-    report.skipped_lines += counts.skipped_lines;
-    report.lost_events += counts.losses.total();
-    result
+    }
+}
+
+impl SegmentReader for FileReader<'_> {
+    fn read(
+        &mut self,
+        lines: &mut Lines<'_>,
+        table: &mut EventTable,
+        report: &mut ParseReport,
+    ) -> Result<(), ParseError> {
+        // Text rows have no sequence numbers and few errors: leave those columns untouched.
+        table.defer_zero_columns();
+        let mut rows = table.writer();
+        for (line_no, line) in lines {
+            match parse_line_fast(line, &mut rows, &mut self.counts, &mut self.fast) {
+                Ok(()) => {}
+                Err(_) if perf_script_line(line) => {
+                    return Err(ParseError::bad(
+                        self.path,
+                        Location::Line(line_no),
+                        PERF_SCRIPT,
+                    ))
+                }
+                Err(reason) => reject_line(
+                    self.path,
+                    line_no,
+                    line,
+                    "an ftrace line",
+                    reason,
+                    self.lenient,
+                    report,
+                )?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The fast path's RWBS memo holds the table's dictionary codes.
+    fn new_table(&mut self) {
+        self.fast = FastPath::default();
+    }
+
+    /// The file's skipped lines and losses into `report`.
+    fn finish(self, report: &mut ParseReport) {
+        report.skipped_lines += self.counts.skipped_lines;
+        report.lost_events += self.counts.losses.total();
+    }
 }
 
 /// Why `perf script` text is refused, even with `lenient`: every line of it would be.
