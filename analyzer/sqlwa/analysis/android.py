@@ -30,13 +30,12 @@ TRANSACTION_END = ("execute COMMIT;", "execute ROLLBACK;")
 WRITE_STATEMENT = r"(?i)^execute(ForChangedRowCount|ForLastInsertedRowId)? +(INSERT|UPDATE|DELETE|REPLACE)\b"
 
 
-def database_slices(events: pl.DataFrame) -> pl.DataFrame:
+def database_slices(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """The async slices of the print events: ``tid``, ``name``, ``start_ns``, ``end_ns``
     (an S paired with the next F of the same process, name and cookie)."""
-    marks = events.filter((pl.col("kind") == "marker") & pl.col("text").str.starts_with("S|")).select(
-        "time_ns", "pid", "text"
-    )
-    ends = events.filter((pl.col("kind") == "marker") & pl.col("text").str.starts_with("F|")).select("time_ns", "text")
+    prints = events.lazy().filter(pl.col("kind") == "marker")
+    marks = prints.filter(pl.col("text").str.starts_with("S|")).select("time_ns", "pid", "text").collect()
+    ends = prints.filter(pl.col("text").str.starts_with("F|")).select("time_ns", "text").collect()
     parts = pl.col("text").str.extract_groups(ASYNC_SLICE)
     key = [
         parts.struct.field("2").alias("tgid"),
@@ -58,7 +57,7 @@ def database_slices(events: pl.DataFrame) -> pl.DataFrame:
     return paired.drop_nulls("end_ns").select("tid", "name", "start_ns", "end_ns")
 
 
-def commit_windows(events: pl.DataFrame) -> pl.DataFrame:
+def commit_windows(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per commit of the trace's SQLite slices: ``index`` (in time order),
     ``warmup`` (False), ``win_start_ns``, ``win_end_ns``, ``tid`` (the thread that ran it)
     and ``statement`` (``transaction`` or the autocommit statement's slice name)."""

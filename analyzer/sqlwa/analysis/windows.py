@@ -17,13 +17,17 @@ SYNC_SYSCALLS = ("fsync", "fdatasync", "sync_file_range")
 WRITE_SYSCALLS = ("pwrite64", "write")
 UNLINK_SYSCALLS = ("unlink", "unlinkat")
 
+#: An event table in memory, or a lazy frame over one (a Parquet scan: each filter below
+#: then reads only its rows' columns from the file).
+Events = pl.DataFrame | pl.LazyFrame
+
 
 def marker_field(key: str) -> pl.Expr:
     """An integer ``key=value`` field of a marker line's text."""
     return pl.col("text").str.extract(rf"\b{key}=(-?\d+)").cast(pl.Int64)
 
 
-def markers(events: pl.DataFrame) -> pl.DataFrame:
+def markers(events: Events) -> pl.DataFrame:
     """The sqlwa marker rows: time, event word and raw text. (Lazy, so that only these
     three columns of the marker rows are gathered: an eager filter copies all thirty.)"""
     return (
@@ -34,7 +38,7 @@ def markers(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def commit_windows(events: pl.DataFrame) -> pl.DataFrame:
+def commit_windows(events: Events) -> pl.DataFrame:
     """One row per transaction: ``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``."""
     marks = markers(events)
     begins = marks.filter(pl.col("event") == "txn_begin").select(
@@ -48,7 +52,7 @@ def commit_windows(events: pl.DataFrame) -> pl.DataFrame:
     return begins.join(ends, on="index", how="inner").sort("win_start_ns")
 
 
-def run_tid(events: pl.DataFrame) -> int | None:
+def run_tid(events: Events) -> int | None:
     """The SQL thread's id from the ``run_begin`` marker."""
     begin = markers(events).filter(pl.col("event") == "run_begin")
     if begin.height == 0:
@@ -66,15 +70,13 @@ def assign_windows(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def block_issues(events: pl.DataFrame, dev: tuple[int, int], columns: list[str] | None = None) -> pl.DataFrame:
+def block_issues(events: Events, dev: tuple[int, int], columns: list[str] | None = None) -> pl.DataFrame:
     """Requests issued to the device (action D), the point the device sees them: every
     column, or only ``columns``."""
     return block_rows(events, dev, "D", columns)
 
 
-def block_rows(
-    events: pl.DataFrame, dev: tuple[int, int], action: str, columns: list[str] | None = None
-) -> pl.DataFrame:
+def block_rows(events: Events, dev: tuple[int, int], action: str, columns: list[str] | None = None) -> pl.DataFrame:
     """The device's block events of one action: every column, or only ``columns``
     (gathered alone: an eager filter would copy all thirty columns of the rows)."""
     major, minor = dev
@@ -106,7 +108,7 @@ def block_tallies() -> list[pl.Expr]:
     ]
 
 
-def syscall_entries(events: pl.DataFrame, tid: int | None) -> pl.DataFrame:
+def syscall_entries(events: Events, tid: int | None) -> pl.DataFrame:
     """The SQL thread's syscalls: time, name and count argument (``aux``), the columns the
     tallies read (gathered alone, not the rows' raw argument text)."""
     return (
@@ -143,15 +145,15 @@ def tally_by_commit(rows: pl.DataFrame, windows: pl.DataFrame, tallies: list[pl.
     return out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in columns])
 
 
-def block_per_commit(events: pl.DataFrame, windows: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
+def block_per_commit(events: Events, windows: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
     return per_window(block_issues(events, dev, TALLIED), windows, block_tallies(), BLOCK_COMMIT_COLUMNS)
 
 
-def syscalls_per_commit(events: pl.DataFrame, windows: pl.DataFrame, tid: int | None) -> pl.DataFrame:
+def syscalls_per_commit(events: Events, windows: pl.DataFrame, tid: int | None) -> pl.DataFrame:
     return per_window(syscall_entries(events, tid), windows, syscall_tallies(), SYSCALL_COMMIT_COLUMNS)
 
 
-def amortized_write_bytes(events: pl.DataFrame, windows: pl.DataFrame, dev: tuple[int, int]) -> dict:
+def amortized_write_bytes(events: Events, windows: pl.DataFrame, dev: tuple[int, int]) -> dict:
     """Every block byte written from the first measured commit to the end of the trace
     (final syncfs included), so deferred writeback and checkpoints are counted."""
     measured = windows.filter(~pl.col("warmup"))
@@ -171,21 +173,25 @@ def amortized_write_bytes(events: pl.DataFrame, windows: pl.DataFrame, dev: tupl
 # ------------------------------------------------------------------ traces captured elsewhere
 
 
-def busiest_device(events: pl.DataFrame) -> tuple[int, int] | None:
+def busiest_device(events: Events) -> tuple[int, int] | None:
     """The device with the most issued requests (action D), or None without any."""
-    issued = events.filter((pl.col("kind") == "block") & (pl.col("action") == "D"))
-    if issued.height == 0:
+    issued = events.lazy().filter((pl.col("kind") == "block") & (pl.col("action") == "D"))
+    counts = issued.group_by("dev_major", "dev_minor").len().collect()
+    if counts.height == 0:
         return None
-    counts = issued.group_by("dev_major", "dev_minor").len().sort("len", "dev_major", "dev_minor", descending=True)
-    return int(counts["dev_major"][0]), int(counts["dev_minor"][0])
+    busiest = counts.sort("len", "dev_major", "dev_minor", descending=True)
+    return int(busiest["dev_major"][0]), int(busiest["dev_minor"][0])
 
 
-def thread_syscalls_per_commit(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+def thread_syscalls_per_commit(events: Events, windows: pl.DataFrame) -> pl.DataFrame:
     """As :func:`syscalls_per_commit`, each window counting the syscalls of its own thread
     (``windows.tid``): an app's commits run on whichever thread opened the transaction."""
     tids = windows["tid"].unique().to_list()
-    rows = events.filter((pl.col("kind") == "syscall_enter") & pl.col("pid").is_in(tids)).with_columns(
-        pl.col("name").cast(pl.String)
+    rows = (
+        events.lazy()
+        .filter((pl.col("kind") == "syscall_enter") & pl.col("pid").is_in(tids))
+        .with_columns(pl.col("name").cast(pl.String))
+        .collect()
     )
     placed = assign_windows(rows, windows)
     own = placed.join(windows.select(pl.col("index").alias("commit"), pl.col("tid")), on="commit", how="left")
@@ -193,7 +199,7 @@ def thread_syscalls_per_commit(events: pl.DataFrame, windows: pl.DataFrame) -> p
     return tally_by_commit(own, windows, syscall_tallies(), SYSCALL_COMMIT_COLUMNS)
 
 
-def trace_commits(events: pl.DataFrame) -> tuple[pl.DataFrame, str] | None:
+def trace_commits(events: Events) -> tuple[pl.DataFrame, str] | None:
     """Per-commit syscall and block figures of a trace that marks its commits: sqlwa's own
     markers, else Android's SQLite slices (:mod:`sqlwa.analysis.android`). Returns the
     table (``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``, the syscall and block

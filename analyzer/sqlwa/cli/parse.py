@@ -116,7 +116,7 @@ def parse(
 
 def parsed_events(
     traces: tuple[Path, ...], fmt: str, lenient: bool, output: Path | None, status: Console
-) -> tuple[pl.DataFrame | None, dict]:
+) -> tuple[pl.DataFrame | pl.LazyFrame | None, dict]:
     """The parse report, and the events where they are needed: written to ``output`` (if
     given), and kept for the commit figures unless the trace marks no commit. With
     ``output``, the Rust parser's formats are streamed (parsed and written row group by
@@ -132,7 +132,8 @@ def parsed_events(
             return None, report
         from sqlwa.results import rundir
 
-        return rundir.read_parquet(output), report
+        # Scanned, not read: the commit figures read only the rows and columns they tally.
+        return rundir.scan_parquet(output), report
     from sqlwa.analysis import traceparse
 
     with status.status(f"parsing {names}"):
