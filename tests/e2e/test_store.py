@@ -33,6 +33,24 @@ def test_new_store_has_current_schema_and_wal_mode(tmp_path):
     assert {"runs", "commits", "runs_by_config"} <= names
 
 
+def test_a_store_at_rest_has_no_wal_files_and_its_readers_leave_none(tmp_path):
+    """A finished matrix leaves its store alone in the directory, and reading it (report,
+    compare, check: read-only connections) adds no -wal or -shm file beside it, where a
+    read-only connection to a store left in WAL mode would make both and could not
+    remove them. A writer that is not alone leaves the mode as it is."""
+    out = tmp_path / "m"
+    sqlwa("matrix", "-j", "wal,delete", "--sync", "full", "-n", "5", "--warmup", "1", "--out", str(out))
+    sqlwa("report", str(out), "-o", str(tmp_path / "report.html"))
+    sqlwa("compare", str(out), str(out))
+    assert sorted(p.name for p in out.iterdir()) == ["results.sqlite", "runs"]
+    other = store.connect(out / store.STORE_FILE)  # WAL again while a writer has it
+    writer = store.connect(out / store.STORE_FILE)
+    store.close(writer)
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close(other)
+    assert sorted(p.name for p in out.iterdir()) == ["results.sqlite", "runs"]
+
+
 def test_old_store_is_migrated_and_keeps_its_rows(tmp_path, vfs_run):
     path = tmp_path / "results.sqlite"
     raw = sqlite3.connect(path)

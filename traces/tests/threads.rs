@@ -239,17 +239,28 @@ fn parquet_output_reads_back_as_the_arrow_table() {
             .iter()
             .all(|g| g.num_rows() as usize <= row_group_rows));
         assert_eq!(groups.len() > 1, want.num_rows() > row_group_rows);
-        let batches: Vec<_> = reader.build().unwrap().map(Result::unwrap).collect();
-        let got = arrow_select::concat::concat_batches(&want.schema(), &batches).unwrap();
-        assert_eq!(got.num_rows(), want.num_rows());
-        for (i, field) in want.schema().fields().iter().enumerate() {
-            assert_eq!(
-                got.column(i).as_ref(),
-                want.column(i).as_ref(),
-                "column {}",
-                field.name()
-            );
-        }
+        assert_reads_back_as(reader, &want, "");
+    }
+}
+
+/// The Parquet file's rows, read by the Parquet library's own reader, equal `want`
+/// column by column.
+#[cfg(feature = "parquet")]
+fn assert_reads_back_as(
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder<std::fs::File>,
+    want: &arrow_array::RecordBatch,
+    what: &str,
+) {
+    let batches: Vec<_> = reader.build().unwrap().map(Result::unwrap).collect();
+    let got = arrow_select::concat::concat_batches(&want.schema(), &batches).unwrap();
+    assert_eq!(got.num_rows(), want.num_rows(), "{what}");
+    for (i, field) in want.schema().fields().iter().enumerate() {
+        assert_eq!(
+            got.column(i).as_ref(),
+            want.column(i).as_ref(),
+            "{what} column {}",
+            field.name()
+        );
     }
 }
 
@@ -283,17 +294,7 @@ fn long_text_traces_stream_to_parquet_as_the_whole_read() {
         let reader =
             ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap();
         assert!(reader.metadata().row_groups().len() > 3, "{name}");
-        let batches: Vec<_> = reader.build().unwrap().map(Result::unwrap).collect();
-        let got = arrow_select::concat::concat_batches(&want.schema(), &batches).unwrap();
-        assert_eq!(got.num_rows(), want.num_rows(), "{name}");
-        for (i, field) in want.schema().fields().iter().enumerate() {
-            assert_eq!(
-                got.column(i).as_ref(),
-                want.column(i).as_ref(),
-                "{name}: column {}",
-                field.name()
-            );
-        }
+        assert_reads_back_as(reader, &want, name);
     }
 }
 

@@ -349,7 +349,7 @@ def open_store(plan: MatrixPlan):
             check_resumed_plan(conn, plan)
         store.record_plan(conn, plan_record(plan))
     except BaseException:
-        conn.close()
+        store.close(conn)
         raise
     return conn
 
@@ -491,7 +491,7 @@ def run_cells(
         with booted as guest:
             return run_each_cell(conn, plan, MatrixOutcome(plan), guest, on_start, on_done, progress)
     finally:
-        conn.close()
+        store.close(conn)
 
 
 def run_each_cell(

@@ -199,6 +199,19 @@ def set_wal_mode(conn: sqlite3.Connection) -> None:
             time.sleep(0.05)
 
 
+def close(conn: sqlite3.Connection) -> None:
+    """Close a writer's connection, leaving the store in rollback-journal mode when no
+    other connection has it open: readers open it read-only, and a read-only connection
+    to a WAL database makes -wal and -shm files beside it that it cannot remove. The
+    next writer switches it to WAL again (:func:`connect`)."""
+    try:
+        conn.execute("PRAGMA busy_timeout = 0")  # another connection: leave it in WAL, at once
+        conn.execute("PRAGMA journal_mode = DELETE")
+    except sqlite3.Error:
+        pass
+    conn.close()
+
+
 @contextmanager
 def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One atomic write; BEGIN IMMEDIATE takes the write lock up front, so two writers
@@ -474,7 +487,7 @@ def save_run_dir(store_path: Path, run_dir: Path, record: RunRecord | None = Non
     try:
         return save_run(conn, record, summary, commits, base=store_path.parent)
     finally:
-        conn.close()
+        close(conn)
 
 
 def record_plan(conn: sqlite3.Connection, plan: dict) -> None:
