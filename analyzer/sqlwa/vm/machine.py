@@ -7,8 +7,9 @@ hosts' KVM cannot boot a stock kernel (a PVM KVM, as on this project's lab machi
 stops qemu with MSR errors or leaves the guest silent); qemu is then started again under
 TCG and the reason recorded. A KVM guest boots in a second or two, so it gets
 :data:`KVM_BOOT_WAIT_S`, and the verdict is remembered in the cache (per host kernel,
-qemu and guest kernel): later runs on the same machine go straight to TCG. Under TCG the guest runs several times slower, so its counts are exact
-and its timings are not comparable with a host's: the run's ``config.vm`` says which.
+qemu and guest kernel): later runs on the same machine go straight to TCG. Under TCG the
+guest runs several times slower, so its counts are exact and its timings are not
+comparable with a host's: the run's ``config.vm`` says which.
 
 Nothing outlives the run: qemu dies with sqlwa (PR_SET_PDEATHSIG) and is killed on any
 exception or signal; the guest's lab lives in the guest's RAM; the control directory is
@@ -129,7 +130,8 @@ class Guest:
         qemu = qemu_binary()
         image = initramfs.initramfs_for(self.kernel)
         write_control_files(self.ctl, self.kernel, self.share, self.image_bytes, self.strace_to)
-        host, offered = host_identity(qemu, self.kernel), accelerators()
+        qemu_version = _system.tool_version(qemu)
+        host, offered = host_identity(qemu_version, self.kernel), accelerators()
         note = remembered_kvm_failure(host) if "kvm" in offered else None
         for accelerator in offered if note is None else ["tcg"]:
             argv = qemu_argv(qemu, accelerator, self.kernel, image, self.ctl, self.share, self.memory_mb)
@@ -147,7 +149,7 @@ class Guest:
             timings_comparable=accelerator == "kvm",
             memory_mb=self.memory_mb,
             cpus=GUEST_CPUS,
-            qemu=_system.tool_version(qemu),
+            qemu=qemu_version,
             boot_s=self.boot_s,
         )
 
@@ -164,10 +166,9 @@ class Guest:
         """Start qemu and wait for the guest program's ready line; None, or why not."""
         self.proc = _system.start_daemon(argv, self.ctl / "qemu.log")
         self.console = []
-        booted = False
         for word, rest in self._guest_lines(Patience(wait_s)):
             if word == "booted":
-                self.boot_s, booted = float(rest), True
+                self.boot_s = float(rest)
             elif word == "ready":
                 return None
             elif word == "init":
@@ -177,7 +178,7 @@ class Guest:
         self.proc = None
         if code not in (None, 0):
             return qemu_error(self.ctl) or f"qemu exited with status {code}"
-        if not booted and not any(line.strip() for line in self.console):
+        if not any(line.strip() for line in self.console):
             return f"the guest printed nothing in {wait_s:g} s"
         return f"the guest stopped before it was ready ({self.console_hint()})"
 
@@ -262,9 +263,9 @@ def teardown_wait_s() -> float:
     return float(os.environ.get(TEARDOWN_WAIT_ENV) or TEARDOWN_WAIT_S)
 
 
-def host_identity(qemu: str, kernel: GuestKernel) -> str:
+def host_identity(qemu_version: str | None, kernel: GuestKernel) -> str:
     """What a KVM verdict holds for: this host's kernel, the qemu and the guest's kernel."""
-    return f"{os.uname().release} | {_system.tool_version(qemu)} | {kernel.source}"
+    return f"{os.uname().release} | {qemu_version} | {kernel.source}"
 
 
 def kvm_verdicts() -> dict:
