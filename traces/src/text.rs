@@ -132,10 +132,7 @@ fn for_each_read_segment(
         // Whole lines only, but for the last line of the file without its newline.
         let whole = match at_eof {
             true => filled,
-            false => buf[..filled]
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |p| p + 1),
+            false => memchr::memrchr(b'\n', &buf[..filled]).map_or(0, |p| p + 1),
         };
         let mut lines = Lines {
             data: &buf[..whole],
