@@ -239,7 +239,34 @@ fn parquet_output_reads_back_as_the_arrow_table() {
             .iter()
             .all(|g| g.num_rows() as usize <= row_group_rows));
         assert_eq!(groups.len() > 1, want.num_rows() > row_group_rows);
+        assert_encodings(groups, &want.schema());
         assert_reads_back_as(reader, &want, "");
+    }
+}
+
+/// The encodings the write's speed rests on: integer columns delta-encoded, no column
+/// with a dictionary page (Parquet's dictionary interns every row's string again).
+#[cfg(feature = "parquet")]
+fn assert_encodings(
+    groups: &[parquet::file::metadata::RowGroupMetaData],
+    schema: &arrow_schema::Schema,
+) {
+    use parquet::basic::Encoding;
+    for group in groups {
+        for (column, field) in group.columns().iter().zip(schema.fields()) {
+            let encodings: Vec<Encoding> = column.encodings().collect();
+            assert!(
+                column.dictionary_page_offset().is_none(),
+                "{}",
+                field.name()
+            );
+            assert_eq!(
+                encodings.contains(&Encoding::DELTA_BINARY_PACKED),
+                field.data_type().is_integer(),
+                "{}: {encodings:?}",
+                field.name()
+            );
+        }
     }
 }
 
