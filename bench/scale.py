@@ -7,10 +7,10 @@ remaps …), times in one run, each command in its own process:
   * ``blkparse -i NAME -q -o FILE``            the baseline (text out, single-threaded)
   * ``sqlwa parse NAME -o FILE.parquet``       the command line, Python start-up included
 and prints each one's wall time (the median of --runs), peak RSS (the process's own, from
-wait4) and events/s, then the ratio of the rates. Targets (issue #21): ``sqlwa parse -o``
-at least 10x blkparse's rate at 10^7 events, and its peak RSS bounded: a parse of a trace
-twice the largest (sqlwa alone) peaks at no more than 1.1x the largest's, where a whole
-in-memory table would double. PASS or FAIL says whether this run met each. Then ftrace text of
+wait4; the largest of the runs) and events/s, then the ratio of the rates. Targets (issue
+#21): ``sqlwa parse -o`` at least 10x blkparse's rate at 10^7 events, and its peak RSS
+bounded: a parse of a trace twice the largest (sqlwa alone) peaks at no more than 1.1x the
+largest's, each the smallest peak of its runs, where a whole in-memory table would double. PASS or FAIL says whether this run met each. Then ftrace text of
 --text-lines lines and twice as many (the crate's generator: block and syscall lines,
 its markers left out), whose peak RSS must not grow with the text either.
 
@@ -72,10 +72,16 @@ def run_measured(cmd: list[str], cwd: Path) -> tuple[float, int]:
     return wall, usage.ru_maxrss * 1024
 
 
-def measure(cmd: list[str], cwd: Path, runs: int) -> tuple[float, int]:
-    """Median wall time and the largest peak RSS over `runs` runs."""
+def measure(cmd: list[str], cwd: Path, runs: int) -> tuple[float, int, int]:
+    """Median wall time, the largest and the smallest peak RSS over `runs` runs.
+
+    The largest is what a user must have; the smallest is what the boundedness checks
+    compare, like with like: how far the decoder runs ahead of the encoders, and how much
+    freed memory glibc keeps, move one run's peak by up to 10% (heaptrack: the heap's peak
+    is 99 MB at 10^7 events and 101 MB at 2x10^7; the RSS drift is the allocator's)."""
     results = [run_measured(cmd, cwd) for _ in range(runs)]
-    return statistics.median(w for w, _ in results), max(r for _, r in results)
+    peaks = [r for _, r in results]
+    return statistics.median(w for w, _ in results), max(peaks), min(peaks)
 
 
 def sizes_up_to(largest: int) -> list[int]:
@@ -102,7 +108,7 @@ def main() -> int:
     build_generator()
     sqlwa = sqlwa_script()
     print(f"{'events':>12}  {'command':<22} {'wall s':>8} {'M events/s':>11} {'peak RSS MB':>12}")
-    figures: dict[int, dict[str, tuple[float, int]]] = {}
+    figures: dict[int, dict[str, tuple[float, int, int]]] = {}
     with tempfile.TemporaryDirectory(prefix="sqlwa-scale-", dir=args.dir) as tmp:
         work = Path(tmp)
         for events in sizes_up_to(int(args.max)):
@@ -114,28 +120,28 @@ def main() -> int:
                 "blkparse -o": measure(["blkparse", "-i", "t", "-q", "-o", "ref.txt"], work, runs),
                 "sqlwa parse -o": measure([sqlwa, "parse", "t", "-o", "ev.parquet"], work, runs),
             }
-            for name, (wall, rss) in figures[events].items():
+            for name, (wall, rss, _) in figures[events].items():
                 print(f"{events:>12,}  {name:<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
             for leftover in work.iterdir():
                 leftover.unlink()
-        doubled = parse_rss_of_twice(sqlwa, work, int(args.max))
-        parsed = verdict(figures, doubled) | text_traces(sqlwa, work, args.text_lines)
+        doubled = parse_rss_of_twice(sqlwa, work, int(args.max), args.runs)
+        parsed = verdict(figures, doubled) | text_traces(sqlwa, work, args.text_lines, args.runs)
         return parsed | (lab(sqlwa, work, int(args.lab_max)) if args.lab else 0)
 
 
-def parse_rss_of_twice(sqlwa: str, work: Path, largest: int) -> int:
-    """``sqlwa parse -o``'s peak RSS on a trace twice the largest (no baseline: only
-    whether doubling the trace grows the parse's memory)."""
+def parse_rss_of_twice(sqlwa: str, work: Path, largest: int, runs: int) -> int:
+    """``sqlwa parse -o``'s smallest peak RSS over `runs` on a trace twice the largest (no
+    baseline: only whether doubling the trace grows the parse's memory)."""
     events = 2 * max(sizes_up_to(largest))
     subprocess.run([str(GEN_TRACE), "blktrace", str(work / "t"), str(events), "2"], check=True, capture_output=True)
-    wall, rss = run_measured([sqlwa, "parse", "t", "-o", "ev.parquet"], work)
+    wall, rss, least = measure([sqlwa, "parse", "t", "-o", "ev.parquet"], work, runs)
     print(f"{events:>12,}  {'sqlwa parse -o':<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
     for leftover in work.iterdir():
         leftover.unlink()
-    return rss
+    return least
 
 
-def text_traces(sqlwa: str, work: Path, lines: float) -> int:
+def text_traces(sqlwa: str, work: Path, lines: float, runs: int) -> int:
     """``sqlwa parse -o`` of generated ftrace text of ``lines`` and twice as many lines:
     wall time and peak RSS; 0 when doubling the text grows the peak by no more than
     RSS_GROWTH_LIMIT (streamed, like the binary traces). The generator's marker lines are
@@ -151,15 +157,15 @@ def text_traces(sqlwa: str, work: Path, lines: float) -> int:
             subprocess.run(["grep", "-vF", "tracing_mark_write", str(generated)], stdout=out, check=True)
         generated.unlink()
         size = text.stat().st_size
-        wall, rss = run_measured([sqlwa, "parse", str(text), "-o", "ev.parquet"], work)
+        wall, rss, least = measure([sqlwa, "parse", str(text), "-o", "ev.parquet"], work, runs)
         print(f"{n:>12,}  {size / 2**20:>14.0f} {wall:>8.2f} {n / wall / 1e6:>10.2f} {rss / 2**20:>12.0f}")
-        peaks.append(rss)
+        peaks.append(least)
         for leftover in work.iterdir():
             leftover.unlink()
     growth = peaks[1] / peaks[0]
     met = growth <= RSS_GROWTH_LIMIT
     print(
-        f"peak RSS of the text twice as long: {growth:.2f}x (bounded: at most {RSS_GROWTH_LIMIT}x): "
+        f"smallest peak RSS of the runs of the text twice as long: {growth:.2f}x (bounded: at most {RSS_GROWTH_LIMIT}x): "
         + ("PASS" if met else "FAIL")
     )
     return 0 if met else 1
@@ -219,7 +225,7 @@ def steady_state(run_dir: Path) -> dict[str, float]:
     return {name: float(commits[name].mean() or 0.0) for name in DRIFT_FIGURES if name in commits.columns}
 
 
-def verdict(figures: dict[int, dict[str, tuple[float, int]]], doubled_rss: int) -> int:
+def verdict(figures: dict[int, dict[str, tuple[float, int, int]]], doubled_rss: int) -> int:
     largest = max(figures)
     ratio = figures[largest]["blkparse -o"][0] / figures[largest]["sqlwa parse -o"][0]
     met_speed = largest >= 10**7 and ratio >= TARGET_RATIO
@@ -227,11 +233,11 @@ def verdict(figures: dict[int, dict[str, tuple[float, int]]], doubled_rss: int) 
         f"\nsqlwa parse -o vs blkparse -o at {largest:,} events: {ratio:.1f}x the rate (target {TARGET_RATIO:.0f}x at 10^7): "
         + ("PASS" if met_speed else "FAIL")
     )
-    largest_rss = figures[largest]["sqlwa parse -o"][1]
+    largest_rss = figures[largest]["sqlwa parse -o"][2]
     growth = doubled_rss / largest_rss
     met_rss = growth <= RSS_GROWTH_LIMIT
     print(
-        f"peak RSS at {2 * largest:,} events: {growth:.2f}x the figure at {largest:,} "
+        f"smallest peak RSS of the runs at {2 * largest:,} events: {growth:.2f}x the figure at {largest:,} "
         f"(bounded: at most {RSS_GROWTH_LIMIT}x): " + ("PASS" if met_rss else "FAIL")
     )
     return 0 if met_speed and met_rss else 1
