@@ -130,8 +130,7 @@ def main() -> int:
             }
             for name, (wall, rss, _) in figures[events].items():
                 print(f"{events:>12,}  {name:<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
-            for leftover in work.iterdir():
-                leftover.unlink()
+            clear(work)
         doubled = parse_rss_of_twice(sqlwa, work, int(args.max), args.runs)
         parsed = verdict(figures, doubled) | text_traces(sqlwa, work, args.text_lines, args.runs)
         parsed |= perfetto_traces(sqlwa, work, int(args.perfetto_events), args.runs)
@@ -145,8 +144,7 @@ def parse_rss_of_twice(sqlwa: str, work: Path, largest: int, runs: int) -> int:
     subprocess.run([str(GEN_TRACE), "blktrace", str(work / "t"), str(events), "2"], check=True, capture_output=True)
     wall, rss, least = measure([sqlwa, "parse", "t", "-o", "ev.parquet"], work, runs)
     print(f"{events:>12,}  {'sqlwa parse -o':<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
-    for leftover in work.iterdir():
-        leftover.unlink()
+    clear(work)
     return least
 
 
@@ -169,15 +167,8 @@ def text_traces(sqlwa: str, work: Path, lines: float, runs: int) -> int:
         wall, rss, least = measure([sqlwa, "parse", str(text), "-o", "ev.parquet"], work, runs)
         print(f"{n:>12,}  {size / 2**20:>14.0f} {wall:>8.2f} {n / wall / 1e6:>10.2f} {rss / 2**20:>12.0f}")
         peaks.append(least)
-        for leftover in work.iterdir():
-            leftover.unlink()
-    growth = peaks[1] / peaks[0]
-    met = growth <= RSS_GROWTH_LIMIT
-    print(
-        f"smallest peak RSS of the runs of the text twice as long: {growth:.2f}x (bounded: at most {RSS_GROWTH_LIMIT}x): "
-        + ("PASS" if met else "FAIL")
-    )
-    return 0 if met else 1
+        clear(work)
+    return growth_verdict(peaks, "the text twice as long")
 
 
 def perfetto_traces(sqlwa: str, work: Path, events: int, runs: int) -> int:
@@ -193,15 +184,25 @@ def perfetto_traces(sqlwa: str, work: Path, events: int, runs: int) -> int:
             wall, rss, least = measure([sqlwa, "parse", str(trace), *extra], work, runs)
             print(f"{n:>15,}  {name:<22} {wall:>8.2f} {n / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
         peaks.append(least)
-        for leftover in work.iterdir():
-            leftover.unlink()
+        clear(work)
+    return growth_verdict(peaks, "the Perfetto trace twice as long")
+
+
+def growth_verdict(peaks: list[int], doubled: str) -> int:
+    """0 when the second of two smallest peaks is within RSS_GROWTH_LIMIT of the first."""
     growth = peaks[1] / peaks[0]
     met = growth <= RSS_GROWTH_LIMIT
     print(
-        f"smallest peak RSS of the runs of the Perfetto trace twice as long: {growth:.2f}x "
-        f"(bounded: at most {RSS_GROWTH_LIMIT}x): " + ("PASS" if met else "FAIL")
+        f"smallest peak RSS of the runs of {doubled}: {growth:.2f}x (bounded: at most {RSS_GROWTH_LIMIT}x): "
+        + ("PASS" if met else "FAIL")
     )
     return 0 if met else 1
+
+
+def clear(work: Path) -> None:
+    """Removes the last size's files (its trace and outputs) before the next."""
+    for leftover in work.iterdir():
+        leftover.unlink()
 
 
 def write_perfetto_trace(path: Path, events: int, per_bundle: int = 1000) -> None:
@@ -294,14 +295,8 @@ def verdict(figures: dict[int, dict[str, tuple[float, int, int]]], doubled_rss: 
         f"\nsqlwa parse -o vs blkparse -o at {largest:,} events: {ratio:.1f}x the rate (target {TARGET_RATIO:.0f}x at 10^7): "
         + ("PASS" if met_speed else "FAIL")
     )
-    largest_rss = figures[largest]["sqlwa parse -o"][2]
-    growth = doubled_rss / largest_rss
-    met_rss = growth <= RSS_GROWTH_LIMIT
-    print(
-        f"smallest peak RSS of the runs at {2 * largest:,} events: {growth:.2f}x the figure at {largest:,} "
-        f"(bounded: at most {RSS_GROWTH_LIMIT}x): " + ("PASS" if met_rss else "FAIL")
-    )
-    return 0 if met_speed and met_rss else 1
+    peaks = [figures[largest]["sqlwa parse -o"][2], doubled_rss]
+    return growth_verdict(peaks, f"{2 * largest:,} events against {largest:,}") | (0 if met_speed else 1)
 
 
 if __name__ == "__main__":
