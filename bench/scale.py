@@ -12,7 +12,11 @@ wait4; the largest of the runs) and events/s, then the ratio of the rates. Targe
 bounded: a parse of a trace twice the largest (sqlwa alone) peaks at no more than 1.1x the
 largest's, each the smallest peak of its runs, where a whole in-memory table would double. PASS or FAIL says whether this run met each. Then ftrace text of
 --text-lines lines and twice as many (the crate's generator: block and syscall lines,
-its markers left out), whose peak RSS must not grow with the text either.
+its markers left out), whose peak RSS must not grow with the text either. Then Perfetto
+traces of --perfetto-events events and twice as many (written here with Perfetto's own
+protos: block issue/complete and fsync syscalls on two CPUs), ``sqlwa parse -o`` against
+``sqlwa parse`` without -o (the whole table in memory) as the baseline: its peak RSS must
+not grow with the trace either.
 
 The traces live in a temporary directory under --dir (default /var/tmp), removed at the
 end; 10^8 events (--max 1e8) needs about 5 GB there plus blkparse's 7 GB of text, and
@@ -25,7 +29,8 @@ the base run's per trace event (target: at most 300 B), and, for runs past the f
 growth), the steady state's per-commit fsyncs, flushes, write requests and bytes, and how
 far the longest run's differ from the shortest's (the tool must not make them drift).
 
-Usage: bench/scale.py [--max 1e7] [--runs N] [--dir DIR] [--text-lines 8e6] [--lab [--lab-max 1e5]]
+Usage: bench/scale.py [--max 1e7] [--runs N] [--dir DIR] [--text-lines 8e6] [--perfetto-events 1e6]
+                      [--lab [--lab-max 1e5]]
 """
 
 from __future__ import annotations
@@ -98,6 +103,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs of each command per size; the median counts")
     ap.add_argument("--dir", type=Path, default=Path("/var/tmp"), help="where the generated traces go")
     ap.add_argument("--text-lines", type=float, default=8e6, help="the ftrace text's lines (and twice as many)")
+    ap.add_argument(
+        "--perfetto-events", type=float, default=1e6, help="the Perfetto trace's events (and twice as many)"
+    )
     ap.add_argument("--lab", action="store_true", help="also lab runs (root), analysis time and memory per event")
     ap.add_argument("--lab-max", type=float, default=1e5, help="the longest lab run, in commits")
     args = ap.parse_args()
@@ -122,10 +130,10 @@ def main() -> int:
             }
             for name, (wall, rss, _) in figures[events].items():
                 print(f"{events:>12,}  {name:<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
-            for leftover in work.iterdir():
-                leftover.unlink()
+            clear(work)
         doubled = parse_rss_of_twice(sqlwa, work, int(args.max), args.runs)
         parsed = verdict(figures, doubled) | text_traces(sqlwa, work, args.text_lines, args.runs)
+        parsed |= perfetto_traces(sqlwa, work, int(args.perfetto_events), args.runs)
         return parsed | (lab(sqlwa, work, int(args.lab_max)) if args.lab else 0)
 
 
@@ -136,8 +144,7 @@ def parse_rss_of_twice(sqlwa: str, work: Path, largest: int, runs: int) -> int:
     subprocess.run([str(GEN_TRACE), "blktrace", str(work / "t"), str(events), "2"], check=True, capture_output=True)
     wall, rss, least = measure([sqlwa, "parse", "t", "-o", "ev.parquet"], work, runs)
     print(f"{events:>12,}  {'sqlwa parse -o':<22} {wall:>8.2f} {events / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
-    for leftover in work.iterdir():
-        leftover.unlink()
+    clear(work)
     return least
 
 
@@ -160,15 +167,70 @@ def text_traces(sqlwa: str, work: Path, lines: float, runs: int) -> int:
         wall, rss, least = measure([sqlwa, "parse", str(text), "-o", "ev.parquet"], work, runs)
         print(f"{n:>12,}  {size / 2**20:>14.0f} {wall:>8.2f} {n / wall / 1e6:>10.2f} {rss / 2**20:>12.0f}")
         peaks.append(least)
-        for leftover in work.iterdir():
-            leftover.unlink()
+        clear(work)
+    return growth_verdict(peaks, "the text twice as long")
+
+
+def perfetto_traces(sqlwa: str, work: Path, events: int, runs: int) -> int:
+    """``sqlwa parse -o`` of generated Perfetto traces of ``events`` and twice as many,
+    beside the whole parse (no -o); 0 when doubling the trace grows the streamed parse's
+    smallest peak by no more than RSS_GROWTH_LIMIT."""
+    print(f"\n{'Perfetto events':>15}  {'command':<22} {'wall s':>8} {'M events/s':>11} {'peak RSS MB':>12}")
+    peaks = []
+    for n in (events, 2 * events):
+        trace = work / "trace.perfetto-trace"
+        write_perfetto_trace(trace, n)
+        for name, extra in (("sqlwa parse (whole)", []), ("sqlwa parse -o", ["-o", "ev.parquet"])):
+            wall, rss, least = measure([sqlwa, "parse", str(trace), *extra], work, runs)
+            print(f"{n:>15,}  {name:<22} {wall:>8.2f} {n / wall / 1e6:>11.2f} {rss / 2**20:>12.0f}")
+        peaks.append(least)
+        clear(work)
+    return growth_verdict(peaks, "the Perfetto trace twice as long")
+
+
+def growth_verdict(peaks: list[int], doubled: str) -> int:
+    """0 when the second of two smallest peaks is within RSS_GROWTH_LIMIT of the first."""
     growth = peaks[1] / peaks[0]
     met = growth <= RSS_GROWTH_LIMIT
     print(
-        f"smallest peak RSS of the runs of the text twice as long: {growth:.2f}x (bounded: at most {RSS_GROWTH_LIMIT}x): "
+        f"smallest peak RSS of the runs of {doubled}: {growth:.2f}x (bounded: at most {RSS_GROWTH_LIMIT}x): "
         + ("PASS" if met else "FAIL")
     )
     return 0 if met else 1
+
+
+def clear(work: Path) -> None:
+    """Removes the last size's files (its trace and outputs) before the next."""
+    for leftover in work.iterdir():
+        leftover.unlink()
+
+
+def write_perfetto_trace(path: Path, events: int, per_bundle: int = 1000) -> None:
+    """A phone-like Perfetto trace written a packet at a time with Perfetto's own protos:
+    bundles of ``per_bundle`` events alternating between two CPUs, each event a block
+    request issued or completed on an eMMC (179,0) or an fsync."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    emmc, ts = 179 << 20, 10**9
+    with path.open("wb") as f:
+        for first in range(0, events, per_bundle):
+            trace = pb.Trace()  # one packet: a trace file is the packets' concatenation
+            bundle = trace.packet.add().ftrace_events
+            bundle.cpu = first // per_bundle % 2
+            for n in range(first, min(first + per_bundle, events)):
+                ts += 1000
+                event = bundle.event.add(timestamp=ts, pid=1234)
+                if n % 3 == 0:
+                    event.block_rq_issue.MergeFrom(
+                        pb.BlockRqIssueFtraceEvent(dev=emmc, sector=n, nr_sector=8, bytes=4096, rwbs="WS", comm="db")
+                    )
+                elif n % 3 == 1:
+                    event.block_rq_complete.MergeFrom(
+                        pb.BlockRqCompleteFtraceEvent(dev=emmc, sector=n - 1, nr_sector=8, rwbs="WS", error=0)
+                    )
+                else:
+                    event.sys_enter.MergeFrom(pb.SysEnterFtraceEvent(id=82, args=[5, 0, 0, 0, 0, 0]))
+            f.write(trace.SerializeToString())
 
 
 def lab(sqlwa: str, work: Path, longest: int) -> int:
@@ -233,14 +295,8 @@ def verdict(figures: dict[int, dict[str, tuple[float, int, int]]], doubled_rss: 
         f"\nsqlwa parse -o vs blkparse -o at {largest:,} events: {ratio:.1f}x the rate (target {TARGET_RATIO:.0f}x at 10^7): "
         + ("PASS" if met_speed else "FAIL")
     )
-    largest_rss = figures[largest]["sqlwa parse -o"][2]
-    growth = doubled_rss / largest_rss
-    met_rss = growth <= RSS_GROWTH_LIMIT
-    print(
-        f"smallest peak RSS of the runs at {2 * largest:,} events: {growth:.2f}x the figure at {largest:,} "
-        f"(bounded: at most {RSS_GROWTH_LIMIT}x): " + ("PASS" if met_rss else "FAIL")
-    )
-    return 0 if met_speed and met_rss else 1
+    peaks = [figures[largest]["sqlwa parse -o"][2], doubled_rss]
+    return growth_verdict(peaks, f"{2 * largest:,} events against {largest:,}") | (0 if met_speed else 1)
 
 
 if __name__ == "__main__":

@@ -106,15 +106,24 @@ def map_database_files(marker_path: _Path, db_path: _Path, at: str) -> None:
 # ----------------------------------------------------------------- traces
 
 def parse_trace(
-    paths: Sequence[_Path], format: str = "auto", lenient: bool = False
+    paths: Sequence[_Path],
+    format: str = "auto",
+    lenient: bool = False,
+    task_names: tuple[str, dict[int, str]] | None = None,
 ) -> tuple[pyarrow.Table, dict[str, Any]]:
-    """Parse block traces into one Arrow table; returns (table, report dict)."""
+    """Parse block traces into one Arrow table; returns (table, report dict).
+    ``task_names=(placeholder, {pid: name})``: rows whose process name is the placeholder
+    get their pid's name (empty where it has none)."""
 
 def parse_trace_to_parquet(
-    paths: Sequence[_Path], output: _Path, format: str = "auto", lenient: bool = False
+    paths: Sequence[_Path],
+    output: _Path,
+    format: str = "auto",
+    lenient: bool = False,
+    task_names: tuple[str, dict[int, str]] | None = None,
 ) -> dict[str, Any]:
     """Parse block traces into a Parquet file of the event table, row group by row group;
-    returns the report dict."""
+    returns the report dict. ``task_names`` as for :func:`parse_trace`."""
 
 # ----------------------------------------------------------------- errors
 # Each carries (message, hint) in ``args`` where it has a hint.

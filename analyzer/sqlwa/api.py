@@ -37,7 +37,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from sqlwa import device as devices
-from sqlwa.analysis import prediction, traceformat, traceparse
+from sqlwa.analysis import perfetto, prediction, traceformat, traceparse
 from sqlwa.catalogue import CONFIG_KEYS, config_label, config_values, is_flush
 from sqlwa.device import predict as predicting
 from sqlwa.device.profile import Profile
@@ -101,17 +101,16 @@ def parse_to_parquet(
     parse TRACE -o FILE`` does) and return the parser's report; then explore it with
     :func:`scan`. A blktrace capture or a text trace (ftrace, blkparse) of any length is
     parsed and written row group by row group, in the memory of a few row groups (about
-    200 MB here), where :func:`parse` holds the whole table; Perfetto traces are read
-    whole first. Blktrace and text files given together are also read whole."""
+    200 MB here), where :func:`parse` holds the whole table; a Perfetto trace is put in
+    time order by an external sort (temporary files beside ``output``), then written the
+    same way. Blktrace and text files given together are read whole."""
     if format not in traceparse.FORMATS:
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
     paths = traceformat.as_list(paths)
     traceformat.refuse_overwriting_an_input(paths, output)
-    if not traceformat.is_perfetto(paths, format):
-        return traceformat.parse_to_parquet(paths, output, format=format, lenient=lenient)
-    events, parse_report = traceparse.parse(paths, format=format, lenient=lenient)
-    rundir.write_parquet(events, Path(output))
-    return parse_report
+    if traceformat.is_perfetto(paths, format):
+        return perfetto.parse_to_parquet(paths[0], output, lenient=lenient)
+    return traceformat.parse_to_parquet(paths, output, format=format, lenient=lenient)
 
 
 def scan(source: PathArg) -> pl.LazyFrame:

@@ -11,9 +11,10 @@ import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 
+import sqlwa
 from helpers import sqlwa_in_process
 from perfetto_traces import Bundle
-from sqlwa.analysis import android, syscalls, traceparse, windows
+from sqlwa.analysis import android, perfetto, syscalls, traceparse, windows
 from sqlwa.errors import TraceParseError
 
 S = 1_000_000_000
@@ -355,3 +356,88 @@ def test_the_documented_config_is_a_valid_perfetto_config():
     assert {"block/block_rq_issue", "block/block_rq_complete", "ftrace/print", "raw_syscalls/sys_enter"} <= events
     assert {"sys_fsync", "sys_fdatasync", "sys_pwrite64"} <= set(ftrace.syscall_events)
     assert "database" in ftrace.atrace_categories and ftrace.compact_sched.enabled
+
+
+# ---------------------------------------------------------------- any length: the external sort
+
+
+@pytest.fixture(params=["held", "spilled"])
+def spill(request, monkeypatch):
+    """Whether the rows are sorted in memory (a trace shorter than SPILL_ROWS) or in
+    sorted runs of two rows on disk, merged: a long trace's path, on these small traces."""
+    if request.param == "spilled":
+        monkeypatch.setattr(perfetto, "SPILL_ROWS", 2)
+        monkeypatch.setattr(perfetto, "RUN_BATCH_ROWS", 1)
+    return request.param
+
+
+def tied_trace() -> bytes:
+    """Events of two CPUs at the same nanosecond, a syscall among them; CPU 1's bundle is
+    read first."""
+    b = TraceProtoBuilder()
+    one = Bundle(b, cpu=1)
+    one.block(t(5), DB_THREAD, "block_rq_issue", sector=8, nr_sector=8, bytes=4096, rwbs="WS", comm="db")
+    one.event(t(7), DB_THREAD, "print", buf="late\n")
+    zero = Bundle(b, cpu=0)
+    zero.event(t(5), DB_THREAD, "sys_enter", id=82, args=[5, 0, 0, 0, 0, 0])
+    zero.event(t(5), WORKER, "print", buf="tie\n")
+    zero.block(t(6), WORKER, "block_rq_complete", sector=8, nr_sector=8, rwbs="WS", error=0)
+    return b.serialize()
+
+
+def test_events_of_one_nanosecond_keep_reading_order_syscalls_last(tmp_path, spill):
+    events, _ = traceparse.parse(write(tmp_path, tied_trace()))
+    rows = events.select("time_ns", "cpu", pl.col("kind").cast(pl.String), "text").rows()
+    assert rows == [
+        (t(5), 1, "block", ""),
+        (t(5), 0, "marker", "tie"),
+        (t(5), 0, "syscall_enter", "fd: 0x5"),
+        (t(6), 0, "block", ""),
+        (t(7), 1, "marker", "late"),
+    ]
+
+
+def test_a_trace_sorted_in_runs_reads_as_the_whole_sort(tmp_path, monkeypatch):
+    path = write(tmp_path, android_trace())
+    held, held_report = traceparse.parse(path)
+    monkeypatch.setattr(perfetto, "SPILL_ROWS", 3)
+    monkeypatch.setattr(perfetto, "RUN_BATCH_ROWS", 2)
+    spilled, spilled_report = traceparse.parse(path)
+    assert spilled.equals(held) and spilled.height == len(EXPECTED)
+    assert spilled_report == held_report
+
+
+def test_parse_to_parquet_writes_the_table_parse_gives(tmp_path, spill):
+    """``sqlwa parse TRACE -o`` and the API: the file reads back as parse's frame (names
+    from the process tree included), the report is parse's, and only the output is left."""
+    path = write(tmp_path, android_trace())
+    events, report = traceparse.parse(path)
+    out = tmp_path / "events.parquet"
+    assert sqlwa.parse_to_parquet(path, out) == report
+    assert pl.read_parquet(out).equals(events)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.parquet", path.name]
+    out.unlink()
+    proc = sqlwa_in_process("parse", "--json", str(path), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["commits"]["count"] == 2
+    assert pl.read_parquet(out).equals(events)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.parquet", path.name]
+
+
+def test_an_event_that_does_not_read_names_its_packet(tmp_path, spill):
+    """An RWBS with a blank (no kernel prints one) makes the rendered line unreadable: the
+    error and the lenient count name the packet's byte offset in the trace."""
+    b = TraceProtoBuilder()
+    Bundle(b, cpu=0).block(t(1), DB_THREAD, "block_rq_issue", sector=8, nr_sector=8, bytes=4096, rwbs="WS")
+    first = len(b.serialize())  # the second packet starts where the first ends
+    Bundle(b, cpu=1).block(t(2), DB_THREAD, "block_rq_issue", sector=16, nr_sector=8, bytes=4096, rwbs="W S")
+    path = write(tmp_path, b.serialize())
+    with pytest.raises(TraceParseError, match=rf"a block_rq_issue event that does not read .*W S.*\(byte {first}\)"):
+        traceparse.parse(path)
+    events, report = traceparse.parse(path, lenient=True)
+    assert events.height == 1 and report["bad_records"] == 1
+    assert report["bad_messages"][0].startswith(f"{path} byte {first}: a block_rq_issue event")
+    out = tmp_path / "events.parquet"
+    with pytest.raises(TraceParseError, match=rf"\(byte {first}\)"):
+        sqlwa.parse_to_parquet(path, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]

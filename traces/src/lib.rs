@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{Location, ParseError};
 pub use report::ParseReport;
-pub use table::{flags, Action, Event, EventTable, Operation, RecordKind, RowWriter};
+pub use table::{flags, Action, Event, EventTable, Operation, RecordKind, RowWriter, TaskNames};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {

@@ -29,16 +29,18 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 
 use crate::{binary, blkparse_text, ftrace};
-use crate::{detect, EventTable, Format, ParseError, ParseReport};
+use crate::{detect, EventTable, Format, ParseError, ParseReport, TaskNames};
 
 /// How the file is written; [`Default`] is what `sqlwa parse -o` uses.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ParquetOptions {
     /// Rows per row group (binary traces: about as many, in whole batches of the merge),
     /// which sets the memory a parse holds: a few row groups.
     pub row_group_rows: usize,
     /// Threads decoding and encoding each row group (0: the available cores).
     pub threads: usize,
+    /// Names for the rows a trace left unnamed ([`EventTable::name_tasks`]).
+    pub task_names: Option<TaskNames>,
 }
 
 /// Rows per row group unless asked otherwise: Polars' own default, and a parse of any
@@ -50,6 +52,7 @@ impl Default for ParquetOptions {
         ParquetOptions {
             row_group_rows: ROW_GROUP_ROWS,
             threads: 0,
+            task_names: None,
         }
     }
 }
@@ -122,7 +125,10 @@ fn write(
         let encoder = s.spawn(move || {
             encode(writer, &columns, queue, threads).map_err(|e| parquet_error(out, e))
         });
-        let mut write_table = |table: EventTable| -> Result<(), ParseError> {
+        let mut write_table = |mut table: EventTable| -> Result<(), ParseError> {
+            if let Some(names) = &options.task_names {
+                table.name_tasks(names);
+            }
             let batch = crate::arrow::to_record_batch(table)
                 .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
             // A trace of binary and text files comes whole: cut into row groups (slices

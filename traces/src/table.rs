@@ -1,4 +1,6 @@
 //! The columnar event table every reader fills, plus the small enums its columns hold.
+use std::collections::HashMap;
+
 pub use crate::intern::Dictionary;
 
 /// What kind of record a row is: block I/O is the main subject, but ftrace text also
@@ -471,6 +473,13 @@ struct Deferred {
     errors: Vec<(usize, i32)>,
 }
 
+/// Task names by pid, for the rows named `placeholder` ([`EventTable::name_tasks`]).
+#[derive(Debug, Clone, Default)]
+pub struct TaskNames {
+    pub placeholder: String,
+    pub by_pid: HashMap<u32, String>,
+}
+
 impl EventTable {
     pub fn new() -> Self {
         let mut t = EventTable::default();
@@ -478,6 +487,24 @@ impl EventTable {
         t.rwbs_values.intern(b"");
         t.names.intern(b"");
         t
+    }
+
+    /// Gives the rows whose process name is `names.placeholder` their task's name by pid
+    /// (empty where `names` has none): a trace whose events carry only a pid (Perfetto's)
+    /// is rendered with a placeholder name and named from its process tree afterwards.
+    pub fn name_tasks(&mut self, names: &TaskNames) {
+        let Some(unnamed) = self.comms.code(names.placeholder.as_bytes()) else {
+            return;
+        };
+        let comms = &mut self.comms;
+        let mut code_of_pid: HashMap<u32, u32> = HashMap::new();
+        for (comm, pid) in self.comm.iter_mut().zip(&self.pid) {
+            if *comm == unnamed {
+                *comm = *code_of_pid.entry(*pid).or_insert_with(|| {
+                    comms.intern(names.by_pid.get(pid).map_or(&b""[..], |n| n.as_bytes()))
+                });
+            }
+        }
     }
 
     /// Returns unused reserved capacity (large allocations shrink in place via mremap).
@@ -1048,6 +1075,37 @@ mod tests {
             *x = i as u64;
         }
         assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
+    }
+
+    #[test]
+    fn tasks_named_by_pid_where_the_placeholder_stands() {
+        let mut t = EventTable::new();
+        let (placeholder, own) = (t.comms.intern(b"<...>"), t.comms.intern(b"db"));
+        for (pid, comm) in [
+            (7, placeholder),
+            (8, placeholder),
+            (7, own),
+            (9, placeholder),
+        ] {
+            t.push(
+                &Event {
+                    pid,
+                    ..Event::default()
+                },
+                comm,
+                0,
+                0,
+                b"",
+            );
+        }
+        let names = TaskNames {
+            placeholder: "<...>".into(),
+            by_pid: HashMap::from([(7, "notes db".into()), (8, "kworker/u16:2".into())]),
+        };
+        t.name_tasks(&names);
+        let named: Vec<&str> = t.comm.iter().map(|&c| t.comms.get(c)).collect();
+        // pid 7's own name ("db", from its block event) stays; pid 9 has no name.
+        assert_eq!(named, ["notes db", "kworker/u16:2", "db", ""]);
     }
 
     #[test]

@@ -229,6 +229,7 @@ fn parquet_output_reads_back_as_the_arrow_table() {
         let options = ParquetOptions {
             row_group_rows,
             threads: 2,
+            ..ParquetOptions::default()
         };
         let written = parse_to_parquet(paths, Format::Auto, false, &out, options).unwrap();
         assert_eq!(written, report);
@@ -315,6 +316,7 @@ fn long_text_traces_stream_to_parquet_as_the_whole_read() {
         let options = ParquetOptions {
             row_group_rows: 40_000,
             threads: 2,
+            ..ParquetOptions::default()
         };
         let written = parse_to_parquet(&paths, Format::Auto, false, &out, options).unwrap();
         assert_eq!(written, report, "{name}");

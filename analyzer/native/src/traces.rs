@@ -1,11 +1,13 @@
-//! Bindings for blktrace-parse: `parse_trace(paths, format="auto", lenient=False)` returns
+//! Bindings for blktrace-parse: `parse_trace(paths, format="auto", lenient=False,
+//! task_names=None)` returns
 //! `(pyarrow.Table, report dict)`. The table crosses into Python through the Arrow C Data
 //! Interface without copying the columns. `parse_trace_to_parquet(paths, output, ...)`
 //! writes the table to a Parquet file instead, in bounded memory, and returns the report.
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
-use blktrace_parse::{parse_paths, Format, Location, ParseError, ParseReport};
+use blktrace_parse::{parse_paths, Format, Location, ParseError, ParseReport, TaskNames};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 use pyo3_arrow::PyTable;
@@ -80,20 +82,34 @@ fn new_trace_os_error<'py>(
     Ok(err)
 }
 
+/// `task_names=(placeholder, {pid: name})`: the rows a trace left unnamed get their
+/// task's name (Perfetto's events carry only a pid; its process tree names them).
+fn task_names(names: Option<(String, HashMap<u32, String>)>) -> Option<TaskNames> {
+    names.map(|(placeholder, by_pid)| TaskNames {
+        placeholder,
+        by_pid,
+    })
+}
+
 /// Parse block traces (blktrace binary per-CPU files or their base name, blkparse text,
 /// ftrace text) into one Arrow table; returns (pyarrow.Table, report dict).
 #[pyfunction]
-#[pyo3(signature = (paths, format = "auto", lenient = false))]
+#[pyo3(signature = (paths, format = "auto", lenient = false, task_names = None))]
 fn parse_trace<'py>(
     py: Python<'py>,
     paths: Vec<PathBuf>,
     format: &str,
     lenient: bool,
+    task_names: Option<(String, HashMap<u32, String>)>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
     let format: Format = format.parse().map_err(|e| to_py_err(py, e))?;
+    let names = self::task_names(task_names);
     let (batch, report) = py
         .detach(|| {
-            let (table, report) = parse_paths(&paths, format, lenient)?;
+            let (mut table, report) = parse_paths(&paths, format, lenient)?;
+            if let Some(names) = &names {
+                table.name_tasks(names);
+            }
             let batch = blktrace_parse::arrow::to_record_batch(table)
                 .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
             Ok::<_, ParseError>((batch, report))
@@ -105,19 +121,24 @@ fn parse_trace<'py>(
 }
 
 /// Parse block traces as `parse_trace` does and write the event table to a Parquet file,
-/// row group by row group (blktrace binary in bounded memory); returns the report dict.
+/// row group by row group, in bounded memory; returns the report dict.
 #[pyfunction]
-#[pyo3(signature = (paths, output, format = "auto", lenient = false))]
+#[pyo3(signature = (paths, output, format = "auto", lenient = false, task_names = None))]
 fn parse_trace_to_parquet<'py>(
     py: Python<'py>,
     paths: Vec<PathBuf>,
     output: PathBuf,
     format: &str,
     lenient: bool,
+    task_names: Option<(String, HashMap<u32, String>)>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let format: Format = format.parse().map_err(|e| to_py_err(py, e))?;
+    let options = ParquetOptions {
+        task_names: self::task_names(task_names),
+        ..ParquetOptions::default()
+    };
     let report = py
-        .detach(|| parse_to_parquet(&paths, format, lenient, &output, ParquetOptions::default()))
+        .detach(|| parse_to_parquet(&paths, format, lenient, &output, options))
         .map_err(|e| to_py_err(py, e))?;
     report_dict(py, &report)
 }

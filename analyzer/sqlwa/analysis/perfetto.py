@@ -11,7 +11,10 @@ what they mean for a tracefs capture; nothing about block semantics is decoded t
 
 What the trace adds around the events:
 
-- per-CPU ``FtraceEventBundle``s, several per CPU: merged into one time order;
+- per-CPU ``FtraceEventBundle``s, several per CPU: merged into one time order (events
+  of one nanosecond in reading order, syscalls after the rest) by an external sort, so a
+  trace of any length is ordered in the memory of ``SPILL_ROWS`` rows: sorted runs go
+  to a temporary file and are merged as the lines are written;
 - the compact scheduling encoding (``compact_sched``): its switches and wakings become
   ``sched_switch``/``sched_waking`` rows, and their task names name the pids;
 - process and thread names from ``process_tree`` packets, ``task_newtask`` and
@@ -19,22 +22,32 @@ What the trace adds around the events:
 - losses: the kernel ring buffer's overrun and dropped events per CPU (``ftrace_stats``,
   end of trace minus start), or the bundles flagged ``lost_events`` where that is more;
 - ``sys_enter``/``sys_exit`` carry a syscall number: named through the trace's machine
-  (``system_info``; arm64 when absent, as on every phone), see :mod:`.syscalls`.
+  (``system_info``; arm64 when absent, as on every phone, and it may come last), see
+  :mod:`.syscalls`.
+
+:func:`parse_to_parquet` streams the rendered text through the Rust reader into Parquet
+(the task names put in as each table is written), so ``sqlwa parse TRACE -o FILE`` of a
+phone's trace takes bounded memory; its time is this module's Python, ~5 µs an event.
 """
 
 from __future__ import annotations
 
+import heapq
+import mmap
 import os
+import pickle
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
-from sqlwa._native import TraceParseError, parse_trace
+from sqlwa._native import TraceParseError, parse_trace, parse_trace_to_parquet
 from sqlwa.analysis import syscalls
 from sqlwa.analysis.traceformat import PACKET_TAG, first_packet_problem, pb2, read_varint
 
@@ -62,7 +75,7 @@ class Framing:
     bad: list[str] = field(default_factory=list)
 
 
-def packets(path: Path, data: bytes, lenient: bool, framing: Framing) -> Iterator[Packet]:
+def packets(path: Path, data: bytes | mmap.mmap, lenient: bool, framing: Framing) -> Iterator[Packet]:
     """Every TracePacket of ``data``. A packet that does not decode is a bad record; a
     broken frame (a wrong tag, a length past the end: a truncated trace) ends the read,
     since nothing after it can be trusted."""
@@ -179,10 +192,78 @@ BLOCK_RENDERERS: dict[str, Callable[[Any], str]] = {
 }
 
 
+#: Rows held before they are sorted and spilled to disk as one sorted run; the runs are
+#: merged at the end (an external sort), so a trace of any length is put in time order in
+#: the memory of about this many rows (~80 MB).
+SPILL_ROWS = 1 << 18
+#: Rows per pickled batch of a run: the merge holds one batch of each run.
+RUN_BATCH_ROWS = 1024
+#: Lines rendered before they are written out together.
+WRITE_BATCH_LINES = 1 << 16
+#: The reading order of syscall rows starts here, after every other row's: the rows were
+#: once sorted (stably) with the syscalls appended last, and ties keep that order.
+SYSCALL_SEQ = 1 << 62
+#: A syscall row's name: its body is (enter, number, args or ret), named once the
+#: trace's machine is known (its system_info packet may come last).
+SYSCALL = ""
+
+
+class TimeOrder:
+    """Rows ``(time, seq, cpu, pid, name, body, packet offset)`` put in order of
+    ``(time, seq)``, ``seq`` being the reading order (unique, so no comparison reaches
+    the other fields): held up to ``spill_rows``, then sorted and written to ``spill`` as
+    a run; iterating merges the runs with the rows still held."""
+
+    def __init__(self, spill: IO[bytes], spill_rows: int) -> None:
+        self.spill = spill
+        self.spill_rows = spill_rows
+        self.held: list[tuple] = []
+        self.runs: list[int] = []  # each run's first byte in the spill file
+        self.rows = 0
+        self.syscalls = 0
+
+    def add(self, ts: int, cpu: int, pid: int, name: str, body: Any, offset: int) -> None:
+        self.held.append((ts, self.rows, cpu, pid, name, body, offset))
+        self.rows += 1
+        self._spill_if_full()
+
+    def add_syscall(self, ts: int, cpu: int, pid: int, call: tuple, offset: int) -> None:
+        self.held.append((ts, SYSCALL_SEQ + self.syscalls, cpu, pid, SYSCALL, call, offset))
+        self.syscalls += 1
+        self._spill_if_full()
+
+    def _spill_if_full(self) -> None:
+        if len(self.held) < self.spill_rows:
+            return
+        self.held.sort()
+        self.runs.append(self.spill.tell())
+        for start in range(0, len(self.held), RUN_BATCH_ROWS):
+            pickle.dump(self.held[start : start + RUN_BATCH_ROWS], self.spill, pickle.HIGHEST_PROTOCOL)
+        pickle.dump([], self.spill)  # the run's end
+        self.held = []
+
+    def __iter__(self) -> Iterator[tuple]:
+        self.held.sort()
+        if not self.runs:
+            return iter(self.held)
+        return heapq.merge(*(self._run(start) for start in self.runs), self.held)
+
+    def _run(self, start: int) -> Iterator[tuple]:
+        position = start
+        while True:
+            self.spill.seek(position)  # the runs share the file: each reads from where it was
+            batch = pickle.load(self.spill)
+            position = self.spill.tell()
+            if not batch:
+                return
+            yield from batch
+
+
 @dataclass
 class Reading:
     """What one pass over the packets collects."""
 
+    order: TimeOrder  # every ftrace event as a row
     machine: str | None = None
     names: dict[int, str] = field(default_factory=dict)  # pid → name (process tree, task events)
     sched_names: dict[int, str] = field(default_factory=dict)  # pid → name seen in scheduling events
@@ -192,14 +273,12 @@ class Reading:
     bundles: int = 0
     cpus: set[int] = field(default_factory=set)
     ftrace_events: int = 0
+    block_events: int = 0
     packet_count: int = 0
-    # (timestamp, cpu, pid, event name, body, packet offset) of every ftrace event
-    rows: list[tuple[int, int, int, str, str, int]] = field(default_factory=list)
-    syscall_events: list[tuple[int, int, int, bool, int, Any, int]] = field(default_factory=list)
 
 
-def read_packets(path: Path, data: bytes, lenient: bool, framing: Framing) -> Reading:
-    reading = Reading()
+def read_packets(path: Path, data: bytes | mmap.mmap, lenient: bool, framing: Framing, order: TimeOrder) -> Reading:
+    reading = Reading(order)
     for packet in packets(path, data, lenient, framing):
         reading.packet_count += 1
         message = packet.message
@@ -237,7 +316,7 @@ def read_bundle(bundle: Any, offset: int, reading: Reading) -> None:
     reading.cpus.add(bundle.cpu)
     reading.lost_bundles += bool(bundle.lost_events)
     cpu = bundle.cpu
-    rows = reading.rows
+    add = reading.order.add
     for event in bundle.event:
         reading.ftrace_events += 1
         name = event.WhichOneof("event")
@@ -246,16 +325,18 @@ def read_bundle(bundle: Any, offset: int, reading: Reading) -> None:
         body = getattr(event, name)
         ts, pid = event.timestamp, event.pid
         if name in BLOCK_RENDERERS:
-            rows.append((ts, cpu, pid, name, BLOCK_RENDERERS[name](body), offset))
+            reading.block_events += 1
+            add(ts, cpu, pid, name, BLOCK_RENDERERS[name](body), offset)
         elif name == "print":
             text = clean(body.buf[:-1] if body.buf.endswith("\n") else body.buf)
-            rows.append((ts, cpu, pid, "tracing_mark_write", text, offset))
+            add(ts, cpu, pid, "tracing_mark_write", text, offset)
         elif name in ("sys_enter", "sys_exit"):
-            reading.syscall_events.append((ts, cpu, pid, name == "sys_enter", body.id, body, offset))
+            values = tuple(body.args) if name == "sys_enter" else body.ret
+            reading.order.add_syscall(ts, cpu, pid, (name == "sys_enter", body.id, values), offset)
         else:
             if name in ("task_newtask", "task_rename"):
                 reading.names[body.pid] = body.comm if name == "task_newtask" else body.newcomm
-            rows.append((ts, cpu, pid, name, fields_line(body), offset))
+            add(ts, cpu, pid, name, fields_line(body), offset)
     if bundle.HasField("compact_sched"):
         read_compact_sched(bundle.compact_sched, cpu, offset, reading)
 
@@ -275,7 +356,7 @@ def read_compact_sched(compact: Any, cpu: int, offset: int, reading: Reading) ->
             f"prev_pid={prev} prev_state={compact.switch_prev_state[i]} ==> next_comm={clean(comm)} "
             f"next_pid={next_pid} next_prio={compact.switch_next_prio[i]}"
         )
-        reading.rows.append((ts, cpu, prev, "sched_switch", body, offset))
+        reading.order.add(ts, cpu, prev, "sched_switch", body, offset)
         prev = next_pid
     ts = 0
     for i, delta in enumerate(compact.waking_timestamp):
@@ -286,35 +367,128 @@ def read_compact_sched(compact: Any, cpu: int, offset: int, reading: Reading) ->
         body = (
             f"comm={clean(comm)} pid={pid} prio={compact.waking_prio[i]} target_cpu={compact.waking_target_cpu[i]:03d}"
         )
-        reading.rows.append((ts, cpu, 0, "sched_waking", body, offset))
+        reading.order.add(ts, cpu, 0, "sched_waking", body, offset)
 
 
-def syscall_rows(reading: Reading) -> tuple[str, int]:
-    """Name the syscall events through the trace's machine; returns the machine used and
-    how many events had a number the table does not list (kept as ``sys_N``)."""
-    machine = reading.machine if reading.machine in syscalls.NUMBERS else syscalls.DEFAULT_MACHINE
-    table = syscalls.NUMBERS[machine]
-    unknown = 0
-    for ts, cpu, pid, enter, number, body, offset in reading.syscall_events:
-        name = table.get(number)
+class SyscallNames:
+    """Syscall numbers named through the trace's machine (arm64 when the trace has no
+    system_info, as on every phone); numbers the table does not list stay numbers."""
+
+    def __init__(self, machine: str | None) -> None:
+        self.machine = machine if machine in syscalls.NUMBERS else syscalls.DEFAULT_MACHINE
+        self.table = syscalls.NUMBERS[self.machine]
+        self.unknown = 0
+
+    def row(self, enter: bool, number: int, values: Any) -> tuple[str, str]:
+        """The event's name and body: ``sys_fsync``, ``(fd: 0x3)`` or `` -> 0x0``."""
+        name = self.table.get(number)
         if name is None:
-            unknown += 1
+            self.unknown += 1
             name = f"{number}"
         if enter:
-            names = syscalls.ARGUMENTS.get(name, ())
-            args = ", ".join(f"{arg}: 0x{value:x}" for arg, value in zip(names, body.args))
-            reading.rows.append((ts, cpu, pid, f"sys_{name}", f"({args})", offset))
-        else:
-            reading.rows.append((ts, cpu, pid, f"sys_{name}", f" -> 0x{body.ret & 0xFFFFFFFFFFFFFFFF:x}", offset))
-    return machine, unknown
+            args = ", ".join(f"{arg}: 0x{value:x}" for arg, value in zip(syscalls.ARGUMENTS.get(name, ()), values))
+            return f"sys_{name}", f"({args})"
+        return f"sys_{name}", f" -> 0x{values & 0xFFFFFFFFFFFFFFFF:x}"
 
 
-def ftrace_line(row: tuple[int, int, int, str, str, int]) -> str:
-    ts, cpu, pid, name, body, _ = row
+def ftrace_line(ts: int, cpu: int, pid: int, name: str, body: str) -> str:
     time = f"{ts // NS}.{ts % NS:09d}"
     if name.startswith("sys_"):  # the syscall events' print format: `sys_fsync(fd: 0x3)`
         return f" {UNNAMED}-{pid} [{cpu:03d}] ..... {time}: {name}{body}\n"
     return f" {UNNAMED}-{pid} [{cpu:03d}] ..... {time}: {name}: {body}\n"
+
+
+def event_of_line(line: str) -> tuple[str, str]:
+    """The ``name`` and ``body`` :func:`ftrace_line` printed into ``line``."""
+    rest = line.rstrip("\n").split("..... ", 1)[-1].split(": ", 1)[-1]
+    if rest.startswith("sys_"):
+        cut = min((i for i in (rest.find("("), rest.find(" -> ")) if i >= 0), default=len(rest))
+        return rest[:cut], rest[cut:]
+    name, _, body = rest.partition(": ")
+    return name, body
+
+
+@dataclass
+class Rendered:
+    """The trace as ftrace text in time order, and where each line came from."""
+
+    path: Path  # the Perfetto trace
+    text: Path  # its events as the kernel's text output would print them
+    origins: Path  # per line, the byte offset of its packet (8 bytes, little-endian)
+    reading: Reading
+    framing: Framing
+    syscalls: SyscallNames
+
+    def packet_offset(self, line: int) -> int:
+        """The trace byte offset of the packet line ``line`` (1-based) came from."""
+        if line < 1:
+            return 0
+        with open(self.origins, "rb") as f:
+            f.seek(8 * (line - 1))
+            found = array("Q", f.read(8))
+        return found[0] if found else 0
+
+    def event_at(self, line: int) -> tuple[str, str]:
+        """The event name and body of line ``line`` (1-based) of the text."""
+        with open(self.text, encoding="utf-8", errors="surrogateescape") as f:
+            for number, text in enumerate(f, 1):
+                if number == line:
+                    return event_of_line(text)
+        return "", ""
+
+
+def render(path: Path, lenient: bool, tmp: Path) -> Rendered:
+    """Every event of the trace as an ftrace line in time order, into ``tmp``."""
+    framing = Framing()
+    with open_trace(path) as data, open(tmp / "spill", "w+b") as spill:
+        reading = read_packets(path, data, lenient, framing, TimeOrder(spill, SPILL_ROWS))
+        if reading.block_events == 0:
+            raise bad_trace(
+                path,
+                "holds no block events: record it with the ftrace block events "
+                "(block/block_rq_issue, block/block_rq_complete ...; see the README's Perfetto config)",
+                0,
+            )
+        rendered = Rendered(path, tmp / "trace.txt", tmp / "origins", reading, framing, SyscallNames(reading.machine))
+        write_lines(rendered, reading.order)
+    (tmp / "spill").unlink()
+    return rendered
+
+
+def write_lines(rendered: Rendered, rows: Iterable[tuple]) -> None:
+    name_syscall = rendered.syscalls.row
+    offsets = array("Q")
+    with (
+        open(rendered.text, "w", encoding="utf-8", errors="surrogateescape") as text,
+        open(rendered.origins, "wb") as origins,
+    ):
+        lines: list[str] = []
+        for ts, _, cpu, pid, name, body, offset in rows:
+            if name == SYSCALL:
+                name, body = name_syscall(*body)
+            lines.append(ftrace_line(ts, cpu, pid, name, body))
+            offsets.append(offset)
+            if len(lines) == WRITE_BATCH_LINES:
+                text.writelines(lines)
+                offsets.tofile(origins)
+                lines, offsets = [], array("Q")
+        text.writelines(lines)
+        offsets.tofile(origins)
+
+
+@contextmanager
+def open_trace(path: Path) -> Iterator[bytes | mmap.mmap]:
+    """The trace's bytes, mapped (its pages are the page cache's, not the process's)."""
+    try:
+        f = open(path, "rb")
+    except IsADirectoryError:
+        raise bad_trace(path, "is a directory, not a Perfetto trace file", 0) from None
+    with f:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
 
 
 # ---------------------------------------------------------------- the table
@@ -326,38 +500,67 @@ def parse(path: str | os.PathLike, lenient: bool = False) -> tuple[pl.DataFrame,
     broken or truncated record (``lenient``: counted in ``bad_records`` instead), for a
     file that is no Perfetto trace, and for a trace without block events."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise bad_trace(path, "is a directory, not a Perfetto trace file", 0) from None
-    framing = Framing()
-    reading = read_packets(path, data, lenient, framing)
-    machine, unknown_syscalls = syscall_rows(reading)
-    if not any(name.startswith("block_") for _, _, _, name, _, _ in reading.rows):
-        raise bad_trace(
-            path,
-            "holds no block events: record it with the ftrace block events "
-            "(block/block_rq_issue, block/block_rq_complete ...; see the README's Perfetto config)",
-            0,
+    with tempfile.TemporaryDirectory(prefix="sqlwa-perfetto-") as tmp:
+        rendered = render(path, lenient, Path(tmp))
+        names = task_names(rendered.reading)
+        table, report = read_rendered(
+            rendered, lambda text: parse_trace([str(text)], "ftrace", lenient, task_names=names)
         )
-    # Bundles of one CPU follow each other; CPUs interleave: one stable sort by time.
-    reading.rows.sort(key=lambda row: row[0])
-    events, report = parse_rendered(path, reading.rows, lenient)
+    frame = pl.from_arrow(table, rechunk=False)
+    assert isinstance(frame, pl.DataFrame)
+    return frame, full_report(rendered, report)
+
+
+def parse_to_parquet(path: str | os.PathLike, output: str | os.PathLike, lenient: bool = False) -> dict:
+    """One Perfetto trace → the Parquet file ``output`` (the columns and dtypes of
+    :func:`parse`), in bounded memory: the events are put in time order by an external
+    sort, rendered to ftrace text, and that streamed to Parquet row group by row group,
+    named as it goes. Temporary files (the trace's text, ~100 bytes an event, and 8
+    bytes an event more) go beside ``output``, which is replaced only once whole.
+    Returns the report :func:`parse` gives."""
+    path, output = Path(path), Path(output)
+    try:
+        with tempfile.TemporaryDirectory(prefix=".sqlwa-perfetto-", dir=output.parent) as tmp:
+            rendered = render(path, lenient, Path(tmp))
+            names = task_names(rendered.reading)
+            _, report = read_rendered(
+                rendered,
+                lambda text: (None, parse_trace_to_parquet([str(text)], str(output), "ftrace", lenient, names)),
+            )
+    except OSError as exc:  # a missing directory, a full disk: said of the file asked for
+        if exc.errno is None or exc.filename in (str(path), str(output)):
+            raise
+        raise OSError(exc.errno, exc.strerror, str(output)) from exc
+    return full_report(rendered, report)
+
+
+def task_names(reading: Reading) -> tuple[str, dict[int, str]]:
+    """The names for the rendered rows' placeholder (``parse_trace``'s ``task_names``):
+    the process tree's and task events' names, else those of scheduling events. The
+    reader puts them in the rows named ``UNNAMED`` (empty where the trace never names the
+    pid, as blkparse's ``(null)`` reads); block events keep the name they carry."""
+    return UNNAMED, {**reading.sched_names, **reading.names}
+
+
+def full_report(rendered: Rendered, report: dict) -> dict:
+    """The ftrace reader's report with what the packets said: framing errors, losses,
+    the trace's shape."""
+    reading, framing = rendered.reading, rendered.framing
     report["bad_records"] += len(framing.bad)
     report["bad_messages"] = (framing.bad + report["bad_messages"])[:20]
-    lost = lost_events(reading)
-    report["lost_events"] += lost
-    report["files"] = [(str(path), "perfetto")]
+    report["lost_events"] += lost_events(reading)
+    report["files"] = [(str(rendered.path), "perfetto")]
+    machine = rendered.syscalls.machine
     report["perfetto"] = {
         "packets": reading.packet_count,
         "ftrace_bundles": reading.bundles,
         "ftrace_events": reading.ftrace_events,
         "cpus": sorted(reading.cpus),
         "syscall_table": machine if reading.machine else f"{machine} (assumed: the trace has no system_info)",
-        "unknown_syscalls": unknown_syscalls,
+        "unknown_syscalls": rendered.syscalls.unknown,
         "named_tasks": len(reading.names.keys() | reading.sched_names.keys()),
     }
-    return with_task_names(events, {**reading.sched_names, **reading.names}), report
+    return report
 
 
 def lost_events(reading: Reading) -> int:
@@ -371,54 +574,29 @@ def lost_events(reading: Reading) -> int:
 BAD_LINE = re.compile(r"^.*? line (\d+): not an ftrace line \((.*?)\):.*$", re.S)
 
 
-def parse_rendered(path: Path, rows: list, lenient: bool) -> tuple[pl.DataFrame, dict]:
-    """The rendered lines through the ftrace reader; its line numbers in errors become the
-    packets they came from."""
-    with tempfile.TemporaryDirectory(prefix="sqlwa-perfetto-") as tmp:
-        text_path = Path(tmp) / "trace.txt"
-        with open(text_path, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.writelines(ftrace_line(row) for row in rows)
-        try:
-            table, report = parse_trace([str(text_path)], "ftrace", lenient)
-        except TraceParseError as exc:
-            raise bad_trace(path, packet_message(str(exc), rows), origin_offset(exc.line, rows)) from None
+def read_rendered(rendered: Rendered, read: Callable[[Path], tuple[Any, dict]]) -> tuple[Any, dict]:
+    """The rendered text through the ftrace reader (``read``); its line numbers in errors
+    become the packets they came from."""
+    path = rendered.path
+    try:
+        table, report = read(rendered.text)
+    except TraceParseError as exc:
+        raise bad_trace(path, packet_message(str(exc), rendered), origin_offset(exc.line, rendered)) from None
     report["bad_messages"] = [
-        f"{path} byte {origin_offset(None, rows, m)}: {packet_message(m, rows)}" for m in report["bad_messages"]
+        f"{path} byte {origin_offset(None, rendered, m)}: {packet_message(m, rendered)}" for m in report["bad_messages"]
     ]
-    frame = pl.from_arrow(table, rechunk=False)
-    assert isinstance(frame, pl.DataFrame)
-    return frame, report
+    return table, report
 
 
-def origin_offset(line: int | None, rows: list, message: str | None = None) -> int:
+def origin_offset(line: int | None, rendered: Rendered, message: str | None = None) -> int:
     if line is None and message is not None and (found := BAD_LINE.match(message)):
         line = int(found.group(1))
-    return rows[line - 1][5] if line and 0 < line <= len(rows) else 0
+    return rendered.packet_offset(line) if line else 0
 
 
-def packet_message(message: str, rows: list) -> str:
+def packet_message(message: str, rendered: Rendered) -> str:
     found = BAD_LINE.match(message)
     if not found:
         return message
-    row = rows[int(found.group(1)) - 1]
-    return f"a {row[3]} event that does not read ({found.group(2)}): {row[4]}"
-
-
-def with_task_names(events: pl.DataFrame, names: dict[int, str]) -> pl.DataFrame:
-    """Replace the placeholder ``comm`` by the task's name from the trace (empty where the
-    trace never names the pid, as blkparse's ``(null)`` reads); block events keep the
-    name they carry themselves."""
-    if events.height == 0:
-        return events
-    known = pl.DataFrame(
-        {"pid": list(names), "task_name": list(names.values())}, schema={"pid": pl.UInt32, "task_name": pl.String}
-    )
-    joined = events.join(known, on="pid", how="left", maintain_order="left")
-    comm = (
-        pl.when(pl.col("comm").cast(pl.String) == UNNAMED)
-        .then(pl.col("task_name").fill_null(""))
-        .otherwise(pl.col("comm").cast(pl.String))
-        .cast(pl.Categorical)
-        .alias("comm")
-    )
-    return joined.with_columns(comm).select(events.columns)
+    name, body = rendered.event_at(int(found.group(1)))
+    return f"a {name} event that does not read ({found.group(2)}): {body}"

@@ -8,6 +8,7 @@ TracePackets): reading a file's first packet is how a Perfetto trace is recognis
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -72,7 +73,7 @@ def pb2() -> Any:
 # ---------------------------------------------------------------- framing
 
 
-def read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int] | None:
+def read_varint(data: bytes | memoryview | mmap.mmap, pos: int) -> tuple[int, int] | None:
     """The varint at ``pos`` → (value, position after it); None when the data ends first."""
     value = shift = 0
     while pos < len(data):
@@ -112,7 +113,7 @@ def looks_like_perfetto(path: str | os.PathLike) -> bool:
 MAX_FIRST_PACKET = 1 << 26
 
 
-def first_packet_problem(data: bytes) -> str | None:
+def first_packet_problem(data: bytes | mmap.mmap) -> str | None:
     """Why ``data`` is not a Perfetto trace, judged by its first packet; None when it is
     or may be (a first packet cut short is a truncated trace, for the reader to say)."""
     if len(data) == 0:

@@ -119,15 +119,21 @@ def parsed_events(
 ) -> tuple[pl.DataFrame | pl.LazyFrame | None, dict]:
     """The parse report, and the events where they are needed: written to ``output`` (if
     given), and kept for the commit figures unless the trace marks no commit. With
-    ``output``, the Rust parser's formats are streamed (parsed and written row group by
-    row group, in bounded memory, with neither Polars nor pyarrow imported unless the
-    trace marks commits); Perfetto traces and parses without ``output`` are read whole."""
+    ``output``, traces are streamed (parsed and written row group by row group, in
+    bounded memory; the Rust parser's formats with neither Polars nor pyarrow imported
+    unless the trace marks commits, Perfetto traces through an external sort by time);
+    parses without ``output`` are read whole."""
     from sqlwa.analysis import traceformat
 
     names = ", ".join(str(p) for p in traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
-    if output is not None and not traceformat.is_perfetto(list(traces), fmt):
+    if output is not None:
         with status.status(f"parsing {names} into {output.name}"), writing_output(output):
-            report = traceformat.parse_to_parquet(traces, output, format=fmt, lenient=lenient)
+            if traceformat.is_perfetto(list(traces), fmt):
+                from sqlwa.analysis import perfetto
+
+                report = perfetto.parse_to_parquet(traces[0], output, lenient=lenient)
+            else:
+                report = traceformat.parse_to_parquet(traces, output, format=fmt, lenient=lenient)
         if "marker" not in report["per_kind"]:
             return None, report
         from sqlwa.results import rundir
@@ -138,9 +144,6 @@ def parsed_events(
 
     with status.status(f"parsing {names}"):
         events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
-    if output is not None:
-        with status.status(f"writing {report['events']:,} events to {output}"):
-            write_table(events, output, "the event table")
     return events, report
 
 
