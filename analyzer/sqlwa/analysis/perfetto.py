@@ -203,16 +203,15 @@ WRITE_BATCH_LINES = 1 << 16
 #: The reading order of syscall rows starts here, after every other row's: the rows were
 #: once sorted (stably) with the syscalls appended last, and ties keep that order.
 SYSCALL_SEQ = 1 << 62
-#: A syscall row's name: its body is (enter, number, args or ret), named once the
-#: trace's machine is known (its system_info packet may come last).
-SYSCALL = ""
 
 
 class TimeOrder:
-    """Rows ``(time, seq, cpu, pid, name, body, packet offset)`` put in order of
-    ``(time, seq)``, ``seq`` being the reading order (unique, so no comparison reaches
-    the other fields): held up to ``spill_rows``, then sorted and written to ``spill`` as
-    a run; iterating merges the runs with the rows still held."""
+    """Rows ``(time, seq, line, packet offset)`` put in order of ``(time, seq)``, ``seq``
+    being the reading order (unique, so no comparison reaches the other fields) and
+    ``line`` the event's ftrace line, or for a syscall ``(cpu, pid, enter, number, args
+    or ret)`` to be named once the trace's machine is known: held up to ``spill_rows``,
+    then sorted and written to ``spill`` as a run; iterating merges the runs with the
+    rows still held."""
 
     def __init__(self, spill: IO[bytes], spill_rows: int) -> None:
         self.spill = spill
@@ -222,13 +221,13 @@ class TimeOrder:
         self.rows = 0
         self.syscalls = 0
 
-    def add(self, ts: int, cpu: int, pid: int, name: str, body: Any, offset: int) -> None:
-        self.held.append((ts, self.rows, cpu, pid, name, body, offset))
+    def add(self, ts: int, cpu: int, pid: int, name: str, body: str, offset: int) -> None:
+        self.held.append((ts, self.rows, ftrace_line(ts, cpu, pid, name, body), offset))
         self.rows += 1
         self._spill_if_full()
 
     def add_syscall(self, ts: int, cpu: int, pid: int, call: tuple, offset: int) -> None:
-        self.held.append((ts, SYSCALL_SEQ + self.syscalls, cpu, pid, SYSCALL, call, offset))
+        self.held.append((ts, SYSCALL_SEQ + self.syscalls, (cpu, pid, *call), offset))
         self.syscalls += 1
         self._spill_if_full()
 
@@ -463,10 +462,11 @@ def write_lines(rendered: Rendered, rows: Iterable[tuple]) -> None:
         open(rendered.origins, "wb") as origins,
     ):
         lines: list[str] = []
-        for ts, _, cpu, pid, name, body, offset in rows:
-            if name == SYSCALL:
-                name, body = name_syscall(*body)
-            lines.append(ftrace_line(ts, cpu, pid, name, body))
+        for ts, _, line, offset in rows:
+            if line.__class__ is tuple:  # a syscall, named now
+                cpu, pid, *call = line
+                line = ftrace_line(ts, cpu, pid, *name_syscall(*call))
+            lines.append(line)
             offsets.append(offset)
             if len(lines) == WRITE_BATCH_LINES:
                 text.writelines(lines)
