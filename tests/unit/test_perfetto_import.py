@@ -441,3 +441,18 @@ def test_an_event_that_does_not_read_names_its_packet(tmp_path, spill):
     with pytest.raises(TraceParseError, match=rf"\(byte {first}\)"):
         sqlwa.parse_to_parquet(path, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_long_parse_says_how_far_it_has_got(tmp_path, monkeypatch):
+    monkeypatch.setattr(perfetto, "WRITE_BATCH_LINES", 16)
+    said: list[str] = []
+    perfetto.parse_to_parquet(write(tmp_path, android_trace()), tmp_path / "events.parquet", progress=said.append)
+    read = [int(text.split("%")[0].removeprefix("read ")) for text in said if "% of the trace" in text]
+    assert read and read == sorted(read) and 0 < read[0] and read[-1] < 100
+    rows = len(EXPECTED)  # the bundles' events and the compact scheduling's
+    assert said[len(read) :] == [
+        f"read the trace, {rows} events",
+        f"put 16 of {rows} events in time order",
+        f"put 32 of {rows} events in time order",
+        f"writing {rows} events to events.parquet",
+    ]

@@ -231,6 +231,9 @@ class TimeOrder:
         self.syscalls += 1
         self._spill_if_full()
 
+    def __len__(self) -> int:
+        return self.rows + self.syscalls
+
     def _spill_if_full(self) -> None:
         if len(self.held) < self.spill_rows:
             return
@@ -276,9 +279,24 @@ class Reading:
     packet_count: int = 0
 
 
-def read_packets(path: Path, data: bytes | mmap.mmap, lenient: bool, framing: Framing, order: TimeOrder) -> Reading:
+#: Says how far a long parse has got (``sqlwa parse``'s status line).
+Progress = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    """No progress shown."""
+
+
+def read_packets(
+    path: Path, data: bytes | mmap.mmap, lenient: bool, framing: Framing, order: TimeOrder, progress: Progress
+) -> Reading:
     reading = Reading(order)
+    step = max(len(data) // 100, 1)
+    said = 0
     for packet in packets(path, data, lenient, framing):
+        if packet.offset >= said + step:
+            said = packet.offset
+            progress(f"read {100 * said // len(data)}% of the trace, {len(order):,} events")
         reading.packet_count += 1
         message = packet.message
         kind = message.WhichOneof("data")
@@ -290,6 +308,7 @@ def read_packets(path: Path, data: bytes | mmap.mmap, lenient: bool, framing: Fr
             read_ftrace_stats(message.ftrace_stats, reading)
         elif kind == "system_info" and message.system_info.utsname.machine:
             reading.machine = message.system_info.utsname.machine
+    progress(f"read the trace, {len(order):,} events")
     return reading
 
 
@@ -436,11 +455,11 @@ class Rendered:
         return "", ""
 
 
-def render(path: Path, lenient: bool, tmp: Path) -> Rendered:
+def render(path: Path, lenient: bool, tmp: Path, progress: Progress) -> Rendered:
     """Every event of the trace as an ftrace line in time order, into ``tmp``."""
     framing = Framing()
     with open_trace(path) as data, open(tmp / "spill", "w+b") as spill:
-        reading = read_packets(path, data, lenient, framing, TimeOrder(spill, SPILL_ROWS))
+        reading = read_packets(path, data, lenient, framing, TimeOrder(spill, SPILL_ROWS), progress)
         if reading.block_events == 0:
             raise bad_trace(
                 path,
@@ -449,13 +468,14 @@ def render(path: Path, lenient: bool, tmp: Path) -> Rendered:
                 0,
             )
         rendered = Rendered(path, tmp / "trace.txt", tmp / "origins", reading, framing, SyscallNames(reading.machine))
-        write_lines(rendered, reading.order)
+        write_lines(rendered, reading.order, progress)
     (tmp / "spill").unlink()
     return rendered
 
 
-def write_lines(rendered: Rendered, rows: Iterable[tuple]) -> None:
+def write_lines(rendered: Rendered, rows: Iterable[tuple], progress: Progress) -> None:
     name_syscall = rendered.syscalls.row
+    total, written = len(rendered.reading.order), 0
     offsets = array("Q")
     with (
         open(rendered.text, "w", encoding="utf-8", errors="surrogateescape") as text,
@@ -471,7 +491,9 @@ def write_lines(rendered: Rendered, rows: Iterable[tuple]) -> None:
             if len(lines) == WRITE_BATCH_LINES:
                 text.writelines(lines)
                 offsets.tofile(origins)
+                written += len(lines)
                 lines, offsets = [], array("Q")
+                progress(f"put {written:,} of {total:,} events in time order")
         text.writelines(lines)
         offsets.tofile(origins)
 
@@ -494,14 +516,15 @@ def open_trace(path: Path) -> Iterator[bytes | mmap.mmap]:
 # ---------------------------------------------------------------- the table
 
 
-def parse(path: str | os.PathLike, lenient: bool = False) -> tuple[pl.DataFrame, dict]:
+def parse(path: str | os.PathLike, lenient: bool = False, progress: Progress = quiet) -> tuple[pl.DataFrame, dict]:
     """One Perfetto trace → ``(events, report)`` as :func:`sqlwa.analysis.traceparse.parse`
     returns them. Raises :class:`~sqlwa.errors.TraceParseError` naming the byte offset of a
     broken or truncated record (``lenient``: counted in ``bad_records`` instead), for a
     file that is no Perfetto trace, and for a trace without block events."""
     path = Path(path)
     with tempfile.TemporaryDirectory(prefix="sqlwa-perfetto-") as tmp:
-        rendered = render(path, lenient, Path(tmp))
+        rendered = render(path, lenient, Path(tmp), progress)
+        progress(f"reading {len(rendered.reading.order):,} events")
         names = task_names(rendered.reading)
         table, report = read_rendered(
             rendered, lambda text: parse_trace([str(text)], "ftrace", lenient, task_names=names)
@@ -511,17 +534,20 @@ def parse(path: str | os.PathLike, lenient: bool = False) -> tuple[pl.DataFrame,
     return frame, full_report(rendered, report)
 
 
-def parse_to_parquet(path: str | os.PathLike, output: str | os.PathLike, lenient: bool = False) -> dict:
+def parse_to_parquet(
+    path: str | os.PathLike, output: str | os.PathLike, lenient: bool = False, progress: Progress = quiet
+) -> dict:
     """One Perfetto trace → the Parquet file ``output`` (the columns and dtypes of
     :func:`parse`), in bounded memory: the events are put in time order by an external
     sort, rendered to ftrace text, and that streamed to Parquet row group by row group,
     named as it goes. Temporary files (the trace's text, ~100 bytes an event, and 8
     bytes an event more) go beside ``output``, which is replaced only once whole.
-    Returns the report :func:`parse` gives."""
+    Returns the report :func:`parse` gives; ``progress`` is told how far it has got."""
     path, output = Path(path), Path(output)
     try:
         with tempfile.TemporaryDirectory(prefix=".sqlwa-perfetto-", dir=output.parent) as tmp:
-            rendered = render(path, lenient, Path(tmp))
+            rendered = render(path, lenient, Path(tmp), progress)
+            progress(f"writing {len(rendered.reading.order):,} events to {output.name}")
             names = task_names(rendered.reading)
             _, report = read_rendered(
                 rendered,

@@ -127,11 +127,15 @@ def parsed_events(
 
     names = ", ".join(str(p) for p in traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
     if output is not None:
-        with status.status(f"parsing {names} into {output.name}"), writing_output(output):
+        doing = f"parsing {names} into {output.name}"
+        with status.status(doing) as live, writing_output(output):
             if traceformat.is_perfetto(list(traces), fmt):
                 from sqlwa.analysis import perfetto
 
-                report = perfetto.parse_to_parquet(traces[0], output, lenient=lenient)
+                # Minutes for a phone's long trace: its status line says how far it has got.
+                report = perfetto.parse_to_parquet(
+                    traces[0], output, lenient=lenient, progress=lambda text: live.update(f"{doing}: {text}")
+                )
             else:
                 report = traceformat.parse_to_parquet(traces, output, format=fmt, lenient=lenient)
         if "marker" not in report["per_kind"]:
