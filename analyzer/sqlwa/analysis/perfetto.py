@@ -32,10 +32,8 @@ phone's trace takes bounded memory; its time is this module's Python, ~5 µs an 
 
 from __future__ import annotations
 
-import heapq
 import mmap
 import os
-import pickle
 import re
 import tempfile
 from array import array
@@ -49,6 +47,7 @@ import polars as pl
 
 from sqlwa._native import TraceParseError, parse_trace, parse_trace_to_parquet
 from sqlwa.analysis import syscalls
+from sqlwa.analysis.spillsort import SpillSort
 from sqlwa.analysis.traceformat import PACKET_TAG, first_packet_problem, pb2, read_varint
 
 #: The placeholder the rendered lines carry for a task's name; the real names (from the
@@ -206,59 +205,29 @@ SYSCALL_SEQ = 1 << 62
 
 
 class TimeOrder:
-    """Rows ``(time, seq, line, packet offset)`` put in order of ``(time, seq)``, ``seq``
-    being the reading order (unique, so no comparison reaches the other fields) and
-    ``line`` the event's ftrace line, or for a syscall ``(cpu, pid, enter, number, args
-    or ret)`` to be named once the trace's machine is known: held up to ``spill_rows``,
-    then sorted and written to ``spill`` as a run; iterating merges the runs with the
-    rows still held."""
+    """The rows of every CPU in order of ``(time, seq)``, ``seq`` being the reading order,
+    by an external sort (:class:`~sqlwa.analysis.spillsort.SpillSort`). A row is ``(time,
+    seq, line, packet offset)``, ``line`` the event's ftrace line, or for a syscall
+    ``(cpu, pid, enter, number, args or ret)``, named once the trace's machine is known."""
 
-    def __init__(self, spill: IO[bytes], spill_rows: int) -> None:
-        self.spill = spill
-        self.spill_rows = spill_rows
-        self.held: list[tuple] = []
-        self.runs: list[int] = []  # each run's first byte in the spill file
-        self.rows = 0
+    def __init__(self, spill: IO[bytes]) -> None:
+        self.rows = SpillSort(spill, SPILL_ROWS, RUN_BATCH_ROWS)
+        self.events = 0
         self.syscalls = 0
 
     def add(self, ts: int, cpu: int, pid: int, name: str, body: str, offset: int) -> None:
-        self.held.append((ts, self.rows, ftrace_line(ts, cpu, pid, name, body), offset))
-        self.rows += 1
-        self._spill_if_full()
+        self.rows.append((ts, self.events, ftrace_line(ts, cpu, pid, name, body), offset))
+        self.events += 1
 
     def add_syscall(self, ts: int, cpu: int, pid: int, call: tuple, offset: int) -> None:
-        self.held.append((ts, SYSCALL_SEQ + self.syscalls, (cpu, pid, *call), offset))
+        self.rows.append((ts, SYSCALL_SEQ + self.syscalls, (cpu, pid, *call), offset))
         self.syscalls += 1
-        self._spill_if_full()
 
     def __len__(self) -> int:
-        return self.rows + self.syscalls
-
-    def _spill_if_full(self) -> None:
-        if len(self.held) < self.spill_rows:
-            return
-        self.held.sort()
-        self.runs.append(self.spill.tell())
-        for start in range(0, len(self.held), RUN_BATCH_ROWS):
-            pickle.dump(self.held[start : start + RUN_BATCH_ROWS], self.spill, pickle.HIGHEST_PROTOCOL)
-        pickle.dump([], self.spill)  # the run's end
-        self.held = []
+        return len(self.rows)
 
     def __iter__(self) -> Iterator[tuple]:
-        self.held.sort()
-        if not self.runs:
-            return iter(self.held)
-        return heapq.merge(*(self._run(start) for start in self.runs), self.held)
-
-    def _run(self, start: int) -> Iterator[tuple]:
-        position = start
-        while True:
-            self.spill.seek(position)  # the runs share the file: each reads from where it was
-            batch = pickle.load(self.spill)
-            position = self.spill.tell()
-            if not batch:
-                return
-            yield from batch
+        return iter(self.rows)
 
 
 @dataclass
@@ -459,7 +428,7 @@ def render(path: Path, lenient: bool, tmp: Path, progress: Progress) -> Rendered
     """Every event of the trace as an ftrace line in time order, into ``tmp``."""
     framing = Framing()
     with open_trace(path) as data, open(tmp / "spill", "w+b") as spill:
-        reading = read_packets(path, data, lenient, framing, TimeOrder(spill, SPILL_ROWS), progress)
+        reading = read_packets(path, data, lenient, framing, TimeOrder(spill), progress)
         if reading.block_events == 0:
             raise bad_trace(
                 path,
