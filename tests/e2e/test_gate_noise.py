@@ -12,6 +12,7 @@ commits.parquet here.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -60,8 +61,12 @@ def lines(proc) -> list[re.Match]:
 def test_two_identical_matrices_pass_and_the_p99_is_pooled(tmp_path):
     sweep = ("matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "--repeat", "5", "-n", "50", "--warmup", "2")
     a, b = tmp_path / "a", tmp_path / "b"
-    sqlwa(*sweep, "--out", str(a))
-    sqlwa(*sweep, "--out", str(b))
+    # Side by side, so both sweeps meet the same machine. One after the other, a busy
+    # spell of the other test worker once fell on all five runs of one sweep (WAL p99
+    # 0.25-0.29 ms against 0.29-4.0 ms): the machine changed between the sweeps, which no
+    # gate can tell from a regression; this test is about run-to-run noise.
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda out: sqlwa(*sweep, "--out", str(out)), (a, b)))
     # 5 runs a side: p can go down to 1/252, so the stricter level is reachable
     proc = sqlwa("check", "-p", str(policy(tmp_path, 0.01)), str(b), "--baseline", str(a), "-v", check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
