@@ -65,7 +65,10 @@ def parse(
     sqlwa run's trace.txt), or a Perfetto trace (`adb shell perfetto` on a phone, or
     `sqlwa export`). It prints what the trace holds per action and operation (reads,
     writes, cache flushes, FUA) and, with -o, writes every event to Parquet for
-    Polars, pandas or `sqlwa.parse()` in a notebook.
+    Polars, pandas or `sqlwa.scan()` in a notebook. With -o a trace of any length
+    parses in bounded memory (a few hundred MB): use it for long phone traces; a
+    Perfetto trace also needs about 110 bytes an event of temporary space beside the
+    output, and says how far it has got as it goes.
 
     \b
     Examples:
