@@ -415,14 +415,6 @@ class Rendered:
             found = array("Q", f.read(8))
         return found[0] if found else 0
 
-    def event_at(self, line: int) -> tuple[str, str]:
-        """The event name and body of line ``line`` (1-based) of the text."""
-        with open(self.text, encoding="utf-8", errors="surrogateescape") as f:
-            for number, text in enumerate(f, 1):
-                if number == line:
-                    return event_of_line(text)
-        return "", ""
-
 
 def render(path: Path, lenient: bool, tmp: Path, progress: Progress) -> Rendered:
     """Every event of the trace as an ftrace line in time order, into ``tmp``."""
@@ -566,7 +558,8 @@ def lost_events(reading: Reading) -> int:
     return max(counted, reading.lost_bundles)
 
 
-BAD_LINE = re.compile(r"^.*? line (\d+): not an ftrace line \((.*?)\):.*$", re.S)
+#: The reader's message for a line it cannot read: its number, the reason and the line.
+BAD_LINE = re.compile(r"^.*? line (\d+): not an ftrace line \((.*?)\): (.*)$", re.S)
 
 
 def read_rendered(rendered: Rendered, read: Callable[[Path], tuple[Any, dict]]) -> tuple[Any, dict]:
@@ -576,9 +569,9 @@ def read_rendered(rendered: Rendered, read: Callable[[Path], tuple[Any, dict]]) 
     try:
         table, report = read(rendered.text)
     except TraceParseError as exc:
-        raise bad_trace(path, packet_message(str(exc), rendered), origin_offset(exc.line, rendered)) from None
+        raise bad_trace(path, packet_message(str(exc)), origin_offset(exc.line, rendered)) from None
     report["bad_messages"] = [
-        f"{path} byte {origin_offset(None, rendered, m)}: {packet_message(m, rendered)}" for m in report["bad_messages"]
+        f"{path} byte {origin_offset(None, rendered, m)}: {packet_message(m)}" for m in report["bad_messages"]
     ]
     return table, report
 
@@ -589,9 +582,11 @@ def origin_offset(line: int | None, rendered: Rendered, message: str | None = No
     return rendered.packet_offset(line) if line else 0
 
 
-def packet_message(message: str, rendered: Rendered) -> str:
+def packet_message(message: str) -> str:
+    """The reader's message about a rendered line, told of the event it was rendered from
+    (the message quotes the line: the text need not be read again)."""
     found = BAD_LINE.match(message)
     if not found:
         return message
-    name, body = rendered.event_at(int(found.group(1)))
+    name, body = event_of_line(found.group(3))
     return f"a {name} event that does not read ({found.group(2)}): {body}"
