@@ -419,7 +419,7 @@ class Rendered:
 def render(path: Path, lenient: bool, tmp: Path, progress: Progress) -> Rendered:
     """Every event of the trace as an ftrace line in time order, into ``tmp``."""
     framing = Framing()
-    with open_trace(path) as data, open(tmp / "spill", "w+b") as spill:
+    with open_trace(path) as data, tempfile.TemporaryFile(dir=tmp) as spill:
         reading = read_packets(path, data, lenient, framing, TimeOrder(spill), progress)
         if reading.block_events == 0:
             raise bad_trace(
@@ -430,7 +430,6 @@ def render(path: Path, lenient: bool, tmp: Path, progress: Progress) -> Rendered
             )
         rendered = Rendered(path, tmp / "trace.txt", tmp / "origins", reading, framing, SyscallNames(reading.machine))
         write_lines(rendered, reading.order, progress)
-    (tmp / "spill").unlink()
     return rendered
 
 
