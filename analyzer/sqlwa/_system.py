@@ -478,6 +478,19 @@ class SignalGuard:
         raise interruption(signum)
 
 
+@contextmanager
+def signals_unwind() -> Iterator[None]:
+    """SIGINT and SIGTERM as exceptions inside the block (a :class:`SignalGuard`), so the
+    temporary files made in it are removed by their own ``with`` on the way out; the
+    previous handlers afterwards."""
+    guard = SignalGuard()
+    guard.install()
+    try:
+        yield
+    finally:
+        guard.restore()
+
+
 def call_within(action: Callable[[], object], timeout_s: float, what: str) -> None:
     """Run ``action`` in a thread of its own and wait for it ``timeout_s`` seconds at most.
     If it is not done by then, raise :class:`LabError` and leave it behind: a step stuck in

@@ -5,6 +5,10 @@ the kernel's tracepoints mean; Android's SQLite slices as commit windows; bad in
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import polars as pl
 import pytest
@@ -456,3 +460,27 @@ def test_a_long_parse_says_how_far_it_has_got(tmp_path, monkeypatch):
         f"put 32 of {rows} events in time order",
         f"writing {rows} events to events.parquet",
     ]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_parse_leaves_nothing_beside_the_output(tmp_path, signum):
+    """The temporary files of ``sqlwa parse TRACE -o`` (the sorted runs, the rendered text)
+    go when the parse is stopped part-way, by Ctrl-C or SIGTERM."""
+    b = TraceProtoBuilder()
+    for first in range(0, 300_000, 1000):
+        bundle = Bundle(b, cpu=first // 1000 % 2)
+        for n in range(first, first + 1000):
+            bundle.block(t(n), DB_THREAD, "block_rq_issue", sector=n, nr_sector=8, bytes=4096, rwbs="WS")
+    trace = write(tmp_path, b.serialize())
+    argv = [sys.executable, "-m", "sqlwa", "parse", str(trace), "-o", str(tmp_path / "events.parquet")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".sqlwa-perfetto-*")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    time.sleep(0.3)  # into the reading of the packets
+    assert proc.poll() is None, "the parse should still be going"
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    assert [p.name for p in tmp_path.iterdir()] == [trace.name]

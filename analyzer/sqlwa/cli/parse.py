@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sqlwa import _system
 from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS, TRACE_FORMATS
 from sqlwa.errors import UsageError, writing
 
@@ -94,7 +95,10 @@ def parse(
             traceformat.refuse_overwriting_an_input(traces, path)
     # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
     status = Console(stderr=True)
-    events, report = parsed_events(traces, fmt, lenient, output, status)
+    # SIGTERM, like Ctrl-C, unwinds: a Perfetto trace's temporary files (gigabytes for a
+    # long one, beside -o) must not outlive a parse that was stopped.
+    with _system.signals_unwind():
+        events, report = parsed_events(traces, fmt, lenient, output, status)
     found = None
     if events is not None:
         from sqlwa.analysis import windows
