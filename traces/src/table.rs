@@ -1,6 +1,8 @@
 //! The columnar event table every reader fills, plus the small enums its columns hold.
 use std::collections::HashMap;
 
+use rustc_hash::FxBuildHasher;
+
 pub use crate::intern::Dictionary;
 
 /// What kind of record a row is: block I/O is the main subject, but ftrace text also
@@ -497,7 +499,8 @@ impl EventTable {
             return;
         };
         let comms = &mut self.comms;
-        let mut code_of_pid: HashMap<u32, u32> = HashMap::new();
+        // Looked up once a row: Fx, as the dictionaries hash (pids are not adversarial).
+        let mut code_of_pid: HashMap<u32, u32, FxBuildHasher> = HashMap::default();
         for (comm, pid) in self.comm.iter_mut().zip(&self.pid) {
             if *comm == unnamed {
                 *comm = *code_of_pid.entry(*pid).or_insert_with(|| {
