@@ -10,13 +10,14 @@ and prints each one's wall time (the median of --runs), peak RSS (the process's 
 wait4; the largest of the runs) and events/s, then the ratio of the rates. Targets (issue
 #21): ``sqlwa parse -o`` at least 10x blkparse's rate at 10^7 events, and its peak RSS
 bounded: a parse of a trace twice the largest (sqlwa alone) peaks at no more than 1.1x the
-largest's, each the smallest peak of its runs, where a whole in-memory table would double. PASS or FAIL says whether this run met each. Then ftrace text of
---text-lines lines and twice as many (the crate's generator: block and syscall lines,
-its markers left out), whose peak RSS must not grow with the text either. Then Perfetto
-traces of --perfetto-events events and twice as many (written here with Perfetto's own
-protos: block issue/complete and fsync syscalls on two CPUs), ``sqlwa parse -o`` against
-``sqlwa parse`` without -o (the whole table in memory) as the baseline: its peak RSS must
-not grow with the trace either.
+largest's, each the smallest peak of its runs, where a whole in-memory table would double.
+PASS or FAIL says whether this run met each. Then ftrace text of --text-lines lines and
+twice as many (the crate's generator: block and syscall lines, its markers left out),
+whose peak RSS must not grow with the text either. Then Perfetto traces of
+--perfetto-events events and twice as many (written here with Perfetto's own protos: block
+issue/complete and fsync syscalls on two CPUs), ``sqlwa parse -o`` against ``sqlwa parse``
+without -o (the whole table in memory) as the baseline: its peak RSS must not grow with
+the trace either.
 
 The traces live in a temporary directory under --dir (default /var/tmp), removed at the
 end; 10^8 events (--max 1e8) needs about 5 GB there plus blkparse's 7 GB of text, and
