@@ -37,7 +37,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from sqlwa import device as devices
-from sqlwa.analysis import prediction, traceformat, traceparse
+from sqlwa.analysis import perfetto, prediction, traceformat, traceparse
 from sqlwa.catalogue import CONFIG_KEYS, config_label, config_values, is_flush
 from sqlwa.device import predict as predicting
 from sqlwa.device.profile import Profile
@@ -108,6 +108,8 @@ def parse_to_parquet(
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
     paths = traceformat.as_list(paths)
     traceformat.refuse_overwriting_an_input(paths, output)
+    if traceformat.is_perfetto(paths, format):
+        return perfetto.parse_to_parquet(paths[0], output, lenient=lenient)
     return traceformat.parse_to_parquet(paths, output, format=format, lenient=lenient)
 
 

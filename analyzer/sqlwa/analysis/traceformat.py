@@ -1,7 +1,6 @@
-"""Which format a trace file is, and the streamed parse straight into Parquet: what
-``sqlwa parse -o`` needs, without Polars or pyarrow for the Rust parser's formats (a
-quarter of a second of start-up on every command that imports them; a Perfetto trace
-imports them on use).
+"""Which format a trace file is, and the streamed parse of the Rust parser's formats
+straight into Parquet: what ``sqlwa parse -o`` needs, without Polars or pyarrow (a
+quarter of a second of start-up on every command that imports them).
 
 Perfetto's framing is here too (a Trace message is a run of length-delimited
 TracePackets): reading a file's first packet is how a Perfetto trace is recognised.
@@ -11,7 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from sqlwa import _native
@@ -23,23 +22,14 @@ def parse_to_parquet(
     output: str | os.PathLike,
     format: str = "auto",
     lenient: bool = False,
-    progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """Parse traces as :func:`sqlwa.analysis.traceparse.parse` does and write the event
-    table to the Parquet file ``output``; returns the report. Traces are parsed and
-    written row group by row group (2^18 rows), so a trace of any length takes the memory
-    of a few row groups (about 200 MB here); only blktrace and text files given together
-    are read whole first. A Perfetto trace is put in time order by an external sort
-    first (:func:`sqlwa.analysis.perfetto.parse_to_parquet`; ``progress`` is told how far
-    it has got). The file reads back with ``parse``'s columns and dtypes. On an error no
-    file is left behind."""
-    paths = as_list(paths)
-    if is_perfetto(paths, format):
-        # Imported on use: it imports Polars and this module (the Rust formats need neither).
-        from sqlwa.analysis import perfetto
-
-        return perfetto.parse_to_parquet(paths[0], output, lenient, progress or perfetto.quiet)
-    return _native.parse_trace_to_parquet([str(p) for p in paths], str(output), format, lenient)
+    """Parse blktrace, blkparse or ftrace files as :func:`sqlwa.analysis.traceparse.parse`
+    does and write the event table to the Parquet file ``output``; returns the report.
+    Traces are parsed and written row group by row group (2^18 rows), so a trace of any
+    length takes the memory of a few row groups (about 200 MB here); only blktrace and
+    text files given together are read whole first. The file reads back with ``parse``'s columns and dtypes.
+    On an error no file is left behind. (A Perfetto trace: ``parse``, then write it.)"""
+    return _native.parse_trace_to_parquet([str(p) for p in as_list(paths)], str(output), format, lenient)
 
 
 def refuse_overwriting_an_input(paths: Iterable[str | os.PathLike], output: str | os.PathLike) -> None:

@@ -136,10 +136,15 @@ def parsed_events(
     if output is not None:
         doing = f"parsing {names} into {output.name}"
         with status.status(doing) as live, writing_output(output):
-            # Minutes for a phone's long Perfetto trace: the status line says how far it has got.
-            report = traceformat.parse_to_parquet(
-                traces, output, format=fmt, lenient=lenient, progress=lambda text: live.update(f"{doing}: {text}")
-            )
+            if traceformat.is_perfetto(list(traces), fmt):
+                from sqlwa.analysis import perfetto
+
+                # Minutes for a phone's long trace: its status line says how far it has got.
+                report = perfetto.parse_to_parquet(
+                    traces[0], output, lenient=lenient, progress=lambda text: live.update(f"{doing}: {text}")
+                )
+            else:
+                report = traceformat.parse_to_parquet(traces, output, format=fmt, lenient=lenient)
         if "marker" not in report["per_kind"]:
             return None, report
         from sqlwa.results import rundir
