@@ -41,6 +41,8 @@ __all__ = [
     "map_database_files",
     "parse_trace",
     "parse_trace_to_parquet",
+    "render_perfetto",
+    "PERFETTO_UNNAMED",
 ]
 
 __version__: Final[str]
@@ -124,6 +126,28 @@ def parse_trace_to_parquet(
 ) -> dict[str, Any]:
     """Parse block traces into a Parquet file of the event table, row group by row group;
     returns the report dict. ``task_names`` as for :func:`parse_trace`."""
+
+#: The task name each line render_perfetto prints carries, for task_names to replace.
+PERFETTO_UNNAMED: Final[str]
+
+def render_perfetto(
+    path: _Path,
+    text: _Path,
+    origins: _Path,
+    sort_dir: _Path,
+    syscalls: tuple[dict[str, dict[int, str]], dict[str, list[str]], str],
+    lenient: bool = False,
+    progress: Callable[[str], object] | None = None,
+    run_rows: int | None = None,
+    lines_per_report: int | None = None,
+) -> dict[str, Any]:
+    """Print a Perfetto trace's events as ftrace lines in time order into ``text``, each
+    line's packet byte offset (8 bytes, little-endian) into ``origins``; the sort's runs
+    go to a directory in ``sort_dir`` meanwhile. ``syscalls`` is (numbers by machine,
+    argument names by call, the machine assumed without system_info). Returns what the
+    packets said: machine, names, sched_names, lost_events, bundles, cpus, ftrace_events,
+    block_events, packets, rows, bad_messages, syscall_machine, unknown_syscalls.
+    ``run_rows`` (rows per sorted run) and ``lines_per_report`` are for tests."""
 
 # ----------------------------------------------------------------- errors
 # Each carries (message, hint) in ``args`` where it has a hint.

@@ -21,6 +21,8 @@ pub mod input;
 mod intern;
 #[cfg(feature = "parquet")]
 pub mod parquet;
+#[cfg(feature = "perfetto")]
+pub mod perfetto;
 pub mod report;
 pub mod rwbs;
 pub mod table;

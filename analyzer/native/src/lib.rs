@@ -3,6 +3,7 @@
 //! `analyzer/sqlwa/_native.pyi` describes this module to type checkers; mypy's stubtest
 //! checks the two agree (tests/unit/test_native_contract.py).
 use std::io::ErrorKind;
+use std::sync::{Arc, Mutex};
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -13,6 +14,35 @@ use pyo3::types::{PyDict, PyType};
 mod workloads;
 
 mod traces;
+
+/// Python code run from inside Rust work done without the GIL: the signal handlers
+/// (check_signals runs them on the main thread, the one doing the work) and progress
+/// callbacks. The first exception one of them raises (KeyboardInterrupt, the Interrupted
+/// of sqlwa's SIGTERM guard, a callback's error) stops the work and is raised once the
+/// Rust code has unwound.
+#[derive(Clone, Default)]
+struct Raised(Arc<Mutex<Option<PyErr>>>);
+
+impl Raised {
+    /// Whether `call` raised; its exception is kept (the first one only).
+    fn caught(&self, call: impl FnOnce(Python<'_>) -> PyResult<()>) -> bool {
+        let Err(err) = Python::attach(call) else {
+            return false;
+        };
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert(err);
+        true
+    }
+
+    /// What to raise for the work's `result`: the kept exception first (also after work
+    /// that finished: the Ctrl-C still counts), else the work's own error, mapped.
+    fn result<T, E>(&self, result: Result<T, E>, map: impl FnOnce(E) -> PyErr) -> PyResult<T> {
+        match self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(err) => Err(err),
+            None => result.map_err(map),
+        }
+    }
+}
 
 // The module path makes the classes' `__module__` "sqlwa._native", where they live (and
 // where pickle finds them).

@@ -3,19 +3,23 @@
 //! `(pyarrow.Table, report dict)`. The table crosses into Python through the Arrow C Data
 //! Interface without copying the columns. `parse_trace_to_parquet(paths, output, ...)`
 //! writes the table to a Parquet file instead, in bounded memory, and returns the report.
+//! `render_perfetto(...)` prints a Perfetto trace's events as ftrace text for those two.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
+use blktrace_parse::perfetto::{self, Output, Reading, SyscallTables, Tuning};
 use blktrace_parse::{parse_paths, Format, Location, ParseError, ParseReport, TaskNames};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 use pyo3_arrow::PyTable;
 
-use crate::{errno_of, trace_os_error_class, TraceParseError};
+use crate::{errno_of, trace_os_error_class, Raised, TraceParseError};
 
 pub fn register(m: &Bound<PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_trace_to_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(render_perfetto, m)?)?;
+    m.add("PERFETTO_UNNAMED", perfetto::UNNAMED)?;
     m.add_function(wrap_pyfunction!(parse_trace, m)?)
 }
 
@@ -141,6 +145,87 @@ fn parse_trace_to_parquet<'py>(
         .detach(|| parse_to_parquet(&paths, format, lenient, &output, options))
         .map_err(|e| to_py_err(py, e))?;
     report_dict(py, &report)
+}
+
+/// `(numbers by machine, argument names by call, the machine assumed without system_info)`
+type Syscalls = (
+    HashMap<String, HashMap<i64, String>>,
+    HashMap<String, Vec<String>>,
+    String,
+);
+
+/// Print the Perfetto trace `path`'s events as ftrace lines in time order into `text`,
+/// with each line's packet offset (8 bytes, little-endian) into `origins`; the sort's
+/// runs go to a directory in `sort_dir` while it lasts. Returns what the packets said
+/// (task names, losses, the machine) as a dict. The GIL is released meanwhile;
+/// `progress(message)` is called from time to time, and Ctrl-C stops the work.
+/// `run_rows` and `lines_per_report` change the sort's run length and how often the
+/// writing is reported (tests make both small).
+#[pyfunction]
+#[pyo3(signature = (path, text, origins, sort_dir, syscalls, lenient = false, progress = None, run_rows = None, lines_per_report = None))]
+#[allow(clippy::too_many_arguments)]
+fn render_perfetto<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    text: PathBuf,
+    origins: PathBuf,
+    sort_dir: PathBuf,
+    syscalls: Syscalls,
+    lenient: bool,
+    progress: Option<Py<PyAny>>,
+    run_rows: Option<usize>,
+    lines_per_report: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (numbers, arguments, default_machine) = syscalls;
+    let default = Tuning::default();
+    let tuning = Tuning {
+        run_rows: run_rows.unwrap_or(default.run_rows).max(1),
+        lines_per_report: lines_per_report.unwrap_or(default.lines_per_report).max(1),
+    };
+    let tables = SyscallTables {
+        numbers,
+        arguments,
+        default_machine,
+    };
+    let out = Output {
+        text: &text,
+        origins: &origins,
+        sort_dir: &sort_dir,
+    };
+    let raised = Raised::default();
+    let mut tell = |message: &str| {
+        let stopped = raised.caught(|py| {
+            if let Some(callback) = &progress {
+                callback.call1(py, (message,))?;
+            }
+            py.check_signals()
+        });
+        match stopped {
+            true => Err(ParseError::Usage("stopped".into())),
+            false => Ok(()),
+        }
+    };
+    let rendered = py.detach(|| perfetto::render(&path, &out, lenient, &tables, tuning, &mut tell));
+    let reading = raised.result(rendered, |e| to_py_err(py, e))?;
+    reading_dict(py, &reading)
+}
+
+fn reading_dict<'py>(py: Python<'py>, r: &Reading) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("machine", r.machine.clone())?;
+    d.set_item("names", r.names.clone())?;
+    d.set_item("sched_names", r.sched_names.clone())?;
+    d.set_item("lost_events", r.lost_events())?;
+    d.set_item("bundles", r.bundles)?;
+    d.set_item("cpus", r.cpus.iter().copied().collect::<Vec<u64>>())?;
+    d.set_item("ftrace_events", r.ftrace_events)?;
+    d.set_item("block_events", r.block_events)?;
+    d.set_item("packets", r.packets)?;
+    d.set_item("rows", r.rows)?;
+    d.set_item("bad_messages", r.bad.clone())?;
+    d.set_item("syscall_machine", &r.syscall_machine)?;
+    d.set_item("unknown_syscalls", r.unknown_syscalls)?;
+    Ok(d)
 }
 
 fn report_dict<'py>(py: Python<'py>, r: &ParseReport) -> PyResult<Bound<'py, PyDict>> {

@@ -2,7 +2,6 @@
 //! Python values. Commit records go out column-wise (dict of lists) so Python builds
 //! one Polars frame from them without looping.
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -15,7 +14,7 @@ use sqlwa_workloads::settings::{
 };
 use sqlwa_workloads::{CommitRecord, FileKind, KindCounts, Stop};
 
-use crate::{ConfigError, Interrupted, ScenarioError, WorkloadError};
+use crate::{ConfigError, Interrupted, Raised, ScenarioError, WorkloadError};
 
 /// A loaded, validated scenario.
 #[pyclass(name = "Scenario", module = "sqlwa._native", frozen)]
@@ -56,39 +55,10 @@ fn to_pyerr(err: EngineError) -> PyErr {
     }
 }
 
-/// Python code run from inside the engine while it works without the GIL: the signal
-/// handlers (check_signals runs them on the main thread, which is the one running the
-/// SQL) and the progress callback. The first exception one of them raises
-/// (KeyboardInterrupt, the Interrupted of sqlwa's SIGTERM guard, a callback's error)
-/// stops the engine and is raised once the engine has unwound.
-#[derive(Clone, Default)]
-struct Raised(Arc<Mutex<Option<PyErr>>>);
-
-impl Raised {
-    /// Whether `call` raised; its exception is kept (the first one only).
-    fn caught(&self, call: impl FnOnce(Python<'_>) -> PyResult<()>) -> bool {
-        let Err(err) = Python::attach(call) else {
-            return false;
-        };
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert(err);
-        true
-    }
-
-    /// The engine's stop hook: a pending signal whose handler raised.
-    fn stop(&self) -> Stop {
-        let raised = self.clone();
-        Stop::new(move || raised.caught(|py| py.check_signals()))
-    }
-
-    /// What to raise for the engine's `result`: the kept exception first (also after a
-    /// run that finished: the Ctrl-C still counts), else the engine's error.
-    fn result<T>(&self, result: Result<T, EngineError>) -> PyResult<T> {
-        match self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            Some(err) => Err(err),
-            None => result.map_err(to_pyerr),
-        }
-    }
+/// The engine's stop hook: a pending signal whose handler raised.
+fn stop_hook(raised: &Raised) -> Stop {
+    let raised = raised.clone();
+    Stop::new(move || raised.caught(|py| py.check_signals()))
 }
 
 #[pyfunction]
@@ -103,9 +73,11 @@ fn builtin_scenario(name: &str) -> PyResult<PyScenario> {
 #[pyfunction]
 fn scenario_from_file(py: Python<'_>, path: PathBuf) -> PyResult<PyScenario> {
     let raised = Raised::default();
-    let stop = raised.stop();
+    let stop = stop_hook(&raised);
     let loaded = py.detach(|| Scenario::from_file_with(&path, &stop));
-    raised.result(loaded).map(|inner| PyScenario { inner })
+    raised
+        .result(loaded, to_pyerr)
+        .map(|inner| PyScenario { inner })
 }
 
 /// (name, description) of every built-in scenario.
@@ -235,7 +207,7 @@ fn run_workload<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let settings = settings_from_dict(settings)?;
     let raised = Raised::default();
-    let stop = raised.stop();
+    let stop = stop_hook(&raised);
     let mut report = |p: Progress| -> bool {
         !stop.requested()
             && !raised.caught(|py| match &progress {
@@ -253,7 +225,7 @@ fn run_workload<'py>(
             &stop,
         )
     });
-    let output = raised.result(ran)?;
+    let output = raised.result(ran, to_pyerr)?;
 
     let info = PyDict::new(py);
     let i = &output.info;
