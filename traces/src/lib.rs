@@ -72,6 +72,24 @@ impl std::str::FromStr for Format {
     }
 }
 
+/// Limits glibc's malloc to one arena per core, for the process (call it before threads
+/// start allocating). By default glibc makes up to 8 per core, and freed row groups stay in
+/// the arena of the thread that freed them: a Perfetto trace's streamed parse (sort in one
+/// thread, Parquet writer in others) peaked 1.16x higher for a trace twice as long, and
+/// flat (1.04x) with one arena per core, at the same speed; the blktrace parse is
+/// unchanged. A no-op off glibc.
+pub fn one_malloc_arena_per_core() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: mallopt only sets a tunable of glibc's allocator; M_ARENA_MAX bounds
+        // the arenas created from now on and touches no allocation.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, cores.try_into().unwrap_or(i32::MAX));
+        }
+    }
+}
+
 /// Parses every given trace into one table. Binary per-CPU files (or their base name) are
 /// merged by time into one trace; text files are appended in the order given.
 pub fn parse_paths(

@@ -185,6 +185,7 @@ pub(crate) fn errno_of(py: Python<'_>, kind: ErrorKind) -> PyResult<Option<Bound
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    blktrace_parse::one_malloc_arena_per_core();
     // setattr, not add: add would list it in __all__
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SqlwaError", py.get_type::<SqlwaError>())?;

@@ -35,7 +35,8 @@ import os
 import re
 import tempfile
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,17 +119,27 @@ class Rendered:
         return found[0] if found else 0
 
 
-def render(path: Path, lenient: bool, tmp: Path, progress: Progress) -> Rendered:
-    """Every event of the trace as an ftrace line in time order, into ``tmp``."""
+@contextmanager
+def scratch_files(directory: Path | None) -> Iterator[tuple[Path, Path]]:
+    """Two files for the rendered text and its origins, without names (O_TMPFILE): the
+    system removes them when they are closed, even if sqlwa is killed. They are opened by
+    this process's ``/proc/self/fd`` paths."""
+    with tempfile.TemporaryFile(dir=directory) as text, tempfile.TemporaryFile(dir=directory) as origins:
+        yield Path(f"/proc/self/fd/{text.fileno()}"), Path(f"/proc/self/fd/{origins.fileno()}")
+
+
+def render(path: Path, lenient: bool, files: tuple[Path, Path], sort_dir: Path, progress: Progress) -> Rendered:
+    """Every event of the trace as an ftrace line in time order into ``files`` (the text,
+    the origins), the sort's runs in ``sort_dir``."""
     refuse_what_is_no_trace(path)
-    text, origins = tmp / "trace.txt", tmp / "origins"
+    text, origins = files
     tables = (
         syscalls.NUMBERS,
         {name: list(args) for name, args in syscalls.ARGUMENTS.items()},
         syscalls.DEFAULT_MACHINE,
     )
     reading = render_perfetto(
-        str(path), str(text), str(origins), str(tmp), tables, lenient, progress, RUN_ROWS, LINES_PER_REPORT
+        str(path), str(text), str(origins), str(sort_dir), tables, lenient, progress, RUN_ROWS, LINES_PER_REPORT
     )
     if reading["block_events"] == 0:
         raise bad_trace(
@@ -149,8 +160,8 @@ def parse(path: str | os.PathLike, lenient: bool = False, progress: Progress = q
     broken or truncated record (``lenient``: counted in ``bad_records`` instead), for a
     file that is no Perfetto trace, and for a trace without block events."""
     path = Path(path)
-    with tempfile.TemporaryDirectory(prefix="sqlwa-perfetto-") as tmp:
-        rendered = render(path, lenient, Path(tmp), progress)
+    with scratch_files(None) as files:
+        rendered = render(path, lenient, files, Path(tempfile.gettempdir()), progress)
         progress(f"reading {rendered.reading['rows']:,} events")
         names = task_names(rendered.reading)
         table, report = read_rendered(
@@ -167,13 +178,14 @@ def parse_to_parquet(
     """One Perfetto trace → the Parquet file ``output`` (the columns and dtypes of
     :func:`parse`), in bounded memory: the events are put in time order by an external
     sort, rendered to ftrace text, and that streamed to Parquet row group by row group,
-    named as it goes. Temporary files (the trace's text, ~100 bytes an event, and 8
-    bytes an event more) go beside ``output``, which is replaced only once whole.
+    named as it goes. Temporary files (the sort's runs and the trace's text, ~110 bytes
+    an event each) go beside ``output``, unnamed: nothing of them is left behind, even
+    when sqlwa is killed. ``output`` is replaced only once whole.
     Returns the report :func:`parse` gives; ``progress`` is told how far it has got."""
     path, output = Path(path), Path(output)
     try:
-        with tempfile.TemporaryDirectory(prefix=".sqlwa-perfetto-", dir=output.parent) as tmp:
-            rendered = render(path, lenient, Path(tmp), progress)
+        with scratch_files(output.parent) as files:
+            rendered = render(path, lenient, files, output.parent, progress)
             progress(f"writing {rendered.reading['rows']:,} events to {output.name}")
             names = task_names(rendered.reading)
             _, report = read_rendered(
