@@ -69,9 +69,10 @@ const STRING_COLUMNS: [&str; 7] = [
 ];
 
 /// Parses the traces as [`crate::parse_paths`] does and writes the event table to `out`.
-/// The file is written beside `out` under a temporary name and renamed onto it once whole,
-/// so a failed parse leaves `out` as it was (a file already there is not lost) and no
-/// partial file behind. Returns the report, with the counts of every row written.
+/// The file is written beside `out` without a name (O_TMPFILE) and given `out`'s name once
+/// whole, so a failed parse leaves `out` as it was (a file already there is not lost) and
+/// no partial file behind, even when the process is killed. Returns the report, with the
+/// counts of every row written.
 pub fn parse_to_parquet(
     paths: &[PathBuf],
     format: Format,
@@ -83,22 +84,91 @@ pub fn parse_to_parquet(
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    // Dropped (removed) on every early return below.
-    let partial = tempfile::Builder::new()
-        .prefix(".sqlwa-parse-")
-        .suffix(".parquet.partial")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)
-        .map_err(|e| ParseError::io(out, e))?;
+    let partial = Partial::new_in(dir).map_err(|e| ParseError::io(out, e))?;
     let file = partial
-        .as_file()
+        .file()
         .try_clone()
         .map_err(|e| ParseError::io(out, e))?;
     let report = write((paths, format, lenient), file, out, options)?;
-    partial
-        .persist(out)
-        .map_err(|e| ParseError::io(out, e.error))?;
+    partial.persist(out).map_err(|e| ParseError::io(out, e))?;
     Ok(report)
+}
+
+/// The output while it is written: an unnamed file where the filesystem makes them
+/// (O_TMPFILE: gone with the process, whatever ends it), else a named temporary file
+/// (removed when dropped, so on every error, but left by a kill -9).
+enum Partial {
+    Unnamed(File),
+    Named(tempfile::NamedTempFile),
+}
+
+impl Partial {
+    fn new_in(dir: &Path) -> std::io::Result<Partial> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let unnamed = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .mode(0o644)
+            .open(dir);
+        match unnamed {
+            Ok(file) => Ok(Partial::Unnamed(file)),
+            // EOPNOTSUPP, EISDIR (kernels or filesystems without O_TMPFILE): a named file.
+            Err(_) => tempfile::Builder::new()
+                .prefix(".sqlwa-parse-")
+                .suffix(".parquet.partial")
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .tempfile_in(dir)
+                .map(Partial::Named),
+        }
+    }
+
+    fn file(&self) -> &File {
+        match self {
+            Partial::Unnamed(file) => file,
+            Partial::Named(named) => named.as_file(),
+        }
+    }
+
+    /// Names the whole file `out`, replacing what was there in one step (rename).
+    fn persist(self, out: &Path) -> std::io::Result<()> {
+        match self {
+            Partial::Named(named) => named.persist(out).map(drop).map_err(|e| e.error),
+            Partial::Unnamed(file) => {
+                // linkat of /proc/self/fd/N (AT_SYMLINK_FOLLOW) gives an O_TMPFILE file a
+                // name without privileges; it cannot replace a file, so the name is a
+                // fresh one beside `out`, renamed onto it at once.
+                use std::os::unix::ffi::OsStrExt;
+                use std::os::unix::io::AsRawFd;
+                let beside = out.with_file_name(format!(
+                    ".sqlwa-parse-{}-{}.parquet",
+                    std::process::id(),
+                    file.as_raw_fd()
+                ));
+                let cstring = |p: &Path| {
+                    std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other)
+                };
+                let source = cstring(Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())))?;
+                let target = cstring(&beside)?;
+                // SAFETY: both paths are NUL-terminated C strings that outlive the call.
+                let linked = unsafe {
+                    libc::linkat(
+                        libc::AT_FDCWD,
+                        source.as_ptr(),
+                        libc::AT_FDCWD,
+                        target.as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    )
+                };
+                if linked != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                std::fs::rename(&beside, out).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&beside);
+                })
+            }
+        }
+    }
 }
 
 /// Writes the table into `file`; errors name `out`, the file the user asked for.

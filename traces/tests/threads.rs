@@ -364,3 +364,54 @@ fn a_failed_parquet_write_removes_the_file() {
     left.sort();
     assert_eq!(left, ["bad.blktrace.0", "events.parquet"]);
 }
+
+/// The output has no name in its directory until it is whole: a parse killed part-way
+/// (which no cleanup sees) leaves nothing, and an earlier file there is replaced at once.
+#[cfg(feature = "parquet")]
+#[test]
+fn the_output_has_no_name_until_it_is_whole() {
+    use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = Scratch::new("parquet-unnamed");
+    let binary = write_trace(&dir);
+    let out = dir.join("events.parquet");
+    std::fs::write(&out, b"an earlier table").unwrap();
+    let names = || -> BTreeSet<std::ffi::OsString> {
+        std::fs::read_dir(&*dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect()
+    };
+    let before = names();
+    let done = AtomicBool::new(false);
+    let seen = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut seen = BTreeSet::new();
+            while !done.load(Ordering::Relaxed) {
+                seen.extend(names());
+                std::thread::yield_now();
+            }
+            seen
+        });
+        let options = ParquetOptions {
+            row_group_rows: 7_000,
+            ..ParquetOptions::default()
+        };
+        let parsed = parse_to_parquet(&binary, blktrace_parse::Format::Auto, false, &out, options);
+        done.store(true, Ordering::Relaxed); // before any unwrap: the watcher must end
+        (parsed, watcher.join().unwrap())
+    });
+    let (parsed, seen) = seen;
+    parsed.unwrap();
+    // The whole file's fresh name may flash by between link and rename; nothing else
+    // (a named partial file, `.sqlwa-parse-*.parquet.partial`, is what this rules out).
+    let extra: Vec<_> = seen.difference(&before).collect();
+    let whole = |n: &&std::ffi::OsString| {
+        let n = n.to_string_lossy();
+        n.starts_with(".sqlwa-parse-") && n.ends_with(".parquet")
+    };
+    assert!(extra.iter().all(whole) && extra.len() <= 1, "{extra:?}");
+    assert_eq!(names(), before);
+    assert_eq!(&std::fs::read(&out).unwrap()[..4], b"PAR1");
+}
