@@ -95,8 +95,8 @@ def parse(
             traceformat.refuse_overwriting_an_input(traces, path)
     # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
     status = Console(stderr=True)
-    # SIGTERM, like Ctrl-C, unwinds: a Perfetto trace's temporary files (gigabytes for a
-    # long one, beside -o) must not outlive a parse that was stopped.
+    # SIGTERM, like Ctrl-C, unwinds: the parse stops at its next progress check and says
+    # so in one line (exit 130). Its temporary files have no names, so none outlives it.
     with _system.signals_unwind():
         events, report = parsed_events(traces, fmt, lenient, output, status)
     found = None
@@ -139,7 +139,7 @@ def parsed_events(
             if traceformat.is_perfetto(list(traces), fmt):
                 from sqlwa.analysis import perfetto
 
-                # Minutes for a phone's long trace: its status line says how far it has got.
+                # A minute or more for a phone's long trace: the status line says how far.
                 report = perfetto.parse_to_parquet(
                     traces[0], output, lenient=lenient, progress=lambda text: live.update(f"{doing}: {text}")
                 )
