@@ -445,45 +445,26 @@ impl Found {
                 lines::push_clean(&mut clean, text);
                 add("tracing_mark_write", &clean);
             }
-            Shape::SysEnter { id, args } => {
-                let (mut number, mut values) = (0, Vec::with_capacity(6));
+            Shape::Syscall { enter, id, values } => {
+                let (mut number, mut read) = (0, Vec::with_capacity(6));
                 for field in fields(body) {
                     match field? {
                         (n, v) if n == *id => number = v.int(),
-                        (n, v) if n == *args => push_ints(v, &mut values)?,
+                        (n, v) if n == *values => push_ints(v, &mut read)?,
                         _ => {}
                     }
                 }
-                self.push_syscall(
-                    ts,
-                    offset,
-                    Syscall {
-                        cpu,
-                        pid,
-                        number,
-                        call: Call::Enter(values),
-                    },
-                );
-            }
-            Shape::SysExit { id, ret } => {
-                let (mut number, mut value) = (0, 0);
-                for field in fields(body) {
-                    match field? {
-                        (n, v) if n == *id => number = v.int(),
-                        (n, v) if n == *ret => value = v.int(),
-                        _ => {}
-                    }
-                }
-                self.push_syscall(
-                    ts,
-                    offset,
-                    Syscall {
-                        cpu,
-                        pid,
-                        number,
-                        call: Call::Exit(value),
-                    },
-                );
+                let call = match enter {
+                    true => Call::Enter(read),
+                    false => Call::Exit(read.first().map_or(0, |&ret| ret as i64)),
+                };
+                let syscall = Syscall {
+                    cpu,
+                    pid,
+                    number,
+                    call,
+                };
+                self.push_syscall(ts, offset, syscall);
             }
             Shape::Naming {
                 pid: pid_field,

@@ -70,13 +70,11 @@ pub enum Shape {
     Print {
         buf: u32,
     },
-    SysEnter {
+    /// sys_enter (`values`: its `args`) and sys_exit (`values`: its `ret`).
+    Syscall {
+        enter: bool,
         id: u32,
-        args: u32,
-    },
-    SysExit {
-        id: u32,
-        ret: u32,
+        values: u32,
     },
     /// task_newtask (`comm`) and task_rename (`newcomm`) name a pid.
     Naming {
@@ -277,13 +275,10 @@ fn shape(event: &str, message: &MessageDescriptor) -> Shape {
         "print" => Shape::Print {
             buf: number(message, "buf"),
         },
-        "sys_enter" => Shape::SysEnter {
+        "sys_enter" | "sys_exit" => Shape::Syscall {
+            enter: event == "sys_enter",
             id: number(message, "id"),
-            args: number(message, "args"),
-        },
-        "sys_exit" => Shape::SysExit {
-            id: number(message, "id"),
-            ret: number(message, "ret"),
+            values: number(message, if event == "sys_enter" { "args" } else { "ret" }),
         },
         "task_newtask" => Shape::Naming {
             pid: number(message, "pid"),
