@@ -517,3 +517,19 @@ def test_the_reader_s_protos_are_the_pinned_perfetto_package_s():
 
     regenerate = runpy.run_path(str(REPO / "traces" / "proto" / "regenerate.py"))
     assert (REPO / "traces" / "proto" / "perfetto_trace.desc").read_bytes() == regenerate["descriptor_set"]()
+
+
+def test_compressed_packets_parse_as_the_packets_they_hold(tmp_path, parsed):
+    """A trace recorded with ``compression_type: COMPRESSION_TYPE_DEFLATE`` holds its
+    packets zlib-deflated in ``compressed_packets`` (as a Trace message); it parses to the
+    same table as the plain trace."""
+    import zlib
+
+    _, events, report = parsed
+    packet = pb.TracePacket()
+    packet.compressed_packets = zlib.compress(android_trace())
+    path = write(tmp_path, pb.Trace(packet=[packet]).SerializeToString())
+    deflated, deflated_report = traceparse.parse(path)
+    assert deflated.equals(events)
+    assert deflated_report["lost_events"] == report["lost_events"] == 7
+    assert deflated_report["perfetto"]["ftrace_bundles"] == report["perfetto"]["ftrace_bundles"]

@@ -21,7 +21,7 @@ mod tests;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
 use prost::encoding::decode_varint;
@@ -297,10 +297,11 @@ struct Found {
     /// (pid, name, whether it replaces a name already known)
     names: Vec<(i64, String, bool)>,
     sched_names: Vec<(i64, String)>,
-    stats: Option<(bool, Vec<(u64, u64)>)>,
+    /// (start of trace?, per cpu: overrun + dropped)
+    stats: Vec<(bool, Vec<(u64, u64)>)>,
     machine: Option<String>,
-    /// (cpu, lost_events, events in it, block events in it)
-    bundle: Option<(u64, bool, u64, u64)>,
+    /// Per bundle: (cpu, lost_events, events in it, block events in it)
+    bundles: Vec<(u64, bool, u64, u64)>,
 }
 
 impl Found {
@@ -308,7 +309,9 @@ impl Found {
         self.rows.clear();
         self.names.clear();
         self.sched_names.clear();
-        (self.stats, self.machine, self.bundle) = (None, None, None);
+        self.stats.clear();
+        self.bundles.clear();
+        self.machine = None;
     }
 
     fn read_packet(&mut self, s: &Schema, packet: &[u8], offset: u64) -> Result<(), Malformed> {
@@ -322,15 +325,40 @@ impl Found {
                 }
                 (n, Value::Bytes(b)) if n == s.packet.ftrace_stats => self.read_stats(s, b)?,
                 (n, Value::Bytes(b)) if n == s.packet.system_info => self.read_system_info(s, b)?,
+                (n, Value::Bytes(b)) if n == s.packet.compressed_packets => {
+                    self.read_compressed_packets(s, b, offset)?
+                }
                 _ => {}
             }
         }
         Ok(())
     }
 
+    /// `compressed_packets` (a TraceConfig's `compression_type: COMPRESSION_TYPE_DEFLATE`):
+    /// a zlib stream of packets framed as in the file, read as if they stood there (their
+    /// errors are said at the enclosing packet's offset).
+    fn read_compressed_packets(
+        &mut self,
+        s: &Schema,
+        compressed: &[u8],
+        offset: u64,
+    ) -> Result<(), Malformed> {
+        let mut inflated = Vec::with_capacity(compressed.len() * 4);
+        flate2::read::ZlibDecoder::new(compressed)
+            .read_to_end(&mut inflated)
+            .map_err(|e| Malformed(format!("compressed packets that do not inflate: {e}")))?;
+        for framed in packets(&inflated) {
+            let (_, packet) = framed.map_err(|(at, why)| {
+                Malformed(format!("byte {at} of its inflated packets: {why}"))
+            })?;
+            self.read_packet(s, packet, offset)?;
+        }
+        Ok(())
+    }
+
     /// The rows, numbered in reading order; the rest goes into `reading`.
     fn absorb_into(&mut self, reading: &mut Reading) -> std::vec::Drain<'_, Row> {
-        if let Some((cpu, lost, events, block)) = self.bundle {
+        for (cpu, lost, events, block) in self.bundles.drain(..) {
             reading.bundles += 1;
             reading.cpus.insert(cpu);
             reading.lost_bundles += u64::from(lost);
@@ -347,7 +375,7 @@ impl Found {
         for (pid, name) in self.sched_names.drain(..) {
             reading.sched_names.entry(pid).or_insert(name);
         }
-        if let Some((start, cpus)) = self.stats.take() {
+        for (start, cpus) in self.stats.drain(..) {
             let target = if start {
                 &mut reading.overrun_start
             } else {
@@ -391,7 +419,7 @@ impl Found {
         if let Some(compact) = compact {
             self.read_compact_sched(s, compact, cpu, offset)?;
         }
-        self.bundle = Some((cpu, lost, events, block));
+        self.bundles.push((cpu, lost, events, block));
         Ok(())
     }
 
@@ -642,7 +670,7 @@ impl Found {
                 _ => {}
             }
         }
-        self.stats = Some((start, cpus));
+        self.stats.push((start, cpus));
         Ok(())
     }
 

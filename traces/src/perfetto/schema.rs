@@ -110,6 +110,7 @@ pub struct PacketFields {
     pub process_tree: u32,
     pub ftrace_stats: u32,
     pub system_info: u32,
+    pub compressed_packets: u32,
     pub utsname: u32,
     pub machine: u32,
 }
@@ -177,6 +178,7 @@ impl Schema {
                 process_tree: number(&packet, "process_tree"),
                 ftrace_stats: number(&packet, "ftrace_stats"),
                 system_info: number(&packet, "system_info"),
+                compressed_packets: number(&packet, "compressed_packets"),
                 utsname: number(&system_info, "utsname"),
                 machine: number(&message("Utsname"), "machine"),
             },

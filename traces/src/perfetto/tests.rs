@@ -446,3 +446,67 @@ fn compact_sched_names_and_other_events_as_fields() {
     );
     let _ = Path::new("");
 }
+
+#[test]
+fn compressed_packets_read_as_the_packets_they_hold() {
+    use std::io::Write as _;
+    let mut plain = Trace::new();
+    let events = |t: &Trace, cpu_ts: u64| {
+        vec![t.event(
+            cpu_ts,
+            3,
+            "block_rq_issue",
+            &[
+                ("dev", V::U64(EMMC)),
+                ("rwbs", s("W")),
+                ("bytes", V::U32(4096)),
+            ],
+        )]
+    };
+    let (a, b) = (events(&plain, 20), events(&plain, 10));
+    plain.bundle(0, a);
+    plain.bundle(1, b);
+    let (reading, lines, _) = render_trace(&plain.bytes, false, 4).unwrap();
+    // The same packets, deflated into one packet's `compressed_packets` (zlib, as
+    // Perfetto's service writes them), after a plain packet.
+    let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    zlib.write_all(&plain.bytes).unwrap();
+    let mut packed = Trace::new();
+    let lead = vec![packed.event(5, 3, "print", &[("buf", s("first"))])];
+    packed.bundle(2, lead);
+    let at = packed.bytes.len();
+    let packet = build(
+        &message(&packed.pool, "TracePacket"),
+        &[(
+            "compressed_packets",
+            V::Bytes(zlib.finish().unwrap().into()),
+        )],
+    );
+    packed.bytes.push(PACKET_TAG);
+    packet.encode_length_delimited(&mut packed.bytes).unwrap();
+    let (got, got_lines, offsets) = render_trace(&packed.bytes, false, 4).unwrap();
+    assert_eq!(got_lines[1..], lines[..]);
+    assert_eq!(offsets[1..], [at as u64, at as u64]);
+    assert_eq!(
+        (got.bundles, got.block_events, got.cpus.len()),
+        (reading.bundles + 1, 2, 3)
+    );
+    // A stream that does not inflate is a packet that does not decode.
+    let mut broken = packed.bytes[..at].to_vec();
+    let bad = build(
+        &message(&packed.pool, "TracePacket"),
+        &[(
+            "compressed_packets",
+            V::Bytes(vec![0x78, 0x9c, 1, 2, 3].into()),
+        )],
+    );
+    broken.push(PACKET_TAG);
+    bad.encode_length_delimited(&mut broken).unwrap();
+    let err = render_trace(&broken, false, 4).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "at byte offset {at}: a packet that does not decode (compressed packets"
+        )),
+        "{err}"
+    );
+}
