@@ -418,6 +418,11 @@ def test_parse_to_parquet_writes_the_table_parse_gives(tmp_path, spill):
     out = tmp_path / "events.parquet"
     assert sqlwa.parse_to_parquet(path, out) == report
     assert pl.read_parquet(out).equals(events)
+    # The placeholder the rendered lines carried is no name of any row, nor a category.
+    import pyarrow.parquet as pq
+
+    for chunk in pq.read_table(out).column("comm").chunks:
+        assert perfetto.UNNAMED not in chunk.dictionary.to_pylist()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["events.parquet", path.name]
     out.unlink()
     proc = sqlwa_in_process("parse", "--json", str(path), "-o", str(out))

@@ -53,6 +53,23 @@ impl Dictionary {
     pub fn get(&self, code: u32) -> &str {
         &self.values[code as usize]
     }
+
+    /// Drops the value of `code`, which no row may hold any more; the last value takes
+    /// its code. Returns that last value's old code (rows holding it must be given
+    /// `code`), or None when `code` was the last.
+    pub fn swap_remove(&mut self, code: u32) -> Option<u32> {
+        let last = self.values.len() as u32 - 1;
+        self.index.retain(|_, c| *c != code);
+        self.values.swap_remove(code as usize);
+        self.memo = Memo::default();
+        if code == last {
+            return None;
+        }
+        for c in self.index.values_mut().filter(|c| **c == last) {
+            *c = code;
+        }
+        Some(last)
+    }
 }
 
 /// What a dictionary's strings decode to (an RWBS string's operation and flags), worked

@@ -508,6 +508,16 @@ impl EventTable {
                 });
             }
         }
+        // No row holds the placeholder now (unless a task is named so): it leaves the
+        // dictionary, so the column's categories are the names the rows carry.
+        if code_of_pid.values().all(|&c| c != unnamed) {
+            if let Some(moved) = self.comms.swap_remove(unnamed) {
+                self.comm
+                    .iter_mut()
+                    .filter(|c| **c == moved)
+                    .for_each(|c| *c = unnamed);
+            }
+        }
     }
 
     /// Returns unused reserved capacity (large allocations shrink in place via mremap).
@@ -1109,6 +1119,12 @@ mod tests {
         let named: Vec<&str> = t.comm.iter().map(|&c| t.comms.get(c)).collect();
         // pid 7's own name ("db", from its block event) stays; pid 9 has no name.
         assert_eq!(named, ["notes db", "kworker/u16:2", "db", ""]);
+        // The placeholder names no row any more, and is no category of the column either.
+        let mut values = t.comms.values.clone();
+        values.sort();
+        assert_eq!(values, ["", "db", "kworker/u16:2", "notes db"]);
+        assert_eq!(t.comms.code(b"<...>"), None);
+        assert_eq!(t.comms.code(b"db").map(|c| t.comms.get(c)), Some("db"));
     }
 
     #[test]
