@@ -1,6 +1,6 @@
 //! The rows of every CPU in one time order, by an external sort: sorted runs of
-//! `RUN_ROWS` rows go to anonymous temporary files (gone when closed, even if the process
-//! is killed) and are merged as the lines are written, so a trace of any length is
+//! `RUN_ROWS` rows go one after another to an anonymous temporary file (gone when closed,
+//! even if the process is killed) and are merged as the lines are written, so a trace of any length is
 //! ordered in the memory of one run. Events of one nanosecond keep their reading order,
 //! with the syscalls after the rest.
 //!
@@ -12,6 +12,7 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::lines::{Call, Syscall};
 
@@ -128,16 +129,20 @@ pub struct Sorter {
     run_rows: usize,
     dir: PathBuf,
     held: Vec<Row>,
-    runs: Vec<File>,
+    /// One anonymous file holds every run, one after another (one descriptor whatever
+    /// the trace's length), and each run's byte range in it.
+    spill: Option<Arc<File>>,
+    runs: Vec<(u64, u64)>,
 }
 
 impl Sorter {
-    /// Runs of `run_rows` rows spill to anonymous files in `dir`.
+    /// Runs of `run_rows` rows spill to an anonymous file in `dir`.
     pub fn new(run_rows: usize, dir: &Path) -> Sorter {
         Sorter {
             run_rows: run_rows.max(1),
             dir: dir.to_path_buf(),
             held: Vec::new(),
+            spill: None,
             runs: Vec::new(),
         }
     }
@@ -152,13 +157,21 @@ impl Sorter {
 
     fn spill(&mut self) -> io::Result<()> {
         self.held.sort_unstable_by(by_time);
-        let mut run = BufWriter::with_capacity(1 << 20, tempfile::tempfile_in(&self.dir)?);
+        let file = match &self.spill {
+            Some(file) => file.clone(),
+            None => self
+                .spill
+                .insert(Arc::new(tempfile::tempfile_in(&self.dir)?))
+                .clone(),
+        };
+        let start = self.runs.last().map_or(0, |&(_, end)| end);
+        let mut run = BufWriter::with_capacity(1 << 20, &*file);
         self.held
             .drain(..)
             .try_for_each(|row| row.encode(&mut run))?;
-        let mut file = run.into_inner().map_err(io::IntoInnerError::into_error)?;
-        file.rewind()?;
-        self.runs.push(file);
+        let end = run.stream_position()?;
+        run.flush()?;
+        self.runs.push((start, end));
         Ok(())
     }
 
@@ -172,10 +185,18 @@ impl Sorter {
         if !self.held.is_empty() {
             self.spill()?;
         }
+        let file = self.spill.take().expect("runs were spilled");
         let mut runs: Vec<_> = self
             .runs
-            .into_iter()
-            .map(|f| BufReader::with_capacity(1 << 16, f))
+            .iter()
+            .map(|&(pos, end)| {
+                let run = Run {
+                    file: file.clone(),
+                    pos,
+                    end,
+                };
+                BufReader::with_capacity(1 << 16, run)
+            })
             .collect();
         let mut heads = BinaryHeap::with_capacity(runs.len());
         for (i, run) in runs.iter_mut().enumerate() {
@@ -188,6 +209,26 @@ impl Sorter {
             }
         }
         Ok(Sorted(Merge::Merged { runs, heads }))
+    }
+}
+
+/// One run's bytes in the spill file, read at its own position (pread): the runs share
+/// the file, not a file offset.
+struct Run {
+    file: Arc<File>,
+    pos: u64,
+    end: u64,
+}
+
+impl Read for Run {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let want = buf
+            .len()
+            .min(usize::try_from(self.end - self.pos).unwrap_or(usize::MAX));
+        let got = self.file.read_at(&mut buf[..want], self.pos)?;
+        self.pos += got as u64;
+        Ok(got)
     }
 }
 
@@ -221,7 +262,7 @@ pub struct Sorted(Merge);
 enum Merge {
     Held(std::vec::IntoIter<Row>),
     Merged {
-        runs: Vec<BufReader<File>>,
+        runs: Vec<BufReader<Run>>,
         heads: BinaryHeap<Reverse<Head>>,
     },
 }
