@@ -80,7 +80,7 @@ impl Reading {
 }
 
 /// Where [`render`] writes: the text, each line's packet offset (8 bytes, little-endian,
-/// per line), and the directory for the sort's runs (anonymous files).
+/// per line), and the directory for the sort's runs (an anonymous file).
 pub struct Output<'a> {
     pub text: &'a Path,
     pub origins: &'a Path,

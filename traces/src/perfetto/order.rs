@@ -342,7 +342,7 @@ mod tests {
             let mut expected = rows;
             expected.sort_by(by_time);
             prop_assert_eq!(got, expected);
-            // The runs are anonymous files: nothing is left in the directory.
+            // The runs' file is anonymous: nothing is left in the directory.
             prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         }
     }
