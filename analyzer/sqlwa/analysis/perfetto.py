@@ -45,7 +45,7 @@ import polars as pl
 
 from sqlwa._native import PERFETTO_UNNAMED, TraceParseError, parse_trace, parse_trace_to_parquet, render_perfetto
 from sqlwa.analysis import syscalls
-from sqlwa.analysis.traceformat import MAX_FIRST_PACKET, PACKET_TAG, first_packet_problem, read_varint
+from sqlwa.analysis.traceformat import first_packet_problem, read_first_packet
 
 #: The placeholder the rendered lines carry for a task's name; the real names (from the
 #: trace's process tree) replace it afterwards, so a name with blanks or brackets never
@@ -80,10 +80,7 @@ def refuse_what_is_no_trace(path: Path) -> None:
     except IsADirectoryError:
         raise bad_trace(path, "is a directory, not a Perfetto trace file", 0) from None
     with f:
-        head = f.read(16)
-        found = read_varint(head, 1) if head[:1] == bytes([PACKET_TAG]) else None
-        if found is not None and found[0] <= MAX_FIRST_PACKET:
-            head += f.read(max(0, found[1] + found[0] - len(head)))
+        head, _ = read_first_packet(f)
     problem = first_packet_problem(head)
     if problem is not None:
         raise bad_trace(path, f"not a Perfetto trace: {problem}", 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 from sqlwa import _native
 from sqlwa.errors import UsageError
@@ -98,14 +98,21 @@ def looks_like_perfetto(path: str | os.PathLike) -> bool:
     first packet that decodes into fields Perfetto knows. Text never starts that way."""
     try:
         with open(path, "rb") as f:
-            head = f.read(16)
-            found = read_varint(head, 1) if head[:1] == bytes([PACKET_TAG]) else None
-            if found is None or found[0] > MAX_FIRST_PACKET:
-                return False
-            data = head + f.read(max(0, found[1] + found[0] - len(head)))
+            data, whole = read_first_packet(f)
     except OSError:
         return False
-    return first_packet_problem(data) is None
+    return whole and first_packet_problem(data) is None
+
+
+def read_first_packet(f: IO[bytes]) -> tuple[bytes, bool]:
+    """A file's first bytes through its first packet, and whether they frame one (a tag,
+    a length of at most MAX_FIRST_PACKET, that many bytes); else its first 16 bytes."""
+    head = f.read(16)
+    found = read_varint(head, 1) if head[:1] == bytes([PACKET_TAG]) else None
+    if found is None or found[0] > MAX_FIRST_PACKET:
+        return head, False
+    data = head + f.read(max(0, found[1] + found[0] - len(head)))
+    return data, len(data) >= found[1] + found[0]
 
 
 # A first packet (clock snapshot, config, uuid, stats) is far smaller; a larger length
