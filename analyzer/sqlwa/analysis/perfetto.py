@@ -201,8 +201,7 @@ def task_names(reading: dict[str, Any]) -> tuple[str, dict[int, str]]:
     the process tree's and task events' names, else those of scheduling events. The
     reader puts them in the rows named ``UNNAMED`` (empty where the trace never names the
     pid, as blkparse's ``(null)`` reads); block events keep the name they carry."""
-    names = {**reading["sched_names"], **reading["names"]}
-    return UNNAMED, {pid: name for pid, name in names.items() if pid >= 0}
+    return UNNAMED, {**reading["sched_names"], **reading["names"]}
 
 
 def full_report(rendered: Rendered, report: dict) -> dict:

@@ -43,10 +43,10 @@ pub const PACKET_TAG: u8 = 0x0a;
 pub struct Reading {
     /// The trace's machine (`system_info`), if it says.
     pub machine: Option<String>,
-    /// pid → name from the process tree and task events.
-    pub names: HashMap<i64, String>,
+    /// pid → name from the process tree and task events (a negative pid names no task).
+    pub names: HashMap<u32, String>,
     /// pid → name seen in scheduling events (the fallback).
-    pub sched_names: HashMap<i64, String>,
+    pub sched_names: HashMap<u32, String>,
     /// cpu → overrun + dropped events at the trace's start / end (`ftrace_stats`).
     pub overrun_start: BTreeMap<u64, u64>,
     pub overrun_end: BTreeMap<u64, u64>,
@@ -365,7 +365,9 @@ impl Found {
             reading.ftrace_events += events;
             reading.block_events += block;
         }
+        let task = |pid: i64| u32::try_from(pid).ok();
         for (pid, name, replaces) in self.names.drain(..) {
+            let Some(pid) = task(pid) else { continue };
             if replaces {
                 reading.names.insert(pid, name);
             } else {
@@ -373,6 +375,7 @@ impl Found {
             }
         }
         for (pid, name) in self.sched_names.drain(..) {
+            let Some(pid) = task(pid) else { continue };
             reading.sched_names.entry(pid).or_insert(name);
         }
         for (start, cpus) in self.stats.drain(..) {
