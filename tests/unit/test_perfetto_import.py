@@ -242,6 +242,19 @@ def test_report_counts_losses_cpus_and_the_syscall_table(parsed):
     assert report["perfetto"]["cpus"] == [0, 1]
     assert report["perfetto"]["ftrace_bundles"] == 3
     assert report["perfetto"]["syscall_table"] == "aarch64"
+    # The trace's shape, counted here by protobuf's own parse of the same bytes.
+    packets = pb.Trace.FromString(path.read_bytes()).packet
+    bundles = [p.ftrace_events for p in packets if p.HasField("ftrace_events")]
+    events = [e for b in bundles for e in b.event]
+    assert report["perfetto"]["packets"] == len(packets)
+    assert report["perfetto"]["ftrace_events"] == len(events)
+    calls = [getattr(e, e.WhichOneof("event")).id for e in events if e.WhichOneof("event") in ("sys_enter", "sys_exit")]
+    assert report["perfetto"]["unknown_syscalls"] == sum(c not in syscalls.NUMBERS["aarch64"] for c in calls) == 0
+    named = {t.tid for p in packets for t in p.process_tree.threads if t.name}
+    named |= {p.pid for q in packets for p in q.process_tree.processes if p.cmdline}
+    named |= {e.task_newtask.pid for e in events if e.HasField("task_newtask")}
+    named |= {pid for b in bundles for pid in b.compact_sched.switch_next_pid}
+    assert report["perfetto"]["named_tasks"] == len(named)
     assert report["per_action"] == {"Q": 1, "I": 1, "D": 3, "C": 3, "M": 1, "F": 1, "A": 1}
 
 
