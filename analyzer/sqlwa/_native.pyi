@@ -146,7 +146,7 @@ def render_perfetto(
     go to a directory in ``sort_dir`` meanwhile. ``syscalls`` is (numbers by machine,
     argument names by call, the machine assumed without system_info). Returns what the
     packets said: machine, names, sched_names, lost_events, bundles, cpus, ftrace_events,
-    block_events, packets, rows, bad_messages, syscall_machine, unknown_syscalls.
+    block_events, packets, rows, bad_records, bad_messages, syscall_machine, unknown_syscalls.
     ``run_rows`` (rows per sorted run) and ``lines_per_report`` are for tests."""
 
 # ----------------------------------------------------------------- errors

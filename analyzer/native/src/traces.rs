@@ -222,7 +222,8 @@ fn reading_dict<'py>(py: Python<'py>, r: &Reading) -> PyResult<Bound<'py, PyDict
     d.set_item("block_events", r.block_events)?;
     d.set_item("packets", r.packets)?;
     d.set_item("rows", r.rows)?;
-    d.set_item("bad_messages", r.bad.clone())?;
+    d.set_item("bad_records", r.bad_records)?;
+    d.set_item("bad_messages", r.bad_messages.clone())?;
     d.set_item("syscall_machine", &r.syscall_machine)?;
     d.set_item("unknown_syscalls", r.unknown_syscalls)?;
     Ok(d)

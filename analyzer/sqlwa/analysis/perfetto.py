@@ -208,7 +208,7 @@ def full_report(rendered: Rendered, report: dict) -> dict:
     """The ftrace reader's report with what the packets said: framing errors, losses,
     the trace's shape."""
     reading = rendered.reading
-    report["bad_records"] += len(reading["bad_messages"])
+    report["bad_records"] += reading["bad_records"]
     report["bad_messages"] = (reading["bad_messages"] + report["bad_messages"])[:20]
     report["lost_events"] += reading["lost_events"]
     report["files"] = [(str(rendered.path), "perfetto")]

@@ -58,8 +58,10 @@ pub struct Reading {
     pub packets: u64,
     /// Rows rendered (lines written).
     pub rows: u64,
-    /// Packets that could not be read (`lenient`): `path byte N: reason`.
-    pub bad: Vec<String>,
+    /// Packets that could not be read (`lenient`), and the first
+    /// [`MAX_BAD_MESSAGES`](crate::report::MAX_BAD_MESSAGES) of their errors.
+    pub bad_records: u64,
+    pub bad_messages: Vec<String>,
     /// The syscall table the numbers were named with, and how many it did not list.
     pub syscall_machine: String,
     pub unknown_syscalls: u64,
@@ -222,17 +224,14 @@ fn note_bad(
     lenient: bool,
     reading: &mut Reading,
 ) -> Result<(), ParseError> {
+    let bad = ParseError::bad(path, Location::ByteOffset(offset as u64), reason);
     if !lenient {
-        return Err(ParseError::bad(
-            path,
-            Location::ByteOffset(offset as u64),
-            reason,
-        ));
+        return Err(bad);
     }
-    reading.bad.push(format!(
-        "{} at byte offset {offset}: {reason}",
-        path.display()
-    ));
+    reading.bad_records += 1;
+    if reading.bad_messages.len() < crate::report::MAX_BAD_MESSAGES {
+        reading.bad_messages.push(bad.to_string());
+    }
     Ok(())
 }
 

@@ -334,7 +334,10 @@ fn a_truncated_trace_names_the_byte_and_lenient_keeps_what_came_before() {
         "{err}"
     );
     let (reading, lines, _) = render_trace(cut, true, 4).unwrap();
-    assert_eq!((lines.len(), reading.bad.len()), (1, 1));
+    assert_eq!(
+        (lines.len(), reading.bad_records, reading.bad_messages.len()),
+        (1, 1, 1)
+    );
 }
 
 #[test]
@@ -360,6 +363,7 @@ fn a_packet_that_does_not_decode_adds_nothing() {
     t.bytes.push(PACKET_TAG);
     prost::encoding::encode_varint(body.len() as u64, &mut t.bytes);
     t.bytes.extend_from_slice(&body);
+    let broken_end = t.bytes.len();
     t.bundle(0, ev);
     let err = render_trace(&t.bytes, false, 4).unwrap_err().to_string();
     assert!(
@@ -372,12 +376,19 @@ fn a_packet_that_does_not_decode_adds_nothing() {
     assert_eq!(
         (
             lines.len(),
-            reading.bad.len(),
+            reading.bad_records as usize,
             reading.bundles,
             reading.cpus.len()
         ),
         (2, 1, 2, 1)
     );
+    // Many such packets: every one counted, the first MAX_BAD_MESSAGES said.
+    let broken = &t.bytes[bad..broken_end];
+    let mut many = t.bytes[..bad].to_vec();
+    (0..25).for_each(|_| many.extend_from_slice(broken));
+    let (reading, _, _) = render_trace(&many, true, 4).unwrap();
+    assert_eq!(reading.bad_records, 25);
+    assert_eq!(reading.bad_messages.len(), crate::report::MAX_BAD_MESSAGES);
 }
 
 #[test]
