@@ -54,6 +54,7 @@ def interrupted_in(tmp_path: Path, signum: int, seen, *args: str) -> tuple[str, 
         proc.send_signal(signum)
         proc.wait(120)
         seconds = time.monotonic() - sent
+        print(f"{' '.join(args[:2])}: exit {seconds:.2f} s after {signal.Signals(signum).name}")
         err = proc.stderr.read() if proc.stderr else ""
     finally:
         proc.kill()

@@ -294,13 +294,16 @@ class Guest:
         staged.rename(job / guest.REQUEST_FILE)  # whole, or not there: the guest polls for it
         patience = Patience(QUIET_WAIT_S)
         patience.begin("request", self.limit_s("request", REQUEST_WAIT_S))
+        commits = 0  # the run's transactions, once the guest's progress has counted them
         for word, rest in self._guest_lines(patience):
             if word == "started" or (word == "stage" and rest == "explore"):
-                patience.begin("run", self.limit_s("run", self.run_setup_s()))
+                # a crash run's states come after an untraced re-run of its transactions
+                patience.begin("run", self.limit_s("run", self.run_work_s(request, commits, False)))
             elif word == "progress":
                 done, total, *what = rest.split()  # a third word names the stage (crash states)
                 if progress is not None:
                     progress(int(done), int(total))
+                commits = commits if what else int(total)
                 patience.allow(self.limit_s("run", self.run_work_s(request, int(total), bool(what))))
             elif word == "stage" and rest == "teardown":
                 patience.begin("teardown", self.limit_s("teardown", TEARDOWN_WAIT_S))
