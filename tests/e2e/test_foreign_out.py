@@ -3,18 +3,21 @@ the name of a run's file is refused, and the file is untouched."""
 
 from __future__ import annotations
 
+import pytest
+
 from helpers import sqlwa
 
 
-def test_a_users_file_named_like_a_run_file_is_kept(tmp_path):
+@pytest.mark.parametrize("name", ["trace.txt", "console.log"])  # console.log: a --vm run's guest console
+def test_a_users_file_named_like_a_run_file_is_kept(tmp_path, name):
     out = tmp_path / "mine"
     out.mkdir()
-    (out / "trace.txt").write_text("my own notes\n")
+    (out / name).write_text("my own notes\n")
     proc = sqlwa("run", "-n", "2", "--out", str(out), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith(f"sqlwa: error: {out} holds trace.txt, which no sqlwa run wrote")
-    assert (out / "trace.txt").read_text() == "my own notes\n"
-    assert sorted(p.name for p in out.iterdir()) == ["trace.txt"]
+    assert proc.stderr.startswith(f"sqlwa: error: {out} holds {name}, which no sqlwa run wrote")
+    assert (out / name).read_text() == "my own notes\n"
+    assert sorted(p.name for p in out.iterdir()) == [name]
 
 
 def test_an_earlier_run_is_replaced(tmp_path):

@@ -64,8 +64,8 @@ def test_a_guest_hung_longer_than_the_host_waits_is_killed_with_one_line(tmp_pat
     proc, seconds = sqlwa_with(env, "run", "--vm", "--image-size", "32M", "-n", "5", "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines()[0] == (
-        "sqlwa: error: the VM lab's guest hung: it was still tearing down its lab after 15 s; "
-        "qemu was killed and this run's measurement is lost"
+        "sqlwa: error: the VM lab's guest hung: its teardown phase took longer than its limit of 15 s; "
+        f"qemu was killed and this run's measurement is lost; its console is in {out / 'console.log'}"
     )
     assert "Traceback" not in proc.stderr
     assert seconds < 300 and not qemus_sharing(out)
@@ -80,5 +80,6 @@ def test_a_matrix_goes_on_in_a_fresh_guest_after_one_is_killed(tmp_path):
     failed = [line for line in proc.stderr.splitlines() if line.strip().startswith("failed")]
     assert len(failed) == 2, proc.stderr
     for line in failed:  # the second too: its guest was booted again, not found dead
-        assert "the VM lab's guest hung: it was still tearing down its lab after 15 s" in line, line
+        assert "the VM lab's guest hung: its teardown phase took longer than its limit of 15 s" in line, line
+        assert f"its console is in {out / 'runs'}" in line, line  # the cell's own run directory
     assert not qemus_sharing(out)

@@ -228,10 +228,12 @@ def capture_with_crash(
     workspace: Path,
     progress: ProgressFn | None = None,
     state_progress: ProgressFn | None = None,
+    stage: Callable[[str], None] | None = None,
 ) -> LabCapture:
     """A lab capture whose device writes are logged (``lab`` made with ``write_log`` in
     ``workspace``), the engine marking the log at every commit; then every crash state
-    of the log judged against the database as of each commit."""
+    of the log judged against the database as of each commit (``stage`` is told
+    ``explore`` when that begins, the lab gone)."""
     assert lab.log_writes is not None and lab.write_log is not None, "a crash run's lab logs its writes"
     marked = dataclasses.replace(settings, dm_mark=lab.log_writes.name)
     capture = capture_in_lab(marked, scenario, lab, out_dir, options, progress)
@@ -242,6 +244,8 @@ def capture_with_crash(
         tuple(lab.mount_opts),
         str(data_dir.relative_to(lab.mountpoint)),
     )
+    if stage is not None:
+        stage("explore")
     if crash.keep_log:
         shutil.copyfile(lab.write_log, out_dir / WRITE_LOG_FILE)
     ref = reference_snapshots(scenario, settings, workspace)

@@ -7,7 +7,8 @@ A lab run writes, beside ``summary.json`` and ``commits.parquet``:
 - ``writes.parquet`` — the block write requests with their attribution (``category``,
   ``commit``, ``file``, ``submitter``), the table the report's timeline and the Python
   API colour by;
-- ``layout.json`` — where the filesystem keeps its own journal and metadata.
+- ``layout.json`` — where the filesystem keeps its own journal and metadata;
+- ``console.log`` — a ``--vm`` run's guest console, line by line as it came.
 
 Readers (report, store, Python API) go through :func:`events` and
 :func:`attributed_writes`, so the trace is parsed and attributed once, at run time; for
@@ -47,11 +48,21 @@ TRACE_FILE = "trace.txt"
 EVENTS_FILE = "events.parquet"
 WRITES_FILE = "writes.parquet"
 LAYOUT_FILE = "layout.json"
+CONSOLE_FILE = "console.log"  # a --vm run's guest console (sqlwa.vm.machine writes it)
 RUNNING_FILE = "RUNNING"  # a run is being written here, or was and did not finish
 SUMMARY_PART = ".summary.json.part"  # summary.json before its atomic rename into place
 #: Every file a run writes into its directory, summary.json first: what a new run into the
 #: same directory removes before it starts (nothing else there is sqlwa's to touch).
-RUN_FILES = (SUMMARY_FILE, SUMMARY_PART, COMMITS_FILE, TRACE_FILE, EVENTS_FILE, WRITES_FILE, LAYOUT_FILE)
+RUN_FILES = (
+    SUMMARY_FILE,
+    SUMMARY_PART,
+    COMMITS_FILE,
+    TRACE_FILE,
+    EVENTS_FILE,
+    WRITES_FILE,
+    LAYOUT_FILE,
+    CONSOLE_FILE,
+)
 
 
 # Polars reports a failed write as a ComputeError ending in Rust's "(os error N)".
@@ -163,10 +174,13 @@ def finish(run_dir: Path, summary: dict) -> None:
 
 def discard_unstarted(run_dir: Path) -> None:
     """Remove ``run_dir`` if it holds nothing but the RUNNING mark: a run refused before it
-    measured anything (a sweep's skipped cell) leaves no directory that looks interrupted."""
+    measured anything (a sweep's skipped cell) leaves no directory that looks interrupted.
+    A --vm cell's guest console goes with it: it holds the refusal, which the store keeps."""
     run_dir = Path(run_dir)
-    if run_dir.is_dir() and [entry.name for entry in run_dir.iterdir()] == [RUNNING_FILE]:
-        (run_dir / RUNNING_FILE).unlink()
+    names = {entry.name for entry in run_dir.iterdir()} if run_dir.is_dir() else set()
+    if RUNNING_FILE in names and names <= {RUNNING_FILE, CONSOLE_FILE}:
+        for name in (CONSOLE_FILE, RUNNING_FILE):
+            (run_dir / name).unlink(missing_ok=True)
         run_dir.rmdir()
 
 

@@ -4,7 +4,10 @@ Serves captures until told to stop: says ``sqlwa-vm: ready``, then for N = 1, 2,
 for ``CTL/N/request.json``, takes that lab capture (a fresh filesystem on a loop device
 in the guest's RAM, the workload and its trace), leaves ``CTL/N/capture.json`` (a
 :class:`~sqlwa.measure.lab_capture.LabCapture`) or, for an error sqlwa knows,
-``CTL/N/error.json``, and says ``sqlwa-vm: done N``; ``CTL/quit`` ends it. The trace goes
+``CTL/N/error.json``, and says ``sqlwa-vm: done N``; ``CTL/quit`` ends it. It says
+``sqlwa-vm: started N`` when it has taken request N up, and a crash run's
+``sqlwa-vm: stage explore`` when its lab is gone and its states are next: the host
+bounds each phase by a limit of its own. The trace goes
 to the run's output directory, shared with the host, where the host analyses it.
 Progress goes to the console as ``sqlwa-vm: progress D N`` lines, the lab's stages
 (mkfs, mount, …, teardown) as ``sqlwa-vm: stage NAME``. Imports nothing heavy
@@ -14,6 +17,7 @@ Progress goes to the console as ``sqlwa-vm: progress D N`` lines, the lab's stag
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,6 +33,9 @@ ERROR_FILE = "error.json"
 QUIT_FILE = "quit"
 POLL_S = 0.1  # how often the control directory is looked at for the next request
 PROGRESS_EVERY_S = 0.5  # the serial console is slow under TCG: a line per half second at most
+# A test hook: the phase ("boot", "request" or "run") in which this program stops
+# answering for good, as a guest stalled by its host would (tests/vm/test_vm_phases.py).
+STALL_ENV = "SQLWA_VM_STALL"
 
 
 def capture(request: dict) -> lab_capture.LabCapture:
@@ -43,7 +50,16 @@ def capture(request: dict) -> lab_capture.LabCapture:
     with lab_capture.crash_workspace() as workspace:
         lab = lab_of(request, write_log=workspace / lab_capture.WRITE_LOG_FILE)
         return lab_capture.capture_with_crash(
-            settings, scenario, lab, out_dir, options, crash, workspace, ConsoleProgress(), ConsoleProgress("states")
+            settings,
+            scenario,
+            lab,
+            out_dir,
+            options,
+            crash,
+            workspace,
+            ConsoleProgress(),
+            ConsoleProgress("states"),
+            say_stage,
         )
 
 
@@ -84,12 +100,22 @@ class ConsoleProgress:
 
 
 def serve(ctl: Path) -> None:
+    stall_in("boot")
     print("sqlwa-vm: ready", flush=True)
     number = 1
     while (job := next_request(ctl, number)) is not None:
+        stall_in("request")
+        print(f"sqlwa-vm: started {number}", flush=True)
+        stall_in("run")
         take(job)
         print(f"sqlwa-vm: done {number}", flush=True)
         number += 1
+
+
+def stall_in(phase: str) -> None:
+    """Never return when :data:`STALL_ENV` names ``phase`` (a test's stalled guest)."""
+    while os.environ.get(STALL_ENV) == phase:
+        time.sleep(3600)
 
 
 def next_request(ctl: Path, number: int) -> Path | None:
