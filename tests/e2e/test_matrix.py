@@ -152,6 +152,16 @@ def test_without_root_a_lab_filesystem_asked_for_is_refused_alike_everywhere(tmp
     assert sorted(tmp_path.iterdir()) == []
 
 
+@pytest.mark.root
+def test_as_nobody_matrix_with_a_named_filesystem_is_refused_as_run_is():
+    with sqlwa_as_nobody(
+        "matrix", "--fs", "ext4", "-j", "wal", "--sync", "full", "-n", "2", "--out", "{dir}/m",
+        prefix="sqlwa-test-matrix-fs-nonroot-",
+    ) as (proc, workdir):  # fmt: skip
+        assert (proc.returncode, proc.stderr.splitlines()) == (2, NOT_ROOT_FS)
+        assert not (workdir / "m").exists()
+
+
 def test_without_root_the_default_filesystem_still_falls_back_to_the_vfs_level(monkeypatch):
     from sqlwa.measure import matrix
 
