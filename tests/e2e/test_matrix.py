@@ -128,7 +128,7 @@ def test_without_root_runs_vfs_level_and_says_what_block_needs():
 
 NOT_ROOT_FS = [
     "sqlwa: error: --fs ext4 needs root (loop devices, mkfs, mount and tracefs are root-only)",
-    "  fix: run with sudo, add --vm (the VM lab needs no root), or leave --fs out for the VFS level only",
+    "  fix: run with sudo, or add --vm (the VM lab needs no root); without --fs, run and matrix measure the VFS level",
 ]
 
 

@@ -226,7 +226,7 @@ def require_lab_host(fs: str) -> None:
     if not _system.is_root():
         raise NeedsRoot(
             f"--fs {fs} needs root (loop devices, mkfs, mount and tracefs are root-only)",
-            "run with sudo, add --vm (the VM lab needs no root), or leave --fs out for the VFS level only",
+            "run with sudo, or add --vm (the VM lab needs no root); without --fs, run and matrix measure the VFS level",
         )
 
 
