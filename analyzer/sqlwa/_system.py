@@ -43,6 +43,14 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name, path=path)
 
 
+def _executable(program: str) -> str:
+    """The file to run for ``program``: a bare name as :func:`find_tool` finds it, so every
+    tool sqlwa runs (depmod, losetup, dmsetup ...) is found under a PATH without sbin."""
+    if os.sep in program:
+        return program
+    return find_tool(program) or program
+
+
 def run_tool(
     argv: Sequence[str | os.PathLike[str]],
     what: str,
@@ -65,6 +73,7 @@ def run_tool(
     try:
         return subprocess.run(
             args,
+            executable=_executable(args[0]),
             check=True,
             capture_output=True,
             text=True,
@@ -147,9 +156,15 @@ def _read_kmsg(fd: int) -> list[str]:
 def try_tool(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str] | None:
     """Run a tool whose failure the caller handles itself (a retry, a fallback): the
     finished process whatever its exit code, or None if it could not run or timed out."""
+    args = [str(a) for a in argv]
     try:
         return subprocess.run(
-            [str(a) for a in argv], capture_output=True, text=True, timeout=timeout, start_new_session=True
+            args,
+            executable=_executable(args[0]),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -791,8 +806,8 @@ def _misc_device(name: str) -> bool:
 def dm_target_available(target: str, module: str) -> bool:
     """Whether device-mapper has the ``target`` type (``crypt``), loading ``module`` if needed."""
     if is_root():
-        try_tool([find_tool("modprobe") or "modprobe", "-q", module], timeout=30)
-    proc = try_tool([find_tool("dmsetup") or "dmsetup", "targets"], timeout=30)
+        try_tool(["modprobe", "-q", module], timeout=30)
+    proc = try_tool(["dmsetup", "targets"], timeout=30)
     return (
         proc is not None
         and proc.returncode == 0
@@ -933,6 +948,7 @@ def start_daemon(argv: Sequence[str], log_path: str | os.PathLike[str]) -> subpr
         try:
             return subprocess.Popen(
                 argv,
+                executable=_executable(argv[0]),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa, sqlwa_as_nobody
+from helpers import sqlwa, sqlwa_as_nobody, sqlwa_in_process
 from sqlwa import _system
 from sqlwa.lab.filesystem import filesystem_support
 from sqlwa.results import store
@@ -124,6 +124,50 @@ def test_without_root_runs_vfs_level_and_says_what_block_needs():
         assert "mobibench-insert none wal/normal" in proc.stdout
         row = store.load_results(workdir / "m").row(0, named=True)
         assert row["status"] == "ok" and row["fsync_calls_per_commit"] is None
+
+
+NOT_ROOT_FS = [
+    "sqlwa: error: --fs ext4 needs root (loop devices, mkfs, mount and tracefs are root-only)",
+    "  fix: run with sudo, or add --vm (the VM lab needs no root); without --fs, run and matrix measure the VFS level",
+]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--fs", "ext4", "-n", "2"],
+        ["matrix", "--fs", "ext4", "-j", "wal", "--sync", "full", "-n", "2"],
+        ["demo", "--fs", "ext4", "-j", "wal", "--sync", "full", "-n", "2", "--report", "{dir}/report.html"],
+        ["crash", "-j", "wal", "--sync", "full"],  # crash's lab filesystem is ext4 unless --fs says otherwise
+    ],
+)
+def test_without_root_a_lab_filesystem_asked_for_is_refused_alike_everywhere(tmp_path, monkeypatch, command):
+    """`matrix --fs ext4` as a non-root user once swept the VFS level and exited 0 while
+    `run --fs ext4` refused (#32): a filesystem named is refused by the same rule, the same
+    two lines, and nothing is made."""
+    monkeypatch.setattr("os.geteuid", lambda: 65534)
+    out = tmp_path / "out"
+    proc = sqlwa_in_process(*(arg.format(dir=tmp_path) for arg in command), "--out", str(out))
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, NOT_ROOT_FS)
+    assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.root
+def test_as_nobody_matrix_with_a_named_filesystem_is_refused_as_run_is():
+    with sqlwa_as_nobody(
+        "matrix", "--fs", "ext4", "-j", "wal", "--sync", "full", "-n", "2", "--out", "{dir}/m",
+        prefix="sqlwa-test-matrix-fs-nonroot-",
+    ) as (proc, workdir):  # fmt: skip
+        assert (proc.returncode, proc.stderr.splitlines()) == (2, NOT_ROOT_FS)
+        assert not (workdir / "m").exists()
+
+
+def test_without_root_the_default_filesystem_still_falls_back_to_the_vfs_level(monkeypatch):
+    from sqlwa.measure import matrix
+
+    monkeypatch.setattr("os.geteuid", lambda: 65534)
+    plan = matrix.MatrixPlan(Path("/nonexistent/m"), journals=("wal",), syncs=("full",))
+    assert "need root" in (matrix.lab_unavailable_reason(plan) or "")
 
 
 def test_layers_in_a_vfs_only_sweep_are_one_line_and_nothing_is_made(tmp_path):

@@ -6,8 +6,14 @@
 //! each statement as it is prepared (and the statements VACUUM runs itself, its ATTACH
 //! among them); the engine's own statements (its PRAGMA set-up, BEGIN and COMMIT, the
 //! read-backs) run unconfined. Extension loading is switched off on every connection.
+//!
+//! The statements SQLite's own virtual-table modules prepare while a scenario's statement
+//! runs pass the same authorizer: their DDL and DML on their shadow tables are allowed as
+//! a scenario's own would be, and so are the two read-only PRAGMAs they need
+//! ([`MODULE_PRAGMAS`]), there only.
 
 use std::ffi::c_int;
+use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -32,8 +38,17 @@ pub(crate) const SCHEMA_LIMIT_WHY: &str = "a scenario's schema may create at mos
     tables, indexes, views and triggers (SQLite re-reads its whole schema after each CREATE, \
     so a larger schema takes minutes to create)";
 
+/// The PRAGMAs SQLite's modules read while a statement runs (SQLite 3.54 source): FTS5's
+/// `PRAGMA <db>.data_version` (fts5_index.c, fts5IndexDataVersion: has another
+/// connection written?), R*Tree's and FTS3's `PRAGMA <db>.page_size` (rtree.c getNodeSize
+/// on CREATE VIRTUAL TABLE, fts3.c fts3DatabasePageSize: the node size to use).
+const MODULE_PRAGMAS: [&str; 2] = ["data_version", "page_size"];
+
 struct State {
     on: AtomicBool,
+    /// the connection's handle (as an address: the hook must be Send), to see whether a
+    /// statement is running while another is prepared
+    db: usize,
     refusal: Mutex<Option<String>>,
     /// schema objects created so far, and how many may be
     created: AtomicUsize,
@@ -54,8 +69,12 @@ impl Confinement {
                 "SQLite did not switch it off",
             ));
         }
+        // SAFETY: only the address is kept; the authorizer, which reads through it, is
+        // removed with the connection (sqlite3_close), so it never outlives the handle.
+        let db = unsafe { conn.handle() } as usize;
         let state = Arc::new(State {
             on: AtomicBool::new(false),
+            db,
             refusal: Mutex::new(None),
             created: AtomicUsize::new(0),
             max_created,
@@ -89,7 +108,7 @@ impl Confinement {
 
 impl State {
     fn authorize(&self, action: &AuthAction<'_>) -> Authorization {
-        if !self.on.load(Ordering::SeqCst) {
+        if !self.on.load(Ordering::SeqCst) || self.is_a_modules_pragma(action) {
             return Authorization::Allow;
         }
         match refusal(action).or_else(|| self.too_many_objects(action)) {
@@ -100,6 +119,23 @@ impl State {
                 Authorization::Deny
             }
         }
+    }
+
+    /// Whether `action` is a read of one of [`MODULE_PRAGMAS`] prepared while a statement
+    /// runs: a module's (FTS5, R*Tree) inside the scenario's statement. A scenario's own
+    /// statements are prepared one at a time, none running, so its PRAGMAs stay refused.
+    fn is_a_modules_pragma(&self, action: &AuthAction<'_>) -> bool {
+        let AuthAction::Pragma {
+            pragma_name,
+            pragma_value: None,
+        } = action
+        else {
+            return false;
+        };
+        MODULE_PRAGMAS
+            .iter()
+            .any(|name| pragma_name.eq_ignore_ascii_case(name))
+            && a_statement_runs(self.db as *mut ffi::sqlite3)
     }
 
     /// The refusal of a CREATE beyond `max_created` (counted as statements are prepared).
@@ -122,6 +158,23 @@ impl State {
             .fetch_add(usize::from(creates), Ordering::SeqCst);
         (creates && created >= self.max_created).then(|| SCHEMA_LIMIT_WHY.to_string())
     }
+}
+
+/// Whether a statement of connection `db` is running: stepped and not yet done or reset.
+fn a_statement_runs(db: *mut ffi::sqlite3) -> bool {
+    // SAFETY: `db` is the open connection whose authorizer calls this, on its own thread;
+    // sqlite3_next_stmt walks its list of statements (all alive while we hold the
+    // connection's mutex), and sqlite3_stmt_busy only reads each one's state.
+    unsafe {
+        let mut stmt = ffi::sqlite3_next_stmt(db, ptr::null_mut());
+        while !stmt.is_null() {
+            if ffi::sqlite3_stmt_busy(stmt) != 0 {
+                return true;
+            }
+            stmt = ffi::sqlite3_next_stmt(db, stmt);
+        }
+    }
+    false
 }
 
 /// Why a scenario's SQL may not do `action`; None when it may.
@@ -254,6 +307,38 @@ mod tests {
             .take_refusal()
             .unwrap()
             .contains("at most 10000"));
+    }
+
+    #[test]
+    fn fts5_and_rtree_tables_work_confined_and_their_pragmas_only_inside_them() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let confinement = Confinement::install(&mut conn).unwrap();
+        let scenario = "CREATE VIRTUAL TABLE notes USING fts5(body); \
+            INSERT INTO notes VALUES ('a few words'); \
+            CREATE VIRTUAL TABLE places USING rtree(id, x0, x1); \
+            INSERT INTO places VALUES (1, 0, 5)";
+        confinement
+            .confined(|| conn.execute_batch(scenario))
+            .unwrap();
+        let found: i64 = confinement
+            .confined(|| {
+                conn.query_row(
+                    "SELECT (SELECT count(*) FROM notes WHERE notes MATCH 'words') \
+                     + (SELECT count(*) FROM places WHERE x0 >= 0)",
+                    [],
+                    |row| row.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(found, 2);
+        for own in ["PRAGMA page_size", "PRAGMA main.data_version"] {
+            assert!(confinement.confined(|| conn.execute_batch(own)).is_err());
+            let reason = confinement.take_refusal().unwrap();
+            assert!(
+                reason.starts_with(own.replace("main.", "").as_str()),
+                "{reason}"
+            );
+        }
     }
 
     #[test]

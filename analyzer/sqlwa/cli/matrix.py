@@ -201,7 +201,7 @@ def run_with_progress(plan: matrix.MatrixPlan) -> matrix.MatrixOutcome:
     from sqlwa.views.terminal import wide_console
 
     err = wide_console(stderr=True)
-    why_not_lab = matrix.lab_unavailable_reason() if plan.lab and not plan.vm else None
+    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.vm else None
     if why_not_lab:
         plan.lab, plan.lab_unavailable = False, why_not_lab
         err.print(f"[yellow]VFS level only:[/yellow] {why_not_lab}", highlight=False)

@@ -50,7 +50,7 @@ def check_ecryptfs() -> None:
     if "ecryptfs" in _system.kernel_filesystems():
         return
     if _system.is_root():
-        _system.try_tool([_system.find_tool("modprobe") or "modprobe", "-q", "ecryptfs"], timeout=30)
+        _system.try_tool(["modprobe", "-q", "ecryptfs"], timeout=30)
         if "ecryptfs" in _system.kernel_filesystems():
             return
     raise UnsupportedFilesystem(

@@ -220,6 +220,16 @@ def require_root(what: str) -> None:
         raise NeedsRoot(f"{what} needs root (loop devices, mkfs and mount are root-only)", DIR_HINT)
 
 
+def require_lab_host(fs: str) -> None:
+    """The one rule for every command asked by name for lab filesystems ``fs`` (``--fs``
+    on this host, not ``--vm``): refused without root, as the run would fail later."""
+    if not _system.is_root():
+        raise NeedsRoot(
+            f"--fs {fs} needs root (loop devices, mkfs, mount and tracefs are root-only)",
+            "run with sudo, or add --vm (the VM lab needs no root); without --fs, run and matrix measure the VFS level",
+        )
+
+
 def require_filesystem(fs: str) -> FsSpec:
     """The spec for ``fs`` if this machine can make it, else the error saying why not."""
     if fs not in FILESYSTEMS:

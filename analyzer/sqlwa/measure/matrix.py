@@ -20,6 +20,8 @@ filesystem has not, no /dev/fuse) is *skipped* with the reason; a cell that fail
 recorded as *failed* with the error; the sweep goes on either way. Without root (or
 without tracefs) every plain cell runs at the VFS level only, in a scratch directory, and
 the filesystem axis collapses to ``none``; cells with layers are skipped, saying why.
+A sweep that names its filesystems (``--fs``) is refused without root instead, as
+``sqlwa run --fs`` is.
 """
 
 from __future__ import annotations
@@ -178,8 +180,12 @@ class MatrixOutcome:
         return [r for r in self.results if r.status in statuses]
 
 
-def lab_unavailable_reason() -> str | None:
-    """Why block and syscall levels cannot be measured here, or None when they can."""
+def lab_unavailable_reason(plan: MatrixPlan) -> str | None:
+    """Why block and syscall levels cannot be measured here, or None when they can. Lab
+    filesystems the sweep names (--fs given) are refused here as `sqlwa run --fs` refuses
+    them; only the default filesystem falls back to the VFS level."""
+    if "fs" in plan.profile_overrides:
+        filesystem.require_lab_host(",".join(plan.filesystems))
     if not _system.is_root():
         return "the block and syscall levels need root (loop devices, mkfs, mount, tracefs): run it with sudo"
     availability = tracing.tracefs_available()

@@ -221,7 +221,7 @@ def preflight_lab(request: RunRequest) -> None:
     has_device = spec is None or spec.mkfs_tool is not None
     devmapper.check_crypt(request.crypt, request.fs, has_device)
     devmapper.check_delay(request.device_delay_ms, request.crypt, request.fs, has_device)
-    filesystem.require_root(f"--fs {request.fs} (loop devices, mkfs, mount and tracefs)")
+    filesystem.require_lab_host(request.fs)
     filesystem.require_filesystem(request.fs)
     tracing.require_tracefs()
 
