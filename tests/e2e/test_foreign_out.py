@@ -12,7 +12,7 @@ def test_a_users_file_named_like_a_run_file_is_kept(tmp_path):
     (out / "trace.txt").write_text("my own notes\n")
     proc = sqlwa("run", "-n", "2", "--out", str(out), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith(f"sqlwa: error: {out} holds trace.txt, which no sqlwa run wrote")
+    assert proc.stderr.startswith(f"sqlwa: error: output directory {out} holds trace.txt and no sqlwa run")
     assert (out / "trace.txt").read_text() == "my own notes\n"
     assert sorted(p.name for p in out.iterdir()) == ["trace.txt"]
 
