@@ -78,13 +78,14 @@ def loop_ext4(tmp_path_factory) -> Iterator[str]:
     subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
     device = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True)
     loop = device.stdout.strip()
-    rdev = os.stat(loop).st_rdev
+    node = os.stat(loop)
     try:
         yield loop
     finally:
         if not stat.S_ISBLK(os.lstat(loop).st_mode):  # a rename replaced the node: put it back
             os.unlink(loop)
-            os.mknod(loop, stat.S_IFBLK | 0o660, rdev)
+            os.mknod(loop, node.st_mode, node.st_rdev)
+            os.chown(loop, node.st_uid, node.st_gid)
         subprocess.run(["losetup", "-d", loop], check=True)
 
 

@@ -175,16 +175,22 @@ STORE_SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating and migrating if needed) the store at ``path``."""
+    """Open (creating and migrating if needed) the store at ``path``; a store that cannot be
+    made or set up (a read-only or full filesystem) is one UsageError naming it."""
+    conn = None
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        set_wal_mode(conn)
+        migrate(conn)
     except sqlite3.Error as exc:
-        raise UsageError(f"cannot open results store {path}: {exc}", "choose a writable directory") from None
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA foreign_keys = ON")
-    set_wal_mode(conn)
-    migrate(conn)
+        if conn is not None:
+            conn.close()
+        full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+        fix = "make room on that filesystem, or choose another --out" if full else "choose a writable directory"
+        raise UsageError(f"cannot open results store {path}: {exc}", fix) from None
     return conn
 
 
