@@ -188,11 +188,13 @@ def check_dir(
     system directory."""
     refuse_system_dir(os.path.realpath(path), option, allow_system, shown=path)
     if os.path.lexists(path) and not os.path.isdir(path):
-        mode = os.stat(path).st_mode if os.path.exists(path) else 0
-        what = _kind_of(mode) or "a regular file"
+        what = (_kind_of(os.stat(path).st_mode) or "a regular file") if os.path.exists(path) else "a dangling symlink"
         raise UsageError(f"{option} {path} is {what}, not a directory", f"give {option} a new or empty directory")
     if os.path.isdir(path):
-        foreign = [name for name in os.listdir(path) if name not in OWN_HOUSEKEEPING]
+        try:
+            foreign = [name for name in os.listdir(path) if name not in OWN_HOUSEKEEPING]
+        except OSError as exc:
+            raise UsageError(f"{option} {path} cannot be read: {exc.strerror}", f"choose a writable {option}") from None
         if foreign and not owns(Path(path)):
             raise UsageError(
                 f"{option} {path} holds {sorted(foreign)[0]} and no sqlwa {kind}: sqlwa writes only into "

@@ -284,11 +284,13 @@ def test_an_interrupted_runs_files_are_replaced(tmp_path):
     out.mkdir()
     rundir.begin(out)  # what an interrupted run leaves: its mark, then some of its files
     (out / rundir.TRACE_FILE).write_text("a partial trace\n")
+    (out / "notes.txt").write_text("the user's, beside the run\n")
     mark = json.loads((out / rundir.RUNNING_FILE).read_text())
     assert mark["sqlwa"] == "run" and rundir.TRACE_FILE in mark["files"] and mark["pid"] == os.getpid()
     sqlwa("run", "-n", "2", "--out", str(out))
     assert not (out / rundir.TRACE_FILE).exists() and not (out / rundir.RUNNING_FILE).exists()
     assert (out / rundir.SUMMARY_FILE).is_file()
+    assert (out / "notes.txt").read_text() == "the user's, beside the run\n"  # not the mark's: kept
 
 
 def dead_pid() -> int:
