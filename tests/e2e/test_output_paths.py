@@ -162,6 +162,7 @@ FILE_OPTIONS = {
     "check --junit": ["check", "--policy", str(POLICY), str(RUN), "--junit", "{out}"],
     "export -o": ["export", str(RUN), "-o", "{out}"],
     "device import -o": ["device", "import", "{fio}", "--name", "x", "-o", "{out}"],
+    "device probe -o": ["device", "probe", "{where}", "--seconds", "0.5", "--size", "1", "-o", "{out}"],
 }
 DIR_OPTIONS = {
     "run --out": ["run", "-n", "2", "--out", "{out}"],
@@ -182,7 +183,8 @@ def fio_json(tmp_path_factory) -> Path:
 
 
 def run_option(option: str, out: Path, where: Path, fio_json: Path) -> subprocess.CompletedProcess:
-    argv = [arg.replace("{out}", str(out)).replace("{fio}", str(fio_json)) for arg in OPTIONS[option]]
+    names = {"{out}": str(out), "{fio}": str(fio_json), "{where}": str(where)}
+    argv = [names.get(arg, arg) for arg in OPTIONS[option]]
     try:
         return sqlwa(*argv, check=False, timeout=TIMEOUT, cwd=where)
     except subprocess.TimeoutExpired:
