@@ -37,6 +37,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from sqlwa import device as devices
+from sqlwa import outputs
 from sqlwa.analysis import perfetto, prediction, traceformat, traceparse
 from sqlwa.catalogue import CONFIG_KEYS, config_label, config_values, is_flush
 from sqlwa.device import predict as predicting
@@ -108,9 +109,10 @@ def parse_to_parquet(
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
     paths = traceformat.as_list(paths)
     traceformat.refuse_overwriting_an_input(paths, output)
+    target = outputs.check_file(Path(output), "output")
     if traceformat.is_perfetto(paths, format):
-        return perfetto.parse_to_parquet(paths[0], output, lenient=lenient)
-    return traceformat.parse_to_parquet(paths, output, format=format, lenient=lenient)
+        return perfetto.parse_to_parquet(paths[0], target, lenient=lenient)
+    return traceformat.parse_to_parquet(paths, target, format=format, lenient=lenient)
 
 
 def scan(source: PathArg) -> pl.LazyFrame:

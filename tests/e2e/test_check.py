@@ -181,7 +181,8 @@ def test_a_junit_path_in_no_directory_is_refused_before_checking(tmp_path, vfs_r
     p = policy(tmp_path, "[[rule]]\nmax_p99_ms = 1000\n")
     proc = check("--policy", str(p), str(vfs_run), "-v", "--junit", str(tmp_path / "new" / "check.xml"))
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.startswith(f"sqlwa: error: cannot write the JUnit report {tmp_path / 'new' / 'check.xml'}: ")
+    assert proc.stderr.startswith(f"sqlwa: error: --junit {tmp_path / 'new' / 'check.xml'}: ")
+    assert "does not exist" in proc.stderr.splitlines()[0]
     assert not (tmp_path / "new").exists()
 
 

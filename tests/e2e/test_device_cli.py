@@ -90,7 +90,7 @@ def test_import_reads_fios_own_json_numbers(tmp_path: Path) -> None:
         (("device", "probe", "{tmp}/nowhere", "-o", "{tmp}/o.toml"), ("not an existing directory",)),
         (("device", "probe", "{tmp}", "-o", "{tmp}/o.toml", "--fill", "150"), ("--fill 150",)),
         (("device", "probe", "/proc", "-o", "{tmp}/o.toml"), ("kernel interface",)),
-        (("device", "probe", "{tmp}", "-o", "{tmp}/no/such/o.toml"), ("not a writable directory",)),
+        (("device", "probe", "{tmp}", "-o", "{tmp}/no/such/o.toml"), ("no/such does not exist",)),
         (("predict", "-d", "pixel-2099", "{tmp}"), ("neither a profile file nor a shipped profile",)),
         (("predict", "-d", "{garbage}", "{tmp}"), ("profile", "not valid TOML")),
         (("predict", "-d", "pixel-2016", "{tmp}"), ("neither results.sqlite nor summary.json",)),

@@ -3,6 +3,8 @@ the name of a run's file is refused, and the file is untouched."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from helpers import sqlwa
@@ -15,7 +17,7 @@ def test_a_users_file_named_like_a_run_file_is_kept(tmp_path, name):
     (out / name).write_text("my own notes\n")
     proc = sqlwa("run", "-n", "2", "--out", str(out), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith(f"sqlwa: error: {out} holds {name}, which no sqlwa run wrote")
+    assert proc.stderr.startswith(f"sqlwa: error: output directory {out} holds {name} and no sqlwa run")
     assert (out / name).read_text() == "my own notes\n"
     assert sorted(p.name for p in out.iterdir()) == [name]
 
@@ -24,4 +26,5 @@ def test_an_earlier_run_is_replaced(tmp_path):
     out = tmp_path / "out"
     sqlwa("run", "-n", "2", "--out", str(out))
     sqlwa("run", "-n", "3", "--out", str(out))
-    assert (out / "summary.json").read_text().count('"commits": 3') == 1
+    # (a count of '"commits": 3' in the text also met the frame-budget section's commits on a slow machine)
+    assert json.loads((out / "summary.json").read_text())["config"]["txns"] == 3

@@ -46,9 +46,9 @@ def test_an_interrupted_run_removes_its_scratch_directory(tmp_path, signum):
     )
     try:
         deadline = time.monotonic() + 60
-        while not list(work.glob("sqlwa-run-*/*")) and time.monotonic() < deadline:
+        while not list(work.glob("sqlwa-run-*/*.db")) and time.monotonic() < deadline:
             time.sleep(0.05)  # until the database exists: the workload is running
-        assert list(work.glob("sqlwa-run-*/*")), "the run did not start"
+        assert list(work.glob("sqlwa-run-*/*.db")), "the run did not start"
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -68,7 +68,7 @@ def test_cleanup_removes_a_killed_vfs_only_runs_scratch_directory_but_not_a_kept
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not [p for p in work.glob("sqlwa-run-*/*") if p.parent != kept_dir] and time.monotonic() < deadline:
+        while not [p for p in work.glob("sqlwa-run-*/*.db") if p.parent != kept_dir] and time.monotonic() < deadline:
             time.sleep(0.05)
         live = [p for p in work.iterdir() if p != kept_dir]
         assert len(live) == 1, live

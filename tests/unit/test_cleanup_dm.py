@@ -16,6 +16,7 @@ import tempfile
 
 from sqlwa import _system
 from sqlwa.lab import cleanup
+from sqlwa.lab.scratch import SCRATCH_MARK, SCRATCH_MARK_TEXT
 
 
 def dead_pid() -> int:
@@ -68,6 +69,8 @@ def test_cleanup_undoes_a_killed_crash_run(tmp_path, monkeypatch):
     live_scratch = f"sqlwa-run-{os.getpid()}-z9"
     for name in (lab, scratch, live_scratch):
         (tmp_path / name).mkdir()
+    for name in (scratch, live_scratch):  # sqlwa's mark, which cleanup looks for
+        (tmp_path / name / SCRATCH_MARK).write_text(SCRATCH_MARK_TEXT)
     (tmp_path / scratch / "mnt-1").mkdir()
     ownership = _system.hold_ownership(tmp_path / live_scratch)
     loops = [

@@ -16,7 +16,7 @@ import pytest
 
 from sqlwa import _system
 from sqlwa.lab.cleanup import cleanup_leftovers
-from sqlwa.lab.scratch import SCRATCH_PREFIX
+from sqlwa.lab.scratch import SCRATCH_MARK, SCRATCH_MARK_TEXT, SCRATCH_PREFIX
 
 
 def dead_pid() -> int:
@@ -48,6 +48,7 @@ def fake_qemu(tmp_path):
 
 def test_a_guest_whose_run_is_gone_is_stopped_and_a_live_ones_is_left(fake_qemu):
     dead = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}-{dead_pid()}-"))
+    (dead / SCRATCH_MARK).write_text(SCRATCH_MARK_TEXT)  # as sqlwa marks its scratch directories
     live = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}-{os.getpid()}-"))
     ownership = _system.hold_ownership(live)
     try:

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sqlwa.errors import UsageError, writing
+from sqlwa import outputs
+from sqlwa.errors import UsageError
+from sqlwa.outputs import allow_system_option
 
 if TYPE_CHECKING:  # imported where a check runs: `sqlwa check --help` needs none of them
     import polars as pl
@@ -48,7 +50,8 @@ if TYPE_CHECKING:  # imported where a check runs: `sqlwa check --help` needs non
     "every check with its configuration, metric, unit, measured value, limit, outcome and whether it fails, "
     "and the notes.",
 )
-def check_command(policy_path, results, baseline, junit_path, verbose, as_json):
+@allow_system_option
+def check_command(policy_path, results, baseline, junit_path, verbose, as_json, allow_system_dir):
     """Check a matrix (or one run) against a policy of limits: a regression gate for CI.
 
     \b
@@ -88,21 +91,18 @@ def check_command(policy_path, results, baseline, junit_path, verbose, as_json):
     from sqlwa.results import junit, store
     from sqlwa.views import json_output
 
-    if junit_path is not None and not junit_path.absolute().parent.is_dir():
-        # Said before the checks run and print, not after (as the write would).
-        raise UsageError(
-            f"cannot write the JUnit report {junit_path}: {junit_path.parent} is not a directory",
-            "choose a writable path",
-        )
+    # Said before the checks run and print, not after (as the write would).
+    junit_target = (
+        None if junit_path is None else outputs.check_file(junit_path, "--junit", allow_system=allow_system_dir)
+    )
     policy = checking.load_policy(policy_path)
     runs = store.load_results(results)
     result = run_checks(policy, runs, results, baseline)
     failing = result.failing(policy)
-    if junit_path is not None:
+    if junit_target is not None:
         # Before the outcome is printed: a report that cannot be written is then the one
         # error said, with nothing (no half of a JSON document) before it on stdout.
-        with writing(junit_path, "the JUnit report"):
-            junit_path.write_text(junit.junit_xml(result, policy, runs))
+        outputs.write_file(junit_target, junit.junit_xml(result, policy, runs), "the JUnit report")
     if as_json:
         sources = {"policy": policy_path, "results": results, "baseline": baseline}
         click.echo(json_output.dumps(json_output.check_document(result, policy, runs, sources)))

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
 from sqlwa import device as devices
+from sqlwa import outputs
 from sqlwa.device import fio
 from sqlwa.device import probe as probing
 from sqlwa.device.profile import Profile, load, save
 from sqlwa.errors import UsageError
+from sqlwa.outputs import allow_system_option
 
 ANDROID_STEPS = """\b
   On a phone (no root needed; Termux's fio runs in app storage on /data,
@@ -53,13 +54,9 @@ def device() -> None:
     """
 
 
-def check_output(out: Path) -> None:
-    """Said before minutes of measuring, not after."""
-    parent = out.absolute().parent
-    if out.is_dir():
-        raise UsageError(f"-o {out} is a directory", "give a file name, e.g. -o profile.toml")
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write the profile {out}: {parent} is not a writable directory", "choose another -o")
+def check_output(out: Path, allow_system: bool) -> Path:
+    """Where the profile goes, checked before minutes of measuring, not after."""
+    return outputs.check_file(out, "-o", allow_system=allow_system)
 
 
 def show(profile: Profile, written: Path | None = None) -> None:
@@ -98,7 +95,10 @@ def show(profile: Profile, written: Path | None = None) -> None:
     help="fio's data file, MiB.",
 )  # fmt: skip
 @click.option("--name", help="The profile's name [default: probe-<block device>].")
-def probe_command(directory: Path, out: Path, fills: tuple[float, ...], seconds: float, size_mib: int, name):
+@allow_system_option
+def probe_command(
+    directory: Path, out: Path, fills: tuple[float, ...], seconds: float, size_mib: int, name, allow_system_dir
+):
     """Measure the storage under DIRECTORY with fio and write its profile.
 
     Runs fio (`apt-get install fio`) in a fresh directory DIRECTORY/sqlwa-probe-<pid>-*
@@ -119,10 +119,10 @@ def probe_command(directory: Path, out: Path, fills: tuple[float, ...], seconds:
       sqlwa device probe /var/tmp -o disk.toml --seconds 10
       sudo sqlwa device probe /mnt/sd --fill 50 --fill 85 -o sd.toml
     """
-    check_output(out)
+    target = check_output(out, allow_system_dir)
     options = probing.ProbeOptions(directory, tuple(fills), seconds, size_mib, name)
     profile = probing.probe(options, lambda text: click.echo(text, err=True))
-    save(profile, out)
+    save(profile, target)
     show(profile, out)
 
 
@@ -140,7 +140,8 @@ def probe_command(directory: Path, out: Path, fills: tuple[float, ...], seconds:
     help="How full the filesystem was for each FIO_JSON, in order (repeat once per file).",
 )
 @click.option("--fua/--no-fua", default=None, help="Whether the device has FUA (then O_DSYNC writes were FUA writes).")
-def import_command(fio_json: tuple[Path, ...], out: Path, name: str, description: str, fills, fua):
+@allow_system_option
+def import_command(fio_json: tuple[Path, ...], out: Path, name: str, description: str, fills, fua, allow_system_dir):
     """Make a profile from fio's JSON output of sqlwa's job file, run elsewhere.
 
     Each FIO_JSON is one fill level: the output of
@@ -153,7 +154,7 @@ def import_command(fio_json: tuple[Path, ...], out: Path, name: str, description
         raise UsageError(
             f"{len(fills)} --fill for {len(fio_json)} fio outputs", "give one --fill per file, in the same order"
         )
-    check_output(out)
+    target = check_output(out, allow_system_dir)
     levels, versions, disks = [], set(), set()
     for number, path in enumerate(fio_json):
         data = fio.read_json(read_text(path), str(path))
@@ -168,7 +169,7 @@ def import_command(fio_json: tuple[Path, ...], out: Path, name: str, description
         device={"fio_version": ", ".join(sorted(versions)), "disks": ", ".join(sorted(disks)) or None, "fua": fua},
         levels=levels,
     )
-    save(profile, out)
+    save(profile, target)
     show(profile, out)
 
 

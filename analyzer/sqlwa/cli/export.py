@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
-from sqlwa.errors import UsageError, writing
+from sqlwa import outputs
+from sqlwa.errors import UsageError
+from sqlwa.outputs import allow_system_option
 
 
 @click.command("export")
@@ -18,7 +20,8 @@ from sqlwa.errors import UsageError, writing
     required=True,
     help="The Perfetto trace to write (by convention NAME.perfetto-trace).",
 )
-def export_command(run: Path, output: Path) -> None:
+@allow_system_option
+def export_command(run: Path, output: Path, allow_system_dir: bool) -> None:
     """Write a lab run (sqlwa run --fs …) as a Perfetto trace.
 
     Open it in https://ui.perfetto.dev (drag the file in) or query it with trace
@@ -41,17 +44,10 @@ def export_command(run: Path, output: Path) -> None:
         raise UsageError(
             f"{run} is not a run directory: no summary.json", "pass a directory written by `sqlwa run --out`"
         )
-    if output.parent and not output.parent.exists():
-        raise UsageError(f"output directory {output.parent} does not exist")
+    target = outputs.check_file(output, "-o", allow_system=allow_system_dir)
     # Written beside the output and renamed into place: a failed export leaves no half trace.
-    part = output.with_name(output.name + ".part")
-    try:
-        with writing(output, "the Perfetto trace"):
-            with open(part, "wb") as f:
-                counts = perfetto_export.export(run, f)
-            part.replace(output)
-    finally:
-        part.unlink(missing_ok=True)
+    with outputs.replacing(target, "the Perfetto trace") as f:
+        counts = perfetto_export.export(run, f)
     click.echo(
         f"{output}: {counts.commits} commits, {counts.vfs_calls} VFS calls, {counts.syscalls} syscalls, "
         f"{counts.requests} block requests ({counts.flushes} cache flushes) on {', '.join(counts.devices) or 'no device'}, "

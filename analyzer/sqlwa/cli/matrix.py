@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from sqlwa import outputs
 from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, DEFAULT_JOURNALS, DEFAULT_SYNCS, METRICS, NO_LAYER, config_label
 from sqlwa.lab import devmapper
 from sqlwa.vm import kernel as vm_kernel
@@ -337,6 +338,7 @@ MATRIX_OPTIONS = [
         metavar="debian|PATH",
         help="The guest's kernel with --vm: Debian's current one, a linux-image-*.deb or an unpacked one.",
     ),
+    outputs.allow_system_option,
 ]
 
 
@@ -360,7 +362,7 @@ def plan_of(out_dir: Path, axes: dict, resume: bool = False) -> matrix.MatrixPla
     from sqlwa.measure import matrix
 
     vfs_only, vm_kernel = axes.pop("vfs_only"), axes.pop("vm_kernel")
-    return matrix.MatrixPlan(
+    plan = matrix.MatrixPlan(
         out_dir=out_dir,
         **axes,
         profile_overrides=profile_overrides(),
@@ -368,6 +370,8 @@ def plan_of(out_dir: Path, axes: dict, resume: bool = False) -> matrix.MatrixPla
         resume=resume,
         kernel=vm_kernel,
     )
+    matrix.check_out_dir(plan)  # before the sweep is announced
+    return plan
 
 
 def with_options(options):
@@ -468,10 +472,14 @@ def demo_command(out_dir: Path | None, report_path: Path | None, **axes) -> None
 
     out_dir = out_dir or Path("sqlwa-out") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     plan = plan_of(out_dir, {**axes, "txns": axes["txns"] or DEMO_TXNS})
+    # Where the report goes is checked before the sweep, not after minutes of it.
+    outputs.check_file(
+        report_path or Path("report.html"), "--report", allow_system=plan.allow_system_dir, make_parents=True
+    )
     console = wide_console()
     outcome = run_and_report(plan, console)
     target = report_path or Path("report.html")
-    report.write_report(out_dir, target)
+    report.write_report(out_dir, target, allow_system=plan.allow_system_dir)
     console.print(f"wrote {target} (open it in a browser; it works offline) and {out_dir}/results.sqlite")
     if outcome.with_status("failed"):
         sys.exit(1)

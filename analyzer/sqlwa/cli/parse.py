@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sqlwa import _system
+from sqlwa import _system, outputs
 from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS, TRACE_FORMATS
 from sqlwa.errors import UsageError, writing
+from sqlwa.outputs import allow_system_option
 
 if TYPE_CHECKING:  # imported where a parse runs: `sqlwa parse --help` needs none of them
     import polars as pl
@@ -51,6 +52,7 @@ if TYPE_CHECKING:  # imported where a parse runs: `sqlwa parse --help` needs non
     "lost and bad-record counts, events per action/operation/kind, and block bytes per action and "
     "operation (bytes_per_action, bytes_per_operation).",
 )
+@allow_system_option
 def parse(
     traces: tuple[Path, ...],
     fmt: str,
@@ -58,6 +60,7 @@ def parse(
     commits_output: Path | None,
     lenient: bool,
     as_json: bool,
+    allow_system_dir: bool,
 ) -> None:
     """Read block traces captured anywhere (phones, servers) into one event table.
 
@@ -88,11 +91,15 @@ def parse(
     from sqlwa.analysis import traceformat
     from sqlwa.views.terminal import wide_console
 
+    # Checked before the parse: neither may be a device, FIFO or directory (the parser's
+    # rename would replace the node); a symlink's target is written, as a regular file.
     for path in (output, commits_output):
-        if path is not None and path.parent and not path.parent.exists():
-            raise UsageError(f"output directory {path.parent} does not exist")
         if path is not None:
             traceformat.refuse_overwriting_an_input(traces, path)
+    if output is not None:
+        output = outputs.check_file(output, "-o", allow_system=allow_system_dir)
+    if commits_output is not None:
+        commits_output = outputs.check_file(commits_output, "--commits", allow_system=allow_system_dir)
     # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
     status = Console(stderr=True)
     # SIGTERM, like Ctrl-C, unwinds: the parse stops at its next progress check and says
@@ -159,10 +166,11 @@ def parsed_events(
 
 
 def write_table(table: pl.DataFrame, path: Path, what: str) -> None:
+    """``table`` to ``path`` (checked by :func:`sqlwa.outputs.check_file`), whole or not at all."""
     from sqlwa.results import rundir
 
-    with writing(path, what):
-        rundir.write_parquet(table, path)
+    with outputs.replacing_path(path, what) as part:
+        rundir.write_parquet(table, part)
 
 
 #: The per-commit figures the summary shows, means over the measured commits.

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from sqlwa.outputs import allow_system_option
+
 
 @click.command("report")
 @click.argument("results", type=click.Path(path_type=Path))
@@ -27,7 +29,8 @@ import click
     help="Also show the commits' latency predicted on this device (a profile file or a shipped profile's name, "
     "see sqlwa device list) beside the measured; repeatable.",
 )
-def report_command(results, out_path, device_specs):
+@allow_system_option
+def report_command(results, out_path, device_specs, allow_system_dir):
     """Write one HTML page with charts and every number for a matrix (or one run).
 
     \b
@@ -47,5 +50,5 @@ def report_command(results, out_path, device_specs):
     from sqlwa.views import report as reporting
 
     profiles = [devices.resolve(spec) for spec in device_specs]
-    written = reporting.write_report(results, out_path, profiles)
+    written = reporting.write_report(results, out_path, profiles, allow_system=allow_system_dir)
     click.echo(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, works offline)")

@@ -17,6 +17,7 @@ from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS, DEFAULT_IMAGE_SIZE
 from sqlwa.errors import Interrupted, UsageError
 from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine
+from sqlwa.outputs import allow_system_option
 from sqlwa.vm import kernel as vm_kernel
 
 if TYPE_CHECKING:  # imported where a run runs: `sqlwa run --help` needs none of them
@@ -248,6 +249,7 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
 )
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
+@allow_system_option
 def run(
     scenario: str,
     extra_pragmas: tuple[str, ...],
@@ -273,6 +275,7 @@ def run(
     keep_image: bool,
     no_vfs_count: bool,
     as_json: bool,
+    allow_system_dir: bool,
     **settings_given: Any,
 ) -> None:
     """Run one SQLite workload and report what each commit cost.
@@ -335,6 +338,7 @@ def run_request(
     keep_image: bool,
     no_vfs_count: bool,
     settings_given: dict[str, Any],
+    allow_system_dir: bool = False,
     **_: Any,
 ) -> runner.RunRequest:
     """The run the options of ``sqlwa run`` (and ``sqlwa crash``, which has them all) ask for."""
@@ -377,6 +381,7 @@ def run_request(
         kernel=vm_kernel,
         guest_strace=guest_strace,
         keep_image=keep_image,
+        allow_system_dir=allow_system_dir,
     )
     return request
 

@@ -12,7 +12,6 @@ import datetime
 import os
 import platform
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from sqlwa.device import fio
 from sqlwa.device.profile import Level, Profile
 from sqlwa.errors import ToolError, UsageError
 from sqlwa.lab.fill import fill_filesystem
-from sqlwa.lab.scratch import PROBE_PREFIX
+from sqlwa.lab.scratch import PROBE_PREFIX, make_owned_dir
 
 JOB_FILE = "sqlwa-probe.fio"
 DEFAULT_SECONDS = 5.0
@@ -79,8 +78,7 @@ def probe_dir(parent: Path) -> Iterator[Path]:
     guard = _system.SignalGuard()
     guard.install()
     with guard.critical():  # made and locked as one step
-        path = Path(tempfile.mkdtemp(prefix=f"{PROBE_PREFIX}-{os.getpid()}-", dir=parent))
-        ownership = _system.hold_ownership(path)
+        path, ownership = make_owned_dir(PROBE_PREFIX, parent)
     try:
         yield path
     finally:

@@ -426,8 +426,8 @@ def _toml_value(value: object) -> str:
 
 
 def save(profile: Profile, path: Path) -> None:
-    """Write the profile whole or not at all (a temporary file renamed into place)."""
-    text = dumps(profile)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Write the profile to ``path`` (a target :func:`sqlwa.outputs.check_file` passed),
+    whole or not at all."""
+    from sqlwa import outputs
+
+    outputs.write_file(path, dumps(profile), "the profile")

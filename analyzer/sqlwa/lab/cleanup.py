@@ -27,7 +27,7 @@ from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
 from sqlwa.lab import fuse
 from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, LAB_TARGET_RE, remove_lab_dir
-from sqlwa.lab.scratch import GUEST_CONTROL_TAG, SCRATCH_NAME_RE, dead_scratch_dirs
+from sqlwa.lab.scratch import GUEST_CONTROL_TAG, SCRATCH_NAME_RE, dead_scratch_dirs, has_scratch_mark
 
 ROOT_ONLY = "lab mounts, loop devices and tracefs instances were not looked at: they need root (sudo sqlwa lab cleanup)"
 
@@ -159,9 +159,10 @@ def remove_target(path: str) -> None:
 
 
 def _dead_scratch(directory: str) -> bool:
-    """Whether ``directory`` is a scratch directory (sqlwa-run-<pid>-…) whose owner is gone."""
+    """Whether ``directory`` is a scratch directory (sqlwa-run-<pid>-…, with sqlwa's mark)
+    whose owner is gone."""
     match = SCRATCH_NAME_RE.match(os.path.basename(directory))
-    return match is not None and owner_is_gone(directory, int(match.group(1)))
+    return match is not None and has_scratch_mark(directory) and owner_is_gone(directory, int(match.group(1)))
 
 
 def _gone(lab_dir: str) -> bool:

@@ -25,13 +25,47 @@ SCRATCH_NAME_RE = re.compile(rf"^(?:{SCRATCH_PREFIX}|{PROBE_PREFIX})-(\d+)-[A-Za
 # (sqlwa.vm.machine; the guest's init.sh mounts it): how cleanup tells a guest's qemu.
 GUEST_CONTROL_TAG = "ctl"
 KEEP_MARK = ".sqlwa-keep"  # in a scratch directory kept on request (--keep-db): cleanup leaves it
+# In every scratch and probe directory, written as it is made: what `lab cleanup` removes
+# must carry it (a directory merely named like one, a user's own, is left alone).
+SCRATCH_MARK = ".sqlwa-scratch"
+SCRATCH_MARK_TEXT = "sqlwa scratch directory, removed by its run or `sqlwa lab cleanup`\n"
 
 
-def check_scratch_parent(parent: Path | None) -> None:
-    """``--dir`` must be an existing writable directory: sqlwa makes its fresh run
-    directory inside it, and creates nothing else (no parents left behind)."""
+def make_owned_dir(prefix: str, parent: Path | None) -> tuple[Path, int]:
+    """A fresh ``PREFIX-<pid>-<token>`` directory in ``parent`` (the temp dir if None),
+    marked as sqlwa's and locked as this process's; returns it and the lock to release.
+    Call it where a signal cannot cut it short (a SignalGuard's critical section)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent))
+    ownership = _system.hold_ownership(path)
+    try:
+        (path / SCRATCH_MARK).write_text(SCRATCH_MARK_TEXT)
+    except BaseException:
+        _system.release_ownership(ownership)
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return path, ownership
+
+
+def has_scratch_mark(directory: str | os.PathLike) -> bool:
+    """Whether ``directory`` carries the mark sqlwa writes into its scratch directories."""
+    mark = Path(directory) / SCRATCH_MARK
+    try:
+        if mark.is_symlink() or not mark.is_file():
+            return False
+        with open(mark, "rb") as f:
+            return f.read(len(SCRATCH_MARK_TEXT) + 1) == SCRATCH_MARK_TEXT.encode()
+    except OSError:
+        return False
+
+
+def check_scratch_parent(parent: Path | None, allow_system: bool = False) -> None:
+    """``--dir`` must be an existing writable directory, not a system one: sqlwa makes its
+    fresh run directory inside it, and creates nothing else (no parents left behind)."""
     if parent is None:
         return
+    from sqlwa import outputs
+
+    outputs.refuse_system_dir(os.path.realpath(parent), "--dir", allow_system)
     if not parent.is_dir():
         raise UsageError(
             f"--dir {parent} is not an existing directory", "give an existing directory, or leave --dir out"
@@ -47,8 +81,7 @@ def scratch_dir(parent: Path | None, keep: bool) -> Iterator[Path]:
     guard = _system.SignalGuard()
     guard.install()
     with guard.critical():  # made and locked as one step: a signal waits for both
-        path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}-{os.getpid()}-", dir=parent))
-        ownership = _system.hold_ownership(path)
+        path, ownership = make_owned_dir(SCRATCH_PREFIX, parent)
     if keep:
         (path / KEEP_MARK).touch()
     try:
@@ -65,7 +98,8 @@ def scratch_dir(parent: Path | None, keep: bool) -> Iterator[Path]:
 
 
 def dead_scratch_dirs(bases: list[str]) -> list[Path]:
-    """Scratch directories in ``bases`` whose owner is gone, except those kept on request."""
+    """Scratch directories in ``bases`` whose owner is gone, except those kept on request:
+    those with sqlwa's mark, and empty ones (a run killed before it wrote its mark)."""
     found = []
     for base in bases:
         if not os.path.isdir(base):
@@ -73,6 +107,8 @@ def dead_scratch_dirs(bases: list[str]) -> list[Path]:
         for entry in Path(base).iterdir():
             match = SCRATCH_NAME_RE.match(entry.name)
             if not match or not entry.is_dir() or entry.is_symlink() or (entry / KEEP_MARK).exists():
+                continue
+            if not has_scratch_mark(entry) and any(entry.iterdir()):
                 continue
             if _system.owner_is_gone(entry, int(match.group(1))):
                 found.append(entry)

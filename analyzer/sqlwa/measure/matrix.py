@@ -34,7 +34,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sqlwa import _system
+from sqlwa import _system, outputs
 from sqlwa.capture import tracing
 from sqlwa.catalogue import (
     DEFAULT_JOURNALS,
@@ -136,6 +136,7 @@ class MatrixPlan:
     vm: bool = False  # every cell in one VM lab guest
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
     device_delay_ms: int | None = None  # dm-delay under every cell's filesystem
+    allow_system_dir: bool = False  # --allow-system-dir: --out may be in /etc, /usr …
 
     def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
         """What one combination of the stack axes runs: a profile fills in what the
@@ -338,10 +339,28 @@ def check_resumed_plan(conn, plan: MatrixPlan) -> None:
         )
 
 
+def check_out_dir(plan: MatrixPlan, create: bool = False) -> Path:
+    """The matrix directory, if sqlwa may write a matrix there: new, empty, or holding a
+    matrix's store; never a run directory (readers would then show the matrix, not the run)."""
+    if rundir.holds_a_run(plan.out_dir):
+        raise UsageError(
+            f"--out directory {plan.out_dir} holds a sqlwa run, not a matrix: readers would show the matrix instead",
+            "choose a new or empty --out directory",
+        )
+    return outputs.check_dir(
+        plan.out_dir,
+        "--out directory",
+        store.holds_a_matrix,
+        "matrix",
+        allow_system=plan.allow_system_dir,
+        create=create,
+    )
+
+
 def open_store(plan: MatrixPlan):
     """The matrix's store; an existing, non-empty one is only continued with --resume,
     and only with the plan it was started with."""
-    runner.ensure_writable_dir(plan.out_dir, "--out directory")
+    check_out_dir(plan, create=True)
     path = plan.out_dir / store.STORE_FILE
     existed = path.exists()
     conn = store.connect(path)
@@ -374,6 +393,7 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         device_delay_ms=plan.device_delay_ms,
         vm=plan.vm,
         kernel=plan.kernel,
+        allow_system_dir=plan.allow_system_dir,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
         # unless the policy allows loss. Throwing the measurement away helps nobody.
         allow_loss=True,
@@ -476,7 +496,7 @@ def run_matrix(
     """Run every cell of ``plan`` in order; returns what happened to each."""
     check_axes(plan)
     kernel = runner.guest_kernel(plan.kernel) if plan.vm else None  # refused before --out exists
-    runner.ensure_writable_dir(plan.out_dir, "--out directory")
+    check_out_dir(plan, create=True)
     # One sweep at a time: a second one's cells would land in this one's store and runs.
     with _system.directory_lock(plan.out_dir, "sqlwa matrix"):
         return run_cells(plan, kernel, on_start, on_done, progress)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from sqlwa import _system
+from sqlwa import _system, outputs
 from sqlwa.analysis import attribution, fuse_effect, metrics, remap, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
@@ -66,6 +65,7 @@ class RunRequest:
     guest_strace: bool = False  # with vm: strace the guest's program into OUT/guest.strace
     keep_image: bool = False  # copy the lab's image into OUT/lab.img before it is removed (tests)
     crash: explore.CrashOptions | None = None  # sqlwa crash: log the writes, judge crash states
+    allow_system_dir: bool = False  # --allow-system-dir: --out (and --dir) may be in /etc, /usr …
 
 
 @dataclass
@@ -76,25 +76,17 @@ class RunOutcome:
     kept_database: Path | None = None  # where --keep-db left the database
 
 
-def ensure_writable_dir(path: Path, what: str) -> Path:
-    """Create ``path`` if needed and prove we can write there, or explain why not. Never
-    on a kernel interface (/proc, /sys, tracefs, /dev …): a mkdir there is not a folder."""
-    interface = _system.kernel_interface_at(path)
-    if interface is not None:
-        raise UsageError(
-            f"{what} {path} is on {interface}, a kernel interface, not storage",
-            "write the output to a directory on a disk filesystem",
-        )
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"{what} {path} cannot be created: {exc.strerror}",
-            f"choose a writable {what}",
-        ) from None
-    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"{what} {path} is not a writable directory", f"choose a writable {what}")
-    return path
+def check_out_dir(request: RunRequest, create: bool = False) -> Path:
+    """The run's output directory, if sqlwa may write a run there (:func:`sqlwa.outputs.check_dir`):
+    new, empty, or holding a sqlwa run; made when ``create``."""
+    return outputs.check_dir(
+        request.out_dir,
+        "output directory",
+        rundir.holds_a_run,
+        "run",
+        allow_system=request.allow_system_dir,
+        create=create,
+    )
 
 
 def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -> dict:
@@ -136,10 +128,10 @@ def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame, analysis:
 
 
 @contextmanager
-def output_dir(path: Path) -> Iterator[Path]:
+def output_dir(request: RunRequest) -> Iterator[Path]:
     """The run's output directory, locked against other writers and marked unfinished
     (an earlier run's files removed) until :func:`write_outputs` completes it."""
-    out_dir = ensure_writable_dir(path, "output directory")
+    out_dir = check_out_dir(request, create=True)
     # Held until everything is written: a second writer would mix its markers into this
     # run's trace and its files with this run's.
     with _system.directory_lock(out_dir, "sqlwa run"):
@@ -154,6 +146,7 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
     KeyboardInterrupt, so the caller can say what was left unfinished. A ``--vm`` run
     uses ``guest`` when given (a matrix boots one for all its cells), else boots its own."""
     engine.check_settings(request.settings)  # refused before any directory or lab is made
+    check_out_dir(request)  # and where it writes, before anything is measured
     guard = _system.SignalGuard()  # the lab and capture install their own inside this one
     guard.install()
     try:
@@ -168,9 +161,9 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
 
 def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
     refuse_lab_options_without_lab(request)
-    check_scratch_parent(request.dir)
+    check_scratch_parent(request.dir, request.allow_system_dir)
     scenario = engine.load_scenario(request.scenario)
-    with output_dir(request.out_dir) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
+    with output_dir(request) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
         result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
         commits = metrics.with_waf(with_vfs_totals(result.commits))
         measured = commits.filter(~pl.col("warmup")).height
@@ -357,7 +350,7 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
     workspace = lab_capture.crash_workspace() if request.crash else contextlib.nullcontext(None)
     with workspace as crash_dir:
         lab = lab_in(request, crash_dir)
-        with output_dir(request.out_dir) as out_dir:
+        with output_dir(request) as out_dir:
             return measure_in_lab(request, scenario, lab, out_dir, progress, crash_dir)
 
 
@@ -463,7 +456,7 @@ def execute_in_vm(
     engine.load_scenario(request.scenario)  # a bad scenario is refused here, before a guest boots
     # a missing qemu or a kernel that cannot be had is refused before OUT exists
     kernel = guest_kernel(request.kernel) if guest is None else None
-    with output_dir(request.out_dir) as out_dir:
+    with output_dir(request) as out_dir:
         if kernel is not None:
             strace_to = out_dir / GUEST_STRACE_FILE if request.guest_strace else None
             # a crash run keeps its write log and a state's images beside the lab's in guest RAM

@@ -32,6 +32,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -127,20 +128,31 @@ def write_parquet(table: pl.DataFrame, path: Path) -> None:
 
 
 def begin(run_dir: Path) -> None:
-    """Mark ``run_dir`` as holding an unfinished run and remove what an earlier run wrote,
-    so no file of it stands beside the new run's."""
+    """Mark ``run_dir`` as holding an unfinished run and remove what an earlier sqlwa run
+    wrote there (the files its mark lists, or a finished run's), so no file of it stands
+    beside the new run's; nothing else is removed."""
     run_dir = Path(run_dir)
     refuse_foreign_files(run_dir)
-    started = time.strftime("%Y-%m-%d %H:%M:%S")
-    (run_dir / RUNNING_FILE).write_text(f"sqlwa run (pid {os.getpid()}) started {started} and has not finished\n")
-    for name in RUN_FILES:
+    earlier = files_of_earlier_run(run_dir)
+    mark = {
+        "sqlwa": RUN_MARK_KIND,
+        "pid": os.getpid(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "state": "unfinished",
+        "files": list(RUN_FILES),
+    }
+    part = run_dir / f".{RUNNING_FILE}.part"
+    part.write_text(json.dumps(mark) + "\n")
+    os.replace(part, run_dir / RUNNING_FILE)
+    for name in earlier:
         (run_dir / name).unlink(missing_ok=True)
 
 
 def refuse_foreign_files(run_dir: Path) -> None:
     """A directory may be re-used only if the files a run writes there are a sqlwa run's:
-    a user's own trace.txt or events.parquet in a chosen --out is never deleted."""
-    present = [name for name in RUN_FILES if (run_dir / name).exists()]
+    a user's own trace.txt or events.parquet (or a file named RUNNING) in a chosen --out
+    is never deleted."""
+    present = [name for name in (RUNNING_FILE, *RUN_FILES) if os.path.lexists(run_dir / name)]
     if present and not holds_a_run(run_dir):
         raise UsageError(
             f"{run_dir} holds {present[0]}, which no sqlwa run wrote; sqlwa replaces only its own results",
@@ -148,11 +160,55 @@ def refuse_foreign_files(run_dir: Path) -> None:
         )
 
 
+#: What the RUNNING mark says it is: ``{"sqlwa": "run", "pid": …, "started": …, "files": […]}``.
+RUN_MARK_KIND = "run"
+# The mark sqlwa wrote before it was JSON: still a run of sqlwa's.
+_OLD_MARK_RE = re.compile(r"sqlwa run \(pid \d+\) started [\d: -]+ and has not finished\n")
+
+
+def run_mark(run_dir: Path) -> dict | None:
+    """The RUNNING mark in ``run_dir`` if sqlwa wrote it (its content says so), else None:
+    a file of that name that is not sqlwa's marks nothing."""
+    path = Path(run_dir) / RUNNING_FILE
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            text = f.read(MAX_MARK_BYTES + 1).decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if _OLD_MARK_RE.fullmatch(text):
+        return {"sqlwa": RUN_MARK_KIND, "files": list(RUN_FILES)}
+    try:
+        mark = json.loads(text)
+    except ValueError:
+        return None
+    files = mark.get("files") if isinstance(mark, dict) else None
+    if mark.get("sqlwa") != RUN_MARK_KIND or not isinstance(files, list):
+        return None
+    return mark
+
+
+MAX_MARK_BYTES = 4096
+
+
+def files_of_earlier_run(run_dir: Path) -> list[str]:
+    """The files a new run may remove from ``run_dir``: those a sqlwa RUNNING mark lists
+    (only names a run writes), or a finished sqlwa run's; none else."""
+    mark = run_mark(run_dir)
+    if mark is not None:
+        return [name for name in RUN_FILES if name in mark["files"]]
+    return list(RUN_FILES) if holds_a_run(run_dir) else []
+
+
 def holds_a_run(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds a sqlwa run, finished (a summary.json of sqlwa's shape) or
-    not (the RUNNING mark)."""
-    if (run_dir / RUNNING_FILE).exists():
+    not (a RUNNING mark sqlwa wrote)."""
+    run_dir = Path(run_dir)
+    if run_mark(run_dir) is not None:
         return True
+    if not (run_dir / SUMMARY_FILE).is_file():  # not a FIFO, whose read would wait for ever
+        return False
     try:
         summary = json.loads((run_dir / SUMMARY_FILE).read_text())
     except (OSError, ValueError):

@@ -22,7 +22,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -173,16 +175,22 @@ STORE_SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating and migrating if needed) the store at ``path``."""
+    """Open (creating and migrating if needed) the store at ``path``; a store that cannot be
+    made or set up (a read-only or full filesystem) is one UsageError naming it."""
+    conn = None
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        set_wal_mode(conn)
+        migrate(conn)
     except sqlite3.Error as exc:
-        raise UsageError(f"cannot open results store {path}: {exc}", "choose a writable directory") from None
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA foreign_keys = ON")
-    set_wal_mode(conn)
-    migrate(conn)
+        if conn is not None:
+            conn.close()
+        full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+        fix = "make room on that filesystem, or choose another --out" if full else "choose a writable directory"
+        raise UsageError(f"cannot open results store {path}: {exc}", fix) from None
     return conn
 
 
@@ -509,14 +517,59 @@ def done_keys(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT run_key FROM runs WHERE status = 'ok'")}
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open the store at ``path`` for reading only: readers never create, migrate or
-    write a store (a read-only SQLite URI makes sure of it)."""
-    conn = sqlite3.connect(
-        f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
-    )
+def holds_a_matrix(directory: Path) -> bool:
+    """Whether ``directory`` holds a matrix's store: a results.sqlite that is an SQLite
+    database (or still empty, as sqlwa matrix creates it)."""
+    path = Path(directory) / STORE_FILE
+    if not path.is_file() or path.is_symlink():
+        return False
+    with open(path, "rb") as f:
+        header = f.read(len(SQLITE_MAGIC))
+    return header in (b"", SQLITE_MAGIC)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@contextmanager
+def connect_readonly(path: Path) -> Iterator[sqlite3.Connection]:
+    """The store at ``path`` opened for reading only, closed after the block: readers never
+    create, migrate or write a store, nor create a file beside it.
+
+    A read-only SQLite URI (``mode=ro``) writes nothing into the database, but on a WAL
+    database whose ``-shm`` or ``-wal`` is missing (a matrix that was killed, a copied
+    directory, a store left in WAL mode) SQLite creates them beside it; ``immutable=1``
+    would not, but it also skips the WAL and with it the commits not yet checkpointed.
+    There the store is read from a private copy of the database and its WAL, in a
+    temporary directory, instead. A store in rollback mode, or a WAL store with both
+    files (a matrix is writing it), is opened in place."""
+    path = Path(path).resolve()
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if not in_wal_mode(path) or (wal.exists() and shm.exists()):
+        yield from _opened(f"{path.as_uri()}?mode=ro")
+        return
+    with tempfile.TemporaryDirectory(prefix="sqlwa-store-") as private:
+        copy = Path(private) / path.name
+        shutil.copyfile(path, copy)
+        if wal.exists():
+            shutil.copyfile(wal, f"{copy}-wal")
+        yield from _opened(f"{copy.as_uri()}?mode=ro")
+
+
+def in_wal_mode(path: Path) -> bool:
+    """Whether the database header says WAL (its read and write format versions are 2)."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+    return header.startswith(SQLITE_MAGIC) and header[18:20] == b"\x02\x02"
+
+
+def _opened(uri: str) -> Iterator[sqlite3.Connection]:
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     conn.row_factory = sqlite3.Row
-    return conn
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 def check_readable(conn: sqlite3.Connection) -> None:
@@ -613,15 +666,12 @@ def load_latencies(path: Path) -> pl.DataFrame:
     path = results_dir(path)
     if (path / STORE_FILE).exists():
         with rundir.reading(path / STORE_FILE):
-            conn = connect_readonly(path / STORE_FILE)
-            try:
+            with connect_readonly(path / STORE_FILE) as conn:
                 query = (
                     f"SELECT {', '.join(config_columns(conn))}, r.run_key, c.latency_ns FROM commits c "
                     "JOIN runs r ON r.id = c.run_id WHERE r.status = 'ok' AND NOT c.warmup AND c.latency_ns IS NOT NULL"
                 )
                 return pl.DataFrame([tuple(r) for r in conn.execute(query)], schema=LATENCY_SCHEMA, orient="row")
-            finally:
-                conn.close()
     row = load_results(path).row(0, named=True)  # refuses what is not a finished run
     commits = rundir.commits(path).filter(~pl.col("warmup"))
     return commits.select(
@@ -665,12 +715,9 @@ def load_results(path: Path) -> pl.DataFrame:
     path = results_dir(path)
     if (path / STORE_FILE).exists():
         with rundir.reading(path / STORE_FILE):
-            conn = connect_readonly(path / STORE_FILE)
-            try:
+            with connect_readonly(path / STORE_FILE) as conn:
                 check_readable(conn)
                 return runs_frame(conn, path)
-            finally:
-                conn.close()
     if (path / rundir.SUMMARY_FILE).exists() or (path / rundir.RUNNING_FILE).exists():
         return single_run_frame(path)
     raise UsageError(

@@ -41,6 +41,7 @@ import polars as pl
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from plotly.subplots import make_subplots
 
+from sqlwa import outputs
 from sqlwa.catalogue import (
     CONFIG_KEYS,
     DURABILITY_FINDINGS,
@@ -53,7 +54,7 @@ from sqlwa.catalogue import (
 )
 from sqlwa.device.predict import DevicePrediction, predict_runs
 from sqlwa.device.profile import Profile
-from sqlwa.errors import UsageError, writing
+from sqlwa.errors import UsageError
 from sqlwa.results import layers, rundir, store
 from sqlwa.results.findings import config_findings
 from sqlwa.views import figures
@@ -674,9 +675,11 @@ What one SQLite commit costs the storage device, per layer.</p>
 """
 
 
-def write_report(results: Path, out: Path, profiles: Sequence[Profile] = ()) -> Path:
-    """Render the results in ``results`` (matrix or run directory) to the HTML file ``out``;
-    with ``profiles``, the commits' latency predicted on each device beside the measured."""
+def write_report(results: Path, out: Path, profiles: Sequence[Profile] = (), *, allow_system: bool = False) -> Path:
+    """Render the results in ``results`` (matrix or run directory) to the HTML file ``out``,
+    whole or not at all (:mod:`sqlwa.outputs`); with ``profiles``, the commits' latency
+    predicted on each device beside the measured."""
+    target = outputs.check_file(Path(out), "-o", allow_system=allow_system, make_parents=True)
     runs = store.load_results(results)
     if runs.height == 0 or runs.filter(pl.col("status") == "ok").height == 0:
         raise UsageError(f"{results} has no successful run to report", "run `sqlwa matrix` or `sqlwa run` first")
@@ -686,7 +689,5 @@ def write_report(results: Path, out: Path, profiles: Sequence[Profile] = ()) -> 
         reasons = "; ".join(predictions[0].skipped) or "no successful run"
         raise UsageError(f"nothing in {results} can be predicted: {reasons}", "measure with --fs (a lab run)")
     page = render(runs, Path(results), store.load_latencies(results), predictions)
-    with writing(out, "the report"):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(page, encoding="utf-8")
+    outputs.write_file(target, page, "the report")
     return out

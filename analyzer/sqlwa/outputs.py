@@ -1,0 +1,212 @@
+"""Where sqlwa may write: the one place every output path is checked and written.
+
+A file output (``report -o``, ``parse -o``/``--commits``, ``check --junit``, ``export -o``,
+``device probe -o``/``import -o``) must name a regular file or nothing yet, after its
+symlinks are followed; a device node, FIFO, socket or directory is refused, as is a file
+in a system directory (/etc, /usr, /dev …) unless ``--allow-system-dir`` is given. It is
+written to a temporary file in the same directory and renamed onto the checked target,
+so a failed or full write leaves the old file as it was and a rename never replaces a
+node the check did not see.
+
+A directory output (``run --out``, ``matrix --out``, ``demo``, ``crash``) must be new,
+empty, or hold sqlwa's own mark of the same kind (a run's, a matrix's): sqlwa never
+writes its files among a user's own.
+
+Both are checked before any work starts (:func:`check_file`, :func:`check_dir`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from sqlwa import _system
+from sqlwa.errors import UsageError, writing
+
+#: Directories of the system, never a place for sqlwa's outputs unless asked explicitly.
+SYSTEM_DIRS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/var/lib")
+#: Kernel interfaces: refused however sqlwa is asked.
+KERNEL_DIRS = ("/dev", "/proc", "/sys")
+ALLOW_SYSTEM_FLAG = "--allow-system-dir"
+#: Files sqlwa keeps in a directory it writes into that do not make it anyone else's.
+OWN_HOUSEKEEPING = frozenset({_system.LOCK_FILE})
+
+
+def allow_system_option(command: Callable) -> Callable:
+    """The ``--allow-system-dir`` flag of a command that writes (its ``allow_system_dir``)."""
+    import click
+
+    return click.option(
+        ALLOW_SYSTEM_FLAG,
+        "allow_system_dir",
+        is_flag=True,
+        help="Allow writing the output into a system directory (/etc, /usr, /var/lib …); never /dev, /proc, /sys.",
+    )(command)
+
+
+def _under(path: str, roots: tuple[str, ...]) -> str | None:
+    return next((root for root in roots if path == root or path.startswith(root + "/")), None)
+
+
+def _kind_of(mode: int) -> str | None:
+    """What a node that is no regular file is, in a word; None for a regular file."""
+    for test, name in (
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def refuse_system_dir(target: str, option: str, allow_system: bool, shown: str | os.PathLike | None = None) -> None:
+    """A path (``target``, symlinks resolved; ``shown`` as the user gave it) on a kernel
+    interface is refused always, one in a system directory unless ``allow_system``."""
+    shown = target if shown is None else shown
+    interface = _system.kernel_interface_at(target)
+    if interface is not None:
+        raise UsageError(
+            f"{option} {shown} is on {interface}, a kernel interface, not storage",
+            "write the output to a directory on a disk filesystem",
+        )
+    kernel = _under(target, KERNEL_DIRS)
+    if kernel is not None:
+        raise UsageError(f"{option} {shown} is in {kernel}: sqlwa never writes there", f"choose another {option}")
+    system = _under(target, SYSTEM_DIRS)
+    if system is not None and not allow_system:
+        raise UsageError(
+            f"{option} {target} is in the system directory {system}",
+            f"choose another path, or add {ALLOW_SYSTEM_FLAG} if that is really meant",
+        )
+
+
+def check_file(path: Path, option: str, *, allow_system: bool = False, make_parents: bool = False) -> Path:
+    """The regular file ``path`` names once its symlinks are followed (existing or not), if
+    sqlwa may write it; else one :class:`UsageError` naming ``option``. With
+    ``make_parents`` its missing parent directories are allowed (the writer makes them)."""
+    target = Path(os.path.realpath(path))
+    refuse_system_dir(str(target), option, allow_system, shown=path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise UsageError(f"{option} {path} cannot be looked at: {exc.strerror}", f"choose another {option}") from None
+    kind = None if mode is None else _kind_of(mode)
+    if kind is not None:
+        named = path if str(target) == str(path) else f"{path} (-> {target})"
+        raise UsageError(f"{option} {named} is {kind}: sqlwa writes only regular files", f"give {option} a file name")
+    parent = target.parent
+    if not parent.is_dir() and not make_parents:
+        raise UsageError(f"{option} {path}: the directory {parent} does not exist", "create it, or choose another path")
+    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {option} {path}: {parent} is not writable", f"choose another {option}")
+    return target
+
+
+@contextmanager
+def replacing_path(target: Path, what: str) -> Iterator[Path]:
+    """The path of a temporary file beside ``target`` (a path :func:`check_file` returned)
+    for a writer to fill; when the block ends without error it is synced and renamed onto
+    ``target``, else removed: ``target`` is then the whole new file or what it was before."""
+    with writing(target, what):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        try:
+            os.fchmod(fd, _mode_for(target))
+        finally:
+            os.close(fd)
+    part = Path(name)
+    try:
+        with writing(target, what):
+            yield part
+            with open(part, "rb+") as written:
+                os.fsync(written.fileno())
+            _refuse_swapped(target)
+            os.replace(part, target)
+    finally:
+        if os.path.lexists(part):
+            os.unlink(part)
+
+
+@contextmanager
+def replacing(target: Path, what: str) -> Iterator[IO[bytes]]:
+    """:func:`replacing_path`, opened for writing bytes."""
+    with replacing_path(target, what) as part, open(part, "wb") as f:
+        yield f
+
+
+def _mode_for(target: Path) -> int:
+    """The replaced file's permissions, or a new file's (0666 less the umask): mkstemp's
+    0600 would hide a report from the users it is meant for."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _refuse_swapped(target: Path) -> None:
+    """The target still is no device or FIFO now, at the rename (a check's answer may be old)."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    kind = _kind_of(mode)
+    if kind is not None and not stat.S_ISLNK(mode):
+        raise UsageError(f"{target} became {kind} while sqlwa wrote it; it was left alone", "choose another path")
+
+
+def write_file(target: Path, content: str | bytes, what: str) -> None:
+    """Write ``content`` whole to ``target`` (checked with :func:`check_file`), or not at all."""
+    data = content.encode() if isinstance(content, str) else content
+    with replacing(target, what) as f:
+        f.write(data)
+
+
+def check_dir(
+    path: Path,
+    option: str,
+    owns: Callable[[Path], bool],
+    kind: str,
+    *,
+    allow_system: bool = False,
+    create: bool = True,
+) -> Path:
+    """``path`` as a directory sqlwa may write its ``kind`` into: new (made now when
+    ``create``), empty, or ``owns`` (it holds sqlwa's own mark of that kind); never a
+    file, device or other node, a kernel interface, or (unless ``allow_system``) a
+    system directory."""
+    refuse_system_dir(os.path.realpath(path), option, allow_system, shown=path)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        what = (_kind_of(os.stat(path).st_mode) or "a regular file") if os.path.exists(path) else "a dangling symlink"
+        raise UsageError(f"{option} {path} is {what}, not a directory", f"give {option} a new or empty directory")
+    if os.path.isdir(path):
+        try:
+            foreign = [name for name in os.listdir(path) if name not in OWN_HOUSEKEEPING]
+        except OSError as exc:
+            raise UsageError(f"{option} {path} cannot be read: {exc.strerror}", f"choose a writable {option}") from None
+        if foreign and not owns(Path(path)):
+            raise UsageError(
+                f"{option} {path} holds {sorted(foreign)[0]} and no sqlwa {kind}: sqlwa writes only into "
+                f"a new or empty directory, or one holding its own {kind}",
+                f"choose a new or empty {option}",
+            )
+    if not create:
+        return Path(path)
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {path} cannot be created: {exc.strerror}", f"choose a writable {option}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path} is not a writable directory", f"choose a writable {option}")
+    return Path(path)
