@@ -239,6 +239,11 @@ def print_summary(report: dict, output: Path | None) -> None:
         console.print(count_table("kind", report["per_kind"], None))
     if report["lost_events"]:
         console.print(f"[red]the tracer lost {report['lost_events']:,} events[/]")
+    if report.get("unwrapped_times"):
+        console.print(
+            f"[yellow]{report['unwrapped_times']:,} times blkparse printed wrapped around (events before its first) "
+            f"unwrapped: every time moved on by {report['time_shift_ns']:,} ns, the earliest event at 0[/]"
+        )
     if report["bad_records"]:
         console.print(f"[yellow]{report['bad_records']:,} bad records skipped (--lenient); first:[/]")
         for message in report["bad_messages"][:5]:
