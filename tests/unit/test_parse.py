@@ -325,3 +325,42 @@ def test_a_failed_parse_keeps_the_file_already_at_the_output(tmp_path):
     assert sqlwa("parse", str(bad), "-o", str(out), check=False).returncode == 2
     assert out.read_bytes() == b"an earlier table"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.blktrace.0", "events.parquet"]
+
+
+def blkparse_time(v: int) -> str:
+    """How blkparse prints a u64 time of ns (blkparse_fmt.c: ``(int) SECONDS(t)``, the
+    seconds' low 32 bits as a signed int, and ``(int) NANO_SECONDS(t)``)."""
+    seconds = (v // 10**9) & 0xFFFFFFFF
+    seconds -= (seconds >> 31) << 32
+    return f"{seconds:5d}.{v % 10**9:09d}"
+
+
+def test_wrapped_blkparse_times_are_unwrapped(tmp_path):
+    """The real NVMe trace printed as blkparse would have, had its genesis been the event
+    at line 24 (its earlier events, before the genesis, wrap around 2^64 ns): read back, it
+    is the trace blkparse printed from the true first event, every event in its order at
+    its time, and the summary says so."""
+    lines = NVME.read_text().splitlines(keepends=True)
+    event = re.compile(r"^(\s*\d+,\d+\s+\d+\s+\d+\s+)(\d+)\.(\d{9})(\s.*)$", re.S)
+    genesis = int("".join(event.match(lines[23]).group(2, 3)))
+    rewritten, before = [], 0
+    for line in lines:
+        m = event.match(line)
+        if m is None:
+            rewritten.append(line)
+            continue
+        t = int(m.group(2)) * 10**9 + int(m.group(3))
+        before += t < genesis
+        rewritten.append(m.group(1) + blkparse_time((t - genesis) % 2**64) + m.group(4))
+    wrapped = tmp_path / "wrapped.blkparse.txt"
+    wrapped.write_text("".join(rewritten))
+    assert sum(" 1266874889." in line for line in rewritten) == before > 0
+    events, report = traceparse.parse(wrapped)
+    truth, truth_report = traceparse.parse(NVME)
+    assert events.equals(truth)
+    assert (report["unwrapped_times"], report["time_shift_ns"]) == (before, genesis)
+    assert truth_report["unwrapped_times"] == 0
+    proc = sqlwa("parse", str(wrapped))
+    said = " ".join(proc.stdout.split())
+    assert f"{before} times blkparse printed wrapped around (events before its first) unwrapped" in said
+    assert f"every time moved on by {genesis:,} ns, the earliest event at 0" in said

@@ -138,8 +138,8 @@ def test_round_trip_gives_the_runs_per_commit_figures(exported):
     run, out, _, _ = exported
     events, report = traceparse.parse(out)
     assert report["files"][0][1] == "perfetto" and report["bad_records"] == 0
-    table, source = windows.trace_commits(events)
-    assert source == "sqlwa markers"
+    table, source, skipped = windows.trace_commits(events)
+    assert (source, skipped) == ("sqlwa markers", 0)
     columns = [
         "index",
         "warmup",

@@ -269,7 +269,7 @@ def test_android_sqlite_slices_give_the_commit_windows(parsed):
 
 def test_per_commit_figures_count_the_committing_thread_only(parsed):
     _, events, _ = parsed
-    table, source = windows.trace_commits(events)
+    table, source, _ = windows.trace_commits(events)
     assert source.startswith("Android SQLite slices")
     cols = [
         "fsync_calls",

@@ -18,7 +18,8 @@ pub fn read(
     table: &mut EventTable,
     report: &mut ParseReport,
 ) -> Result<(), ParseError> {
-    crate::text::read_whole(path, FileReader::new(path, lenient), table, report)
+    let reader = FileReader::new(path, lenient, wrapped_reach(path)?);
+    crate::text::read_whole(path, reader, table, report)
 }
 
 /// Reads `path` as [`read`] does into tables of about `rows` rows (whole segments of the
@@ -30,7 +31,8 @@ pub fn read_in_chunks(
     rows: usize,
     sink: &mut dyn FnMut(EventTable) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    crate::text::read_in_chunks(path, FileReader::new(path, lenient), report, rows, sink)
+    let reader = FileReader::new(path, lenient, wrapped_reach(path)?);
+    crate::text::read_in_chunks(path, reader, report, rows, sink)
 }
 
 /// What reading one file carries from one segment of its lines to the next.
@@ -38,14 +40,21 @@ struct FileReader<'p> {
     path: &'p Path,
     lenient: bool,
     in_summary: bool,
+    /// How far blkparse's wrapped times reach before its first event ([`wrapped_reach`]):
+    /// every time is moved on by it, so that the earliest event is at 0.
+    reach: u64,
+    /// Events whose wrapped time was unwrapped.
+    unwrapped: u64,
 }
 
 impl<'p> FileReader<'p> {
-    fn new(path: &'p Path, lenient: bool) -> Self {
+    fn new(path: &'p Path, lenient: bool, reach: u64) -> Self {
         FileReader {
             path,
             lenient,
             in_summary: false,
+            reach,
+            unwrapped: 0,
         }
     }
 }
@@ -66,8 +75,8 @@ impl SegmentReader for FileReader<'_> {
                 }
                 LineKind::Event => {}
             }
-            match parse_event_line(line, &mut rows) {
-                Ok(()) => {}
+            match parse_event_line(line, &mut rows, self.reach) {
+                Ok(unwrapped) => self.unwrapped += u64::from(unwrapped),
                 Err(_) if self.in_summary => report.skipped_lines += 1,
                 Err(reason) => reject_line(
                     self.path,
@@ -81,6 +90,11 @@ impl SegmentReader for FileReader<'_> {
             }
         }
         Ok(())
+    }
+
+    fn finish(self, report: &mut ParseReport) {
+        report.unwrapped_times += self.unwrapped;
+        report.time_shift_ns = report.time_shift_ns.max(self.reach);
     }
 }
 
@@ -133,15 +147,24 @@ fn process_stats_header(line: &[u8]) -> bool {
         && pid.iter().all(u8::is_ascii_digit)
 }
 
-fn parse_event_line(line: &[u8], table: &mut RowWriter<'_>) -> Result<(), &'static str> {
+/// Reads one event line into `table`; whether its time was a wrapped one, unwrapped.
+fn parse_event_line(
+    line: &[u8],
+    table: &mut RowWriter<'_>,
+    reach: u64,
+) -> Result<bool, &'static str> {
     let mut c = Cursor::new(line);
     let (dev_major, dev_minor) = c.word().and_then(parse_dev).ok_or("bad device")?;
     let cpu = c.word().and_then(parse_u32).ok_or("bad cpu")?;
     let sequence = c.word().and_then(parse_u64).ok_or("bad sequence")?;
-    let time_ns = c.word().and_then(parse_time_ns).ok_or("bad time")?;
-    if wrapped_negative(time_ns) {
-        return Err(WRAPPED_TIME);
-    }
+    let printed = c.word().and_then(parse_time_ns).ok_or("bad time")?;
+    let wrapped = wrapped_negative(printed);
+    let time_ns = match wrapped {
+        // A pre-scan that did not run (the file is no regular file) found no reach.
+        true if reach == 0 => return Err(WRAPPED_TIME),
+        true => reach - (WRAPPED_ZERO_NS - printed),
+        false => printed + reach,
+    };
     let pid = c.word().and_then(parse_u32).ok_or("bad pid")?;
     let letters = c.word().ok_or("missing action")?;
     let action = Action::from_letters(letters).ok_or("unknown action")?;
@@ -155,13 +178,18 @@ fn parse_event_line(line: &[u8], table: &mut RowWriter<'_>) -> Result<(), &'stat
         pid,
         ..Event::default()
     };
-    push_block_event(table, e, action, rwbs, c.rest(), b"", 0)
+    push_block_event(table, e, action, rwbs, c.rest(), b"", 0)?;
+    Ok(wrapped)
 }
 
-/// blkparse prints times relative to the first event as `(int) seconds`.`nanoseconds`
-/// of an unsigned 64-bit count: an event before the first one (per-CPU files whose clocks
-/// disagree) wraps around 2^64 ns, whose seconds cut to 32 bits print as 1266874889, so
-/// that -d ns shows as this minus d.
+/// blkparse prints an event's time `t - genesis_time` (u64 ns, genesis the earliest of
+/// the records it had read when it began) as `%5T.%9t`: `(int) SECONDS(t)` and
+/// `(int) NANO_SECONDS(t)`, SECONDS = t / 10^9 and NANO_SECONDS = t % 10^9 (blkparse_fmt.c).
+/// An event d ns before the genesis (a CPU's records read in a later batch) is
+/// t = 2^64 - d; its seconds, cut to 32 bits by the cast, are 18446744073 - 4 * 2^32 =
+/// 1266874889 for d < 0.709551616 s. So the printed seconds.nanoseconds, read as ns, are
+/// 2^64 - d - 4 * 2^32 * 10^9 = WRAPPED_ZERO_NS - d exactly, and d = WRAPPED_ZERO_NS -
+/// printed.
 const WRAPPED_ZERO_NS: u64 = 1_266_874_889_709_551_616;
 
 /// How far before the first event a wrapped time is still recognised: a day (a real
@@ -169,7 +197,40 @@ const WRAPPED_ZERO_NS: u64 = 1_266_874_889_709_551_616;
 const WRAP_WINDOW_NS: u64 = 86_400_000_000_000;
 
 const WRAPPED_TIME: &str = "a time before the trace's first event, which blkparse printed \
-    wrapped around to about 40 years; parse the blktrace binary files themselves instead";
+    wrapped around to about 40 years, in a file that cannot be read twice to unwrap it; \
+    give the text as a regular file, or parse the blktrace binary files themselves";
+
+/// How far the wrapped times of the blkparse text `path` reach before its first event:
+/// the largest d of them (0 when none wraps, or when `path` is no regular file and cannot
+/// be read twice). Found by a scan for their seconds, `12667…`/`12668…` (the window
+/// of a day below 1266874889), each hit's line then read as an event line.
+fn wrapped_reach(path: &Path) -> Result<u64, ParseError> {
+    let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
+    let Some(map) = crate::input::map_file(&file) else {
+        return Ok(0);
+    };
+    let data = &map[..];
+    let hits = memchr::memmem::find_iter(data, b" 12667")
+        .chain(memchr::memmem::find_iter(data, b" 12668"));
+    let mut reach = 0;
+    for hit in hits {
+        let start = memchr::memrchr(b'\n', &data[..hit]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &data[hit..]).map_or(data.len(), |i| hit + i);
+        if let Some(printed) = event_time(&data[start..end]).filter(|&t| wrapped_negative(t)) {
+            reach = reach.max(WRAPPED_ZERO_NS - printed);
+        }
+    }
+    Ok(reach)
+}
+
+/// The printed time of an event line (device, cpu, sequence, time), or None.
+fn event_time(line: &[u8]) -> Option<u64> {
+    let mut c = Cursor::new(line);
+    c.word().and_then(parse_dev)?;
+    c.word().and_then(parse_u32)?;
+    c.word().and_then(parse_u64)?;
+    c.word().and_then(parse_time_ns)
+}
 
 /// Whether a printed time is blkparse's wrap of a negative one.
 fn wrapped_negative(time_ns: u64) -> bool {
@@ -246,7 +307,7 @@ mod tests {
         let mut summary = false;
         for line in text.lines() {
             if let LineKind::Event = classify(line.as_bytes(), &mut summary) {
-                parse_event_line(line.as_bytes(), &mut t.writer()).unwrap();
+                parse_event_line(line.as_bytes(), &mut t.writer(), 0).unwrap();
             }
         }
         t
@@ -288,12 +349,31 @@ mod tests {
         let mut t = EventTable::new();
         let wrapped = b"  8,0    1        2 1266874889.705551616     2  D   W 32 + 8 [(null)]";
         assert_eq!(
-            parse_event_line(wrapped, &mut t.writer()),
+            parse_event_line(wrapped, &mut t.writer(), 0),
             Err(WRAPPED_TIME)
         );
         let t = parse_lines("  8,0    1        1     0.000000000     2  D   W 24 + 8 [(null)]\n");
         assert_eq!(t.comm_at(0), "");
         assert!(!t.comms.values.iter().any(|name| name == "(null)"));
+    }
+
+    /// The same line, in a file whose wrapped times reach 5 ms before its first event: the
+    /// event was 4 ms before it (1266874889.709551616 - 1266874889.705551616), so 1 ms
+    /// after the earliest; an unwrapped event moves on by the reach.
+    #[test]
+    fn wrapped_times_unwrap_by_the_reach() {
+        let mut t = EventTable::new();
+        let wrapped = b"  8,0    1        2 1266874889.705551616     2  D   W 32 + 8 [x]";
+        let plain = b"  8,0    0        1     0.000000007     2  D   W 24 + 8 [x]";
+        assert_eq!(
+            parse_event_line(wrapped, &mut t.writer(), 5_000_000),
+            Ok(true)
+        );
+        assert_eq!(
+            parse_event_line(plain, &mut t.writer(), 5_000_000),
+            Ok(false)
+        );
+        assert_eq!(t.time_ns, [1_000_000, 5_000_007]);
     }
 
     /// `blkparse -s` (keks): the per-process statistics come before the per-CPU ones.

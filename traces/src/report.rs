@@ -26,6 +26,11 @@ pub struct ParseReport {
     pub skipped_records: u64,
     /// blktrace binary: the earliest record time, which blkparse subtracts from every time.
     pub time_base_ns: Option<u64>,
+    /// blkparse text: events printed with a time blkparse wrapped around (before the
+    /// trace's first event), unwrapped; and how far the earliest was before the first, by
+    /// which every time of the file was moved on (so that the earliest is at 0).
+    pub unwrapped_times: u64,
+    pub time_shift_ns: u64,
     /// blktrace binary: wall-clock time of the trace start (TN timestamp record), ns since epoch.
     pub wall_clock_start_ns: Option<u64>,
     pub per_action: BTreeMap<String, u64>,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use blktrace_parse::binary::ta;
 use blktrace_parse::rwbs::category as c;
+use blktrace_parse::table::EventTable;
 use blktrace_parse::writer::{self, act, dev, RawRecord};
 use blktrace_parse::{parse_paths, Format};
 use common::*;
@@ -273,7 +274,8 @@ fn per_process_statistics_of_blkparse_s_are_skipped() {
 }
 
 /// Per-CPU files whose clocks disagree (CPU 1's second record 4 ms before the first record
-/// of all) and pids no process-notify record names, as blkparse itself prints them.
+/// of all) and pids no process-notify record names, as blkparse itself prints them: the
+/// wrapped time unwrapped to the binary files' own.
 #[test]
 fn wrapped_times_and_unnamed_pids_as_blkparse_prints_them() {
     let dir = Scratch::new("wrapped");
@@ -303,7 +305,7 @@ fn wrapped_times_and_unnamed_pids_as_blkparse_prints_them() {
         }
         std::fs::write(dir.join(format!("w.blktrace.{cpu}")), bytes).unwrap();
     }
-    let (binary, _) = parse_paths(&[dir.join("w")], Format::Auto, false).unwrap();
+    let (binary, binary_report) = parse_paths(&[dir.join("w")], Format::Auto, false).unwrap();
     assert!((0..binary.len()).all(|i| binary.comm_at(i).is_empty()));
     let Some(text) = run_blkparse(&dir, "w") else {
         return;
@@ -312,16 +314,27 @@ fn wrapped_times_and_unnamed_pids_as_blkparse_prints_them() {
     std::fs::write(&path, &text).unwrap();
     let printed = String::from_utf8_lossy(&text);
     assert!(printed.contains(" 1266874889.705551616 ") && printed.contains("[(null)]"));
-    let err = parse_paths(std::slice::from_ref(&path), Format::Blkparse, false)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains(
-            "w.txt line 2: not a blkparse event line (a time before the trace's first event"
-        ) && err.ends_with("D   W 32 + 8 [(null)]"),
-        "{err}"
+    // Unwrapped, the text's events are the binary files' (whose times count from the
+    // earliest record, as blkparse counts them): in time order, the same requests at the
+    // same times.
+    let (t, report) = parse_paths(&[path], Format::Blkparse, false).unwrap();
+    let in_time_order = |t: &EventTable, base: u64| {
+        let mut rows: Vec<_> = (0..t.len())
+            .map(|i| (t.time_ns[i] - base, t.sector[i], t.cpu[i]))
+            .collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(t.len(), 4);
+    let base = binary_report.time_base_ns.unwrap();
+    assert_eq!(in_time_order(&t, 0), in_time_order(&binary, base));
+    assert_eq!(
+        in_time_order(&t, 0).iter().map(|r| r.0).collect::<Vec<_>>(),
+        [0, 4_000_000, 9_000_000, 19_000_000]
     );
-    let (t, report) = parse_paths(&[path], Format::Blkparse, true).unwrap();
-    assert_eq!((t.len(), report.bad_records), (3, 1));
+    assert_eq!(
+        (report.unwrapped_times, report.time_shift_ns),
+        (1, 4_000_000)
+    );
     assert!((0..t.len()).all(|i| t.comm_at(i).is_empty()));
 }

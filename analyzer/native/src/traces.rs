@@ -241,6 +241,8 @@ fn report_dict<'py>(py: Python<'py>, r: &ParseReport) -> PyResult<Bound<'py, PyD
     d.set_item("notify_records", r.notify_records)?;
     d.set_item("skipped_records", r.skipped_records)?;
     d.set_item("time_base_ns", r.time_base_ns)?;
+    d.set_item("unwrapped_times", r.unwrapped_times)?;
+    d.set_item("time_shift_ns", r.time_shift_ns)?;
     d.set_item("wall_clock_start_ns", r.wall_clock_start_ns)?;
     d.set_item("per_action", r.per_action.clone())?;
     d.set_item("per_operation", r.per_operation.clone())?;

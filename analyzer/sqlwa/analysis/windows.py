@@ -12,6 +12,7 @@ import polars as pl
 
 from sqlwa.analysis import android
 from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS, is_flush
+from sqlwa.errors import UsageError
 
 SYNC_SYSCALLS = ("fsync", "fdatasync", "sync_file_range")
 WRITE_SYSCALLS = ("pwrite64", "write")
@@ -38,18 +39,59 @@ def markers(events: Events) -> pl.DataFrame:
     )
 
 
-def commit_windows(events: Events) -> pl.DataFrame:
-    """One row per transaction: ``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``."""
-    marks = markers(events)
-    begins = marks.filter(pl.col("event") == "txn_begin").select(
-        marker_field("i").alias("index"),
+def commit_windows(events: Events, lenient: bool = False) -> pl.DataFrame:
+    """One row per transaction: ``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``.
+    Markers out of order are an error (:func:`checked_windows`); ``lenient`` skips them."""
+    return checked_windows(markers(events), lenient)[0]
+
+
+def checked_windows(marks: pl.DataFrame, lenient: bool) -> tuple[pl.DataFrame, int]:
+    """The commit windows of the marker rows and how many ``txn_begin``/``txn_end``
+    markers fit none. The engine writes, in time order, ``txn_begin i=N`` then
+    ``txn_end i=N`` with N rising: a window is such a pair with an index above every
+    earlier window's. Markers that repeat or run backwards (two runs' traces joined into
+    one) fit none; they are an error, or with ``lenient`` skipped and counted. (Joining
+    begins to ends on the index instead made repeated indices a many-to-many join: four
+    copies of a 32-commit trace gave 819,200 windows and eight exhausted the memory.)"""
+    txn = (
+        marks.with_row_index("row")
+        .filter(pl.col("event").is_in(["txn_begin", "txn_end"]))
+        .with_columns(marker_field("i").alias("index"))
+        .sort("time_ns", "row")
+    )
+    pairs = txn.with_columns(
+        pl.col("event").shift(-1).alias("next_event"),
+        pl.col("index").shift(-1).alias("next_index"),
+        pl.col("time_ns").shift(-1).alias("win_end_ns"),
+        pl.col("row").shift(-1).alias("end_row"),
+    ).filter(
+        (pl.col("event") == "txn_begin")
+        & (pl.col("next_event") == "txn_end")
+        & (pl.col("index") == pl.col("next_index"))
+    )
+    rising = pl.col("index") > pl.col("index").cum_max().shift(1).fill_null(-1)
+    kept = pairs.filter(rising)
+    skipped = txn.height - 2 * kept.height
+    if skipped and not lenient:
+        raise out_of_order(txn, kept, skipped)
+    windows = kept.select(
+        "index",
         (marker_field("warmup") == 1).alias("warmup"),
         pl.col("time_ns").alias("win_start_ns"),
+        "win_end_ns",
     )
-    ends = marks.filter(pl.col("event") == "txn_end").select(
-        marker_field("i").alias("index"), pl.col("time_ns").alias("win_end_ns")
+    return windows, skipped
+
+
+def out_of_order(txn: pl.DataFrame, kept: pl.DataFrame, skipped: int) -> UsageError:
+    """The error naming the first marker that fits no commit window."""
+    paired = pl.concat([kept["row"], kept["end_row"]])
+    first = txn.filter(~pl.col("row").is_in(paired.implode())).row(0, named=True)
+    return UsageError(
+        f"{skipped:,} of the trace's {txn.height:,} transaction markers repeat or run backwards, the first "
+        f"at {first['time_ns'] / 1e9:.6f} s: {first['text']!r} (are two runs' traces joined into one?)",
+        "parse each run's trace on its own, or add --lenient to skip such markers and count them",
     )
-    return begins.join(ends, on="index", how="inner").sort("win_start_ns")
 
 
 def run_tid(events: Events) -> int | None:
@@ -199,13 +241,14 @@ def thread_syscalls_per_commit(events: Events, windows: pl.DataFrame) -> pl.Data
     return tally_by_commit(own, windows, syscall_tallies(), SYSCALL_COMMIT_COLUMNS)
 
 
-def trace_commits(events: Events) -> tuple[pl.DataFrame, str] | None:
+def trace_commits(events: Events, lenient: bool = False) -> tuple[pl.DataFrame, str, int] | None:
     """Per-commit syscall and block figures of a trace that marks its commits: sqlwa's own
     markers, else Android's SQLite slices (:mod:`sqlwa.analysis.android`). Returns the
     table (``index``, ``warmup``, ``win_start_ns``, ``win_end_ns``, the syscall and block
-    columns; block figures of the busiest device) and where the windows came from, or
-    None when the trace marks no commit."""
-    windows = commit_windows(events)
+    columns; block figures of the busiest device), where the windows came from and how
+    many out-of-order markers ``lenient`` skipped (:func:`checked_windows`), or None when
+    the trace marks no commit."""
+    windows, skipped = checked_windows(markers(events), lenient)
     if windows.height:
         source = "sqlwa markers"
         syscall_figures = syscalls_per_commit(events, windows, run_tid(events))
@@ -219,4 +262,4 @@ def trace_commits(events: Events) -> tuple[pl.DataFrame, str] | None:
     dev = busiest_device(events)
     if dev is not None:
         table = table.join(block_per_commit(events, windows, dev), on="index", how="left")
-    return table, source
+    return table, source, skipped

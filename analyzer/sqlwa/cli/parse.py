@@ -43,7 +43,11 @@ if TYPE_CHECKING:  # imported where a parse runs: `sqlwa parse --help` needs non
     help="Write the per-commit figures to this Parquet file (traces that mark their commits: "
     "sqlwa's markers, or Android's SQLite slices).",
 )
-@click.option("--lenient", is_flag=True, help="Skip and count unparsable records instead of failing.")
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Skip and count unparsable records (and commit markers out of order) instead of failing.",
+)
 @click.option(
     "--json",
     "as_json",
@@ -110,7 +114,7 @@ def parse(
     if events is not None:
         from sqlwa.analysis import windows
 
-        found = windows.trace_commits(events)
+        found = windows.trace_commits(events, lenient)
     if commits_output is not None:
         if found is None:
             raise UsageError(
@@ -177,20 +181,28 @@ def write_table(table: pl.DataFrame, path: Path, what: str) -> None:
 COMMIT_FIGURES = (*SYSCALL_COMMIT_COLUMNS, *BLOCK_COMMIT_COLUMNS)
 
 
-def commit_section(commits: pl.DataFrame, source: str) -> dict:
+def commit_section(commits: pl.DataFrame, source: str, skipped_markers: int) -> dict:
     import polars as pl
 
     measured = commits.filter(~pl.col("warmup"))
     columns = [c for c in COMMIT_FIGURES if c in measured.columns]
     means = measured.select(pl.col(columns).cast(pl.Float64).mean()).row(0, named=True) if measured.height else {}
-    return {"source": source, "count": commits.height, "measured": measured.height, "per_commit": means}
+    return {
+        "source": source,
+        "count": commits.height,
+        "measured": measured.height,
+        "skipped_markers": skipped_markers,
+        "per_commit": means,
+    }
 
 
-def commit_table(commits: pl.DataFrame, source: str) -> Table:
+def commit_table(commits: pl.DataFrame, source: str, skipped_markers: int) -> Table:
     from rich.table import Table
 
-    section = commit_section(commits, source)
-    table = Table(title=f"{section['measured']} commits ({source}), mean per commit", title_justify="left")
+    section = commit_section(commits, source, skipped_markers)
+    skipped = f"; {skipped_markers:,} markers out of order skipped (--lenient)" if skipped_markers else ""
+    title = f"{section['measured']} commits ({source}{skipped}), mean per commit"
+    table = Table(title=title, title_justify="left")
     table.add_column("figure")
     table.add_column("per commit", justify="right")
     for name, value in section["per_commit"].items():
@@ -198,7 +210,7 @@ def commit_table(commits: pl.DataFrame, source: str) -> Table:
     return table
 
 
-def json_report(report: dict, output: Path | None, found: tuple[pl.DataFrame, str] | None = None) -> dict:
+def json_report(report: dict, output: Path | None, found: tuple[pl.DataFrame, str, int] | None = None) -> dict:
     return {
         **report,
         "commits": None if found is None else commit_section(*found),
@@ -235,6 +247,11 @@ def print_summary(report: dict, output: Path | None) -> None:
         console.print(count_table("kind", report["per_kind"], None))
     if report["lost_events"]:
         console.print(f"[red]the tracer lost {report['lost_events']:,} events[/]")
+    if report.get("unwrapped_times"):
+        console.print(
+            f"[yellow]{report['unwrapped_times']:,} times blkparse printed wrapped around (events before its first) "
+            f"unwrapped: every time moved on by {report['time_shift_ns']:,} ns, the earliest event at 0[/]"
+        )
     if report["bad_records"]:
         console.print(f"[yellow]{report['bad_records']:,} bad records skipped (--lenient); first:[/]")
         for message in report["bad_messages"][:5]:

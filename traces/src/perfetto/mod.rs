@@ -288,6 +288,34 @@ fn frame(data: &[u8], pos: usize) -> Result<&[u8], String> {
     Ok(&rest[..length as usize])
 }
 
+/// The most bytes one `compressed_packets` may inflate to; a stream that inflates past it
+/// is refused as a decompression bomb (4 MB of them inflated to 4 GiB), not held. Perfetto
+/// sets no such bound where it reads (trace processor's `DecompressToBuffer`,
+/// src/trace_processor/util/decompressor.cc, doubles its buffer for as long as the stream
+/// goes on); where it writes, its service deflates what one read of its buffers returns
+/// (`ZlibCompressFn` over `ReadBuffers`' packets, src/tracing/service), and a read into the
+/// trace file stops once `kWriteIntoFileChunkSize` (1 MiB, tracing_service_impl.h) is
+/// gathered: 1 MiB plus the last packet read. 64 MiB is that with room for a large last
+/// packet, and bounds the memory of one packet's inflated bytes and the rows made of them.
+pub const MAX_INFLATED: u64 = 64 << 20;
+
+/// A zlib stream's bytes, refused once they pass `limit`.
+fn inflate(compressed: &[u8], limit: u64) -> Result<Vec<u8>, Malformed> {
+    let mut inflated = Vec::with_capacity(compressed.len().saturating_mul(4).min(limit as usize));
+    flate2::read::ZlibDecoder::new(compressed)
+        .take(limit + 1)
+        .read_to_end(&mut inflated)
+        .map_err(|e| Malformed(format!("compressed packets that do not inflate: {e}")))?;
+    if inflated.len() as u64 > limit {
+        return Err(Malformed(format!(
+            "compressed packets that inflate past {} MiB, where Perfetto writes about 1 MiB \
+             in one (a decompression bomb)",
+            limit >> 20
+        )));
+    }
+    Ok(inflated)
+}
+
 /// What one packet holds, kept apart until the whole packet has decoded: a packet that
 /// does not decode adds nothing (as a protobuf library's parse of it would not).
 #[derive(Default)]
@@ -335,21 +363,26 @@ impl Found {
 
     /// `compressed_packets` (a TraceConfig's `compression_type: COMPRESSION_TYPE_DEFLATE`):
     /// a zlib stream of packets framed as in the file, read as if they stood there (their
-    /// errors are said at the enclosing packet's offset).
+    /// errors are said at the enclosing packet's offset). A packet in it that is itself
+    /// compressed does not decode: Perfetto's service deflates only the packets it read
+    /// from its buffers, and trace processor inflates one level (proto_trace_tokenizer.h;
+    /// its parser CHECKs that an inflated packet holds no `compressed_packets`).
     fn read_compressed_packets(
         &mut self,
         s: &Schema,
         compressed: &[u8],
         offset: u64,
     ) -> Result<(), Malformed> {
-        let mut inflated = Vec::with_capacity(compressed.len() * 4);
-        flate2::read::ZlibDecoder::new(compressed)
-            .read_to_end(&mut inflated)
-            .map_err(|e| Malformed(format!("compressed packets that do not inflate: {e}")))?;
+        let inflated = inflate(compressed, MAX_INFLATED)?;
         for framed in packets(&inflated) {
             let (_, packet) = framed.map_err(|(at, why)| {
                 Malformed(format!("byte {at} of its inflated packets: {why}"))
             })?;
+            if fields(packet).any(|f| matches!(f, Ok((n, _)) if n == s.packet.compressed_packets)) {
+                return Err(Malformed(
+                    "compressed packets inside compressed packets (Perfetto deflates once)".into(),
+                ));
+            }
             self.read_packet(s, packet, offset)?;
         }
         Ok(())

@@ -521,3 +521,78 @@ fn compressed_packets_read_as_the_packets_they_hold() {
         "{err}"
     );
 }
+
+/// A zlib stream of `n` zero bytes.
+fn deflated_zeros(n: usize) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    zlib.write_all(&vec![0; n]).unwrap();
+    zlib.finish().unwrap()
+}
+
+#[test]
+fn a_stream_inflating_past_the_limit_is_refused_as_a_bomb() {
+    let limit = 1 << 20;
+    assert_eq!(
+        inflate(&deflated_zeros(limit), limit as u64).unwrap().len(),
+        limit
+    );
+    let Malformed(why) = inflate(&deflated_zeros(limit + 1), limit as u64).unwrap_err();
+    assert_eq!(
+        why,
+        "compressed packets that inflate past 1 MiB, where Perfetto writes about 1 MiB in one \
+         (a decompression bomb)"
+    );
+}
+
+#[test]
+fn a_bomb_in_a_trace_names_its_packet_and_lenient_skips_it() {
+    let mut t = Trace::new();
+    let at = t.bytes.len();
+    let bomb = build(
+        &message(&t.pool, "TracePacket"),
+        &[(
+            "compressed_packets",
+            V::Bytes(deflated_zeros(MAX_INFLATED as usize + 1).into()),
+        )],
+    );
+    t.bytes.push(PACKET_TAG);
+    bomb.encode_length_delimited(&mut t.bytes).unwrap();
+    let err = render_trace(&t.bytes, false, 4).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "at byte offset {at}: a packet that does not decode (compressed packets that inflate past 64 MiB"
+        )),
+        "{err}"
+    );
+    let (reading, _, _) = render_trace(&t.bytes, true, 4).unwrap();
+    assert_eq!((reading.packets, reading.bad_records), (1, 1));
+}
+
+#[test]
+fn compressed_packets_inside_compressed_packets_do_not_decode() {
+    use std::io::Write as _;
+    let t = Trace::new();
+    let packet_of = |compressed: Vec<u8>| {
+        let mut framed = vec![PACKET_TAG];
+        build(
+            &message(&t.pool, "TracePacket"),
+            &[("compressed_packets", V::Bytes(compressed.into()))],
+        )
+        .encode_length_delimited(&mut framed)
+        .unwrap();
+        framed
+    };
+    let deflate = |bytes: &[u8]| {
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zlib.write_all(bytes).unwrap();
+        zlib.finish().unwrap()
+    };
+    let inner = packet_of(deflate(b""));
+    let nested = packet_of(deflate(&inner));
+    let err = render_trace(&nested, false, 4).unwrap_err().to_string();
+    assert!(
+        err.contains("compressed packets inside compressed packets"),
+        "{err}"
+    );
+}
