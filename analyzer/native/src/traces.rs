@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
+use blktrace_parse::parquet::{parse_to_parquet_until, ParquetOptions};
 use blktrace_parse::perfetto::{self, Output, Reading, SyscallTables, Tuning};
 use blktrace_parse::{parse_paths, Format, Location, ParseError, ParseReport, TaskNames};
 use pyo3::prelude::*;
@@ -125,7 +125,9 @@ fn parse_trace<'py>(
 }
 
 /// Parse block traces as `parse_trace` does and write the event table to a Parquet file,
-/// row group by row group, in bounded memory; returns the report dict.
+/// row group by row group, in bounded memory; returns the report dict. The GIL is released
+/// meanwhile; Python's signal handlers run before each row group, and an exception of
+/// theirs (Ctrl-C's KeyboardInterrupt) stops the parse with `output` left as it was.
 #[pyfunction]
 #[pyo3(signature = (paths, output, format = "auto", lenient = false, task_names = None))]
 fn parse_trace_to_parquet<'py>(
@@ -141,9 +143,14 @@ fn parse_trace_to_parquet<'py>(
         task_names: self::task_names(task_names),
         ..ParquetOptions::default()
     };
-    let report = py
-        .detach(|| parse_to_parquet(&paths, format, lenient, &output, options))
-        .map_err(|e| to_py_err(py, e))?;
+    let raised = Raised::default();
+    let mut go_on = || match raised.caught(|py| py.check_signals()) {
+        true => Err(ParseError::Usage("stopped".into())),
+        false => Ok(()),
+    };
+    let parsed = py
+        .detach(|| parse_to_parquet_until(&paths, (format, lenient), &output, options, &mut go_on));
+    let report = raised.result(parsed, |e| to_py_err(py, e))?;
     report_dict(py, &report)
 }
 
