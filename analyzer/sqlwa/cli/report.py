@@ -48,4 +48,7 @@ def report_command(results, out_path, device_specs):
 
     profiles = [devices.resolve(spec) for spec in device_specs]
     written = reporting.write_report(results, out_path, profiles)
+    from sqlwa.results import store
+
+    store.say_if_partial(results)
     click.echo(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, works offline)")
