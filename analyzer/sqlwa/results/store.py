@@ -525,10 +525,13 @@ def partial_of(path: Path) -> Partial | None:
         conn = connect_readonly(path / STORE_FILE)
         try:
             plan = recorded_plan(conn) if schema_version(conn) >= 4 else None
-            planned = set((plan or {}).get("cell_keys") or ())
             run = {row[0] for row in conn.execute("SELECT run_key FROM runs")}
         finally:
             conn.close()
+    keys = plan.get("cell_keys") if isinstance(plan, dict) else None
+    if not isinstance(keys, list):
+        return None
+    planned = {key for key in keys if isinstance(key, str)}
     done = len(planned & run)
     return Partial(done, len(planned)) if done < len(planned) else None
 
