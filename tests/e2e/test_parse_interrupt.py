@@ -20,6 +20,7 @@ import pytest
 TEXT_LINES = 6_000_000
 BLKTRACE_RECORDS = 10_000_000
 STOPPED_WITHIN_S = 1.0
+STARTUP_S = 1.5  # without -o nothing shows the parse has begun: Python's start-up is over by then
 
 
 def ftrace_text(path: Path) -> None:
@@ -121,3 +122,23 @@ def test_a_signal_stops_the_parse_at_once_and_leaves_the_output_as_it_was(traces
     assert seconds < STOPPED_WITHIN_S, f"stopped {seconds:.2f} s after the signal"
     assert output.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["events.parquet"], "no partial file is left behind"
+
+
+def test_ctrl_c_stops_a_parse_without_output_at_once(traces):
+    # Without -o the table is built in memory: Ctrl-C used to wait for the whole parse.
+    # The ftrace text's: the binary and blkparse traces here are parsed in memory (on all
+    # cores) before Python's start-up and a signal's delivery can tell them apart.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqlwa", "parse", str(traces["ftrace"])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(STARTUP_S)
+    assert proc.poll() is None, "the parse should still be going"
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    seconds = time.monotonic() - sent
+    assert proc.returncode == 130 and stderr.strip().splitlines()[-1] == "sqlwa: interrupted", stderr
+    assert seconds < STOPPED_WITHIN_S, f"stopped {seconds:.2f} s after Ctrl-C"
