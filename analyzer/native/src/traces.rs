@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
+use arrow_array::RecordBatch;
+use blktrace_parse::parquet::{parse_to_parquet_until, ParquetOptions};
 use blktrace_parse::perfetto::{self, Output, Reading, SyscallTables, Tuning};
 use blktrace_parse::{parse_paths, Format, Location, ParseError, ParseReport, TaskNames};
 use pyo3::prelude::*;
@@ -96,7 +97,10 @@ fn task_names(names: Option<(String, HashMap<u32, String>)>) -> Option<TaskNames
 }
 
 /// Parse block traces (blktrace binary per-CPU files or their base name, blkparse text,
-/// ftrace text) into one Arrow table; returns (pyarrow.Table, report dict).
+/// ftrace text) into one Arrow table; returns (pyarrow.Table, report dict). The parse runs
+/// on a thread of its own while this one runs Python's signal handlers every tenth of a
+/// second: an exception of theirs (Ctrl-C's KeyboardInterrupt) is raised at once, and the
+/// parse, which cannot be stopped part-way, is abandoned (its table dropped when done).
 #[pyfunction]
 #[pyo3(signature = (paths, format = "auto", lenient = false, task_names = None))]
 fn parse_trace<'py>(
@@ -108,24 +112,61 @@ fn parse_trace<'py>(
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
     let format: Format = format.parse().map_err(|e| to_py_err(py, e))?;
     let names = self::task_names(task_names);
-    let (batch, report) = py
-        .detach(|| {
-            let (mut table, report) = parse_paths(&paths, format, lenient)?;
-            if let Some(names) = &names {
-                table.name_tasks(names);
-            }
-            let batch = blktrace_parse::arrow::to_record_batch(table)
-                .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
-            Ok::<_, ParseError>((batch, report))
-        })
-        .map_err(|e| to_py_err(py, e))?;
+    let (done, parsed) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("sqlwa parse".into())
+        .spawn(move || {
+            // Nobody receives it once the parse was abandoned: nothing to do then.
+            let _ = done.send(parse_to_batch(&paths, format, lenient, names.as_ref()));
+        })?;
+    let (batch, report) = wait_for(py, parsed)?.map_err(|e| to_py_err(py, e))?;
     let schema = batch.schema();
     let table = PyTable::try_new(vec![batch], schema)?.into_pyarrow(py)?;
     Ok((table, report_dict(py, &report)?))
 }
 
+fn parse_to_batch(
+    paths: &[PathBuf],
+    format: Format,
+    lenient: bool,
+    names: Option<&TaskNames>,
+) -> Result<(RecordBatch, ParseReport), ParseError> {
+    let (mut table, report) = parse_paths(paths, format, lenient)?;
+    if let Some(names) = names {
+        table.name_tasks(names);
+    }
+    let batch = blktrace_parse::arrow::to_record_batch(table)
+        .map_err(|e| ParseError::Usage(format!("building the Arrow table failed: {e}")))?;
+    Ok((batch, report))
+}
+
+/// What the worker sends on `parsed`, the GIL released meanwhile; Python's signal handlers
+/// run every tenth of a second, and their exception is the answer.
+fn wait_for<T: Send>(py: Python<'_>, parsed: std::sync::mpsc::Receiver<T>) -> PyResult<T> {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut parsed = parsed;
+    loop {
+        let (back, received) = py.detach(move || {
+            let received = parsed.recv_timeout(std::time::Duration::from_millis(100));
+            (parsed, received)
+        });
+        parsed = back;
+        match received {
+            Ok(value) => return Ok(value),
+            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "the parse thread panicked",
+                ))
+            }
+        }
+    }
+}
+
 /// Parse block traces as `parse_trace` does and write the event table to a Parquet file,
-/// row group by row group, in bounded memory; returns the report dict.
+/// row group by row group, in bounded memory; returns the report dict. The GIL is released
+/// meanwhile; Python's signal handlers run before each row group, and an exception of
+/// theirs (Ctrl-C's KeyboardInterrupt) stops the parse with `output` left as it was.
 #[pyfunction]
 #[pyo3(signature = (paths, output, format = "auto", lenient = false, task_names = None))]
 fn parse_trace_to_parquet<'py>(
@@ -141,9 +182,14 @@ fn parse_trace_to_parquet<'py>(
         task_names: self::task_names(task_names),
         ..ParquetOptions::default()
     };
-    let report = py
-        .detach(|| parse_to_parquet(&paths, format, lenient, &output, options))
-        .map_err(|e| to_py_err(py, e))?;
+    let raised = Raised::default();
+    let mut go_on = || match raised.caught(|py| py.check_signals()) {
+        true => Err(ParseError::Usage("stopped".into())),
+        false => Ok(()),
+    };
+    let parsed = py
+        .detach(|| parse_to_parquet_until(&paths, (format, lenient), &output, options, &mut go_on));
+    let report = raised.result(parsed, |e| to_py_err(py, e))?;
     report_dict(py, &report)
 }
 

@@ -43,6 +43,11 @@ if TYPE_CHECKING:  # imported where a check runs: `sqlwa check --help` needs non
 )
 @click.option("-v", "--verbose", is_flag=True, help="Also print the checks that passed.")
 @click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Check a partial matrix (a sweep stopped before all its cells ran) without failing for it.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -51,7 +56,7 @@ if TYPE_CHECKING:  # imported where a check runs: `sqlwa check --help` needs non
     "and the notes.",
 )
 @allow_system_option
-def check_command(policy_path, results, baseline, junit_path, verbose, as_json, allow_system_dir):
+def check_command(policy_path, results, baseline, junit_path, verbose, as_json, allow_partial, allow_system_dir):
     """Check a matrix (or one run) against a policy of limits: a regression gate for CI.
 
     \b
@@ -83,9 +88,11 @@ def check_command(policy_path, results, baseline, junit_path, verbose, as_json, 
     A timing metric (latency, frame-budget misses) regresses only when the change is past
     the limit and significant: one-sided Mann–Whitney U over the runs' values, p at most
     [options] significance_level (default 0.05); the line shows each side's mean ± sd
-    (min … max) over its runs and p. Counts are exact rules.
-    Exit status: 0 every rule holds, 1 a violation, 2 a usage error (also: no rule
-    matched anything to check).
+    (min … max) over its runs and p. Counts are exact rules. A partial matrix (its sweep
+    stopped before every cell ran: finish it with `sqlwa matrix ... --resume`) fails
+    unless --allow-partial.
+    Exit status: 0 every rule holds, 1 a violation or a partial matrix, 2 a usage error
+    (also: no rule matched anything to check).
     """
     from sqlwa.results import check as checking
     from sqlwa.results import junit, store
@@ -98,6 +105,7 @@ def check_command(policy_path, results, baseline, junit_path, verbose, as_json, 
     policy = checking.load_policy(policy_path)
     runs = store.load_results(results)
     result = run_checks(policy, runs, results, baseline)
+    partial = store.partial_of(results)
     failing = result.failing(policy)
     if junit_target is not None:
         # Before the outcome is printed: a report that cannot be written is then the one
@@ -105,13 +113,19 @@ def check_command(policy_path, results, baseline, junit_path, verbose, as_json, 
         outputs.write_file(junit_target, junit.junit_xml(result, policy, runs), "the JUnit report")
     if as_json:
         sources = {"policy": policy_path, "results": results, "baseline": baseline}
-        click.echo(json_output.dumps(json_output.check_document(result, policy, runs, sources)))
+        document = json_output.check_document(result, policy, runs, sources)
+        document["partial"] = json_output.partial_entry(partial)
+        document["passed"] = document["passed"] and (partial is None or allow_partial)
+        click.echo(json_output.dumps(document))
     else:
         print_lines(result, failing, verbose)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
+    if partial is not None:
+        allowed = " (allowed: --allow-partial)" if allow_partial else ": it fails the check unless --allow-partial"
+        click.echo(f"{partial} of {results}'s plan{allowed}", err=True)
     click.echo(counts_line(result, policy), err=True)
-    sys.exit(1 if failing else 0)
+    sys.exit(1 if failing or (partial is not None and not allow_partial) else 0)
 
 
 def run_checks(

@@ -76,10 +76,14 @@ def compare_command(a, b, as_json, split):
     from rich.table import Table
 
     from sqlwa.results import compare as comparing
+    from sqlwa.results import store
     from sqlwa.views import json_output
     from sqlwa.views.terminal import wide_console
 
     side_a, side_b = sides(a, b, split)
+    for path in (a, b):
+        if path is not None:
+            store.say_if_partial(path)
     rows = comparing.compare(side_a.runs, side_b.runs, side_a.latencies, side_b.latencies)
     durability_rows = comparing.durability(side_a.runs, side_b.runs)
     if as_json:

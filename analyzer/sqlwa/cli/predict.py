@@ -74,11 +74,13 @@ def predict_command(results: Path, device_specs, fill, draws, seed, budget_ms, b
     """
     from sqlwa import device as devices
     from sqlwa.device import predict as predicting
+    from sqlwa.results import store
     from sqlwa.views import device as view
     from sqlwa.views import json_output
     from sqlwa.views.terminal import wide_console
 
     profiles = [devices.resolve(spec) for spec in device_specs]
+    store.say_if_partial(results)
     base_choice = base.replace("-", "_")
     say = None if as_json else (lambda text: click.echo(text, err=True))
     outcomes = [

@@ -51,4 +51,7 @@ def report_command(results, out_path, device_specs, allow_system_dir):
 
     profiles = [devices.resolve(spec) for spec in device_specs]
     written = reporting.write_report(results, out_path, profiles, allow_system=allow_system_dir)
+    from sqlwa.results import store
+
+    store.say_if_partial(results)
     click.echo(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, works offline)")

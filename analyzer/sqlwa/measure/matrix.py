@@ -297,13 +297,15 @@ PLAN_BEFORE_LAYERS = {
 
 
 def plan_record(plan: MatrixPlan) -> dict:
-    """The plan as the store keeps it (JSON values); VFS-only sweeps have no filesystems."""
+    """The plan as the store keeps it (JSON values); VFS-only sweeps have no filesystems.
+    The keys of its cells too: a store that lacks some of them is a partial matrix."""
     record = {key: getattr(plan, key) for key in PLAN_OPTIONS}
     record.update({key: list(record[key]) for key, value in record.items() if isinstance(value, tuple)})
     if not plan.lab:
         record["filesystems"], record["image_size"] = [NO_LAB_FS], None
     if record["profiles"] == [NO_LAYER]:
         record["profile_overrides"] = []  # nothing to override: the same plan whatever was given
+    record["cell_keys"] = [cell.key for cell in plan.cells()]
     return record
 
 
@@ -540,9 +542,10 @@ def run_each_cell(
                 result = run_cell(conn, cell, plan, progress, guest)
             except (Interrupted, KeyboardInterrupt) as exc:
                 # The lab cleaned up after itself; the cells before this one are stored.
+                partial = store.partial_of(plan.out_dir)
                 raise Interrupted(
                     f"{(exc.args[0] if exc.args else '') or 'interrupted'} in cell {number} "
-                    f"({cell.label}); continue with the same command plus --resume"
+                    f"({cell.label}), the matrix {partial or 'partial'}; continue with the same command plus --resume"
                 ) from None
         outcome.results.append(result)
         if on_done:

@@ -24,6 +24,7 @@ import os
 import platform
 import shutil
 import sqlite3
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -508,6 +509,43 @@ def recorded_plan(conn: sqlite3.Connection) -> dict | None:
     """The plan :func:`record_plan` kept; None for a store an older sqlwa filled."""
     row = conn.execute("SELECT plan_json FROM matrix_plan WHERE id = 1").fetchone()
     return None if row is None else json.loads(row[0])
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A matrix whose sweep stopped before every cell of its plan ran (Ctrl-C, a kill)."""
+
+    cells_run: int
+    cells_planned: int
+
+    def __str__(self) -> str:
+        return f"partial: {self.cells_run} of {self.cells_planned} cells"
+
+
+def partial_of(path: Path) -> Partial | None:
+    """How much of its plan the matrix in ``path`` has run, when not all of it; None for a
+    whole matrix, one run's directory, or a store whose plan does not list its cells (an
+    older sqlwa's). A failed or skipped cell counts as run: its row says what happened."""
+    path = results_dir(path)
+    if not (path / STORE_FILE).exists():
+        return None
+    with rundir.reading(path / STORE_FILE), connect_readonly(path / STORE_FILE) as conn:
+        plan = recorded_plan(conn) if schema_version(conn) >= 4 else None
+        run = {row[0] for row in conn.execute("SELECT run_key FROM runs")}
+    keys = plan.get("cell_keys") if isinstance(plan, dict) else None
+    if not isinstance(keys, list):
+        return None
+    planned = {key for key in keys if isinstance(key, str)}
+    done = len(planned & run)
+    return Partial(done, len(planned)) if done < len(planned) else None
+
+
+def say_if_partial(path: Path) -> None:
+    """A note on stderr when ``path`` is a partial matrix: the figures read from it are
+    those of the cells that ran."""
+    partial = partial_of(path)
+    if partial is not None:
+        print(f"note: {path} is a {partial} (finish it with its sqlwa matrix command plus --resume)", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- reading

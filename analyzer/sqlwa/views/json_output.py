@@ -131,6 +131,11 @@ def configuration_entry(row: dict) -> dict:
 # --------------------------------------------------------------------------- sqlwa check
 
 
+def partial_entry(partial: store.Partial | None) -> dict | None:
+    """A partial matrix's cells run and planned (None: the results are whole)."""
+    return None if partial is None else {"cells_run": partial.cells_run, "cells_planned": partial.cells_planned}
+
+
 def check_document(
     result: checking.CheckResult,
     policy: checking.Policy,

@@ -472,6 +472,17 @@ def durability_banner(runs: pl.DataFrame) -> str:
     )
 
 
+def partial_banner(partial: store.Partial | None) -> str:
+    """A matrix whose sweep stopped before every cell ran, said before any of its figures."""
+    if partial is None:
+        return ""
+    return (
+        f'<p class="banner lost"><strong>{html.escape(str(partial).capitalize())}</strong>: the sweep stopped '
+        "before every cell of its plan ran; finish it with the same <code>sqlwa matrix</code> command plus "
+        "<code>--resume</code>.</p>"
+    )
+
+
 def metric_legend() -> str:
     items = "".join(
         f"<li><b>{html.escape(m.label)}</b> (<code>{name}</code>): {html.escape(metric_help(m))}</li>"
@@ -648,6 +659,7 @@ def render(
     source: Path,
     latencies: pl.DataFrame | None = None,
     predictions: list[DevicePrediction] | None = None,
+    partial: store.Partial | None = None,
 ) -> str:
     sections = build_sections(runs, latencies, predictions)
     body = "".join(
@@ -667,6 +679,7 @@ def render(
 <h1>{title}</h1>
 <p class="note">{ok} successful run(s) of {runs.height}; generated {time.strftime("%Y-%m-%d %H:%M:%S %Z")} by sqlwa.
 What one SQLite commit costs the storage device, per layer.</p>
+{partial_banner(partial)}
 {durability_banner(runs)}
 {level_banner(runs)}
 {body}
@@ -688,6 +701,6 @@ def write_report(results: Path, out: Path, profiles: Sequence[Profile] = (), *, 
     if profiles and not any(p.configurations for p in predictions):
         reasons = "; ".join(predictions[0].skipped) or "no successful run"
         raise UsageError(f"nothing in {results} can be predicted: {reasons}", "measure with --fs (a lab run)")
-    page = render(runs, Path(results), store.load_latencies(results), predictions)
+    page = render(runs, Path(results), store.load_latencies(results), predictions, store.partial_of(results))
     outputs.write_file(target, page, "the report")
     return out
