@@ -17,7 +17,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "analyzer" / "sqlwa"
 # Stages from the bottom up; a module may import its own stage and the ones below it.
 LAYERS: list[set[str]] = [
     {"sqlwa._native", "sqlwa.errors"},
-    {"sqlwa._system", "sqlwa.catalogue", "sqlwa.outputs"},
+    {"sqlwa._system", "sqlwa.catalogue", "sqlwa.inputs", "sqlwa.outputs"},
     {"sqlwa.analysis", "sqlwa.capture", "sqlwa.durability"},
     {"sqlwa.lab", "sqlwa.results", "sqlwa.device"},
     {"sqlwa.measure", "sqlwa.views", "sqlwa.vm"},

@@ -1,7 +1,9 @@
 //! A trace file's bytes, mapped into memory: the binary reader scans the page cache in
 //! place, twice, instead of copying it into buffers (the copy was 5-7% of a parse). Reading
 //! the file into memory is the fallback where a file cannot be mapped.
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::ParseError;
@@ -21,7 +23,7 @@ enum Bytes {
 
 impl Input {
     pub fn open(path: &Path) -> Result<Input, ParseError> {
-        let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
+        let file = open_regular(path)?;
         let data = match map_file(&file) {
             Some(m) => Bytes::Mapped(m),
             None => {
@@ -66,6 +68,50 @@ impl Input {
             Bytes::Mapped(m) => m,
             Bytes::Read(v) => v,
         }
+    }
+}
+
+/// `path` opened for reading, once it is known to be a regular file (a symlink is followed):
+/// a FIFO would block the open, and `/dev/zero` would be read until memory ran out. The open
+/// does not wait (O_NONBLOCK, which changes nothing for a regular file) in case a FIFO took
+/// the name after the check, and what was opened is checked again.
+pub(crate) fn open_regular(path: &Path) -> Result<File, ParseError> {
+    let refuse = |meta: std::io::Result<Metadata>| match meta {
+        Ok(m) if m.is_file() => Ok(()),
+        // A directory keeps its errno, so callers see the IsADirectoryError they always have.
+        Ok(m) if m.is_dir() => Err(std::io::Error::from_raw_os_error(libc::EISDIR)),
+        Ok(m) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "is {}, not a regular file (sqlwa reads only regular files)",
+                file_kind(&m)
+            ),
+        )),
+        Err(e) => Err(e),
+    };
+    let opened = refuse(std::fs::metadata(path))
+        .and_then(|()| {
+            OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+        })
+        .and_then(|file| refuse(file.metadata()).map(|()| file));
+    opened.map_err(|e| ParseError::io(path, e))
+}
+
+fn file_kind(meta: &Metadata) -> &'static str {
+    let kind = meta.file_type();
+    if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
     }
 }
 

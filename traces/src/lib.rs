@@ -147,7 +147,7 @@ fn reserve_for_text(path: &Path, table: &mut EventTable) {
 /// Guesses a file's format from its first bytes.
 pub fn detect(path: &Path) -> Result<Format, ParseError> {
     let mut head = [0u8; 4096];
-    let mut file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
+    let mut file = input::open_regular(path)?;
     let mut n = 0;
     while n < head.len() {
         let got = file

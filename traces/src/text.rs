@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::error::{Location, ParseError};
-use crate::input::map_file;
+use crate::input::{map_file, open_regular};
 use crate::report::ParseReport;
 use crate::table::EventTable;
 use crate::table::MAX_TIME_NS;
@@ -28,7 +28,7 @@ pub fn for_each_segment(
     path: &Path,
     f: impl FnMut(&mut Lines<'_>) -> Result<(), ParseError>,
 ) -> Result<(), ParseError> {
-    let file = std::fs::File::open(path).map_err(|e| ParseError::io(path, e))?;
+    let file = open_regular(path)?;
     match map_file(&file) {
         Some(map) => for_each_mapped_segment(&map, SEGMENT, f),
         None => for_each_read_segment(path, file, SEGMENT, f),

@@ -279,10 +279,11 @@ impl Scenario {
     /// takes seconds for a large schema.
     pub fn from_file_with(path: &Path, stop: &Stop) -> Result<Scenario, EngineError> {
         let origin = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| EngineError::UnreadableScenario {
-            path: path.into(),
-            message: e.to_string(),
-        })?;
+        let bytes =
+            read_scenario_file(path).map_err(|message| EngineError::UnreadableScenario {
+                path: path.into(),
+                message,
+            })?;
         let text = String::from_utf8(bytes).map_err(|e| not_utf8(&origin, &e))?;
         Scenario::from_toml_str_with(&text, &origin, stop)
     }
@@ -378,6 +379,56 @@ fn render_value(v: &Value) -> String {
 }
 
 /// A scenario file that is not text: where its first byte that is not UTF-8 is.
+/// The largest scenario file read: MAX_SCHEMA_OBJECTS statements of a few hundred bytes
+/// each fit many times over; a larger file (or `/dev/zero`) is no scenario.
+pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+
+/// A scenario file's bytes, once it is known to be a regular file (a symlink is followed)
+/// of at most [`MAX_SCENARIO_BYTES`]: a FIFO would block the open, `/dev/zero` would be read
+/// until memory ran out. The open does not wait (O_NONBLOCK) in case a FIFO took the name
+/// after the check, and what was opened is checked again and read only to the limit.
+fn read_scenario_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let refuse = |meta: std::fs::Metadata| {
+        let kind = meta.file_type();
+        let what = match () {
+            _ if kind.is_file() && meta.len() <= MAX_SCENARIO_BYTES => return Ok(()),
+            _ if kind.is_file() => {
+                return Err(format!(
+                    "it is {} bytes, larger than the {MAX_SCENARIO_BYTES} a scenario may be",
+                    meta.len()
+                ))
+            }
+            _ if kind.is_dir() => "a directory",
+            _ if kind.is_fifo() => "a FIFO (named pipe)",
+            _ if kind.is_char_device() => "a character device",
+            _ if kind.is_block_device() => "a block device",
+            _ => "not a regular file",
+        };
+        Err(format!(
+            "it is {what}, not a regular file (sqlwa reads only regular files)"
+        ))
+    };
+    refuse(std::fs::metadata(path).map_err(|e| e.to_string())?)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    refuse(file.metadata().map_err(|e| e.to_string())?)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCENARIO_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(format!(
+            "it grew past the {MAX_SCENARIO_BYTES} bytes a scenario may be"
+        ));
+    }
+    Ok(bytes)
+}
+
 fn not_utf8(origin: &str, err: &std::string::FromUtf8Error) -> EngineError {
     let valid = err.utf8_error().valid_up_to();
     let text = std::str::from_utf8(&err.as_bytes()[..valid]).unwrap_or_default();

@@ -43,6 +43,7 @@ from typing import Any
 
 import polars as pl
 
+from sqlwa import inputs
 from sqlwa._native import PERFETTO_UNNAMED, TraceParseError, parse_trace, parse_trace_to_parquet, render_perfetto
 from sqlwa.analysis import syscalls
 from sqlwa.analysis.traceformat import first_packet_problem, read_first_packet
@@ -75,11 +76,9 @@ def bad_trace(path: Path, reason: str, offset: int) -> TraceParseError:
 def refuse_what_is_no_trace(path: Path) -> None:
     """A TraceParseError for a directory or a file whose first record is no TracePacket
     (a truncated first packet is left to the reader, which names its byte)."""
-    try:
-        f = open(path, "rb")
-    except IsADirectoryError:
-        raise bad_trace(path, "is a directory, not a Perfetto trace file", 0) from None
-    with f:
+    if path.is_dir():
+        raise bad_trace(path, "is a directory, not a Perfetto trace file", 0)
+    with inputs.open_input(path, "trace") as f:
         head, _ = read_first_packet(f)
     problem = first_packet_problem(head)
     if problem is not None:

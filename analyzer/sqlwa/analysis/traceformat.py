@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any
 
-from sqlwa import _native
+from sqlwa import _native, inputs
 from sqlwa.errors import UsageError
 
 
@@ -97,7 +97,7 @@ def looks_like_perfetto(path: str | os.PathLike) -> bool:
     """Whether ``path`` starts like a Perfetto trace: a packet's tag and length, and a
     first packet that decodes into fields Perfetto knows. Text never starts that way."""
     try:
-        with open(path, "rb") as f:
+        with inputs.open_input(path, "trace") as f:
             data, whole = read_first_packet(f)
     except OSError:
         return False

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from sqlwa import device as devices
-from sqlwa import outputs
+from sqlwa import inputs, outputs
 from sqlwa.device import fio
 from sqlwa.device import probe as probing
 from sqlwa.device.profile import Profile, load, save
@@ -175,17 +175,12 @@ def import_command(fio_json: tuple[Path, ...], out: Path, name: str, description
 
 import_command.help = (import_command.help or "") + ANDROID_STEPS
 
-MAX_FIO_JSON_BYTES = 64 << 20
-
 
 def read_text(path: Path) -> str:
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FIO_JSON_BYTES + 1)
+        data = inputs.read_input(path, "fio JSON output", inputs.FIO_JSON_LIMIT)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}", "pass fio's JSON output file") from None
-    if len(data) > MAX_FIO_JSON_BYTES:
-        raise UsageError(f"{path} is larger than 64 MiB: not fio's JSON output", "pass fio's JSON output file")
     try:
         return data.decode()
     except UnicodeDecodeError:

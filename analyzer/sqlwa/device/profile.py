@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlwa import inputs
 from sqlwa.errors import UsageError
 
 if TYPE_CHECKING:  # numpy is imported where a profile draws: reading one (the CLI) needs none
@@ -62,7 +62,6 @@ MEASURES = {
     "read": "a 4 KiB random read with O_DIRECT (fio: read)",
 }
 PAGE = 4096
-MAX_PROFILE_BYTES = 1 << 20
 
 
 @dataclass
@@ -248,15 +247,12 @@ def pricing_notes(level: Level) -> list[str]:
 def load(path: Path) -> Profile:
     """A profile TOML file, checked; a mistake in it is one UsageError naming the file."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_PROFILE_BYTES + 1)
+        data = inputs.read_input(path, "profile", inputs.PROFILE_LIMIT)
     except OSError as exc:
         raise UsageError(f"cannot read profile {path}: {exc.strerror}", "pass a profile TOML file") from None
-    if len(data) > MAX_PROFILE_BYTES:
-        raise UsageError(f"profile {path} is larger than 1 MiB: not a profile", "pass a profile TOML file")
     try:
-        raw = tomllib.loads(data.decode())
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raw = inputs.parse_toml(data)
+    except ValueError as exc:
         raise UsageError(f"profile {path} is not valid TOML: {exc}", "pass a file written by sqlwa device") from None
     profile = from_dict(raw, str(path))
     profile.path = str(path)

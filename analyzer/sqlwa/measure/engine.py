@@ -124,7 +124,8 @@ def load_scenario(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a scenario TOML file by path."""
     if looks_like_path(name_or_path):
         path = Path(name_or_path)
-        if not path.is_file():
+        # Anything but a regular file (a FIFO, /dev/zero) the engine refuses before opening it.
+        if not path.exists():
             raise ScenarioError(
                 f"scenario file {name_or_path} does not exist",
                 "pass an existing .toml file, or a built-in name (sqlwa scenarios lists them)",

@@ -41,13 +41,13 @@ was not captured — reported, never passed silently).
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from sqlwa import device as devices
+from sqlwa import inputs
 from sqlwa.catalogue import CONFIG_KEYS, FINDINGS, METRICS, config_key, config_label, run_label
 from sqlwa.device.predict import ConfigPrediction, predict_runs
 from sqlwa.device.profile import Profile
@@ -293,9 +293,6 @@ def _rule_device(
     return profile, fill
 
 
-MAX_POLICY_BYTES = 1 << 20  # a policy is a page of rules; /dev/zero as one would never end
-
-
 def _finding_names(value, where: str) -> tuple[str, ...]:
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
@@ -331,20 +328,16 @@ def load_policy(path: Path) -> Policy:
 
 
 def read_policy(path: Path) -> dict:
-    """The policy file's TOML, read up to :data:`MAX_POLICY_BYTES`."""
+    """The policy file's TOML, read up to :data:`sqlwa.inputs.POLICY_LIMIT`."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_POLICY_BYTES + 1)
-        if len(data) > MAX_POLICY_BYTES:
-            raise UsageError(f"policy {path} is larger than 1 MiB: not a policy", "pass a TOML file to --policy")
-        return tomllib.loads(data.decode())
+        return inputs.parse_toml(inputs.read_input(path, "policy", inputs.POLICY_LIMIT))
     except OSError as exc:
         raise UsageError(
             f"cannot read policy {path}: {exc.strerror}", "pass an existing TOML file to --policy"
         ) from None
     except UnicodeDecodeError:
         raise UsageError(f"policy {path} is not a text file", "pass a TOML file to --policy") from None
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:
         raise UsageError(f"policy {path} is not valid TOML: {exc}", "see examples/policy.toml") from None
 
 

@@ -28,6 +28,7 @@ readers rely on (:func:`check_summary`, :func:`check_commits`) before anyone use
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import polars as pl
 
+from sqlwa import _system, inputs
 from sqlwa.analysis import attribution, traceparse, windows
 from sqlwa.errors import UsageError
 
@@ -81,7 +83,9 @@ def polars_can_name(path: Path) -> bool:
 
 
 def read_parquet(path: Path) -> pl.DataFrame:
-    """``pl.read_parquet(path)``, through a file Python opens where Polars cannot name it."""
+    """``pl.read_parquet(path)``, through a file Python opens where Polars cannot name it;
+    anything but a regular file refused (:func:`sqlwa.inputs.check_input`)."""
+    inputs.check_input(path, "Parquet table")
     if polars_can_name(path):
         return pl.read_parquet(path)
     with open(path, "rb") as f:
@@ -93,7 +97,7 @@ PARQUET_MAGIC = b"PAR1"
 
 
 def is_parquet(path: Path) -> bool:
-    with open(path, "rb") as f:
+    with inputs.open_input(path, "Parquet table") as f:
         return f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
 
 
@@ -102,7 +106,8 @@ def scan_parquet(path: Path) -> pl.LazyFrame:
     now (the schema, so a damaged file fails here rather than at ``collect()``), and at
     ``collect()`` only the columns and row groups the query needs. The path is taken as
     it is, never as a glob; where Polars cannot name it, through a file Python opens
-    (which the frame keeps open)."""
+    (which the frame keeps open). Anything but a regular file is refused first."""
+    inputs.check_input(path, "Parquet table")
     source = path if polars_can_name(path) else open(path, "rb")
     frame = pl.scan_parquet(source, glob=False)
     frame.collect_schema()
@@ -120,11 +125,25 @@ def write_parquet(table: pl.DataFrame, path: Path) -> None:
             with open(path, "wb") as f:
                 table.write_parquet(f)
     except pl.exceptions.PolarsError as exc:
-        found = _OS_ERROR_RE.search(str(exc))
-        if found is None:
+        code = os_error_of(exc, path, table)
+        if code is None:
             raise
-        code = int(found.group(1))
         raise OSError(code, os.strerror(code), str(path)) from exc
+
+
+def os_error_of(exc: pl.exceptions.PolarsError, path: Path, table: pl.DataFrame) -> int | None:
+    """The errno behind Polars' failed write of ``table`` to ``path``: the "(os error N)" its
+    message ends in, or ENOSPC where the message has none (a write that ran out of room
+    while writing the footer says "Invalid thrift: transport error") and the filesystem
+    has less room left than the table takes in memory."""
+    found = _OS_ERROR_RE.search(str(exc))
+    if found is not None:
+        return int(found.group(1))
+    try:
+        free, _ = _system.free_space(os.fspath(path.parent))
+    except OSError:
+        return None
+    return errno.ENOSPC if free < table.estimated_size() else None
 
 
 def begin(run_dir: Path) -> None:
@@ -210,8 +229,8 @@ def holds_a_run(run_dir: Path) -> bool:
     if not (run_dir / SUMMARY_FILE).is_file():  # not a FIFO, whose read would wait for ever
         return False
     try:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
+        summary = read_json(run_dir / SUMMARY_FILE)
+    except (OSError, ValueError, UsageError):
         return False
     return isinstance(summary, dict) and "schema_version" in summary and "config" in summary
 
@@ -352,7 +371,12 @@ def summary(run_dir: Path) -> dict:
     require_complete(run_dir)
     path = Path(run_dir) / SUMMARY_FILE
     with reading(path):
-        return check_summary(json.loads(path.read_bytes().decode()))
+        return check_summary(read_json(path))
+
+
+def read_json(path: Path) -> object:
+    """A JSON result file (summary.json, layout.json), read through :mod:`sqlwa.inputs`."""
+    return inputs.parse_json(inputs.read_input(path, "result file", inputs.SUMMARY_LIMIT))
 
 
 def commits(run_dir: Path) -> pl.DataFrame:
@@ -422,7 +446,7 @@ def attributed_writes(run_dir: Path) -> pl.DataFrame | None:
     if not has_trace(run_dir) or not (run_dir / LAYOUT_FILE).is_file():
         return None
     with reading(run_dir / LAYOUT_FILE):
-        layout = json.loads((run_dir / LAYOUT_FILE).read_bytes().decode())
+        layout = read_json(run_dir / LAYOUT_FILE)
         if not isinstance(layout, dict):
             raise Damaged(f"a JSON {type(layout).__name__}, not an object")
     return attribute_events(events(run_dir), summary(run_dir)["config"], layout)

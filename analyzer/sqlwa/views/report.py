@@ -243,7 +243,8 @@ def read_events(run: dict) -> pl.DataFrame:
     """The run's event table (events.parquet, or its trace.txt parsed in memory —
     reading a run never writes into it)."""
     if run.get("events_path"):
-        return rundir.read_parquet(Path(run["events_path"]))
+        with rundir.reading(Path(run["events_path"])):
+            return rundir.read_parquet(Path(run["events_path"]))
     return rundir.events(Path(run["run_dir"]))
 
 
