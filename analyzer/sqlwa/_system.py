@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from sqlwa.errors import Interrupted, LabError, ToolError, UsageError
+from sqlwa.errors import LabError, ToolError, UsageError, interruption
 
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin")
 TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -409,14 +409,6 @@ def within(wait_s: float, action: Callable[..., None], *args: object) -> None:
 
 
 # --------------------------------------------------------------------------- signals
-
-
-def interruption(signum: int) -> BaseException:
-    """The exception a signal becomes: Ctrl-C stays KeyboardInterrupt (click turns it into
-    "interrupted"), SIGTERM becomes :class:`Interrupted`."""
-    if signum == signal.SIGINT:
-        return KeyboardInterrupt()
-    return Interrupted(f"terminated by {signal.Signals(signum).name}")
 
 
 class SignalGuard:

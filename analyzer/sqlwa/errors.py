@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -96,6 +97,14 @@ def writing(path: str | os.PathLike[str], what: str) -> Iterator[None]:
         raise UsageError(f"cannot write {what} {path}: {reason}", fix) from None
 
 
+def interruption(signum: int) -> BaseException:
+    """The exception a signal becomes: Ctrl-C stays KeyboardInterrupt (click turns it into
+    "interrupted"), SIGTERM becomes :class:`Interrupted`."""
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
+    return Interrupted(f"terminated by {signal.Signals(signum).name}")
+
+
 def hint_of(err: BaseException) -> str | None:
     """The fix to show for ``err``, if it carries one."""
     hint = getattr(err, "hint", None)
@@ -123,5 +132,6 @@ __all__ = [
     "CaptureError",
     "TraceLossError",
     "hint_of",
+    "interruption",
     "writing",
 ]

@@ -10,7 +10,7 @@ import io
 import os
 import sys
 
-from sqlwa.cli import _help_cache
+from sqlwa.cli import _help_cache, _signals
 from sqlwa.cli._lazy import LazyCommand
 
 TYPE_CHECKING = False  # without importing typing, as in sqlwa/__init__.py
@@ -83,10 +83,20 @@ def __getattr__(name: str) -> click.Group:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the click group, turning SqlwaError into a clean message."""
     bytes_as_given()
+    if argv is None:  # the program, not a test calling main() in its own process
+        _signals.obey_signals()
     if (sys.argv[1:] if argv is None else argv) in _help_cache.HELP_ARGS:
         print_help()
         return
-    run_group(argv, as_program=argv is None)
+    try:
+        run_group(argv, as_program=argv is None)
+    except BaseException as exc:  # a signal while the CLI itself imports, before click can catch it
+        from sqlwa.errors import Interrupted
+
+        if not isinstance(exc, (KeyboardInterrupt, Interrupted)):
+            raise
+        sys.stderr.write(f"sqlwa: {exc.args[0] if exc.args else 'interrupted'}\n")
+        exit_interrupted(argv is None)
 
 
 def print_help() -> None:

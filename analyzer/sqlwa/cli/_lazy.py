@@ -28,5 +28,8 @@ class LazyCommand:
 
         module, _, attribute = self.target.partition(":")
         command = getattr(importlib.import_module(module), attribute)
+        from sqlwa.cli import _signals
+
+        _signals.raise_if_signalled()  # one an import's ignored callback swallowed
         assert isinstance(command, click.Command), self.target
         return command

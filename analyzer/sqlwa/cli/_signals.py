@@ -1,0 +1,41 @@
+"""Ctrl-C and SIGTERM from the first moment of the command line on.
+
+CPython runs a signal's handler inside whatever Python code is running, and an exception
+the handler raises inside a callback whose errors are ignored (an import's module-lock
+weakref callback, for one) is printed as "Exception ignored" and dropped: the command then
+ran on to its end as if the key had not been pressed. So the handler installed here both
+raises (as Python's own Ctrl-C does) and remembers the signal, and a command that has been
+loaded raises it again (:func:`raise_if_signalled`) before it starts its work.
+"""
+
+from __future__ import annotations
+
+import signal
+
+_received: list[int] = []
+
+
+def interruption(signum: int) -> BaseException:
+    # sqlwa.errors loads the native module: not before a signal needs it (``--help`` stays quick)
+    from sqlwa.errors import interruption
+
+    return interruption(signum)
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    _received.append(signum)
+    raise interruption(signum)
+
+
+def obey_signals() -> None:
+    """SIGINT and SIGTERM raise and are remembered from now on (a lab's guard takes over
+    inside the lab and gives these handlers back afterwards)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup and `cmd &` in a script ignore them
+            signal.signal(signum, _on_signal)
+
+
+def raise_if_signalled() -> None:
+    """The first signal received so far, raised now: one an ignored callback swallowed."""
+    if _received:
+        raise interruption(_received[0])
