@@ -208,9 +208,14 @@ def run_with_progress(plan: matrix.MatrixPlan) -> matrix.MatrixOutcome:
         err.print(f"[yellow]VFS level only:[/yellow] {why_not_lab}", highlight=False)
     matrix.check_axes(plan)  # a refused axis is the only line, before the sweep says what it will do
     cells = plan.cells()
-    err.print(f"{len(cells)} cell(s) into {plan.out_dir}", highlight=False)
     with MatrixProgress(len(cells), err) as bar:
-        return matrix.run_matrix(plan, on_start=bar.start, on_done=bar.done, progress=bar.txn)
+        return matrix.run_matrix(
+            plan,
+            on_start=bar.start,
+            on_done=bar.done,
+            progress=bar.txn,
+            on_ready=lambda: err.print(f"{len(cells)} cell(s) into {plan.out_dir}", highlight=False),
+        )
 
 
 def run_and_report(plan: matrix.MatrixPlan, console: Console) -> matrix.MatrixOutcome:

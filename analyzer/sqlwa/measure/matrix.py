@@ -494,14 +494,17 @@ def run_matrix(
     on_start: CellStart | None = None,
     on_done: CellDone | None = None,
     progress: runner.ProgressFn | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> MatrixOutcome:
-    """Run every cell of ``plan`` in order; returns what happened to each."""
+    """Run every cell of ``plan`` in order; returns what happened to each. ``on_ready`` is
+    called once the store is open, before the first cell (a store that cannot be made is
+    then the one thing said)."""
     check_axes(plan)
     kernel = runner.guest_kernel(plan.kernel) if plan.vm else None  # refused before --out exists
     check_out_dir(plan, create=True)
     # One sweep at a time: a second one's cells would land in this one's store and runs.
     with _system.directory_lock(plan.out_dir, "sqlwa matrix"):
-        return run_cells(plan, kernel, on_start, on_done, progress)
+        return run_cells(plan, kernel, on_start, on_done, progress, on_ready)
 
 
 def run_cells(
@@ -510,8 +513,11 @@ def run_cells(
     on_start: CellStart | None,
     on_done: CellDone | None,
     progress: runner.ProgressFn | None,
+    on_ready: Callable[[], None] | None = None,
 ) -> MatrixOutcome:
     conn = open_store(plan)
+    if on_ready is not None:
+        on_ready()
     # One guest for every cell of a --vm sweep: a boot costs seconds under TCG, and each
     # cell still gets a fresh lab filesystem inside it.
     booted = runner.booted_guest(kernel, plan.out_dir, plan.image_size) if kernel else nullcontext()

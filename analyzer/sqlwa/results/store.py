@@ -34,6 +34,7 @@ from pathlib import Path
 
 import polars as pl
 
+from sqlwa import _system
 from sqlwa.analysis import metrics
 from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAYER, config_values, layers_of
 from sqlwa.errors import UsageError
@@ -189,10 +190,32 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()
-        full = getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-        fix = "make room on that filesystem, or choose another --out" if full else "choose a writable directory"
+        fix = (
+            "make room on that filesystem, or choose another --out"
+            if full_disk(exc, path)
+            else "choose a writable directory"
+        )
         raise UsageError(f"cannot open results store {path}: {exc}", fix) from None
     return conn
+
+
+#: Less room than this beside a store that failed with an I/O error: the disk is full.
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def full_disk(exc: sqlite3.Error, path: Path) -> bool:
+    """Whether SQLite failed for want of room: SQLITE_FULL, or an I/O error (what it reports
+    when creating the database's first pages fails with ENOSPC) on a filesystem with less
+    than :data:`NEARLY_FULL_BYTES` left."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_FULL:
+        return True
+    if code is None or code & 0xFF != sqlite3.SQLITE_IOERR:
+        return False
+    try:
+        return _system.free_space(str(Path(path).parent))[0] < NEARLY_FULL_BYTES
+    except OSError:
+        return False
 
 
 def set_wal_mode(conn: sqlite3.Connection) -> None:
@@ -228,10 +251,11 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # a failed COMMIT (a full disk) may have ended it already
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -468,16 +492,27 @@ def save_run(
     row = record_row(record, summary, commits, base or Path("."))
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
-    with write_transaction(conn):
-        conn.execute("DELETE FROM runs WHERE run_key = ?", (record.run_key,))
-        run_id = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values())).lastrowid
-        assert run_id is not None, "an INSERT into a rowid table sets lastrowid"
-        if commits is not None:
-            # by name: columns a migration added come last in the table, not in COMMIT_COLUMNS' order
-            columns = ", ".join(("run_id", "idx", *COMMIT_COLUMNS))
-            placeholders = ", ".join("?" for _ in range(len(COMMIT_COLUMNS) + 2))
-            conn.executemany(f"INSERT INTO commits ({columns}) VALUES ({placeholders})", commit_rows(run_id, commits))
+    try:
+        with write_transaction(conn):
+            conn.execute("DELETE FROM runs WHERE run_key = ?", (record.run_key,))
+            run_id = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values())).lastrowid
+            assert run_id is not None, "an INSERT into a rowid table sets lastrowid"
+            if commits is not None:
+                # by name: columns a migration added come last in the table, not in COMMIT_COLUMNS' order
+                columns = ", ".join(("run_id", "idx", *COMMIT_COLUMNS))
+                placeholders = ", ".join("?" for _ in range(len(COMMIT_COLUMNS) + 2))
+                rows = commit_rows(run_id, commits)
+                conn.executemany(f"INSERT INTO commits ({columns}) VALUES ({placeholders})", rows)
+    except sqlite3.Error as exc:  # a disk that filled during the sweep: one line, not a traceback
+        path = database_file(conn)
+        fix = "make room on that filesystem, or choose another --out" if full_disk(exc, path) else "check the disk"
+        raise UsageError(f"cannot record {record.run_key} in the results store {path}: {exc}", fix) from None
     return run_id
+
+
+def database_file(conn: sqlite3.Connection) -> Path:
+    """The file of ``conn``'s main database."""
+    return Path(conn.execute("PRAGMA database_list").fetchone()[2])
 
 
 def run_dir_record(run_dir: Path, config: dict) -> RunRecord:
