@@ -145,7 +145,7 @@ def test_without_root_says_what_is_missing():
         _,
     ):
         assert proc.returncode == 2, proc.stderr
-        assert "root" in proc.stderr and "--dir" in proc.stderr and "Traceback" not in proc.stderr
+        assert "needs root" in proc.stderr and "--vm" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_buffer_kb_sets_the_ring_buffer_the_run_records(tmp_path):
