@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# SQLite's documented xSync calls per commit (../shared/reference/sqlite-commit-syncs.md;
+# SQLite's documented xSync calls per commit (docs/reference/sqlite-commit-syncs.md;
 # synchronous FULL, one row per commit); at the syscall level a rollback commit adds one
 # directory sync (the journal is created anew each transaction), as the README's table shows.
 VFS_SYNCS = {"delete": 3, "wal": 1}

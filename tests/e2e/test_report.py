@@ -226,7 +226,7 @@ def heatmap_cells(page: Path, plot_id: str) -> dict[tuple[str, str], float]:
     return {(y, x): z for y, row in zip(heatmap["y"], heatmap["z"]) for x, z in zip(heatmap["x"], row)}
 
 
-# Syncs per commit from SQLite's documented commit sequence (../shared/reference/
+# Syncs per commit from SQLite's documented commit sequence (docs/reference/
 # sqlite-commit-syncs.md): at the VFS level the directory sync is inside the journal's
 # first xSync; the syscall level counts it.
 VFS_XSYNCS = {"delete/full": 3, "wal/full": 1}

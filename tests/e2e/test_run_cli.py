@@ -43,7 +43,7 @@ def test_table_names_the_measured_level(tmp_path):
     assert "VFS" in proc.stdout and "block and syscall levels were not measured" in proc.stdout
 
 
-# SQLite's documented per-commit xSync sequence (../shared/reference/sqlite-commit-syncs.md);
+# SQLite's documented per-commit xSync sequence (docs/reference/sqlite-commit-syncs.md);
 # at the VFS level the directory sync is inside the journal's first xSync.
 VFS_SYNCS = {
     ("wal", "normal"): {"wal": 0, "db": 0},

@@ -188,7 +188,7 @@ def test_an_exception_inside_leaves_no_daemon_and_no_mount() -> None:
 
 # ----------------------------------------------------------------------------- a run through the layer
 
-# SQLite's documented per-commit xSync sequence (../shared/reference/sqlite-commit-syncs.md),
+# SQLite's documented per-commit xSync sequence (docs/reference/sqlite-commit-syncs.md),
 # as tests/e2e/test_run_cli.py checks it without a layer.
 VFS_SYNCS = {("delete", "full"): 3, ("wal", "full"): 1}
 STRACE_LINE = re.compile(r"^(\d+)<(?P<comm>[^>]*)>\s+(?P<name>\w+)\(")

@@ -36,7 +36,7 @@ pytestmark = [
     pytest.mark.skipif(fuse.daemon_binary(fuse.SQLWA_DAEMON) is None, reason="run ./scripts/setup (sqlwa-fuse)"),
 ]
 
-# SQLite's documented per-commit xSync sequence (../shared/reference/sqlite-commit-syncs.md),
+# SQLite's documented per-commit xSync sequence (docs/reference/sqlite-commit-syncs.md),
 # as tests/e2e/test_run_cli.py checks it without layers: WAL + FULL syncs the WAL once.
 WAL_FULL_SYNCS = 1
 

@@ -1,7 +1,7 @@
 """``sqlwa run --vm``: the lab in a qemu guest with Debian's kernel, against independent truth.
 
 - fsyncs: SQLite's documented per-commit xSync sequence
-  (../shared/reference/sqlite-commit-syncs.md), at the VFS and at the syscall level;
+  (docs/reference/sqlite-commit-syncs.md), at the VFS and at the syscall level;
 - block: the tests' own tally of the guest's raw trace.txt (tests/trace_truth.py: regular
   expressions, no sqlwa code), per commit window;
 - the host: an ext4 run here and one in the guest agree on fsyncs and flushes per commit;

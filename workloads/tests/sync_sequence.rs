@@ -1,5 +1,5 @@
 //! VFS-level sync sequence of steady-state single-row autocommit inserts, checked against
-//! SQLite's documented commit sequence (../shared/reference/sqlite-commit-syncs.md):
+//! SQLite's documented commit sequence (docs/reference/sqlite-commit-syncs.md):
 //! independent truth, not the code's own output.
 
 use sqlwa_workloads::{CommitRecord, JournalMode, RunSettings, Scenario, SyncMode};
