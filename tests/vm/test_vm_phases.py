@@ -82,3 +82,29 @@ def test_a_guest_that_never_gets_ready_fails_at_the_boot_limit(tmp_path: Path) -
         f"the boot phase's limit; its console is in {console}"
     )
     assert any(line.startswith("sqlwa-vm: booted ") for line in console.read_text().splitlines())
+
+
+def test_a_kernel_silent_at_the_boot_limit_is_booted_once_more(tmp_path: Path) -> None:
+    """A limit shorter than the kernel's way to init (several seconds under TCG) makes both
+    boots silent: the host says in the console log that it booted the guest again, and the
+    error says where the boot stopped and how to give it more time."""
+    out = tmp_path / "out"
+    proc, seconds = stalled_run(out, "boot", 1)
+    console = out / rundir.CONSOLE_FILE
+    assert proc.returncode == 2, proc.stderr
+    first, fix = proc.stderr.splitlines()
+    assert first == (
+        "sqlwa: error: the VM lab's guest did not start: the guest's kernel printed nothing in 1 s, "
+        f"the boot phase's limit (it never reached init); its console is in {console}"
+    )
+    assert "SQLWA_VM_BOOT_WAIT_S=300" in fix
+    lines = console.read_text().splitlines()
+    assert (
+        lines.count(
+            "sqlwa (host): the guest's kernel printed nothing in 1 s, the boot phase's limit "
+            "(it never reached init); booting it once more"
+        )
+        == 1
+    )
+    assert not any(line.startswith("sqlwa-vm: ") for line in lines)
+    assert seconds < 60

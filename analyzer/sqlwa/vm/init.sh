@@ -10,6 +10,7 @@ say() { echo "sqlwa-vm: $*"; }
 fail() { say "init failed: $*"; poweroff -f; }
 
 mount -t proc proc /proc && mount -t sysfs sys /sys && mount -t devtmpfs dev /dev || fail "proc, sys or dev"
+say "kernel $(cut -d' ' -f1 /proc/uptime)"  # the kernel reached init: a boot that hangs later is init's
 for module in $(cat /modules/order); do insmod "/modules/$module" || fail "insmod $module"; done
 P9="trans=virtio,version=9p2000.L,msize=512000"
 mount -t 9p -o "$P9" ctl /ctl || fail "the control share"
