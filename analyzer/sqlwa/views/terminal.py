@@ -178,7 +178,10 @@ def waf_rows(table: Table, summary: dict) -> None:
     ]
     if parts:
         table.add_section()
-        table.add_row("write amplification", "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
+        # which block bytes the block ratios divide: the amortized ones the table reports
+        bytes_used = {"amortized": " (amortized block bytes)", "in_window": " (in-window block bytes)"}
+        label = "write amplification" + bytes_used.get(waf.get("block_bytes", ""), "")
+        table.add_row(label, "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
 
 
 # Piped to a file or a CI log, nothing is wrapped: a reader's own viewer wraps, and a
