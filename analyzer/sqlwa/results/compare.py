@@ -200,7 +200,11 @@ def compare(
         long_means(b, "b", label, latencies_b), on=["config", "metric"], how="full", coalesce=True
     )
     order = {name: i for i, name in enumerate(COMPARED_METRICS)}
-    joined = like_with_like(joined.filter(pl.col("a").is_not_null() | pl.col("b").is_not_null()), a, b, label)
+    joined = joined.filter(pl.col("a").is_not_null() | pl.col("b").is_not_null())
+    # Two runs of other configurations (DELETE against WAL) differ in phases by their
+    # nature: that is what is being compared. Runs of one configuration are matched.
+    other_configs = label is not None and single_label(a) != single_label(b)
+    joined = unmatched(joined) if other_configs else like_with_like(joined, a, b, label)
     return (
         joined.with_columns(
             pl.when(~pl.col("refused")).then(pl.col("b") - pl.col("a")).alias("delta"),
@@ -229,6 +233,13 @@ def like_with_like(joined: pl.DataFrame, a: pl.DataFrame, b: pl.DataFrame, label
         rows.append({**row, "phase": matched.phase, "refused": matched.refused, "why": matched.why})
     schema = pl.Schema({**joined.schema, "phase": pl.String(), "refused": pl.Boolean(), "why": pl.String()})
     return pl.DataFrame(rows, schema=schema)
+
+
+def unmatched(joined: pl.DataFrame) -> pl.DataFrame:
+    """``joined`` compared as whole runs (the columns :func:`like_with_like` adds)."""
+    return joined.with_columns(
+        pl.lit(None, pl.String).alias("phase"), pl.lit(False).alias("refused"), pl.lit("").alias("why")
+    )
 
 
 def mixes_by_label(runs: pl.DataFrame, label: str | None) -> dict[str, phasematch.PhaseMix]:
