@@ -35,8 +35,13 @@ def test_waf_per_commit_and_per_run_are_ratios_of_sums():
     assert c["waf_vfs_over_logical"].to_list() == [80.0, None]  # no payload: no ratio, not infinity
     assert c["waf_block_over_vfs"].to_list() == [4.0, 1.0]
     run = metrics.run_waf(c, amortized_bytes=72000)
-    assert run["vfs_over_logical"] == 120.0 and run["block_over_vfs"] == 3.0 and run["block_over_logical"] == 360.0
+    # the block ratios are of the bytes the run reports (amortized), and say so
+    assert run["block_bytes"] == "amortized"
+    assert run["vfs_over_logical"] == 120.0 and run["block_over_vfs"] == 6.0 and run["block_over_logical"] == 720.0
+    assert run["in_window_block_over_vfs"] == 3.0 and run["in_window_block_over_logical"] == 360.0
     assert run["amortized_block_over_logical"] == 720.0
+    in_window_only = metrics.run_waf(c)  # a trace without the amortized tally: in-window, labelled
+    assert in_window_only["block_bytes"] == "in_window" and in_window_only["block_over_vfs"] == 3.0
 
 
 def test_latency_quantiles_and_frame_budget():

@@ -41,18 +41,31 @@ def _div(a: float, b: float) -> float | None:
 
 
 def run_waf(measured: pl.DataFrame, amortized_bytes: int | None = None) -> dict:
-    """Per-run WAF: ratios of sums over measured commits (not means of ratios), plus the
-    amortized variant that includes deferred writeback and checkpoints."""
+    """Per-run WAF: ratios of sums over measured commits (not means of ratios).
+
+    ``block_over_vfs`` and ``block_over_logical`` are of the block bytes the run reports:
+    the amortized ones (every byte from the first measured commit to the end, deferred
+    writeback and checkpoints included) when the run has them, as the store's metrics of
+    the same name; ``block_bytes`` says which. (In-window bytes alone made WAL/NORMAL,
+    whose writes all land after its commits, show an amplification of 0.) The in-window
+    ratios stay as ``in_window_block_over_*``."""
     logical = float(measured["logical_bytes"].sum())
     vfs = float(measured["vfs_write_bytes"].sum())
-    out = {"vfs_over_logical": _div(vfs, logical)}
-    if "write_bytes" in measured.columns:
-        block = float(measured["write_bytes"].sum())
-        out.update(block_over_vfs=_div(block, vfs), block_over_logical=_div(block, logical))
-    if amortized_bytes is not None:
+    out: dict = {"vfs_over_logical": _div(vfs, logical)}
+    if "write_bytes" not in measured.columns:
+        return out
+    in_window = float(measured["write_bytes"].sum())
+    block = in_window if amortized_bytes is None else float(amortized_bytes)
+    out.update(
+        block_bytes="in_window" if amortized_bytes is None else "amortized",
+        block_over_vfs=_div(block, vfs),
+        block_over_logical=_div(block, logical),
+        in_window_block_over_vfs=_div(in_window, vfs),
+        in_window_block_over_logical=_div(in_window, logical),
+    )
+    if amortized_bytes is not None:  # the names of earlier versions, kept for their readers
         out.update(
-            amortized_block_over_vfs=_div(amortized_bytes, vfs),
-            amortized_block_over_logical=_div(amortized_bytes, logical),
+            amortized_block_over_vfs=out["block_over_vfs"], amortized_block_over_logical=out["block_over_logical"]
         )
     return out
 

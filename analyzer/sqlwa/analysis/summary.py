@@ -10,7 +10,7 @@ from typing import cast
 
 import polars as pl
 
-from sqlwa.analysis import metrics
+from sqlwa.analysis import metrics, phases
 from sqlwa.catalogue import (
     BLOCK_COMMIT_COLUMNS,
     CPU_COMMIT_COLUMNS,
@@ -89,5 +89,7 @@ def build_summary(
         "frame_budget_misses": metrics.frame_budget_misses(measured, frame_budget_ms),
         "waf": metrics.run_waf(measured, amortized_bytes),
     }
+    if "phase" in commits.columns:
+        summary["phases"] = phases.phases_section(commits, levels)
     summary.update(sections)
     return summary

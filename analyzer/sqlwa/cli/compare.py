@@ -75,6 +75,7 @@ def compare_command(a, b, as_json, split):
     """
     from rich.table import Table
 
+    from sqlwa.analysis.phases import PHASE_SHORT
     from sqlwa.results import compare as comparing
     from sqlwa.results import store
     from sqlwa.views import json_output
@@ -97,20 +98,32 @@ def compare_command(a, b, as_json, split):
     for name in ("A", "B", "B − A"):
         table.add_column(name, justify="right")
     previous = None
+    refusals: dict[str, str] = {}
     for row in rows.iter_rows(named=True):
         if previous is not None and row["config"] != previous:
             add_durability(table, durability.get(previous))
             table.add_section()
+        if row["refused"]:
+            refusals.setdefault(row["config"], row["why"].removeprefix("not compared: ").split(", and ")[0])
         table.add_row(
             row["config"] if row["config"] != previous else "",
-            row["metric"],
+            row["metric"] + (f" [{PHASE_SHORT[row['phase']]}]" if row["phase"] else ""),
             fmt(row["a"], 3),
             fmt(row["b"], 3),
-            delta_text(row["delta"], row["pct"], METRICS[row["metric"]], row["durability_lost"]),
+            "[dim]not compared: a whole-run figure[/dim]"
+            if row["refused"]
+            else delta_text(row["delta"], row["pct"], METRICS[row["metric"]], row["durability_lost"]),
         )
         previous = row["config"]
     add_durability(table, durability.get(previous))
-    wide_console().print(table)
+    console = wide_console()
+    console.print(table)
+    for config, why in refusals.items():  # one line per configuration: why some rows say "not compared"
+        console.print(
+            f"{config}: {why}: per-commit counts compared within the phase in brackets; "
+            "whole-run figures not compared (measure both with the same -n)",
+            highlight=False,
+        )
 
 
 def sides(a: Path, b: Path | None, split: str | None) -> tuple[comparing.Side, comparing.Side]:

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from sqlwa import _system, outputs
-from sqlwa.analysis import attribution, fuse_effect, metrics, remap, traceparse, windows
+from sqlwa.analysis import attribution, fuse_effect, metrics, phases, remap, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, NO_LAB_FS
@@ -166,6 +166,7 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
     with output_dir(request) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
         result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
         commits = metrics.with_waf(with_vfs_totals(result.commits))
+        commits = phases.with_phases(commits, result.info["pragmas"]["journal_mode"])
         measured = commits.filter(~pl.col("warmup")).height
         config = run_config(request, result.info, work_dir, measured)
         summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
@@ -413,6 +414,7 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     )
     analysis_s = time.perf_counter() - started
     commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
+    commits = phases.with_phases(commits, capture.info["pragmas"]["journal_mode"])
     if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
         sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height

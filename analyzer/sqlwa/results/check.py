@@ -48,11 +48,12 @@ import polars as pl
 
 from sqlwa import device as devices
 from sqlwa import inputs
+from sqlwa.analysis.phases import PHASE_LABELS
 from sqlwa.catalogue import CONFIG_KEYS, FINDINGS, METRICS, config_key, config_label, run_label
 from sqlwa.device.predict import ConfigPrediction, predict_runs
 from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
-from sqlwa.results import store, timing
+from sqlwa.results import phasematch, store, timing
 from sqlwa.results.findings import ConfigFindings, config_findings
 
 # The catalogue metrics a rule may cap, each as ``max_<metric>``.
@@ -458,6 +459,9 @@ class Sides:
     baseline_runs: pl.DataFrame
     baseline: dict[tuple, dict]
     significance_level: float = timing.DEFAULT_SIGNIFICANCE_LEVEL
+    # each side's phases per configuration, to compare like with like (results.phasematch)
+    phases: dict[tuple, phasematch.PhaseMix] = field(default_factory=dict)
+    baseline_phases: dict[tuple, phasematch.PhaseMix] = field(default_factory=dict)
 
 
 def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
@@ -477,9 +481,20 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
             )
         ]
     findings = []
+    key = config_key(row)
     for metric in rule.metrics:
         check = f"max_regression_pct {metric}"
         now, before = row.get(metric), base.get(metric)
+        matched = phasematch.match(metric, sides.baseline_phases.get(key), sides.phases.get(key))
+        if matched.refused and now is not None and before is not None:
+            findings.append(
+                Finding(
+                    "unmeasured", rule.name, label, check, limit=limit, detail=matched.why, baseline=before, current=now
+                )
+            )
+            continue
+        if matched.phase is not None:  # runs of other lengths: the figure within a phase both had
+            now, before = matched.b, matched.a
         if now is None or before is None:
             findings.append(
                 Finding(
@@ -500,6 +515,8 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
         higher_is_better = METRICS[metric].better == "higher"
         worse_pct = -pct if higher_is_better else pct
         detail = f"{before:,.3f} → {now:,.3f} = {pct:+.1f}%, limit {'-' if higher_is_better else '+'}{limit:g}%"
+        if matched.phase is not None:
+            detail = f"in {PHASE_LABELS[matched.phase]}, the phase both runs had: {detail}"
         p_value = None
         if METRICS[metric].timing:
             outcome, detail, p_value = timing_verdict(worse_pct > limit, detail, metric, config_key(row), sides)
@@ -571,7 +588,14 @@ def check(
     configs = list(store.config_means(runs, latencies).iter_rows(named=True))
     before = pl.DataFrame() if baseline_runs is None else baseline_runs
     baseline = {config_key(r): r for r in store.config_means(before, baseline_latencies).iter_rows(named=True)}
-    sides = Sides(runs, before, baseline, policy.significance_level)
+    sides = Sides(
+        runs,
+        before,
+        baseline,
+        policy.significance_level,
+        phasematch.config_mixes(runs),
+        phasematch.config_mixes(before),
+    )
     result.notes += skipped_notes(runs)
     found = config_findings(runs)
     unmatched = []

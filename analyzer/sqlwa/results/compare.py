@@ -22,7 +22,7 @@ import polars as pl
 
 from sqlwa.catalogue import CONFIG_KEYS, Metric, config_label
 from sqlwa.errors import UsageError
-from sqlwa.results import store
+from sqlwa.results import phasematch, store
 from sqlwa.results.findings import ConfigFindings, config_findings
 
 #: What ``compare --by`` may split results by: a runs-table column of the environment.
@@ -200,17 +200,55 @@ def compare(
         long_means(b, "b", label, latencies_b), on=["config", "metric"], how="full", coalesce=True
     )
     order = {name: i for i, name in enumerate(COMPARED_METRICS)}
+    joined = joined.filter(pl.col("a").is_not_null() | pl.col("b").is_not_null())
+    # Two runs of other configurations (DELETE against WAL) differ in phases by their
+    # nature: that is what is being compared. Runs of one configuration are matched.
+    other_configs = label is not None and single_label(a) != single_label(b)
+    joined = unmatched(joined) if other_configs else like_with_like(joined, a, b, label)
     return (
-        joined.filter(pl.col("a").is_not_null() | pl.col("b").is_not_null())
-        .with_columns(
-            (pl.col("b") - pl.col("a")).alias("delta"),
-            pl.when(pl.col("a") != 0).then((pl.col("b") - pl.col("a")) / pl.col("a") * 100).alias("pct"),
+        joined.with_columns(
+            pl.when(~pl.col("refused")).then(pl.col("b") - pl.col("a")).alias("delta"),
+            pl.when((pl.col("a") != 0) & ~pl.col("refused"))
+            .then((pl.col("b") - pl.col("a")) / pl.col("a") * 100)
+            .alias("pct"),
             pl.col("metric").replace_strict(order, default=len(order)).alias("_order"),
             pl.col("config").is_in(lost).alias("durability_lost"),
         )
         .sort("config", "_order")
         .drop("_order")
     )
+
+
+def like_with_like(joined: pl.DataFrame, a: pl.DataFrame, b: pl.DataFrame, label: str | None) -> pl.DataFrame:
+    """``joined`` with ``phase`` (null: whole-run means; else the phase both sides' values
+    are of) and ``refused`` (true: not compared, ``why`` says why): where the two sides
+    went through other phases (runs of other lengths), a figure is compared within the
+    phase both had or not at all (:mod:`sqlwa.results.phasematch`)."""
+    mixes_a, mixes_b = mixes_by_label(a, label), mixes_by_label(b, label)
+    rows = []
+    for row in joined.iter_rows(named=True):
+        matched = phasematch.match(row["metric"], mixes_a.get(row["config"]), mixes_b.get(row["config"]), ("A", "B"))
+        if matched.phase is not None:
+            row.update(a=matched.a, b=matched.b)
+        rows.append({**row, "phase": matched.phase, "refused": matched.refused, "why": matched.why})
+    schema = pl.Schema({**joined.schema, "phase": pl.String(), "refused": pl.Boolean(), "why": pl.String()})
+    return pl.DataFrame(rows, schema=schema)
+
+
+def unmatched(joined: pl.DataFrame) -> pl.DataFrame:
+    """``joined`` compared as whole runs (the columns :func:`like_with_like` adds)."""
+    return joined.with_columns(
+        pl.lit(None, pl.String).alias("phase"), pl.lit(False).alias("refused"), pl.lit("").alias("why")
+    )
+
+
+def mixes_by_label(runs: pl.DataFrame, label: str | None) -> dict[str, phasematch.PhaseMix]:
+    """Each configuration's phases under the label the comparison shows it by (``label``:
+    two single runs, compared whatever their configurations)."""
+    mixes = phasematch.config_mixes(runs)
+    if label is not None:  # a single run has one configuration
+        return {label: next(iter(mixes.values()))} if mixes else {}
+    return {config_label(dict(zip(CONFIG_KEYS, key))): mix for key, mix in mixes.items()}
 
 
 def verdict(metric: Metric, delta: float | None, durability_lost: bool = False) -> str | None:

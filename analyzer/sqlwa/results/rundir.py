@@ -360,7 +360,12 @@ def check_commits(frame: pl.DataFrame) -> pl.DataFrame:
     schema = frame.schema
     if "index" not in schema or not schema["index"].is_integer() or schema.get("warmup") != pl.Boolean:
         raise Damaged("no integer 'index' and boolean 'warmup' columns")
-    odd = [name for name, kind in frame.schema.items() if not (kind.is_numeric() or kind == pl.Boolean)]
+    # every column is a number, but ``phase`` (analysis.phases: an Enum of names)
+    odd = [
+        name
+        for name, kind in frame.schema.items()
+        if not (kind.is_numeric() or kind == pl.Boolean or (name == "phase" and isinstance(kind, pl.Enum)))
+    ]
     if odd:
         raise Damaged(f"column {odd[0]!r} is {frame.schema[odd[0]]}, not a number")
     return frame

@@ -66,7 +66,12 @@ def compared_metric(row: dict) -> dict:
         "b": row["b"],
         "change": row["delta"],
         "change_pct": row["pct"],
-        "verdict": comparing.verdict(metric, row["delta"], row["durability_lost"]),
+        "verdict": "not_compared"
+        if row.get("refused")
+        else comparing.verdict(metric, row["delta"], row["durability_lost"]),
+        # runs of other lengths: the phase both values are of, or why they were not compared
+        "phase": row.get("phase"),
+        "not_compared_because": row.get("why") or None,
     }
 
 

@@ -42,6 +42,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from plotly.subplots import make_subplots
 
 from sqlwa import outputs
+from sqlwa.analysis.phases import PHASE_FIGURES, PHASE_SHORT
 from sqlwa.catalogue import (
     CONFIG_KEYS,
     DURABILITY_FINDINGS,
@@ -55,7 +56,7 @@ from sqlwa.catalogue import (
 from sqlwa.device.predict import DevicePrediction, predict_runs
 from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
-from sqlwa.results import layers, rundir, store
+from sqlwa.results import layers, phasematch, rundir, store
 from sqlwa.results.findings import config_findings
 from sqlwa.views import figures
 from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT, PER_COMMIT_BARS
@@ -362,6 +363,31 @@ def number_cell(value: float | int | None, digits: int = 0) -> str:
     return f'<td data-sort="{"" if value is None else value}">{shown}</td>'
 
 
+PHASES_NOTE = (
+    "A WAL run's commits go through phases: WAL growth until the first checkpoint, the commits that ran a "
+    "checkpoint, then steady state (the WAL written again from its start). Whole-run means mix them in "
+    "proportion to the run's length; these are each phase's own means over its commits (repeats pooled), "
+    "of what happened inside the commit windows. Rollback journals: every measured commit is steady state."
+)
+
+
+def phases_table(runs: pl.DataFrame) -> str:
+    """Per configuration and phase: commits and the per-commit means of each figure the
+    runs measured (:mod:`sqlwa.analysis.phases`); warm-up is left out."""
+    mixes = phasematch.config_mixes(runs)
+    shown = [f for f in PHASE_FIGURES if any(m.mean(p, f) is not None for m in mixes.values() for p in m.commits)]
+    head = "<tr><th>configuration</th><th>phase</th><th>commits</th>" + "".join(
+        f"<th>{html.escape(METRICS[f].label)}</th>" for f in shown
+    )
+    rows = []
+    for key, mix in mixes.items():
+        label = html.escape(config_label(dict(zip(CONFIG_KEYS, key))))
+        for phase, commits in mix.commits.items():
+            cells = "".join(number_cell(mix.mean(phase, f), METRICS[f].digits) for f in shown)
+            rows.append(f"<tr><th>{label}</th><td>{PHASE_SHORT[phase]}</td>{number_cell(commits)}{cells}</tr>")
+    return f'<table class="sortable"><thead>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
 def numbers_table(means: pl.DataFrame) -> str:
     """Every figure per configuration, one column per measured metric (its catalogue
     label and unit), sortable by any column (:data:`SORT_SCRIPT`)."""
@@ -640,6 +666,8 @@ def build_sections(
             "pooled. — = level not measured.",
         )
     )
+    if phasematch.config_mixes(runs):
+        sections.append(Section("per commit, by phase", phases_table(runs), PHASES_NOTE))
     sections.append(Section("runs and environment", runs_table(runs)))
     return sections
 

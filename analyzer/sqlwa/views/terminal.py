@@ -113,6 +113,35 @@ def summary_table(summary: dict) -> Table:
     return table
 
 
+#: The per-phase columns the terminal shows: figure → (heading, digits).
+PHASE_COLUMNS = {
+    "fsync_calls_per_commit": ("fsyncs", 2),
+    "flushes_per_commit": ("flushes", 2),
+    "block_write_kib_per_commit": ("block KiB", 1),
+    "vfs_write_kib_per_commit": ("VFS KiB", 1),
+}
+
+
+def phase_table(summary: dict) -> Table | None:
+    """Per-phase means (warm-up, WAL growth, checkpoint commits, steady state): a run's
+    overall mean depends on how long it ran in each; None when only one phase was
+    measured (the overall means are then that phase's)."""
+    entries = (summary.get("phases") or {}).get("phases", [])
+    if sum(1 for e in entries if e["phase"] != "warmup") < 2:
+        return None
+    shown = [name for name in PHASE_COLUMNS if any(name in e for e in entries)]
+    table = Table(title="per commit, by phase (inside commit windows)", title_justify="left")
+    table.add_column("phase", style="bold")
+    table.add_column("commits", justify="right")
+    table.add_column("index", justify="right")
+    for name in shown:
+        table.add_column(PHASE_COLUMNS[name][0], justify="right")
+    for e in entries:
+        cells = [f"{e[name]:,.{PHASE_COLUMNS[name][1]}f}" if name in e else "—" for name in shown]
+        table.add_row(e["label"], f"{e['commits']:,}", f"{e['first_index']}–{e['last_index']}", *cells)
+    return table
+
+
 def cpu_rows(table: Table, summary: dict) -> None:
     """The SQL thread's CPU time per commit beside the latency (runs since it is measured)."""
     cpu = summary.get("cpu_ms")
@@ -178,7 +207,10 @@ def waf_rows(table: Table, summary: dict) -> None:
     ]
     if parts:
         table.add_section()
-        table.add_row("write amplification", "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
+        # which block bytes the block ratios divide: the amortized ones the table reports
+        bytes_used = {"amortized": " (amortized block bytes)", "in_window": " (in-window block bytes)"}
+        label = "write amplification" + bytes_used.get(waf.get("block_bytes", ""), "")
+        table.add_row(label, "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
 
 
 # Piped to a file or a CI log, nothing is wrapped: a reader's own viewer wraps, and a
@@ -198,6 +230,9 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     console.print(summary_title(summary), style="italic", highlight=False)  # not the table's
     console.print(summary_table(summary))  # title: that would wrap at the table's width
     console.print(summary_caption(summary), style="dim", highlight=False)
+    phases = phase_table(summary)
+    if phases is not None:
+        console.print(phases)
     levels = ", ".join(LEVEL_NOTES.get(level, level) for level in summary["levels"])
     console.print(f"measured levels: {levels}")
     vm = summary["config"].get("vm")

@@ -1,0 +1,115 @@
+"""The phases a run's commits went through, and the per-commit means of each.
+
+A mean over a whole WAL run depends on its length: until the first checkpoint SQLite
+appends to a growing WAL (ext4 FULL: 2 cache flushes a commit, the file's size changes
+with each), after it SQLite writes the WAL again from its start (1 flush, the size no
+longer changes), and the commit that runs a checkpoint copies pages into the database.
+``-n 200`` and ``-n 500`` mix these in other proportions, so their means differ while
+no commit did. Each commit is given one phase, in this order:
+
+* ``warmup``: the commits the run marks as warm-up;
+* ``checkpoint``: in WAL mode, a commit during which SQLite wrote the database file
+  (VFS counters: in WAL mode only a checkpoint writes it);
+* ``wal_growth``: in WAL mode, measured commits before the first checkpoint commit;
+* ``steady``: the rest: after the first checkpoint in WAL mode, every measured commit of
+  a rollback journal (whose commits all do the same work).
+
+The per-phase figures are means over the phase's commits of what happened inside their
+commit windows (the same columns as ``per_commit``); bytes written outside every
+commit (deferred writeback, the final syncfs) belong to no phase.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import polars as pl
+
+PHASES = ("warmup", "wal_growth", "checkpoint", "steady")
+PHASE_TYPE = pl.Enum(PHASES)
+PHASE_LABELS = {
+    "warmup": "warm-up",
+    "wal_growth": "WAL growth (before the first checkpoint)",
+    "checkpoint": "checkpoint commits",
+    "steady": "steady state",
+}
+PHASE_SHORT = {"warmup": "warm-up", "wal_growth": "WAL growth", "checkpoint": "checkpoint", "steady": "steady state"}
+#: The phases a gate compares, most representative first (warm-up is never compared).
+COMPARED_PHASES = ("steady", "wal_growth")
+
+#: Per-phase figure → (per-commit column, scale, level that measures it). Names are the
+#: store's metric names (:data:`sqlwa.catalogue.METRICS`), so gates can match them.
+PHASE_FIGURES = {
+    "vfs_write_kib_per_commit": ("vfs_write_bytes", 1 / 1024, "vfs"),
+    "vfs_sync_calls_per_commit": ("vfs_sync_calls", 1.0, "vfs"),
+    "fsync_calls_per_commit": ("fsync_calls", 1.0, "syscall"),
+    "block_write_requests_per_commit": ("write_requests", 1.0, "block"),
+    "block_write_kib_per_commit": ("write_bytes", 1 / 1024, "block"),
+    "flushes_per_commit": ("flush_requests", 1.0, "block"),
+}
+
+
+def wrote_database() -> pl.Expr:
+    """SQLite wrote the main database file inside the commit (VFS level)."""
+    return pl.col("vfs_db_write_calls") > 0
+
+
+def with_phases(commits: pl.DataFrame, journal: str) -> pl.DataFrame:
+    """``commits`` with a ``phase`` column (see the module's docstring)."""
+    ordered = commits.sort("index")
+    if journal != "wal":
+        phase = pl.when(pl.col("warmup")).then(pl.lit("warmup")).otherwise(pl.lit("steady"))
+        return ordered.with_columns(phase.cast(PHASE_TYPE).alias("phase"))
+    checkpointed = wrote_database()
+    # a checkpoint ran in an earlier commit (warm-up ones included: they reset the WAL too)
+    after_first = checkpointed.cast(pl.Int8).cum_max().shift(1).fill_null(0) > 0
+    phase = (
+        pl.when(pl.col("warmup"))
+        .then(pl.lit("warmup"))
+        .when(checkpointed)
+        .then(pl.lit("checkpoint"))
+        .when(after_first)
+        .then(pl.lit("steady"))
+        .otherwise(pl.lit("wal_growth"))
+    )
+    return ordered.with_columns(phase.cast(PHASE_TYPE).alias("phase"))
+
+
+def phase_entry(name: str, rows: pl.DataFrame, levels: list[str]) -> dict:
+    """One phase's commits, the index range they span and the means of its figures
+    (only those of levels the run measured)."""
+    entry: dict = {
+        "phase": name,
+        "label": PHASE_LABELS[name],
+        "commits": rows.height,
+        "first_index": int(cast(int, rows["index"].min())),
+        "last_index": int(cast(int, rows["index"].max())),
+    }
+    for figure, (column, scale, level) in PHASE_FIGURES.items():
+        if level in levels and column in rows.columns:
+            entry[figure] = float(cast(float, rows[column].mean())) * scale
+    return entry
+
+
+def phases_section(commits: pl.DataFrame, levels: list[str]) -> dict:
+    """summary.json's ``phases``: every phase the run's commits went through, in order
+    (``commits`` carries ``phase``: :func:`with_phases`)."""
+    entries = []
+    for name in PHASES:
+        rows = commits.filter(pl.col("phase") == name)
+        if rows.height:
+            entries.append(phase_entry(name, rows, levels))
+    return {"basis": "means over each phase's commits, inside their commit windows", "phases": entries}
+
+
+def phase_figures(summary: dict) -> dict[str, dict]:
+    """A run's phases by name (empty for a run analysed before phases were reported)."""
+    section = summary.get("phases") or {}
+    return {entry["phase"]: entry for entry in section.get("phases", [])}
+
+
+def measured_mix(summary: dict) -> dict[str, float]:
+    """The share of the run's measured commits in each phase (warm-up left out)."""
+    measured = {name: e["commits"] for name, e in phase_figures(summary).items() if name != "warmup"}
+    total = sum(measured.values())
+    return {name: count / total for name, count in measured.items()} if total else {}
