@@ -352,7 +352,7 @@ def test_check_json_measured_values_are_the_stores_and_verdicts_follow_the_limit
     outcomes = [check["outcome"] for check in document["checks"]]
     assert document["counts"] == {
         "checks": len(outcomes),
-        **{outcome: outcomes.count(outcome) for outcome in ("pass", "violation", "unmeasured")},
+        **{outcome: outcomes.count(outcome) for outcome in ("pass", "violation", "unmeasured", "not_checked")},
         "failing": sum(check["fails"] for check in document["checks"]),
     }
     assert [rule["scope"]["sync"] for rule in document["rules"]] == [None, ["normal"], None]

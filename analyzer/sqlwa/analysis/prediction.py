@@ -45,9 +45,10 @@ KIND_INDEX = {kind: i for i, kind in enumerate(REQUEST_KINDS)}
 #: A flush or a FUA write waits for everything issued before it.
 BARRIER_KINDS = frozenset({"flush", "fua_write"})
 #: Where a commit's base time comes from: the measured latency minus the recorded device
-#: path, or the SQL thread's measured CPU time.
-BaseSource = Literal["non_io", "cpu"]
-BASE_SOURCES: tuple[BaseSource, ...] = ("non_io", "cpu")
+#: path, or the SQL thread's measured CPU time; ``none`` where the run's clock cannot be
+#: used (an emulated CPU's, :mod:`sqlwa.results.emulated`): the device time alone.
+BaseSource = Literal["non_io", "cpu", "none"]
+BASE_SOURCES: tuple[BaseSource, ...] = ("non_io", "cpu", "none")
 CPU_COLUMN = "cpu_ns"
 
 
@@ -347,6 +348,7 @@ class Prediction:
     base_source: BaseSource
     requests: np.ndarray  # (commits,): requests replayed per commit
     clamped: int = 0  # commits whose base came out below 0 (set to 0)
+    timings_emulated: bool = False  # measured_ms is an emulated CPU's (sqlwa.results.emulated)
 
     @property
     def draws(self) -> int:
@@ -413,6 +415,8 @@ def base_times(commits: pl.DataFrame, latency: np.ndarray, recorded: np.ndarray,
     trace's microsecond timestamps against the engine's nanosecond latency)."""
     if base == "cpu":
         return commits[CPU_COLUMN].cast(pl.Float64).to_numpy() / 1e6, 0
+    if base == "none":
+        return np.zeros(len(latency)), 0
     non_io = latency - recorded
     return np.maximum(non_io, 0.0), int((non_io < 0).sum())
 
@@ -430,13 +434,16 @@ class Summary:
     p90_ms: float
     p99_ms: float
     frame_budget_miss_pct: float
-    measured_p50_ms: float
-    measured_p99_ms: float
-    measured_frame_budget_miss_pct: float
+    # The measured figures beside the predicted; None where they are an emulated CPU's and
+    # were kept out (the base is then "none").
+    measured_p50_ms: float | None
+    measured_p99_ms: float | None
+    measured_frame_budget_miss_pct: float | None
     base_source: BaseSource
     shares: dict[str, float]  # of the predicted latency: "base" and each request kind
     requests_per_commit: float
     clamped: int
+    timings_emulated: bool = False  # some run's measured timings are an emulated CPU's
 
 
 def summarise(predictions: Sequence[Prediction], budget_ms: float) -> Summary:
@@ -448,6 +455,8 @@ def summarise(predictions: Sequence[Prediction], budget_ms: float) -> Summary:
     base = float(sum(p.base_ms.sum() * p.draws for p in predictions))
     by_kind = np.sum([p.by_kind_ms for p in predictions], axis=0)
     shares = {"base": base / total, **{kind: float(by_kind[i]) / total for i, kind in enumerate(REQUEST_KINDS)}}
+    emulated = any(p.timings_emulated for p in predictions)
+    shown = not any(p.timings_emulated and p.base_source == "none" for p in predictions)
     return Summary(
         commits=len(measured),
         draws=predictions[0].draws,
@@ -455,11 +464,12 @@ def summarise(predictions: Sequence[Prediction], budget_ms: float) -> Summary:
         p90_ms=float(np.quantile(samples, 0.9)),
         p99_ms=float(np.quantile(samples, 0.99)),
         frame_budget_miss_pct=100.0 * float((samples > budget_ms).mean()),
-        measured_p50_ms=float(np.quantile(measured, 0.5)),
-        measured_p99_ms=float(np.quantile(measured, 0.99)),
-        measured_frame_budget_miss_pct=100.0 * float((measured > budget_ms).mean()),
+        measured_p50_ms=float(np.quantile(measured, 0.5)) if shown else None,
+        measured_p99_ms=float(np.quantile(measured, 0.99)) if shown else None,
+        measured_frame_budget_miss_pct=100.0 * float((measured > budget_ms).mean()) if shown else None,
         base_source=predictions[0].base_source,
         shares=shares,
         requests_per_commit=float(np.mean(np.concatenate([p.requests for p in predictions]))),
         clamped=sum(p.clamped for p in predictions),
+        timings_emulated=emulated,
     )

@@ -48,6 +48,12 @@ if TYPE_CHECKING:  # imported where a check runs: `sqlwa check --help` needs non
     help="Check a partial matrix (a sweep stopped before all its cells ran) without failing for it.",
 )
 @click.option(
+    "--use-emulated-timings",
+    is_flag=True,
+    help="Hold timing rules (latency, frame misses, CPU time, predicted latency) to runs whose clock is an "
+    "emulated CPU's (a --vm run under TCG) too; without it such checks are reported as not checked.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -56,7 +62,9 @@ if TYPE_CHECKING:  # imported where a check runs: `sqlwa check --help` needs non
     "and the notes.",
 )
 @allow_system_option
-def check_command(policy_path, results, baseline, junit_path, verbose, as_json, allow_partial, allow_system_dir):
+def check_command(
+    policy_path, results, baseline, junit_path, verbose, use_emulated_timings, as_json, allow_partial, allow_system_dir
+):
     """Check a matrix (or one run) against a policy of limits: a regression gate for CI.
 
     \b
@@ -103,6 +111,7 @@ def check_command(policy_path, results, baseline, junit_path, verbose, as_json, 
         None if junit_path is None else outputs.check_file(junit_path, "--junit", allow_system=allow_system_dir)
     )
     policy = checking.load_policy(policy_path)
+    policy.use_emulated_timings = use_emulated_timings
     runs = store.load_results(results)
     result = run_checks(policy, runs, results, baseline)
     partial = store.partial_of(results)
@@ -150,11 +159,12 @@ def counts_line(result: checking.CheckResult, policy: checking.Policy) -> str:
     return (
         f"{len(result.findings)} checks: {result.count('pass')} passed, {result.count('violation')} violated, "
         f"{result.count('unmeasured')} not measured{allowed}"
+        + (f", {result.count('not_checked')} not checked (emulated timings)" if result.count("not_checked") else "")
     )
 
 
 def print_lines(result: checking.CheckResult, failing: list[checking.Finding], verbose: bool) -> None:
     """A line per failing or unmeasured check (every check with ``verbose``)."""
     for finding in result.findings:
-        if finding in failing or finding.outcome == "unmeasured" or verbose:
+        if finding in failing or finding.outcome in ("unmeasured", "not_checked") or verbose:
             click.echo(finding.line())

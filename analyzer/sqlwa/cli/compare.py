@@ -19,18 +19,24 @@ if TYPE_CHECKING:  # imported where a comparison runs: `sqlwa compare --help` ne
 VERDICT_COLOURS = {"worse": "red", "durability_lost": "red", "better": "green"}  # others: dim
 
 
-def delta_text(delta, pct, metric: Metric, durability_lost: bool = False) -> str:
+def delta_text(delta, pct, metric: Metric, durability_lost: bool = False, timings_emulated: bool = False) -> str:
     """The delta and its share, red for a change for the worse, green for the better; a
-    saving bought by giving up durability is red and says so, never green."""
+    saving bought by giving up durability is red and says so, never green; a change of
+    emulated timings is neither, and says so."""
     from sqlwa.results import compare as comparing
 
-    judged = comparing.verdict(metric, delta, durability_lost)
+    judged = comparing.verdict(metric, delta, durability_lost, timings_emulated)
     if judged is None:
         return "—"
     colour = VERDICT_COLOURS.get(judged, "dim")
     pct_text = f" ({pct:+.1f}%)" if pct is not None else ""
-    note = " durability lost" if judged == "durability_lost" else ""
+    note = {"durability_lost": " durability lost", "emulated": " emulated"}.get(judged, "")
     return f"[{colour}]{delta:+,.3f}{pct_text}{note}[/{colour}]"
+
+
+def emulated_mark(row: dict, value: float | None) -> str:
+    """After a timing an emulated CPU measured (a --vm run under TCG)."""
+    return " [yellow](emulated)[/yellow]" if row["timings_emulated"] and value is not None else ""
 
 
 CHANGE_TEXT = {"lost": "[red]LOST[/red]", "regained": "[green]regained[/green]", None: ""}
@@ -108,11 +114,13 @@ def compare_command(a, b, as_json, split):
         table.add_row(
             row["config"] if row["config"] != previous else "",
             row["metric"] + (f" [{PHASE_SHORT[row['phase']]}]" if row["phase"] else ""),
-            fmt(row["a"], 3),
-            fmt(row["b"], 3),
+            fmt(row["a"], 3) + emulated_mark(row, row["a"]),
+            fmt(row["b"], 3) + emulated_mark(row, row["b"]),
             "[dim]not compared: a whole-run figure[/dim]"
             if row["refused"]
-            else delta_text(row["delta"], row["pct"], METRICS[row["metric"]], row["durability_lost"]),
+            else delta_text(
+                row["delta"], row["pct"], METRICS[row["metric"]], row["durability_lost"], row["timings_emulated"]
+            ),
         )
         previous = row["config"]
     add_durability(table, durability.get(previous))

@@ -207,10 +207,13 @@ jobfile_command.help = (jobfile_command.help or "") + ANDROID_STEPS
 
 @device.command("list")
 def list_command():
-    """The profiles shipped with sqlwa: published figures, each with its source."""
+    """The profiles shipped with sqlwa: published figures, each with its headline latency
+    (one synced 4 KiB write, the figure phones are compared by) and its source."""
     for name, path in devices.shipped().items():
         profile = load(path)
+        headline = profile.headline()
         click.echo(f"{name:20s} {profile.description}")
+        click.echo(f"{'':20s} {headline.text() if headline else 'no synced 4 KiB write figure'}")
         click.echo(f"{'':20s} source: {profile.source}")
 
 

@@ -43,12 +43,21 @@ from sqlwa.catalogue import DEFAULT_DRAWS, DEFAULT_FRAME_BUDGET_MS, DEFAULT_SEED
     "latency minus the recorded device path (non-io); auto takes cpu where the run has it.",
 )
 @click.option(
+    "--use-emulated-timings",
+    is_flag=True,
+    help="Add the base time of runs whose clock is an emulated CPU's (a --vm run under TCG). Without it such "
+    "a run gives its requests only: the prediction is their device time, and its measured latencies are not "
+    "shown.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
     help="Print the predictions as JSON instead of the table (README: 'Predicting a device').",
 )
-def predict_command(results: Path, device_specs, fill, draws, seed, budget_ms, base, as_json):
+def predict_command(
+    results: Path, device_specs, fill, draws, seed, budget_ms, base, use_emulated_timings: bool, as_json: bool
+):
     """Predict the commit latency of measured runs on another device.
 
     RESULTS is a lab run (sqlwa run --fs ...) or a matrix. For every measured commit its
@@ -58,7 +67,8 @@ def predict_command(results: Path, device_specs, fill, draws, seed, budget_ms, b
     everything issued before it, the syncs of one commit follow each other — overlapping
     at most the profile's queue depth, each taking a time drawn from the profile (seeded
     Monte Carlo). Plus the commit's base time: its measured CPU time where the run has it,
-    else its latency minus the recorded device path. Per configuration (repeats pooled):
+    else its latency minus the recorded device path; a run under TCG (an emulated CPU)
+    has no base unless --use-emulated-timings. Per configuration (repeats pooled):
     predicted p50 and p99 beside the measured ones, the commits that miss the frame
     budget, and the share of the predicted latency each request kind took.
 
@@ -84,7 +94,9 @@ def predict_command(results: Path, device_specs, fill, draws, seed, budget_ms, b
     base_choice = base.replace("-", "_")
     say = None if as_json else (lambda text: click.echo(text, err=True))
     outcomes = [
-        predicting.predict_results(results, profile, fill, draws, seed, base_choice, budget_ms, say)
+        predicting.predict_results(
+            results, profile, fill, draws, seed, base_choice, budget_ms, say, use_emulated_timings
+        )
         for profile in profiles
     ]
     if as_json:

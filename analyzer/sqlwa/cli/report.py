@@ -29,8 +29,14 @@ from sqlwa.outputs import allow_system_option
     help="Also show the commits' latency predicted on this device (a profile file or a shipped profile's name, "
     "see sqlwa device list) beside the measured; repeatable.",
 )
+@click.option(
+    "--use-emulated-timings",
+    is_flag=True,
+    help="Draw the latencies of runs whose clock is an emulated CPU's (a --vm run under TCG), marked, and add "
+    "their base time to predictions; without it they are left out of the timing charts and marked in tables.",
+)
 @allow_system_option
-def report_command(results, out_path, device_specs, allow_system_dir):
+def report_command(results, out_path, device_specs, use_emulated_timings, allow_system_dir):
     """Write one HTML page with charts and every number for a matrix (or one run).
 
     \b
@@ -50,7 +56,9 @@ def report_command(results, out_path, device_specs, allow_system_dir):
     from sqlwa.views import report as reporting
 
     profiles = [devices.resolve(spec) for spec in device_specs]
-    written = reporting.write_report(results, out_path, profiles, allow_system=allow_system_dir)
+    written = reporting.write_report(
+        results, out_path, profiles, allow_system=allow_system_dir, use_emulated_timings=use_emulated_timings
+    )
     from sqlwa.results import store
 
     store.say_if_partial(results)

@@ -18,16 +18,23 @@ import polars as pl
 from sqlwa.analysis import prediction, windows
 from sqlwa.catalogue import CONFIG_KEYS, config_key, config_label
 from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS as FRAME_BUDGET_MS
-from sqlwa.device.profile import LevelModel, Profile, pricing_notes
+from sqlwa.device.profile import LevelModel, Profile, pricing_notes, sync_notes
 from sqlwa.errors import UsageError
-from sqlwa.results import rundir, store
+from sqlwa.results import emulated, rundir, store
 
 BaseChoice = Literal["auto", "non_io", "cpu"]
 BASE_CHOICES: tuple[BaseChoice, ...] = ("auto", "non_io", "cpu")
 BASE_TEXT = {
     "non_io": "measured latency minus the recorded device path (what the commit spent not waiting for the device)",
     "cpu": "the SQL thread's measured CPU time (cpu_ns)",
+    "none": "left out: the run ran on an emulated CPU (TCG), whose latencies and CPU times are not a device's; "
+    f"the prediction is the device time of its recorded requests alone, a lower bound ({emulated.USE_FLAG} "
+    "adds the emulated base)",
 }
+#: Said of a configuration whose emulated timings the user let through.
+EMULATED_USED = (
+    f"measured and base times are an emulated CPU's (TCG), not a device's: used because {emulated.USE_FLAG} was given"
+)
 
 
 @dataclass
@@ -68,9 +75,15 @@ def base_for(commits: pl.DataFrame, choice: BaseChoice, where: str) -> predictio
 
 
 def predict_run(
-    run_dir: Path, model: prediction.ServiceModel, draws: int, seed: int, base: BaseChoice
+    run_dir: Path,
+    model: prediction.ServiceModel,
+    draws: int,
+    seed: int,
+    base: BaseChoice,
+    use_emulated_timings: bool = False,
 ) -> prediction.Prediction:
-    """One lab run's measured commits replayed on ``model``."""
+    """One lab run's measured commits replayed on ``model``. A run whose clock is an
+    emulated CPU's gives its requests but no base time, unless ``use_emulated_timings``."""
     summary = rundir.summary(run_dir)
     if "block" not in summary.get("levels", []):
         raise UsageError(
@@ -86,7 +99,11 @@ def predict_run(
     commit_windows = rundir.commit_windows(commits, lambda: events)
     requests = prediction.waited_requests(events, commit_windows, dev, windows.run_tid(events))
     measured = commits.filter(~pl.col("warmup"))
-    return prediction.predict(requests, measured, model, draws, seed, base_for(commits, base, str(run_dir)))
+    clock_emulated = emulated.timings_emulated(config)
+    source = "none" if clock_emulated and not use_emulated_timings else base_for(commits, base, str(run_dir))
+    predicted = prediction.predict(requests, measured, model, draws, seed, source)
+    predicted.timings_emulated = clock_emulated
+    return predicted
 
 
 def predict_results(
@@ -98,11 +115,13 @@ def predict_results(
     base: BaseChoice = "auto",
     budget_ms: float = FRAME_BUDGET_MS,
     progress: Callable[[str], None] | None = None,
+    use_emulated_timings: bool = False,
 ) -> DevicePrediction:
     """Predict every successful run of ``results`` (a matrix or a run directory) on
     ``profile``; configurations pool their repeats. A run without a block level is
     skipped with its reason; results with no run to predict are refused."""
-    found = predict_runs(store.load_results(results), profile, fill_pct, draws, seed, base, budget_ms, progress)
+    runs = store.load_results(results)
+    found = predict_runs(runs, profile, fill_pct, draws, seed, base, budget_ms, progress, use_emulated_timings)
     if not found.configurations:
         reasons = "; ".join(found.skipped) or "it holds no successful run"
         raise UsageError(f"nothing in {results} can be predicted: {reasons}", "measure with sqlwa run --fs ext4")
@@ -118,6 +137,7 @@ def predict_runs(
     base: BaseChoice = "auto",
     budget_ms: float = FRAME_BUDGET_MS,
     progress: Callable[[str], None] | None = None,
+    use_emulated_timings: bool = False,
 ) -> DevicePrediction:
     """:func:`predict_results` for a runs frame (:func:`sqlwa.results.store.load_results`);
     configurations none of whose runs could be predicted are absent."""
@@ -130,7 +150,8 @@ def predict_runs(
         config = {key: row[key] for key in CONFIG_KEYS}
         _, predictions, model = by_config.setdefault(config_key(row), (config, [], LevelModel(level)))
         try:
-            predictions.append(predict_run(Path(row["run_dir"]), model, draws, seed + number, base))
+            run_dir = Path(row["run_dir"])
+            predictions.append(predict_run(run_dir, model, draws, seed + number, base, use_emulated_timings))
         except UsageError as exc:
             skipped.append(f"{config_label(row)}: {exc.args[0]}")
             continue
@@ -140,7 +161,8 @@ def predict_runs(
         for config, predictions, model in by_config.values()
         if predictions
     ]
-    return DevicePrediction(profile, level.fill_pct, configurations, skipped, pricing_notes(level))
+    notes = [*sync_notes(profile), *pricing_notes(level)]
+    return DevicePrediction(profile, level.fill_pct, configurations, skipped, notes)
 
 
 def configuration(
@@ -152,6 +174,8 @@ def configuration(
         notes.append(f"the profile has no figure for {', '.join(sorted(model.unpriced))}: priced at 0")
     if summary.clamped:
         notes.append(f"{summary.clamped} commits' recorded device path exceeded their latency; their base is 0")
+    if summary.timings_emulated and summary.base_source != "none":
+        notes.append(EMULATED_USED)
     return ConfigPrediction(config, config_label(config), len(predictions), summary, predictions, notes)
 
 
@@ -178,6 +202,7 @@ def configurations_frame(result: DevicePrediction) -> pl.DataFrame:
                 **{f"share_{part}": share for part, share in s.shares.items()},
                 "requests_per_commit": s.requests_per_commit,
                 "base_source": s.base_source,
+                "timings_emulated": s.timings_emulated,
             }
         )
     return pl.DataFrame(rows)

@@ -11,6 +11,8 @@ A profile is TOML::
     description = "..."
     source = "who measured it, where it was published"
     notes = ["what the figures are, what they leave out"]
+    sync_stated = false                 # only where the source did not say whether its
+                                        # writes were synced (absent: they were)
 
     [device]                            # what the probe found (any keys; free text)
     filesystem = "ext4"
@@ -138,6 +140,9 @@ class Profile:
     device: dict[str, Any] = field(default_factory=dict)
     levels: list[Level] = field(default_factory=list)
     path: str | None = None  # where it was read from
+    # False where the source did not say whether its writes were synced: the figure sqlwa
+    # prices a cache flush with may be a write into the device's cache.
+    sync_stated: bool = True
 
     def level(self, fill_pct: float | None = None) -> Level:
         """The level nearest ``fill_pct`` (None: the emptiest, or the first stated)."""
@@ -148,6 +153,36 @@ class Profile:
 
     def model(self, fill_pct: float | None = None) -> LevelModel:
         return LevelModel(self.level(fill_pct))
+
+    def headline(self, fill_pct: float | None = None) -> Headline | None:
+        """The figure profiles are compared by: one synced 4 KiB write at the level
+        (:meth:`level`), its median where stated, else its mean."""
+        measures = self.level(fill_pct).measures
+        for name in ("durable_write", "fua_write"):
+            dist = measures.get(name)
+            if dist is None:
+                continue
+            median = dist.quantile(0.5)
+            if median is not None:
+                return Headline(name, "p50", median, self.sync_stated)
+            if dist.mean_ms is not None:
+                return Headline(name, "mean", dist.mean_ms, self.sync_stated)
+        return None
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A profile's synced 4 KiB write latency, as ``sqlwa device list`` shows it."""
+
+    measure: str  # durable_write or fua_write
+    statistic: str  # "p50" or "mean"
+    ms: float
+    sync_stated: bool
+
+    def text(self) -> str:
+        if not self.sync_stated:
+            return f"4 KiB write, synced or not (the source did not say): {self.statistic} {self.ms:.3g} ms"
+        return f"synced 4 KiB write: {self.statistic} {self.ms:.3g} ms"
 
 
 # ------------------------------------------------------------------ pricing requests
@@ -220,6 +255,17 @@ class LevelModel:
                 return self._draw(measure, size, rng)
         self.unpriced.add("flush")
         return np.zeros(size)
+
+
+def sync_notes(profile: Profile) -> list[str]:
+    """What every prediction on ``profile`` must say about what its figures are."""
+    if profile.sync_stated:
+        return []
+    return [
+        f"{profile.name}: its source did not state whether the writes it measured were synced, yet each cache "
+        "flush and FUA write is priced as a synced write; if they were not synced, a real flush takes longer and the "
+        "predicted latency is too low"
+    ]
 
 
 def pricing_notes(level: Level) -> list[str]:
@@ -326,7 +372,7 @@ def level_from(raw: object, where: str) -> Level:
 
 
 def from_dict(raw: dict, where: str) -> Profile:
-    allowed = {"schema_version", "name", "kind", "description", "source", "notes", "device", "levels"}
+    allowed = {"schema_version", "name", "kind", "description", "source", "notes", "sync_stated", "device", "levels"}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise _fail(where, f"unknown key {unknown[0]!r}")
@@ -348,6 +394,9 @@ def from_dict(raw: dict, where: str) -> Profile:
     levels = raw.get("levels")
     if not isinstance(levels, list) or not levels:
         raise _fail(where, "it has no [[levels]]")
+    sync_stated = raw.get("sync_stated", True)
+    if not isinstance(sync_stated, bool):
+        raise _fail(where, "sync_stated must be true or false")
     return Profile(
         name=raw["name"],
         kind=raw["kind"],
@@ -356,6 +405,7 @@ def from_dict(raw: dict, where: str) -> Profile:
         notes=list(notes),
         device=dict(device),
         levels=[level_from(lv, f"{where} level {i + 1}") for i, lv in enumerate(levels)],
+        sync_stated=sync_stated,
     )
 
 
@@ -381,6 +431,7 @@ def to_dict(profile: Profile) -> dict[str, Any]:
         "description": profile.description,
         "source": profile.source,
         "notes": profile.notes,
+        **({} if profile.sync_stated else {"sync_stated": False}),
         "device": {k: v for k, v in profile.device.items() if v is not None},
         "levels": levels,
     }

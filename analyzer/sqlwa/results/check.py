@@ -34,8 +34,10 @@ Every rule is held against every configuration (scenario, fs, encrypt, fuse, pro
 crypt, journal, sync: :data:`sqlwa.catalogue.CONFIG_KEYS`) in its scope, using the mean over
 the configuration's repeats (latency quantiles over its commits pooled). A timing metric regresses only when the change is also significant
 (:mod:`.timing`); counts are exact. A policy that checks nothing is a UsageError. Each outcome is one
-:class:`Finding`: ``pass``, ``violation`` or ``unmeasured`` (the level the rule needs
-was not captured — reported, never passed silently).
+:class:`Finding`: ``pass``, ``violation``, ``unmeasured`` (the level the rule needs
+was not captured — reported, never passed silently) or ``not_checked``: a timing rule
+about runs whose clock was an emulated CPU's (TCG, :mod:`.emulated`), reported and
+neither passed nor failed unless the user asks for them (``use_emulated_timings``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from sqlwa.catalogue import CONFIG_KEYS, FINDINGS, METRICS, config_key, config_l
 from sqlwa.device.predict import ConfigPrediction, predict_runs
 from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
-from sqlwa.results import phasematch, store, timing
+from sqlwa.results import emulated, phasematch, store, timing
 from sqlwa.results.findings import ConfigFindings, config_findings
 
 # The catalogue metrics a rule may cap, each as ``max_<metric>``.
@@ -114,6 +116,7 @@ class Policy:
     allow_lossy_trace: bool = False
     allow_unmeasured: bool = False
     significance_level: float = timing.DEFAULT_SIGNIFICANCE_LEVEL  # largest p at which a timing change is real
+    use_emulated_timings: bool = False  # hold timing rules to an emulated CPU's timings too (--use-emulated-timings)
 
     @property
     def needs_baseline(self) -> bool:
@@ -122,7 +125,7 @@ class Policy:
 
 @dataclass
 class Finding:
-    outcome: str  # pass | violation | unmeasured
+    outcome: str  # pass | violation | unmeasured | not_checked
     rule: str
     config: str
     check: str  # what was checked, e.g. "max_p99_ms"
@@ -136,7 +139,9 @@ class Finding:
     p_value: float | None = None
 
     def line(self) -> str:
-        tag = {"violation": "FAIL", "unmeasured": "NOT MEASURED", "pass": "ok"}[self.outcome]
+        tag = {"violation": "FAIL", "unmeasured": "NOT MEASURED", "not_checked": "NOT CHECKED", "pass": "ok"}[
+            self.outcome
+        ]
         if self.detail:
             return f"{tag} {self.config}: {self.check}: {self.detail} [rule: {self.rule}]"
         return (
@@ -368,8 +373,9 @@ def skipped_notes(runs: pl.DataFrame) -> list[str]:
 # --------------------------------------------------------------------------- checking
 
 
-def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame) -> list[Finding]:
+def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame, clocks: Clocks | None = None) -> list[Finding]:
     label = config_label(row)
+    clocks = clocks or Clocks()
     findings = []
     for key, limit in rule.limits.items():
         metric = LIMITS[key]
@@ -390,6 +396,8 @@ def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame) -> list[Finding]:
                     ),
                 )
             )
+        elif METRICS[metric].timing and config_key(row) in clocks.emulated:
+            findings.append(emulated_limit(rule, label, key, value, limit, clocks.allowed))
         else:
             outcome = "violation" if value > limit else "pass"
             spread = timing.run_values(runs, config_key(row), metric) if METRICS[metric].timing else None
@@ -399,6 +407,35 @@ def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame) -> list[Finding]:
             )
             findings.append(Finding(outcome, rule.name, label, key, value, limit, detail))
     return findings
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """The configurations whose timings are an emulated CPU's (this side's, the
+    baseline's), and whether the user let such timings be checked."""
+
+    emulated: frozenset[tuple] = frozenset()
+    baseline_emulated: frozenset[tuple] = frozenset()
+    allowed: bool = False
+
+
+def clocks_of(runs: pl.DataFrame, baseline_runs: pl.DataFrame, allowed: bool) -> Clocks:
+    return Clocks(
+        frozenset(emulated.emulated_configs(runs)), frozenset(emulated.emulated_configs(baseline_runs)), allowed
+    )
+
+
+NOT_CHECKED = "not checked: emulated timings (the runs ran on an emulated CPU, TCG: not a device's times)"
+EMULATED_CHECKED = f"emulated timings (TCG), checked because {emulated.USE_FLAG} was given"
+
+
+def emulated_limit(rule: Rule, label: str, key: str, value: float, limit: float, allowed: bool) -> Finding:
+    """A timing limit on runs under TCG: not checked, or checked with a mark when asked."""
+    if not allowed:
+        detail = f"{NOT_CHECKED} (measured {value:,.3f}, limit {limit:g}; {emulated.USE_FLAG} checks it anyway)"
+        return Finding("not_checked", rule.name, label, key, value, limit, detail)
+    detail = f"measured {value:,.3f}, limit {limit:g}: {EMULATED_CHECKED}"
+    return Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit, detail)
 
 
 def predicted_findings(rule: Rule, row: dict, predicted: ConfigPrediction | None) -> list[Finding]:
@@ -418,18 +455,41 @@ def predicted_findings(rule: Rule, row: dict, predicted: ConfigPrediction | None
             "max_predicted_p99_ms": (s.p99_ms, s.measured_p99_ms),
             "max_predicted_frame_budget_miss_pct": (s.frame_budget_miss_pct, s.measured_frame_budget_miss_pct),
         }[key]
-        detail = f"predicted on {device} {value:,.3f} (measured here {measured_here:,.3f}), limit {limit:g}"
-        findings.append(Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit, detail))
+        findings.append(predicted_finding(rule, label, key, value, measured_here, limit, predicted))
     return findings
 
 
-def rule_predictions(rule: Rule, runs: pl.DataFrame, cache: dict) -> dict[tuple, ConfigPrediction]:
+def predicted_finding(
+    rule: Rule, label: str, key: str, value: float, measured_here: float | None, limit: float, conf: ConfigPrediction
+) -> Finding:
+    """One predicted limit. A prediction from runs under TCG without their emulated base
+    is the device time alone, a lower bound: over the limit it is a violation, under it
+    nothing is known (not checked)."""
+    assert rule.device is not None
+    device, s = rule.device.name, conf.summary
+    sync = "" if rule.device.sync_stated else f"; {device}'s source did not state whether its writes were synced"
+    if s.timings_emulated and s.base_source == "none":
+        bound = f"predicted on {device} from the device time alone {value:,.3f}, limit {limit:g}{sync}"
+        if value > limit:
+            detail = f"{bound}: over the limit before any CPU time (the run's own is an emulated CPU's)"
+            return Finding("violation", rule.name, label, key, value, limit, detail)
+        detail = f"{NOT_CHECKED}: {bound}, a lower bound ({emulated.USE_FLAG} adds the emulated base)"
+        return Finding("not_checked", rule.name, label, key, value, limit, detail)
+    here = "—" if measured_here is None else f"{measured_here:,.3f}"
+    mark = f"; {EMULATED_CHECKED}" if s.timings_emulated else ""
+    detail = f"predicted on {device} {value:,.3f} (measured here {here}), limit {limit:g}{mark}{sync}"
+    return Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit, detail)
+
+
+def rule_predictions(
+    rule: Rule, runs: pl.DataFrame, cache: dict, use_emulated_timings: bool = False
+) -> dict[tuple, ConfigPrediction]:
     """The configurations of ``runs`` predicted on the rule's device, by configuration key
     (once per device and fill level, whichever rules ask)."""
     assert rule.device is not None
     key = (rule.device.path or rule.device.name, rule.device_fill)
     if key not in cache:
-        result = predict_runs(runs, rule.device, rule.device_fill)
+        result = predict_runs(runs, rule.device, rule.device_fill, use_emulated_timings=use_emulated_timings)
         cache[key] = {config_key(c.config): c for c in result.configurations}
     return cache[key]
 
@@ -459,6 +519,7 @@ class Sides:
     baseline_runs: pl.DataFrame
     baseline: dict[tuple, dict]
     significance_level: float = timing.DEFAULT_SIGNIFICANCE_LEVEL
+    clocks: Clocks = Clocks()
     # each side's phases per configuration, to compare like with like (results.phasematch)
     phases: dict[tuple, phasematch.PhaseMix] = field(default_factory=dict)
     baseline_phases: dict[tuple, phasematch.PhaseMix] = field(default_factory=dict)
@@ -518,7 +579,13 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
         if matched.phase is not None:
             detail = f"in {PHASE_LABELS[matched.phase]}, the phase both runs had: {detail}"
         p_value = None
-        if METRICS[metric].timing:
+        key = config_key(row)
+        either_emulated = key in sides.clocks.emulated or key in sides.clocks.baseline_emulated
+        if METRICS[metric].timing and either_emulated and not sides.clocks.allowed:
+            outcome, detail = "not_checked", f"{NOT_CHECKED} ({detail}; {emulated.USE_FLAG} checks it anyway)"
+        elif METRICS[metric].timing:
+            if either_emulated:
+                detail += f"; {EMULATED_CHECKED}"
             outcome, detail, p_value = timing_verdict(worse_pct > limit, detail, metric, config_key(row), sides)
         else:  # a count is the same in every run: an exact rule
             outcome = "violation" if worse_pct > limit else "pass"
@@ -588,11 +655,13 @@ def check(
     configs = list(store.config_means(runs, latencies).iter_rows(named=True))
     before = pl.DataFrame() if baseline_runs is None else baseline_runs
     baseline = {config_key(r): r for r in store.config_means(before, baseline_latencies).iter_rows(named=True)}
+    clocks = clocks_of(runs, before, policy.use_emulated_timings)
     sides = Sides(
         runs,
         before,
         baseline,
         policy.significance_level,
+        clocks,
         phasematch.config_mixes(runs),
         phasematch.config_mixes(before),
     )
@@ -604,9 +673,13 @@ def check(
         matched = [row for row in configs if rule.applies_to(row)]
         if not matched:
             unmatched.append(f"rule {rule.name!r} matches no measured configuration ({scope_miss(rule, configs)})")
-        predicted = rule_predictions(rule, runs, predictions) if matched and rule.predicted_limits else {}
+        predicted = (
+            rule_predictions(rule, runs, predictions, policy.use_emulated_timings)
+            if matched and rule.predicted_limits
+            else {}
+        )
         for row in matched:
-            result.findings.extend(limit_findings(rule, row, runs))
+            result.findings.extend(limit_findings(rule, row, runs, clocks))
             if rule.predicted_limits:
                 result.findings.extend(predicted_findings(rule, row, predicted.get(config_key(row))))
             result.findings.extend(forbidden_findings(rule, row, found.get(config_key(row))))
@@ -617,6 +690,11 @@ def check(
         raise UsageError(
             f"no rule checked anything: {'; '.join(unmatched)}",
             "scope the policy's rules to configurations the results hold, or pass the results they are for",
+        )
+    if all(f.outcome == "not_checked" for f in result.findings):
+        raise UsageError(
+            "no rule checked anything: every check was of timings an emulated CPU (TCG) measured",
+            f"measure where the VM runs under KVM (or without --vm), or pass {emulated.USE_FLAG}",
         )
     result.notes.extend(unmatched)
     return result

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import polars as pl
 
-from sqlwa.catalogue import CONFIG_KEYS, Metric, config_label
+from sqlwa.catalogue import CONFIG_KEYS, METRICS, Metric, config_label
 from sqlwa.errors import UsageError
-from sqlwa.results import phasematch, store
+from sqlwa.results import emulated, phasematch, store
 from sqlwa.results.findings import ConfigFindings, config_findings
 
 #: What ``compare --by`` may split results by: a runs-table column of the environment.
@@ -196,6 +196,8 @@ def compare(
     (store.load_latencies) the latency quantiles are over its repeats' commits pooled."""
     label = shared_label(a, b)
     lost = durability(a, b).filter(pl.col("change") == "lost")["config"].to_list()
+    clock_emulated = list(emulated_labels(a, label) | emulated_labels(b, label))
+    timings = [name for name, metric in METRICS.items() if metric.timing]
     joined = long_means(a, "a", label, latencies_a).join(
         long_means(b, "b", label, latencies_b), on=["config", "metric"], how="full", coalesce=True
     )
@@ -213,6 +215,8 @@ def compare(
             .alias("pct"),
             pl.col("metric").replace_strict(order, default=len(order)).alias("_order"),
             pl.col("config").is_in(lost).alias("durability_lost"),
+            # a timing either side measured on an emulated CPU (TCG): marked, judged neither way
+            (pl.col("config").is_in(clock_emulated) & pl.col("metric").is_in(timings)).alias("timings_emulated"),
         )
         .sort("config", "_order")
         .drop("_order")
@@ -251,13 +255,24 @@ def mixes_by_label(runs: pl.DataFrame, label: str | None) -> dict[str, phasematc
     return {config_label(dict(zip(CONFIG_KEYS, key))): mix for key, mix in mixes.items()}
 
 
-def verdict(metric: Metric, delta: float | None, durability_lost: bool = False) -> str | None:
+def emulated_labels(runs: pl.DataFrame, label: str | None) -> set[str]:
+    """The labels (as :func:`long_means` gives them) of the configurations whose timings
+    an emulated CPU measured (:mod:`.emulated`)."""
+    return {label or config_label(dict(zip(CONFIG_KEYS, key))) for key in emulated.emulated_configs(runs)}
+
+
+def verdict(
+    metric: Metric, delta: float | None, durability_lost: bool = False, timings_emulated: bool = False
+) -> str | None:
     """What a change (B − A) of ``metric`` is: ``worse``; ``better``; ``durability_lost``
-    for a saving bought by giving up the durability A had (no gain); ``unchanged``;
-    ``undirected`` for a change of a figure that is neither better nor worse when it
-    grows. None where a side did not measure it."""
+    for a saving bought by giving up the durability A had (no gain); ``emulated`` for a
+    change of timings an emulated CPU measured (neither, as a device would see it);
+    ``unchanged``; ``undirected`` for a change of a figure that is neither better nor
+    worse when it grows. None where a side did not measure it."""
     if delta is None:
         return None
+    if timings_emulated:
+        return "emulated"
     if metric.worse(delta):
         return "worse"
     if metric.improved(delta):

@@ -48,7 +48,13 @@ def run_seconds(row: dict) -> float:
 
 
 def case_of(finding: Finding, failing: set[int]) -> Case:
-    outcome = "failure" if id(finding) in failing else "skipped" if finding.outcome == "unmeasured" else "pass"
+    outcome = (
+        "failure"
+        if id(finding) in failing
+        else "skipped"
+        if finding.outcome in ("unmeasured", "not_checked")
+        else "pass"
+    )
     return Case(f"{finding.rule}: {finding.check}", outcome, finding.line(), finding.measured)
 
 

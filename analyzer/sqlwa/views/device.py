@@ -8,12 +8,22 @@ from rich.table import Table
 from sqlwa.analysis.prediction import REQUEST_KINDS
 from sqlwa.device.predict import BASE_TEXT, DevicePrediction
 from sqlwa.device.profile import MEASURES, Distribution, Level, Profile, pricing_notes, to_dict
+from sqlwa.results.emulated import EMULATED_MARK
 
 SCHEMA_VERSION = 1
 
 
 def _ms(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}g}"
+
+
+def _measured(value: float | None, timings_emulated: bool, form: str, unit: str = "") -> str:
+    """A measured figure beside a prediction: marked where it is an emulated CPU's, and
+    only the mark where it was kept out."""
+    if value is None:
+        return f"[yellow]{EMULATED_MARK}[/yellow]" if timings_emulated else "—"
+    shown = format(value, form) + unit
+    return f"{shown} [yellow]({EMULATED_MARK})[/yellow]" if timings_emulated else shown
 
 
 def _quantile(dist: Distribution | None, q: float) -> str:
@@ -80,11 +90,11 @@ def prediction_table(result: DevicePrediction, budget_ms: float) -> Table:
         table.add_row(
             conf.label,
             f"{s.commits:,}",
-            f"{s.measured_p50_ms:.2f}",
+            _measured(s.measured_p50_ms, s.timings_emulated, ".2f"),
             f"[bold]{s.p50_ms:.2f}[/bold]",
-            f"{s.measured_p99_ms:.2f}",
+            _measured(s.measured_p99_ms, s.timings_emulated, ".2f"),
             f"[bold]{s.p99_ms:.2f}[/bold]",
-            f"{s.measured_frame_budget_miss_pct:.1f}%",
+            _measured(s.measured_frame_budget_miss_pct, s.timings_emulated, ".1f", "%"),
             f"[bold]{s.frame_budget_miss_pct:.1f}%[/bold]",
             shares,
         )
@@ -116,7 +126,13 @@ def prediction_document(results: str, predictions: list[DevicePrediction], budge
 def device_entry(result: DevicePrediction) -> dict:
     profile = result.profile
     return {
-        "device": {"name": profile.name, "kind": profile.kind, "source": profile.source, "path": profile.path},
+        "device": {
+            "name": profile.name,
+            "kind": profile.kind,
+            "source": profile.source,
+            "path": profile.path,
+            "sync_stated": profile.sync_stated,
+        },
         "fill_pct": result.fill_pct,
         "notes": result.notes,
         "skipped": result.skipped,
@@ -140,6 +156,8 @@ def device_entry(result: DevicePrediction) -> dict:
                 "shares": conf.summary.shares,
                 "requests_per_commit": conf.summary.requests_per_commit,
                 "base_source": conf.summary.base_source,
+                # the measured figures (null where kept out) and the base are an emulated CPU's
+                "timings_emulated": conf.summary.timings_emulated,
                 "notes": conf.notes,
             }
             for conf in result.configurations

@@ -25,7 +25,7 @@ from plotly.subplots import make_subplots
 
 from sqlwa.analysis import metrics
 from sqlwa.analysis.windows import block_issues
-from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_label, has_layers, is_flush, stack_label
+from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_key, config_label, has_layers, is_flush, stack_label
 from sqlwa.errors import UsageError
 from sqlwa.results import rundir
 
@@ -442,10 +442,14 @@ def measured_latencies(runs: pl.DataFrame) -> list[tuple[dict, pl.Series]]:
     return found
 
 
-def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
+EMULATED_LABEL = " (emulated CPU)"
+
+
+def latency_cdfs(runs: pl.DataFrame, emulated: set[tuple] | None = None) -> go.Figure:
     """Commit-latency CDFs, one step curve per configuration of ``runs`` (a runs frame:
     status, run_dir and the configuration keys), over its successful runs' measured
-    commits, with the default frame budget marked and labelled."""
+    commits, with the default frame budget marked and labelled. Configurations in
+    ``emulated`` (keys) are labelled as an emulated CPU's."""
     budget_ms = metrics.DEFAULT_FRAME_BUDGET_MS
     fig = go.Figure()
     lowest, highest = budget_ms, budget_ms
@@ -456,6 +460,7 @@ def latency_cdfs(runs: pl.DataFrame) -> go.Figure:
         lowest, highest = min(lowest, max(xs[0], 1e-3)), max(highest, xs[-1])
         label = config_label(config)
         label = label.removeprefix(f"{config['scenario']} ") if one_scenario else label
+        label += EMULATED_LABEL if config_key(config) in (emulated or set()) else ""
         fig.add_scatter(
             x=xs,
             y=ys,
@@ -500,18 +505,21 @@ def mark_budget(fig: go.Figure, budget_ms: float) -> None:
 PREDICTED_DASHES = ("dot", "dash", "dashdot", "longdash", "longdashdot")
 
 
-def predicted_cdfs(configurations: list[tuple[dict, pl.Series, dict[str, pl.Series]]]) -> go.Figure:
+def predicted_cdfs(
+    configurations: list[tuple[dict, pl.Series, dict[str, pl.Series]]], emulated: set[tuple] | None = None
+) -> go.Figure:
     """Measured (solid) and predicted commit-latency CDFs: per configuration its keys, its
-    measured latencies and, by device, the predicted ones (ms). A colour per
-    configuration, a dash per device."""
+    measured latencies (none: no measured curve) and, by device, the predicted ones (ms).
+    A colour per configuration, a dash per device; configurations in ``emulated`` (keys)
+    are labelled as an emulated CPU's."""
     fig = go.Figure()
     budget_ms = metrics.DEFAULT_FRAME_BUDGET_MS
     lowest, highest = budget_ms, budget_ms
     devices = list(dict.fromkeys(name for _, _, predicted in configurations for name in predicted))
     for number, (config, measured, predicted) in enumerate(configurations):
         colour = CURVE_COLOURS[number % len(CURVE_COLOURS)]
-        label = config_label(config)
-        curves = [(measured, f"{label}, measured here", "solid")]
+        label = config_label(config) + (EMULATED_LABEL if config_key(config) in (emulated or set()) else "")
+        curves = [(measured, f"{label}, measured here", "solid")] if measured.len() else []
         curves += [
             (ms, f"{label} on {device}", PREDICTED_DASHES[devices.index(device) % len(PREDICTED_DASHES)])
             for device, ms in predicted.items()

@@ -12,11 +12,11 @@ from typing import Any
 
 import polars as pl
 
-from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_label
+from sqlwa.catalogue import CONFIG_KEYS, METRICS, config_key, config_label
 from sqlwa.measure import matrix
 from sqlwa.results import check as checking
 from sqlwa.results import compare as comparing
-from sqlwa.results import store
+from sqlwa.results import emulated, store
 
 
 def dumps(document: Any) -> str:
@@ -68,7 +68,8 @@ def compared_metric(row: dict) -> dict:
         "change_pct": row["pct"],
         "verdict": "not_compared"
         if row.get("refused")
-        else comparing.verdict(metric, row["delta"], row["durability_lost"]),
+        else comparing.verdict(metric, row["delta"], row["durability_lost"], row["timings_emulated"]),
+        "timings_emulated": row["timings_emulated"],
         # runs of other lengths: the phase both values are of, or why they were not compared
         "phase": row.get("phase"),
         "not_compared_because": row.get("why") or None,
@@ -91,7 +92,8 @@ def matrix_document(outcome: matrix.MatrixOutcome, runs: pl.DataFrame, latencies
         "counts": {"cells": len(statuses), **{status: statuses.count(status) for status in CELL_STATUSES}},
         "cells": [cell_entry(result, stored.get(result.cell.key, {})) for result in outcome.results],
         "configurations": [
-            configuration_entry(row) for row in store.config_means(runs, latencies).iter_rows(named=True)
+            configuration_entry(row, emulated.emulated_configs(runs))
+            for row in store.config_means(runs, latencies).iter_rows(named=True)
         ],
         "units": {name: metric.unit for name, metric in METRICS.items()},
     }
@@ -117,10 +119,12 @@ def cell_entry(result: matrix.CellResult, row: dict) -> dict:
         "commits": row.get("commits"),
         "lost_events": row.get("lost_events") or 0,  # none without a trace, as in the configurations' sums
         "metrics": {name: row.get(name) for name in METRICS},
+        # its timings (latencies, CPU, frame misses) are an emulated CPU's (a --vm run under TCG)
+        "timings_emulated": emulated.run_emulated(row),
     }
 
 
-def configuration_entry(row: dict) -> dict:
+def configuration_entry(row: dict, emulated_keys: set[tuple] | None = None) -> dict:
     """A configuration's means over its successful repeats (latency quantiles over their
     commits pooled), as in the matrix table."""
     return {
@@ -130,6 +134,7 @@ def configuration_entry(row: dict) -> dict:
         "commits": row["commits"],
         "lost_events": row["lost_events"],
         "metrics": {name: row.get(name) for name in METRICS},
+        "timings_emulated": config_key(row) in (emulated_keys or set()),
     }
 
 
@@ -158,13 +163,14 @@ def check_document(
         "passed": not failing,
         "counts": {
             "checks": len(result.findings),
-            **{outcome: result.count(outcome) for outcome in ("pass", "violation", "unmeasured")},
+            **{outcome: result.count(outcome) for outcome in ("pass", "violation", "unmeasured", "not_checked")},
             "failing": len(failing),
         },
         "options": {
             "allow_lossy_trace": policy.allow_lossy_trace,
             "allow_unmeasured": policy.allow_unmeasured,
             "significance_level": policy.significance_level,
+            "use_emulated_timings": policy.use_emulated_timings,
         },
         "rules": [rule_entry(rule) for rule in policy.rules],
         "checks": [check_entry(f, id(f) in failing, configurations) for f in result.findings],

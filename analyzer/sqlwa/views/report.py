@@ -56,7 +56,7 @@ from sqlwa.catalogue import (
 from sqlwa.device.predict import DevicePrediction, predict_runs
 from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
-from sqlwa.results import layers, phasematch, rundir, store
+from sqlwa.results import emulated, layers, phasematch, rundir, store
 from sqlwa.results.findings import config_findings
 from sqlwa.views import figures
 from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT, PER_COMMIT_BARS
@@ -388,15 +388,33 @@ def phases_table(runs: pl.DataFrame) -> str:
     return f'<table class="sortable"><thead>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def numbers_table(means: pl.DataFrame) -> str:
+EMULATED_CELL_TITLE = f"{emulated.EMULATED_TEXT}: counts and bytes of the same runs are exact"
+
+
+def emulated_cell(value: float | None, digits: int) -> str:
+    """A timing an emulated CPU measured: the number, marked."""
+    if value is None:
+        return number_cell(None)
+    return (
+        f'<td data-sort="{value}" class="emulated" title="{html.escape(EMULATED_CELL_TITLE)}">{value:,.{digits}f} '
+        f'<span class="unit">{emulated.EMULATED_MARK}</span></td>'
+    )
+
+
+def numbers_table(means: pl.DataFrame, emulated_keys: set[tuple] | None = None) -> str:
     """Every figure per configuration, one column per measured metric (its catalogue
-    label and unit), sortable by any column (:data:`SORT_SCRIPT`)."""
+    label and unit), sortable by any column (:data:`SORT_SCRIPT`); the timings of
+    configurations in ``emulated_keys`` marked."""
     metrics = [METRICS[m] for m in METRICS if m in means.columns]
     head = "".join(metric_head(m) for m in metrics)
     body = []
     for row in means.iter_rows(named=True):
         levels = ", ".join(json.loads(row["levels"] or "[]"))
-        cells = "".join(number_cell(row[m.name], m.digits) for m in metrics)
+        marked = config_key(row) in (emulated_keys or set())
+        cells = "".join(
+            emulated_cell(row[m.name], m.digits) if marked and m.timing else number_cell(row[m.name], m.digits)
+            for m in metrics
+        )
         body.append(
             f"<tr><th>{html.escape(config_label(row))}</th>{number_cell(row['repeats'])}"
             f"{number_cell(row['commits'])}<td>{levels}</td>{number_cell(row['lost_events'])}{cells}</tr>"
@@ -588,14 +606,19 @@ def prediction_rows(result: DevicePrediction) -> str:
     for conf in result.configurations:
         s = conf.summary
         shares = " · ".join(f"{100 * s.shares[k]:.0f}%" for k in ("base", "write", "flush", "fua_write", "read"))
+        measured = emulated_cell if s.timings_emulated else number_cell
         rows.append(
             f"<tr><th>{html.escape(conf.label)}</th><td>{html.escape(result.profile.name)}</td>"
-            f"{number_cell(s.commits)}{number_cell(s.measured_p50_ms, 2)}{number_cell(s.p50_ms, 2)}"
-            f"{number_cell(s.measured_p99_ms, 2)}{number_cell(s.p99_ms, 2)}"
-            f"{number_cell(s.measured_frame_budget_miss_pct, 1)}{number_cell(s.frame_budget_miss_pct, 1)}"
-            f"<td>{shares}</td><td>{html.escape(s.base_source)}</td></tr>"
+            f"{number_cell(s.commits)}{measured(s.measured_p50_ms, 2)}{number_cell(s.p50_ms, 2)}"
+            f"{measured(s.measured_p99_ms, 2)}{number_cell(s.p99_ms, 2)}"
+            f"{measured(s.measured_frame_budget_miss_pct, 1)}{number_cell(s.frame_budget_miss_pct, 1)}"
+            f"<td>{shares}</td><td>{html.escape(base_label(s.base_source))}</td></tr>"
         )
     return "".join(rows)
+
+
+def base_label(source: str) -> str:
+    return "none: emulated CPU, device time alone" if source == "none" else source
 
 
 def prediction_sections(predictions: list[DevicePrediction]) -> list[Section]:
@@ -615,21 +638,37 @@ def prediction_sections(predictions: list[DevicePrediction]) -> list[Section]:
     )
     table = f'<table class="sortable"><thead>{head}</thead><tbody>{body}</tbody></table><ul>{sources}</ul>'
     by_config: dict[tuple, tuple[dict, pl.Series, dict[str, pl.Series]]] = {}
+    marked: set[tuple] = set()
     for result in predictions:
         for conf in result.configurations:
-            measured = pl.Series(np.concatenate([p.measured_ms for p in conf.predictions]))
+            kept_out = conf.summary.measured_p50_ms is None  # an emulated CPU's, not asked for
+            measured = pl.Series(
+                [] if kept_out else np.concatenate([p.measured_ms for p in conf.predictions]), dtype=pl.Float64
+            )
+            if conf.summary.timings_emulated:
+                marked.add(config_key(conf.config))
             _, _, predicted = by_config.setdefault(config_key(conf.config), (conf.config, measured, {}))
             predicted[result.profile.name] = pl.Series(np.concatenate([p.samples_ms.ravel() for p in conf.predictions]))
-    figure = plot_div(figures.predicted_cdfs(list(by_config.values())), "plot-predicted")
-    return [Section("predicted on other devices", table + figure, PREDICTION_NOTE)]
+    figure = plot_div(figures.predicted_cdfs(list(by_config.values()), marked), "plot-predicted")
+    note = PREDICTION_NOTE
+    if marked:
+        note += (
+            " Configurations marked (emulated CPU) ran under TCG: their measured latencies are not shown and their "
+            f"predictions are the device time alone, unless the report was made with {emulated.USE_FLAG}."
+        )
+    return [Section("predicted on other devices", table + figure, note)]
 
 
 def build_sections(
-    runs: pl.DataFrame, latencies: pl.DataFrame | None = None, predictions: list[DevicePrediction] | None = None
+    runs: pl.DataFrame,
+    latencies: pl.DataFrame | None = None,
+    predictions: list[DevicePrediction] | None = None,
+    use_emulated_timings: bool = False,
 ) -> list[Section]:
     means = store.config_means(runs, latencies)
+    emulated_keys = emulated.emulated_configs(runs)
     sections = heatmap_sections(means)
-    sections += layer_sections(means)
+    sections += layer_sections(means if use_emulated_timings else without_timings(means, emulated_keys))
     fig, note = figures.category_bars(means)
     sections.append(Section("bytes per commit by category", plot_div(fig, "plot-categories"), note))
     fig, note = per_commit_bars(means)
@@ -646,14 +685,7 @@ def build_sections(
                 "No run measured the block level, so there is no timeline: it needs a lab run (root, --fs, tracefs).",
             )
         )
-    sections.append(
-        Section(
-            "commit latency",
-            plot_div(figures.latency_cdfs(runs), "plot-latency"),
-            "Each curve steps up at every measured commit: the share of commits at or below a latency. "
-            "Right of the dashed line a commit on the UI thread drops a 60 Hz frame.",
-        )
-    )
+    sections.append(latency_section(runs, emulated_keys, use_emulated_timings))
     if predictions:
         sections += prediction_sections(predictions)
     table, note = findings_table(runs)
@@ -661,7 +693,7 @@ def build_sections(
     sections.append(
         Section(
             "every number",
-            numbers_table(means) + metric_legend(),
+            numbers_table(means, emulated_keys) + metric_legend(),
             "Means per commit over measured commits and repeats; latency quantiles over the repeats' commits "
             "pooled. — = level not measured.",
         )
@@ -670,6 +702,56 @@ def build_sections(
         sections.append(Section("per commit, by phase", phases_table(runs), PHASES_NOTE))
     sections.append(Section("runs and environment", runs_table(runs)))
     return sections
+
+
+def without_timings(means: pl.DataFrame, keys: set[tuple]) -> pl.DataFrame:
+    """``means`` with the timing figures of the configurations ``keys`` taken out (null)."""
+    if not keys or means.height == 0:
+        return means
+    hit = pl.Series([config_key(row) in keys for row in means.iter_rows(named=True)])
+    timings = [m for m in METRICS if METRICS[m].timing and m in means.columns]
+    return means.with_columns(pl.when(~hit).then(pl.col(m)).otherwise(None).alias(m) for m in timings)
+
+
+LATENCY_NOTE = (
+    "Each curve steps up at every measured commit: the share of commits at or below a latency. "
+    "Right of the dashed line a commit on the UI thread drops a 60 Hz frame."
+)
+
+
+def latency_section(runs: pl.DataFrame, emulated_keys: set[tuple], use_emulated_timings: bool) -> Section:
+    """The commit-latency CDFs: runs under TCG left out (or, asked for, marked)."""
+    title = "commit latency"
+    if not emulated_keys:
+        return Section(title, plot_div(figures.latency_cdfs(runs), "plot-latency"), LATENCY_NOTE)
+    names = ", ".join(sorted(label_of(key) for key in emulated_keys))
+    if use_emulated_timings:
+        note = f"{LATENCY_NOTE} Marked (emulated CPU): {names}, whose latencies are an {emulated.EMULATED_TEXT}."
+        return Section(title, plot_div(figures.latency_cdfs(runs, emulated_keys), "plot-latency"), note)
+    dirs = emulated.emulated_run_dirs(runs)
+    kept = runs.filter(~pl.col("run_dir").cast(pl.String).is_in(list(dirs)))
+    left_out = f"Left out: {names}, measured on an {emulated.EMULATED_TEXT} ({emulated.USE_FLAG} draws them, marked)."
+    if kept.filter(pl.col("status") == "ok").height == 0:
+        return Section(title, "", f"No latency to draw. {left_out}")
+    return Section(title, plot_div(figures.latency_cdfs(kept), "plot-latency"), f"{LATENCY_NOTE} {left_out}")
+
+
+def emulated_banner(runs: pl.DataFrame, use_emulated_timings: bool) -> str:
+    """Runs under TCG: their counts and bytes are exact, their timings an emulated CPU's."""
+    keys = emulated.emulated_configs(runs)
+    if not keys:
+        return ""
+    shown = (
+        f"shown because the report was made with {emulated.USE_FLAG}, marked"
+        if use_emulated_timings
+        else "left out of the latency chart, the layer costs and the predictions' base times, and marked where the "
+        "tables show them"
+    )
+    return (
+        '<p class="banner"><strong>Emulated timings.</strong> '
+        f"{html.escape(', '.join(sorted(label_of(key) for key in keys)))} ran in a VM under TCG: counts and bytes "
+        f"are exact; latencies and CPU times are an emulated CPU's, not a device's: {html.escape(shown)}.</p>"
+    )
 
 
 def level_banner(runs: pl.DataFrame) -> str:
@@ -689,8 +771,9 @@ def render(
     latencies: pl.DataFrame | None = None,
     predictions: list[DevicePrediction] | None = None,
     partial: store.Partial | None = None,
+    use_emulated_timings: bool = False,
 ) -> str:
-    sections = build_sections(runs, latencies, predictions)
+    sections = build_sections(runs, latencies, predictions, use_emulated_timings)
     body = "".join(
         f"<section><h2>{html.escape(s.title)}</h2>"
         + (f'<p class="note">{html.escape(s.note)}</p>' if s.note else "")
@@ -711,13 +794,21 @@ What one SQLite commit costs the storage device, per layer.</p>
 {partial_banner(partial)}
 {durability_banner(runs)}
 {level_banner(runs)}
+{emulated_banner(runs, use_emulated_timings)}
 {body}
 <script>{SORT_SCRIPT}</script>
 </body></html>
 """
 
 
-def write_report(results: Path, out: Path, profiles: Sequence[Profile] = (), *, allow_system: bool = False) -> Path:
+def write_report(
+    results: Path,
+    out: Path,
+    profiles: Sequence[Profile] = (),
+    *,
+    allow_system: bool = False,
+    use_emulated_timings: bool = False,
+) -> Path:
     """Render the results in ``results`` (matrix or run directory) to the HTML file ``out``,
     whole or not at all (:mod:`sqlwa.outputs`); with ``profiles``, the commits' latency
     predicted on each device beside the measured."""
@@ -726,10 +817,11 @@ def write_report(results: Path, out: Path, profiles: Sequence[Profile] = (), *, 
     if runs.height == 0 or runs.filter(pl.col("status") == "ok").height == 0:
         raise UsageError(f"{results} has no successful run to report", "run `sqlwa matrix` or `sqlwa run` first")
     out = Path(out)
-    predictions = [predict_runs(runs, profile) for profile in profiles]
+    predictions = [predict_runs(runs, profile, use_emulated_timings=use_emulated_timings) for profile in profiles]
     if profiles and not any(p.configurations for p in predictions):
         reasons = "; ".join(predictions[0].skipped) or "no successful run"
         raise UsageError(f"nothing in {results} can be predicted: {reasons}", "measure with --fs (a lab run)")
-    page = render(runs, Path(results), store.load_latencies(results), predictions, store.partial_of(results))
+    latencies = store.load_latencies(results)
+    page = render(runs, Path(results), latencies, predictions, store.partial_of(results), use_emulated_timings)
     outputs.write_file(target, page, "the report")
     return out
