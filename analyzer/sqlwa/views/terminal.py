@@ -251,7 +251,7 @@ def durability_verdict(durability: dict) -> str:
     lost, states = durability["lost_commits"], durability["states"]
     broken = durability["corrupt_states"] + durability["unmountable_states"]
     acked = durability.get("acknowledged")
-    of = f" of {acked['commits']} ({phases_text(acked)})" if acked else ""
+    of = f" of the {acked['commits']} acknowledged: {phases_text(acked)}" if acked else ""
     if not lost["states_losing"] and not broken:
         return f"[green]no crash state of {states} lost an acknowledged commit or the database[/green]"
     parts = []
