@@ -23,10 +23,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from sqlwa.durability import explore, reference, states, verdict, writelog
-from sqlwa.results import store
-from sqlwa.views import terminal
+from sqlwa.results import compare, store
+from sqlwa.results.findings import ConfigFindings, CrashTally
+from sqlwa.views import report, terminal
 
 TXNS = 6  # commits the reference has
+KEY = ("mobibench-insert", "ext4", "none", "none", "none", "none", "wal", "normal")  # a configuration
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +119,13 @@ def test_every_count_is_a_users_count(snapshots: Path, draws: list, warmup: int)
         assert "present" not in first  # a reference position is no count
     printed = printed_durability(durability)
     assert not re.search(r"(?<![\w.])-\d", printed), printed
+    tally = ConfigFindings({"syscall"}, crash=CrashTally())
+    assert tally.crash is not None
+    tally.crash.add(durability)
+    assert 0 <= tally.crash.states_losing <= tally.crash.states and tally.crash.max_lost <= ends["commits"]
+    table, note = report.crash_table({KEY: tally})
+    said = f"{table} {note} {compare.durability_state(tally)}"
+    assert not re.search(r"(?<![\w.#])-\d", said), said
 
 
 def printed_durability(durability: dict) -> str:
