@@ -136,7 +136,7 @@ def summarise(
     options: CrashOptions,
     images: int,
     seconds: float,
-    warmup: int = 0,
+    warmup: int,
 ) -> dict:
     """summary.json's ``durability``; ``warmup``: how many of the run's first commits
     were warm-up, so that every count of acknowledged commits says what they were."""

@@ -32,7 +32,7 @@ class Reference:
         return self.by_digest.get(digest)
 
 
-def from_snapshots(snapshots: Path, transactions: int, warmup: int = 0) -> Reference:
+def from_snapshots(snapshots: Path, transactions: int, warmup: int) -> Reference:
     """The reference from a run's snapshots (``RunSettings.snapshot_dir``: ``setup.db``
     and ``txn-<index>.db`` for each of ``transactions``, the first ``warmup`` of them
     warm-up)."""
