@@ -74,9 +74,9 @@ def compare_command(a, b, as_json, split):
     profile, crypt; journal, sync; means over repeats, latency quantiles over the repeats'
     commits pooled). Per commit figures; a change for the worse is shown red, for the
     better green (higher is worse for all of them). — means the level was not measured
-    on that side (never 0). Lab runs also show durability: where B's commits lost the durability
-    A's had (e.g. fsync_flushed_nothing: mounted barrier=0), B's savings are red and
-    marked "durability lost", not green. A side whose runs ran on several kernels pools
+    on that side (never 0). Lab runs also show durability: where B's commits are not durable
+    (e.g. fsync_flushed_nothing: mounted barrier=0; or `sqlwa crash` states that lost
+    acknowledged commits), B's savings are red and marked "durability lost", not green. A side whose runs ran on several kernels pools
     them (a note says so); --by kernel compares the kernels instead.
     """
     from rich.table import Table

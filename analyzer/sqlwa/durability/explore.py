@@ -60,7 +60,7 @@ def explore(
     finally:
         replayer.close()
         bench.close()
-    return summarise(judged, log, options, len(inspected), time.monotonic() - started)
+    return summarise(judged, log, options, len(inspected), time.monotonic() - started, ref.warmup)
 
 
 class Bench:
@@ -136,13 +136,17 @@ def summarise(
     options: CrashOptions,
     images: int,
     seconds: float,
+    warmup: int,
 ) -> dict:
+    """summary.json's ``durability``; ``warmup``: how many of the run's first commits
+    were warm-up, so that every count of acknowledged commits says what they were."""
     outcomes = Counter(v.outcome for _, v in judged)
     sound = [v.lost for _, v in judged if v.outcome in (verdict.LOST, verdict.DURABLE)]
     writes = sum(1 for e in log.entries if e.is_write)
     return {
         "states": len(judged),
         "images_mounted": images,
+        "acknowledged": _acknowledged_by_end(judged, warmup),
         "outcomes": {name: outcomes.get(name, 0) for name in verdict.OUTCOMES},
         "lost_commits": {
             "max": max(sound, default=0),
@@ -151,7 +155,7 @@ def summarise(
         },
         "corrupt_states": outcomes.get(verdict.CORRUPT, 0) + outcomes.get(verdict.NOT_A_COMMIT, 0),
         "unmountable_states": outcomes.get(verdict.UNMOUNTABLE, 0) + outcomes.get(verdict.HUNG, 0),
-        "first": _firsts(judged, log),
+        "first": _firsts(judged, log, warmup),
         "by_kind": {kind: sum(1 for s, _ in judged if s.kind == kind) for kind in states.KINDS},
         "log": {
             "entries": len(log.entries),
@@ -168,19 +172,45 @@ def summarise(
     }
 
 
-def _firsts(judged: list[tuple[states.CrashState, verdict.Verdict]], log: writelog.WriteLog) -> dict:
+def by_phase(acked: states.Acked, warmup: int) -> dict[str, int]:
+    """Acknowledged commits by what they were: the schema's (0 or 1), warm-up, measured."""
+    warm = min(acked.commits, warmup)
+    return {"schema": int(acked.setup), "warmup": warm, "measured": acked.commits - warm}
+
+
+def lost_by_phase(acknowledged: dict[str, int], lost: int) -> dict[str, int]:
+    """Which acknowledged commits ``lost`` are: a state holds the rows of one commit, so
+    it lost the last ones, measured commits before warm-up ones before the schema's."""
+    out = {}
+    for phase in ("measured", "warmup", "schema"):
+        out[phase] = min(lost, acknowledged[phase])
+        lost -= out[phase]
+    return {phase: out[phase] for phase in acknowledged}
+
+
+def _acknowledged_by_end(judged: list[tuple[states.CrashState, verdict.Verdict]], warmup: int) -> dict[str, int]:
+    """What SQLite had acknowledged by the log's last crash point (acknowledgements only grow)."""
+    last = max((s.acked for s, _ in judged), key=verdict.acknowledged, default=states.Acked())
+    return {"commits": verdict.acknowledged(last), **by_phase(last, warmup)}
+
+
+def _firsts(judged: list[tuple[states.CrashState, verdict.Verdict]], log: writelog.WriteLog, warmup: int) -> dict:
     """The first state (in log order) of each bad outcome, and what made the difference:
-    the writes of its flush interval that did not reach the disk (or the torn one)."""
+    the writes of its flush interval that did not reach the disk (or the torn one).
+    Counts are of acknowledged commits, the schema's counted as one, said by phase."""
     firsts: dict[str, dict] = {}
     for state, v in judged:
         if v.outcome == verdict.DURABLE or v.outcome in firsts:
             continue
+        phases = by_phase(state.acked, warmup)
         firsts[v.outcome] = {
             "kind": state.kind,
             "before_entry": state.point,
-            "acknowledged_commits": state.acked.commits,
-            "present": v.present,
+            "acknowledged_commits": v.acknowledged,
+            "acknowledged": phases,
+            "held": v.held,
             "lost": v.lost,
+            "lost_of": lost_by_phase(phases, v.lost),
             "detail": v.detail,
             "writes_missing": _missing(state, log)[:8],
             "torn": _describe(log, state.torn[0]) | {"blocks_kept": list(state.torn[1])} if state.torn else None,

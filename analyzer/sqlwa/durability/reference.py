@@ -26,19 +26,21 @@ class Reference:
 
     by_digest: dict[str, int]
     transactions: int
+    warmup: int = 0  # the first this many transactions were warm-up (run, not measured)
 
     def commit_of(self, digest: str) -> int | None:
         return self.by_digest.get(digest)
 
 
-def from_snapshots(snapshots: Path, transactions: int) -> Reference:
+def from_snapshots(snapshots: Path, transactions: int, warmup: int) -> Reference:
     """The reference from a run's snapshots (``RunSettings.snapshot_dir``: ``setup.db``
-    and ``txn-<index>.db`` for each of ``transactions``)."""
+    and ``txn-<index>.db`` for each of ``transactions``, the first ``warmup`` of them
+    warm-up)."""
     by_digest = {EMPTY_DIGEST: BEFORE_SETUP}
     for index, name in [(SETUP, "setup"), *((i, f"txn-{i}") for i in range(transactions))]:
         # a transaction that changed nothing keeps the earlier commit's digest: the first wins
         by_digest.setdefault(digest_of_file(snapshots / f"{name}.db"), index)
-    return Reference(by_digest, transactions)
+    return Reference(by_digest, transactions, warmup)
 
 
 def digest_of_file(path: Path) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.durability import reference
-from sqlwa.durability.states import CrashState
+from sqlwa.durability.states import Acked, CrashState
 
 # What a state can come to, worst first (summary.json's durability.outcomes)
 UNMOUNTABLE = "unmountable"  # the filesystem did not mount
@@ -29,9 +29,15 @@ OUTCOMES = (HUNG, UNMOUNTABLE, CORRUPT, NOT_A_COMMIT, LOST, DURABLE)
 
 @dataclass(frozen=True)
 class Verdict:
+    """A state in the user's terms: of the commits SQLite had acknowledged (the schema's
+    counted as one), how many the database held and how many it lost; ``held`` is None
+    where the database could not be read (all of them count as lost then).
+    ``0 <= lost <= acknowledged`` and ``held + lost == acknowledged`` always."""
+
     outcome: str
-    present: int | None  # the last commit the database holds (reference.SETUP, BEFORE_SETUP)
-    lost: int  # acknowledged commits missing (the schema counts as one)
+    acknowledged: int
+    held: int | None
+    lost: int
     detail: str = ""
 
 
@@ -113,10 +119,22 @@ def _recovery_ahead(db: Path) -> str:
 
 def judge(state: CrashState, inspection: Inspection) -> Verdict:
     """The state's verdict: its image's problem, or how many acknowledged commits it lost."""
-    acked = state.acked.commits + (1 if state.acked.setup else 0)  # the schema's commit counts as one
+    acked = acknowledged(state.acked)
     if inspection.problem is not None or inspection.present is None:
-        return Verdict(inspection.problem or CORRUPT, None, acked, inspection.detail)
-    # a database at commit `present` holds present + 2 commits, the schema's included
-    # (reference.SETUP = -1 holds one, BEFORE_SETUP = -2 none)
-    lost = max(0, acked - (inspection.present + 2))
-    return Verdict(LOST if lost else DURABLE, inspection.present, lost, inspection.detail)
+        return Verdict(inspection.problem or CORRUPT, acked, None, acked, inspection.detail)
+    # the database may hold commits not yet acknowledged (their writes got there first):
+    # those are no loss, and none of them is "held" of the acknowledged ones
+    held = min(acked, commits_in(inspection.present))
+    return Verdict(LOST if held < acked else DURABLE, acked, held, acked - held, inspection.detail)
+
+
+def acknowledged(acked: Acked) -> int:
+    """The commits SQLite had acknowledged, the schema's counted as one."""
+    return acked.commits + (1 if acked.setup else 0)
+
+
+def commits_in(present: int) -> int:
+    """How many commits a database whose rows are those of commit ``present`` holds, the
+    schema's included: reference.BEFORE_SETUP none, SETUP one, transaction i i + 2. The
+    reference's markers are positions, not counts: never let one into a count."""
+    return max(0, present - reference.BEFORE_SETUP)

@@ -265,4 +265,5 @@ def reference_snapshots(
     snapshots.mkdir()
     quiet = dataclasses.replace(settings, sync="off", count_vfs=False, snapshot_dir=str(snapshots), dm_mark=None)
     raw = engine.run_workload_raw(scenario, quiet, run_dir)
-    return reference.from_snapshots(snapshots, len(raw["commits"]["index"]))
+    warmup = sum(1 for flag in raw["commits"]["warmup"] if flag)
+    return reference.from_snapshots(snapshots, len(raw["commits"]["index"]), warmup)

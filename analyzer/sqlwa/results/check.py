@@ -51,7 +51,7 @@ import polars as pl
 from sqlwa import device as devices
 from sqlwa import inputs
 from sqlwa.analysis.phases import PHASE_LABELS
-from sqlwa.catalogue import CONFIG_KEYS, FINDINGS, METRICS, config_key, config_label, run_label
+from sqlwa.catalogue import CONFIG_KEYS, DURABILITY_FINDINGS, FINDINGS, METRICS, config_key, config_label, run_label
 from sqlwa.device.predict import ConfigPrediction, predict_runs
 from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
@@ -495,12 +495,18 @@ def rule_predictions(
 
 
 def forbidden_findings(rule: Rule, row: dict, found: ConfigFindings | None) -> list[Finding]:
-    """One check per forbidden finding: violated by any commit that has it."""
+    """One check per forbidden finding: violated by any commit that has it, and a
+    durability finding also by crash states that lost acknowledged commits (they measure
+    durability itself: a commit SQLite never synced has no finding, yet is lost)."""
     label = config_label(row)
     checks = []
     for name in rule.forbid_findings:
         check = f"forbid_findings {name}"
-        if found is None or not found.looked_for(name):
+        if found is not None and found.crash is not None and found.crash_lost() and name in DURABILITY_FINDINGS:
+            said = found.line(name) if found.hits.get(name) else f"in none of {found.commits:,} commits"
+            detail = f"{said}; but {found.crash.line()}: the commits were not durable"
+            checks.append(Finding("violation", rule.name, label, check, found.crash.max_lost, 0, detail))
+        elif found is None or not found.looked_for(name):
             detail = f"needs the {FINDINGS[name]} level, which was not measured"
             checks.append(Finding("unmeasured", rule.name, label, check, detail=detail))
         elif found.hits.get(name):

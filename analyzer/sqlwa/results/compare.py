@@ -4,8 +4,9 @@ Matrices are matched configuration by configuration (scenario, fs, encrypt, fuse
 crypt, journal, sync; means over repeats); a configuration present on one side only is shown
 with the other side empty. Two single runs are compared with each other whatever their configurations.
 
-Durability is compared too: where B's commits lost the durability A's had (a finding
-such as ``fsync_flushed_nothing``), B's lower costs are bought with it and are no gain.
+Durability is compared too: where B's commits are not durable (a finding such as
+``fsync_flushed_nothing``, or `sqlwa crash` states that lost acknowledged commits), B's
+lower costs are bought with it and are no gain.
 
 Results may also be split by the kernel their runs ran on (``--by kernel``): the runs of
 one store (or of two, pooled) on two kernels become the two sides, so a VM lab run on
@@ -153,11 +154,15 @@ def shared_label(a: pl.DataFrame, b: pl.DataFrame) -> str | None:
 
 
 def durability_state(state: ConfigFindings | None) -> str | None:
-    """'kept', 'lost: fsync_flushed_nothing 100%', or None where it was not looked for."""
-    if state is None or "syscall" not in state.levels:
+    """'kept', 'lost: fsync_flushed_nothing 100%', 'lost: 6 of 54 crash states lost
+    acknowledged commits (up to 41)', or None where it was not looked for. Crash states
+    measure durability itself: where a run has them, their word counts."""
+    if state is None or ("syscall" not in state.levels and state.crash is None):
         return None
-    lost = state.durability_lost()
-    return "lost: " + ", ".join(f"{name} {state.share(name):.0%}" for name in lost) if lost else "kept"
+    lost = [f"{name} {state.share(name):.0%}" for name in state.durability_lost()]
+    if state.crash is not None and state.crash.lost_any():
+        lost.append(state.crash.line())
+    return "lost: " + ", ".join(lost) if lost else "kept"
 
 
 def side_durability(runs: pl.DataFrame, label: str | None) -> dict[str, str | None]:
@@ -191,11 +196,14 @@ def compare(
     latencies_b: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """config, metric, a, b, delta, pct, durability_lost — rows where neither side measured
-    the metric dropped; durability_lost marks the configurations whose B gave up the
-    durability A had (its lower costs are no gain). With each side's latencies
+    the metric dropped; durability_lost marks the configurations whose B is not durable
+    (its lower costs are no gain). With each side's latencies
     (store.load_latencies) the latency quantiles are over its repeats' commits pooled."""
     label = shared_label(a, b)
-    lost = durability(a, b).filter(pl.col("change") == "lost")["config"].to_list()
+    # B's saving is no gain where B's commits are not durable, whatever A's were: a side
+    # that loses acknowledged commits is never "better" without saying so
+    sides = durability(a, b)
+    lost = sides.filter(pl.col("b").is_not_null() & (pl.col("b") != "kept"))["config"].to_list()
     clock_emulated = list(emulated_labels(a, label) | emulated_labels(b, label))
     timings = [name for name, metric in METRICS.items() if metric.timing]
     joined = long_means(a, "a", label, latencies_a).join(

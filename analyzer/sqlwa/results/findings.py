@@ -18,6 +18,38 @@ from sqlwa.results import rundir
 
 
 @dataclass
+class CrashTally:
+    """What the crash states of a configuration's `sqlwa crash` runs came to, all repeats:
+    the direct measurement of durability, where the findings are the layers' word."""
+
+    states: int = 0
+    states_losing: int = 0  # sound states without some acknowledged commit
+    max_lost: int = 0  # the most acknowledged commits one state lost (the schema's counted as one)
+    unreadable: int = 0  # states whose database was corrupt, no commit's, or did not mount
+
+    def add(self, durability: dict) -> None:
+        lost = durability["lost_commits"]
+        self.states += durability["states"]
+        self.states_losing += lost["states_losing"]
+        self.max_lost = max(self.max_lost, lost["max"])
+        self.unreadable += durability["corrupt_states"] + durability["unmountable_states"]
+
+    def lost_any(self) -> bool:
+        return bool(self.states_losing or self.unreadable)
+
+    def line(self) -> str:
+        """'6 of 54 crash states lost acknowledged commits (up to 41)'."""
+        parts = []
+        if self.states_losing:
+            parts.append(
+                f"{self.states_losing:,} of {self.states:,} crash states lost acknowledged commits (up to {self.max_lost:,})"
+            )
+        if self.unreadable:
+            parts.append(f"{self.unreadable:,} of {self.states:,} crash states left no readable database")
+        return "; ".join(parts) or f"none of {self.states:,} crash states lost an acknowledged commit"
+
+
+@dataclass
 class ConfigFindings:
     """What the successful runs of one configuration found, over all its repeats."""
 
@@ -25,6 +57,11 @@ class ConfigFindings:
     commits: int = 0  # measured commits, all repeats
     hits: dict[str, int] = field(default_factory=dict)  # finding -> commits it was found in
     what: dict[str, str] = field(default_factory=dict)  # finding -> what it means
+    crash: CrashTally | None = None  # the crash states of its `sqlwa crash` runs, if any
+
+    def crash_lost(self) -> bool:
+        """Whether crash states showed a power cut losing acknowledged commits."""
+        return self.crash is not None and self.crash.lost_any()
 
     def looked_for(self, name: str) -> bool:
         """Whether every run measured the level the finding compares (else it cannot say)."""
@@ -48,6 +85,12 @@ def run_findings(row: dict) -> list[dict] | None:
     return json.loads(row.get("summary_json") or "{}").get("findings")
 
 
+def run_durability(row: dict) -> dict | None:
+    """One run's crash states (summary.json's ``durability``); None for a run without them."""
+    durability = json.loads(row.get("summary_json") or "{}").get("durability")
+    return durability if isinstance(durability, dict) else None
+
+
 def check_stored(summary_json: str | None) -> None:
     """Raise :class:`rundir.Damaged` unless a stored summary's findings are readable."""
     summary = json.loads(summary_json or "{}")
@@ -60,6 +103,18 @@ def check_stored(summary_json: str | None) -> None:
         )
     ):
         raise rundir.Damaged("a run's summary or its findings are not of sqlwa's shape")
+    durability = summary.get("durability")
+    if durability is not None and not _durability_shaped(durability):
+        raise rundir.Damaged("a run's crash states (summary.json's durability) are not of sqlwa's shape")
+
+
+def _durability_shaped(durability: object) -> bool:
+    """The figures :class:`CrashTally` reads are there, and are counts."""
+    if not isinstance(durability, dict) or not isinstance(durability.get("lost_commits"), dict):
+        return False
+    figures = [durability.get(k) for k in ("states", "corrupt_states", "unmountable_states")]
+    figures += [durability["lost_commits"].get(k) for k in ("max", "states_losing")]
+    return all(isinstance(n, int) and n >= 0 for n in figures)
 
 
 def config_findings(runs: pl.DataFrame) -> dict[tuple, ConfigFindings]:
@@ -77,4 +132,8 @@ def config_findings(runs: pl.DataFrame) -> dict[tuple, ConfigFindings]:
         for finding in found or []:
             state.hits[finding["check"]] = state.hits.get(finding["check"], 0) + finding["commits"]
             state.what[finding["check"]] = str(finding.get("what", finding["check"]))
+        durability = run_durability(row)
+        if durability is not None:
+            state.crash = state.crash or CrashTally()
+            state.crash.add(durability)
     return out

@@ -57,7 +57,7 @@ from sqlwa.device.predict import DevicePrediction, predict_runs
 from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
 from sqlwa.results import emulated, layers, phasematch, rundir, store
-from sqlwa.results.findings import config_findings
+from sqlwa.results.findings import ConfigFindings, config_findings
 from sqlwa.views import figures
 from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT, PER_COMMIT_BARS
 
@@ -470,8 +470,45 @@ def runs_table(runs: pl.DataFrame) -> str:
 
 
 def findings_table(runs: pl.DataFrame) -> tuple[str, str]:
-    """Every consistency finding of every configuration, durability lost first; and a note."""
+    """What a power cut would leave (crash states, where a `sqlwa crash` run measured it),
+    then every consistency finding of every configuration, durability lost first; and a note."""
     found = config_findings(runs)
+    crash_html, crash_note = crash_table(found)
+    table, note = layer_findings(found)
+    if not table and any(state.crash_lost() for state in found.values()):
+        # the layers agreeing is no durability: a commit SQLite never synced is no finding
+        note = "No layer disagreed: the layers did what SQLite asked, and a commit SQLite did not sync is lost all the same."
+    return crash_html + table, " ".join(part for part in (crash_note, note) if part)
+
+
+def crash_table(found: dict[tuple, ConfigFindings]) -> tuple[str, str]:
+    """One row per configuration with crash states: how many lost acknowledged commits."""
+    tallies = [(key, state.crash) for key, state in found.items() if state.crash is not None]
+    if not tallies:
+        return "", ""
+    rows = [
+        f'<tr class="{"lost" if crash.lost_any() else ""}"><th>{html.escape(label_of(key))}</th>'
+        f"<td>{crash.states:,}</td><td>{crash.states_losing:,}</td><td>{crash.max_lost:,}</td>"
+        f"<td>{crash.unreadable:,}</td></tr>"
+        for key, crash in tallies
+    ]
+    table = (
+        '<div class="scroll"><table><thead><tr><th>configuration</th><th>crash states</th>'
+        "<th>states losing acknowledged commits</th><th>most commits one state lost</th>"
+        f"<th>states without a readable database</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+    losing = [label_of(key) for key, crash in tallies if crash.lost_any()]
+    note = (
+        f"A power cut would lose acknowledged commits of {', '.join(losing)} (red): their crash states say so, "
+        "whatever the layers' findings below."
+        if losing
+        else "No crash state lost an acknowledged commit or the database."
+    )
+    return table, note
+
+
+def layer_findings(found: dict[tuple, ConfigFindings]) -> tuple[str, str]:
+    """Every consistency finding of every configuration, durability lost first; and a note."""
     if not any("syscall" in state.levels for state in found.values()):
         return "", "Findings compare the syscall and block levels with SQLite's own calls: they need a lab run."
     order = [*DURABILITY_FINDINGS, *(name for name in FINDINGS if name not in DURABILITY_FINDINGS)]
@@ -501,6 +538,8 @@ def durability_banner(runs: pl.DataFrame) -> str:
     said at the top of the page, with the mount options that did it."""
     items = []
     for key, state in config_findings(runs).items():
+        if state.crash is not None and state.crash.lost_any():
+            items.append(f"<li>{html.escape(label_of(key))}: {html.escape(state.crash.line())} (sqlwa crash)</li>")
         for name in state.durability_lost():
             options = {r["mount_options"] for r in runs.iter_rows(named=True) if config_key(r) == key}
             mounted = ", ".join(sorted(o for o in options if o))

@@ -250,6 +250,55 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
         )
 
 
+def phases_text(phases: dict[str, int]) -> str:
+    """'the schema's, 10 warm-up, 30 measured': what a number of commits was made of."""
+    parts = ["the schema's"] if phases.get("schema") else []
+    parts += [
+        f"{phases[name]} {name.replace('warmup', 'warm-up')}" for name in ("warmup", "measured") if phases.get(name)
+    ]
+    return ", ".join(parts)
+
+
+def held_text(first: dict) -> str:
+    """What a crash state kept of what SQLite had acknowledged, in the user's terms."""
+    acked, held, lost = first["acknowledged_commits"], first["held"], first["lost"]
+    of = f"the {acked} acknowledged commit{'s' if acked != 1 else ''} ({phases_text(first['acknowledged'])})"
+    if held is None:
+        return f"the database could not be read: {of} are all lost"
+    if held == 0:
+        return f"the database held none of {of}"
+    kept = f"the database held {held} of {of}"
+    return kept if not lost else f"{kept}, lost the last {lost} ({phases_text(first['lost_of'])})"
+
+
+def missing_text(first: dict) -> str:
+    """The writes of the state's flush interval that had not reached the disk."""
+    missing = first.get("writes_missing") or []
+    if not missing:
+        return ""
+    size = sum(w["bytes"] for w in missing)
+    shown = "" if len(missing) < 8 else " (the first 8)"
+    return f"; {len(missing)} writes{shown} ({fmt_bytes(size)}) since the last flush had not reached the disk"
+
+
+def durability_verdict(durability: dict) -> str:
+    """One line: did any crash state lose what SQLite had acknowledged, or break the database."""
+    lost, states = durability["lost_commits"], durability["states"]
+    broken = durability["corrupt_states"] + durability["unmountable_states"]
+    acked = durability.get("acknowledged")
+    of = f" of the {acked['commits']} acknowledged: {phases_text(acked)}" if acked else ""
+    if not lost["states_losing"] and not broken:
+        return f"[green]no crash state of {states} lost an acknowledged commit or the database[/green]"
+    parts = []
+    if lost["states_losing"]:
+        parts.append(
+            f"{lost['states_losing']} of {states} crash states lost acknowledged commits (up to {lost['max']}{of})"
+        )
+    if broken:
+        parts.append(f"{broken} of {states} left no readable database")
+    return "[red]not durable: " + "; ".join(parts) + "[/red]"
+
+
 def print_durability(durability: dict, console: Console | None = None) -> None:
     """``sqlwa crash``'s verdict: states tried, and what the worst of them lost."""
     console = console or wide_console()
@@ -260,6 +309,9 @@ def print_durability(durability: dict, console: Console | None = None) -> None:
     for name, count in outcomes.items():
         table.add_row(f"  {name.replace('_', ' ')}", str(count))
     table.add_row("acknowledged commits lost (max)", str(lost["max"]))
+    acked = durability.get("acknowledged")
+    if acked:
+        table.add_row(f"acknowledged by the end ({phases_text(acked)})", str(acked["commits"]))
     console.print(table)
     rate = durability.get("states_per_minute")
     log = durability["log"]
@@ -269,10 +321,12 @@ def print_durability(durability: dict, console: Console | None = None) -> None:
         style="dim",
         highlight=False,
     )
+    console.print(durability_verdict(durability), highlight=False)
     for outcome, first in durability["first"].items():
         console.print(
-            f"first {outcome.replace('_', ' ')}: {first['kind']} state before log entry {first['before_entry']}, "
-            f"{first['acknowledged_commits']} commits acknowledged, lost {first['lost']}"
-            + (f" ({first['detail']})" if first["detail"] else ""),
+            f"first {outcome.replace('_', ' ')}: {first['kind']} state before log entry {first['before_entry']}: "
+            + held_text(first)
+            + (f"; {first['detail']}" if first["detail"] else "")
+            + missing_text(first),
             highlight=False,
         )
