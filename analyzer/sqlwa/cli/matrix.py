@@ -152,20 +152,34 @@ def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None
         title=title,
         title_justify="left",
         caption="per commit, mean over measured commits (and repeats; p99 over their commits pooled); "
+        "± = sample standard deviation of the runs' own values (p99: of each run's p99); "
         "— = level not measured; "
         "block KiB amortized: all block bytes from the first commit to the end / commits",
     )
     table.add_column("configuration")
+    table.add_column("runs", justify="right")
     table.add_column("commits", justify="right")
     for name in TABLE_METRICS:
         table.add_column(METRICS[name].label, justify="right")
     for row in store.config_means(runs, latencies).iter_rows(named=True):
         table.add_row(
             config_label(row),
+            f"{row['repeats']:,}",
             f"{row['commits']:,}",
-            *(fmt(row[name], METRICS[name].digits) for name in TABLE_METRICS),
+            *(with_spread(row, name) for name in TABLE_METRICS),
         )
     return table
+
+
+def with_spread(row: dict, name: str) -> str:
+    """'mean ± sd' over a configuration's runs, as hyperfine prints it; the mean alone
+    for one run (no spread to show) or an unmeasured level."""
+    from sqlwa.results import store
+
+    digits = METRICS[name].digits
+    sd = row.get(store.sd_column(name))
+    text = fmt(row[name], digits)
+    return text if sd is None or row[name] is None else f"{text} ± {fmt(sd, digits)}"
 
 
 def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:

@@ -117,7 +117,8 @@ def cell_entry(result: matrix.CellResult, row: dict) -> dict:
 
 def configuration_entry(row: dict) -> dict:
     """A configuration's means over its successful repeats (latency quantiles over their
-    commits pooled), as in the matrix table."""
+    commits pooled), as in the matrix table, and ``sd``: each metric's sample standard
+    deviation over the repeats' own values (null for one run), as hyperfine gives it."""
     return {
         "label": config_label(row),
         **{key: row[key] for key in CONFIG_KEYS},
@@ -125,6 +126,7 @@ def configuration_entry(row: dict) -> dict:
         "commits": row["commits"],
         "lost_events": row["lost_events"],
         "metrics": {name: row.get(name) for name in METRICS},
+        "sd": {name: row.get(store.sd_column(name)) for name in METRICS},
     }
 
 
