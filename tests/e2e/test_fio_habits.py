@@ -124,3 +124,16 @@ def test_max_p50_ms_holds_the_pooled_median(repeated, tmp_path):
     (check,) = json.loads(proc.stdout)["checks"]
     assert check["check"] == "max_p50_ms" and check["outcome"] == "violation"
     assert check["measured"] == pytest.approx(median, abs=1e-9)
+
+
+def test_a_matrix_at_120_hz_counts_misses_of_an_8_33_ms_frame(tmp_path):
+    out = tmp_path / "m"
+    args = ["matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "10", "--frame-rate", "120"]
+    document = json.loads(sqlwa(*args, "--out", str(out), "--json").stdout)
+    assert document["plan"]["frame_rate"] == 120
+    for cell in document["cells"]:
+        run_dir = Path(cell["run_dir"])
+        assert json.loads((run_dir / "summary.json").read_text())["frame_budget_misses"]["budget_ms"] == 8.33
+        commits = pl.read_parquet(run_dir / "commits.parquet").filter(~pl.col("warmup"))
+        slower = sum(ns > 8.33e6 for ns in commits["latency_ns"].to_list())
+        assert cell["metrics"]["frame_budget_misses"] == slower

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 import click
 
 from sqlwa import outputs
-from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, DEFAULT_JOURNALS, DEFAULT_SYNCS, METRICS, NO_LAYER, config_label
+from sqlwa.catalogue import (
+    DEFAULT_FRAME_BUDGET_MS,
+    DEFAULT_IMAGE_SIZE,
+    DEFAULT_JOURNALS,
+    DEFAULT_SYNCS,
+    FRAME_RATES,
+    METRICS,
+    NO_LAYER,
+    config_label,
+)
 from sqlwa.lab import devmapper
 from sqlwa.vm import kernel as vm_kernel
 
@@ -348,6 +357,14 @@ MATRIX_OPTIONS = [
         metavar="MS",
         help="dm-delay under every cell's lab filesystem: writes and cache flushes held MS ms (as `sqlwa run "
         "--device-delay`; needs device-mapper: --vm here).",
+    ),
+    click.option(
+        "--frame-rate",
+        type=click.Choice([str(rate) for rate in FRAME_RATES]),
+        callback=lambda _ctx, _param, value: None if value is None else int(value),
+        metavar="|".join(str(rate) for rate in FRAME_RATES),
+        help="The display's refresh rate, Hz: every run's frame budget is one frame of it (as `sqlwa run "
+        f"--frame-rate`) [default: {DEFAULT_FRAME_BUDGET_MS} ms, 60 Hz].",
     ),
     click.option(
         "--kernel",
