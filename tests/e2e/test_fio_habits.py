@@ -137,3 +137,22 @@ def test_a_matrix_at_120_hz_counts_misses_of_an_8_33_ms_frame(tmp_path):
         commits = pl.read_parquet(run_dir / "commits.parquet").filter(~pl.col("warmup"))
         slower = sum(ns > 8.33e6 for ns in commits["latency_ns"].to_list())
         assert cell["metrics"]["frame_budget_misses"] == slower
+
+
+def test_the_layer_cost_table_says_how_many_runs_each_ratio_is_over():
+    from sqlwa.views import report
+
+    plain = {"scenario": "mobibench-insert", "fs": "ext4", "profile": "none", "crypt": "none", "fuse": "none"}
+    means = pl.DataFrame(
+        [
+            {**plain, "encrypt": "none", "journal": "wal", "sync": "full", "repeats": 3, "p99_ms": 2.0},
+            {**plain, "encrypt": "fscrypt", "journal": "wal", "sync": "full", "repeats": 1, "p99_ms": 3.0},
+        ]
+    )
+    (section,) = report.layer_sections(means)
+    assert "mobibench-insert ext4+fscrypt wal/full (1 run)" in section.html
+    assert "mobibench-insert ext4 wal/full (mean of 3 runs)" in section.html
+    assert "Ratios from a single run on either side are one sample each" in section.note
+    means = means.with_columns(pl.lit(3).alias("repeats"))
+    (section,) = report.layer_sections(means)
+    assert "(1 run)" not in section.html and "single run" not in section.note
