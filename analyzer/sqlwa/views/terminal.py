@@ -143,7 +143,8 @@ def device_time_rows(table: Table, summary: dict) -> None:
     for name, phase in (("Q2D", "q2d_ms"), ("D2C", "d2c_ms")):
         parts = [f"{op} {quantiles(figures[phase])}" for op, figures in device["by_operation"].items()]
         what = "queued → dispatched" if name == "Q2D" else "dispatched → completed"
-        table.add_row(f"device {name} ({what}) p50 / p99 / max", "", " · ".join(parts) + " ms")
+        shown = " · ".join(parts) + " ms" if parts else "no request issued in the commits"
+        table.add_row(f"device {name} ({what}) p50 / p99 / max", "", shown)
     share = device["device_share"]
     if share["of_all_commits"] is not None:
         table.add_row(
