@@ -46,6 +46,9 @@ DATABASE_FILE_KINDS = ("db", "journal", "wal", "shm")
 
 #: One frame at 60 Hz, ms: a commit longer than this misses the frame budget.
 DEFAULT_FRAME_BUDGET_MS = 16.67
+#: ``--frame-rate`` presets: a display's refresh rate (Hz) → its frame, ms, rounded as the
+#: default is (60 Hz is the default budget exactly).
+FRAME_RATES = {60: DEFAULT_FRAME_BUDGET_MS, 90: 11.11, 120: 8.33}
 #: Monte Carlo draws per commit for a predicted latency, and their seed.
 DEFAULT_DRAWS = 200
 DEFAULT_SEED = 0

@@ -443,7 +443,7 @@ def test_a_bad_option_with_json_exits_2_with_one_error_line(args, tmp_path):
 # ------------------------------------------------------------------ the README's examples
 
 # Objects keyed by metric (or by a rule's limit): the README's examples show a few of them.
-NAME_MAPS = {"metrics", "units", "limits"}
+NAME_MAPS = {"metrics", "units", "limits", "sd"}  # sd: a configuration's spread over its repeats, by metric
 KNOWN_NAMES = set(METRICS) | set(LIMITS)
 
 

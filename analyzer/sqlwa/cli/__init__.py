@@ -41,7 +41,9 @@ COMMANDS = {
     "parse": LazyCommand(
         "sqlwa.cli.parse:parse", "Read block traces captured anywhere (phones, servers) into one event table."
     ),
-    "export": LazyCommand("sqlwa.cli.export:export_command", "Write a lab run (sqlwa run --fs …) as a Perfetto trace."),
+    "export": LazyCommand(
+        "sqlwa.cli.export:export_command", "Write a lab run (sqlwa run --fs …) as a Perfetto trace, or a table as CSV."
+    ),
     "report": LazyCommand(
         "sqlwa.cli.report:report_command",
         "Write one HTML page with charts and every number for a matrix (or one run).",

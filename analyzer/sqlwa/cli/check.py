@@ -77,7 +77,9 @@ def check_command(
     Rules (each scoped by scenario, fs, encrypt, fuse, profile, crypt, journal, sync; means over
     repeats, latency quantiles over the repeats' commits pooled):
       max_fsync_calls_per_commit   syscall level: fsync + fdatasync + sync_file_range
+      max_flushes_per_commit       block level: device cache flushes per commit
       max_write_kib_per_commit     block level: KiB written per commit, writeback included
+      max_p50_ms                   commit latency p50 (median)
       max_p99_ms                   commit latency p99
       max_frame_budget_misses      commits slower than one 60 Hz frame (16.67 ms), a count
       max_frame_budget_miss_pct    the same as a share of the measured commits, %

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 import click
 
 from sqlwa import outputs
-from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, DEFAULT_JOURNALS, DEFAULT_SYNCS, METRICS, NO_LAYER, config_label
+from sqlwa.catalogue import (
+    DEFAULT_FRAME_BUDGET_MS,
+    DEFAULT_IMAGE_SIZE,
+    DEFAULT_JOURNALS,
+    DEFAULT_SYNCS,
+    FRAME_RATES,
+    METRICS,
+    NO_LAYER,
+    config_label,
+)
 from sqlwa.lab import devmapper
 from sqlwa.vm import kernel as vm_kernel
 
@@ -152,20 +161,34 @@ def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None
         title=title,
         title_justify="left",
         caption="per commit, mean over measured commits (and repeats; p99 over their commits pooled); "
+        "± = sample standard deviation of the runs' own values (p99: of each run's p99); "
         "— = level not measured; "
         "block KiB amortized: all block bytes from the first commit to the end / commits",
     )
     table.add_column("configuration")
+    table.add_column("runs", justify="right")
     table.add_column("commits", justify="right")
     for name in TABLE_METRICS:
         table.add_column(METRICS[name].label, justify="right")
     for row in store.config_means(runs, latencies).iter_rows(named=True):
         table.add_row(
             config_label(row),
+            f"{row['repeats']:,}",
             f"{row['commits']:,}",
-            *(fmt(row[name], METRICS[name].digits) for name in TABLE_METRICS),
+            *(with_spread(row, name) for name in TABLE_METRICS),
         )
     return table
+
+
+def with_spread(row: dict, name: str) -> str:
+    """'mean ± sd' over a configuration's runs, as hyperfine prints it; the mean alone
+    for one run (no spread to show) or an unmeasured level."""
+    from sqlwa.results import store
+
+    digits = METRICS[name].digits
+    sd = row.get(store.sd_column(name))
+    text = fmt(row[name], digits)
+    return text if sd is None or row[name] is None else f"{text} ± {fmt(sd, digits)}"
 
 
 def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
@@ -334,6 +357,14 @@ MATRIX_OPTIONS = [
         metavar="MS",
         help="dm-delay under every cell's lab filesystem: writes and cache flushes held MS ms (as `sqlwa run "
         "--device-delay`; needs device-mapper: --vm here).",
+    ),
+    click.option(
+        "--frame-rate",
+        type=click.Choice([str(rate) for rate in FRAME_RATES]),
+        callback=lambda _ctx, _param, value: None if value is None else int(value),
+        metavar="|".join(str(rate) for rate in FRAME_RATES),
+        help="The display's refresh rate, Hz: every run's frame budget is one frame of it (as `sqlwa run "
+        f"--frame-rate`) [default: {DEFAULT_FRAME_BUDGET_MS} ms, 60 Hz].",
     ),
     click.option(
         "--kernel",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sqlwa.capture import tracing
-from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS, DEFAULT_IMAGE_SIZE
+from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS, DEFAULT_IMAGE_SIZE, FRAME_RATES
 from sqlwa.errors import Interrupted, UsageError
 from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.measure import engine
@@ -192,6 +192,14 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     show_default=True,
     help="Commits longer than this count as frame-budget misses (60 Hz: 16.67).",
 )
+@click.option(
+    "--frame-rate",
+    "frame_rate",
+    type=click.Choice([str(rate) for rate in FRAME_RATES]),
+    metavar="|".join(str(rate) for rate in FRAME_RATES),
+    help="The display's refresh rate, Hz: its frame is the frame budget "
+    f"({', '.join(f'{rate} Hz: {ms:g} ms' for rate, ms in FRAME_RATES.items())}); instead of --frame-budget-ms.",
+)
 @click.option("--allow-loss", is_flag=True, help="Keep a run whose trace lost events instead of failing it.")
 @click.option(
     "--buffer-kb",
@@ -264,6 +272,7 @@ def run(
     mount_opts: str,
     fill_pct: float,
     frame_budget_ms: float,
+    frame_rate: str | None,
     allow_loss: bool,
     buffer_kb: int,
     run_dir: Path | None,
@@ -338,6 +347,7 @@ def run_request(
     keep_image: bool,
     no_vfs_count: bool,
     settings_given: dict[str, Any],
+    frame_rate: str | None = None,
     allow_system_dir: bool = False,
     **_: Any,
 ) -> runner.RunRequest:
@@ -376,7 +386,7 @@ def run_request(
         fill_pct=fill_pct,
         allow_loss=allow_loss,
         buffer_kb=buffer_kb,
-        frame_budget_ms=frame_budget_ms,
+        frame_budget_ms=frame_budget_of(frame_budget_ms, frame_rate),
         vm=vm,
         kernel=vm_kernel,
         guest_strace=guest_strace,
@@ -384,6 +394,17 @@ def run_request(
         allow_system_dir=allow_system_dir,
     )
     return request
+
+
+def frame_budget_of(frame_budget_ms: float, frame_rate: str | None) -> float:
+    """The frame budget ``--frame-budget-ms`` or ``--frame-rate`` asks for (not both: two
+    budgets for one run would leave one unsaid)."""
+    if frame_rate is None:
+        return frame_budget_ms
+    source = click.get_current_context().get_parameter_source("frame_budget_ms")
+    if source not in (None, click.core.ParameterSource.DEFAULT):
+        raise UsageError("--frame-rate and --frame-budget-ms both set the frame budget", "give one of them")
+    return FRAME_RATES[int(frame_rate)]
 
 
 def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:

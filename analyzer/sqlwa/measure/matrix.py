@@ -37,8 +37,10 @@ from pathlib import Path
 from sqlwa import _system, outputs
 from sqlwa.capture import tracing
 from sqlwa.catalogue import (
+    DEFAULT_FRAME_BUDGET_MS,
     DEFAULT_JOURNALS,
     DEFAULT_SYNCS,
+    FRAME_RATES,
     LAYER_KEYS,
     NO_LAB_FS,
     NO_LAYER,
@@ -136,6 +138,7 @@ class MatrixPlan:
     vm: bool = False  # every cell in one VM lab guest
     kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
     device_delay_ms: int | None = None  # dm-delay under every cell's filesystem
+    frame_rate: int | None = None  # --frame-rate: every run's frame budget is one frame of it
     allow_system_dir: bool = False  # --allow-system-dir: --out may be in /etc, /usr …
 
     def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
@@ -281,9 +284,10 @@ PLAN_OPTIONS = {
     "vm": "--vm",
     "kernel": "--kernel",
     "device_delay_ms": "--device-delay",
+    "frame_rate": "--frame-rate",
 }
 # What a plan stored before an option existed meant by leaving it out.
-PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN, "device_delay_ms": None}
+PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN, "device_delay_ms": None, "frame_rate": None}
 
 
 # What a plan recorded before the layer axes existed had, in effect: no layers.
@@ -393,6 +397,7 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         fuse=cell.fuse,
         crypt=cell.crypt,
         device_delay_ms=plan.device_delay_ms,
+        frame_budget_ms=FRAME_RATES[plan.frame_rate] if plan.frame_rate else DEFAULT_FRAME_BUDGET_MS,
         vm=plan.vm,
         kernel=plan.kernel,
         allow_system_dir=plan.allow_system_dir,

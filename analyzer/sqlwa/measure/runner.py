@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from sqlwa import _system, outputs
-from sqlwa.analysis import attribution, fuse_effect, metrics, phases, remap, traceparse, windows
+from sqlwa.analysis import attribution, device_time, fuse_effect, metrics, phases, remap, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, NO_LAB_FS
@@ -284,6 +284,9 @@ def analyse_trace(
     if "block" in levels:
         joined = joined.join(windows.block_per_commit(events, wins, dev), on="index", how="left")
         amortized = windows.amortized_write_bytes(events, wins, dev)
+        requests = device_time.requests(events, dev)
+        joined = joined.join(device_time.busy_per_commit(requests, wins), on="index", how="left")
+        sections["device_time"] = device_time.section(requests, wins, joined)
         if context is not None:
             attributed = attribution.attribute(
                 events,

@@ -61,7 +61,9 @@ from sqlwa.results.findings import ConfigFindings, config_findings
 # The catalogue metrics a rule may cap, each as ``max_<metric>``.
 LIMIT_METRICS = (
     "fsync_calls_per_commit",
+    "flushes_per_commit",
     "write_kib_per_commit",
+    "p50_ms",
     "p99_ms",
     "frame_budget_misses",
     "frame_budget_miss_pct",

@@ -38,6 +38,8 @@ COST_SCHEMA = {
     "layered": pl.Float64,
     "plain": pl.Float64,
     "ratio": pl.Float64,
+    "runs": pl.Int64,  # the repeats behind each side: a ratio of single runs is one sample
+    "plain_runs": pl.Int64,
 }
 
 
@@ -61,7 +63,8 @@ def ratio(layered: float | None, plain: float | None) -> float | None:
 def layer_costs(means: pl.DataFrame) -> pl.DataFrame:
     """One row per layered configuration and metric: ``config``, ``plain_config`` (its
     label; null when the results hold no plain run of it), ``metric``, the ``layered`` and
-    ``plain`` values and their ``ratio``, in the order of ``means``."""
+    ``plain`` values and their ``ratio``, and the ``runs`` and ``plain_runs`` each side's
+    means are over, in the order of ``means``."""
     rows = list(means.iter_rows(named=True)) if means.height else []
     plain = {tuple(row[k] for k in CONFIG_KEYS): row for row in rows if not has_layers(row)}
     found = []
@@ -78,6 +81,8 @@ def layer_costs(means: pl.DataFrame) -> pl.DataFrame:
                     "layered": value,
                     "plain": base,
                     "ratio": ratio(value, base),
+                    "runs": row.get("repeats"),
+                    "plain_runs": counterpart.get("repeats") if counterpart else None,
                 }
             )
     return pl.DataFrame(found, schema=COST_SCHEMA)

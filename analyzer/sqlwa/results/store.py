@@ -803,7 +803,9 @@ def config_means(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> p
     """One row per configuration (:data:`sqlwa.catalogue.CONFIG_KEYS`) over its successful runs:
     the mean of every figure across repeats, the repeats counted and lost events summed.
     With ``latencies`` (:func:`load_latencies`) the latency quantiles are those of all
-    the configuration's commits pooled: a mean of each repeat's p99 is no p99."""
+    the configuration's commits pooled: a mean of each repeat's p99 is no p99.
+    ``<metric>_sd``: the sample standard deviation (n - 1) of the runs' own values, as
+    hyperfine shows a spread (null for one run): of each run's p99 for p99_ms too."""
     ok = runs.filter(pl.col("status") == "ok") if runs.height else runs
     if ok.height == 0:
         return ok
@@ -815,6 +817,7 @@ def config_means(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> p
         pl.col("lost_events").fill_null(0).sum().alias("lost_events"),
         pl.col("run_dir").first(),
         *[pl.col(m).cast(pl.Float64).mean() for m in figures],
+        *[pl.col(m).cast(pl.Float64).std(ddof=1).alias(sd_column(m)) for m in figures],
     )
     if latencies is None or latencies.height == 0:
         return means
@@ -823,6 +826,11 @@ def config_means(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> p
     return means.with_columns(
         keys.join(pooled, on=list(CONFIG_KEYS), how="left", maintain_order="left").select(*POOLED_QUANTILES, "max_ms")
     )
+
+
+def sd_column(metric: str) -> str:
+    """The column of :func:`config_means` holding the spread of ``metric`` over the runs."""
+    return f"{metric}_sd"
 
 
 # The latency figures pooled over repeats, by the quantile of metrics.latency_ms they are.

@@ -126,7 +126,8 @@ def cell_entry(result: matrix.CellResult, row: dict) -> dict:
 
 def configuration_entry(row: dict, emulated_keys: set[tuple] | None = None) -> dict:
     """A configuration's means over its successful repeats (latency quantiles over their
-    commits pooled), as in the matrix table."""
+    commits pooled), as in the matrix table, and ``sd``: each metric's sample standard
+    deviation over the repeats' own values (null for one run), as hyperfine gives it."""
     return {
         "label": config_label(row),
         **{key: row[key] for key in CONFIG_KEYS},
@@ -135,6 +136,7 @@ def configuration_entry(row: dict, emulated_keys: set[tuple] | None = None) -> d
         "lost_events": row["lost_events"],
         "metrics": {name: row.get(name) for name in METRICS},
         "timings_emulated": config_key(row) in (emulated_keys or set()),
+        "sd": {name: row.get(store.sd_column(name)) for name in METRICS},
     }
 
 

@@ -302,14 +302,21 @@ def layer_cost_table(costs: pl.DataFrame) -> str:
     for config, rows in costs.group_by("config", maintain_order=True):
         by_metric = {row["metric"]: row for row in rows.iter_rows(named=True)}
         plain = rows["plain_config"][0]
+        stack = f"{config[0]} ({runs_text(rows['runs'][0])})"
+        plain_text = None if plain is None else f"{plain} ({runs_text(rows['plain_runs'][0])})"
         cells = "".join(cost_cell(by_metric.get(m), METRICS[m].digits) for m in metrics)
         body.append(
-            f'<tr><th>{html.escape(str(config[0]))}</th><td class="what">{fmt_cell(plain)}</td>{cells}{cpu_cell}</tr>'
+            f'<tr><th>{html.escape(stack)}</th><td class="what">{fmt_cell(plain_text)}</td>{cells}{cpu_cell}</tr>'
         )
     return (
         '<div class="scroll"><table class="sortable" id="layer-costs"><thead><tr><th>stack</th>'
         f"<th>plain filesystem</th>{head}{cpu_head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+def runs_text(runs: int | None) -> str:
+    """How many runs a side's means are over: '1 run' says a ratio is one sample."""
+    return "1 run" if runs in (None, 1) else f"mean of {runs} runs"
 
 
 def layer_sections(means: pl.DataFrame) -> list[Section]:
@@ -323,8 +330,12 @@ def layer_sections(means: pl.DataFrame) -> list[Section]:
         "latency quantiles over the repeats' commits pooled. fsyncs are SQLite's thread's, so a FUSE daemon's "
         "own syncs show in the flushes and requests the device saw. A profile's ratio includes its mount "
         "options. Latency varies from run to run (counts do not): measure with --repeat before reading a "
-        "latency ratio. A stack without a plain run in these results has no ratio: add none to its axis."
+        "latency ratio. A stack without a plain run in these results has no ratio: add none to its axis. "
+        "Each side says how many runs its figures are over."
     )
+    single = costs.filter((pl.col("runs").fill_null(1) < 2) | (pl.col("plain_runs").fill_null(1) < 2))
+    if single.height:
+        note += " Ratios from a single run on either side are one sample each, not a mean over repeats."
     missing = costs.filter(pl.col("plain_config").is_null())["config"].unique(maintain_order=True).to_list()
     if missing:
         note += f" No plain run of: {', '.join(missing)}."

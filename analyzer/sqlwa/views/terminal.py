@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from sqlwa.catalogue import layers_of, stack_label
+from sqlwa.catalogue import FRAME_RATES, layers_of, stack_label
 
 LEVEL_NOTES = {
     "vfs": "VFS (SQLite's own file calls, counted by the shim)",
@@ -105,11 +105,13 @@ def summary_table(summary: dict) -> Table:
     keys = [k for k in ("p50", "p90", "p99", "p99.9", "max") if k in lat]
     table.add_row(f"latency {' / '.join(keys)}", "", " / ".join(f"{lat[k]:.3f}" for k in keys) + " ms")
     cpu_rows(table, summary)
+    device_time_rows(table, summary)
     miss = summary.get("frame_budget_misses")
     if miss:
         table.add_row(
             f"commits over {miss['budget_ms']:g} ms (frame budget)", fmt_num(miss["commits"]), f"{miss['share']:.1%}"
         )
+        dropped_frames_row(table, miss)
     return table
 
 
@@ -140,6 +142,45 @@ def phase_table(summary: dict) -> Table | None:
         cells = [f"{e[name]:,.{PHASE_COLUMNS[name][1]}f}" if name in e else "—" for name in shown]
         table.add_row(e["label"], f"{e['commits']:,}", f"{e['first_index']}–{e['last_index']}", *cells)
     return table
+
+
+def dropped_frames_row(table: Table, miss: dict) -> None:
+    """Frames the commits drop, per 1,000 commits (runs since sqlwa counts them)."""
+    if "dropped_frames" not in miss:
+        return
+    rates = [rate for rate, ms in FRAME_RATES.items() if ms == miss["budget_ms"]]
+    at = f"at {rates[0]} Hz" if rates else f"of {miss['budget_ms']:g} ms"
+    table.add_row(
+        f"  frames dropped {at} (a commit of L ms: ceil(L / frame) - 1)",
+        fmt_num(miss["dropped_frames"]),
+        f"{miss['dropped_frames_per_1000_commits']:,.1f} per 1,000 commits",
+    )
+
+
+def device_time_rows(table: Table, summary: dict) -> None:
+    """btt's split of the requests issued in the commits (queued → dispatched,
+    dispatched → completed) and the device's share of the commits' latency."""
+    device = summary.get("device_time")
+    if not device:
+        return
+
+    def quantiles(figures: dict) -> str:
+        if figures["p50"] is None:
+            return "—"
+        return f"{figures['p50']:.3f} / {figures['p99']:.3f} / {figures['max']:.3f}"
+
+    for name, phase in (("Q2D", "q2d_ms"), ("D2C", "d2c_ms")):
+        parts = [f"{op} {quantiles(figures[phase])}" for op, figures in device["by_operation"].items()]
+        what = "queued → dispatched" if name == "Q2D" else "dispatched → completed"
+        shown = " · ".join(parts) + " ms" if parts else "no request issued in the commits"
+        table.add_row(f"device {name} ({what}) p50 / p99 / max", "", shown)
+    share = device["device_share"]
+    if share["of_all_commits"] is not None:
+        table.add_row(
+            "  device busy (a request in flight) / commit latency",
+            "",
+            f"{share['of_all_commits']:.0%} overall · per commit p50 {share['p50']:.0%}, max {share['max']:.0%}",
+        )
 
 
 def cpu_rows(table: Table, summary: dict) -> None:
