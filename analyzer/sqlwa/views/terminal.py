@@ -197,6 +197,9 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(summary_title(summary), style="italic", highlight=False)  # not the table's
     console.print(summary_table(summary))  # title: that would wrap at the table's width
+    unmeasured = summary.get("device_not_measured")
+    if unmeasured:  # beside the latency and frame misses it qualifies
+        console.print(f"[yellow]{unmeasured}[/yellow]", highlight=False)
     console.print(summary_caption(summary), style="dim", highlight=False)
     levels = ", ".join(LEVEL_NOTES.get(level, level) for level in summary["levels"])
     console.print(f"measured levels: {levels}")
