@@ -56,7 +56,9 @@ def test_a_run_without_a_lab_says_beside_its_latency_that_the_device_was_not_mea
     assert "frame budget" in lines[note - 2] and lines[note - 1].startswith("└")  # the table's last row
     assert lines[note] == summary["device_not_measured"]
     assert "latency and frame misses" in lines[note] and "as root with --fs ext4" in lines[note]
-    printed = json.loads(sqlwa("run", "--txns", "5", "--dir", str(tmp_path), "--json", "--out", str(tmp_path / "j")).stdout)
+    printed = json.loads(
+        sqlwa("run", "--txns", "5", "--dir", str(tmp_path), "--json", "--out", str(tmp_path / "j")).stdout
+    )
     assert printed["device_not_measured"] == summary["device_not_measured"]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -82,11 +84,13 @@ def predict_command(results: Path, device_specs, fill, draws, seed, budget_ms, b
     profiles = [devices.resolve(spec) for spec in device_specs]
     store.say_if_partial(results)
     base_choice = base.replace("-", "_")
-    say = None if as_json else (lambda text: click.echo(text, err=True))
+    say = None if as_json else progress_line()
     outcomes = [
         predicting.predict_results(results, profile, fill, draws, seed, base_choice, budget_ms, say)
         for profile in profiles
     ]
+    if say is not None:
+        say("")  # the progress line is gone before the tables
     if as_json:
         click.echo(json_output.dumps(view.prediction_document(str(results), outcomes, budget_ms, draws, seed)))
         return
@@ -95,3 +99,17 @@ def predict_command(results: Path, device_specs, fill, draws, seed, budget_ms, b
         console.print(view.prediction_table(outcome, budget_ms))
         for note in view.prediction_notes(outcome):
             click.echo(f"note: {note}")
+
+
+def progress_line() -> Callable[[str], None] | None:
+    """Where each predicted run is said: one line on a terminal's stderr, rewritten in
+    place ("" clears it); nothing when stderr is a pipe or file, where a line per run of
+    a matrix would bury the table in a log."""
+    if not sys.stderr.isatty():
+        return None
+
+    def say(text: str) -> None:
+        sys.stderr.write(f"\r\033[K{text}")
+        sys.stderr.flush()
+
+    return say

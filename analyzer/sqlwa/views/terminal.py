@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
@@ -80,7 +83,7 @@ def summary_table(summary: dict) -> Table:
     table = Table()
     table.add_column("per commit", style="bold")
     table.add_column("count", justify="right")
-    table.add_column("bytes", justify="right")
+    table.add_column("bytes", justify="right", no_wrap=True)  # a narrow table wraps the labels, not the figures
     pc = summary["per_commit"]
     table.add_row("logical payload", "", fmt_bytes(pc["logical_bytes"]))
     table.add_row("VFS writes (all files)", fmt_num(pc["vfs_write_calls"]), fmt_bytes(pc["vfs_write_bytes"]))
@@ -181,16 +184,36 @@ def waf_rows(table: Table, summary: dict) -> None:
         table.add_row("write amplification", "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
 
 
-# Piped to a file or a CI log, nothing is wrapped: a reader's own viewer wraps, and a
-# line broken at 80 columns breaks every grep for it.
-UNWRAPPED_WIDTH = 10_000
+# Piped to a file or a CI log, tables are drawn this wide (or $COLUMNS wide), as a terminal
+# would show them; a sentence outside a table is never broken, so a grep for it finds it.
+PIPED_WIDTH = 100
+
+
+def piped_width() -> int:
+    """The width piped output's tables fit: $COLUMNS when it is a number, else 100."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+
+
+class PipedConsole(Console):
+    """A console for a pipe or a file: tables fit its width, a word too long for its
+    column folded onto the next line rather than cut to "…" (a configuration's name, a
+    column's heading); lines of text are not broken (soft wrap)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        for table in objects:
+            if isinstance(table, Table):
+                for column in table.columns:
+                    column.overflow = "fold"
+        super().print(*objects, **kwargs)
 
 
 def wide_console(stderr: bool = False) -> Console:
-    """The terminal's console, or where output goes to a pipe or file one that wraps
-    nothing (rich would squeeze everything to 80 columns)."""
+    """The terminal's console; where output goes to a pipe or a file, a
+    :class:`PipedConsole` of :func:`piped_width` (rich would squeeze everything to 80
+    columns, and a table without a width ran to hundreds)."""
     console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=UNWRAPPED_WIDTH)
+    return console if console.is_terminal else PipedConsole(stderr=stderr, width=piped_width(), soft_wrap=True)
 
 
 def print_summary(summary: dict, console: Console | None = None) -> None:
