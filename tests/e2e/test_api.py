@@ -396,6 +396,19 @@ def test_readme_api_example_runs(monkeypatch, capsys):
     assert "UsageError" in out and "no-such-run does not exist" in out
 
 
+def test_readme_scan_commits_example_counts_the_measured_commits_only(monkeypatch, capsys):
+    """#33 item 11: the README's scan_commits() sum counted the warm-up commits too (32 fsyncs
+    for a run whose summary says 30 commits × 1.0). Truth: the run's own summary.json."""
+    monkeypatch.chdir(ROOT)
+    block = next(b for b in readme_python_blocks("Python API and notebooks") if "scan_commits" in b)
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    last_table_row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")][-1]
+    fsyncs = int(last_table_row.strip("│ "))  # what the example's last print shows
+    summary = sqlwa.load(WAL_RUN).summary
+    assert summary["warmup_commits"] > 0  # else the check proves nothing
+    assert fsyncs == summary["commits"] * summary["per_commit"]["fsync_calls"]
+
+
 @pytest.mark.root
 def test_fresh_lab_matrix(tmp_path):
     out = tmp_path / "matrix"
