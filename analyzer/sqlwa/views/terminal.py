@@ -187,6 +187,7 @@ def waf_rows(table: Table, summary: dict) -> None:
 # Piped to a file or a CI log, tables are drawn this wide (or $COLUMNS wide), as a terminal
 # would show them; a sentence outside a table is never broken, so a grep for it finds it.
 PIPED_WIDTH = 100
+UNBOUNDED_WIDTH = 10_000
 
 
 def piped_width() -> int:
@@ -196,16 +197,42 @@ def piped_width() -> int:
 
 
 class PipedConsole(Console):
-    """A console for a pipe or a file: tables fit its width, a word too long for its
-    column folded onto the next line rather than cut to "…" (a configuration's name, a
-    column's heading); lines of text are not broken (soft wrap)."""
+    """A console for a pipe or a file: a table fits its width without a word cut to "…"
+    or split (:func:`fitted_widths`); a table whose longest words cannot fit is drawn as
+    narrow as they allow, the one case wider than the console. Lines of text are not
+    broken (soft wrap)."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
+        width = self.width
         for table in objects:
             if isinstance(table, Table):
-                for column in table.columns:
-                    column.overflow = "fold"
-        super().print(*objects, **kwargs)
+                width = max(width, fit_table(self, table))
+        saved, self.width = self.width, width
+        try:  # print's own width= can only narrow
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = saved
+
+
+def fit_table(console: Console, table: Table) -> int:
+    """Fix each column's width so that ``table`` fits ``console.width`` with every word
+    whole: each column gets its longest word, and what room is left goes to the columns
+    in proportion to how much wider their content would be. Returns the width the table
+    needs (more than the console's only when its longest words alone do not fit).
+    rich's own squeezing shrinks the widest columns first, down to a part of a word."""
+    unbounded = console.options.update(max_width=UNBOUNDED_WIDTH)  # rich caps a measure at the width
+    ranges = [table._measure_column(console, unbounded, column) for column in table.columns]
+    paddings = [table._get_padding_width(column._index) for column in table.columns]
+    most = [r.maximum for r in ranges]
+    least = [high if column.no_wrap else r.minimum for r, high, column in zip(ranges, most, table.columns)]
+    borders = table._extra_width
+    if sum(most) + borders <= console.width:
+        return console.width  # fits as it is
+    spare = max(0, console.width - borders - sum(least))
+    slack = [high - low for low, high in zip(least, most)]
+    for column, low, room, padding in zip(table.columns, least, slack, paddings):
+        column.width = low + (spare * room // sum(slack) if sum(slack) else 0) - padding
+    return max(console.width, sum(least) + borders)
 
 
 def wide_console(stderr: bool = False) -> Console:
