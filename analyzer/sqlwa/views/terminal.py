@@ -6,7 +6,8 @@ import os
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from sqlwa.catalogue import layers_of, stack_label
 
@@ -188,6 +189,7 @@ def waf_rows(table: Table, summary: dict) -> None:
 # would show them; a sentence outside a table is never broken, so a grep for it finds it.
 PIPED_WIDTH = 100
 UNBOUNDED_WIDTH = 10_000
+LABEL_HEADER = "configuration"  # the first column whose labels a piped table keeps whole
 
 
 def piped_width() -> int:
@@ -198,9 +200,10 @@ def piped_width() -> int:
 
 class PipedConsole(Console):
     """A console for a pipe or a file: a table fits its width without a word cut to "…"
-    or split (:func:`fitted_widths`); a table whose longest words cannot fit is drawn as
-    narrow as they allow, the one case wider than the console. Lines of text are not
-    broken (soft wrap)."""
+    or split, and a configuration's label (the first cell of matrix, compare and predict
+    rows: "mobibench-insert ext4 wal/full") is never broken, so a grep for it finds it (:func:`fit_table`); a table whose labels
+    and longest words cannot fit is drawn as narrow as they allow, the one case wider
+    than the console. Lines of text are not broken either (soft wrap)."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         width = self.width
@@ -225,6 +228,8 @@ def fit_table(console: Console, table: Table) -> int:
     paddings = [table._get_padding_width(column._index) for column in table.columns]
     most = [r.maximum for r in ranges]
     least = [high if column.no_wrap else r.minimum for r, high, column in zip(ranges, most, table.columns)]
+    if table.columns[0].header == LABEL_HEADER:
+        least[0] = max(least[0], whole_labels_width(table.columns[0]) + paddings[0])
     borders = table._extra_width
     if sum(most) + borders <= console.width:
         return console.width  # fits as it is
@@ -233,6 +238,13 @@ def fit_table(console: Console, table: Table) -> int:
     for column, low, room, padding in zip(table.columns, least, slack, paddings):
         column.width = low + (spare * room // sum(slack) if sum(slack) else 0) - padding
     return max(console.width, sum(least) + borders)
+
+
+def whole_labels_width(column: Column) -> int:
+    """The width that keeps each row label of ``column`` on one line: its longest label,
+    a comparison's two ("A → B") counted apart."""
+    labels = (str(cell.plain if isinstance(cell, Text) else cell) for cell in column._cells)
+    return max((len(part) for label in labels for line in label.splitlines() for part in line.split(" → ")), default=0)
 
 
 def wide_console(stderr: bool = False) -> Console:
