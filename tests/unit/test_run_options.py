@@ -179,3 +179,20 @@ def test_a_filesystem_the_host_kernel_lacks_is_refused_with_the_vm_lab_as_the_fi
     assert proc.returncode == 2 and error.startswith("sqlwa: error: ") and "no " in error, proc.stderr
     assert fix.startswith("  fix: add --vm"), proc.stderr
     assert not out.exists()
+
+
+def test_a_layer_the_host_kernel_lacks_is_refused_with_the_vm_lab_as_the_fix(tmp_path, monkeypatch):
+    """fscrypt and FUSE are in the VM lab's Debian kernel too (as is every lab filesystem)."""
+    import os
+
+    from helpers import sqlwa_in_process
+    from sqlwa import _system
+
+    monkeypatch.setattr(_system, "is_root", lambda: True)
+    real_exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: False if "/features/encryption" in str(p) else real_exists(p))
+    monkeypatch.setattr(_system, "kernel_filesystems", lambda: {"ext4", "tmpfs"})  # no fuse either
+    for args in (["--encrypt", "fscrypt"], ["--fuse", "passthrough"]):
+        proc = sqlwa_in_process("run", "-n", "2", "--fs", "ext4", *args, "--out", str(tmp_path / "out"))
+        assert proc.returncode == 2 and proc.stderr.splitlines()[1].startswith("  fix: add --vm"), proc.stderr
+        assert not (tmp_path / "out").exists()
