@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -109,7 +110,8 @@ def progress_line() -> Callable[[str], None] | None:
         return None
 
     def say(text: str) -> None:
-        sys.stderr.write(f"\r\033[K{text}")
+        width = shutil.get_terminal_size().columns - 1  # a wrapped line would not be rewritten
+        sys.stderr.write(f"\r\033[K{text[:width]}")
         sys.stderr.flush()
 
     return say
