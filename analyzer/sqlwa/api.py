@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from functools import cached_property
 from os import PathLike
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import plotly.graph_objects as go
 import polars as pl
@@ -92,7 +92,27 @@ def parse(paths: PathArg | Iterable[PathArg], format: str = "auto", lenient: boo
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
     events, parse_report = traceparse.parse(paths, format=format, lenient=lenient)
     label = str(paths) if isinstance(paths, (str, PathLike)) else ", ".join(map(str, paths))
-    return Trace(events, parse_report, label)
+    return Trace(sector_or_null(events), parse_report, label)
+
+
+#: The sector the kernel's block tracepoints print for a request that has none (a cache
+#: flush completing): (u64)-1; issued, the same flush shows sector 0. The event tables keep
+#: what the kernel printed (their column is not nullable); every frame this API hands out
+#: shows a flush's sector, and the sentinel anywhere, as null: never 18446744073709551615.
+NO_SECTOR = 2**64 - 1
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+
+
+def sector_or_null(events: Frame) -> Frame:
+    """``events`` with no sector where a request has none (a table without ``sector`` as is)."""
+    names = events.collect_schema().names()
+    if "sector" not in names:
+        return events
+    sector = pl.col("sector")
+    none = sector == NO_SECTOR
+    if "operation" in names:
+        none = none | (pl.col("operation") == "flush").fill_null(False)
+    return events.with_columns(pl.when(none).then(None).otherwise(sector).alias("sector"))
 
 
 def parse_to_parquet(
@@ -149,7 +169,7 @@ def scan_parquet(path: Path) -> pl.LazyFrame:
                 f"{path} is not a Parquet file",
                 f"if it is a trace, parse it into one first (sqlwa parse {path} -o events.parquet) and scan that",
             )
-        return rundir.scan_parquet(path)
+        return sector_or_null(rundir.scan_parquet(path))
 
 
 DeviceArg = str | PathLike | Profile
@@ -422,7 +442,7 @@ class Run(DeviceTrace):
         """Every traced event of the run (markers, syscalls, block events), from
         ``events.parquet`` or, when that is absent, parsed from ``trace.txt``."""
         self.require_trace("events")
-        return rundir.events(self.dir)
+        return sector_or_null(rundir.events(self.dir))
 
     def scan_events(self) -> pl.LazyFrame:
         """:attr:`events` as a lazy frame over ``events.parquet`` (see :func:`scan`): the

@@ -114,6 +114,20 @@ def test_commit_categories_add_up_to_the_commit_table(delete_run):
         assert writes.height == row["write_requests"]
 
 
+def test_a_flush_has_no_sector_in_the_drill_down(delete_run):
+    """#33 item 11: the kernel prints a completing flush's sector as (u64)-1, and the
+    notebook's drill-down showed 18446744073709551615. Truth: the raw trace's FF lines."""
+    raw_flushes = [line for line in (DELETE_RUN / "trace.txt").read_text().splitlines() if ": 7,1 FF " in line]
+    assert any("18446744073709551615" in line for line in raw_flushes)  # the sentinel is in the trace
+    flushes = delete_run.events.filter((pl.col("kind") == "block") & (pl.col("rwbs") == "FF"))
+    assert flushes.height == len(raw_flushes) and flushes["sector"].null_count() == flushes.height
+    assert delete_run.events["sector"].drop_nulls().max() < 2**32  # a 64 MiB image: no sentinel left
+    drilled = delete_run.commit(12).filter(pl.col("layer") == "block")
+    in_window = drilled.filter(pl.col("operation") == "flush")
+    assert in_window.height and in_window["sector"].is_null().all()
+    assert drilled.filter(pl.col("operation") == "write")["sector"].is_not_null().all()
+
+
 def test_wal_commit_matches_text_and_has_one_fsync():
     run = sqlwa.load(WAL_RUN)
     events = check_commit_against_text(run, WAL_RUN / "trace.txt", 10)
@@ -380,6 +394,19 @@ def test_readme_api_example_runs(monkeypatch, capsys):
         exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
     assert "UsageError" in out and "no-such-run does not exist" in out
+
+
+def test_readme_scan_commits_example_counts_the_measured_commits_only(monkeypatch, capsys):
+    """#33 item 11: the README's scan_commits() sum counted the warm-up commits too (32 fsyncs
+    for a run whose summary says 30 commits × 1.0). Truth: the run's own summary.json."""
+    monkeypatch.chdir(ROOT)
+    block = next(b for b in readme_python_blocks("Python API and notebooks") if "scan_commits" in b)
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    last_table_row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")][-1]
+    fsyncs = int(last_table_row.strip("│ "))  # what the example's last print shows
+    summary = sqlwa.load(WAL_RUN).summary
+    assert summary["warmup_commits"] > 0  # else the check proves nothing
+    assert fsyncs == summary["commits"] * summary["per_commit"]["fsync_calls"]
 
 
 @pytest.mark.root

@@ -7,6 +7,7 @@ import json
 
 import polars as pl
 import pytest
+from rich.console import Console
 
 from helpers import run_summary, sqlwa
 
@@ -41,6 +42,35 @@ def test_json_flag_prints_the_summary(tmp_path):
 def test_table_names_the_measured_level(tmp_path):
     proc = sqlwa("run", "--txns", "5", "--out", str(tmp_path / "o"))
     assert "VFS" in proc.stdout and "block and syscall levels were not measured" in proc.stdout
+
+
+def test_a_run_without_a_lab_says_beside_its_latency_that_the_device_was_not_measured(tmp_path):
+    """A plain run times commits on whatever filesystem its directory is on, but counts no
+    device write or flush (#33, item 10): the line saying so follows the table whose last
+    rows are the latency and frame misses, and summary.json carries the same line."""
+    proc = sqlwa("run", "--txns", "5", "--dir", str(tmp_path), "--out", str(tmp_path / "o"))
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert "block" not in summary["levels"]  # the truth: no block request was seen
+    lines = proc.stdout.splitlines()
+    note = next(i for i, line in enumerate(lines) if line.startswith("device not measured"))
+    assert "frame budget" in lines[note - 2] and lines[note - 1].startswith("└")  # the table's last row
+    assert lines[note] == summary["device_not_measured"]
+    assert "latency and frame misses" in lines[note] and "as root with --fs ext4" in lines[note]
+    printed = json.loads(
+        sqlwa("run", "--txns", "5", "--dir", str(tmp_path), "--json", "--out", str(tmp_path / "j")).stdout
+    )
+    assert printed["device_not_measured"] == summary["device_not_measured"]
+
+
+def test_a_lab_run_says_nothing_of_an_unmeasured_device():
+    from helpers import REPO
+    from sqlwa.views.terminal import print_summary
+
+    summary = json.loads((REPO / "traces/samples/sqlwa-runs/ext4-wal/summary.json").read_text())
+    assert "block" in summary["levels"] and "device_not_measured" not in summary
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))
+    print_summary(summary, console)
+    assert "device not measured" not in console.export_text()
 
 
 # SQLite's documented per-commit xSync sequence (docs/reference/sqlite-commit-syncs.md);

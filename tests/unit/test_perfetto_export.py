@@ -181,3 +181,28 @@ def test_export_of_a_non_run_is_one_line(tmp_path):
     assert proc.returncode == 2 and "not a run directory" in proc.stderr
     proc = sqlwa_in_process("export", str(RUNS[0]), "-o", str(tmp_path / "missing" / "x.perfetto-trace"))
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+@pytest.mark.root
+def test_a_fresh_runs_syscalls_are_slices_where_their_exit_was_traced_as_the_help_says(tmp_path):
+    """#33 item 11: `export --help` promised syscalls with durations; a fresh run traces
+    no pwrite64 exit (capture.tracing.DEFAULT_EXITS), so its pwrite64 calls are instants.
+    Truth: the run's own events, which calls have a traced exit."""
+    from helpers import sqlwa
+
+    run, out = tmp_path / "run", tmp_path / "run.perfetto-trace"
+    sqlwa("run", "--fs", "ext4", "--image-size", "64M", "-n", "5", "-j", "delete", "--out", str(run))
+    sqlwa("export", str(run), "-o", str(out))
+    _, slices, instants = track_slices(read_trace(out.read_bytes()))
+    tid = rundir.summary(run)["config"]["tid"]
+    own = rundir.events(run).filter(pl.col("pid") == tid)
+    exited = set(own.filter(pl.col("kind") == "syscall_exit")["name"].cast(pl.String))
+    entered = set(own.filter(pl.col("kind") == "syscall_enter")["name"].cast(pl.String))
+    track = f"syscalls (tid {tid})"
+    assert {s.name for s in slices if s.track == track} == entered & exited
+    assert {i.name for i in instants if i.track == track} == entered - exited
+    assert {"pwrite64", "ftruncate", "unlink"} & (entered - exited) and "fdatasync" in exited
+    help_text = " ".join(sqlwa("export", "--help").stdout.split())
+    said_slices, said_instants = help_text.split("an instant at the entry where it did not: ")
+    assert all(name in said_slices.rsplit("traced the exit: ", 1)[1] for name in entered & exited)
+    assert all(name in said_instants.split(")")[0] for name in entered - exited)

@@ -157,3 +157,42 @@ def test_device_delay_on_tmpfs_is_unsupported_and_a_host_without_device_mapper_s
             UsageError, match=r"^--device-delay needs device-mapper, which this kernel lacks; add --vm$"
         ):
             devmapper.check_delay(10, "none", "ext4", has_device=True)
+
+
+# A host whose kernel has ext4 only: every other lab filesystem is one the VM lab's
+# Debian kernel has (f2fs, xfs, btrfs, ecryptfs as modules), so its fix line is --vm.
+LACKING_HOST_RUNS = [["--fs", "f2fs"], ["--fs", "xfs"], ["--fs", "btrfs"], ["--fs", "ecryptfs"]]
+LACKING_HOST_RUNS += [["--profile", "android-f2fs"]]
+
+
+@pytest.mark.parametrize("args", LACKING_HOST_RUNS, ids=lambda args: args[1])
+def test_a_filesystem_the_host_kernel_lacks_is_refused_with_the_vm_lab_as_the_fix(tmp_path, monkeypatch, args):
+    from helpers import sqlwa_in_process
+    from sqlwa import _system
+
+    monkeypatch.setattr(_system, "kernel_filesystems", lambda: {"ext4", "tmpfs"})
+    monkeypatch.setattr(_system, "is_root", lambda: True)
+    monkeypatch.setattr(_system, "try_tool", lambda *a, **kw: None)  # modprobe finds nothing
+    out = tmp_path / "out"
+    proc = sqlwa_in_process("run", "-n", "2", *args, "--out", str(out))
+    error, fix = proc.stderr.splitlines()
+    assert proc.returncode == 2 and error.startswith("sqlwa: error: ") and "no " in error, proc.stderr
+    assert fix.startswith("  fix: add --vm"), proc.stderr
+    assert not out.exists()
+
+
+def test_a_layer_the_host_kernel_lacks_is_refused_with_the_vm_lab_as_the_fix(tmp_path, monkeypatch):
+    """fscrypt and FUSE are in the VM lab's Debian kernel too (as is every lab filesystem)."""
+    import os
+
+    from helpers import sqlwa_in_process
+    from sqlwa import _system
+
+    monkeypatch.setattr(_system, "is_root", lambda: True)
+    real_exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: False if "/features/encryption" in str(p) else real_exists(p))
+    monkeypatch.setattr(_system, "kernel_filesystems", lambda: {"ext4", "tmpfs"})  # no fuse either
+    for args in (["--encrypt", "fscrypt"], ["--fuse", "passthrough"]):
+        proc = sqlwa_in_process("run", "-n", "2", "--fs", "ext4", *args, "--out", str(tmp_path / "out"))
+        assert proc.returncode == 2 and proc.stderr.splitlines()[1].startswith("  fix: add --vm"), proc.stderr
+        assert not (tmp_path / "out").exists()

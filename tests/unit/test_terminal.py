@@ -50,3 +50,78 @@ def test_output_to_a_pipe_is_not_wrapped_at_80_columns(tmp_path):
         "block and syscall levels were not measured: they need a lab filesystem (--fs ext4 …), root and tracefs."
         in lines
     )
+
+
+TABLE_EDGES = tuple("┏┃┡│├└")
+
+
+def check_piped_widths(stdout: str, width: int) -> None:
+    """Every line of a table fits ``width`` with no word cut; the documented exceptions
+    (views.terminal.PipedConsole): a line of text outside a table is never broken, nor
+    is a row's label (a grep finds both), and a table whose labels and longest words
+    cannot fit is as narrow as they allow — that width tallied here from its cells."""
+    table_lines = [line for line in stdout.splitlines() if line.startswith(TABLE_EDGES)]
+    assert table_lines, stdout
+    assert not [line for line in table_lines if "…" in line]  # nothing cut to fit
+    allowed = max(width, narrowest_width(table_lines))
+    too_wide = [line for line in table_lines if len(line) > allowed]
+    assert not too_wide, too_wide
+
+
+def narrowest_width(table_lines: list[str]) -> int:
+    """The width a table needs when its first column is as wide as its longest line (a
+    whole configuration label) or word, and every other as its longest word, plus a space either side and the
+    borders."""
+    rows = [re.split("[│┃]", line)[1:-1] for line in table_lines if line[0] in "│┃"]
+    columns = max(map(len, rows))
+    cells = [[row[i] for row in rows if i < len(row)] for i in range(columns)]
+    labels = any(cell.strip() == "configuration" for cell in cells[0])  # kept whole, as grep keys
+    longest = [max(len(cell.strip()) if labels else max(map(len, cell.split()), default=0) for cell in cells[0])]
+    longest += [max((len(word) for cell in column for word in cell.split()), default=0) for column in cells[1:]]
+    return sum(n + 2 for n in longest) + columns + 1
+
+
+def test_piped_tables_fit_100_columns_or_COLUMNS(tmp_path):
+    """#33 item 11: piped, `sqlwa scenarios` printed 2,337-character lines and run,
+    compare, matrix and predict tables ran to ~190 columns."""
+    import os
+
+    from helpers import sqlwa
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    check_piped_widths(sqlwa("scenarios", env=env).stdout, 100)
+    check_piped_widths(sqlwa("scenarios", env={**env, "COLUMNS": "72"}).stdout, 72)
+    a, b = tmp_path / "a", tmp_path / "b"
+    check_piped_widths(sqlwa("run", "-n", "3", "--dir", str(tmp_path), "-o", str(a), env=env).stdout, 100)
+    sqlwa("run", "-n", "3", "-j", "wal", "--dir", str(tmp_path), "-o", str(b), env=env)
+    check_piped_widths(sqlwa("compare", str(a), str(b), env=env).stdout, 100)
+    matrix = sqlwa(
+        "matrix", "--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "3", "-o", str(tmp_path / "m"), env=env
+    )
+    check_piped_widths(matrix.stdout, 100)  # its labels and words need 105: the exception
+    predicted = sqlwa("predict", "-d", "pixel-2016", str(LAB_RUN), env=env)
+    check_piped_widths(predicted.stdout, 100)  # 128
+    assert "predicted run" not in predicted.stderr  # progress goes to a terminal only
+
+
+def test_predict_progress_is_one_line_rewritten_on_a_terminal_and_none_piped(monkeypatch):
+    """#33 item 11: a matrix of 8 runs on two devices printed 16 progress lines."""
+    import io
+    import sys
+
+    from sqlwa.cli.predict import progress_line
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    say = progress_line()
+    assert say is not None
+    for number in range(1, 17):
+        say(f"predicted run {number}/16")
+    say("")
+    assert "\n" not in terminal.getvalue() and terminal.getvalue().endswith("\r\033[K")
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert progress_line() is None

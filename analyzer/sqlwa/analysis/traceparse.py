@@ -38,7 +38,7 @@ COLUMNS = {
     "sync": "synchronous request",
     "meta": "metadata request",
     "readahead": "readahead request",
-    "sector": "first sector (512 B)",
+    "sector": "first sector (512 B); the API (load, parse, scan) shows null for a flush, which has none",
     "sectors": "length in sectors",
     "bytes": "length in bytes: the trace's bytes field where nonzero, else sectors x 512 (older kernels print 0)",
     "error": "completion error (negative errno), 0 otherwise",

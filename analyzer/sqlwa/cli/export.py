@@ -37,9 +37,11 @@ def export_command(run: Path, output: Path, output_format: str, allow_system_dir
     Open it in https://ui.perfetto.dev (drag the file in) or query it with trace
     processor. It holds a 'commits' track (a slice per transaction with its index,
     latency, bytes and fsyncs as args), SQLite's xSync/xTruncate/xDelete on the SQL
-    thread, that thread's syscalls with their durations, each device's block requests
-    from issue to completion (category, sector, bytes, flags as args) with cache flushes
-    marked, and counters of the bytes written per category. The run's raw events are in
+    thread, that thread's syscalls (a slice from entry to exit where the run traced the
+    exit: fsync, fdatasync, sync_file_range and openat, so their durations; an instant
+    at the entry where it did not: pwrite64, ftruncate, unlink), each device's block
+    requests from issue to completion (category, sector, bytes, flags as args) with
+    cache flushes marked, and counters of the bytes written per category. The run's raw events are in
     it too, as Perfetto's ftrace data source records them: `sqlwa parse` reads the file
     back into the same per-commit figures.
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -92,13 +95,15 @@ def predict_command(
     profiles = [devices.resolve(spec) for spec in device_specs]
     store.say_if_partial(results)
     base_choice = base.replace("-", "_")
-    say = None if as_json else (lambda text: click.echo(text, err=True))
+    say = None if as_json else progress_line()
     outcomes = [
         predicting.predict_results(
             results, profile, fill, draws, seed, base_choice, budget_ms, say, use_emulated_timings
         )
         for profile in profiles
     ]
+    if say is not None:
+        say("")  # the progress line is gone before the tables
     if as_json:
         click.echo(json_output.dumps(view.prediction_document(str(results), outcomes, budget_ms, draws, seed)))
         return
@@ -107,3 +112,18 @@ def predict_command(
         console.print(view.prediction_table(outcome, budget_ms))
         for note in view.prediction_notes(outcome):
             click.echo(f"note: {note}")
+
+
+def progress_line() -> Callable[[str], None] | None:
+    """Where each predicted run is said: one line on a terminal's stderr, rewritten in
+    place ("" clears it); nothing when stderr is a pipe or file, where a line per run of
+    a matrix would bury the table in a log."""
+    if not sys.stderr.isatty():
+        return None
+
+    def say(text: str) -> None:
+        width = shutil.get_terminal_size().columns - 1  # a wrapped line would not be rewritten
+        sys.stderr.write(f"\r\033[K{text[:width]}")
+        sys.stderr.flush()
+
+    return say

@@ -70,7 +70,7 @@ def check_encryption(mode: str, fs: str, kernel_type: str) -> None:
         raise UnsupportedFilesystem(
             f"--encrypt {mode}: this kernel's {kernel_type} has no encryption feature "
             f"(no /sys/fs/{kernel_type}/features/encryption)",
-            "run on a kernel built with CONFIG_FS_ENCRYPTION=y",
+            "add --vm (Debian's kernel has it), or run on a kernel built with CONFIG_FS_ENCRYPTION=y",
         )
 
 

@@ -180,7 +180,10 @@ def _kernel_support(kernel_type: str, fs: str) -> Support | None:
         fs,
         False,
         f"{fs}: the kernel has no {kernel_type} support (not in /proc/filesystems, {tried})",
-        f"use another --fs, or load the {kernel_type} module / run on a kernel with CONFIG_{kernel_type.upper()}_FS",
+        # The VM lab boots Debian's kernel, which has every lab filesystem as a module,
+        # and uses this host's mkfs tools: --vm is the fix for a kernel without one.
+        f"add --vm (Debian's kernel has {kernel_type}), or load the {kernel_type} module / "
+        f"run on a kernel with CONFIG_{kernel_type.upper()}_FS",
     )
 
 

@@ -96,7 +96,7 @@ def check_fuse(mode: str) -> FuseSpec | None:
     if "fuse" not in _system.kernel_filesystems():
         raise UnsupportedFilesystem(
             f"--fuse {mode}: the kernel has no FUSE (no 'fuse' in /proc/filesystems)",
-            "load it (modprobe fuse) or use a kernel with CONFIG_FUSE_FS",
+            "add --vm (Debian's kernel has it), load it (modprobe fuse), or use a kernel with CONFIG_FUSE_FS",
         )
     if not os.path.exists("/dev/fuse"):
         raise UnsupportedFilesystem(f"--fuse {mode}: there is no /dev/fuse", "create it: mknod /dev/fuse c 10 229")

@@ -169,10 +169,28 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
         commits = phases.with_phases(commits, result.info["pragmas"]["journal_mode"])
         measured = commits.filter(~pl.col("warmup")).height
         config = run_config(request, result.info, work_dir, measured)
-        summary = build_summary(config, commits, levels=["vfs"], frame_budget_ms=request.frame_budget_ms)
+        summary = build_summary(
+            config,
+            commits,
+            levels=["vfs"],
+            frame_budget_ms=request.frame_budget_ms,
+            device_not_measured=device_not_measured(config["dir_fs"]),
+        )
         write_outputs(out_dir, summary, commits)
     kept = work_dir if request.keep_db else None
     return RunOutcome(summary=summary, commits=commits, out_dir=out_dir, kept_database=kept)
+
+
+def device_not_measured(dir_fs: str) -> str:
+    """The one line a run without a lab filesystem carries beside its latency and frame
+    misses: they include a device whose writes and flushes were not counted (or, on tmpfs,
+    no device at all), and the way to measure one."""
+    timed = (
+        "are of memory (tmpfs), no device"
+        if dir_fs == "tmpfs"
+        else f"include the {dir_fs} directory's device, whose writes were not counted"
+    )
+    return f"device not measured: latency and frame misses {timed}; to measure a device, run as root with --fs ext4"
 
 
 def refuse_lab_options_without_lab(request: RunRequest) -> None:

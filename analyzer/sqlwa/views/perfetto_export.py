@@ -9,8 +9,10 @@ The trace holds two things, on one timeline (the run's trace clock, ``mono``, ke
   reads back (the round trip the tests check);
 - **sqlwa's reading of them** as track events: a ``commits`` track (one slice per
   transaction: index, latency, bytes, fsyncs … as args), ``SQLite VFS`` (xSync,
-  xTruncate, xDelete from the markers), ``syscalls`` of the SQL thread with their
-  durations, per device the block requests from issue to completion (lanes, since
+  xTruncate, xDelete from the markers), ``syscalls`` of the SQL thread (slices where
+  the exit was traced — the sync family and openat by default, see
+  :data:`sqlwa.capture.tracing.DEFAULT_EXITS` — instants at the entry otherwise: pwrite64,
+  ftruncate, unlink), per device the block requests from issue to completion (lanes, since
   requests overlap) with category, sector, bytes and flags as args and every cache flush
   marked on a ``cache flushes`` track, and one counter per category of bytes written.
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from sqlwa.catalogue import FRAME_RATES, layers_of, stack_label
 
@@ -80,7 +84,7 @@ def summary_table(summary: dict) -> Table:
     table = Table()
     table.add_column("per commit", style="bold")
     table.add_column("count", justify="right")
-    table.add_column("bytes", justify="right")
+    table.add_column("bytes", justify="right", no_wrap=True)  # a narrow table wraps the labels, not the figures
     pc = summary["per_commit"]
     table.add_row("logical payload", "", fmt_bytes(pc["logical_bytes"]))
     table.add_row("VFS writes (all files)", fmt_num(pc["vfs_write_calls"]), fmt_bytes(pc["vfs_write_bytes"]))
@@ -254,22 +258,83 @@ def waf_rows(table: Table, summary: dict) -> None:
         table.add_row(label, "", " · ".join(f"{k} {v:.1f}" for k, v in parts))
 
 
-# Piped to a file or a CI log, nothing is wrapped: a reader's own viewer wraps, and a
-# line broken at 80 columns breaks every grep for it.
-UNWRAPPED_WIDTH = 10_000
+# Piped to a file or a CI log, tables are drawn this wide (or $COLUMNS wide), as a terminal
+# would show them; a sentence outside a table is never broken, so a grep for it finds it.
+PIPED_WIDTH = 100
+UNBOUNDED_WIDTH = 10_000
+LABEL_HEADER = "configuration"  # the first column whose labels a piped table keeps whole
+
+
+def piped_width() -> int:
+    """The width piped output's tables fit: $COLUMNS when it is a number, else 100."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+
+
+class PipedConsole(Console):
+    """A console for a pipe or a file: a table fits its width without a word cut to "…"
+    or split, and a configuration's label (the first cell of matrix, compare and predict
+    rows: "mobibench-insert ext4 wal/full") is never broken, so a grep for it finds it (:func:`fit_table`); a table whose labels
+    and longest words cannot fit is drawn as narrow as they allow, the one case wider
+    than the console. Lines of text are not broken either (soft wrap)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        width = self.width
+        for table in objects:
+            if isinstance(table, Table):
+                width = max(width, fit_table(self, table))
+        saved, self.width = self.width, width
+        try:  # print's own width= can only narrow
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = saved
+
+
+def fit_table(console: Console, table: Table) -> int:
+    """Fix each column's width so that ``table`` fits ``console.width`` with every word
+    whole: each column gets its longest word, and what room is left goes to the columns
+    in proportion to how much wider their content would be. Returns the width the table
+    needs (more than the console's only when its longest words alone do not fit).
+    rich's own squeezing shrinks the widest columns first, down to a part of a word."""
+    unbounded = console.options.update(max_width=UNBOUNDED_WIDTH)  # rich caps a measure at the width
+    ranges = [table._measure_column(console, unbounded, column) for column in table.columns]
+    paddings = [table._get_padding_width(column._index) for column in table.columns]
+    most = [r.maximum for r in ranges]
+    least = [high if column.no_wrap else r.minimum for r, high, column in zip(ranges, most, table.columns)]
+    if table.columns[0].header == LABEL_HEADER:
+        least[0] = max(least[0], whole_labels_width(table.columns[0]) + paddings[0])
+    borders = table._extra_width
+    if sum(most) + borders <= console.width:
+        return console.width  # fits as it is
+    spare = max(0, console.width - borders - sum(least))
+    slack = [high - low for low, high in zip(least, most)]
+    for column, low, room, padding in zip(table.columns, least, slack, paddings):
+        column.width = low + (spare * room // sum(slack) if sum(slack) else 0) - padding
+    return max(console.width, sum(least) + borders)
+
+
+def whole_labels_width(column: Column) -> int:
+    """The width that keeps each row label of ``column`` on one line: its longest label,
+    a comparison's two ("A → B") counted apart."""
+    labels = (str(cell.plain if isinstance(cell, Text) else cell) for cell in column._cells)
+    return max((len(part) for label in labels for line in label.splitlines() for part in line.split(" → ")), default=0)
 
 
 def wide_console(stderr: bool = False) -> Console:
-    """The terminal's console, or where output goes to a pipe or file one that wraps
-    nothing (rich would squeeze everything to 80 columns)."""
+    """The terminal's console; where output goes to a pipe or a file, a
+    :class:`PipedConsole` of :func:`piped_width` (rich would squeeze everything to 80
+    columns, and a table without a width ran to hundreds)."""
     console = Console(stderr=stderr)
-    return console if console.is_terminal else Console(stderr=stderr, width=UNWRAPPED_WIDTH)
+    return console if console.is_terminal else PipedConsole(stderr=stderr, width=piped_width(), soft_wrap=True)
 
 
 def print_summary(summary: dict, console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(summary_title(summary), style="italic", highlight=False)  # not the table's
     console.print(summary_table(summary))  # title: that would wrap at the table's width
+    unmeasured = summary.get("device_not_measured")
+    if unmeasured:  # beside the latency and frame misses it qualifies
+        console.print(f"[yellow]{unmeasured}[/yellow]", highlight=False)
     console.print(summary_caption(summary), style="dim", highlight=False)
     phases = phase_table(summary)
     if phases is not None:
