@@ -158,3 +158,12 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     scratch_name = re.compile(rf"{SCRATCH_PREFIX}-{owner}-\w+")
     found += [f"scratch: {n}" for n in os.listdir(tempfile.gettempdir()) if scratch_name.fullmatch(n)]
     return found
+
+
+def numbers_in(value: object) -> list[float]:
+    """Every number in a JSON value (booleans are not numbers here)."""
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in numbers_in(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in numbers_in(v)]
+    return [value] if isinstance(value, int | float) and not isinstance(value, bool) else []

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from helpers import numbers_in
 from sqlwa.durability import explore, reference, states, verdict, writelog
 from sqlwa.results import compare, store
 from sqlwa.results.findings import ConfigFindings, CrashTally
@@ -71,14 +72,6 @@ def put(disk: object, snapshots: Path, db: Path) -> None:
         db.write_bytes(b"SQLite format 3\0" + b"\xff" * 4080)
     elif disk != "absent":
         shutil.copyfile(snapshots / ("setup.db" if disk == "setup" else f"txn-{disk}.db"), db)
-
-
-def numbers_in(value: object) -> list[float]:
-    if isinstance(value, dict):
-        return [n for v in value.values() for n in numbers_in(v)]
-    if isinstance(value, list):
-        return [n for v in value for n in numbers_in(v)]
-    return [value] if isinstance(value, int | float) and not isinstance(value, bool) else []
 
 
 @settings(max_examples=60, deadline=None)

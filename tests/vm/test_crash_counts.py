@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa
+from helpers import numbers_in, sqlwa
 from sqlwa.durability import writelog
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.root]
@@ -35,14 +35,6 @@ def crash_run(tmp_path_factory) -> tuple[Path, str]:
     args = ["crash", "--vm", "-j", "wal", "--sync", "normal", "-n", str(COMMITS), "--image-size", "64M"]
     printed = sqlwa(*args, "--keep-write-log", "--out", str(out), timeout=1800).stdout
     return out, printed
-
-
-def numbers_in(value: object) -> list[float]:
-    if isinstance(value, dict):
-        return [n for v in value.values() for n in numbers_in(v)]
-    if isinstance(value, list):
-        return [n for v in value for n in numbers_in(v)]
-    return [value] if isinstance(value, int | float) and not isinstance(value, bool) else []
 
 
 def in_interval(entry: writelog.Entry) -> bool:
