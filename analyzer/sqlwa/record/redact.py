@@ -11,6 +11,12 @@ the app's data.
 - a real: a real again (an integral one stays integral, of the same class: SQLite stores
   those in REAL columns as integers).
 
+Numbers that choose rows or sizes are kept: those after WHERE, ON, HAVING, LIMIT or
+OFFSET (an app's ``UPDATE … WHERE id = 2`` names a row whose key the database assigned,
+so no replacement could still find it) and those given to a function (``zeroblob(300)``
+sets a size). Strings there are replaced all the same: an app's strings come from its
+own literals, which get the same replacement.
+
 The same literal gets the same replacement throughout a log (a row inserted and later
 updated by its key still matches), under a key drawn afresh for each log. Schema and
 setting statements (CREATE, ALTER, DROP, PRAGMA, ATTACH, DETACH) are kept as written:
@@ -31,6 +37,13 @@ KEPT_STATEMENTS = frozenset({"CREATE", "ALTER", "DROP", "PRAGMA", "ATTACH", "DET
 INT_CLASSES = ((1, 2**7 - 1), (2, 2**15 - 1), (3, 2**23 - 1), (4, 2**31 - 1), (6, 2**47 - 1), (8, 2**63 - 1))
 ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: Words after which a statement's numbers choose rows, not store values
+ROW_CHOOSERS = frozenset({"WHERE", "ON", "HAVING", "LIMIT", "OFFSET"})
+#: Words a "(" can follow that do not make it a function call
+NOT_FUNCTIONS = frozenset(
+    "VALUES IN AND OR NOT WHEN THEN ELSE SELECT SET BY EXISTS AS FROM WHERE ON IS LIKE GLOB BETWEEN CASE "
+    "RETURNING INTO TABLE USING".split()
+)
 FIRST_WORD = re.compile(r"\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*([A-Za-z]+)", re.DOTALL)
 
 
@@ -52,9 +65,25 @@ class Redactor:
             return sql
         out: list[str] = []
         i, n = 0, len(sql)
+        choosing_rows = False
+        calls: list[bool] = []  # per open "(": whether it is a function call's
+        word = ""  # the last word, for telling a call's "(" from others
         while i < n:
             end, replacement = self._token(sql, i)
-            out.append(sql[i:end] if replacement is None else replacement)
+            token = sql[i:end]
+            if replacement is not None and token[0] not in "'xX" and (choosing_rows or any(calls)):
+                replacement = None  # a number that picks rows or sets a size
+            out.append(token if replacement is None else replacement)
+            if is_ident_char(token[0]) and not token[0].isdigit():
+                word = token.upper()
+                choosing_rows = choosing_rows or word in ROW_CHOOSERS
+            elif token == "(":
+                calls.append(bool(word) and word not in NOT_FUNCTIONS)
+                word = ""
+            elif token == ")" and calls:
+                calls.pop()
+            elif not token.isspace():
+                word = ""
             i = end
         return "".join(out)
 
