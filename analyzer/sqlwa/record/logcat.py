@@ -7,12 +7,15 @@ hooks). The lines come from frameworks/base core/jni/android_database_SQLiteConn
 
 - ``sqliteTraceCallback``: tag ``SQLiteStatements``, ``"%s: \\"%s\\"\\n"`` — the connection's
   label (its database path) and the statement as it starts, bound values expanded
-  (SQLite's trace hook gives the expanded text);
+  (``sqlite3_trace``'s callback gets the expanded text);
 - ``sqliteProfileCallback``: tag ``SQLiteTime``, ``"%s: \\"%s\\" took %0.3f ms\\n"`` — the
   same label, the statement, and how long it ran.
 
-logcat prints a message of several lines (a statement written on several lines) as
-several lines with the same header; they are joined again here. A message longer than
+logcat (liblog's logprint.cpp, ``android_log_formatLogLine``: threadtime
+``"%s %s%5d %5d %c %-8.*s: "``, time ``"%s %c/%-8.*s(%s%5d): "``, brief without the time)
+drops a message's trailing newlines and prints a message of several lines (a statement
+written on several lines) as several lines with the same header; they are joined again
+here. A message longer than
 liblog's limit (about 4 KB) arrives cut short, without its closing quote: such statements
 are counted and left out. Each (process, label) is one connection: Android names its
 pool's connections to one file alike. Times come from logcat's timestamps (milliseconds);
@@ -39,7 +42,7 @@ THREADTIME = re.compile(
 TIME_BRIEF = re.compile(
     r"^(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)\.(?P<frac>\d{3,9})\s+)?"
     + _LEVEL
-    + r"/(?P<tag>[^(]*?)\(\s*(?P<pid>\d+)\):(?: (?P<msg>.*))?$"
+    + r"/(?P<tag>[^(]*?)\((?:[^)\s]*:)?\s*(?P<pid>\d+)\):(?: (?P<msg>.*))?$"
 )
 BANNER = re.compile(r"^-+ beginning of \w+$")
 STATEMENT = re.compile(r'^(?P<label>.*?): "(?P<sql>.*)"$', re.DOTALL)
