@@ -67,7 +67,7 @@ def parse_header(path: Path | str, text: str) -> Header:
     except ValueError:
         raise SqlLogError(path, 1, "not a sqlwa SQL log: the first line is not JSON") from None
     if not isinstance(obj, dict) or "sqlwa_sql_log" not in obj:
-        raise SqlLogError(path, 1, "not a sqlwa SQL log: no \"sqlwa_sql_log\" header")
+        raise SqlLogError(path, 1, 'not a sqlwa SQL log: no "sqlwa_sql_log" header')
     if obj["sqlwa_sql_log"] != FORMAT:
         raise SqlLogError(path, 1, f"SQL log format {obj['sqlwa_sql_log']!r}; this sqlwa reads format {FORMAT}")
     missing = [key for key in HEADER_KEYS if key not in obj]
@@ -87,13 +87,13 @@ def check_event(path: Path | str, number: int, event: object, timed: bool, open_
     if kind not in EVENT_KINDS:
         raise SqlLogError(path, number, f"unknown event {kind!r} (format 1 has {', '.join(EVENT_KINDS)})")
     conn = event.get("conn")
-    if not is_int(conn):
-        raise SqlLogError(path, number, f"{kind} event without an integer \"conn\"")
+    if not isinstance(conn, int) or isinstance(conn, bool):
+        raise SqlLogError(path, number, f'{kind} event without an integer "conn"')
     if timed and not is_int(event.get("t")):
-        raise SqlLogError(path, number, f"{kind} event without an integer \"t\" in a timed log")
+        raise SqlLogError(path, number, f'{kind} event without an integer "t" in a timed log')
     if kind == "open":
         if not isinstance(event.get("db"), str):
-            raise SqlLogError(path, number, "open event without a \"db\" string")
+            raise SqlLogError(path, number, 'open event without a "db" string')
         if conn in open_conns:
             raise SqlLogError(path, number, f"connection {conn} opened twice")
         open_conns.add(conn)
@@ -101,11 +101,11 @@ def check_event(path: Path | str, number: int, event: object, timed: bool, open_
         raise SqlLogError(path, number, f"{kind} event on connection {conn}, which is not open")
     elif kind == "sql":
         if not isinstance(event.get("sql"), str):
-            raise SqlLogError(path, number, "sql event without a \"sql\" string")
+            raise SqlLogError(path, number, 'sql event without a "sql" string')
         if "dur" in event and not is_int(event["dur"]):
-            raise SqlLogError(path, number, "\"dur\" is not an integer")
+            raise SqlLogError(path, number, '"dur" is not an integer')
         if not isinstance(event.get("trigger", False), bool):
-            raise SqlLogError(path, number, "\"trigger\" is not true or false")
+            raise SqlLogError(path, number, '"trigger" is not true or false')
     else:
         open_conns.discard(conn)
     return event
@@ -114,7 +114,7 @@ def check_event(path: Path | str, number: int, event: object, timed: bool, open_
 def read_log(path: Path) -> tuple[Header, Iterator[Event]]:
     """The header, and the events streamed (validated as they are read; a truncated or
     garbled line raises :class:`SqlLogError` when the iteration reaches it)."""
-    f = open(path, "rb")  # noqa: SIM115 - closed by the generator
+    f = open(path, "rb")  # closed by the events generator, or here on a bad header
     try:
         first = _decoded(path, 1, f.readline())
         header = parse_header(path, first)
