@@ -56,7 +56,8 @@ struct Sqlite {
     open: unsafe extern "C" fn(*const c_char, *mut *mut c_void) -> c_int,
     open_v2: unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, *const c_char) -> c_int,
     open16: unsafe extern "C" fn(*const c_void, *mut *mut c_void) -> c_int,
-    trace_v2: unsafe extern "C" fn(*mut c_void, c_uint, Option<TraceCallback>, *mut c_void) -> c_int,
+    trace_v2:
+        unsafe extern "C" fn(*mut c_void, c_uint, Option<TraceCallback>, *mut c_void) -> c_int,
     expanded_sql: unsafe extern "C" fn(*mut c_void) -> *mut c_char,
     sql: unsafe extern "C" fn(*mut c_void) -> *const c_char,
     free: unsafe extern "C" fn(*mut c_void),
@@ -91,7 +92,9 @@ static RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
 
 fn recorder() -> MutexGuard<'static, Option<Recorder>> {
     // A panic while the lock was held cannot be: nothing here panics; take it anyway.
-    RECORDER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    RECORDER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The directory to write into, from `SQLWA_RECORD_DIR`; None: record nothing.
@@ -106,7 +109,10 @@ fn log_dir() -> Option<&'static CStr> {
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -160,7 +166,10 @@ fn defined_elsewhere(name: &CStr) -> *mut c_void {
         }
         0
     }
-    let mut search = Search { name, found: std::ptr::null_mut() };
+    let mut search = Search {
+        name,
+        found: std::ptr::null_mut(),
+    };
     // SAFETY: the callback only reads the loader's entries and writes `search`.
     unsafe { libc::dl_iterate_phdr(Some(each), &mut search as *mut Search as *mut c_void) };
     search.found
@@ -173,13 +182,14 @@ fn sqlite() -> Option<&'static Sqlite> {
     REAL.get_or_init(|| {
         macro_rules! get {
             ($name:literal) => {{
-                let addr = real_symbol(CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()).ok()?);
+                let addr =
+                    real_symbol(CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()).ok()?);
                 if addr.is_null() {
                     return None;
                 }
                 // SAFETY: the symbol is the libsqlite3 function of that name, whose C
                 // signature (sqlite3.h) the field's type declares.
-                unsafe { std::mem::transmute::<*mut c_void, _>(addr) }
+                unsafe { as_function(addr) }
             }};
         }
         Some(Sqlite {
@@ -254,7 +264,10 @@ impl Recorder {
                 next_seq: 1,
                 // A child keeps its parent's connections (numbers and hooks) as it keeps
                 // their handles; their numbers are per process in the files.
-                conns: inherited.as_ref().map(|r| r.conns.clone()).unwrap_or_default(),
+                conns: inherited
+                    .as_ref()
+                    .map(|r| r.conns.clone())
+                    .unwrap_or_default(),
                 hooks: inherited.map(|r| r.hooks).unwrap_or_default(),
                 warned: false,
             });
@@ -275,7 +288,10 @@ impl Recorder {
                 }
                 if !self.warned {
                     self.warned = true;
-                    eprintln!("sqlwa record: cannot write the SQL log: {}", std::io::Error::last_os_error());
+                    eprintln!(
+                        "sqlwa record: cannot write the SQL log: {}",
+                        std::io::Error::last_os_error()
+                    );
                 }
                 return;
             }
@@ -295,12 +311,17 @@ unsafe fn hook_new_connection(real: &Sqlite, rc: c_int, db: *mut *mut c_void) ->
     }
     let handle = *db;
     let mut slot = recorder();
-    let Some(rec) = Recorder::for_this_process(&mut slot) else { return rc };
+    let Some(rec) = Recorder::for_this_process(&mut slot) else {
+        return rc;
+    };
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     rec.conns.insert(handle as usize, conn);
     let mut line = rec.head("open", conn);
     let _ = write!(line, ",\"t\":{},\"db\":", now_ns());
-    push_json_string(&mut line, c_bytes((real.db_filename)(handle, c"main".as_ptr())));
+    push_json_string(
+        &mut line,
+        c_bytes((real.db_filename)(handle, c"main".as_ptr())),
+    );
     line.push_str(",\"sqlite_version\":");
     push_json_string(&mut line, c_bytes((real.libversion)()));
     line.push('}');
@@ -310,12 +331,19 @@ unsafe fn hook_new_connection(real: &Sqlite, rc: c_int, db: *mut *mut c_void) ->
 }
 
 /// The trace hook on every connection: record the event, then call the program's own.
-unsafe extern "C" fn on_trace(event: c_uint, ctx: *mut c_void, p: *mut c_void, x: *mut c_void) -> c_int {
+unsafe extern "C" fn on_trace(
+    event: c_uint,
+    ctx: *mut c_void,
+    p: *mut c_void,
+    x: *mut c_void,
+) -> c_int {
     let Some(real) = sqlite() else { return 0 };
     let conn = ctx as usize;
     let hooks = {
         let mut slot = recorder();
-        let Some(rec) = Recorder::for_this_process(&mut slot) else { return 0 };
+        let Some(rec) = Recorder::for_this_process(&mut slot) else {
+            return 0;
+        };
         match event {
             TRACE_STMT => record_start(rec, real, conn, p, x as *const c_char),
             TRACE_PROFILE => record_end(rec, conn, p),
@@ -338,7 +366,13 @@ unsafe extern "C" fn on_trace(event: c_uint, ctx: *mut c_void, p: *mut c_void, x
 }
 
 /// A statement starts: its text as run (a trigger's comment as SQLite gives it).
-unsafe fn record_start(rec: &mut Recorder, real: &Sqlite, conn: usize, stmt: *mut c_void, text: *const c_char) {
+unsafe fn record_start(
+    rec: &mut Recorder,
+    real: &Sqlite,
+    conn: usize,
+    stmt: *mut c_void,
+    text: *const c_char,
+) {
     let given = c_bytes(text);
     // SQLite reports a trigger program (and a statement nested in another's run) with its
     // text as an SQL comment, "-- TRIGGER name" (sqlite3_trace_v2 docs; vdbe.c OP_Init).
@@ -355,7 +389,14 @@ unsafe fn record_start(rec: &mut Recorder, real: &Sqlite, conn: usize, stmt: *mu
         let expanded = (real.expanded_sql)(stmt);
         if expanded.is_null() {
             // NULL when out of memory or longer than SQLITE_LIMIT_LENGTH: the text as written
-            push_json_string(&mut line, if given.is_empty() { c_bytes((real.sql)(stmt)) } else { given });
+            push_json_string(
+                &mut line,
+                if given.is_empty() {
+                    c_bytes((real.sql)(stmt))
+                } else {
+                    given
+                },
+            );
             line.push_str(",\"unexpanded\":true");
         } else {
             push_json_string(&mut line, c_bytes(expanded));
@@ -370,13 +411,23 @@ unsafe fn record_start(rec: &mut Recorder, real: &Sqlite, conn: usize, stmt: *mu
 fn record_end(rec: &mut Recorder, conn: usize, stmt: *mut c_void) {
     if let Some((seq, start)) = rec.running.remove(&(stmt as usize)) {
         let mut line = rec.head("dur", conn);
-        let _ = write!(line, ",\"seq\":{seq},\"dur\":{}}}", now_ns().saturating_sub(start));
+        let _ = write!(
+            line,
+            ",\"seq\":{seq},\"dur\":{}}}",
+            now_ns().saturating_sub(start)
+        );
         rec.write_line(line);
     }
 }
 
 /// Call what the program registered itself, with the arguments SQLite would have given it.
-unsafe fn call_program_hooks(real: &Sqlite, hooks: &ProgramHooks, event: c_uint, p: *mut c_void, x: *mut c_void) {
+unsafe fn call_program_hooks(
+    real: &Sqlite,
+    hooks: &ProgramHooks,
+    event: c_uint,
+    p: *mut c_void,
+    x: *mut c_void,
+) {
     if let Some((mask, callback, ctx)) = hooks.v2 {
         if mask & event != 0 {
             callback(event, ctx as *mut c_void, p, x);
@@ -389,7 +440,10 @@ unsafe fn call_program_hooks(real: &Sqlite, hooks: &ProgramHooks, event: c_uint,
             callback(ctx as *mut c_void, text);
         } else {
             let expanded = (real.expanded_sql)(p);
-            callback(ctx as *mut c_void, if expanded.is_null() { text } else { expanded });
+            callback(
+                ctx as *mut c_void,
+                if expanded.is_null() { text } else { expanded },
+            );
             (real.free)(expanded as *mut c_void);
         }
     }
@@ -402,8 +456,12 @@ unsafe fn call_program_hooks(real: &Sqlite, hooks: &ProgramHooks, event: c_uint,
 /// does not watch it (then the real function is called as is).
 fn set_program_hooks(db: *mut c_void, change: impl FnOnce(&mut ProgramHooks)) -> bool {
     let mut slot = recorder();
-    let Some(rec) = Recorder::for_this_process(&mut slot) else { return false };
-    let Some(&conn) = rec.conns.get(&(db as usize)) else { return false };
+    let Some(rec) = Recorder::for_this_process(&mut slot) else {
+        return false;
+    };
+    let Some(&conn) = rec.conns.get(&(db as usize)) else {
+        return false;
+    };
     change(rec.hooks.entry(conn).or_default());
     true
 }
@@ -459,7 +517,9 @@ pub unsafe extern "C" fn sqlite3_trace_v2(
     ctx: *mut c_void,
 ) -> c_int {
     let Some(real) = sqlite() else { return 1 };
-    let program = callback.filter(|_| mask != 0).map(|cb| (mask, cb, ctx as usize));
+    let program = callback
+        .filter(|_| mask != 0)
+        .map(|cb| (mask, cb, ctx as usize));
     // Each call cancels the connection's earlier sqlite3_trace and sqlite3_trace_v2 (docs).
     let watched = set_program_hooks(db, |hooks| {
         hooks.v2 = program;
@@ -469,7 +529,10 @@ pub unsafe extern "C" fn sqlite3_trace_v2(
         return (real.trace_v2)(db, mask, callback, ctx);
     }
     let extra = program.map_or(0, |(mask, _, _)| mask);
-    let conn = recorder().as_ref().and_then(|r| r.conns.get(&(db as usize)).copied()).unwrap_or(0);
+    let conn = recorder()
+        .as_ref()
+        .and_then(|r| r.conns.get(&(db as usize)).copied())
+        .unwrap_or(0);
     (real.trace_v2)(db, RECORDED | extra, Some(on_trace), conn as *mut c_void)
 }
 
@@ -478,7 +541,11 @@ pub unsafe extern "C" fn sqlite3_trace_v2(
 /// # Safety
 /// As `sqlite3_trace` (sqlite3.h).
 #[no_mangle]
-pub unsafe extern "C" fn sqlite3_trace(db: *mut c_void, callback: Option<LegacyTrace>, ctx: *mut c_void) -> *mut c_void {
+pub unsafe extern "C" fn sqlite3_trace(
+    db: *mut c_void,
+    callback: Option<LegacyTrace>,
+    ctx: *mut c_void,
+) -> *mut c_void {
     let mut previous = 0;
     let watched = set_program_hooks(db, |hooks| {
         previous = hooks.trace.map_or(0, |(_, ctx)| ctx);
@@ -486,7 +553,10 @@ pub unsafe extern "C" fn sqlite3_trace(db: *mut c_void, callback: Option<LegacyT
         hooks.v2 = None;
     });
     if !watched {
-        if let Some(real) = legacy::<unsafe extern "C" fn(*mut c_void, Option<LegacyTrace>, *mut c_void) -> *mut c_void>(c"sqlite3_trace") {
+        if let Some(real) = legacy::<
+            unsafe extern "C" fn(*mut c_void, Option<LegacyTrace>, *mut c_void) -> *mut c_void,
+        >(c"sqlite3_trace")
+        {
             return real(db, callback, ctx);
         }
     }
@@ -509,15 +579,24 @@ pub unsafe extern "C" fn sqlite3_profile(
         hooks.profile = callback.map(|cb| (cb, ctx as usize));
     });
     if !watched {
-        if let Some(real) = legacy::<unsafe extern "C" fn(*mut c_void, Option<LegacyProfile>, *mut c_void) -> *mut c_void>(c"sqlite3_profile") {
+        if let Some(real) = legacy::<
+            unsafe extern "C" fn(*mut c_void, Option<LegacyProfile>, *mut c_void) -> *mut c_void,
+        >(c"sqlite3_profile")
+        {
             return real(db, callback, ctx);
         }
     }
     previous as *mut c_void
 }
 
+/// A symbol's address as the function pointer type `F` (the caller vouches for the type).
+unsafe fn as_function<F: Copy>(addr: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    std::mem::transmute_copy::<*mut c_void, F>(&addr)
+}
+
 /// A deprecated function of the real libsqlite3 (absent where SQLITE_OMIT_DEPRECATED).
 unsafe fn legacy<F: Copy>(name: &CStr) -> Option<F> {
     let addr = real_symbol(name);
-    (!addr.is_null()).then(|| std::mem::transmute_copy::<*mut c_void, F>(&addr))
+    (!addr.is_null()).then(|| as_function(addr))
 }

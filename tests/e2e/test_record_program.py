@@ -170,8 +170,16 @@ def test_ipython_history_is_rebuilt_from_its_log(tmp_path: Path) -> None:
     history, log = tmp_path / "history.sqlite", tmp_path / "log.jsonl"
     env = dict(os.environ, IPYTHONDIR=str(tmp_path / "ipython"))
     done = sqlwa(
-        "record", "--out", str(log), "--", str(ipython), f"--HistoryManager.hist_file={history}", "-c", "x = 1 + 1",
-        cwd=tmp_path, env=env,
+        "record",
+        "--out",
+        str(log),
+        "--",
+        str(ipython),
+        f"--HistoryManager.hist_file={history}",
+        "-c",
+        "x = 1 + 1",
+        cwd=tmp_path,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     events = log_events(log)

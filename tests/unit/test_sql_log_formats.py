@@ -175,10 +175,17 @@ def test_the_shell_s_trace_output_is_a_sql_file_with_trigger_steps(tmp_path: Pat
 # --- bad input: one line with file and line, exit 2 ---------------------------------
 def good_log(path: Path) -> list[str]:
     lines = [
-        json.dumps({
-            "sqlwa_sql_log": 1, "source": "record", "program": ["x"], "sqlite_version": "3.40.1",
-            "started_unix_ns": 1, "timed": True, "redacted": False,
-        }),
+        json.dumps(
+            {
+                "sqlwa_sql_log": 1,
+                "source": "record",
+                "program": ["x"],
+                "sqlite_version": "3.40.1",
+                "started_unix_ns": 1,
+                "timed": True,
+                "redacted": False,
+            }
+        ),
         json.dumps({"ev": "open", "conn": 1, "db": "/tmp/a.db", "t": 1}),
         json.dumps({"ev": "sql", "conn": 1, "sql": "CREATE TABLE t(x)", "t": 2, "dur": 5, "trigger": False}),
         json.dumps({"ev": "close", "conn": 1, "t": 9}),
@@ -192,9 +199,14 @@ def good_log(path: Path) -> list[str]:
     [
         (lambda lines: "\n".join(lines)[:-7], ":4: the line is cut short"),
         (lambda lines: "\n".join([*lines[:2], lines[2][:30] + "}", lines[3]]) + "\n", ":3: not a JSON object"),
-        (lambda lines: "\n".join([lines[0], lines[2], lines[3]]) + "\n", ":2: sql event on connection 1, which is not open"),
-        (lambda lines: "\n".join([lines[0].replace('"sqlwa_sql_log": 1', '"sqlwa_sql_log": 2'), *lines[1:]]) + "\n",
-         ":1: SQL log format 2"),
+        (
+            lambda lines: "\n".join([lines[0], lines[2], lines[3]]) + "\n",
+            ":2: sql event on connection 1, which is not open",
+        ),
+        (
+            lambda lines: "\n".join([lines[0].replace('"sqlwa_sql_log": 1', '"sqlwa_sql_log": 2'), *lines[1:]]) + "\n",
+            ":1: SQL log format 2",
+        ),
         (lambda lines: "The quick brown fox;\njumps over the lazy dog.\n", ":1: not an SQL statement"),
         (lambda lines: "", ":1: empty"),
     ],

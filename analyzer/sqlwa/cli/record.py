@@ -32,8 +32,10 @@ DEFAULT_LOG = Path("sql-log.jsonl")
 @click.option("--redact", is_flag=True, help="Replace literal values with made-up ones of the same type and size.")
 @allow_system_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def record_command(out: Path, source: Path | None, redact: bool, allow_system_dir: bool, command: tuple[str, ...]) -> None:
-    """Record the SQL a program runs, as a log `sqlwa run` can replay.
+def record_command(
+    out: Path, source: Path | None, redact: bool, allow_system_dir: bool, command: tuple[str, ...]
+) -> None:
+    """Record the SQL a program runs, as a SQL log to replay.
 
     Runs COMMAND (after `--`) with a preloaded library that traces every statement each
     of its SQLite connections runs — bound values expanded, start time, duration,
@@ -83,5 +85,6 @@ def describe(counts: dict[str, int], databases: set[str]) -> str:
     files = {db for db in databases if db not in ("", ":memory:")}
     return (
         f"{counts['sql']} statements ({counts['trigger']} trigger steps besides) on {counts['open']} connections "
-        f"to {len(files)} database files" + (f" and {len(databases) - len(files)} temporary" if len(databases) > len(files) else "")
+        f"to {len(files)} database files"
+        + (f" and {len(databases) - len(files)} temporary" if len(databases) > len(files) else "")
     )

@@ -75,9 +75,15 @@ Segment = tuple[int, int, int, int]  # type, file offset, virtual address, file 
 
 def program_headers(data: bytes, wide: bool, endian: str) -> list[Segment]:
     if wide:
-        phoff, phentsize, phnum = struct.unpack_from(endian + "Q", data, 32)[0], *struct.unpack_from(endian + "HH", data, 54)
+        phoff, phentsize, phnum = (
+            struct.unpack_from(endian + "Q", data, 32)[0],
+            *struct.unpack_from(endian + "HH", data, 54),
+        )
     else:
-        phoff, phentsize, phnum = struct.unpack_from(endian + "I", data, 28)[0], *struct.unpack_from(endian + "HH", data, 42)
+        phoff, phentsize, phnum = (
+            struct.unpack_from(endian + "I", data, 28)[0],
+            *struct.unpack_from(endian + "HH", data, 42),
+        )
     segments = []
     for i in range(phnum):
         at = phoff + i * phentsize

@@ -97,7 +97,7 @@ class Redactor:
         if ch in "xX" and nxt == "'" and not after_ident:
             end = quoted_end(sql, i + 1, "'")
             return end, ch + "'" + self.blob_hex(sql[i + 2 : end - 1]) + "'"
-        if ch in "\"`":
+        if ch in '"`':
             return quoted_end(sql, i, ch), None
         if ch == "[":
             close = sql.find("]", i)
