@@ -77,7 +77,10 @@ def main() -> None:
         step(f"write a {args.n:,}-line log", lambda: f"{write_log(log, args.n) or log.stat().st_size / 2**20:.0f} MiB")
         step("validate it (streamed)", lambda: f"{validate(log)[1]:,} events")
         log.unlink()
-        step(f"write a {args.n:,}-statement .sql", lambda: f"{write_sql(sql, args.n) or sql.stat().st_size / 2**20:.0f} MiB")
+        step(
+            f"write a {args.n:,}-statement .sql",
+            lambda: f"{write_sql(sql, args.n) or sql.stat().st_size / 2**20:.0f} MiB",
+        )
 
         def to_log() -> str:
             with open(out, "wb") as f:
