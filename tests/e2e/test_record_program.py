@@ -216,7 +216,11 @@ def test_the_program_s_failure_is_its_exit_status_and_the_log_is_kept(tmp_path: 
         import sqlite3, sys
         sqlite3.connect(sys.argv[1]).execute('CREATE TABLE t(x)')
         sys.exit(7)""")
-    done = sqlwa("record", "--out", "log.jsonl", "--", sys.executable, "-c", code, str(tmp_path / "a.db"), cwd=tmp_path)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    argv = ["record", "--out", "log.jsonl", "--", sys.executable, "-c", code, str(tmp_path / "a.db")]
+    done = sqlwa(*argv, cwd=tmp_path, env=dict(os.environ, TMPDIR=str(spool)))
     assert done.returncode == 7
+    assert list(spool.iterdir()) == []  # the per-process spool files are merged and gone
     assert "exited with status 7" in done.stderr
     assert [e["sql"] for e in log_events(tmp_path / "log.jsonl") if e["ev"] == "sql"] == ["CREATE TABLE t(x)"]
