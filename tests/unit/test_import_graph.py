@@ -18,7 +18,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "analyzer" / "sqlwa"
 LAYERS: list[set[str]] = [
     {"sqlwa._native", "sqlwa.errors"},
     {"sqlwa._system", "sqlwa.catalogue", "sqlwa.inputs", "sqlwa.outputs"},
-    {"sqlwa.analysis", "sqlwa.capture", "sqlwa.durability"},
+    {"sqlwa.analysis", "sqlwa.capture", "sqlwa.durability", "sqlwa.record"},
     {"sqlwa.lab", "sqlwa.results", "sqlwa.device"},
     {"sqlwa.measure", "sqlwa.views", "sqlwa.vm"},
     {"sqlwa.api", "sqlwa"},

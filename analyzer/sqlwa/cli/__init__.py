@@ -61,6 +61,7 @@ COMMANDS = {
         "sqlwa.cli.device:device",
         "Device profiles: how long a storage device takes per request, for `sqlwa predict`.",
     ),
+    "record": LazyCommand("sqlwa.cli.record:record_command", "Record the SQL a program runs, as a SQL log to replay."),
     "predict": LazyCommand(
         "sqlwa.cli.predict:predict_command", "Predict the commit latency of measured runs on another device."
     ),

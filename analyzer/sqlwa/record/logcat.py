@@ -1,0 +1,185 @@
+"""Android's statement log, as ``adb logcat`` prints it, read as a SQL log.
+
+With ``adb shell setprop log.tag.SQLiteStatements VERBOSE`` (and ``log.tag.SQLiteTime``)
+an app's ``android.database.sqlite`` connections log each statement (SQLiteDebug.java:
+``DEBUG_SQL_STATEMENTS``/``DEBUG_SQL_TIME`` turn on the connection's trace and profile
+hooks). The lines come from frameworks/base core/jni/android_database_SQLiteConnection.cpp:
+
+- ``sqliteTraceCallback``: tag ``SQLiteStatements``, ``"%s: \\"%s\\"\\n"`` — the connection's
+  label (its database path) and the statement as it starts, bound values expanded
+  (``sqlite3_trace``'s callback gets the expanded text);
+- ``sqliteProfileCallback``: tag ``SQLiteTime``, ``"%s: \\"%s\\" took %0.3f ms\\n"`` — the
+  same label, the statement, and how long it ran.
+
+logcat (liblog's logprint.cpp, ``android_log_formatLogLine``: threadtime
+``"%s %s%5d %5d %c %-8.*s: "``, time ``"%s %c/%-8.*s(%s%5d): "``, brief without the time)
+drops a message's trailing newlines and prints a message of several lines (a statement
+written on several lines) as several lines with the same header; they are joined again
+here. A message longer than
+liblog's limit (about 4 KB) arrives cut short, without its closing quote: such statements
+are counted and left out. Each (process, label) is one connection: Android names its
+pool's connections to one file alike. Times come from logcat's timestamps (milliseconds);
+a log printed without them (``-v brief``) is untimed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+from sqlwa.record.log import Event, InOrder, SqlLogError
+
+STATEMENTS_TAG, TIME_TAG = "SQLiteStatements", "SQLiteTime"
+_LEVEL = r"[VDIWEFA]"
+#: threadtime (logcat's default), with -v year, -v uid or -v epoch
+THREADTIME = re.compile(
+    r"^(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)|(?P<epoch>\d+))\.(?P<frac>\d{3,9})"
+    r"\s+(?:\S+\s+)??(?P<pid>\d+)\s+(?P<tid>\d+)\s+" + _LEVEL + r" (?P<tag>.*?)\s*:(?: (?P<msg>.*))?$"
+)
+#: -v time and -v brief
+TIME_BRIEF = re.compile(
+    r"^(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)\.(?P<frac>\d{3,9})\s+)?"
+    + _LEVEL
+    + r"/(?P<tag>[^(]*?)\((?:[^)\s]*:)?\s*(?P<pid>\d+)\):(?: (?P<msg>.*))?$"
+)
+BANNER = re.compile(r"^-+ beginning of \w+$")
+STATEMENT = re.compile(r'^(?P<label>.*?): "(?P<sql>.*)"$', re.DOTALL)
+TIMING = re.compile(r'^(?P<label>.*?): "(?P<sql>.*)" took (?P<ms>\d+(?:\.\d+)?) ms$', re.DOTALL)
+MESSAGE_START = re.compile(r'^.*?: "')
+
+
+@dataclass
+class Line:
+    t_ns: int | None
+    pid: int
+    tid: int | None
+    tag: str
+    msg: str
+
+
+def parse_line(text: str) -> Line | None:
+    """One logcat line, or None when it is not one (or a banner)."""
+    match = THREADTIME.match(text) or TIME_BRIEF.match(text)
+    if match is None:
+        return None
+    parts = match.groupdict()
+    tid = parts.get("tid")
+    return Line(timestamp_ns(parts), int(parts["pid"]), int(tid) if tid else None, parts["tag"], parts["msg"] or "")
+
+
+def timestamp_ns(parts: dict[str, str | None]) -> int | None:
+    """Nanoseconds on logcat's clock (a year-less date is taken in a leap year, 2000)."""
+    frac = parts.get("frac")
+    if frac is None:
+        return None
+    sub_ns = int(frac.ljust(9, "0"))
+    if parts.get("epoch"):
+        return int(parts["epoch"] or 0) * 1_000_000_000 + sub_ns
+    month, day = (int(x) for x in (parts["md"] or "01-01").split("-"))
+    hours, minutes, seconds = (int(x) for x in (parts["hms"] or "0:0:0").split(":"))
+    days = date(int(parts["year"] or 2000), month, day).toordinal()
+    return ((days * 24 + hours) * 60 + minutes) * 60_000_000_000 + seconds * 1_000_000_000 + sub_ns
+
+
+def is_logcat(head: list[str]) -> bool:
+    """Whether the first lines of a file are logcat's."""
+    lines = [line for line in head if line.strip()]
+    return bool(lines) and any(BANNER.match(line) or parse_line(line) for line in lines[:50])
+
+
+def is_timed(head: list[str]) -> bool:
+    """Whether the log's lines carry timestamps (its first line that parses does)."""
+    for text in head:
+        line = parse_line(text.rstrip("\r\n"))
+        if line is not None:
+            return line.t_ns is not None
+    return False
+
+
+@dataclass
+class Reader:
+    """The state of one pass over a logcat file."""
+
+    path: Path
+    conns: dict[tuple[int, str], int] = field(default_factory=dict)
+    partial: dict[tuple[int, int | None, str], tuple[int, Line]] = field(default_factory=dict)
+    running: dict[tuple[int, str], list[int]] = field(default_factory=dict)
+    order: InOrder = field(default_factory=InOrder)
+    first_t: int | None = None
+    next_id: int = 0
+    truncated: int = 0
+    statements: int = 0
+    #: whether the lines have timestamps, from the first ones (is_timed)
+    timed: bool = True
+
+    def feed(self, number: int, text: str) -> list[Event]:
+        line = parse_line(text)
+        if line is None or line.tag not in (STATEMENTS_TAG, TIME_TAG):
+            return []
+        if self.timed and line.t_ns is None:
+            raise SqlLogError(self.path, number, "a line without a timestamp in a log whose first lines have them")
+        key = (line.pid, line.tid, line.tag)
+        held = self.partial.pop(key, None)
+        if held is not None and not MESSAGE_START.match(line.msg):
+            start, first = held
+            first.msg += "\n" + line.msg
+            return self._message(start, first)
+        if held is not None:
+            self.truncated += 1  # its end never came: cut at liblog's limit
+        if not line.msg:
+            return []  # the empty line after a message's own trailing newline
+        return self._message(number, line)
+
+    def _message(self, number: int, line: Line) -> list[Event]:
+        shape = TIMING if line.tag == TIME_TAG else STATEMENT
+        match = shape.match(line.msg)
+        if match is None:
+            if not MESSAGE_START.match(line.msg):
+                raise SqlLogError(self.path, number, f"a {line.tag} line that is not Android's: {line.msg[:60]!r}")
+            self.partial[(line.pid, line.tid, line.tag)] = (number, line)  # more lines to come
+            return []
+        conn_key = (line.pid, match["label"])
+        if line.tag == TIME_TAG:
+            queue = self.running.get(conn_key)
+            if not queue:
+                return []  # a statement whose start was not logged (SQLiteStatements off)
+            return self.order.complete(queue.pop(0), round(float(match["ms"]) * 1_000_000))
+        return self._statement(line, conn_key, match["sql"])
+
+    def _statement(self, line: Line, conn_key: tuple[int, str], sql: str) -> list[Event]:
+        ready: list[Event] = []
+        t = None
+        if self.timed and line.t_ns is not None:
+            self.first_t = line.t_ns if self.first_t is None else self.first_t
+            t = max(0, line.t_ns - self.first_t)
+        if conn_key not in self.conns:
+            self.conns[conn_key] = len(self.conns) + 1
+            ready += self.order.put(_timed({"ev": "open", "conn": self.conns[conn_key], "db": conn_key[1]}, t))
+        self.statements += 1
+        self.next_id += 1
+        self.running.setdefault(conn_key, []).append(self.next_id)
+        if len(self.running[conn_key]) > 64:
+            self.running[conn_key].pop(0)  # a start whose time never came
+        event = _timed({"ev": "sql", "conn": self.conns[conn_key], "sql": sql, "trigger": sql.startswith("--")}, t)
+        return ready + self.order.put(event, self.next_id)
+
+    def finish(self) -> list[Event]:
+        self.truncated += len(self.partial)
+        self.partial.clear()
+        return self.order.drain()
+
+
+def _timed(event: Event, t: int | None) -> Event:
+    if t is not None:
+        event["t"] = t
+    return event
+
+
+def events(path: Path, reader: Reader) -> Iterator[Event]:
+    """The log's statements as format-1 events (``reader`` keeps the counts)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, text in enumerate(f, start=1):
+            yield from reader.feed(number, text.rstrip("\r\n"))
+    yield from reader.finish()
