@@ -14,6 +14,7 @@ with `sqlwa lab cleanup`'s logic (which only touches things whose owner process 
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
@@ -21,6 +22,11 @@ import pytest
 from helpers import sqlwa_leftovers
 from sqlwa import _system
 from sqlwa.lab.cleanup import cleanup_leftovers
+
+# Tests read sqlwa's tables row by row, as a wide terminal shows them: piped, a table is
+# drawn 100 columns wide and its cells wrap (views.terminal.piped_width). The piped width
+# itself is tested with COLUMNS unset (tests/unit/test_terminal.py).
+os.environ.setdefault("COLUMNS", "300")
 
 BEFORE = pytest.StashKey[set]()  # what of ours existed when the session started
 
