@@ -141,7 +141,7 @@ def render(path: Path, lenient: bool, files: tuple[Path, Path], sort_dir: Path, 
         raise bad_trace(
             path,
             "holds no block events: record it with the ftrace block events "
-            "(block/block_rq_issue, block/block_rq_complete ...; see the README's Perfetto config)",
+            "(block/block_rq_issue, block/block_rq_complete ...; see docs/guide/traces-and-perfetto.md, Recording on a phone)",
             0,
         )
     return Rendered(path, text, origins, reading)
