@@ -88,7 +88,8 @@ def test_compare_never_calls_a_losing_setting_kept_or_better(runs) -> None:
     assert "better" not in verdicts and "durability_lost" in verdicts
 
 
-def test_compare_terminal_and_json_say_lost(runs) -> None:
+def test_compare_terminal_and_json_say_lost(runs, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # each row on one line, as a wide terminal shows it
     printed = sqlwa_in_process("compare", *map(str, runs))
     assert printed.returncode == 0, printed.stderr
     durability_line = next(line for line in printed.stdout.splitlines() if "durability" in line and "│" in line)
