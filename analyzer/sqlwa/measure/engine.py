@@ -7,7 +7,7 @@ the markers live in the Rust crate ``workloads/``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import Field, asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,7 +98,7 @@ class WorkloadResult:
     commits: pl.DataFrame
 
     @classmethod
-    def from_raw(cls, raw: dict) -> WorkloadResult:
+    def from_raw(cls, raw: Mapping[str, Any]) -> WorkloadResult:
         """From :func:`run_workload_raw`'s ``{"info", "commits"}``, commits as a table."""
         # Imported here, not at the top: the VM lab's guest runs the engine through
         # run_workload_raw, and importing polars takes it tens of seconds under TCG.
@@ -162,7 +162,7 @@ def run_workload_raw(
     directory: Path,
     marker_path: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> dict:
+) -> _native.WorkloadRun:
     """:func:`run_workload` as the engine returns it: ``{"info": {…}, "commits": {column:
     [values]}}``, plain Python, JSON-able."""
     return _native.run_workload(

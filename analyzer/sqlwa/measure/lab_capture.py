@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlwa import _system
+from sqlwa import _native, _system
 from sqlwa.capture import tracing
 from sqlwa.durability import explore, reference, verdict
 from sqlwa.errors import TraceLossError, hint_of
@@ -84,7 +84,7 @@ def capture_in_lab(
         # in the sectors of the device it is on (the dm-crypt target's with --crypt)
         layout = fslayout.probe(fs.spec.kernel_type, fs.fs_device)
     return LabCapture(
-        info=raw["info"],
+        info=dict(raw["info"]),
         columns=raw["commits"],
         fs=fs_facts,
         layout=layout,
@@ -105,7 +105,7 @@ def capture_run(
     fs: filesystem.LabFilesystem,
     options: CaptureOptions,
     progress: ProgressFn | None,
-) -> tuple[dict, tracing.TraceCapture, TraceLossError | None, dict | None]:
+) -> tuple[_native.WorkloadRun, tracing.TraceCapture, TraceLossError | None, dict | None]:
     """Run the workload inside one capture; returns (raw result, capture, loss error or
     None, the FUSE daemon's CPU time over the workload or None)."""
     dev = fs.dev
