@@ -89,6 +89,10 @@ pub enum EngineError {
         statement: String,
     },
 
+    /// A replay that measured no commit: the log wrote nothing (or only in warm-up).
+    #[error("SQL log {}: {message}", path.display())]
+    NothingReplayed { path: PathBuf, message: String },
+
     #[error("interrupted")]
     Interrupted,
 }
@@ -142,6 +146,10 @@ impl EngineError {
                 .into(),
             EngineError::ReplayFailed { .. } => "replay from a snapshot of the app's database \
                 (--from DB), or leave --strict out to count such failures and go on"
+                .into(),
+            EngineError::NothingReplayed { .. } => "replay from a snapshot of the app's \
+                database (--from DB) when its tables predate the log, record a stretch in \
+                which the app writes, or lower --warmup"
                 .into(),
             EngineError::Interrupted => {
                 "the run was stopped before it finished; run it again".into()

@@ -205,6 +205,7 @@ pub fn replay(
     info.db_path = db_paths[0].clone();
     (info.pid, info.tid, info.vfs_counting) = (pid, tid, settings.count_vfs);
     let summary = with_database_figures(summary, log, &commits);
+    check_measured(log, &summary, &commits)?;
     Ok(ReplayOutput {
         run: RunOutput { info, commits },
         replay: summary,
@@ -948,6 +949,32 @@ fn add_counts(a: &VfsCounts, b: &VfsCounts) -> VfsCounts {
         *sum.get_mut(kind) = a.get(kind).add(b.get(kind));
     }
     sum
+}
+
+/// A replay with no measured commit has nothing to report per commit: say why.
+fn check_measured(
+    log: &SqlLog,
+    summary: &ReplaySummary,
+    commits: &[CommitRecord],
+) -> Result<(), EngineError> {
+    if commits.iter().any(|c| !c.warmup) {
+        return Ok(());
+    }
+    let why = match (commits.len(), summary.first_failures.first()) {
+        (0, Some(f)) => format!(
+            "no transaction of the log wrote anything on replay ({} statements failed; \
+             line {}: {})",
+            summary.failed.values().sum::<u64>(),
+            f.line,
+            f.message
+        ),
+        (0, None) => "no transaction of the log writes: nothing to measure per commit".into(),
+        (n, _) => format!("all {n} transactions of the log were warm-up (--warmup)"),
+    };
+    Err(EngineError::NothingReplayed {
+        path: log.path.clone(),
+        message: why,
+    })
 }
 
 /// The per-database figures, from the commit records and the database each wrote.
