@@ -343,36 +343,23 @@ fn bad_logs_name_their_file_and_line() {
 }
 
 #[test]
-fn recorded_gaps_are_kept_and_scaled() {
+fn a_scenario_refuses_the_settings_only_a_replay_takes() {
+    let scenario = sqlwa_workloads::Scenario::builtin("kv-prefs").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut events = vec![open(1, "/d/a.db")];
-    let gaps_ms = [0u64, 30, 5, 50, 20];
-    let mut t = 1_000_000u64;
-    events.push(json!({"ev": "sql", "conn": 1, "sql": "CREATE TABLE t (v)", "t": t}));
-    for gap in gaps_ms {
-        t += gap * 1_000_000;
-        events.push(json!({"ev": "sql", "conn": 1, "sql": "INSERT INTO t VALUES (1)", "t": t}));
-    }
-    let log = write_log(dir.path(), &events, true);
-    for (timing, factor) in [("recorded", 1.0), ("0.5", 0.5)] {
-        let settings = RunSettings {
-            timing: Some(timing.into()),
-            journal: JournalMode::Wal,
-            sync: SyncMode::Off,
-            ..Default::default()
-        };
-        let out = run(&log, &settings, &dir.path().join(timing)).unwrap();
-        let commits = &out.run.commits;
-        for (i, gap) in gaps_ms.iter().enumerate() {
-            let (this, next) = (&commits[i], &commits[i + 1]);
-            let got = (next.start_ns - this.start_ns) as f64 / 1e6;
-            // a transaction cannot start before the one before it ended
-            let latency = (this.end_ns - this.start_ns) as f64 / 1e6;
-            let want = (*gap as f64 * factor).max(latency);
-            assert!(
-                (got - want).abs() < 2.0,
-                "{timing}: gap {i}: {got} ms, want {want}"
-            );
-        }
-    }
+    let settings = RunSettings {
+        timing: Some("recorded".into()),
+        ..Default::default()
+    };
+    let err = sqlwa_workloads::run(&scenario, &settings, dir.path(), None, &mut |_| true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("setting timing: applies to a replayed SQL log"),
+        "{err}"
+    );
+    let bad = RunSettings {
+        timing: Some("sometimes".into()),
+        ..Default::default()
+    };
+    assert!(bad.check().unwrap_err().to_string().contains("'sometimes'"));
 }
