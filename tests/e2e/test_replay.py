@@ -212,3 +212,17 @@ def test_a_missing_table_without_strict_is_counted_and_the_run_goes_on(tmp_path)
     assert replayed["first_failures"][0]["line"] == 3
     assert summary["commits"] == 2  # the CREATE and the insert
     assert replayed["databases"][0]["file_name"] == "app.db"
+
+
+def test_a_matrix_sweeps_a_replayed_log(tmp_path, insert_log):
+    out = tmp_path / "m"
+    proc = sqlwa_in_process(
+        "matrix", "-s", str(insert_log), "--vfs-only", "-j", "delete,wal", "--sync", "full", "--warmup", "3",
+        "--timing", "back-to-back", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for journal in ("delete", "wal"):
+        summary = json.loads((out / "runs" / f"app-none-{journal}-full-r1" / "summary.json").read_text())
+        assert summary["config"]["replay"]["timing"] == "back-to-back"
+        for kind, syncs in VFS_SYNCS[(journal, "full")].items():
+            assert summary["vfs_by_file"][kind]["sync_calls"] == pytest.approx(syncs, abs=0.05), kind
