@@ -75,12 +75,17 @@ def check_settings(settings: dict[str, Any]) -> None:
 
 @final
 class Scenario:
-    """A loaded, validated scenario."""
+    """A loaded, validated scenario, or a checked SQL log (a recorded workload, replayed)."""
 
     @property
     def name(self) -> str: ...
     @property
     def description(self) -> str: ...
+    @property
+    def is_replay(self) -> bool: ...
+    @property
+    def database_files(self) -> list[str]:
+        """The database files a run makes in its directory, by name."""
 
 def builtin_scenario(name: str) -> Scenario: ...
 def scenario_from_file(path: _Path) -> Scenario: ...
