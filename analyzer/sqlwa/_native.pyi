@@ -7,7 +7,7 @@ Rust definitions at run time; this file only gives their types.
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal, TypedDict, final, type_check_only
+from typing import Any, Final, Literal, NotRequired, TypedDict, final, type_check_only
 
 import pyarrow  # no type information published (pyproject: ignore_missing_imports); Table reads as Any
 
@@ -108,6 +108,9 @@ class WorkloadInfo(TypedDict):
     #: the process and thread that ran the SQL
     pid: int
     tid: int
+    #: a replayed SQL log only: what was replayed, skipped, overridden and failed, per
+    #: database file (workloads' ReplaySummary, as JSON)
+    replay: NotRequired[dict[str, Any]]
 
 @type_check_only
 class WorkloadRun(TypedDict):

@@ -139,7 +139,7 @@ def looks_like_path(name_or_path: str) -> bool:
     return "/" in name_or_path or name_or_path.endswith(".toml") or Path(name_or_path).is_file()
 
 
-def database_paths(info: dict) -> list[Path]:
+def database_paths(info: Mapping[str, Any]) -> list[Path]:
     """The database files a run made: the scenario's one, or each of a replayed log's."""
     db_path = Path(info["db_path"])
     replayed = info.get("replay")
