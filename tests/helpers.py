@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # SQLite's documented xSync calls per commit (docs/reference/sqlite-commit-syncs.md;
 # synchronous FULL, one row per commit); at the syscall level a rollback commit adds one
-# directory sync (the journal is created anew each transaction), as the README's table shows.
+# directory sync (the journal is created anew each transaction), as docs/findings.md's tables show.
 VFS_SYNCS = {"delete": 3, "wal": 1}
 DIRECTORY_SYNCS = {"delete": 1, "wal": 0}
 

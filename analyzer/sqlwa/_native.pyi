@@ -7,11 +7,15 @@ Rust definitions at run time; this file only gives their types.
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Final, final
+from typing import Any, Final, Literal, NotRequired, TypedDict, final, type_check_only
 
 import pyarrow  # no type information published (pyproject: ignore_missing_imports); Table reads as Any
 
 _Path = str | os.PathLike[str]
+
+# The dicts the functions return, as TypedDicts: only for the type checker
+# (@type_check_only; the module has no such classes). Their keys are those the bindings in
+# analyzer/native/src set.
 
 # The module's own __all__: what it adds, in that order.
 __all__ = [
@@ -71,17 +75,50 @@ def check_settings(settings: dict[str, Any]) -> None:
 
 @final
 class Scenario:
-    """A loaded, validated scenario."""
+    """A loaded, validated scenario, or a checked SQL log (a recorded workload, replayed)."""
 
     @property
     def name(self) -> str: ...
     @property
     def description(self) -> str: ...
+    @property
+    def is_replay(self) -> bool: ...
+    @property
+    def database_files(self) -> list[str]:
+        """The database files a run makes in its directory, by name."""
 
 def builtin_scenario(name: str) -> Scenario: ...
 def scenario_from_file(path: _Path) -> Scenario: ...
 def builtin_scenarios() -> list[tuple[str, str]]:
     """(name, description) of every built-in scenario."""
+
+@type_check_only
+class WorkloadInfo(TypedDict):
+    """How the run went, as the engine saw it (``run_workload(...)["info"]``)."""
+
+    scenario: str
+    seed: int
+    sqlite_version: str
+    sqlite_source_id: str
+    sqlite_compile_options: list[str]
+    #: the effective values read back after setup: journal_mode, synchronous, page_size, …
+    pragmas: dict[str, str]
+    vfs_counting: bool
+    db_path: str
+    #: the process and thread that ran the SQL
+    pid: int
+    tid: int
+    #: a replayed SQL log only: what was replayed, skipped, overridden and failed, per
+    #: database file (workloads' ReplaySummary, as JSON)
+    replay: NotRequired[dict[str, Any]]
+
+@type_check_only
+class WorkloadRun(TypedDict):
+    """What :func:`run_workload` returns."""
+
+    info: WorkloadInfo
+    #: commit column → one value per transaction (``warmup``: bools; the rest: ints)
+    commits: dict[str, list[int]]
 
 def run_workload(
     scenario: Scenario,
@@ -89,7 +126,7 @@ def run_workload(
     dir: _Path,
     marker_path: _Path | None = None,
     progress: Callable[[int, int], object] | None = None,
-) -> dict[str, Any]:
+) -> WorkloadRun:
     """Run ``scenario`` in ``dir``: ``{"info": {...}, "commits": {column: [values]}}``.
 
     The commit columns: ``index``, ``warmup``, ``start_ns``, ``end_ns``, ``logical_bytes``,
@@ -107,13 +144,49 @@ def map_database_files(marker_path: _Path, db_path: _Path, at: str) -> None:
 
 # ----------------------------------------------------------------- traces
 
+@type_check_only
+class ParseReport(TypedDict):
+    """What a parse saw besides the events (blktrace-parse's ``ParseReport``)."""
+
+    #: per input file: (path, the format it was read as)
+    files: list[tuple[str, Literal["blktrace", "blkparse", "ftrace"]]]
+    #: rows in the table
+    events: int
+    #: records skipped as unparsable (lenient only), and the first 20 messages
+    bad_records: int
+    bad_messages: list[str]
+    #: events the tracer says it lost
+    lost_events: int
+    #: header, comment and summary lines of text formats
+    skipped_lines: int
+    #: blktrace binary: process-notify records read, driver-data records skipped
+    notify_records: int
+    skipped_records: int
+    #: blktrace binary: the earliest record time, which blkparse subtracts
+    time_base_ns: int | None
+    #: blkparse text: times unwrapped, and by how much every time was moved on
+    unwrapped_times: int
+    time_shift_ns: int
+    #: blktrace binary: wall-clock time of the trace start, ns since the epoch
+    wall_clock_start_ns: int | None
+    #: block rows per action letter / operation, rows per record kind
+    per_action: dict[str, int]
+    per_operation: dict[str, int]
+    per_kind: dict[str, int]
+    #: bytes of the block rows per action letter / operation
+    bytes_per_action: dict[str, int]
+    bytes_per_operation: dict[str, int]
+
 def parse_trace(
     paths: Sequence[_Path],
     format: str = "auto",
     lenient: bool = False,
     task_names: tuple[str, dict[int, str]] | None = None,
-) -> tuple[pyarrow.Table, dict[str, Any]]:
+) -> tuple[pyarrow.Table, ParseReport]:
     """Parse block traces into one Arrow table; returns (table, report dict).
+    ``format``: auto, blktrace (or binary), blkparse or ftrace; any other name raises
+    :class:`TraceParseError` listing these (a str, not a Literal: callers pass on what
+    the user typed, and this error is what checks it).
     ``task_names=(placeholder, {pid: name})``: rows whose process name is the placeholder
     get their pid's name (empty where it has none)."""
 
@@ -123,12 +196,39 @@ def parse_trace_to_parquet(
     format: str = "auto",
     lenient: bool = False,
     task_names: tuple[str, dict[int, str]] | None = None,
-) -> dict[str, Any]:
+) -> ParseReport:
     """Parse block traces into a Parquet file of the event table, row group by row group;
     returns the report dict. ``task_names`` as for :func:`parse_trace`."""
 
 #: The task name each line render_perfetto prints carries, for task_names to replace.
 PERFETTO_UNNAMED: Final[str]
+
+@type_check_only
+class PerfettoReading(TypedDict):
+    """What a Perfetto trace's packets said besides the events (:func:`render_perfetto`)."""
+
+    #: the trace's machine (system_info), if it says
+    machine: str | None
+    #: pid → task name from the process tree and task events; from scheduling events
+    names: dict[int, str]
+    sched_names: dict[int, str]
+    #: events the kernel's ring buffer lost
+    lost_events: int
+    #: per-CPU event bundles read, and the CPUs that had them
+    bundles: int
+    cpus: list[int]
+    #: ftrace events read, of which block events
+    ftrace_events: int
+    block_events: int
+    #: trace packets read; lines written
+    packets: int
+    rows: int
+    #: packets that could not be read (lenient), and the first 20 messages
+    bad_records: int
+    bad_messages: list[str]
+    #: the machine whose syscall table named the numbers, and the numbers it did not list
+    syscall_machine: str
+    unknown_syscalls: int
 
 def render_perfetto(
     path: _Path,
@@ -140,13 +240,12 @@ def render_perfetto(
     progress: Callable[[str], object] | None = None,
     run_rows: int | None = None,
     lines_per_report: int | None = None,
-) -> dict[str, Any]:
+) -> PerfettoReading:
     """Print a Perfetto trace's events as ftrace lines in time order into ``text``, each
     line's packet byte offset (8 bytes, little-endian) into ``origins``; the sort's runs
     go to a directory in ``sort_dir`` meanwhile. ``syscalls`` is (numbers by machine,
     argument names by call, the machine assumed without system_info). Returns what the
-    packets said: machine, names, sched_names, lost_events, bundles, cpus, ftrace_events,
-    block_events, packets, rows, bad_records, bad_messages, syscall_machine, unknown_syscalls.
+    packets said.
     ``run_rows`` (rows per sorted run) and ``lines_per_report`` are for tests."""
 
 # ----------------------------------------------------------------- errors

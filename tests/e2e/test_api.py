@@ -374,12 +374,14 @@ def test_fresh_lab_run_commit_matches_its_trace(tmp_path):
     assert figure_points(run.timeline()) > 0
 
 
-# ------------------------------------------------------------------ the README's example
+# ------------------------------------------------------------------ the guide's example
+
+API_PAGE = ROOT / "docs" / "guide" / "notebooks-and-api.md"
 
 
 def readme_python_blocks(section: str) -> list[str]:
-    """The fenced python blocks of one ``## `` section of README.md."""
-    text = (ROOT / "README.md").read_text()
+    """The fenced python blocks of one ``## `` section of the guide's API page."""
+    text = API_PAGE.read_text()
     start = text.index(f"\n## {section}\n")
     end = text.find("\n## ", start + 1)
     body = text[start : end if end != -1 else None]
@@ -387,11 +389,11 @@ def readme_python_blocks(section: str) -> list[str]:
 
 
 def test_readme_api_example_runs(monkeypatch, capsys):
-    blocks = readme_python_blocks("Python API and notebooks")
-    assert blocks, "the README's API section lost its example"
+    blocks = readme_python_blocks("Example")
+    assert blocks, "the guide's API page lost its example"
     monkeypatch.chdir(ROOT)  # the example's paths are relative to the repository
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+        exec(compile(block, str(API_PAGE), "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
     assert "UsageError" in out and "no-such-run does not exist" in out
 
@@ -400,8 +402,8 @@ def test_readme_scan_commits_example_counts_the_measured_commits_only(monkeypatc
     """#33 item 11: the README's scan_commits() sum counted the warm-up commits too (32 fsyncs
     for a run whose summary says 30 commits × 1.0). Truth: the run's own summary.json."""
     monkeypatch.chdir(ROOT)
-    block = next(b for b in readme_python_blocks("Python API and notebooks") if "scan_commits" in b)
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    block = next(b for b in readme_python_blocks("Example") if "scan_commits" in b)
+    exec(compile(block, str(API_PAGE), "exec"), {"__name__": "readme_example"})
     last_table_row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")][-1]
     fsyncs = int(last_table_row.strip("│ "))  # what the example's last print shows
     summary = sqlwa.load(WAL_RUN).summary

@@ -440,16 +440,17 @@ def test_a_bad_option_with_json_exits_2_with_one_error_line(args, tmp_path):
     assert len(errors) == 1, proc.stderr
 
 
-# ------------------------------------------------------------------ the README's examples
+# ------------------------------------------------------------------ the docs' examples
 
-# Objects keyed by metric (or by a rule's limit): the README's examples show a few of them.
+# Objects keyed by metric (or by a rule's limit): the docs' examples show a few of them.
 NAME_MAPS = {"metrics", "units", "limits", "sd"}  # sd: a configuration's spread over its repeats, by metric
 KNOWN_NAMES = set(METRICS) | set(LIMITS)
 
 
 def readme_example(command: str) -> dict:
-    """The JSON example after the README's paragraph on ``sqlwa COMMAND --json``."""
-    section = (REPO / "README.md").read_text().split("## Machine-readable output: `--json`")[1].split("\n## ")[0]
+    """The JSON example after the paragraph on ``sqlwa COMMAND --json`` of the output reference."""
+    page = REPO / "docs" / "reference" / "outputs.md"
+    section = page.read_text().split("## Machine-readable output: `--json`")[1].split("\n## ")[0]
     paragraph = section.split(f"**`sqlwa {command} --json`**")[1]
     return json.loads(paragraph.split("```json\n")[1].split("```")[0])
 

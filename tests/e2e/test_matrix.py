@@ -278,16 +278,16 @@ def test_demo_duration_is_stated_alike_in_its_help_and_the_readme():
     assert f"as root it takes {DEMO_DURATION} here" in readme
 
 
-# What the README says `sqlwa demo` measures on ext4 with synchronous=FULL: fsyncs,
+# What the findings page says `sqlwa demo` measures on ext4 with synchronous=FULL: fsyncs,
 # flushes and amortized block KiB per commit, by journal mode.
 README_DEMO_FIGURES = {"delete": (4, 4.03, 73.3), "wal": (1.01, 1.62, 29.6)}
 
 
 @pytest.mark.root
-def test_the_readmes_demo_figures_are_what_the_demo_measures(tmp_path):
+def test_the_findings_demo_figures_are_what_the_demo_measures(tmp_path):
     from helpers import REPO
 
-    readme = " ".join((REPO / "README.md").read_text().split())
+    readme = " ".join((REPO / "docs" / "findings.md").read_text().split())
     assert "not what `sqlwa demo` prints: the demo runs `mobibench-insert`" in readme
     assert "DELETE 4 fsyncs, 4.03 flushes, 73.3 block KiB (amortized) per commit, and WAL 1.01, 1.62 and 29.6" in readme
     out = tmp_path / "demo"

@@ -11,7 +11,7 @@
   journal carries one more metadata block in every commit (37 KiB: 0.56 of DELETE's; seen
   in a loaded CI run and in the first of three runs in a row, timing-dependent). The test
   checks what holds throughout: WAL needs at most 3 requests, and at most 60% of DELETE's
-  requests and bytes (see the README).
+  requests and bytes (see docs/findings.md, Where the bytes go).
 - Attribution: on every built-in scenario on ext4, xfs and btrfs the bytes left
   unattributed stay at or below 5%, and the categories add up to the block bytes.
 - In every sync mode (OFF and NORMAL too, where SQLite leaves the writing to writeback)

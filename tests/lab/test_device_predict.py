@@ -58,7 +58,7 @@ def test_each_commit_pays_for_the_writes_and_flushes_it_waited_for(lab_matrix: P
             expected = WRITE_MS * counted["writes"] + FLUSH_MS * counted["flushes"]
             assert row["predicted_mean_ms"] - row["base_ms"] == pytest.approx(expected), (journal, row["index"])
             assert 0 <= row["base_ms"] <= row["measured_ms"]
-        # the commit sequences of the README's table: WAL 2 flushes, DELETE 4
+        # the commit sequences of docs/findings.md's table: WAL 2 flushes, DELETE 4
         flushes = sorted(truth[i]["flushes"] for i in rows["index"])
         assert flushes[len(flushes) // 2] == {"wal": 2, "delete": 4}[journal]
 

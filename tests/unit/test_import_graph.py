@@ -1,5 +1,5 @@
 """The package's import graph, read from the source with ``ast``: no cycles, and each
-stage imports only the stages below it (the layout the README's development table shows).
+stage imports only the stages below it (the layout docs/architecture.md's tables show).
 
 Every import counts, also one inside a function: a cycle "broken" by a late import is
 still a cycle in the design.

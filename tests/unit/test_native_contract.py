@@ -9,6 +9,7 @@ the expected line or byte offset worked out independently of the parser.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import errno
 import importlib.metadata
@@ -208,6 +209,28 @@ def test_package_is_typed():
     # that the stub matches the module, stubtest checks in scripts/test
     package = Path(_native.__file__).parent
     assert (package / "py.typed").is_file() and (package / "_native.pyi").is_file()
+
+
+def stub_keys(typed_dict: str) -> set[str]:
+    """The keys ``_native.pyi`` declares for one of its TypedDicts (they exist only there)."""
+    stub = ast.parse((Path(_native.__file__).parent / "_native.pyi").read_text())
+    (cls,) = [node for node in stub.body if isinstance(node, ast.ClassDef) and node.name == typed_dict]
+    return {
+        node.target.id for node in cls.body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
+
+
+def test_the_stubs_dicts_have_the_keys_the_module_returns(tmp_path):
+    # mypy checks callers against the stub's TypedDicts: they must be the dicts the module builds
+    _, report = _native.parse_trace([str(NVME_TEXT)])
+    assert set(report) == stub_keys("ParseReport")
+    assert {fmt for _, fmt in report["files"]} == {"blkparse"}
+    assert set(_native.parse_trace_to_parquet([str(KEKS_CPU0)], str(tmp_path / "t.parquet"))) == stub_keys(
+        "ParseReport"
+    )
+    run = run_tiny(tmp_path / "run")
+    assert set(run) == stub_keys("WorkloadRun")
+    assert set(run["info"]) == stub_keys("WorkloadInfo") - {"replay"}  # NotRequired: a replayed log's only
 
 
 def test_an_errors_text_is_its_message_not_the_message_and_hint(tmp_path):

@@ -23,8 +23,9 @@ def test_every_offered_setting_is_an_option_with_its_help():
     options = {param.name: param for param in run.params}
     for setting in offered_settings():
         param = options[setting.name]
-        assert f"--{setting.name.replace('_', '-')}" in param.opts
-        assert param.help == option_of(setting).help
+        option = option_of(setting)
+        assert (option.flag or f"--{setting.name.replace('_', '-')}") in param.opts
+        assert param.help == option.help
 
 
 def test_choices_and_bounds_come_from_the_field():

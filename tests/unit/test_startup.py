@@ -9,19 +9,16 @@ long it took is bench/startup.py's business, not a test's."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 import pytest
 
 from helpers import REPO
-from sqlwa.cli import COMMANDS, _group
+from sqlwa.cli import _group
+from sqlwa.cli._app import COMMANDS
 
 HEAVY = ("polars", "pyarrow", "plotly", "numpy")
 
@@ -77,11 +74,10 @@ def test_each_summary_is_the_commands_first_sentence(name):
         assert stand_in.get_short_help_str(width) == command.get_short_help_str(width)
 
 
-def test_the_help_listed_lazily_is_the_help_of_the_loaded_commands(monkeypatch, tmp_path):
+def test_the_help_listed_lazily_is_the_help_of_the_loaded_commands(monkeypatch):
     """``sqlwa --help`` in a fresh interpreter (nothing imported) against the same help
     with every command imported, both at the width click takes from COLUMNS."""
     monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # rendered by click, not read from a cache
     lazily = subprocess.run(
         [sys.executable, "-m", "sqlwa", "--help"], capture_output=True, text=True, timeout=120, check=True
     ).stdout
@@ -97,52 +93,3 @@ def test_a_mistyped_command_still_gets_a_suggestion():
     proc = subprocess.run([sys.executable, "-m", "sqlwa", "scenaros"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "Did you mean 'scenarios'?" in proc.stderr
-
-
-def help_run(cache: Path, columns: str, probe: bool = False) -> subprocess.CompletedProcess:
-    """``sqlwa --help`` in a fresh interpreter with ``cache`` as XDG_CACHE_HOME; with
-    ``probe``, stderr's last line lists the modules of click's package it imported."""
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "COLUMNS": columns}
-    code = "import sys; from sqlwa.cli import main; main(['--help'])"
-    if probe:
-        code += "; print(sorted(m for m in sys.modules if m.split('.')[0] == 'click'), file=sys.stderr)"
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, check=True
-    )
-
-
-def clicks_own_help(columns: str, monkeypatch) -> str:
-    """The group's help as click prints it for ``--help`` (its help option's callback)."""
-    monkeypatch.setenv("COLUMNS", columns)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        _group.main(["--help"], prog_name="sqlwa")
-    return out.getvalue()
-
-
-def test_the_cached_help_is_clicks_and_is_printed_without_click(tmp_path, monkeypatch):
-    """The first ``sqlwa --help`` renders with click and keeps the text; the next prints
-    it without importing click; another width renders again; each is click's own."""
-    cache = tmp_path / "cache"
-    first = help_run(cache, "80")
-    assert first.stdout == clicks_own_help("80", monkeypatch)
-    assert (cache / "sqlwa" / "help.txt").is_file()
-    cached = help_run(cache, "80", probe=True)
-    assert cached.stdout == first.stdout
-    assert cached.stderr.strip().splitlines()[-1] == "[]", "the cached help imported click"
-    wider = help_run(cache, "120", probe=True)
-    assert wider.stdout == clicks_own_help("120", monkeypatch) != first.stdout
-    assert "'click'" in wider.stderr, "a help for another width was not rendered again"
-
-
-def test_a_stale_or_unwritable_cache_costs_only_time(tmp_path, monkeypatch):
-    """A cached help with another key is not printed; a cache directory that cannot be
-    made leaves no partial file and the help still right."""
-    stale = tmp_path / "stale"
-    (stale / "sqlwa").mkdir(parents=True)
-    (stale / "sqlwa" / "help.txt").write_text("another key\nSTALE HELP\n")
-    assert help_run(stale, "80").stdout == clicks_own_help("80", monkeypatch)
-    blocked = tmp_path / "blocked"
-    blocked.write_text("a file where the cache directory would be")
-    assert help_run(blocked, "80").stdout == clicks_own_help("80", monkeypatch)
-    assert blocked.read_text() == "a file where the cache directory would be"

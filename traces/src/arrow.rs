@@ -247,7 +247,28 @@ fn text_column(n: usize, text_end: &Sparse<usize>, data: Vec<u8>) -> Result<Arra
     Ok(Arc::new(LargeStringArray::from_iter_values(strings)))
 }
 
-/// Converts the table into one RecordBatch, consuming it.
+/// Converts the table into one RecordBatch, consuming it: the columns of [`schema`], the
+/// table's column vectors handed over without a copy.
+///
+/// ```
+/// use arrow_array::{cast::AsArray, types::UInt64Type};
+/// use blktrace_parse::{arrow::to_record_batch, parse_paths, Format};
+/// # let trace = "\
+/// #     sqlite-1234 [001] d..1. 1234.567890: block_rq_issue: 7,0 WS 4096 () 1234 + 8 [sqlite]
+/// #     <idle>-0    [001] ..s1. 1234.567990: block_rq_complete: 7,0 WS () 1234 + 8 [0]
+/// # ";
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("trace.txt");
+/// # std::fs::write(&path, trace)?;
+/// // `path`: the two-line ftrace trace of the crate's example (an issue and a completion).
+/// let (table, _report) = parse_paths(&[path], Format::Auto, false)?;
+/// let batch = to_record_batch(table)?;
+/// assert_eq!(batch.num_rows(), 2);
+/// let bytes = batch.column_by_name("bytes").unwrap().as_primitive::<UInt64Type>();
+/// // The completion prints no byte count: its 8 sectors are 4096 bytes.
+/// assert_eq!(bytes.values(), &[4096, 4096]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn to_record_batch(mut t: EventTable) -> Result<RecordBatch, ArrowError> {
     use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt64Type};
     let n = t.len();

@@ -15,35 +15,52 @@ use crate::table::{
     MAX_TIME_NS,
 };
 
-pub const MAGIC: u32 = 0x6561_7400;
-pub const SUPPORTED_VERSION: u32 = 7;
-pub const HEADER_LEN: usize = 48;
+pub(crate) const MAGIC: u32 = 0x6561_7400;
+pub(crate) const SUPPORTED_VERSION: u32 = 7;
+pub(crate) const HEADER_LEN: usize = 48;
 
 /// `__BLK_TA_*` action codes (low 16 bits of `action`).
 pub mod ta {
+    /// Queued: a bio entered the block layer (blkparse `Q`).
     pub const QUEUE: u32 = 1;
+    /// Merged at the back of a queued request (`M`).
     pub const BACKMERGE: u32 = 2;
+    /// Merged at the front of a queued request (`F`).
     pub const FRONTMERGE: u32 = 3;
+    /// A request was allocated for a bio (`G`).
     pub const GETRQ: u32 = 4;
+    /// The submitter slept waiting for a free request (`S`).
     pub const SLEEPRQ: u32 = 5;
+    /// A request was put back on the queue (`R`).
     pub const REQUEUE: u32 = 6;
+    /// Issued to the driver (`D`).
     pub const ISSUE: u32 = 7;
+    /// Completed by the device (`C`).
     pub const COMPLETE: u32 = 8;
+    /// The queue was plugged (`P`).
     pub const PLUG: u32 = 9;
+    /// The queue was unplugged by I/O (`U`).
     pub const UNPLUG_IO: u32 = 10;
+    /// The queue was unplugged by its timer (`UT`).
     pub const UNPLUG_TIMER: u32 = 11;
+    /// A request was inserted into the I/O scheduler (`I`).
     pub const INSERT: u32 = 12;
+    /// A bio was split in two (`X`).
     pub const SPLIT: u32 = 13;
+    /// A bio was bounced to reachable memory (`B`).
     pub const BOUNCE: u32 = 14;
+    /// A bio was remapped from another device, e.g. a partition or dm (`A`).
     pub const REMAP: u32 = 15;
+    /// A request was aborted (`__BLK_TA_ABORT`; blkparse has no letter for it).
     pub const ABORT: u32 = 16;
+    /// Driver-specific data (not printed by blkparse, counted as skipped).
     pub const DRV_DATA: u32 = 17;
     /// Set when the payload starts with an 8-byte cgroup id.
     pub const CGROUP: u32 = 1 << 8;
 }
 
 /// `__BLK_TN_*` notify codes (with the NOTIFY category bit set).
-pub mod tn {
+pub(crate) mod tn {
     pub const PROCESS: u32 = 0;
     pub const TIMESTAMP: u32 = 1;
     pub const MESSAGE: u32 = 2;
@@ -72,7 +89,7 @@ fn action_of(act: u32) -> Option<Action> {
 }
 
 /// `NAME` → its per-CPU files `NAME.blktrace.0 …` in CPU order; existing files stay as given.
-pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ParseError> {
+pub(crate) fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ParseError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_file() {
@@ -108,7 +125,7 @@ fn not_a_trace(p: &Path) -> std::io::Error {
 }
 
 /// The `base.blktrace.N` files next to `base`, sorted by N.
-pub fn per_cpu_files(base: &Path) -> Vec<PathBuf> {
+pub(crate) fn per_cpu_files(base: &Path) -> Vec<PathBuf> {
     let dir = match base.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -133,7 +150,7 @@ pub fn per_cpu_files(base: &Path) -> Vec<PathBuf> {
 }
 
 /// True if `head` starts with a blktrace magic in either byte order.
-pub fn looks_like_blktrace(head: &[u8]) -> bool {
+pub(crate) fn looks_like_blktrace(head: &[u8]) -> bool {
     head.len() >= 4 && {
         let b = [head[0], head[1], head[2], head[3]];
         u32::from_le_bytes(b) & 0xffff_ff00 == MAGIC || u32::from_be_bytes(b) & 0xffff_ff00 == MAGIC
@@ -462,7 +479,7 @@ pub fn threads_for(rows: usize) -> usize {
 /// the merge order on in batches of runs; the other threads decode those batches' rows as
 /// they come, each batch into its own range of rows, and the first thread joins them once
 /// the merge is done.
-pub fn read(
+pub(crate) fn read(
     paths: &[PathBuf],
     lenient: bool,
     table: &mut EventTable,
@@ -471,8 +488,10 @@ pub fn read(
     read_with_threads(paths, lenient, table, report, None)
 }
 
-/// [`read`] with a given number of threads (`None`: [`threads_for`] the most rows the
-/// files can hold). The table is the same whatever the number.
+/// Reads and merges the given per-CPU files (their full names: `NAME.blktrace.N`) into
+/// `table`, as [`crate::parse_paths`] does for a blktrace trace, on a given number of
+/// threads (`None`: [`threads_for`] the most rows the files can hold). The table is the
+/// same whatever the number (`tests/threads.rs` checks 1, 2, 3 and 7).
 pub fn read_with_threads(
     paths: &[PathBuf],
     lenient: bool,
@@ -645,14 +664,13 @@ fn decode_with<R>(
     Ok(fed)
 }
 
-/// Reads and merges the given per-CPU files (already expanded) as [`read`] does, but hands
-/// the rows on to `sink` in tables of about `chunk_rows` rows each (whole batches), in row
-/// order, so that memory holds a few chunks whatever the trace's length. The merge runs on
-/// its own thread, a chunk ahead; the calling thread decodes each chunk (on `threads`
-/// threads) and calls `sink`. Process names are read first, in a pass of their own, since
-/// a name may come after its pid's first rows. The first error, the merge's or the sink's,
-/// is the answer. The report ends as [`read`]'s does once counted: its counts are those of
-/// every row handed on.
+/// Reads and merges the given per-CPU files (already expanded) as [`read_with_threads`] does, but
+/// hands the rows on to `sink` in tables of about `chunk_rows` rows each (whole batches), in row
+/// order, so that memory holds a few chunks whatever the trace's length. The merge runs on its own
+/// thread, a chunk ahead; the calling thread decodes each chunk (on `threads` threads) and calls
+/// `sink`. Process names are read first, in a pass of their own, since a name may come after its
+/// pid's first rows. The first error, the merge's or the sink's, is the answer. The report ends as
+/// [`read_with_threads`]'s does once counted: its counts are those of every row handed on.
 pub fn read_in_chunks(
     paths: &[PathBuf],
     lenient: bool,

@@ -11,6 +11,8 @@ use rustc_hash::FxBuildHasher;
 /// Interns short strings into u32 codes, numbered in the order they are first seen.
 #[derive(Debug, Clone, Default)]
 pub struct Dictionary {
+    /// The interned strings, indexed by code (code 0 is the empty string in an
+    /// [`crate::EventTable`]'s dictionaries).
     pub values: Vec<String>,
     /// The strings' bytes as read (a value is its lossy UTF-8 rendering). The keys come
     /// from the trace, not from an adversary that could exploit Fx's collisions for more
@@ -50,6 +52,7 @@ impl Dictionary {
         code
     }
 
+    /// The string of `code`; panics on a code the dictionary never gave out.
     pub fn get(&self, code: u32) -> &str {
         &self.values[code as usize]
     }

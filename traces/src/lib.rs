@@ -1,32 +1,60 @@
 //! blktrace-parse: turns block traces (blktrace binary, blkparse text, ftrace text) into
 //! one columnar [`EventTable`], with a [`ParseReport`] of what was seen and skipped.
 //!
-//! ```no_run
-//! use blktrace_parse::{parse_paths, Format};
-//! let (table, report) = parse_paths(&["keks".into()], Format::Auto, false).unwrap();
-//! println!("{} events, {} lost", report.events, report.lost_events);
+//! [`parse_paths`] reads any mix of the three formats ([`Format::Auto`] tells them apart
+//! by their first bytes); [`arrow::to_record_batch`] (feature `arrow`) hands the table to
+//! Arrow without copying its columns; [`parquet::parse_to_parquet`] (feature `parquet`)
+//! writes it to a Parquet file in bounded memory; [`perfetto::render`] (feature
+//! `perfetto`) turns a Perfetto trace into the ftrace text the others read. Every error is
+//! a [`ParseError`] naming the file and the line or byte offset.
+//!
 //! ```
+//! use blktrace_parse::{parse_paths, Action, Format, Operation};
+//!
+//! // Two lines of tracefs `trace` output: a 4 KiB synchronous write issued, then completed.
+//! let trace = "\
+//!     sqlite-1234 [001] d..1. 1234.567890: block_rq_issue: 7,0 WS 4096 () 1234 + 8 [sqlite]
+//!     <idle>-0    [001] ..s1. 1234.567990: block_rq_complete: 7,0 WS () 1234 + 8 [0]
+//! ";
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("trace.txt");
+//! std::fs::write(&path, trace)?;
+//!
+//! let (table, report) = parse_paths(&[path], Format::Auto, false)?;
+//! assert_eq!(report.files[0].1, "ftrace");
+//! assert_eq!(report.per_action["D"], 1);
+//! assert_eq!(table.len(), 2);
+//! assert_eq!((table.action_at(0), table.operation_at(0)), (Action::Issue, Operation::Write));
+//! assert_eq!(table.comm_at(0), "sqlite");
+//! assert_eq!((table.sector[0], table.bytes[0]), (1234, 4096));
+//! assert_eq!(table.time_ns[1] - table.time_ns[0], 100_000); // 100 µs, in ns
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The formats, the columns and the design (threads, memory, the Parquet encodings) are
+//! described in the crate's README.
 //!
 //! Unsafe code: every block and impl says why it is sound in a `// SAFETY:` comment, and
 //! `./scripts/test` runs the tests that reach each one under valgrind (README: Unsafe code).
+#![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #[cfg(feature = "arrow")]
 pub mod arrow;
 pub mod binary;
-pub mod blkparse_text;
-pub mod error;
-pub mod ftrace;
-pub mod input;
+pub(crate) mod blkparse_text;
+pub(crate) mod error;
+pub(crate) mod ftrace;
+pub(crate) mod input;
 mod intern;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 #[cfg(feature = "perfetto")]
 pub mod perfetto;
-pub mod report;
+pub(crate) mod report;
 pub mod rwbs;
 pub mod table;
-pub mod text;
+pub(crate) mod text;
 pub mod writer;
 
 use std::io::Read;
@@ -34,17 +62,23 @@ use std::path::{Path, PathBuf};
 
 pub use error::{Location, ParseError};
 pub use report::ParseReport;
-pub use table::{flags, Action, Event, EventTable, Operation, RecordKind, RowWriter, TaskNames};
+pub use table::{flags, Action, Event, EventTable, Operation, RecordKind, TaskNames};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The trace format a file is read as: [`parse_paths`] takes one for every file.
 pub enum Format {
+    /// Detect each file's format from its first bytes ([`detect_bytes`]).
     Auto,
+    /// blktrace binary: per-CPU `NAME.blktrace.N` files, or their base name `NAME`.
     Blktrace,
+    /// blkparse's default text output.
     Blkparse,
+    /// tracefs `trace` / `trace_pipe` text: block tracepoints, markers, syscalls.
     Ftrace,
 }
 
 impl Format {
+    /// The format's name, as `--format` takes it and [`ParseReport::files`] lists it.
     pub fn name(self) -> &'static str {
         match self {
             Format::Auto => "auto",
@@ -164,6 +198,13 @@ pub fn detect(path: &Path) -> Result<Format, ParseError> {
 }
 
 /// Format of a file from its first bytes; `None` if nothing fits.
+///
+/// ```
+/// use blktrace_parse::{detect_bytes, Format};
+/// let blkparse = b"  8,0    1        1     0.000000000  4242  Q  WS 1234 + 8 [sqlite3]\n";
+/// assert_eq!(detect_bytes(blkparse), Some(Format::Blkparse));
+/// assert_eq!(detect_bytes(b"hello\n"), None);
+/// ```
 pub fn detect_bytes(head: &[u8]) -> Option<Format> {
     if binary::looks_like_blktrace(head) {
         return Some(Format::Blktrace);

@@ -73,6 +73,28 @@ const STRING_COLUMNS: [&str; 7] = [
 /// whole, so a failed parse leaves `out` as it was (a file already there is not lost) and
 /// no partial file behind, even when the process is killed. Returns the report, with the
 /// counts of every row written.
+///
+/// ```
+/// use blktrace_parse::parquet::{parse_to_parquet, ParquetOptions};
+/// use blktrace_parse::Format;
+/// use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+/// # let trace = "\
+/// #     sqlite-1234 [001] d..1. 1234.567890: block_rq_issue: 7,0 WS 4096 () 1234 + 8 [sqlite]
+/// #     <idle>-0    [001] ..s1. 1234.567990: block_rq_complete: 7,0 WS () 1234 + 8 [0]
+/// # ";
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("trace.txt");
+/// # std::fs::write(&path, trace)?;
+/// // `path`: the two-line ftrace trace of the crate's example (an issue and a completion).
+/// let out = dir.path().join("events.parquet");
+/// let report = parse_to_parquet(&[path], Format::Auto, false, &out, ParquetOptions::default())?;
+/// assert_eq!(report.events, 2);
+///
+/// let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out)?)?;
+/// assert_eq!(reader.schema(), &blktrace_parse::arrow::schema());
+/// assert_eq!(reader.metadata().file_metadata().num_rows(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn parse_to_parquet(
     paths: &[PathBuf],
     format: Format,

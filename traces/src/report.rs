@@ -4,15 +4,19 @@ use std::collections::BTreeMap;
 use crate::table::{Action, EventTable, Operation, RecordKind};
 
 /// Keep at most this many bad-record messages (the count is exact).
-pub const MAX_BAD_MESSAGES: usize = 20;
+pub(crate) const MAX_BAD_MESSAGES: usize = 20;
 
 #[derive(Clone, Debug, Default, PartialEq)]
+/// What a parse saw besides the events: the files and their formats, rows per kind, action and
+/// operation, and what was lost, skipped or bad.
 pub struct ParseReport {
     /// Per input file: (path, detected format).
     pub files: Vec<(String, String)>,
+    /// Rows in the table.
     pub events: u64,
     /// Records that could not be parsed and were skipped (only in lenient mode).
     pub bad_records: u64,
+    /// The first 20 of their error messages.
     pub bad_messages: Vec<String>,
     /// Events the tracer itself says it lost (ftrace: per file the larger of the header's
     /// overwritten entries and the `[LOST n EVENTS]` lines' sum, plus one per uncounted
@@ -27,22 +31,27 @@ pub struct ParseReport {
     /// blktrace binary: the earliest record time, which blkparse subtracts from every time.
     pub time_base_ns: Option<u64>,
     /// blkparse text: events printed with a time blkparse wrapped around (before the
-    /// trace's first event), unwrapped; and how far the earliest was before the first, by
-    /// which every time of the file was moved on (so that the earliest is at 0).
+    /// trace's first event), unwrapped.
     pub unwrapped_times: u64,
+    /// blkparse text: how far the earliest event was before the first, by which every
+    /// time of the file was moved on (so that the earliest is at 0).
     pub time_shift_ns: u64,
     /// blktrace binary: wall-clock time of the trace start (TN timestamp record), ns since epoch.
     pub wall_clock_start_ns: Option<u64>,
+    /// Block rows per action letter (`"Q"`, `"D"`, `"C"`, …).
     pub per_action: BTreeMap<String, u64>,
+    /// Block rows per operation (`"read"`, `"write"`, `"flush"`, …).
     pub per_operation: BTreeMap<String, u64>,
+    /// Rows per record kind (`"block"`, `"marker"`, `"syscall_enter"`, …).
     pub per_kind: BTreeMap<String, u64>,
-    /// Bytes of the block rows per action and per operation.
+    /// Bytes of the block rows per action.
     pub bytes_per_action: BTreeMap<String, u64>,
+    /// Bytes of the block rows per operation.
     pub bytes_per_operation: BTreeMap<String, u64>,
 }
 
 impl ParseReport {
-    pub fn note_bad(&mut self, message: String) {
+    pub(crate) fn note_bad(&mut self, message: String) {
         self.bad_records += 1;
         if self.bad_messages.len() < MAX_BAD_MESSAGES {
             self.bad_messages.push(message);
@@ -57,7 +66,7 @@ impl ParseReport {
     }
 
     /// Adds a table's rows to the counts (a trace parsed in pieces).
-    pub fn add_counts(&mut self, table: &EventTable) {
+    pub(crate) fn add_counts(&mut self, table: &EventTable) {
         self.events += table.len() as u64;
         let (rows, bytes) = count_cells(table);
         for (cell, (n, b)) in rows.into_iter().zip(bytes).enumerate() {
@@ -81,7 +90,7 @@ impl ParseReport {
     }
 
     /// Takes the event count and every count from `other`.
-    pub fn take_counts(&mut self, other: ParseReport) {
+    pub(crate) fn take_counts(&mut self, other: ParseReport) {
         self.events = other.events;
         self.per_action = other.per_action;
         self.per_operation = other.per_operation;

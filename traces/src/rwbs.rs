@@ -14,7 +14,7 @@
 use crate::table::{flags, Operation};
 
 /// Operation and flag bits decoded from an RWBS string; `None` if it is not one.
-pub fn parse_rwbs(s: &[u8]) -> Option<(Operation, u16)> {
+pub(crate) fn parse_rwbs(s: &[u8]) -> Option<(Operation, u16)> {
     let (mut f, rest) = match s {
         [b'F', next, ..] if starts_operation(*next) => (flags::PREFLUSH, &s[1..]),
         _ => (0, s),
@@ -70,7 +70,7 @@ fn operation(s: &[u8]) -> Option<(Operation, &[u8])> {
 /// `(op, flags)`: a write that asks for a preflush and carries no data is the cache
 /// flush alone (the empty barrier `WBS` of kernels before 2.6.37, the empty `FWS` of
 /// 2.6.37 to 4.7).
-pub fn sized_operation(op: Operation, f: u16, bytes: u64) -> Operation {
+pub(crate) fn sized_operation(op: Operation, f: u16, bytes: u64) -> Operation {
     if op == Operation::Write && f & flags::PREFLUSH != 0 && bytes == 0 {
         Operation::Flush
     } else {
@@ -80,26 +80,42 @@ pub fn sized_operation(op: Operation, f: u16, bytes: u64) -> Operation {
 
 /// blktrace category bits (upper 16 bits of `action`), from blktrace_api.h.
 pub mod category {
+    /// The request reads.
     pub const READ: u32 = 1 << 0;
+    /// The request writes.
     pub const WRITE: u32 = 1 << 1;
+    /// A cache flush (preflush).
     pub const FLUSH: u32 = 1 << 2;
+    /// A synchronous request.
     pub const SYNC: u32 = 1 << 3;
+    /// Queueing events.
     pub const QUEUE: u32 = 1 << 4;
+    /// Requeue events.
     pub const REQUEUE: u32 = 1 << 5;
+    /// Issue events.
     pub const ISSUE: u32 = 1 << 6;
+    /// Completion events.
     pub const COMPLETE: u32 = 1 << 7;
+    /// A filesystem request.
     pub const FS: u32 = 1 << 8;
+    /// A passthrough (SCSI) command.
     pub const PC: u32 = 1 << 9;
+    /// A notify record (process name, timestamp, message), not an event.
     pub const NOTIFY: u32 = 1 << 10;
+    /// Readahead.
     pub const AHEAD: u32 = 1 << 11;
+    /// Filesystem metadata.
     pub const META: u32 = 1 << 12;
+    /// A discard.
     pub const DISCARD: u32 = 1 << 13;
+    /// Driver data.
     pub const DRV_DATA: u32 = 1 << 14;
+    /// Forced unit access.
     pub const FUA: u32 = 1 << 15;
 }
 
 /// The RWBS blkparse prints for a binary record, written into `out`; returns its length.
-pub fn rwbs_from_category(cat: u32, bytes: u32, out: &mut [u8; 8]) -> usize {
+pub(crate) fn rwbs_from_category(cat: u32, bytes: u32, out: &mut [u8; 8]) -> usize {
     let mut i = 0;
     if cat & category::FLUSH != 0 {
         out[i] = b'F';
@@ -131,7 +147,7 @@ pub fn rwbs_from_category(cat: u32, bytes: u32, out: &mut [u8; 8]) -> usize {
 
 /// Operation and flags for a binary record, consistent with `parse_rwbs` of its RWBS
 /// and `sized_operation` of its bytes.
-pub fn decode_category(cat: u32, bytes: u32) -> (Operation, u16) {
+pub(crate) fn decode_category(cat: u32, bytes: u32) -> (Operation, u16) {
     let mut f = 0u16;
     for (bit, flag) in [
         (category::FLUSH, flags::PREFLUSH),

@@ -10,16 +10,22 @@ pub use crate::intern::Dictionary;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum RecordKind {
+    /// A block-layer event (blktrace record, blkparse line, block tracepoint).
     Block = 0,
+    /// An sqlwa marker written to `trace_marker` (`tracing_mark_write`).
     Marker = 1,
+    /// A syscall tracepoint's entry, with its arguments.
     SyscallEnter = 2,
+    /// A syscall tracepoint's exit, with its return value.
     SyscallExit = 3,
     /// blktrace message records (`m N ...`) and ftrace lines of other events.
     Message = 4,
+    /// Any other ftrace event, kept by name with its text.
     Other = 5,
 }
 
 impl RecordKind {
+    /// Every kind, in code order: `ALL[code]` is the kind a `kind` column code stands for.
     pub const ALL: [RecordKind; 6] = [
         RecordKind::Block,
         RecordKind::Marker,
@@ -28,6 +34,7 @@ impl RecordKind {
         RecordKind::Message,
         RecordKind::Other,
     ];
+    /// The name the Arrow `kind` column and the report use (`"block"`, `"syscall_enter"`, …).
     pub fn name(self) -> &'static str {
         match self {
             RecordKind::Block => "block",
@@ -46,29 +53,48 @@ impl RecordKind {
 pub enum Action {
     /// Not a block action (markers, syscalls, other events).
     None = 0,
-    Queue = 1,        // Q
-    GetRq = 2,        // G
-    Insert = 3,       // I
-    Issue = 4,        // D
-    Complete = 5,     // C
-    BackMerge = 6,    // M
-    FrontMerge = 7,   // F
-    Remap = 8,        // A
-    Split = 9,        // X
-    Bounce = 10,      // B
-    SleepRq = 11,     // S
-    Requeue = 12,     // R
-    Plug = 13,        // P
-    Unplug = 14,      // U
-    UnplugTimer = 15, // UT
-    Abort = 16,       // T (kernel __BLK_TA_ABORT; blkparse has no letter for it)
-    Notify = 17,      // m (message records)
-    DrvData = 18,     // driver data records
+    /// A bio entered the block layer (`Q`).
+    Queue = 1,
+    /// A request was allocated (`G`).
+    GetRq = 2,
+    /// Inserted into the I/O scheduler (`I`).
+    Insert = 3,
+    /// Issued to the driver (`D`).
+    Issue = 4,
+    /// Completed by the device (`C`).
+    Complete = 5,
+    /// Merged at the back of a request (`M`).
+    BackMerge = 6,
+    /// Merged at the front of a request (`F`).
+    FrontMerge = 7,
+    /// Remapped from another device, a partition or dm (`A`).
+    Remap = 8,
+    /// Split in two (`X`).
+    Split = 9,
+    /// Bounced to reachable memory (`B`).
+    Bounce = 10,
+    /// The submitter slept for a free request (`S`).
+    SleepRq = 11,
+    /// Put back on the queue (`R`).
+    Requeue = 12,
+    /// The queue was plugged (`P`).
+    Plug = 13,
+    /// The queue was unplugged by I/O (`U`).
+    Unplug = 14,
+    /// The queue was unplugged by its timer (`UT`).
+    UnplugTimer = 15,
+    /// Aborted (`T`: the kernel's __BLK_TA_ABORT; blkparse has no letter for it).
+    Abort = 16,
+    /// A message record (`m`).
+    Notify = 17,
+    /// Driver data records.
+    DrvData = 18,
     /// A block tracepoint with no blkparse equivalent (block_dirty_buffer, block_io_start …).
     OtherBlock = 19,
 }
 
 impl Action {
+    /// Every action, in code order: `ALL[code]` is the action an `action` column code stands for.
     pub const ALL: [Action; 20] = [
         Action::None,
         Action::Queue,
@@ -170,16 +196,25 @@ impl Action {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Operation {
+    /// Not a request (plug, unplug, non-block rows) or one with no operation (zone management).
     None = 0,
+    /// Reads data.
     Read = 1,
+    /// Writes data (zone append included).
     Write = 2,
+    /// Discards (trims) sectors.
     Discard = 3,
+    /// Securely erases sectors.
     SecureErase = 4,
+    /// Writes zeroes without data.
     WriteZeroes = 5,
+    /// Flushes the device's cache, alone (no data).
     Flush = 6,
 }
 
 impl Operation {
+    /// Every operation, in code order: `ALL[code]` is the operation an `operation` column code
+    /// stands for.
     pub const ALL: [Operation; 7] = [
         Operation::None,
         Operation::Read,
@@ -189,6 +224,7 @@ impl Operation {
         Operation::WriteZeroes,
         Operation::Flush,
     ];
+    /// The name the Arrow `operation` column and the report use (`"read"`, `"write_zeroes"`, …).
     pub fn name(self) -> &'static str {
         match self {
             Operation::None => "none",
@@ -204,15 +240,22 @@ impl Operation {
 
 /// Request flag bits (the `flags` column).
 pub mod flags {
+    /// Flush the device's cache before the write (REQ_PREFLUSH; RWBS leading `F`).
     pub const PREFLUSH: u16 = 1 << 0;
+    /// Forced unit access: the write is durable when it completes (REQ_FUA; `F` after the
+    /// operation).
     pub const FUA: u16 = 1 << 1;
+    /// Synchronous request (RWBS `S`).
     pub const SYNC: u16 = 1 << 2;
+    /// Filesystem metadata (RWBS `M`).
     pub const META: u16 = 1 << 3;
+    /// Readahead (RWBS `A`).
     pub const READAHEAD: u16 = 1 << 4;
     /// SCSI passthrough (blktrace BLK_TC_PC): sector fields are meaningless.
     pub const PC: u16 = 1 << 5;
     /// REQ_ATOMIC (RWBS `U`): written whole or not at all.
     pub const ATOMIC: u16 = 1 << 6;
+    /// Each flag bit with the name of its boolean Arrow column, in bit order.
     pub const NAMES: [(u16, &str); 7] = [
         (PREFLUSH, "preflush"),
         (FUA, "fua"),
@@ -233,26 +276,43 @@ pub const MAX_TIME_NS: u64 = i64::MAX as u64;
 /// One row of the table, used by the readers to build rows before pushing them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
+    /// What the row is.
     pub kind: RecordKind,
+    /// Time: the printed clock for text, the raw kernel time for blktrace binary.
     pub time_ns: u64,
+    /// Device major number.
     pub dev_major: u32,
+    /// Device minor number.
     pub dev_minor: u32,
+    /// CPU that recorded the event.
     pub cpu: u32,
+    /// blktrace sequence number (per CPU); 0 where the trace has none.
     pub sequence: u64,
+    /// Process id.
     pub pid: u32,
+    /// Block action (blkparse letter).
     pub action: Action,
+    /// Request operation, normalised across RWBS dialects.
     pub operation: Operation,
+    /// Request flag bits ([`flags`]).
     pub flags: u16,
+    /// First sector (512 bytes) of the request.
     pub sector: u64,
+    /// Sectors the request covers.
     pub sectors: u32,
+    /// Bytes the request covers: the trace's own count where it gives one, else sectors × 512.
     pub bytes: u64,
+    /// Error code a completion reports (0 for success).
     pub error: i32,
     /// Remap source: (major, minor, sector).
     pub remap: Option<(u32, u32, u64)>,
     /// U/UT: unplug depth; X: sector of the second half; syscalls: count argument.
     pub aux: u64,
+    /// blktrace cgroup id, 0 where none.
     pub cgroup_id: u64,
+    /// Syscall entry: the file descriptor argument.
     pub fd: Option<i64>,
+    /// Syscall exit: the return value.
     pub ret: Option<i64>,
 }
 
@@ -279,7 +339,7 @@ impl<T: Copy> Sparse<T> {
 
     /// Sets `row`, which must come after every row set so far.
     #[inline(always)]
-    pub fn set(&mut self, row: usize, value: T) {
+    pub(crate) fn set(&mut self, row: usize, value: T) {
         debug_assert!(
             self.0.last().is_none_or(|&(r, _)| r < row),
             "sparse rows out of order"
@@ -299,12 +359,15 @@ impl<T: Copy> Sparse<T> {
 /// the rows' text.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SparseFields {
+    /// Remap source: (major, minor, sector).
     pub remap: Sparse<(u32, u32, u64)>,
     /// Nonzero values only.
     pub aux: Sparse<u64>,
     /// Nonzero values only.
     pub cgroup_id: Sparse<u64>,
+    /// Syscall entry: the file descriptor argument.
     pub fd: Sparse<i64>,
+    /// Syscall exit: the return value.
     pub ret: Sparse<i64>,
     /// Rows with text and where it ends in `text_data`; it starts where the previous
     /// row's ends.
@@ -316,14 +379,14 @@ pub struct SparseFields {
 impl SparseFields {
     /// Sets `row`'s fields from the row's event and text (only those it sets).
     #[inline(always)]
-    pub fn push(&mut self, row: usize, e: &Event, text: &[u8]) {
+    pub(crate) fn push(&mut self, row: usize, e: &Event, text: &[u8]) {
         self.push_fields(row, e.remap, e.aux, e.cgroup_id, (e.fd, e.ret), text);
     }
 
     /// Sets `row`'s fields that are set: a remap, nonzero aux and cgroup id, a syscall's
     /// fd and return value, nonempty text.
     #[inline(always)]
-    pub fn push_fields(
+    pub(crate) fn push_fields(
         &mut self,
         row: usize,
         remap: Option<(u32, u32, u64)>,
@@ -365,7 +428,7 @@ impl SparseFields {
     }
 
     /// Appends `other`'s fields, its rows moved down by `row_base`.
-    pub fn append(&mut self, other: &SparseFields, row_base: usize) {
+    pub(crate) fn append(&mut self, other: &SparseFields, row_base: usize) {
         use std::convert::identity;
         self.remap.extend_moved(&other.remap, row_base, identity);
         self.aux.extend_moved(&other.aux, row_base, identity);
@@ -380,7 +443,7 @@ impl SparseFields {
     }
 
     /// Bytes the fields hold.
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         fn bytes<T>(s: &Sparse<T>) -> usize {
             s.0.len() * std::mem::size_of::<(usize, T)>()
         }
@@ -439,21 +502,35 @@ macro_rules! value_columns {
 /// Struct of column vectors: one entry per event, in trace order.
 #[derive(Default, Debug, Clone)]
 pub struct EventTable {
+    /// Per row: [`RecordKind`] code.
     pub kind: Vec<u8>,
+    /// Per row: time in ns ([`Event::time_ns`]).
     pub time_ns: Vec<u64>,
+    /// Per row: device major number.
     pub dev_major: Vec<u32>,
+    /// Per row: device minor number.
     pub dev_minor: Vec<u32>,
+    /// Per row: CPU.
     pub cpu: Vec<u32>,
+    /// Per row: blktrace sequence number.
     pub sequence: Vec<u64>,
+    /// Per row: process id.
     pub pid: Vec<u32>,
     /// Code into `comms`.
     pub comm: Vec<u32>,
+    /// Per row: [`Action`] code.
     pub action: Vec<u8>,
+    /// Per row: [`Operation`] code.
     pub operation: Vec<u8>,
+    /// Per row: [`flags`] bits.
     pub flags: Vec<u16>,
+    /// Per row: first sector.
     pub sector: Vec<u64>,
+    /// Per row: sectors covered.
     pub sectors: Vec<u32>,
+    /// Per row: bytes covered.
     pub bytes: Vec<u64>,
+    /// Per row: error code.
     pub error: Vec<i32>,
     /// Remap, aux, cgroup, syscall and text fields, in the rows that have them.
     pub sparse: SparseFields,
@@ -461,8 +538,11 @@ pub struct EventTable {
     pub rwbs: Vec<u32>,
     /// Code into `names`: tracepoint / syscall name, or the sqlwa marker's event word.
     pub name: Vec<u32>,
+    /// Process names (the `comm` column's values).
     pub comms: Dictionary,
+    /// RWBS strings (the `rwbs` column's values).
     pub rwbs_values: Dictionary,
+    /// Tracepoint, syscall and marker names (the `name` column's values).
     pub names: Dictionary,
     /// While set (`defer_zero_columns`), `push` leaves `sequence` and `error` alone.
     deferred: Option<Deferred>,
@@ -478,11 +558,14 @@ struct Deferred {
 /// Task names by pid, for the rows named `placeholder` ([`EventTable::name_tasks`]).
 #[derive(Debug, Clone, Default)]
 pub struct TaskNames {
+    /// The process name the rows to be named carry now.
     pub placeholder: String,
+    /// Each pid's task name.
     pub by_pid: HashMap<u32, String>,
 }
 
 impl EventTable {
+    /// An empty table whose dictionaries hold the empty string at code 0.
     pub fn new() -> Self {
         let mut t = EventTable::default();
         t.comms.intern(b"");
@@ -537,14 +620,17 @@ impl EventTable {
         dense_columns!(truncate, kind, comm, error, name);
     }
 
+    /// Rows in the table.
     pub fn len(&self) -> usize {
         self.time_ns.len()
     }
 
+    /// True when the table has no rows.
     pub fn is_empty(&self) -> bool {
         self.time_ns.is_empty()
     }
 
+    /// Room for `n` more rows in every column every row writes.
     pub fn reserve(&mut self, n: usize) {
         self.reserve_columns(n);
         // Large tables: ask for transparent huge pages, which cuts the page faults of
@@ -561,7 +647,7 @@ impl EventTable {
     /// traces whose count is unknown ahead. Growing these from small copies them at every
     /// doubling (the allocator moves blocks under its mmap threshold); reserved room that
     /// no row uses costs address space only.
-    pub fn reserve_sparse(&mut self, rows: usize, bytes: usize) {
+    pub(crate) fn reserve_sparse(&mut self, rows: usize, bytes: usize) {
         fn reserve_huge<T>(v: &mut Vec<T>, n: usize) {
             v.reserve(n);
             advise_huge_pages(v);
@@ -605,14 +691,14 @@ impl EventTable {
     /// Until `undefer_zero_columns`, `push` writes no `sequence` and `error` entries but
     /// notes the nonzero ones; the columns are then built zeroed (pages straight from the
     /// OS, which no zero row touches). For readers whose rows leave them mostly zero.
-    pub fn defer_zero_columns(&mut self) {
+    pub(crate) fn defer_zero_columns(&mut self) {
         if self.deferred.is_none() {
             self.deferred = Some(Deferred::default());
         }
     }
 
     /// Fills in `sequence` and `error` after `defer_zero_columns`.
-    pub fn undefer_zero_columns(&mut self) {
+    pub(crate) fn undefer_zero_columns(&mut self) {
         let Some(d) = self.deferred.take() else {
             return;
         };
@@ -636,43 +722,55 @@ impl EventTable {
     }
 
     /// A writer appending rows to the table while it lives.
-    pub fn writer(&mut self) -> RowWriter<'_> {
+    pub(crate) fn writer(&mut self) -> RowWriter<'_> {
         RowWriter::new(self)
     }
 
+    /// Row `i`'s action.
     pub fn action_at(&self, i: usize) -> Action {
         Action::ALL[self.action[i] as usize]
     }
+    /// Row `i`'s operation.
     pub fn operation_at(&self, i: usize) -> Operation {
         Operation::ALL[self.operation[i] as usize]
     }
+    /// Row `i`'s record kind.
     pub fn kind_at(&self, i: usize) -> RecordKind {
         RecordKind::ALL[self.kind[i] as usize]
     }
+    /// Row `i`'s process name (empty where the trace names none).
     pub fn comm_at(&self, i: usize) -> &str {
         self.comms.get(self.comm[i])
     }
+    /// Row `i`'s RWBS string as printed.
     pub fn rwbs_at(&self, i: usize) -> &str {
         self.rwbs_values.get(self.rwbs[i])
     }
+    /// Row `i`'s tracepoint, syscall or marker name.
     pub fn name_at(&self, i: usize) -> &str {
         self.names.get(self.name[i])
     }
+    /// Row `i`'s text (marker text, syscall arguments, message); empty if none.
     pub fn text_at(&self, i: usize) -> &str {
         std::str::from_utf8(self.sparse.text(i)).unwrap_or("")
     }
+    /// Row `i`'s aux value: unplug depth, split sector or syscall count; 0 if none.
     pub fn aux_at(&self, i: usize) -> u64 {
         self.sparse.aux.get(i).unwrap_or(0)
     }
+    /// Row `i`'s remap source (major, minor, sector), if it was remapped.
     pub fn remap_at(&self, i: usize) -> Option<(u32, u32, u64)> {
         self.sparse.remap.get(i)
     }
+    /// Row `i`'s cgroup id, 0 if none.
     pub fn cgroup_id_at(&self, i: usize) -> u64 {
         self.sparse.cgroup_id.get(i).unwrap_or(0)
     }
+    /// Row `i`'s syscall fd argument, if any.
     pub fn fd_at(&self, i: usize) -> Option<i64> {
         self.sparse.fd.get(i)
     }
+    /// Row `i`'s syscall return value, if any.
     pub fn ret_at(&self, i: usize) -> Option<i64> {
         self.sparse.ret.get(i)
     }
@@ -775,7 +873,7 @@ const WRITER_ROOM: usize = 4096;
 /// tenth of a text reader's work went to those): it holds the table exclusively while it
 /// lives, reserves room in every column a few thousand rows at a time, writes each row
 /// into that room, and sets the columns' lengths when it makes more room and when dropped.
-pub struct RowWriter<'a> {
+pub(crate) struct RowWriter<'a> {
     table: &'a mut EventTable,
     /// Rows in the table, including those whose column lengths are not yet set.
     len: usize,
@@ -801,22 +899,22 @@ impl<'a> RowWriter<'a> {
         }
     }
 
-    pub fn comms(&mut self) -> &mut Dictionary {
+    pub(crate) fn comms(&mut self) -> &mut Dictionary {
         &mut self.table.comms
     }
 
-    pub fn rwbs_values(&mut self) -> &mut Dictionary {
+    pub(crate) fn rwbs_values(&mut self) -> &mut Dictionary {
         &mut self.table.rwbs_values
     }
 
-    pub fn names(&mut self) -> &mut Dictionary {
+    pub(crate) fn names(&mut self) -> &mut Dictionary {
         &mut self.table.names
     }
 
     /// Appends one row; `comm`, `rwbs` and `name` are dictionary codes, `text` raw bytes.
     /// Inlined, so that a reader's row goes to the columns without a stop in memory.
     #[inline(always)]
-    pub fn push(&mut self, e: &Event, comm: u32, rwbs: u32, name: u32, text: &[u8]) {
+    pub(crate) fn push(&mut self, e: &Event, comm: u32, rwbs: u32, name: u32, text: &[u8]) {
         if self.len == self.room {
             self.make_room();
         }

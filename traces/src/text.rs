@@ -9,21 +9,11 @@ use crate::report::ParseReport;
 use crate::table::EventTable;
 use crate::table::MAX_TIME_NS;
 
-/// Calls `f(line_number, line)` for every line (without its newline) of `path`, never
-/// holding the whole file: a regular file is mapped and its pages dropped behind the reader
-/// (no copy of the page cache), anything else (a pipe, a tracefs file) read in chunks.
-pub fn for_each_line(
-    path: &Path,
-    mut f: impl FnMut(u64, &[u8]) -> Result<(), ParseError>,
-) -> Result<(), ParseError> {
-    for_each_segment(path, |lines| {
-        lines.try_for_each(|(line_no, line)| f(line_no, line))
-    })
-}
-
 /// Calls `f` with the lines of `path` a segment at a time (a few MB of whole lines, in
 /// order), so that a reader can hand on what it made of each segment before the next is
-/// read. Memory as [`for_each_line`]: the mapped pages of earlier segments are dropped.
+/// read, never holding the whole file: a regular file is mapped and the pages of earlier
+/// segments dropped behind the reader (no copy of the page cache), anything else (a pipe, a
+/// tracefs file) read in chunks.
 pub fn for_each_segment(
     path: &Path,
     f: impl FnMut(&mut Lines<'_>) -> Result<(), ParseError>,

@@ -4,21 +4,32 @@ use crate::binary::{ta, tn, MAGIC};
 use crate::rwbs::category;
 
 #[derive(Clone, Debug, Default)]
+/// One blktrace record as the kernel writes it (`struct blk_io_trace` and its payload), for
+/// [`write_record`].
 pub struct RawRecord {
+    /// Per-CPU sequence number.
     pub sequence: u32,
+    /// Time in ns.
     pub time: u64,
+    /// First sector.
     pub sector: u64,
+    /// Bytes covered.
     pub bytes: u32,
     /// Full action word: `__BLK_TA_*` | category bits << 16.
     pub action: u32,
+    /// Process id.
     pub pid: u32,
     /// Kernel dev_t encoding: major << 20 | minor.
     pub device: u32,
+    /// CPU that recorded it.
     pub cpu: u32,
+    /// Error code.
     pub error: u16,
+    /// Payload (process name, remap, message, cgroup id).
     pub pdu: Vec<u8>,
 }
 
+/// The kernel's dev_t encoding of a device number, as [`RawRecord::device`] holds it.
 pub fn dev(major: u32, minor: u32) -> u32 {
     major << 20 | minor
 }
@@ -60,6 +71,7 @@ pub fn write_record(out: &mut Vec<u8>, r: &RawRecord, big_endian: bool, version:
     out.extend_from_slice(&r.pdu);
 }
 
+/// The action word of a record: a [`ta`] code with category bits (from [`category`]).
 pub fn act(ta_code: u32, categories: u32) -> u32 {
     ta_code | categories << 16
 }

@@ -68,7 +68,7 @@ pub struct Progress {
     pub total: u64,
 }
 
-const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Runs `scenario` with `settings` in `dir` (creating `dir/<scenario>.db`, never
 /// overwriting one). Markers go to `markers` when given. `progress` returning false stops
@@ -94,6 +94,15 @@ pub fn run_with_stop(
     progress: &mut dyn FnMut(Progress) -> bool,
     stop: &Stop,
 ) -> Result<RunOutput, EngineError> {
+    if let Some(name) = settings.replay_only() {
+        return Err(EngineError::BadSetting {
+            name: name.into(),
+            message: format!(
+                "applies to a replayed SQL log, not to scenario {}",
+                scenario.name
+            ),
+        });
+    }
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
     let lower = checked_lower_dir(settings)?;
     let dm_marker = settings
@@ -162,7 +171,7 @@ pub fn run_with_stop(
 
 /// `extents` markers for the database and its WAL and -shm files, when they exist (a
 /// no-op unless `map_extents`): files written back after the last sync are mapped too.
-fn map_run_files(shared: &VfsShared, db_path: &Path, at: &str) {
+pub(crate) fn map_run_files(shared: &VfsShared, db_path: &Path, at: &str) {
     let with_suffix = |suffix: &str| {
         let mut name = db_path.as_os_str().to_owned();
         name.push(suffix);
@@ -175,7 +184,7 @@ fn map_run_files(shared: &VfsShared, db_path: &Path, at: &str) {
 
 /// Where the extents of the run's files come from under a FUSE layer
 /// (`RunSettings::extents_from`): a directory, or every file would go unmapped unseen.
-fn checked_lower_dir(settings: &RunSettings) -> Result<Option<&Path>, EngineError> {
+pub(crate) fn checked_lower_dir(settings: &RunSettings) -> Result<Option<&Path>, EngineError> {
     match settings.extents_from.as_deref() {
         Some(lower) if !lower.is_dir() => Err(EngineError::BadSetting {
             name: "extents_from".into(),
@@ -185,7 +194,7 @@ fn checked_lower_dir(settings: &RunSettings) -> Result<Option<&Path>, EngineErro
     }
 }
 
-fn mark(
+pub(crate) fn mark(
     sink: &Option<Arc<MarkerSink>>,
     write: impl FnOnce(&MarkerSink) -> std::io::Result<()>,
 ) -> Result<(), EngineError> {
@@ -203,20 +212,26 @@ fn create_db_file(dir: &Path, name: &str) -> Result<PathBuf, EngineError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| EngineError::io(dir, format!("cannot create directory: {e}")))?;
     let path = dir.join(format!("{name}.db"));
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => {
-                EngineError::io(&path, "database already exists; refusing to overwrite it")
-            }
-            _ => EngineError::io(&path, format!("cannot create database: {e}")),
-        })?;
+    create_new_file(&path)?;
     Ok(path)
 }
 
-fn open(path: &Path, vfs: Option<&CountingVfs>) -> Result<Connection, EngineError> {
+/// Creates `path` empty, refusing an existing file (see [`create_db_file`]).
+pub(crate) fn create_new_file(path: &Path) -> Result<(), EngineError> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                EngineError::io(path, "database already exists; refusing to overwrite it")
+            }
+            _ => EngineError::io(path, format!("cannot create database: {e}")),
+        })?;
+    Ok(())
+}
+
+pub(crate) fn open(path: &Path, vfs: Option<&CountingVfs>) -> Result<Connection, EngineError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -323,33 +338,7 @@ impl Runner<'_> {
 
     /// The PRAGMAs the run's own settings set: (pragma, setting, value).
     fn run_pragmas(&self) -> Vec<(&'static str, &'static str, String)> {
-        let s = self.settings;
-        let text = |v: Option<i64>| v.map(|v| v.to_string());
-        let set = [
-            ("page_size", "page_size", text(s.page_size.map(i64::from))),
-            ("journal_mode", "journal", Some(s.journal.to_string())),
-            ("synchronous", "sync", Some(s.sync.to_string())),
-            ("cache_size", "cache_size", text(s.cache_size)),
-            (
-                "wal_autocheckpoint",
-                "wal_autocheckpoint",
-                text(s.wal_autocheckpoint),
-            ),
-            (
-                "journal_size_limit",
-                "journal_size_limit",
-                text(s.journal_size_limit),
-            ),
-            (
-                "locking_mode",
-                "locking_mode",
-                s.locking_mode.map(|v| v.to_string()),
-            ),
-            ("mmap_size", "mmap_size", text(s.mmap_size)),
-        ];
-        (set.into_iter())
-            .filter_map(|(name, setting, value)| Some((name, setting, value?)))
-            .collect()
+        run_pragmas(self.settings)
     }
 
     /// An extra PRAGMA (`spec`) must leave each PRAGMA the run's settings set (`owned`:
@@ -584,7 +573,37 @@ impl Runner<'_> {
     }
 }
 
-fn sql_thread_cpu() -> Result<CpuTime, EngineError> {
+/// The PRAGMAs a run's own settings set: (pragma, setting, value), page_size first.
+pub(crate) fn run_pragmas(s: &RunSettings) -> Vec<(&'static str, &'static str, String)> {
+    let text = |v: Option<i64>| v.map(|v| v.to_string());
+    let set = [
+        ("page_size", "page_size", text(s.page_size.map(i64::from))),
+        ("journal_mode", "journal", Some(s.journal.to_string())),
+        ("synchronous", "sync", Some(s.sync.to_string())),
+        ("cache_size", "cache_size", text(s.cache_size)),
+        (
+            "wal_autocheckpoint",
+            "wal_autocheckpoint",
+            text(s.wal_autocheckpoint),
+        ),
+        (
+            "journal_size_limit",
+            "journal_size_limit",
+            text(s.journal_size_limit),
+        ),
+        (
+            "locking_mode",
+            "locking_mode",
+            s.locking_mode.map(|v| v.to_string()),
+        ),
+        ("mmap_size", "mmap_size", text(s.mmap_size)),
+    ];
+    (set.into_iter())
+        .filter_map(|(name, setting, value)| Some((name, setting, value?)))
+        .collect()
+}
+
+pub(crate) fn sql_thread_cpu() -> Result<CpuTime, EngineError> {
     thread_cpu().map_err(|e| EngineError::CpuTime {
         message: e.to_string(),
     })
@@ -596,7 +615,11 @@ const SQLITE_MAX_PAGE_COUNT: i64 = 0xffff_fffe;
 /// The filesystem's failure of a statement, naming the database's directory: full, an
 /// I/O error, a file it cannot open or that vanished, a file too large for it. None for
 /// other errors.
-fn storage_failure(db_path: &Path, statement: &str, err: &rusqlite::Error) -> Option<EngineError> {
+pub(crate) fn storage_failure(
+    db_path: &Path,
+    statement: &str,
+    err: &rusqlite::Error,
+) -> Option<EngineError> {
     use rusqlite::ErrorCode::*;
     let moved = matches!(err, rusqlite::Error::SqliteFailure(e, _)
         if e.extended_code == rusqlite::ffi::SQLITE_READONLY_DBMOVED);
@@ -616,7 +639,7 @@ fn storage_failure(db_path: &Path, statement: &str, err: &rusqlite::Error) -> Op
     })
 }
 
-fn value_text(v: rusqlite::types::Value) -> String {
+pub(crate) fn value_text(v: rusqlite::types::Value) -> String {
     use rusqlite::types::Value;
     match v {
         Value::Null => String::new(),

@@ -71,6 +71,28 @@ pub enum EngineError {
     #[error("cannot read the SQL thread's CPU time: {message}")]
     CpuTime { message: String },
 
+    /// A SQL log (format 1, replay.rs) that cannot be read: not JSON, a key missing, a
+    /// statement on a connection never opened. `line` is 1-based.
+    #[error("SQL log {}, line {line}: {message}", path.display())]
+    LogParse {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
+
+    /// A logged statement failed on replay and the run is `strict`.
+    #[error("SQL log {}, line {line}: statement failed on replay: {message} (statement: {statement})", path.display())]
+    ReplayFailed {
+        path: PathBuf,
+        line: u64,
+        message: String,
+        statement: String,
+    },
+
+    /// A replay that measured no commit: the log wrote nothing (or only in warm-up).
+    #[error("SQL log {}: {message}", path.display())]
+    NothingReplayed { path: PathBuf, message: String },
+
     #[error("interrupted")]
     Interrupted,
 }
@@ -119,6 +141,16 @@ impl EngineError {
             EngineError::CpuTime { .. } => {
                 "run on a Linux kernel with getrusage(RUSAGE_THREAD) (2.6.26 or later)".into()
             }
+            EngineError::LogParse { .. } => "fix or re-record the log; its format is \
+                SQLLOG format 1 (one JSON object per line, the header first)"
+                .into(),
+            EngineError::ReplayFailed { .. } => "replay from a snapshot of the app's database \
+                (--from DB), or leave --strict out to count such failures and go on"
+                .into(),
+            EngineError::NothingReplayed { .. } => "replay from a snapshot of the app's \
+                database (--from DB) when its tables predate the log, record a stretch in \
+                which the app writes, or lower --warmup"
+                .into(),
             EngineError::Interrupted => {
                 "the run was stopped before it finished; run it again".into()
             }

@@ -155,6 +155,16 @@ pub struct RunSettings {
     /// contents a crash state is compared with (`sqlwa.durability`). For untraced runs:
     /// each copy costs a read of the whole database.
     pub snapshot_dir: Option<PathBuf>,
+    /// A replay only (`replay`): a snapshot of the app's database (and its `-wal` beside
+    /// it) copied into the run's directory before the log is replayed. None: the log's own
+    /// CREATE statements make the schema.
+    pub from_db: Option<PathBuf>,
+    /// A replay only: "recorded" (the log's gaps between transactions kept; the default),
+    /// "back-to-back", or a positive number scaling the recorded gaps (2 = twice as long).
+    pub timing: Option<String>,
+    /// A replay only: stop at the first statement that fails on replay.
+    #[serde(deserialize_with = "null_is_default")]
+    pub strict: bool,
 }
 
 impl Default for RunSettings {
@@ -178,6 +188,9 @@ impl Default for RunSettings {
             extents_from: None,
             dm_mark: None,
             snapshot_dir: None,
+            from_db: None,
+            timing: None,
+            strict: false,
         }
     }
 }
@@ -201,7 +214,53 @@ impl RunSettings {
     pub fn check(&self) -> Result<(), EngineError> {
         self.extra_pragmas
             .iter()
-            .try_for_each(|spec| pragma_statement(spec).map(drop))
+            .try_for_each(|spec| pragma_statement(spec).map(drop))?;
+        self.timing
+            .as_deref()
+            .map_or(Ok(()), |t| Timing::parse(t).map(drop))
+    }
+
+    /// The settings only a replay takes, with the values given (None when none is given).
+    pub(crate) fn replay_only(&self) -> Option<&'static str> {
+        match () {
+            _ if self.from_db.is_some() => Some("from_db"),
+            _ if self.timing.is_some() => Some("timing"),
+            _ if self.strict => Some("strict"),
+            _ => None,
+        }
+    }
+}
+
+/// How a replay paces the log's transactions (`RunSettings::timing`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Timing {
+    /// the recorded gaps between transactions, multiplied by the factor (1 = as recorded)
+    Recorded(f64),
+    /// no pause at all
+    BackToBack,
+}
+
+impl Timing {
+    /// "recorded", "back-to-back" or a positive finite factor on the recorded gaps.
+    pub fn parse(text: &str) -> Result<Timing, EngineError> {
+        let invalid = || EngineError::InvalidSetting {
+            name: "timing".into(),
+            value: text.into(),
+            allowed: vec![
+                "recorded".into(),
+                "back-to-back".into(),
+                "a positive factor on the recorded gaps, e.g. 0.5".into(),
+            ],
+        };
+        match text.trim().to_ascii_lowercase().as_str() {
+            "recorded" => Ok(Timing::Recorded(1.0)),
+            "back-to-back" => Ok(Timing::BackToBack),
+            other => match other.parse::<f64>() {
+                Ok(f) if f.is_finite() && f > 0.0 && f <= 1e6 => Ok(Timing::Recorded(f)),
+                Ok(0.0) => Ok(Timing::BackToBack),
+                _ => Err(invalid()),
+            },
+        }
     }
 }
 
@@ -335,7 +394,7 @@ mod tests {
         for value in all_null.as_object_mut().unwrap().values_mut() {
             *value = serde_json::Value::Null;
         }
-        assert_eq!(all_null.as_object().unwrap().len(), 18);
+        assert_eq!(all_null.as_object().unwrap().len(), 21);
         assert_eq!(from_json(all_null).unwrap(), RunSettings::default());
     }
 

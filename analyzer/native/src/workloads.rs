@@ -12,30 +12,63 @@ use sqlwa_workloads::scenario::{self, Scenario};
 use sqlwa_workloads::settings::{
     JournalMode, LockingMode, RunSettings, SyncMode, MAX_THINK_TIME_MS,
 };
-use sqlwa_workloads::{CommitRecord, FileKind, KindCounts, Stop};
+use sqlwa_workloads::sqllog::{is_sql_log, SqlLog};
+use sqlwa_workloads::{replay, CommitRecord, FileKind, KindCounts, RunInfo, Stop};
 
 use crate::{ConfigError, Interrupted, Raised, ScenarioError, WorkloadError};
 
-/// A loaded, validated scenario.
+/// What a run runs: a scenario, or a recorded SQL log to replay.
+enum Workload {
+    Scenario(Scenario),
+    Replay(SqlLog),
+}
+
+/// A loaded, validated scenario, or a checked SQL log (a recorded workload).
 #[pyclass(name = "Scenario", module = "sqlwa._native", frozen)]
 pub struct PyScenario {
-    inner: Scenario,
+    inner: Workload,
 }
 
 #[pymethods]
 impl PyScenario {
     #[getter]
     fn name(&self) -> String {
-        self.inner.name.clone()
+        match &self.inner {
+            Workload::Scenario(s) => s.name.clone(),
+            Workload::Replay(log) => log.name.clone(),
+        }
     }
 
     #[getter]
     fn description(&self) -> String {
-        self.inner.description.clone()
+        match &self.inner {
+            Workload::Scenario(s) => s.description.clone(),
+            Workload::Replay(log) => format!(
+                "recorded SQL log ({}): {} statements on {} database file(s)",
+                log.header.source,
+                log.statements,
+                log.databases.len()
+            ),
+        }
+    }
+
+    /// The database files a run of it makes in the run's directory, by name.
+    #[getter]
+    fn database_files(&self) -> Vec<String> {
+        match &self.inner {
+            Workload::Scenario(s) => vec![format!("{}.db", s.name)],
+            Workload::Replay(log) => log.databases.iter().map(|d| d.file_name.clone()).collect(),
+        }
+    }
+
+    /// Whether this is a recorded SQL log, replayed.
+    #[getter]
+    fn is_replay(&self) -> bool {
+        matches!(self.inner, Workload::Replay(_))
     }
 
     fn __repr__(&self) -> String {
-        format!("Scenario({:?})", self.inner.name)
+        format!("Scenario({:?})", self.name())
     }
 }
 
@@ -46,7 +79,10 @@ fn to_pyerr(err: EngineError) -> PyErr {
         EngineError::UnknownScenario { .. }
         | EngineError::ScenarioParse { .. }
         | EngineError::InvalidScenario { .. }
-        | EngineError::UnreadableScenario { .. } => ScenarioError::new_err(args),
+        | EngineError::UnreadableScenario { .. }
+        | EngineError::LogParse { .. }
+        | EngineError::ReplayFailed { .. }
+        | EngineError::NothingReplayed { .. } => ScenarioError::new_err(args),
         EngineError::InvalidSetting { .. }
         | EngineError::BadSetting { .. }
         | EngineError::PragmaConflict { .. } => ConfigError::new_err(args),
@@ -64,17 +100,26 @@ fn stop_hook(raised: &Raised) -> Stop {
 #[pyfunction]
 fn builtin_scenario(name: &str) -> PyResult<PyScenario> {
     Scenario::builtin(name)
-        .map(|inner| PyScenario { inner })
+        .map(|s| PyScenario {
+            inner: Workload::Scenario(s),
+        })
         .map_err(to_pyerr)
 }
 
-/// Loads without the GIL: checking a large schema takes seconds, during which Ctrl-C
-/// must still be honoured.
+/// Loads without the GIL: checking a large schema, or reading a long SQL log through,
+/// takes seconds, during which Ctrl-C must still be honoured. A file whose first line is
+/// a SQL log header (format 1) is a recorded workload, whatever its name.
 #[pyfunction]
 fn scenario_from_file(py: Python<'_>, path: PathBuf) -> PyResult<PyScenario> {
     let raised = Raised::default();
     let stop = stop_hook(&raised);
-    let loaded = py.detach(|| Scenario::from_file_with(&path, &stop));
+    let loaded = py.detach(|| {
+        if is_sql_log(&path) {
+            SqlLog::load(&path, &stop).map(Workload::Replay)
+        } else {
+            Scenario::from_file_with(&path, &stop).map(Workload::Scenario)
+        }
+    });
     raised
         .result(loaded, to_pyerr)
         .map(|inner| PyScenario { inner })
@@ -215,20 +260,42 @@ fn run_workload<'py>(
                 None => Ok(()),
             })
     };
-    let ran = py.detach(|| {
-        engine::run_with_stop(
-            &scenario.inner,
+    let ran = py.detach(|| match &scenario.inner {
+        Workload::Scenario(s) => engine::run_with_stop(
+            s,
             &settings,
             &dir,
             marker_path.as_deref(),
             &mut report,
             &stop,
         )
+        .map(|run| (run, None)),
+        Workload::Replay(log) => replay::replay(
+            log,
+            &settings,
+            &dir,
+            marker_path.as_deref(),
+            &mut report,
+            &stop,
+        )
+        .map(|out| (out.run, Some(out.replay))),
     });
-    let output = raised.result(ran, to_pyerr)?;
+    let (output, replayed) = raised.result(ran, to_pyerr)?;
+    let info = info_dict(py, &output.info)?;
+    if let Some(summary) = replayed {
+        let text =
+            serde_json::to_string(&summary).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        info.set_item("replay", py.import("json")?.call_method1("loads", (text,))?)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("info", info)?;
+    out.set_item("commits", commit_columns(py, &output.commits)?)?;
+    Ok(out)
+}
 
+/// The run's information as the Python layer reads it.
+fn info_dict<'py>(py: Python<'py>, i: &RunInfo) -> PyResult<Bound<'py, PyDict>> {
     let info = PyDict::new(py);
-    let i = &output.info;
     info.set_item("scenario", &i.scenario)?;
     info.set_item("seed", i.seed)?;
     info.set_item("sqlite_version", &i.sqlite_version)?;
@@ -246,11 +313,7 @@ fn run_workload<'py>(
     info.set_item("db_path", i.db_path.to_string_lossy().to_string())?;
     info.set_item("pid", i.pid)?;
     info.set_item("tid", i.tid)?;
-
-    let out = PyDict::new(py);
-    out.set_item("info", info)?;
-    out.set_item("commits", commit_columns(py, &output.commits)?)?;
-    Ok(out)
+    Ok(info)
 }
 
 /// Appends `extents` markers (`at=<at>`) for the database at `db_path` and its journal,

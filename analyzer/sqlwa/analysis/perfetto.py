@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -47,6 +47,9 @@ from sqlwa import inputs
 from sqlwa._native import PERFETTO_UNNAMED, TraceParseError, parse_trace, parse_trace_to_parquet, render_perfetto
 from sqlwa.analysis import syscalls
 from sqlwa.analysis.traceformat import first_packet_problem, read_first_packet
+
+if TYPE_CHECKING:  # the stub's dicts, which the module does not define
+    from sqlwa._native import ParseReport, PerfettoReading
 
 #: The placeholder the rendered lines carry for a task's name; the real names (from the
 #: trace's process tree) replace it afterwards, so a name with blanks or brackets never
@@ -103,7 +106,7 @@ class Rendered:
     path: Path  # the Perfetto trace
     text: Path  # its events as the kernel's text output would print them
     origins: Path  # per line, the byte offset of its packet (8 bytes, little-endian)
-    reading: dict[str, Any]  # what the packets said: _native.render_perfetto's dict
+    reading: PerfettoReading  # what the packets said
 
     def packet_offset(self, line: int) -> int:
         """The trace byte offset of the packet line ``line`` (1-based) came from."""
@@ -141,7 +144,7 @@ def render(path: Path, lenient: bool, files: tuple[Path, Path], sort_dir: Path, 
         raise bad_trace(
             path,
             "holds no block events: record it with the ftrace block events "
-            "(block/block_rq_issue, block/block_rq_complete ...; see the README's Perfetto config)",
+            "(block/block_rq_issue, block/block_rq_complete ...; see docs/guide/traces-and-perfetto.md, Recording on a phone)",
             0,
         )
     return Rendered(path, text, origins, reading)
@@ -195,7 +198,7 @@ def parse_to_parquet(
     return full_report(rendered, report)
 
 
-def task_names(reading: dict[str, Any]) -> tuple[str, dict[int, str]]:
+def task_names(reading: PerfettoReading) -> tuple[str, dict[int, str]]:
     """The names for the rendered rows' placeholder (``parse_trace``'s ``task_names``):
     the process tree's and task events' names, else those of scheduling events. The
     reader puts them in the rows named ``UNNAMED`` (empty where the trace never names the
@@ -228,7 +231,7 @@ def full_report(rendered: Rendered, report: dict) -> dict:
 BAD_LINE = re.compile(r"^.*? line (\d+): not an ftrace line \((.*?)\): (.*)$", re.S)
 
 
-def read_rendered(rendered: Rendered, read: Callable[[Path], tuple[Any, dict]]) -> tuple[Any, dict]:
+def read_rendered(rendered: Rendered, read: Callable[[Path], tuple[Any, ParseReport]]) -> tuple[Any, dict]:
     """The rendered text through the ftrace reader (``read``); its line numbers in errors
     become the packets they came from."""
     path = rendered.path
@@ -239,7 +242,8 @@ def read_rendered(rendered: Rendered, read: Callable[[Path], tuple[Any, dict]]) 
     report["bad_messages"] = [
         f"{path} at byte offset {origin_offset(None, rendered, m)}: {packet_message(m)}" for m in report["bad_messages"]
     ]
-    return table, report
+    # A dict of its own: full_report adds what the packets said.
+    return table, dict(report)
 
 
 def origin_offset(line: int | None, rendered: Rendered, message: str | None = None) -> int:

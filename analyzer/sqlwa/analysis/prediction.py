@@ -1,7 +1,7 @@
 """What a commit would cost on another device: its recorded block requests replayed with
 service times drawn from that device's profile (seeded Monte Carlo).
 
-The model, per commit (README, "Predicting a device"):
+The model, per commit (docs/guide/predicting-a-phone.md, "The model"):
 
 * **What the commit waited for.** The requests that completed inside one of the SQL
   thread's sync syscalls (fsync, fdatasync, sync_file_range) — issued inside it, or

@@ -1,6 +1,6 @@
 """summary.json: the per-run figures, computed from the per-commit table.
 
-The names here are a contract later stages extend (see the README's "summary.json"
+The names here are a contract later stages extend (see docs/reference/outputs.md, "summary.json"
 section). Per-commit figures are means over measured (non-warm-up) commits.
 """
 

@@ -29,7 +29,7 @@ def parse_to_parquet(
     length takes the memory of a few row groups (about 200 MB here); only blktrace and
     text files given together are read whole first. The file reads back with ``parse``'s columns and dtypes.
     On an error no file is left behind. (A Perfetto trace: ``parse``, then write it.)"""
-    return _native.parse_trace_to_parquet([str(p) for p in as_list(paths)], str(output), format, lenient)
+    return dict(_native.parse_trace_to_parquet([str(p) for p in as_list(paths)], str(output), format, lenient))
 
 
 def refuse_overwriting_an_input(paths: Iterable[str | os.PathLike], output: str | os.PathLike) -> None:

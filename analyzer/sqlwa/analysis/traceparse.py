@@ -72,7 +72,8 @@ def parse(
     if traceformat.is_perfetto(paths, format):
         return perfetto.parse(paths[0], lenient)
     table, report = _native.parse_trace([str(p) for p in paths], format, lenient)
-    return to_polars(table), report
+    # A dict of its own: the Python layer's report may carry more (Perfetto's adds keys).
+    return to_polars(table), dict(report)
 
 
 def to_polars(table: pa.Table) -> pl.DataFrame:

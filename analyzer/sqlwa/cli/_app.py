@@ -1,26 +1,96 @@
-"""The ``sqlwa`` click group; :mod:`sqlwa.cli` tells it where its commands are.
+"""The ``sqlwa`` click group and where its commands are.
 
-The group imports a command's module only when that command is looked up, so ``sqlwa
-parse`` imports what parsing needs and nothing of ``sqlwa run``'s, and ``sqlwa --help``
-lists the commands from their one-line summaries without importing any of them (Polars
-and pyarrow alone take longer to import than the interpreter takes to start)."""
+The group imports a command's module only when that command is looked up (click's
+documented pattern for lazily loaded sub-commands), so ``sqlwa parse`` imports what parsing
+needs and nothing of ``sqlwa run``'s, and ``sqlwa --help`` lists the commands from their
+one-line summaries below without importing any of them (Polars and pyarrow alone take
+longer to import than the interpreter takes to start)."""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from sqlwa.cli._lazy import LazyCommand
-
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class LazyCommand:
+    """Where a command is (``"module:attribute"``) and the first sentence of its help,
+    which ``sqlwa --help`` lists it with (tests/unit/test_startup.py holds it to the
+    command's own help)."""
+
+    __slots__ = ("summary", "target")
+
+    def __init__(self, target: str, summary: str) -> None:
+        self.target = target
+        self.summary = summary
+
+    def load(self) -> click.Command:
+        module, _, attribute = self.target.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        from sqlwa.cli import _signals
+
+        _signals.raise_if_signalled()  # one an import's ignored callback swallowed
+        assert isinstance(command, click.Command), self.target
+        return command
+
+
+#: Each command: where it is and the first sentence of its help.
+COMMANDS = {
+    "run": LazyCommand("sqlwa.cli.run:run", "Run one SQLite workload and report what each commit cost."),
+    "scenarios": LazyCommand("sqlwa.cli.run:scenarios", "List the built-in scenarios."),
+    "crash": LazyCommand(
+        "sqlwa.cli.crash:crash_command",
+        "Record a run's device writes and judge what a power cut at any moment would leave.",
+    ),
+    "matrix": LazyCommand(
+        "sqlwa.cli.matrix:matrix_command",
+        "Run every combination of scenario × fs × encrypt × fuse × profile × crypt × journal × sync, each on a fresh "
+        "filesystem.",
+    ),
+    "demo": LazyCommand(
+        "sqlwa.cli.matrix:demo_command",
+        "The default sweep: mobibench-insert on ext4, journal delete/truncate/persist/wal × sync normal/full, then "
+        "the table and report.html.",
+    ),
+    "parse": LazyCommand(
+        "sqlwa.cli.parse:parse", "Read block traces captured anywhere (phones, servers) into one event table."
+    ),
+    "export": LazyCommand(
+        "sqlwa.cli.export:export_command", "Write a lab run (sqlwa run --fs …) as a Perfetto trace, or a table as CSV."
+    ),
+    "report": LazyCommand(
+        "sqlwa.cli.report:report_command",
+        "Write one HTML page with charts and every number for a matrix (or one run).",
+    ),
+    "check": LazyCommand(
+        "sqlwa.cli.check:check_command",
+        "Check a matrix (or one run) against a policy of limits: a regression gate for CI.",
+    ),
+    "compare": LazyCommand(
+        "sqlwa.cli.compare:compare_command",
+        "Show two results side by side with deltas (B − A): matrices or single runs.",
+    ),
+    "lab": LazyCommand("sqlwa.cli.lab:lab", "The lab: fresh filesystems on loop devices, and the tracefs capture."),
+    "device": LazyCommand(
+        "sqlwa.cli.device:device",
+        "Device profiles: how long a storage device takes per request, for `sqlwa predict`.",
+    ),
+    "record": LazyCommand("sqlwa.cli.record:record_command", "Record the SQL a program runs, as a SQL log to replay."),
+    "predict": LazyCommand(
+        "sqlwa.cli.predict:predict_command", "Predict the commit latency of measured runs on another device."
+    ),
+}
 
 
 class LazyGroup(click.Group):
     """A click group whose commands are imported on first use (click's documented
     pattern for lazily loaded sub-commands)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, lazy_commands: dict[str, LazyCommand], **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy_commands: dict[str, LazyCommand] = {}
+        self.lazy_commands = lazy_commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy_commands})
@@ -55,7 +125,7 @@ class LazyGroup(click.Group):
         return command.get_short_help_str(limit)
 
 
-@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="sqlwa")
 def main() -> None:
     """sqlwa — what does one SQLite commit really cost the storage device?

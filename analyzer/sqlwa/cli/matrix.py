@@ -341,6 +341,18 @@ MATRIX_OPTIONS = [
     click.option(
         "--warmup", type=click.IntRange(min=0), help="Warm-up transactions per run [default: the scenario's]."
     ),
+    click.option(
+        "--from",
+        "from_db",
+        metavar="DB",
+        help="Replayed SQL logs: start each run from this snapshot of the app's database (and its -wal).",
+    ),
+    click.option(
+        "--timing",
+        metavar="recorded|back-to-back|FACTOR",
+        help="Replayed SQL logs: the log's gaps, none, or the gaps times FACTOR [default: recorded].",
+    ),
+    click.option("--strict", is_flag=True, help="Replayed SQL logs: stop at the first statement that fails."),
     click.option("--vfs-only", is_flag=True, help="Measure the VFS level only, even as root (no lab filesystems)."),
     click.option(
         "--image-size", default=DEFAULT_IMAGE_SIZE, show_default=True, metavar="SIZE", help="Size of each lab image."

@@ -119,7 +119,7 @@ def parse(
         if found is None:
             raise UsageError(
                 "--commits: the trace marks no commit (no sqlwa markers, no Android SQLite slices)",
-                "record the atrace category 'database' with the app (see the README's Perfetto config)",
+                "record the atrace category 'database' with the app (see docs/guide/traces-and-perfetto.md, Recording on a phone)",
             )
         write_table(found[0], commits_output, "the per-commit table")
     if as_json:

@@ -56,7 +56,7 @@ from sqlwa.catalogue import DEFAULT_DRAWS, DEFAULT_FRAME_BUDGET_MS, DEFAULT_SEED
     "--json",
     "as_json",
     is_flag=True,
-    help="Print the predictions as JSON instead of the table (README: 'Predicting a device').",
+    help="Print the predictions as JSON instead of the table (docs/guide/predicting-a-phone.md).",
 )
 def predict_command(
     results: Path, device_specs, fill, draws, seed, budget_ms, base, use_emulated_timings: bool, as_json: bool
@@ -75,7 +75,7 @@ def predict_command(
     predicted p50 and p99 beside the measured ones, the commits that miss the frame
     budget, and the share of the predicted latency each request kind took.
 
-    What the model leaves out (README): the device's garbage collection and other
+    What the model leaves out (docs/guide/predicting-a-phone.md): the device's garbage collection and other
     correlated slowdowns (draws are independent), how full its cache is when it flushes,
     and work the run did not wait for. A published profile with one figure has no spread.
 

@@ -76,7 +76,11 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
         option = engine.option_of(setting)
         if option is None:
             continue
-        flags = [f"--{setting.name.replace('_', '-')}", *([option.short] if option.short else [])]
+        long = option.flag or f"--{setting.name.replace('_', '-')}"
+        flags = [long, *([option.short] if option.short else [])]
+        if isinstance(setting.default, bool):
+            command = click.option(*flags, setting.name, is_flag=True, help=option.help)(command)
+            continue
         command = click.option(
             *flags,
             setting.name,
@@ -104,6 +108,8 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
         return click.Choice(option.choices, case_sensitive=False)
     if "float" in str(setting.type):
         return FiniteFloat(min=option.minimum, max=option.maximum)
+    if str(setting.type).startswith("str"):
+        return click.STRING
     return click.IntRange(min=int(option.minimum)) if option.minimum is not None else click.INT
 
 
@@ -114,7 +120,8 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     default="mobibench-insert",
     show_default=True,
     metavar="NAME|PATH",
-    help="A built-in scenario (see `sqlwa scenarios`) or a scenario TOML file.",
+    help="A built-in scenario (see `sqlwa scenarios`), a scenario TOML file, or a recorded SQL log "
+    "(sqlwa record; replayed as recorded).",
 )
 @setting_options
 @click.option("--pragma", "extra_pragmas", multiple=True, metavar="NAME[=VALUE]", help="Any other PRAGMA; repeatable.")
@@ -355,6 +362,11 @@ def run_request(
     from sqlwa.measure import runner
 
     settings = engine.RunSettings(**settings_given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
+    if settings.from_db is not None:
+        if not Path(settings.from_db).is_file():
+            raise UsageError(f"--from {settings.from_db}: no such database file", "give the app's database file")
+        # absolute: a --vm guest sees the host's files at the same paths, not its working directory
+        settings.from_db = str(Path(settings.from_db).resolve())
     if not vm and click.get_current_context().get_parameter_source("vm_kernel") != click.core.ParameterSource.DEFAULT:
         raise UsageError("--kernel chooses the VM lab's kernel, and this run is not in the VM lab", "add --vm")
     if guest_strace and not vm:

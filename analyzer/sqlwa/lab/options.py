@@ -20,7 +20,7 @@ anything is made:
    (:data:`MOUNT_KEYS_REFUSED`) and mount(8)'s own ``x-``/``X-`` options are refused.
 
 Every refusal is one :class:`~sqlwa.errors.LabError` naming the option and why, with what
-is allowed as its fix. LAB.md lists the allow-lists.
+is allowed as its fix. docs/guide/device-level.md lists the allow-lists.
 """
 
 from __future__ import annotations
@@ -249,7 +249,9 @@ def _split(opts: Sequence[str] | str) -> list[str]:
 
 def allowed_mkfs_opts(tool: str) -> str:
     """The allow-list of ``tool`` in one line, for an error's fix."""
-    return f"{tool} takes here only: " + ", ".join(str(f) for f in MKFS_FLAGS[tool]) + " (see LAB.md)"
+    return (
+        f"{tool} takes here only: " + ", ".join(str(f) for f in MKFS_FLAGS[tool]) + " (see docs/guide/device-level.md)"
+    )
 
 
 def checked_mkfs_opts(fs: str, tool: str | None, opts: Sequence[str] | str) -> tuple[str, ...]:

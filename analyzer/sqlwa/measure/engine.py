@@ -7,12 +7,12 @@ the markers live in the Rust crate ``workloads/``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import Field, asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlwa import _native
+from sqlwa import _native, record
 from sqlwa._native import Scenario
 from sqlwa.errors import ScenarioError
 
@@ -35,6 +35,7 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    flag: str | None = None  # the long option, when not the field's name
 
 
 def _setting(default: Any, option: Option) -> Any:
@@ -85,6 +86,23 @@ class RunSettings:
     # `sqlwa crash`'s untraced reference run: a copy of the database after the schema and
     # after every commit goes to this directory (what crash states are compared with)
     snapshot_dir: str | None = None
+    # a replayed SQL log only (a --scenario FILE whose first line is a SQL log header)
+    from_db: str | None = _setting(
+        None,
+        Option(
+            "Replay: start from this snapshot of the app's database (and its -wal) "
+            "[default: the log's own CREATE statements].",
+            flag="--from",
+        ),
+    )
+    timing: str | None = _setting(
+        None,
+        Option(
+            "Replay: recorded (the log's gaps between transactions), back-to-back, or a factor "
+            "on the recorded gaps [default: recorded].",
+        ),
+    )
+    strict: bool = _setting(False, Option("Replay: stop at the first statement that fails on replay."))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -98,7 +116,7 @@ class WorkloadResult:
     commits: pl.DataFrame
 
     @classmethod
-    def from_raw(cls, raw: dict) -> WorkloadResult:
+    def from_raw(cls, raw: Mapping[str, Any]) -> WorkloadResult:
         """From :func:`run_workload_raw`'s ``{"info", "commits"}``, commits as a table."""
         # Imported here, not at the top: the VM lab's guest runs the engine through
         # run_workload_raw, and importing polars takes it tens of seconds under TCG.
@@ -117,21 +135,50 @@ class WorkloadResult:
 
 
 def looks_like_path(name_or_path: str) -> bool:
-    return "/" in name_or_path or name_or_path.endswith(".toml")
+    """A scenario file or a SQL log, not a built-in scenario's name."""
+    return "/" in name_or_path or name_or_path.endswith(".toml") or Path(name_or_path).is_file()
+
+
+def database_paths(info: Mapping[str, Any]) -> list[Path]:
+    """The database files a run made: the scenario's one, or each of a replayed log's."""
+    db_path = Path(info["db_path"])
+    replayed = info.get("replay")
+    if replayed is None:
+        return [db_path]
+    return [db_path.parent / db["file_name"] for db in replayed["databases"]]
 
 
 def load_scenario(name_or_path: str) -> Scenario:
-    """A built-in scenario by name, or a scenario TOML file by path."""
+    """A built-in scenario by name, or a scenario TOML file or a recorded SQL log (its first
+    line the format-1 header: replayed) by path."""
     if looks_like_path(name_or_path):
         path = Path(name_or_path)
         # Anything but a regular file (a FIFO, /dev/zero) the engine refuses before opening it.
         if not path.exists():
             raise ScenarioError(
                 f"scenario file {name_or_path} does not exist",
-                "pass an existing .toml file, or a built-in name (sqlwa scenarios lists them)",
+                "pass an existing .toml file or SQL log, or a built-in name (sqlwa scenarios lists them)",
             )
+        refuse_unconverted_log(path)
         return _native.scenario_from_file(str(path))
     return _native.builtin_scenario(name_or_path)
+
+
+def refuse_unconverted_log(path: Path) -> None:
+    """An Android logcat or a .sql file given where a scenario or SQL log goes: said so,
+    with the one command that makes it a SQL log (the engine replays format 1 only)."""
+    if not path.is_file() or path.suffix == ".toml":
+        return
+    try:
+        kind = record.detect(path)
+    except record.SqlLogError:
+        return  # not a log of any kind: the engine's own message about the scenario file
+    if kind == "android-logcat" or (kind == "sql-file" and path.suffix == ".sql"):
+        what = "an Android logcat" if kind == "android-logcat" else "a .sql file"
+        raise ScenarioError(
+            f"{path} is {what}, not a scenario or SQL log",
+            f"convert it first: sqlwa record --from {path} --out app.jsonl, then -s app.jsonl",
+        )
 
 
 def builtin_scenarios() -> list[tuple[str, str]]:
@@ -162,7 +209,7 @@ def run_workload_raw(
     directory: Path,
     marker_path: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> dict:
+) -> _native.WorkloadRun:
     """:func:`run_workload` as the engine returns it: ``{"info": {…}, "commits": {column:
     [values]}}``, plain Python, JSON-able."""
     return _native.run_workload(

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlwa import _system
+from sqlwa import _native, _system
 from sqlwa.capture import tracing
 from sqlwa.durability import explore, reference, verdict
 from sqlwa.errors import TraceLossError, hint_of
@@ -84,7 +84,7 @@ def capture_in_lab(
         # in the sectors of the device it is on (the dm-crypt target's with --crypt)
         layout = fslayout.probe(fs.spec.kernel_type, fs.fs_device)
     return LabCapture(
-        info=raw["info"],
+        info=dict(raw["info"]),
         columns=raw["commits"],
         fs=fs_facts,
         layout=layout,
@@ -105,7 +105,7 @@ def capture_run(
     fs: filesystem.LabFilesystem,
     options: CaptureOptions,
     progress: ProgressFn | None,
-) -> tuple[dict, tracing.TraceCapture, TraceLossError | None, dict | None]:
+) -> tuple[_native.WorkloadRun, tracing.TraceCapture, TraceLossError | None, dict | None]:
     """Run the workload inside one capture; returns (raw result, capture, loss error or
     None, the FUSE daemon's CPU time over the workload or None)."""
     dev = fs.dev
@@ -140,9 +140,9 @@ def capture_run(
                 daemon_cpu = daemon_cpu_section(daemon_before, fs.fuse.cpu_time(), transactions)
             if mapped:
                 # FUSE's and eCryptfs's files have no extents: their lower files have
-                db_path = Path(raw["info"]["db_path"])
-                lower_db = fs.fuse.lower_path(db_path) if fs.fuse else Path(fs.mappable_path(str(db_path)))
-                map_after_writeback(Path(cap.marker_path), lower_db)
+                for db_path in engine.database_paths(raw["info"]):
+                    lower_db = fs.fuse.lower_path(db_path) if fs.fuse else Path(fs.mappable_path(str(db_path)))
+                    map_after_writeback(Path(cap.marker_path), lower_db)
     except TraceLossError as exc:
         loss = exc
     return raw, cap, loss, daemon_cpu
@@ -172,11 +172,12 @@ def mapping_lower_files(
     SQLite deletes at close, still exists then."""
     if fs.ecryptfs is None:
         return progress
-    lower_db = Path(fs.mappable_path(str(Path(fs.data_dir) / f"{scenario.name}.db")))
+    lower_dbs = [Path(fs.mappable_path(str(Path(fs.data_dir) / name))) for name in scenario.database_files]
 
     def report(done: int, total: int) -> None:
         if done == total:
-            engine.map_database_files(marker_path, lower_db, "end")
+            for lower_db in lower_dbs:
+                engine.map_database_files(marker_path, lower_db, "end")
         if progress is not None:
             progress(done, total)
 

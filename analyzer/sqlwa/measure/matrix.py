@@ -131,6 +131,10 @@ class MatrixPlan:
     repeat: int = 1
     txns: int | None = None
     warmup: int | None = None
+    # replayed SQL logs only (engine.RunSettings' fields of the same names)
+    from_db: str | None = None
+    timing: str | None = None
+    strict: bool = False
     lab: bool = True  # False: VFS level only, no lab filesystem
     lab_unavailable: str | None = None  # why not, when the lab is off for lack of root or tracefs
     resume: bool = False
@@ -229,6 +233,9 @@ def check_axes(plan: MatrixPlan) -> None:
             )
     for scenario in plan.scenarios:
         engine.load_scenario(scenario)  # raises ScenarioError with its own fix
+    if plan.from_db is not None and not Path(plan.from_db).is_file():
+        raise UsageError(f"--from {plan.from_db}: no such database file", "give the app's database file")
+    engine.check_settings(engine.RunSettings(timing=plan.timing))
     if not plan.vm:
         for crypt in plan.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
             devmapper.check_crypt(crypt, "ext4", has_device=True)
@@ -279,6 +286,9 @@ PLAN_OPTIONS = {
     "repeat": "--repeat",
     "txns": "-n",
     "warmup": "--warmup",
+    "from_db": "--from",
+    "timing": "--timing",
+    "strict": "--strict",
     "lab": "--vfs-only",
     "image_size": "--image-size",
     "vm": "--vm",
@@ -287,7 +297,15 @@ PLAN_OPTIONS = {
     "frame_rate": "--frame-rate",
 }
 # What a plan stored before an option existed meant by leaving it out.
-PLAN_DEFAULTS = {"vm": False, "kernel": vm_kernel.DEBIAN, "device_delay_ms": None, "frame_rate": None}
+PLAN_DEFAULTS = {
+    "vm": False,
+    "kernel": vm_kernel.DEBIAN,
+    "device_delay_ms": None,
+    "frame_rate": None,
+    "from_db": None,
+    "timing": None,
+    "strict": False,
+}
 
 
 # What a plan recorded before the layer axes existed had, in effect: no layers.
@@ -386,7 +404,16 @@ def open_store(plan: MatrixPlan):
 
 
 def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunRequest:
-    settings = engine.RunSettings(journal=cell.journal, sync=cell.sync, txns=plan.txns, warmup=plan.warmup)
+    settings = engine.RunSettings(
+        journal=cell.journal,
+        sync=cell.sync,
+        txns=plan.txns,
+        warmup=plan.warmup,
+        # absolute: a --vm guest sees the host's files at the same paths, not the working directory
+        from_db=str(Path(plan.from_db).resolve()) if plan.from_db else None,
+        timing=plan.timing,
+        strict=plan.strict,
+    )
     return runner.RunRequest(
         scenario=cell.scenario,
         settings=settings,

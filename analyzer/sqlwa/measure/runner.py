@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, NO_LAB_FS
 from sqlwa.durability import explore
-from sqlwa.errors import TraceLossError, UsageError, writing
+from sqlwa.errors import ScenarioError, TraceLossError, UsageError, writing
 from sqlwa.lab import devmapper, encryption, filesystem, fuse
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.measure import engine, environment, lab_capture
@@ -94,7 +95,9 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
     read back after set-up (``pragmas``), not what was asked (``settings``)."""
     fs = environment.filesystem_of(work_dir)
     s = request.settings
+    replayed = replay_config(info)
     return {
+        **replayed,
         "scenario": info["scenario"],
         "scenario_source": request.scenario,
         "fs": NO_LAB_FS,
@@ -118,6 +121,15 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
     }
 
 
+def replay_config(info: dict) -> dict:
+    """A replayed log's section of the configuration (``replay``), without the per-commit
+    database list (its figures per database are there)."""
+    if "replay" not in info:
+        return {}
+    replayed = {key: value for key, value in info["replay"].items() if key != "commit_database"}
+    return {"replay": replayed}
+
+
 def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame, analysis: TraceAnalysis | None = None) -> None:
     """The run's tables, then summary.json, which says the run is complete."""
     with writing(out_dir, "the run's results into"):
@@ -130,14 +142,22 @@ def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame, analysis:
 @contextmanager
 def output_dir(request: RunRequest) -> Iterator[Path]:
     """The run's output directory, locked against other writers and marked unfinished
-    (an earlier run's files removed) until :func:`write_outputs` completes it."""
+    (an earlier run's files removed) until :func:`write_outputs` completes it. A directory
+    this run made is removed again when the workload proves bad input mid-run (a replayed
+    statement failing under --strict): bad input leaves nothing behind."""
+    made = not request.out_dir.exists()
     out_dir = check_out_dir(request, create=True)
-    # Held until everything is written: a second writer would mix its markers into this
-    # run's trace and its files with this run's.
-    with _system.directory_lock(out_dir, "sqlwa run"):
-        with writing(out_dir, "the run's files into"):
-            rundir.begin(out_dir)
-        yield out_dir
+    try:
+        # Held until everything is written: a second writer would mix its markers into
+        # this run's trace and its files with this run's.
+        with _system.directory_lock(out_dir, "sqlwa run"):
+            with writing(out_dir, "the run's files into"):
+                rundir.begin(out_dir)
+            yield out_dir
+    except ScenarioError:
+        if made:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
 
 
 def execute(request: RunRequest, progress: ProgressFn | None = None, guest: machine.Guest | None = None) -> RunOutcome:

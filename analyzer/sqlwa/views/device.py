@@ -1,5 +1,5 @@
 """Device profiles and predictions as the terminal shows them, and as ``--json`` prints
-them (shapes in the README, "Predicting a device")."""
+them (shapes in docs/reference/outputs.md, "Machine-readable output")."""
 
 from __future__ import annotations
 

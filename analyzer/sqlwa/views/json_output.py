@@ -1,6 +1,6 @@
 """What ``--json`` prints: one JSON document on stdout, the same way for every command.
 
-The shapes of the documents are described in the README ("Machine-readable output").
+The shapes of the documents are described in docs/reference/outputs.md ("Machine-readable output").
 """
 
 from __future__ import annotations

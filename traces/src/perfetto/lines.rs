@@ -252,7 +252,9 @@ pub enum Call {
 /// names per call; the tables are sqlwa's (`sqlwa.analysis.syscalls`).
 #[derive(Clone, Debug, Default)]
 pub struct SyscallTables {
+    /// Per machine (`uname -m`): syscall number → name.
     pub numbers: HashMap<String, HashMap<i64, String>>,
+    /// Per syscall name: its arguments' names, in order, as the kernel prints them.
     pub arguments: HashMap<String, Vec<String>>,
     /// The machine assumed when a trace has no system_info (arm64: every phone).
     pub default_machine: String,

@@ -4,21 +4,21 @@
 //! A Perfetto trace is a run of length-delimited `TracePacket`s. Its ftrace data source
 //! records the kernel tracepoints sqlwa captures through tracefs, as typed fields in
 //! per-CPU `FtraceEventBundle`s. [`render`] reads the packets in place (field numbers from
-//! Perfetto's published protos, [`schema`]), prints each event as its tracefs line
-//! ([`lines`]), puts all CPUs' lines in one time order by an external sort ([`order`]),
+//! Perfetto's published protos, `schema.rs`), prints each event as its tracefs line
+//! (`lines.rs`), puts all CPUs' lines in one time order by an external sort (`order.rs`),
 //! and writes them, with each line's packet offset, to two files; what the packets say
 //! around the events (task names, losses, the machine) comes back as a [`Reading`]. The
-//! text then goes through [`crate::ftrace`], so RWBS dialects, flags, bytes and syscall
+//! text then goes through the crate's ftrace reader, so RWBS dialects, flags, bytes and syscall
 //! arguments mean exactly what they mean for a tracefs capture.
 //!
 //! Memory: one run of the sort (`order::RUN_ROWS` rows) and the mapped trace's pages as
 //! they are read; disk: the sort's runs and the text, ~110 bytes an event.
-pub mod lines;
-pub mod order;
-pub mod schema;
+pub(crate) mod lines;
+pub(crate) mod order;
+pub(crate) mod schema;
 #[cfg(test)]
 mod tests;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufWriter, Read, Write};
@@ -36,7 +36,7 @@ use wire::{fields, push_ints, Malformed, Value};
 
 /// A Trace message has one field, `repeated TracePacket packet = 1`: every record starts
 /// with the tag of field 1, length-delimited.
-pub const PACKET_TAG: u8 = 0x0a;
+pub(crate) const PACKET_TAG: u8 = 0x0a;
 
 /// What the packets said besides the events.
 #[derive(Clone, Debug, Default)]
@@ -47,23 +47,31 @@ pub struct Reading {
     pub names: HashMap<u32, String>,
     /// pid → name seen in scheduling events (the fallback).
     pub sched_names: HashMap<u32, String>,
-    /// cpu → overrun + dropped events at the trace's start / end (`ftrace_stats`).
+    /// cpu → overrun + dropped events at the trace's start (`ftrace_stats`).
     pub overrun_start: BTreeMap<u64, u64>,
+    /// cpu → overrun + dropped events at the trace's end.
     pub overrun_end: BTreeMap<u64, u64>,
+    /// Event bundles the trace flags as having lost events.
     pub lost_bundles: u64,
+    /// Per-CPU ftrace event bundles read.
     pub bundles: u64,
+    /// The CPUs that had bundles.
     pub cpus: BTreeSet<u64>,
+    /// ftrace events read, of every type.
     pub ftrace_events: u64,
+    /// Of those, block tracepoint events.
     pub block_events: u64,
+    /// Trace packets read.
     pub packets: u64,
     /// Rows rendered (lines written).
     pub rows: u64,
-    /// Packets that could not be read (`lenient`), and the first
-    /// [`MAX_BAD_MESSAGES`](crate::report::MAX_BAD_MESSAGES) of their errors.
+    /// Packets that could not be read (`lenient`).
     pub bad_records: u64,
+    /// The first 20 of their errors.
     pub bad_messages: Vec<String>,
-    /// The syscall table the numbers were named with, and how many it did not list.
+    /// The machine whose syscall table the numbers were named with.
     pub syscall_machine: String,
+    /// Syscall events whose number that table does not list.
     pub unknown_syscalls: u64,
 }
 
@@ -84,8 +92,11 @@ impl Reading {
 /// Where [`render`] writes: the text, each line's packet offset (8 bytes, little-endian,
 /// per line), and the directory for the sort's runs (an anonymous file).
 pub struct Output<'a> {
+    /// The ftrace text, one line per event.
     pub text: &'a Path,
+    /// Each text line's packet offset in the trace, 8 bytes little-endian per line.
     pub origins: &'a Path,
+    /// Where the sort's runs go (an anonymous file, removed when closed).
     pub sort_dir: &'a Path,
 }
 
@@ -112,7 +123,7 @@ impl Default for Tuning {
 
 /// Every event of the Perfetto trace `path` as an ftrace line, in time order, into
 /// `out`. A packet that does not decode is an error naming its byte offset (`lenient`:
-/// counted in [`Reading::bad`] instead); a broken frame (a wrong tag, a length past the
+/// counted in [`Reading::bad_records`] instead); a broken frame (a wrong tag, a length past the
 /// end: a truncated trace) ends the read, since nothing after it can be framed.
 pub fn render(
     path: &Path,

@@ -1,0 +1,1087 @@
+//! Replays a recorded SQL log (`sqllog`, format 1) through the engine: the same counting
+//! VFS, commit markers and [`CommitRecord`]s as a scenario run, so every output of a run
+//! works for an app's own workload.
+//!
+//! Semantics (issue #34; `API.md` says them for users):
+//! - Each connection of the log gets its own connection, each database file its own file
+//!   in the run's directory (by basename, distinct names kept apart), in recorded order.
+//! - A commit window opens just before the first statement of a transaction that writes
+//!   (SQLite's `sqlite3_stmt_readonly`: the statement itself, in autocommit) and closes when
+//!   the connection is back in autocommit (COMMIT, END, ROLLBACK, RELEASE of the outermost
+//!   SAVEPOINT, or the autocommit statement done): exactly the transactions as written, as
+//!   SQLite itself delimits them. Statements that only read — autocommit reads, read-only
+//!   transactions and the reads of a transaction before its first write — are replayed and
+//!   counted apart ([`ReadFigures`]), never as commits, so per-commit means are those of
+//!   the transactions that wrote. Windows never overlap: a statement of another connection
+//!   while one is open is counted in it.
+//! - The log's `journal_mode` and `synchronous` PRAGMAs, and those the run's own settings
+//!   set, are skipped (the run chooses them); the others are replayed as recorded, except
+//!   those confinement refuses. Statements a trigger ran, and those of temporary
+//!   (":memory:") connections, are skipped and counted.
+//! - A statement that fails is counted by kind, the first few kept; `strict` stops there.
+//! - Timing: the recorded start of each transaction (and of each autocommit read) is kept
+//!   relative to the first (scaled by the factor), sleeping when the replay is ahead; a
+//!   replay behind its schedule does not sleep. A log without timing runs back to back.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use serde::Serialize;
+
+use crate::confine::{pragma_refusal, Confinement};
+use crate::cpu::CpuTime;
+use crate::dmmark::DmMarker;
+use crate::engine::{
+    checked_lower_dir, create_new_file, map_run_files, mark, open, run_pragmas, sql_thread_cpu,
+    storage_failure, value_text, PROGRESS_INTERVAL,
+};
+use crate::markers::{current_tid, monotonic_ns, MarkerSink};
+use crate::settings::{pragma_statement, Timing, REPORTED_PRAGMAS};
+use crate::sqllog::{pragma_of, Event, LogReader, SqlLog};
+use crate::stop::Stop;
+use crate::vfs::{CountingVfs, LowerDir, VfsShared};
+use crate::{CommitRecord, EngineError, Progress, RunInfo, RunOutput, RunSettings, VfsCounts};
+
+/// How many failed statements are shown (each kind is counted whatever their number).
+pub const FAILURES_SHOWN: usize = 5;
+/// How many distinct PRAGMA statements the summary lists.
+pub const PRAGMAS_LISTED: usize = 100;
+
+/// A replay's results: the run's, as a scenario's, and what only a replay has.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayOutput {
+    pub run: RunOutput,
+    pub replay: ReplaySummary,
+}
+
+/// What a replay did with the log (summary.json's `replay`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReplaySummary {
+    pub log: PathBuf,
+    pub source: String,
+    pub program: Option<Vec<String>>,
+    pub recorded_sqlite_version: Option<String>,
+    pub redacted: bool,
+    /// whether the log carries timing
+    pub timed: bool,
+    /// the pacing used: "recorded", "recorded x<factor>", "back-to-back"
+    pub timing: String,
+    /// the snapshot the run started from (`from_db`), or None (the log's own schema)
+    pub from_db: Option<PathBuf>,
+    /// what the run did about warm-up
+    pub warmup: String,
+    /// `sql` events in the log
+    pub statements: u64,
+    /// statements run to completion
+    pub replayed: u64,
+    pub reads: ReadFigures,
+    pub skipped: Skipped,
+    /// failed statements by kind ("no such table", "constraint", ...)
+    pub failed: BTreeMap<String, u64>,
+    /// the first [`FAILURES_SHOWN`] failures
+    pub first_failures: Vec<Failure>,
+    /// the log's PRAGMAs (distinct statements, in order) and what the run did with each
+    pub pragmas: Vec<LoggedPragma>,
+    /// the run's figures per database file
+    pub databases: Vec<DatabaseFigures>,
+    /// per commit record, the index into `databases` of the database it wrote
+    pub commit_database: Vec<u32>,
+    /// the run stopped after `txns` transactions (RunSettings::txns) before the log's end
+    pub truncated: bool,
+}
+
+/// Statements that read only, outside any commit window.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReadFigures {
+    pub statements: u64,
+    pub time_ns: u64,
+    pub vfs: VfsCounts,
+}
+
+/// Statements not replayed, by reason.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Skipped {
+    /// on a temporary (":memory:" or "") connection
+    pub temporary: u64,
+    /// run by a trigger (it runs again on replay)
+    pub trigger: u64,
+    /// a PRAGMA the run chooses (journal_mode, synchronous, the run's own settings)
+    pub overridden_pragmas: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    pub line: u64,
+    pub kind: String,
+    pub message: String,
+    pub statement: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LoggedPragma {
+    /// the database file (run's name)
+    pub database: String,
+    pub statement: String,
+    /// "kept", "overridden" (the run chooses it) or "refused" (confinement)
+    pub action: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DatabaseFigures {
+    pub recorded: String,
+    pub file_name: String,
+    pub commits: u64,
+    pub statements: u64,
+    pub logical_bytes: u64,
+    /// VFS calls inside this database's commit windows
+    pub vfs: VfsCounts,
+}
+
+/// Replays `log` with `settings` in `dir` (which must not hold its database files).
+/// Markers go to `markers` when given; `progress` (statements done of the log's) returning
+/// false, or `stop`, ends it with `EngineError::Interrupted`.
+pub fn replay(
+    log: &SqlLog,
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+    stop: &Stop,
+) -> Result<ReplayOutput, EngineError> {
+    let timing = check_settings(log, settings)?;
+    let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
+    let lower = checked_lower_dir(settings)?;
+    let dm_marker = settings
+        .dm_mark
+        .as_deref()
+        .map(DmMarker::open)
+        .transpose()?;
+    let db_paths = create_databases(log, settings, dir)?;
+    let lower = lower.map(|lower| LowerDir::new(dir, lower));
+    let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
+    // Declared before the connections so it is dropped (unregistered) after them.
+    let vfs = settings
+        .count_vfs
+        .then(|| CountingVfs::register(shared.clone()))
+        .transpose()?;
+    let (pid, tid) = (std::process::id(), current_tid());
+    mark(&sink, |m| m.run_begin(pid, tid))?;
+    let mut replayer = Replayer::new(log, settings, timing, &db_paths, stop, &shared, &sink);
+    replayer.vfs = vfs.as_ref();
+    replayer.dm_marker = dm_marker.as_ref();
+    let result = replayer.replay_all(progress);
+    shared.set_current_txn(-1);
+    for path in &db_paths {
+        map_run_files(&shared, path, "end");
+    }
+    let closed = replayer.close_all();
+    for path in &db_paths {
+        map_run_files(&shared, path, "close");
+    }
+    let Replayer {
+        commits,
+        summary,
+        info,
+        ..
+    } = replayer;
+    drop(vfs);
+    let ended = mark(&sink, |m| m.run_end());
+    result?;
+    closed?;
+    ended?;
+    if shared.marker_errors() > 0 {
+        let path = sink.as_ref().map(|s| s.path().to_path_buf());
+        let message = format!(
+            "{} marker lines could not be written",
+            shared.marker_errors()
+        );
+        return Err(EngineError::io(path.unwrap_or_default(), message));
+    }
+    let mut info = info.ok_or_else(|| EngineError::sql("(replay)", "no database was opened"))?;
+    info.db_path = db_paths[0].clone();
+    (info.pid, info.tid, info.vfs_counting) = (pid, tid, settings.count_vfs);
+    let summary = with_database_figures(summary, log, &commits);
+    check_measured(log, &summary, &commits)?;
+    Ok(ReplayOutput {
+        run: RunOutput { info, commits },
+        replay: summary,
+    })
+}
+
+/// The settings a replay cannot honour, refused before anything is made; the pacing.
+fn check_settings(log: &SqlLog, settings: &RunSettings) -> Result<Timing, EngineError> {
+    let bad = |name: &str, message: &str| EngineError::BadSetting {
+        name: name.into(),
+        message: message.into(),
+    };
+    if settings.think_time_ms.is_some() {
+        return Err(bad(
+            "think_time_ms",
+            "a replay keeps the log's own gaps; pace it with timing (--timing)",
+        ));
+    }
+    if settings.snapshot_dir.is_some() && log.databases.len() > 1 {
+        return Err(bad(
+            "snapshot_dir",
+            "crash exploration replays a log of one database file; this log opens several",
+        ));
+    }
+    if let Some(from) = &settings.from_db {
+        if !from.is_file() {
+            return Err(bad(
+                "from_db",
+                &format!("{} is not a database file", from.display()),
+            ));
+        }
+    }
+    let timing = settings.timing.as_deref().unwrap_or("recorded");
+    Timing::parse(timing)
+}
+
+/// The run's database files, in the log's order: empty, or the `from_db` snapshot (and
+/// its -wal) for the database it is (the log's only one, or the one of the same basename).
+fn create_databases(
+    log: &SqlLog,
+    settings: &RunSettings,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, EngineError> {
+    let from_index = match &settings.from_db {
+        None => None,
+        Some(from) => Some(snapshot_target(log, from)?),
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| EngineError::io(dir, format!("cannot create directory: {e}")))?;
+    let mut paths = Vec::new();
+    for (i, db) in log.databases.iter().enumerate() {
+        let path = dir.join(&db.file_name);
+        create_new_file(&path)?;
+        if from_index == Some(i) {
+            copy_snapshot(settings.from_db.as_deref().unwrap_or(Path::new("")), &path)?;
+        }
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+fn snapshot_target(log: &SqlLog, from: &Path) -> Result<usize, EngineError> {
+    if log.databases.len() == 1 {
+        return Ok(0);
+    }
+    let name = from.file_name().map(|n| n.to_string_lossy().into_owned());
+    let found = log.databases.iter().position(|d| {
+        Path::new(&d.recorded)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            == name
+    });
+    found.ok_or_else(|| EngineError::BadSetting {
+        name: "from_db".into(),
+        message: format!(
+            "the log opens several databases and none is named {}",
+            name.unwrap_or_default()
+        ),
+    })
+}
+
+/// Copies the snapshot over the (just created, empty) database file, and its -wal.
+fn copy_snapshot(from: &Path, to: &Path) -> Result<(), EngineError> {
+    let copy = |from: &Path, to: &Path| {
+        std::fs::copy(from, to)
+            .map(drop)
+            .map_err(|e| EngineError::io(from, format!("cannot copy the snapshot: {e}")))
+    };
+    copy(from, to)?;
+    let wal = |p: &Path| {
+        let mut name = p.as_os_str().to_owned();
+        name.push("-wal");
+        PathBuf::from(name)
+    };
+    if wal(from).is_file() {
+        copy(&wal(from), &wal(to))?;
+    }
+    Ok(())
+}
+
+/// One connection of the log, open on the run's copy of its database.
+struct Live {
+    conn: Connection,
+    confinement: Confinement,
+    db: usize,
+}
+
+/// The open commit window.
+struct Window {
+    owner: u64,
+    db: usize,
+    index: u64,
+    start_ns: u64,
+    cpu_start: CpuTime,
+    before: VfsCounts,
+    statements: u64,
+    logical_bytes: u64,
+}
+
+struct Replayer<'a> {
+    log: &'a SqlLog,
+    settings: &'a RunSettings,
+    timing: Timing,
+    db_paths: &'a [PathBuf],
+    stop: &'a Stop,
+    shared: &'a VfsShared,
+    sink: &'a Option<Arc<MarkerSink>>,
+    vfs: Option<&'a CountingVfs>,
+    dm_marker: Option<&'a DmMarker>,
+    /// live connections by the log's id; temporary ones are not opened
+    conns: HashMap<u64, Live>,
+    temporary: Vec<u64>,
+    opened: Vec<bool>,
+    window: Option<Window>,
+    /// (recorded time, when it was replayed) of the first paced statement
+    anchor: Option<(u64, Instant)>,
+    commits: Vec<CommitRecord>,
+    summary: ReplaySummary,
+    info: Option<RunInfo>,
+    /// transactions to run (warm-up included), when `txns` limits them
+    limit: Option<u64>,
+    warmup: u64,
+    /// the current event's line and statement (for failures)
+    line: u64,
+}
+
+impl<'a> Replayer<'a> {
+    fn new(
+        log: &'a SqlLog,
+        settings: &'a RunSettings,
+        timing: Timing,
+        db_paths: &'a [PathBuf],
+        stop: &'a Stop,
+        shared: &'a VfsShared,
+        sink: &'a Option<Arc<MarkerSink>>,
+    ) -> Self {
+        let warmup = settings.warmup.unwrap_or(0);
+        let timing = if log.header.timed {
+            timing
+        } else {
+            Timing::BackToBack
+        };
+        let summary = ReplaySummary {
+            log: log.path.clone(),
+            source: log.header.source.clone(),
+            program: log.header.program.clone(),
+            recorded_sqlite_version: log.header.sqlite_version.clone(),
+            redacted: log.header.redacted,
+            timed: log.header.timed,
+            timing: match timing {
+                Timing::BackToBack => "back-to-back".into(),
+                Timing::Recorded(1.0) => "recorded".into(),
+                Timing::Recorded(f) => format!("recorded x{f}"),
+            },
+            from_db: settings.from_db.clone(),
+            warmup: match warmup {
+                0 => "none: a replay has no invented warm-up; every transaction of the log \
+                      is measured"
+                    .into(),
+                n => format!("the log's first {n} transactions, run but not measured"),
+            },
+            statements: log.statements,
+            ..ReplaySummary::default()
+        };
+        Replayer {
+            log,
+            settings,
+            timing,
+            db_paths,
+            stop,
+            shared,
+            sink,
+            vfs: None,
+            dm_marker: None,
+            conns: HashMap::new(),
+            temporary: Vec::new(),
+            opened: vec![false; db_paths.len()],
+            window: None,
+            anchor: None,
+            commits: Vec::new(),
+            summary,
+            info: None,
+            limit: settings.txns.map(|n| n + warmup),
+            warmup,
+            line: 0,
+        }
+    }
+
+    fn replay_all(
+        &mut self,
+        progress: &mut dyn FnMut(Progress) -> bool,
+    ) -> Result<(), EngineError> {
+        let mut reader = LogReader::open(&self.log.path)?;
+        let total = self.log.statements;
+        let (mut done, mut last_report) = (0, None::<Instant>);
+        while let Some((line, event)) = reader.next_event()? {
+            self.line = line;
+            if last_report.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL) {
+                last_report = Some(Instant::now());
+                if !progress(Progress { done, total }) {
+                    return Err(EngineError::Interrupted);
+                }
+            }
+            if self.window.is_none() {
+                self.stop.check()?;
+            }
+            match event {
+                Event::Open { conn, db, .. } => self.open(conn, &db)?,
+                Event::Sql {
+                    conn,
+                    sql,
+                    t,
+                    trigger,
+                } => {
+                    done += 1;
+                    self.statement(conn, &sql, t, trigger)?;
+                }
+                Event::Close { conn } => self.close(conn)?,
+            }
+            if self.limit.is_some_and(|n| self.commits.len() as u64 >= n) {
+                self.summary.truncated = done < total;
+                break;
+            }
+        }
+        progress(Progress { done, total });
+        Ok(())
+    }
+
+    fn open(&mut self, id: u64, recorded: &str) -> Result<(), EngineError> {
+        self.close(id)?;
+        let Some(db) = self.log.database_of(recorded) else {
+            self.temporary.push(id);
+            return Ok(());
+        };
+        let path = &self.db_paths[db];
+        let mut conn = open(path, self.vfs)?;
+        let confinement = Confinement::install(&mut conn)?;
+        self.stop.install(&mut conn)?;
+        let live = Live {
+            conn,
+            confinement,
+            db,
+        };
+        let first = !self.opened[db];
+        self.opened[db] = true;
+        self.apply_pragmas(&live, first)?;
+        if self.info.is_none() {
+            self.info = Some(run_info(&live.conn, self.log, self.settings)?);
+            self.dm_mark("sqlwa-setup")?;
+            self.snapshot(&live.conn, "setup")?;
+        }
+        self.conns.insert(id, live);
+        Ok(())
+    }
+
+    /// On a database's first connection, the log's early page_size/auto_vacuum (unless
+    /// the run sets page_size or starts from a snapshot); on every connection the run's
+    /// settings, then its extra PRAGMAs; then the journal mode is checked.
+    fn apply_pragmas(&self, live: &Live, first: bool) -> Result<(), EngineError> {
+        let run = run_pragmas(self.settings);
+        let run_sets = |name: &str| run.iter().any(|(n, ..)| *n == name);
+        let mut statements = Vec::new();
+        if first && self.settings.from_db.is_none() {
+            let early = &self.log.databases[live.db].initial_pragmas;
+            let kept = early.iter().filter(|sql| {
+                pragma_of(sql)
+                    .is_some_and(|p| !run_sets(&p.name) && pragma_refusal(&p.name).is_none())
+            });
+            statements.extend(kept.cloned());
+        }
+        statements.extend(run.iter().map(|(name, _, v)| format!("PRAGMA {name}={v}")));
+        for spec in &self.settings.extra_pragmas {
+            statements.push(pragma_statement(spec)?);
+        }
+        for sql in &statements {
+            query_all(&live.conn, sql).map_err(|e| self.failure(sql, e))?;
+        }
+        let wanted = self.settings.journal.as_str();
+        let mode = pragma_value(&live.conn, "journal_mode")?;
+        if mode != wanted {
+            let message = format!("SQLite kept journal_mode '{mode}' for this database");
+            return Err(EngineError::sql(
+                format!("PRAGMA journal_mode={wanted}"),
+                message,
+            ));
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, id: u64) -> Result<(), EngineError> {
+        self.temporary.retain(|&t| t != id);
+        if self.window.as_ref().is_some_and(|w| w.owner == id) {
+            self.close_window()?;
+        }
+        match self.conns.remove(&id) {
+            Some(live) => close_connection(live, &self.db_paths[0]),
+            None => Ok(()),
+        }
+    }
+
+    /// Closes every connection still open (in id order), the first failure reported.
+    fn close_all(&mut self) -> Result<(), EngineError> {
+        let mut result = match self.window.is_some() {
+            true => self.close_window(),
+            false => Ok(()),
+        };
+        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            if let Some(live) = self.conns.remove(&id) {
+                let closed = close_connection(live, &self.db_paths[0]);
+                result = result.and(closed);
+            }
+        }
+        result
+    }
+
+    fn statement(
+        &mut self,
+        id: u64,
+        sql: &str,
+        t: Option<u64>,
+        trigger: bool,
+    ) -> Result<(), EngineError> {
+        if self.temporary.contains(&id) {
+            self.summary.skipped.temporary += 1;
+            return Ok(());
+        }
+        if trigger {
+            self.summary.skipped.trigger += 1;
+            return Ok(());
+        }
+        let Some(live) = self.conns.get(&id) else {
+            // the checking pass saw it opened; a close in between is the log's
+            return Err(EngineError::LogParse {
+                path: self.log.path.clone(),
+                line: self.line,
+                message: format!("a statement on connection {id}, closed before it"),
+            });
+        };
+        let (db, autocommit) = (live.db, live.conn.is_autocommit());
+        if self.window.is_none() && autocommit {
+            self.pace(t)?;
+        }
+        let confined = match self.pragma_action(db, sql) {
+            Some(PragmaAction::Skip) => return Ok(()),
+            Some(PragmaAction::Refused(why)) => {
+                self.record_failure("refused", &why, sql)?;
+                return Ok(());
+            }
+            Some(PragmaAction::Run) => false,
+            None => true,
+        };
+        let outcome = self.execute(id, sql, confined)?;
+        if let Err(err) = outcome {
+            let (kind, message) = self.classify(id, &err);
+            self.storage_or_stop(sql, &err)?;
+            self.record_failure(&kind, &message, sql)?;
+        } else {
+            self.summary.replayed += 1;
+        }
+        let back_in_autocommit = self.conns.get(&id).is_some_and(|l| l.conn.is_autocommit());
+        if back_in_autocommit && self.window.as_ref().is_some_and(|w| w.owner == id) {
+            self.close_window()?;
+        }
+        Ok(())
+    }
+
+    /// Prepares and runs one statement, opening a commit window before it when it writes
+    /// and none is open; a read outside a window is counted apart.
+    /// The outer error ends the replay (the markers or the clock failed), the inner one is
+    /// the statement's.
+    fn execute(
+        &mut self,
+        id: u64,
+        sql: &str,
+        confined: bool,
+    ) -> Result<rusqlite::Result<()>, EngineError> {
+        let live = &self.conns[&id];
+        let run_confined = |f: &mut dyn FnMut() -> rusqlite::Result<()>| {
+            if confined {
+                live.confinement.confined(f)
+            } else {
+                f()
+            }
+        };
+        let mut prepared = None;
+        let mut prepare = || {
+            prepared = Some(live.conn.prepare_cached(sql)?);
+            Ok(())
+        };
+        let writes = match run_confined(&mut prepare) {
+            Ok(()) => prepared.as_ref().is_none_or(|s| !s.readonly()),
+            // several statements in one event: run as a batch, as a write
+            Err(rusqlite::Error::MultipleStatement) => true,
+            Err(e) => return Ok(Err(e)),
+        };
+        if writes && self.window.is_none() {
+            let index = self.commits.len() as u64;
+            let warmup = index < self.warmup;
+            self.window = Some(open_window(
+                self.shared,
+                self.sink,
+                index,
+                warmup,
+                id,
+                live.db,
+            )?);
+        }
+        let in_window = self.window.is_some();
+        let read_start = (!in_window).then(|| (self.shared.snapshot(), Instant::now()));
+        let mut step = || match prepared.as_mut() {
+            Some(stmt) => {
+                let mut rows = stmt.raw_query();
+                while rows.next()?.is_some() {}
+                Ok(())
+            }
+            None => live.conn.execute_batch(sql),
+        };
+        let result = self.stop.quietly(|| run_confined(&mut step));
+        drop(prepared);
+        match (&mut self.window, read_start) {
+            (Some(window), _) => {
+                window.statements += 1;
+                if writes {
+                    window.logical_bytes += literal_bytes(sql);
+                }
+            }
+            (None, Some((before, started))) => {
+                let reads = &mut self.summary.reads;
+                reads.statements += 1;
+                reads.time_ns += started.elapsed().as_nanos() as u64;
+                reads.vfs = add_counts(&reads.vfs, &self.shared.snapshot().since(&before));
+            }
+            (None, None) => {}
+        }
+        Ok(result)
+    }
+
+    /// What to do with a PRAGMA of the log (None: not a PRAGMA).
+    fn pragma_action(&mut self, db: usize, sql: &str) -> Option<PragmaAction> {
+        let pragma = pragma_of(sql)?;
+        let run_sets = run_pragmas(self.settings)
+            .iter()
+            .any(|(name, ..)| *name == pragma.name);
+        let (action, label) = match pragma_refusal(&pragma.name) {
+            _ if pragma.value.is_some() && run_sets => (PragmaAction::Skip, "overridden"),
+            Some(why) if pragma.value.is_some() || !run_sets => (
+                PragmaAction::Refused(format!("PRAGMA {}: {why}", pragma.name)),
+                "refused",
+            ),
+            _ => (PragmaAction::Run, "kept"),
+        };
+        if matches!(action, PragmaAction::Skip) {
+            self.summary.skipped.overridden_pragmas += 1;
+        }
+        self.list_pragma(db, sql, label);
+        Some(action)
+    }
+
+    fn list_pragma(&mut self, db: usize, sql: &str, action: &str) {
+        let log = self.log;
+        let database = &log.databases[db].file_name;
+        let statement = sql.trim();
+        let pragmas = &mut self.summary.pragmas;
+        let listed =
+            (pragmas.iter()).position(|p| &p.database == database && p.statement == statement);
+        match listed {
+            Some(i) => pragmas[i].count += 1,
+            None if pragmas.len() < PRAGMAS_LISTED => pragmas.push(LoggedPragma {
+                database: database.clone(),
+                statement: statement.into(),
+                action: action.into(),
+                count: 1,
+            }),
+            None => {}
+        }
+    }
+
+    /// Sleeps until the statement's recorded start, relative to the first paced one.
+    fn pace(&mut self, t: Option<u64>) -> Result<(), EngineError> {
+        let (Timing::Recorded(factor), Some(t)) = (self.timing, t) else {
+            return Ok(());
+        };
+        let Some((t0, at)) = self.anchor else {
+            self.anchor = Some((t, Instant::now()));
+            return Ok(());
+        };
+        let offset = Duration::from_secs_f64(t.saturating_sub(t0) as f64 * factor / 1e9);
+        let left = (at + offset).saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            self.stop.sleep(left)?;
+        }
+        Ok(())
+    }
+
+    fn close_window(&mut self) -> Result<(), EngineError> {
+        let Some(w) = self.window.take() else {
+            return Ok(());
+        };
+        let cpu = sql_thread_cpu()?.since(&w.cpu_start);
+        let end_ns = monotonic_ns();
+        mark(self.sink, |m| m.txn_end(w.index, end_ns))?;
+        self.dm_mark(&format!("sqlwa-txn-{}", w.index))?;
+        if let Some(live) = self.conns.get(&w.owner) {
+            self.snapshot(&live.conn, &format!("txn-{}", w.index))?;
+        }
+        let vfs = self.shared.snapshot().since(&w.before);
+        self.shared.set_current_txn(-1);
+        self.commits.push(CommitRecord {
+            index: w.index,
+            warmup: w.index < self.warmup,
+            start_ns: w.start_ns,
+            end_ns,
+            logical_bytes: w.logical_bytes,
+            statements: w.statements,
+            vfs,
+            cpu,
+        });
+        self.summary.commit_database.push(w.db as u32);
+        Ok(())
+    }
+
+    fn dm_mark(&self, text: &str) -> Result<(), EngineError> {
+        self.dm_marker.map_or(Ok(()), |marker| marker.mark(text))
+    }
+
+    /// A copy of the database as committed, when asked (`RunSettings::snapshot_dir`).
+    fn snapshot(&self, conn: &Connection, name: &str) -> Result<(), EngineError> {
+        let Some(dir) = &self.settings.snapshot_dir else {
+            return Ok(());
+        };
+        let path = dir.join(format!("{name}.db"));
+        let target = path
+            .to_str()
+            .ok_or_else(|| EngineError::io(&path, "snapshot path is not UTF-8"))?;
+        conn.execute("VACUUM INTO ?1", [target])
+            .map(drop)
+            .map_err(|e| EngineError::sql("VACUUM INTO", e))
+    }
+
+    /// (kind, message) of a failed statement.
+    fn classify(&self, id: u64, err: &rusqlite::Error) -> (String, String) {
+        let refusal = self
+            .conns
+            .get(&id)
+            .and_then(|l| l.confinement.take_refusal());
+        if let Some(why) = refusal {
+            return ("refused".into(), why);
+        }
+        let message = err.to_string();
+        let kind = failure_kind(err, &message);
+        (kind, message)
+    }
+
+    /// A stop, or the filesystem failing under the run, ends the replay whatever `strict`.
+    fn storage_or_stop(&self, sql: &str, err: &rusqlite::Error) -> Result<(), EngineError> {
+        if self.stop.stopped() {
+            return Err(EngineError::Interrupted);
+        }
+        match storage_failure(&self.db_paths[0], sql, err) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn record_failure(&mut self, kind: &str, message: &str, sql: &str) -> Result<(), EngineError> {
+        let statement = shortened(sql);
+        if self.settings.strict {
+            return Err(EngineError::ReplayFailed {
+                path: self.log.path.clone(),
+                line: self.line,
+                message: message.into(),
+                statement,
+            });
+        }
+        *self.summary.failed.entry(kind.into()).or_default() += 1;
+        if self.summary.first_failures.len() < FAILURES_SHOWN {
+            self.summary.first_failures.push(Failure {
+                line: self.line,
+                kind: kind.into(),
+                message: message.into(),
+                statement,
+            });
+        }
+        Ok(())
+    }
+
+    /// The error of one of the engine's own statements on a connection.
+    fn failure(&self, sql: &str, err: rusqlite::Error) -> EngineError {
+        if self.stop.stopped() {
+            return EngineError::Interrupted;
+        }
+        storage_failure(&self.db_paths[0], sql, &err).unwrap_or_else(|| EngineError::sql(sql, err))
+    }
+}
+
+enum PragmaAction {
+    /// the run chooses it
+    Skip,
+    Refused(String),
+    /// run unconfined (the authorizer refuses every PRAGMA)
+    Run,
+}
+
+/// Opens commit window `index` for a statement of connection `owner` on database `db`:
+/// its markers, clock, CPU time and VFS counts start here.
+fn open_window(
+    shared: &VfsShared,
+    sink: &Option<Arc<MarkerSink>>,
+    index: u64,
+    warmup: bool,
+    owner: u64,
+    db: usize,
+) -> Result<Window, EngineError> {
+    shared.set_current_txn(index as i64);
+    let before = shared.snapshot();
+    let start_ns = monotonic_ns();
+    // Inside the latency window, so a commit's CPU time can never exceed its latency.
+    let cpu_start = sql_thread_cpu()?;
+    mark(sink, |m| m.txn_begin(index, warmup, start_ns))?;
+    Ok(Window {
+        owner,
+        db,
+        index,
+        start_ns,
+        cpu_start,
+        before,
+        statements: 0,
+        logical_bytes: 0,
+    })
+}
+
+fn close_connection(live: Live, any_db: &Path) -> Result<(), EngineError> {
+    live.conn.close().map_err(|(_, e)| {
+        let statement = "(closing the database)";
+        storage_failure(any_db, statement, &e).unwrap_or_else(|| EngineError::sql(statement, e))
+    })
+}
+
+fn query_all(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut rows = stmt.query([])?;
+    while rows.next()?.is_some() {}
+    Ok(())
+}
+
+fn pragma_value(conn: &Connection, name: &str) -> Result<String, EngineError> {
+    let sql = format!("PRAGMA {name}");
+    conn.query_row(&sql, [], |row| {
+        row.get::<_, rusqlite::types::Value>(0).map(value_text)
+    })
+    .map_err(|e| EngineError::sql(&sql, e))
+}
+
+fn run_info(
+    conn: &Connection,
+    log: &SqlLog,
+    settings: &RunSettings,
+) -> Result<RunInfo, EngineError> {
+    let source_id = conn
+        .query_row("SELECT sqlite_source_id()", [], |r| r.get::<_, String>(0))
+        .map_err(|e| EngineError::sql("SELECT sqlite_source_id()", e))?;
+    let options = conn
+        .prepare("PRAGMA compile_options")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |row| row.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
+    let pragmas = REPORTED_PRAGMAS
+        .iter()
+        .map(|name| Ok((name.to_string(), pragma_value(conn, name)?)))
+        .collect::<Result<Vec<_>, EngineError>>()?;
+    Ok(RunInfo {
+        scenario: log.name.clone(),
+        seed: settings.seed.unwrap_or(0),
+        sqlite_version: rusqlite::version().to_string(),
+        sqlite_source_id: source_id,
+        compile_options: options,
+        pragmas,
+        vfs_counting: false,
+        db_path: PathBuf::new(),
+        pid: 0,
+        tid: 0,
+    })
+}
+
+/// A failure's kind: SQLite's message up to its detail ("no such table", "UNIQUE
+/// constraint failed" → "constraint"), else its error code.
+fn failure_kind(err: &rusqlite::Error, message: &str) -> String {
+    for prefix in [
+        "no such table",
+        "no such column",
+        "no such index",
+        "already exists",
+    ] {
+        if message.contains(prefix) {
+            return prefix.into();
+        }
+    }
+    match err.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => "constraint".into(),
+        Some(code) => format!("{code:?}"),
+        None => "error".into(),
+    }
+}
+
+fn shortened(sql: &str) -> String {
+    const SHOWN: usize = 200;
+    let sql = sql.trim();
+    match sql.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}…", &sql[..at]),
+        None => sql.into(),
+    }
+}
+
+fn add_counts(a: &VfsCounts, b: &VfsCounts) -> VfsCounts {
+    let mut sum = *a;
+    for kind in crate::FileKind::ALL {
+        *sum.get_mut(kind) = a.get(kind).add(b.get(kind));
+    }
+    sum
+}
+
+/// A replay with no measured commit has nothing to report per commit: say why.
+fn check_measured(
+    log: &SqlLog,
+    summary: &ReplaySummary,
+    commits: &[CommitRecord],
+) -> Result<(), EngineError> {
+    if commits.iter().any(|c| !c.warmup) {
+        return Ok(());
+    }
+    let why = match (commits.len(), summary.first_failures.first()) {
+        (0, Some(f)) => format!(
+            "no transaction of the log wrote anything on replay ({} statements failed; \
+             line {}: {})",
+            summary.failed.values().sum::<u64>(),
+            f.line,
+            f.message
+        ),
+        (0, None) => "no transaction of the log writes: nothing to measure per commit".into(),
+        (n, _) => format!("all {n} transactions of the log were warm-up (--warmup)"),
+    };
+    Err(EngineError::NothingReplayed {
+        path: log.path.clone(),
+        message: why,
+    })
+}
+
+/// The per-database figures, from the commit records and the database each wrote.
+fn with_database_figures(
+    mut summary: ReplaySummary,
+    log: &SqlLog,
+    commits: &[CommitRecord],
+) -> ReplaySummary {
+    summary.databases = (log.databases.iter())
+        .map(|d| DatabaseFigures {
+            recorded: d.recorded.clone(),
+            file_name: d.file_name.clone(),
+            commits: 0,
+            statements: 0,
+            logical_bytes: 0,
+            vfs: VfsCounts::default(),
+        })
+        .collect();
+    for (commit, &db) in commits.iter().zip(&summary.commit_database) {
+        let figures = &mut summary.databases[db as usize];
+        figures.commits += 1;
+        figures.statements += commit.statements;
+        figures.logical_bytes += commit.logical_bytes;
+        figures.vfs = add_counts(&figures.vfs, &commit.vfs);
+    }
+    summary
+}
+
+/// Payload bytes of a write statement as logged (values expanded): the literals in its
+/// text — a string's or blob's length, 8 for a number — as a scenario counts the values
+/// it binds. Literals in a WHERE clause count too (the text does not say which values are
+/// stored); a statement with no literal counts 0.
+pub fn literal_bytes(sql: &str) -> u64 {
+    let bytes = sql.as_bytes();
+    let (mut i, mut total) = (0, 0u64);
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'\'' => {
+                let (len, end) = quoted(bytes, i);
+                total += len;
+                i = end;
+            }
+            b'x' | b'X' if bytes.get(i + 1) == Some(&b'\'') && (i == 0 || !ident(bytes[i - 1])) => {
+                let (len, end) = quoted(bytes, i + 1);
+                total += len / 2;
+                i = end;
+            }
+            b'"' | b'`' => i = skip_to(bytes, i + 1, b),
+            b'[' => i = skip_to(bytes, i + 1, b']'),
+            b'-' if bytes.get(i + 1) == Some(&b'-') => i = skip_to(bytes, i, b'\n'),
+            b'0'..=b'9' if i == 0 || !ident(bytes[i - 1]) => {
+                total += 8;
+                while i < bytes.len() && (ident(bytes[i]) || bytes[i] == b'.') {
+                    i += 1;
+                }
+            }
+            _ if ident(b) => {
+                while i < bytes.len() && ident(bytes[i]) {
+                    i += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    total
+}
+
+/// The content length of the '…' string starting at `start` ('' is one quote) and the
+/// index after it.
+fn quoted(bytes: &[u8], start: usize) -> (u64, usize) {
+    let (mut i, mut len) = (start + 1, 0u64);
+    while i < bytes.len() {
+        if bytes[i] == b'\'' {
+            if bytes.get(i + 1) == Some(&b'\'') {
+                i += 2;
+                len += 1;
+                continue;
+            }
+            return (len, i + 1);
+        }
+        i += 1;
+        len += 1;
+    }
+    (len, i)
+}
+
+fn skip_to(bytes: &[u8], from: usize, end: u8) -> usize {
+    bytes[from..]
+        .iter()
+        .position(|&b| b == end)
+        .map_or(bytes.len(), |p| from + p + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_bytes_counts_values_not_names() {
+        assert_eq!(literal_bytes("INSERT INTO t VALUES(1,'abc')"), 8 + 3);
+        assert_eq!(
+            literal_bytes("INSERT INTO t2 (\"c1\") VALUES('it''s', X'0102')"),
+            4 + 2
+        );
+        assert_eq!(literal_bytes("UPDATE t SET v = NULL WHERE id = 12"), 8);
+        assert_eq!(literal_bytes("DELETE FROM t -- 5\n"), 0);
+    }
+}

@@ -1,0 +1,365 @@
+//! Replaying SQL logs (format 1): SQLite's documented sync sequence per commit
+//! (docs/reference/sqlite-commit-syncs.md), transactions as SQLite delimits them, the
+//! log's PRAGMAs, several databases, and bad logs named by file and line.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use sqlwa_workloads::{
+    replay, CommitRecord, EngineError, JournalMode, ReplayOutput, RunSettings, SqlLog, Stop,
+    SyncMode,
+};
+
+/// Writes a log: the header, then one line per event (already JSON values).
+fn write_log(dir: &Path, events: &[serde_json::Value], timed: bool) -> PathBuf {
+    let path = dir.join("app.sqllog");
+    let header = json!({"sqlwa_sql_log": 1, "source": "record", "program": null,
+        "sqlite_version": null, "started_unix_ns": null, "timed": timed, "redacted": false});
+    let mut text = format!("{header}\n");
+    for e in events {
+        text += &format!("{e}\n");
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn open(conn: u64, db: &str) -> serde_json::Value {
+    json!({"ev": "open", "conn": conn, "db": db})
+}
+
+fn sql(conn: u64, text: &str) -> serde_json::Value {
+    json!({"ev": "sql", "conn": conn, "sql": text})
+}
+
+fn run(log: &Path, settings: &RunSettings, dir: &Path) -> Result<ReplayOutput, EngineError> {
+    let log = SqlLog::load(log, &Stop::never())?;
+    replay(
+        &log,
+        settings,
+        &dir.join("run"),
+        None,
+        &mut |_| true,
+        &Stop::never(),
+    )
+}
+
+/// CREATE TABLE, then `n` single-row inserts: autocommit, or each in BEGIN…COMMIT with
+/// a read before its write, and autocommit reads between them.
+fn insert_log(dir: &Path, n: usize, explicit: bool) -> PathBuf {
+    let mut events = vec![
+        open(1, "/data/app/app.db"),
+        sql(
+            1,
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)",
+        ),
+    ];
+    for i in 0..n {
+        let insert = format!("INSERT INTO t (v) VALUES ('{}')", "x".repeat(100 + i % 3));
+        if explicit {
+            events.push(sql(1, "BEGIN"));
+            events.push(sql(1, "SELECT count(*) FROM t"));
+            events.push(sql(1, &insert));
+            events.push(sql(1, "COMMIT"));
+            events.push(sql(1, "SELECT v FROM t WHERE id = 1"));
+        } else {
+            events.push(sql(1, &insert));
+        }
+    }
+    events.push(json!({"ev": "close", "conn": 1}));
+    write_log(dir, &events, false)
+}
+
+fn measured(out: &ReplayOutput) -> Vec<&CommitRecord> {
+    out.run.commits.iter().filter(|c| !c.warmup).collect()
+}
+
+/// (journal, db, wal) xSyncs of every measured commit, asserted equal; None elsewhere.
+fn syncs(journal: JournalMode, sync: SyncMode, explicit: bool) -> (u64, u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = insert_log(dir.path(), 25, explicit);
+    let settings = RunSettings {
+        journal,
+        sync,
+        warmup: Some(5),
+        wal_autocheckpoint: Some(0),
+        ..Default::default()
+    };
+    let out = run(&log, &settings, dir.path()).unwrap();
+    // the CREATE and the 25 inserts are the commits; reads are not
+    assert_eq!(out.run.commits.len(), 26);
+    let commits = measured(&out);
+    assert_eq!(commits.len(), 21);
+    let per = |c: &CommitRecord| {
+        let v = &c.vfs;
+        (v.journal.sync_calls, v.db.sync_calls, v.wal.sync_calls)
+    };
+    let first = per(commits[0]);
+    for c in &commits {
+        assert_eq!(per(c), first, "{journal}/{sync} commit {}", c.index);
+        assert_eq!(c.vfs.total().sync_calls, first.0 + first.1 + first.2);
+    }
+    if explicit {
+        // a SELECT inside each transaction, before its write, and one after it
+        assert_eq!(out.replay.reads.statements, 2 * 25 + 25);
+        assert!(
+            commits.iter().all(|c| c.statements == 2),
+            "INSERT and COMMIT"
+        );
+    } else {
+        assert_eq!(out.replay.reads.statements, 0);
+    }
+    first
+}
+
+#[test]
+fn syncs_per_commit_follow_sqlites_documented_sequence() {
+    use JournalMode as J;
+    use SyncMode as S;
+    // docs/reference/sqlite-commit-syncs.md, as workloads/tests/sync_sequence.rs
+    let table = [
+        (J::Wal, S::Normal, (0, 0, 0)),
+        (J::Wal, S::Full, (0, 0, 1)),
+        (J::Wal, S::Extra, (0, 0, 1)),
+        (J::Delete, S::Full, (2, 1, 0)),
+        (J::Delete, S::Normal, (1, 1, 0)),
+        (J::Delete, S::Extra, (2, 1, 0)),
+        (J::Truncate, S::Full, (3, 1, 0)),
+        (J::Truncate, S::Normal, (1, 1, 0)),
+        (J::Persist, S::Full, (3, 1, 0)),
+        (J::Persist, S::Normal, (2, 1, 0)),
+        (J::Delete, S::Off, (0, 0, 0)),
+        (J::Truncate, S::Off, (0, 0, 0)),
+        (J::Wal, S::Off, (0, 0, 0)),
+    ];
+    for (journal, sync, want) in table {
+        for explicit in [false, true] {
+            assert_eq!(
+                syncs(journal, sync, explicit),
+                want,
+                "{journal}/{sync} explicit={explicit}"
+            );
+        }
+    }
+}
+
+#[test]
+fn logical_bytes_are_the_literals_of_the_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = insert_log(dir.path(), 3, false);
+    let out = run(&log, &RunSettings::default(), dir.path()).unwrap();
+    let bytes: Vec<u64> = out.run.commits.iter().map(|c| c.logical_bytes).collect();
+    assert_eq!(bytes, [0, 100, 101, 102]);
+}
+
+#[test]
+fn savepoints_and_rollbacks_delimit_commits_as_sqlite_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write_log(
+        dir.path(),
+        &[
+            open(1, "/d/a.db"),
+            sql(1, "CREATE TABLE t (v)"),
+            sql(1, "SAVEPOINT outer_sp"),
+            sql(1, "INSERT INTO t VALUES (1)"),
+            sql(1, "SAVEPOINT inner_sp"),
+            sql(1, "INSERT INTO t VALUES (2)"),
+            sql(1, "ROLLBACK TO inner_sp"),
+            sql(1, "RELEASE inner_sp"),
+            sql(1, "INSERT INTO t VALUES (3)"),
+            sql(1, "RELEASE outer_sp"),
+            sql(1, "BEGIN"),
+            sql(1, "INSERT INTO t VALUES (4)"),
+            sql(1, "ROLLBACK"),
+            sql(1, "BEGIN"),
+            sql(1, "SELECT * FROM t"),
+            sql(1, "END"),
+        ],
+        false,
+    );
+    let out = run(&log, &RunSettings::default(), dir.path()).unwrap();
+    let statements: Vec<u64> = out.run.commits.iter().map(|c| c.statements).collect();
+    // CREATE; the savepoint transaction from its first INSERT to the outer RELEASE; the
+    // rolled-back one. The read-only transaction is no commit.
+    assert_eq!(statements, [1, 7, 2]);
+    assert_eq!(out.replay.reads.statements, 2 + 3);
+    let db = rusqlite::Connection::open(dir.path().join("run/a.db")).unwrap();
+    let sum: i64 = db
+        .query_row("SELECT sum(v) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sum, 4);
+}
+
+#[test]
+fn the_runs_pragmas_override_the_logs_and_the_others_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write_log(
+        dir.path(),
+        &[
+            open(1, "/d/a.db"),
+            sql(1, "PRAGMA page_size=8192"),
+            sql(1, "PRAGMA journal_mode=DELETE"),
+            sql(1, "PRAGMA synchronous=OFF"),
+            sql(1, "PRAGMA user_version=7"),
+            sql(1, "PRAGMA temp_store_directory='/tmp'"),
+            sql(1, "CREATE TABLE t (v)"),
+        ],
+        false,
+    );
+    let settings = RunSettings {
+        journal: JournalMode::Wal,
+        sync: SyncMode::Normal,
+        ..Default::default()
+    };
+    let out = run(&log, &settings, dir.path()).unwrap();
+    let pragmas: std::collections::HashMap<_, _> = out.run.info.pragmas.into_iter().collect();
+    assert_eq!(pragmas["journal_mode"], "wal");
+    assert_eq!(pragmas["synchronous"], "1");
+    assert_eq!(pragmas["page_size"], "8192");
+    let actions: Vec<(&str, &str)> = (out.replay.pragmas.iter())
+        .map(|p| (p.statement.as_str(), p.action.as_str()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("PRAGMA page_size=8192", "kept"),
+            ("PRAGMA journal_mode=DELETE", "overridden"),
+            ("PRAGMA synchronous=OFF", "overridden"),
+            ("PRAGMA user_version=7", "kept"),
+            ("PRAGMA temp_store_directory='/tmp'", "refused"),
+        ]
+    );
+    assert_eq!(out.replay.failed["refused"], 1);
+    let db = rusqlite::Connection::open(dir.path().join("run/a.db")).unwrap();
+    let version: i64 = db
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 7);
+}
+
+#[test]
+fn databases_are_kept_apart_and_temporary_and_trigger_statements_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write_log(
+        dir.path(),
+        &[
+            open(1, "/a/app.db"),
+            open(2, "/b/app.db"),
+            open(3, ":memory:"),
+            sql(3, "CREATE TABLE scratch (v)"),
+            sql(1, "CREATE TABLE t (v)"),
+            sql(2, "CREATE TABLE u (v)"),
+            sql(1, "INSERT INTO t VALUES ('aa')"),
+            json!({"ev": "sql", "conn": 1, "sql": "INSERT INTO t VALUES ('aa')", "trigger": true}),
+            sql(2, "INSERT INTO u VALUES ('b')"),
+            sql(2, "INSERT INTO u VALUES ('c')"),
+            sql(1, "ATTACH '/etc/passwd.db' AS x"),
+        ],
+        false,
+    );
+    let out = run(&log, &RunSettings::default(), dir.path()).unwrap();
+    let files: Vec<&str> = (out.replay.databases.iter())
+        .map(|d| d.file_name.as_str())
+        .collect();
+    assert_eq!(files, ["app.db", "app-2.db"]);
+    let commits: Vec<u64> = out.replay.databases.iter().map(|d| d.commits).collect();
+    assert_eq!(commits, [2, 3]);
+    assert_eq!(out.replay.commit_database, [0, 1, 0, 1, 1]);
+    assert_eq!(out.replay.databases[0].vfs.db.write_bytes % 4096, 0);
+    assert!(out.replay.databases[1].vfs.journal.sync_calls > 0);
+    assert_eq!(out.replay.skipped.temporary, 1);
+    assert_eq!(out.replay.skipped.trigger, 1);
+    assert_eq!(out.replay.failed["refused"], 1);
+    assert!(!Path::new("/etc/passwd.db").exists());
+    let count = |file: &str, table: &str| -> i64 {
+        let db = rusqlite::Connection::open(dir.path().join("run").join(file)).unwrap();
+        db.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!((count("app.db", "t"), count("app-2.db", "u")), (1, 2));
+}
+
+#[test]
+fn a_failing_statement_is_counted_or_with_strict_stops_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write_log(
+        dir.path(),
+        &[
+            open(1, "/d/a.db"),
+            sql(1, "INSERT INTO missing VALUES (1)"),
+            sql(1, "CREATE TABLE t (v UNIQUE)"),
+            sql(1, "INSERT INTO t VALUES (1)"),
+            sql(1, "INSERT INTO t VALUES (1)"),
+        ],
+        false,
+    );
+    let out = run(&log, &RunSettings::default(), dir.path()).unwrap();
+    assert_eq!(out.replay.failed["no such table"], 1);
+    assert_eq!(out.replay.failed["constraint"], 1);
+    assert_eq!(out.replay.first_failures[0].line, 3);
+    let strict = RunSettings {
+        strict: true,
+        ..Default::default()
+    };
+    let err = run(&log, &strict, &dir.path().join("strict")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("app.sqllog, line 3:"), "{text}");
+    assert!(text.contains("no such table: missing"), "{text}");
+}
+
+#[test]
+fn bad_logs_name_their_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = insert_log(dir.path(), 2, false);
+    let text = std::fs::read_to_string(&good).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let cases = [
+        // truncated last line
+        (format!("{}\n{}", lines[..3].join("\n"), &lines[3][..20]), 4),
+        // garbled JSON in the middle
+        (
+            format!("{}\n{{\"ev\": \"sql\",, }}\n{}", lines[0], lines[1]),
+            2,
+        ),
+        // a key missing
+        (format!("{}\n{{\"ev\": \"sql\", \"conn\": 1}}", lines[0]), 2),
+        // a statement on a connection never opened
+        (format!("{}\n{}", lines[0], lines[2]), 2),
+        // not a header
+        (
+            "{\"sqlwa_sql_log\": 2, \"source\": \"x\", \"timed\": false}".to_string(),
+            1,
+        ),
+    ];
+    for (content, line) in cases {
+        let path = dir.path().join("bad.sqllog");
+        std::fs::write(&path, &content).unwrap();
+        let err = SqlLog::load(&path, &Stop::never()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("SQL log {}, line {line}: ", path.display())),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_scenario_refuses_the_settings_only_a_replay_takes() {
+    let scenario = sqlwa_workloads::Scenario::builtin("kv-prefs").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        timing: Some("recorded".into()),
+        ..Default::default()
+    };
+    let err = sqlwa_workloads::run(&scenario, &settings, dir.path(), None, &mut |_| true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("setting timing: applies to a replayed SQL log"),
+        "{err}"
+    );
+    let bad = RunSettings {
+        timing: Some("sometimes".into()),
+        ..Default::default()
+    };
+    assert!(bad.check().unwrap_err().to_string().contains("'sometimes'"));
+}
