@@ -29,6 +29,11 @@ pub const MAX_LINE_BYTES: u64 = 256 << 20;
 /// Whether the file at `path` is a SQL log: its first line is a format-1 style header
 /// (recognised by content, whatever the file's name). Reads at most the first 64 KiB.
 pub fn is_sql_log(path: &Path) -> bool {
+    // Only a regular file is looked into: opening a FIFO would wait for a writer, and the
+    // scenario reader refuses anything else with one line.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(file) = File::open(path) else {
         return false;
     };
