@@ -91,7 +91,7 @@ def one_run(fs: str, settings: engine.RunSettings, traced: bool, workdir: str, b
         dev = lab_fs.dev
         with tracing.TraceCapture(out, dev=dev, pid=threading.get_native_id(), buffer_kb=buffer_kb) as cap:
             result = engine.run_workload(scenario, settings, mountpoint, marker_path=Path(cap.marker_path))
-            _system.syncfs(lab_fs.mountpoint)  # as sqlwa run does; after the last commit, not measured
+            _system.mounts.syncfs(lab_fs.mountpoint)  # as sqlwa run does; after the last commit, not measured
         summary = cap.trace_summary or {}
         drains = cap._drain.drains if cap._drain else 0
         return Run(

@@ -60,7 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if vm_reason and item.get_closest_marker("vm"):
             item.add_marker(pytest.mark.skip(reason=vm_reason))
-    root = _system.is_root()
+    root = _system.processes.is_root()
     tracefs_reason = tracefs_unavailable() if root and any(i.get_closest_marker("tracefs") for i in items) else None
     for item in items:
         if not root and (item.get_closest_marker("root") or item.get_closest_marker("tracefs")):
@@ -101,7 +101,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     lines = ["the tests left these behind (a test does not clean up after itself):", *left]
-    removed = cleanup_leftovers() if _system.is_root() else []
+    removed = cleanup_leftovers() if _system.processes.is_root() else []
     lines += (
         ["removed by `sqlwa lab cleanup`'s logic:", *removed]
         if removed

@@ -147,11 +147,11 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     found += [f"mount: {line}" for line in Path("/proc/mounts").read_text().splitlines() if lab_name.search(line)]
     found += [
         f"daemon: {p.pid} {p.comm} {' '.join(p.argv)}"
-        for p in _system.processes()
+        for p in _system.processes.processes()
         if re.fullmatch(r"fuse-[0-9a-f]+", p.comm) and any(lab_name.search(arg) for arg in p.argv)
     ]
-    found += [f"dm: {d.name} over {','.join(d.slaves)}" for d in _system.dm_devices() if lab_name.fullmatch(d.name)]
-    tracefs = _system.tracefs_root()
+    found += [f"dm: {d.name} over {','.join(d.slaves)}" for d in _system.dm.dm_devices() if lab_name.fullmatch(d.name)]
+    tracefs = _system.tracefs.tracefs_root()
     if tracefs is not None:
         found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if instance_name.fullmatch(n)]
     found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]

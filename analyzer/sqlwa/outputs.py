@@ -34,7 +34,7 @@ SYSTEM_DIRS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/li
 KERNEL_DIRS = ("/dev", "/proc", "/sys")
 ALLOW_SYSTEM_FLAG = "--allow-system-dir"
 #: Files sqlwa keeps in a directory it writes into that do not make it anyone else's.
-OWN_HOUSEKEEPING = frozenset({_system.LOCK_FILE})
+OWN_HOUSEKEEPING = frozenset({_system.locks.LOCK_FILE})
 
 
 def allow_system_option(command: Callable) -> Callable:
@@ -71,7 +71,7 @@ def refuse_system_dir(target: str, option: str, allow_system: bool, shown: str |
     """A path (``target``, symlinks resolved; ``shown`` as the user gave it) on a kernel
     interface is refused always, one in a system directory unless ``allow_system``."""
     shown = target if shown is None else shown
-    interface = _system.kernel_interface_at(target)
+    interface = _system.mounts.kernel_interface_at(target)
     if interface is not None:
         raise UsageError(
             f"{option} {shown} is on {interface}, a kernel interface, not storage",

@@ -188,7 +188,9 @@ def remove_world(world: World) -> None:
     shutil.rmtree(world.root, ignore_errors=True)
 
 
-users = st.sampled_from(["self", "nobody"]) if _system.is_root() and shutil.which("setpriv") else st.just("self")
+users = (
+    st.sampled_from(["self", "nobody"]) if _system.processes.is_root() and shutil.which("setpriv") else st.just("self")
+)
 
 # ------------------------------------------------------------------ one invocation
 
@@ -649,7 +651,7 @@ def test_compare_options(user, p, as_json):
 )
 def test_lab_options(args):
     # As nobody only where root could be: cleanup as root would remove other runs' leftovers.
-    user = "nobody" if _system.is_root() else "self"
+    user = "nobody" if _system.processes.is_root() else "self"
     if user == "nobody" and not shutil.which("setpriv"):
         pytest.skip("setpriv is not installed (Debian package util-linux)")
     run_example(user, args)

@@ -63,7 +63,7 @@ OBEYED_WITHIN_S = 2.0  # from the signal to the process's exit
 LAB_OBEYED_WITHIN_S = 5.0  # a lab's teardown unmounts and detaches: the VM bound is 2 s, a lab's is looser
 FINISH_WITHIN_S = 60.0
 MEMORY_LIMIT = 1 << 30  # the 1 GB address-space limit
-LAB = _system.is_root() and _system.tracefs_root() is not None
+LAB = _system.processes.is_root() and _system.tracefs.tracefs_root() is not None
 SENTINEL = b"a user's file, not sqlwa's\n"
 
 # ------------------------------------------------------------------ commands

@@ -110,8 +110,8 @@ def test_lab_matrix_skips_and_fails_cells_and_goes_on(tmp_path):
     if not filesystem_support("f2fs").available:
         assert runs["f2fs"]["status"] == "skipped" and "f2fs" in runs["f2fs"]["reason"]
         assert "1 cell(s) skipped" in proc.stdout
-    assert not [m for m in _system.current_mounts() if f"sqlwa-lab-{pid}-" in m.mountpoint]
-    assert not [d for d in _system.loop_devices() if f"sqlwa-lab-{pid}-" in d.backing_file]
+    assert not [m for m in _system.mounts.current_mounts() if f"sqlwa-lab-{pid}-" in m.mountpoint]
+    assert not [d for d in _system.loops.loop_devices() if f"sqlwa-lab-{pid}-" in d.backing_file]
 
 
 @pytest.mark.root
@@ -207,7 +207,7 @@ def test_demo_runs_the_default_sweep_and_writes_the_report(tmp_path):
     assert report.stat().st_size > 1_000_000 and f"wrote {report}" in proc.stdout
     runs = store.load_results(out)
     assert runs.height == 8 and set(runs["status"]) == {"ok"}
-    assert not [m for m in _system.current_mounts() if f"sqlwa-lab-{pid}-" in m.mountpoint]
+    assert not [m for m in _system.mounts.current_mounts() if f"sqlwa-lab-{pid}-" in m.mountpoint]
 
 
 @pytest.mark.root
@@ -244,7 +244,7 @@ def test_a_run_without_a_lab_filesystem_has_one_name_everywhere(tmp_path):
     runs = store.load_results(matrix)
     cell = json.loads((Path(runs["run_dir"][0]) / "summary.json").read_text())["config"]
     one = json.loads((single / "summary.json").read_text())["config"]
-    host_fs = _system.mount_holding(tmp_path).fstype  # type: ignore[union-attr]
+    host_fs = _system.mounts.mount_holding(tmp_path).fstype  # type: ignore[union-attr]
     assert one["fs"] == cell["fs"] == runs["fs"][0] == "none"
     assert one["dir_fs"] == host_fs and host_fs in one["fs_source"]
 

@@ -29,7 +29,7 @@ def holder(*args: str, out: Path) -> Iterator[subprocess.Popen]:
     )
     try:
         deadline = time.monotonic() + 60
-        while not (out / _system.LOCK_FILE).is_file() or not (out / _system.LOCK_FILE).read_text():
+        while not (out / _system.locks.LOCK_FILE).is_file() or not (out / _system.locks.LOCK_FILE).read_text():
             assert proc.poll() is None, f"the holder ended early: {proc.communicate()}"
             assert time.monotonic() < deadline, "the holder never took the lock"
             time.sleep(0.05)
@@ -84,21 +84,21 @@ def test_a_killed_holder_frees_the_directory(tmp_path):
     # The lock file may be left behind by a kill -9; its lock died with the process.
     sqlwa("run", "-n", "20", "--warmup", "0", "--out", str(out))
     assert (out / "summary.json").is_file()
-    assert not (out / _system.LOCK_FILE).exists(), "a finished run removes its lock file"
+    assert not (out / _system.locks.LOCK_FILE).exists(), "a finished run removes its lock file"
 
 
 def test_a_finished_run_and_matrix_leave_no_lock_behind(tmp_path):
     sqlwa("run", "-n", "5", "--warmup", "0", "--out", str(tmp_path / "r"))
     sqlwa("matrix", "--vfs-only", "-j", "wal", "--sync", "full", "-n", "5", "--out", str(tmp_path / "m"))
-    assert not list(tmp_path.rglob(_system.LOCK_FILE))
+    assert not list(tmp_path.rglob(_system.locks.LOCK_FILE))
     # a refused run (bad option) leaves none either
     assert sqlwa("run", "-n", "5", "--fill", "10", "--out", str(tmp_path / "r"), check=False).returncode == 2
-    assert not list(tmp_path.rglob(_system.LOCK_FILE))
+    assert not list(tmp_path.rglob(_system.locks.LOCK_FILE))
 
 
 def test_lock_is_released_by_an_exception(tmp_path):
-    with pytest.raises(RuntimeError), _system.directory_lock(tmp_path, "sqlwa run"):
+    with pytest.raises(RuntimeError), _system.locks.directory_lock(tmp_path, "sqlwa run"):
         raise RuntimeError("boom")
-    with _system.directory_lock(tmp_path, "sqlwa run"):
-        assert (tmp_path / _system.LOCK_FILE).read_text().startswith(f"sqlwa run (pid {os.getpid()},")
-    assert not (tmp_path / _system.LOCK_FILE).exists()
+    with _system.locks.directory_lock(tmp_path, "sqlwa run"):
+        assert (tmp_path / _system.locks.LOCK_FILE).read_text().startswith(f"sqlwa run (pid {os.getpid()},")
+    assert not (tmp_path / _system.locks.LOCK_FILE).exists()

@@ -310,7 +310,7 @@ def test_lab_cleanup_removes_only_marked_scratch_directories(tmp_path):
     from sqlwa.lab.scratch import make_owned_dir
 
     marked, ownership = make_owned_dir(SCRATCH_PREFIX, tmp_path)
-    _system.release_ownership(ownership)
+    _system.ownership.release_ownership(ownership)
     dead = marked.with_name(f"{SCRATCH_PREFIX}-{pid}-y")
     marked.rename(dead)  # sqlwa's own, of a dead pid
     sqlwa("lab", "cleanup", "--workdir", str(tmp_path))

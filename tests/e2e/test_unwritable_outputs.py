@@ -54,7 +54,7 @@ def test_an_output_directory_on_a_kernel_interface_is_refused(out, fstype, lab):
     directory: the run is refused before it makes anything, with one line."""
     from sqlwa import _system
 
-    actual = _system.kernel_interface_at(out)
+    actual = _system.mounts.kernel_interface_at(out)
     if fstype is None:
         fstype = actual
     if actual is None or actual != fstype:

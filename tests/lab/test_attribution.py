@@ -56,7 +56,7 @@ def lab_truth_run(fs_name: str, out: Path, journal: str = "persist"):
                 Path(fs.mountpoint),
                 marker_path=Path(cap.marker_path),
             )
-            _system.syncfs(fs.mountpoint)
+            _system.mounts.syncfs(fs.mountpoint)
         db = Path(result.info["db_path"])
         truth = {"db": filefrag_sectors(db), "journal": filefrag_sectors(Path(f"{db}-journal"))}
         if fs_name == "btrfs":

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from test_lab import kill_at_stage_and_check
 
-from sqlwa._system import syncfs as sync_fs
-from sqlwa._system import tracefs_root
+from sqlwa._system.mounts import syncfs as sync_fs
+from sqlwa._system.tracefs import tracefs_root
 from sqlwa.capture.tracing import TraceCapture, kernel_dev, lost_in_stats, remove_instance, tracefs_available
 from sqlwa.errors import CaptureError, NeedsRoot, TraceLossError, hint_of
 from sqlwa.lab.filesystem import LabFilesystem
@@ -142,7 +142,7 @@ def test_without_root_the_capture_says_so_and_how_to_fix(monkeypatch: pytest.Mon
 
 @pytest.mark.root
 def test_unmounted_tracefs_is_reported_with_the_mount_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr("sqlwa._system.TRACEFS_MOUNTS", (str(tmp_path / "nope"),))
+    monkeypatch.setattr("sqlwa._system.tracefs.TRACEFS_MOUNTS", (str(tmp_path / "nope"),))
     availability = tracefs_available()
     assert not availability.available and "not mounted" in availability.reason
     assert "mount -t tracefs nodev /sys/kernel/tracing" in availability.hint

@@ -39,10 +39,10 @@ def test_the_ioctl_numbers_are_the_kernel_headers(tmp_path: Path) -> None:
     subprocess.run([cc, "-o", str(tmp_path / "n"), str(tmp_path / "n.c")], check=True)
     numbers = [int(n) for n in subprocess.run([str(tmp_path / "n")], capture_output=True, text=True).stdout.split()]
     assert numbers == [
-        _system.FS_IOC_SET_ENCRYPTION_POLICY,
-        _system.FS_IOC_GET_ENCRYPTION_POLICY_EX,
-        _system.FS_IOC_ADD_ENCRYPTION_KEY,
-        _system.FS_IOC_REMOVE_ENCRYPTION_KEY,
+        _system.fscrypt.FS_IOC_SET_ENCRYPTION_POLICY,
+        _system.fscrypt.FS_IOC_GET_ENCRYPTION_POLICY_EX,
+        _system.fscrypt.FS_IOC_ADD_ENCRYPTION_KEY,
+        _system.fscrypt.FS_IOC_REMOVE_ENCRYPTION_KEY,
     ]
 
 

@@ -65,10 +65,10 @@ def test_a_layer_is_one_of_the_named_ones_and_needs_a_lab() -> None:
 
 
 def test_a_kernel_without_fuse_or_dev_fuse_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_system, "kernel_filesystems", lambda: {"ext4"})
+    monkeypatch.setattr(_system.mounts, "kernel_filesystems", lambda: {"ext4"})
     with pytest.raises(UnsupportedFilesystem, match="the kernel has no FUSE"):
         fuse.check_fuse("passthrough")
-    monkeypatch.setattr(_system, "kernel_filesystems", lambda: {"ext4", "fuse"})
+    monkeypatch.setattr(_system.mounts, "kernel_filesystems", lambda: {"ext4", "fuse"})
     real_exists = os.path.exists
     monkeypatch.setattr(os.path, "exists", lambda p: False if p == "/dev/fuse" else real_exists(p))
     with pytest.raises(UnsupportedFilesystem, match="there is no /dev/fuse"):
@@ -76,7 +76,7 @@ def test_a_kernel_without_fuse_or_dev_fuse_is_one_line(monkeypatch: pytest.Monke
 
 
 def test_a_daemon_that_is_not_installed_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_system, "kernel_filesystems", lambda: {"fuse"})
+    monkeypatch.setattr(_system.mounts, "kernel_filesystems", lambda: {"fuse"})
     monkeypatch.setattr(fuse, "daemon_binary", lambda daemon: None)
     with pytest.raises(UnsupportedFilesystem, match="bindfs is not installed") as caught:
         fuse.check_fuse("bindfs")
@@ -119,7 +119,7 @@ MODES = {
 def test_the_daemon_mirrors_the_lower_directory_and_reports_what_it_was_granted(mode: str) -> None:
     with LabFilesystem("tmpfs", image_size="16M", fuse_layer=mode) as lab:
         data, lower = Path(lab.data_dir), Path(lab.mountpoint)
-        assert data == Path(lab.lab_dir) / "fuse" and _system.mount_at(str(data)).fstype == "fuse"  # type: ignore[union-attr]
+        assert data == Path(lab.lab_dir) / "fuse" and _system.mounts.mount_at(str(data)).fstype == "fuse"  # type: ignore[union-attr]
         fd = os.open(data / "a.db", os.O_CREAT | os.O_RDWR, 0o640)
         os.pwrite(fd, b"x" * 5000, 0)
         os.fdatasync(fd)
@@ -154,7 +154,7 @@ def test_passthrough_the_kernel_refuses_is_one_line_and_exit_2(tmp_path: Path) -
         "sqlwa-fuse: FUSE passthrough refused: the kernel did not turn passthrough on for this connection "
         "(FUSE_DEV_IOC_BACKING_OPEN: EPERM)"
     ]
-    assert _system.mount_at(str(tmp_path / "mnt")) is None
+    assert _system.mounts.mount_at(str(tmp_path / "mnt")) is None
 
 
 @pytest.mark.root
@@ -182,7 +182,7 @@ def test_an_exception_inside_leaves_no_daemon_and_no_mount() -> None:
             raise RuntimeError("boom")
     with pytest.raises(OSError, match="not connected"):  # its daemon is gone
         held.close()
-    assert _system.pid_is_dead(pid)
+    assert _system.processes.pid_is_dead(pid)
     assert sqlwa_leftovers(os.getpid()) == []
 
 
@@ -470,14 +470,14 @@ def test_cleanup_stops_a_daemon_whose_run_is_gone_and_nothing_else(tmp_path: Pat
         report = cleanup_leftovers()
         assert f"stopped FUSE daemon {orphan.pid} (fuse-{token}) of {lab_dir}" in report, report
         assert orphan.wait(10) is not None and not lab_dir.exists()
-        assert bystander.poll() is None and _system.mount_at(str(tmp_path / "mnt")) is not None
+        assert bystander.poll() is None and _system.mounts.mount_at(str(tmp_path / "mnt")) is not None
     finally:
         for proc in (orphan, bystander):
             proc.kill()
             proc.wait()
         for mnt in (lab_dir / "fuse", tmp_path / "mnt"):
-            if _system.mount_at(str(mnt)):
-                _system.unmount(str(mnt))
+            if _system.mounts.mount_at(str(mnt)):
+                _system.mounts.unmount(str(mnt))
         shutil.rmtree(lab_dir, ignore_errors=True)
 
 

@@ -22,7 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import sqlwa_leftovers
-from sqlwa._system import loop_devices, mount_at
+from sqlwa._system.loops import loop_devices
+from sqlwa._system.mounts import mount_at
 from sqlwa.cli.lab import lab as lab_group
 from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab.cleanup import cleanup_leftovers

@@ -261,14 +261,14 @@ def test_allowed_mkfs_options_reach_mkfs_and_the_lab_works(fs: str, opts: str, p
 
 def test_allowed_f2fs_option_reaches_mkfs_f2fs(tmp_path: Path) -> None:
     """This kernel may lack f2fs, so maybe no lab: the command the lab would run, on a file."""
-    if not _system.find_tool("mkfs.f2fs"):
+    if not _system.tools.find_tool("mkfs.f2fs"):
         pytest.skip("mkfs.f2fs is not installed (f2fs-tools)")
     lab = LabFilesystem("f2fs", image_size="64M", mkfs_opts="-O encrypt -l lbl", workdir=tmp_path)
     assert lab.user_mkfs_opts == ("-O", "encrypt", "-l", "lbl")
     image = tmp_path / "f2fs.img"
     image.write_bytes(b"")
     os.truncate(image, 64 * MiB)
-    _system.run_tool(mkfs_argv("f2fs", lab.user_mkfs_opts, str(image)), "mkfs.f2fs")
+    _system.tools.run_tool(mkfs_argv("f2fs", lab.user_mkfs_opts, str(image)), "mkfs.f2fs")
     dump = subprocess.run(["dump.f2fs", str(image)], capture_output=True, text=True)
     assert "encrypt" in dump.stdout + dump.stderr
 
@@ -337,7 +337,7 @@ def test_an_image_the_host_cannot_hold_is_one_error_and_leaves_nothing(
     """Past the free-space check (here: a host that claims to have room), ftruncate's
     EFBIG / OverflowError is one LabError and the partial lab is removed."""
     huge = 10**40
-    monkeypatch.setattr(_system, "free_space", lambda path: (huge, huge))
+    monkeypatch.setattr(_system.mounts, "free_space", lambda path: (huge, huge))
     lab = LabFilesystem("ext4", image_size=size, workdir=tmp_path)
     with pytest.raises(LabError, match="creating the image"):
         with lab:

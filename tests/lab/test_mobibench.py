@@ -103,7 +103,7 @@ def trace_mobibench(binary: Path, out: Path, *args: str) -> tuple[Path, str]:
                 (event / "enable").write_text("1")
             path = f"{fs.mountpoint}/mobibench"
             subprocess.run([str(binary), "-q", "-p", path, *args], cwd=out, check=True, capture_output=True)
-            _system.syncfs(fs.mountpoint)
+            _system.mounts.syncfs(fs.mountpoint)
         return cap.trace_path, f"{fs.dev_major},{fs.dev_minor}"
 
 

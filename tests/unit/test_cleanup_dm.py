@@ -30,15 +30,15 @@ def test_cleanup_removes_the_dm_target_of_a_dead_lab_first_and_only_that(tmp_pat
     live = f"sqlwa-lab-{os.getpid()}-bb22"
     for name in (dead, live):
         (tmp_path / name).mkdir()
-    ownership = _system.hold_ownership(tmp_path / live)
+    ownership = _system.ownership.hold_ownership(tmp_path / live)
     loops = [
-        _system.LoopDevice("/dev/loop5", str(tmp_path / dead / f"{dead}.img"), 7, 5, True),
-        _system.LoopDevice("/dev/loop6", str(tmp_path / live / f"{live}.img"), 7, 6, True),
+        _system.loops.LoopDevice("/dev/loop5", str(tmp_path / dead / f"{dead}.img"), 7, 5, True),
+        _system.loops.LoopDevice("/dev/loop6", str(tmp_path / live / f"{live}.img"), 7, 6, True),
     ]
     targets = [
-        _system.DmDevice(dead, "/dev/dm-0", 254, 0, ("loop5",)),
-        _system.DmDevice(live, "/dev/dm-1", 254, 1, ("loop6",)),
-        _system.DmDevice("cryptroot", "/dev/dm-2", 254, 2, ("loop5",)),  # not sqlwa's name
+        _system.dm.DmDevice(dead, "/dev/dm-0", 254, 0, ("loop5",)),
+        _system.dm.DmDevice(live, "/dev/dm-1", 254, 1, ("loop6",)),
+        _system.dm.DmDevice("cryptroot", "/dev/dm-2", 254, 2, ("loop5",)),  # not sqlwa's name
     ]
     done: list[str] = []
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))  # nothing of the real /tmp is looked at
@@ -53,7 +53,7 @@ def test_cleanup_removes_the_dm_target_of_a_dead_lab_first_and_only_that(tmp_pat
     try:
         report = cleanup.cleanup_leftovers()
     finally:
-        _system.release_ownership(ownership)
+        _system.ownership.release_ownership(ownership)
     assert done == [f"dm {dead}", "loop /dev/loop5"]
     assert f"removed device-mapper target {dead} (over loop5)" in report
     assert not (tmp_path / dead).exists() and (tmp_path / live).exists()
@@ -72,15 +72,15 @@ def test_cleanup_undoes_a_killed_crash_run(tmp_path, monkeypatch):
     for name in (scratch, live_scratch):  # sqlwa's mark, which cleanup looks for
         (tmp_path / name / SCRATCH_MARK).write_text(SCRATCH_MARK_TEXT)
     (tmp_path / scratch / "mnt-1").mkdir()
-    ownership = _system.hold_ownership(tmp_path / live_scratch)
+    ownership = _system.ownership.hold_ownership(tmp_path / live_scratch)
     loops = [
-        _system.LoopDevice("/dev/loop5", str(tmp_path / lab / f"{lab}.img"), 7, 5, True),
-        _system.LoopDevice("/dev/loop6", str(tmp_path / lab / f"{lab}.writes.log"), 7, 6, False),
-        _system.LoopDevice("/dev/loop7", str(tmp_path / scratch / "state-1.img"), 7, 7, False),
-        _system.LoopDevice("/dev/loop8", str(tmp_path / live_scratch / "state-1.img"), 7, 8, False),
+        _system.loops.LoopDevice("/dev/loop5", str(tmp_path / lab / f"{lab}.img"), 7, 5, True),
+        _system.loops.LoopDevice("/dev/loop6", str(tmp_path / lab / f"{lab}.writes.log"), 7, 6, False),
+        _system.loops.LoopDevice("/dev/loop7", str(tmp_path / scratch / "state-1.img"), 7, 7, False),
+        _system.loops.LoopDevice("/dev/loop8", str(tmp_path / live_scratch / "state-1.img"), 7, 8, False),
     ]
-    targets = [_system.DmDevice(f"{lab}-log", "/dev/dm-0", 254, 0, ("loop5", "loop6"))]
-    mounts = [_system.Mount(str(tmp_path / scratch / "mnt-1"), "ext4", "/dev/loop7", "rw")]
+    targets = [_system.dm.DmDevice(f"{lab}-log", "/dev/dm-0", 254, 0, ("loop5", "loop6"))]
+    mounts = [_system.mounts.Mount(str(tmp_path / scratch / "mnt-1"), "ext4", "/dev/loop7", "rw")]
     done: list[str] = []
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr(cleanup, "is_root", lambda: True)
@@ -95,7 +95,7 @@ def test_cleanup_undoes_a_killed_crash_run(tmp_path, monkeypatch):
     try:
         cleanup.cleanup_leftovers()
     finally:
-        _system.release_ownership(ownership)
+        _system.ownership.release_ownership(ownership)
     assert done.index("umount mnt-1") < done.index("loop /dev/loop7")
     assert done.index(f"dm {lab}-log") < min(done.index("loop /dev/loop5"), done.index("loop /dev/loop6"))
     assert "loop /dev/loop8" not in done

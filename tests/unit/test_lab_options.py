@@ -206,8 +206,8 @@ def test_mount_options_with_whitespace_are_a_usage_error() -> None:
 @pytest.fixture
 def host(monkeypatch: pytest.MonkeyPatch):
     """A host whose disk has 100 GiB free of 2 TiB and whose memory has 8 of 16 GiB free."""
-    monkeypatch.setattr(_system, "free_space", lambda path: (100 * GiB, 2048 * GiB))
-    monkeypatch.setattr(_system, "memory_available", lambda: (8 * GiB, 16 * GiB))
+    monkeypatch.setattr(_system.mounts, "free_space", lambda path: (100 * GiB, 2048 * GiB))
+    monkeypatch.setattr(_system.mounts, "memory_available", lambda: (8 * GiB, 16 * GiB))
 
 
 @pytest.mark.parametrize(

@@ -153,7 +153,7 @@ def test_device_delay_on_tmpfs_is_unsupported_and_a_host_without_device_mapper_s
 
     with pytest.raises(UnsupportedFilesystem, match="tmpfs has no block device to delay"):
         devmapper.check_delay(10, "none", "tmpfs", has_device=False)
-    if not _system.device_mapper_available():
+    if not _system.dm.device_mapper_available():
         with pytest.raises(
             UsageError, match=r"^--device-delay needs device-mapper, which this kernel lacks; add --vm$"
         ):
@@ -171,9 +171,9 @@ def test_a_filesystem_the_host_kernel_lacks_is_refused_with_the_vm_lab_as_the_fi
     from helpers import sqlwa_in_process
     from sqlwa import _system
 
-    monkeypatch.setattr(_system, "kernel_filesystems", lambda: {"ext4", "tmpfs"})
-    monkeypatch.setattr(_system, "is_root", lambda: True)
-    monkeypatch.setattr(_system, "try_tool", lambda *a, **kw: None)  # modprobe finds nothing
+    monkeypatch.setattr(_system.mounts, "kernel_filesystems", lambda: {"ext4", "tmpfs"})
+    monkeypatch.setattr(_system.processes, "is_root", lambda: True)
+    monkeypatch.setattr(_system.tools, "try_tool", lambda *a, **kw: None)  # modprobe finds nothing
     out = tmp_path / "out"
     proc = sqlwa_in_process("run", "-n", "2", *args, "--out", str(out))
     error, fix = proc.stderr.splitlines()
@@ -189,10 +189,10 @@ def test_a_layer_the_host_kernel_lacks_is_refused_with_the_vm_lab_as_the_fix(tmp
     from helpers import sqlwa_in_process
     from sqlwa import _system
 
-    monkeypatch.setattr(_system, "is_root", lambda: True)
+    monkeypatch.setattr(_system.processes, "is_root", lambda: True)
     real_exists = os.path.exists
     monkeypatch.setattr(os.path, "exists", lambda p: False if "/features/encryption" in str(p) else real_exists(p))
-    monkeypatch.setattr(_system, "kernel_filesystems", lambda: {"ext4", "tmpfs"})  # no fuse either
+    monkeypatch.setattr(_system.mounts, "kernel_filesystems", lambda: {"ext4", "tmpfs"})  # no fuse either
     for args in (["--encrypt", "fscrypt"], ["--fuse", "passthrough"]):
         proc = sqlwa_in_process("run", "-n", "2", "--fs", "ext4", *args, "--out", str(tmp_path / "out"))
         assert proc.returncode == 2 and proc.stderr.splitlines()[1].startswith("  fix: add --vm"), proc.stderr

@@ -27,23 +27,23 @@ def path_without_sbin(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_run_tool_finds_a_tool_that_only_sbin_has(path_without_sbin: None) -> None:
     require_depmod_in_sbin_only()
-    proc = _system.run_tool(["depmod", "--version"], "asking depmod its version")
+    proc = _system.tools.run_tool(["depmod", "--version"], "asking depmod its version")
     assert "kmod" in proc.stdout  # depmod is kmod's: its version line names it
 
 
 def test_try_tool_finds_a_tool_that_only_sbin_has(path_without_sbin: None) -> None:
     require_depmod_in_sbin_only()
-    proc = _system.try_tool(["depmod", "--version"], timeout=30)
+    proc = _system.tools.try_tool(["depmod", "--version"], timeout=30)
     assert proc is not None and proc.returncode == 0
 
 
 def test_start_daemon_finds_a_tool_that_only_sbin_has(path_without_sbin: None, tmp_path: Path) -> None:
     require_depmod_in_sbin_only()
-    proc = _system.start_daemon(["depmod", "--version"], tmp_path / "log")
+    proc = _system.processes.start_daemon(["depmod", "--version"], tmp_path / "log")
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "kmod" in out
 
 
 def test_a_tool_found_nowhere_is_still_named_in_the_error(path_without_sbin: None) -> None:
     with pytest.raises(ToolError, match=r"^checking: sqlwa-no-such-tool not found$"):
-        _system.run_tool(["sqlwa-no-such-tool"], "checking")
+        _system.tools.run_tool(["sqlwa-no-such-tool"], "checking")

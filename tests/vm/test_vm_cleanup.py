@@ -50,7 +50,7 @@ def test_a_guest_whose_run_is_gone_is_stopped_and_a_live_ones_is_left(fake_qemu)
     dead = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}-{dead_pid()}-"))
     (dead / SCRATCH_MARK).write_text(SCRATCH_MARK_TEXT)  # as sqlwa marks its scratch directories
     live = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}-{os.getpid()}-"))
-    ownership = _system.hold_ownership(live)
+    ownership = _system.ownership.hold_ownership(live)
     try:
         orphan, kept = fake_qemu(dead), fake_qemu(live)
         report = cleanup_leftovers()
@@ -59,6 +59,6 @@ def test_a_guest_whose_run_is_gone_is_stopped_and_a_live_ones_is_left(fake_qemu)
         assert kept.poll() is None  # its run (this process) is alive and holds its lock
         assert not dead.exists()  # and the dead run's control directory is gone too
     finally:
-        _system.release_ownership(ownership)
+        _system.ownership.release_ownership(ownership)
         shutil.rmtree(live, ignore_errors=True)
         shutil.rmtree(dead, ignore_errors=True)

@@ -249,7 +249,7 @@ def test_a_known_string_reaches_the_disk_only_unencrypted(tmp_path, layer, optio
 # ----------------------------------------------------------------------- the host
 
 
-@pytest.mark.skipif(_system.device_mapper_available(), reason="this host has device-mapper")
+@pytest.mark.skipif(_system.dm.device_mapper_available(), reason="this host has device-mapper")
 def test_crypt_without_the_vm_is_refused_in_one_line_on_a_host_without_device_mapper(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "sqlwa", "run", "--fs", "ext4", "--crypt", "dm-crypt", "-n", "5", "--out", str(out)]
@@ -259,7 +259,7 @@ def test_crypt_without_the_vm_is_refused_in_one_line_on_a_host_without_device_ma
     assert not out.exists()
 
 
-@pytest.mark.skipif(_system.device_mapper_available(), reason="this host has device-mapper")
+@pytest.mark.skipif(_system.dm.device_mapper_available(), reason="this host has device-mapper")
 def test_a_crypt_axis_without_the_vm_is_refused_in_one_line_on_a_host_without_device_mapper(tmp_path):
     out = tmp_path / "m"
     cmd = [sys.executable, "-m", "sqlwa", "matrix", "--crypt", "none,dm-crypt", "-j", "wal", "--out", str(out)]

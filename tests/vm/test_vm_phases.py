@@ -33,7 +33,11 @@ SHORT_LIMIT_S = 5
 
 def qemus_sharing(path: Path) -> list[int]:
     """qemu processes still serving ``path`` to a guest."""
-    return [p.pid for p in _system.processes() if p.comm.startswith("qemu-system") and str(path) in " ".join(p.argv)]
+    return [
+        p.pid
+        for p in _system.processes.processes()
+        if p.comm.startswith("qemu-system") and str(path) in " ".join(p.argv)
+    ]
 
 
 def stalled_run(out: Path, phase: str, limit_s: float) -> tuple[subprocess.CompletedProcess, float]:

@@ -27,7 +27,11 @@ COMMITTING = "sqlwa-vm: progress "
 
 def qemus_sharing(path: Path) -> list[int]:
     """qemu processes still serving ``path`` to a guest."""
-    return [p.pid for p in _system.processes() if p.comm.startswith("qemu-system") and str(path) in " ".join(p.argv)]
+    return [
+        p.pid
+        for p in _system.processes.processes()
+        if p.comm.startswith("qemu-system") and str(path) in " ".join(p.argv)
+    ]
 
 
 def wait_for_console(proc: subprocess.Popen, console: Path, seen, timeout: float = 400) -> None:

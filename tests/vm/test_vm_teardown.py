@@ -43,7 +43,11 @@ def sqlwa_with(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedPro
 
 def qemus_sharing(path: Path) -> list[int]:
     """qemu processes still serving ``path`` to a guest."""
-    return [p.pid for p in _system.processes() if p.comm.startswith("qemu-system") and str(path) in " ".join(p.argv)]
+    return [
+        p.pid
+        for p in _system.processes.processes()
+        if p.comm.startswith("qemu-system") and str(path) in " ".join(p.argv)
+    ]
 
 
 def test_a_hung_teardown_step_is_abandoned_by_the_guest_and_the_run_fails_in_one_line(tmp_path):

@@ -79,13 +79,13 @@ class Drain(threading.Thread):
 
     def run(self) -> None:
         try:
-            _system.tracefs_write(self._tracing_on, "1")
+            _system.tracefs.tracefs_write(self._tracing_on, "1")
             self.recording.set()
             while not self._stop_requested.wait(self._interval):
                 if self._filling():
                     self.drains += 1
                     self._read_available()
-            _system.tracefs_write(self._tracing_on, "0")
+            _system.tracefs.tracefs_write(self._tracing_on, "0")
             if not self._discard:
                 self._read_available()
         except BaseException as exc:  # reported by stop(); the thread must not die silently

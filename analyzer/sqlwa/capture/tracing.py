@@ -108,11 +108,13 @@ class Availability:
 def tracefs_available() -> Availability:
     """Root, tracefs mounted, the block tracepoints present; and separately whether the
     syscall tracepoints exist (their absence only makes the syscall level absent)."""
-    if not _system.is_root():
+    if not _system.processes.is_root():
         return Availability(False, "tracefs needs root", "run with sudo, or use --dir PATH for a VFS-only run")
-    root = _system.tracefs_root()
+    root = _system.tracefs.tracefs_root()
     if root is None:
-        return Availability(False, f"tracefs is not mounted (no {_system.TRACEFS_MOUNTS[0]}/instances)", MOUNT_HINT)
+        return Availability(
+            False, f"tracefs is not mounted (no {_system.tracefs.TRACEFS_MOUNTS[0]}/instances)", MOUNT_HINT
+        )
     missing = [e for e in REQUIRED_BLOCK_EVENTS if not (root / "events" / "block" / e).is_dir()]
     if missing:
         return Availability(
@@ -132,9 +134,9 @@ def tracefs_available() -> Availability:
 def require_tracefs() -> Path:
     availability = tracefs_available()
     if not availability.available:
-        error = NeedsRoot if not _system.is_root() else CaptureError
+        error = NeedsRoot if not _system.processes.is_root() else CaptureError
         raise error(f"the block/syscall capture is not possible: {availability.reason}", availability.hint)
-    return _system.tracefs_root()  # type: ignore[return-value]
+    return _system.tracefs.tracefs_root()  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------- capture
@@ -152,7 +154,7 @@ class TraceCapture:
 
     >>> with TraceCapture(out_dir, dev=lab.dev, pid=threading.get_native_id()) as cap:
     ...     engine.run(marker_path=cap.marker_path)   # close the marker file before leaving
-    ...     _system.syncfs(lab.mountpoint)
+    ...     _system.mounts.syncfs(lab.mountpoint)
     >>> cap.trace_summary   # {"events": n, "lost_events": n}
 
     ``dev``: (major, minor) of the block device to record, or None (tmpfs: the block level
@@ -193,7 +195,7 @@ class TraceCapture:
         self.syscalls = tuple(syscalls)
         self.exits = tuple(exits)
         self._progress = progress or (lambda stage: None)
-        self._guard = _system.SignalGuard()
+        self._guard = _system.signals.SignalGuard()
         self.instance_name = f"{INSTANCE_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
         self.instance_dir: Path | None = None
         self.trace_path = self.out_dir / TRACE_FILE
@@ -260,7 +262,7 @@ class TraceCapture:
     def _start(self) -> None:
         self._progress("instance")
         os.mkdir(self.instance_dir)  # type: ignore[arg-type]
-        self._ownership = _system.hold_ownership(self.instance_dir)  # type: ignore[arg-type]
+        self._ownership = _system.ownership.hold_ownership(self.instance_dir)  # type: ignore[arg-type]
         self._progress("configure")
         self._write("tracing_on", "0")  # a new instance records at once; start only when all is set
         self._write("buffer_size_kb", str(self.buffer_kb))
@@ -335,7 +337,7 @@ class TraceCapture:
     def _write(self, rel: str, value: str) -> None:
         path = self.instance_dir / rel  # type: ignore[operator]
         try:
-            _system.tracefs_write(path, value)
+            _system.tracefs.tracefs_write(path, value)
         except OSError as exc:
             raise CaptureError(f"writing {value!r} to {path} failed: {exc.strerror}") from exc
 
@@ -384,7 +386,7 @@ class TraceCapture:
             if self.instance_dir is not None:
                 remove_instance(self.instance_dir)
         finally:
-            _system.release_ownership(self._ownership)  # held to here: cleanup leaves us alone
+            _system.ownership.release_ownership(self._ownership)  # held to here: cleanup leaves us alone
             self._ownership = None
 
     def _summarise(self) -> None:
@@ -429,7 +431,7 @@ def remove_instance(instance_dir: Path) -> None:
     """rmdir a tracefs instance, retrying briefly: it is busy while any of its files (the
     engine's trace_marker, a reader of trace_pipe) is still open."""
     try:
-        _system.remove_tracefs_instance(instance_dir)
+        _system.tracefs.remove_tracefs_instance(instance_dir)
     except OSError as exc:
         raise CaptureError(
             f"could not remove tracefs instance {instance_dir}: {exc.strerror} (a file of it is still open)"
@@ -438,18 +440,18 @@ def remove_instance(instance_dir: Path) -> None:
 
 def remove_dead_instances() -> list[str]:
     """rmdir every ``sqlwa-<pid>-<token>`` tracefs instance whose owner is gone (its pid
-    dead here and its ownership lock free: :func:`sqlwa._system.owner_is_gone`)."""
-    root = _system.tracefs_root()
+    dead here and its ownership lock free: :func:`sqlwa._system.ownership.owner_is_gone`)."""
+    root = _system.tracefs.tracefs_root()
     if root is None:
         return []
     removed = []
     for instance in sorted((root / "instances").iterdir()):
         match = INSTANCE_RE.match(instance.name)
-        if not match or not _system.owner_is_gone(instance, int(match.group(1))):
+        if not match or not _system.ownership.owner_is_gone(instance, int(match.group(1))):
             continue
         try:
-            _system.tracefs_write(instance / "tracing_on", "0")
-            _system.tracefs_write(instance / "events" / "enable", "0")
+            _system.tracefs.tracefs_write(instance / "tracing_on", "0")
+            _system.tracefs.tracefs_write(instance / "events" / "enable", "0")
             remove_instance(instance)
             removed.append(f"removed tracefs instance {instance.name}")
         except (OSError, CaptureError) as exc:

@@ -67,7 +67,7 @@ def check(as_json: bool) -> None:
 def availability() -> list[tuple[str, bool, str, str | None]]:
     """(what, ok, reason, fix) for root, tracefs, the syscall tracepoints, each --fs,
     --crypt and --device-delay."""
-    from sqlwa._system import is_root
+    from sqlwa._system.processes import is_root
     from sqlwa.capture.tracing import tracefs_available
     from sqlwa.lab.devmapper import crypt_support, delay_support
     from sqlwa.lab.filesystem import FILESYSTEMS, filesystem_support

@@ -108,7 +108,7 @@ def parse(
     status = Console(stderr=True)
     # SIGTERM, like Ctrl-C, unwinds: the parse stops at its next progress check and says
     # so in one line (exit 130). Its temporary files have no names, so none outlives it.
-    with _system.signals_unwind():
+    with _system.signals.signals_unwind():
         events, report = parsed_events(traces, fmt, lenient, output, status)
     found = None
     if events is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from sqlwa import _system
 from sqlwa.device import fio
 from sqlwa.device.profile import Level, Profile
-from sqlwa.errors import ToolError, UsageError
+from sqlwa.errors import ToolError, UsageError, interruption
 from sqlwa.lab.fill import fill_filesystem
 from sqlwa.lab.scratch import PROBE_PREFIX, make_owned_dir
 
@@ -45,13 +45,13 @@ class ProbeOptions:
 
 def check_options(options: ProbeOptions) -> str:
     """fio's path, once everything asked for is possible here; before anything is made."""
-    found = _system.find_tool("fio")
+    found = _system.tools.find_tool("fio")
     if found is None:
         raise UsageError("fio is not installed: sqlwa device probe measures with it", "apt-get install fio")
     where = options.directory
     if not where.is_dir():
         raise UsageError(f"{where} is not an existing directory", "give a directory on the storage to measure")
-    interface = _system.kernel_interface_at(where)
+    interface = _system.mounts.kernel_interface_at(where)
     if interface is not None:
         raise UsageError(f"{where} is on {interface}, a kernel interface, not storage", "give a directory on a disk")
     if not os.access(where, os.W_OK | os.X_OK):
@@ -61,7 +61,7 @@ def check_options(options: ProbeOptions) -> str:
         raise UsageError(f"--fill {bad[0]:g} is not between 0 and {MAX_FILL_PCT:g}", "e.g. --fill 50 --fill 85")
     if not 0.5 <= options.seconds <= 600:
         raise UsageError(f"--seconds {options.seconds:g} is not between 0.5 and 600", "e.g. --seconds 5")
-    free, _total = _system.free_space(str(where))
+    free, _total = _system.mounts.free_space(str(where))
     if free < (options.size_mib << 20) + MARGIN_BYTES:
         raise UsageError(
             f"{where} has {free >> 20} MiB free; the probe needs its {options.size_mib} MiB data file and "
@@ -75,7 +75,7 @@ def check_options(options: ProbeOptions) -> str:
 def probe_dir(parent: Path) -> Iterator[Path]:
     """A fresh directory for fio's data and the filler files, removed afterwards however
     the probe ends (SIGTERM and Ctrl-C unwind through here)."""
-    guard = _system.SignalGuard()
+    guard = _system.signals.SignalGuard()
     guard.install()
     with guard.critical():  # made and locked as one step
         path, ownership = make_owned_dir(PROBE_PREFIX, parent)
@@ -84,11 +84,11 @@ def probe_dir(parent: Path) -> Iterator[Path]:
     finally:
         guard.tearing_down = True  # a second Ctrl-C must not cut the removal short
         shutil.rmtree(path, ignore_errors=True)
-        _system.release_ownership(ownership)
+        _system.ownership.release_ownership(ownership)
         guard.restore()
         pending = guard.take_pending()
         if pending is not None:
-            raise _system.interruption(pending)
+            raise interruption(pending)
 
 
 def run_fio(fio_path: str, work: Path, args: list[str], what: str) -> dict:
@@ -96,7 +96,7 @@ def run_fio(fio_path: str, work: Path, args: list[str], what: str) -> dict:
     fio's own reason."""
     argv = [fio_path, "--output-format=json", *args, JOB_FILE]
     try:
-        done = _system.run_tool(argv, what, cwd=work, die_with_caller=True)
+        done = _system.tools.run_tool(argv, what, cwd=work, die_with_caller=True)
     except ToolError as exc:
         reason = " ".join(line.strip() for line in exc.stderr.splitlines() if line.strip()) or str(exc)
         raise UsageError(
@@ -113,14 +113,14 @@ def measure_level(fio_path: str, work: Path, options: ProbeOptions, fua: bool | 
         progress(f"  job {number}/{len(fio.MEASURED_JOBS)} {job.name} ({options.seconds:g} s): {job.what}")
         data = run_fio(fio_path, work, [f"--section={job.name}"], f"fio job {job.name}")
         jobs.update(fio.jobs_by_name(data, f"fio job {job.name}"))
-    return fio.level_from_jobs(jobs, fua, round(100 * _system.used_fraction(str(work)), 2))
+    return fio.level_from_jobs(jobs, fua, round(100 * _system.mounts.used_fraction(str(work)), 2))
 
 
 def probe(options: ProbeOptions, progress: Progress) -> Profile:
     """Measure the device under ``options.directory`` at each fill level asked for (in
     rising order; none: as full as it is)."""
     fio_path = check_options(options)
-    facts = _system.block_device_facts(options.directory)
+    facts = _system.loops.block_device_facts(options.directory)
     fua = facts.get("fua")
     has_fua = fua if isinstance(fua, bool) else None
     levels = []
@@ -139,13 +139,13 @@ def probe(options: ProbeOptions, progress: Progress) -> Profile:
         name=options.name or f"probe-{facts.get('block_device') or facts.get('filesystem') or 'device'}",
         kind="measured",
         description=describe(facts, options.directory),
-        source=f"sqlwa device probe, {datetime.date.today().isoformat()}, {_system.tool_version(fio_path) or 'fio'}",
+        source=f"sqlwa device probe, {datetime.date.today().isoformat()}, {_system.tools.tool_version(fio_path) or 'fio'}",
         notes=[f"fio jobs of {options.seconds:g} s each on a {options.size_mib} MiB file (sqlwa device jobfile)"],
         device={
             "directory": str(options.directory.resolve()),
             **facts,
             "kernel": platform.release(),
-            "fio_version": _system.tool_version(fio_path),
+            "fio_version": _system.tools.tool_version(fio_path),
         },
         levels=levels,
     )

@@ -85,10 +85,12 @@ class Bench:
         with open(self.image, "xb") as f:
             f.truncate(self.device_bytes)
         # one loop device for many states: its page cache goes with each unmount (last close)
-        self.device = _system.attach_loop(str(self.image))
+        self.device = _system.loops.attach_loop(str(self.image))
 
     def inspect(self, target: verdict.Target, ref: reference.Reference) -> verdict.Inspection:
-        found = _system.call_in_child(STATE_TIMEOUT_S, verdict.inspect, self.device, self.mountpoint, target, ref)
+        found = _system.processes.call_in_child(
+            STATE_TIMEOUT_S, verdict.inspect, self.device, self.mountpoint, target, ref
+        )
         if found is not None:
             return found
         self.stuck.append(str(self.mountpoint))
@@ -99,10 +101,10 @@ class Bench:
 
     def close(self) -> None:
         for mountpoint in self.stuck:  # best effort: a mount stuck in the kernel may refuse
-            _system.try_tool(["umount", "-l", mountpoint], timeout=10)
+            _system.tools.try_tool(["umount", "-l", mountpoint], timeout=10)
         for image in self.workdir.glob("state-*.img"):
-            for loop in _system.loops_backed_by(str(image)):
-                _system.try_tool(["losetup", "-d", loop.device], timeout=10)
+            for loop in _system.loops.loops_backed_by(str(image)):
+                _system.tools.try_tool(["losetup", "-d", loop.device], timeout=10)
         self.device = ""
 
 

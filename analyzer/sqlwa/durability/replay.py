@@ -64,11 +64,11 @@ class Replayer:
         offset = entry.sector * self.log.sectorsize
         length = entry.sectors * self.log.sectorsize
         if entry.is_discard:
-            _system.punch_hole(fd, offset, length)
+            _system.files.punch_hole(fd, offset, length)
         elif entry.is_write:
             data = self._data(entry.offset, length)
             if data.count(0) == len(data):  # zeros (a journal being initialised): a hole reads the same
-                _system.punch_hole(fd, offset, length)
+                _system.files.punch_hole(fd, offset, length)
             else:
                 os.pwrite(fd, data, offset)
 
@@ -89,8 +89,8 @@ def _copy_sparse_into(source: Path, dst: int) -> None:
     try:
         size = os.fstat(src).st_size
         os.ftruncate(dst, size)
-        _system.punch_hole(dst, 0, size)
-        for offset, length in _system.data_extents(src):
+        _system.files.punch_hole(dst, 0, size)
+        for offset, length in _system.files.data_extents(src):
             done = 0
             while done < length:
                 chunk = os.pread(src, min(COPY_CHUNK, length - done), offset + done)

@@ -63,16 +63,16 @@ class Inspection:
 
 def inspect(device: str, mountpoint: Path, target: Target, ref: reference.Reference) -> Inspection:
     """Mount ``device`` (a loop device over the state's image) and look at the database."""
-    with _system.kernel_log_since() as new_messages:
+    with _system.tools.kernel_log_since() as new_messages:
         try:
-            _system.mount_device(device, str(mountpoint), target.fstype, target.mount_opts)
+            _system.mounts.mount_device(device, str(mountpoint), target.fstype, target.mount_opts)
         except OSError as exc:
             said = [m for m in new_messages() if os.path.basename(device) in m or m.lower().startswith(target.fstype)]
             return Inspection(UNMOUNTABLE, None, "; ".join(said[-2:]) or str(exc))
     try:
         return inspect_database(mountpoint / target.db_relpath, ref)
     finally:
-        _system.unmount_device(str(mountpoint))
+        _system.mounts.unmount_device(str(mountpoint))
 
 
 def inspect_database(db: Path, ref: reference.Reference) -> Inspection:

@@ -1,7 +1,7 @@
 """Removing what crashed runs left behind: FUSE daemons, mounts, device-mapper targets,
 loop devices, lab and scratch directories and tracefs instances, found by sqlwa's own
 naming only and only where their owner is gone (its pid dead here and its ownership lock free, which also holds across
-PID namespaces: :func:`sqlwa._system.owner_is_gone`)."""
+PID namespaces: :func:`sqlwa._system.ownership.owner_is_gone`)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,11 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from sqlwa._system import (
-    current_mounts,
-    detach_loop,
-    dm_devices,
-    is_root,
-    kill_process,
-    loop_devices,
-    owner_is_gone,
-    processes,
-    remove_dm_device,
-    unmount,
-)
+from sqlwa._system.dm import dm_devices, remove_dm_device
+from sqlwa._system.loops import detach_loop, loop_devices
+from sqlwa._system.mounts import current_mounts, unmount
+from sqlwa._system.ownership import owner_is_gone
+from sqlwa._system.processes import is_root, kill_process, processes
 from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
 from sqlwa.lab import fuse

@@ -73,7 +73,7 @@ def check_crypt(mode: str, fs: str, has_device: bool) -> None:
             f"--crypt {mode}: {fs} has no block device to encrypt", "use a disk filesystem such as ext4"
         )
     check_target("--crypt", "crypt", "dm-crypt", "dm_crypt")
-    if not _system.find_tool("cryptsetup"):
+    if not _system.tools.find_tool("cryptsetup"):
         raise UsageError("--crypt needs cryptsetup, which this machine lacks", "apt-get install cryptsetup-bin")
 
 
@@ -102,10 +102,10 @@ def check_delay_with(delay_ms: int, crypt: str) -> None:
 
 def check_target(option: str, target: str, label: str, module: str) -> None:
     """device-mapper and its ``target`` type, or one line saying the VM lab has them."""
-    if not _system.device_mapper_available():
+    if not _system.dm.device_mapper_available():
         raise UsageError(f"{option} needs device-mapper, which this kernel lacks; add --vm")
     # dmsetup needs root to list the targets; without root, the lab's root check says so next
-    if _system.is_root() and not _system.dm_target_available(target, module):
+    if _system.processes.is_root() and not _system.dm.dm_target_available(target, module):
         raise UsageError(f"{option} needs device-mapper's {target} target ({label}), which this kernel lacks; add --vm")
 
 
@@ -132,7 +132,7 @@ class DmTarget:
 
     def __init__(self, name: str) -> None:
         self.name = name  # the lab's name: the target is /dev/mapper/<name>
-        self.device: _system.DmDevice | None = None
+        self.device: _system.dm.DmDevice | None = None
         self.table: str | None = None
 
     @property
@@ -142,10 +142,10 @@ class DmTarget:
     def open(self, loop_device: str) -> None:
         """Make the target over ``loop_device``, which the caller has just checked is the lab's own."""
         self._create(loop_device)
-        self.device = _system.dm_device(self.name)
+        self.device = _system.dm.dm_device(self.name)
         if self.device is None:
             raise LabError(f"{self.name} was set up, but no such device-mapper device appeared")
-        self.table = _system.dm_table(self.name).strip()
+        self.table = _system.dm.dm_table(self.name).strip()
 
     def _create(self, loop_device: str) -> None:
         raise NotImplementedError
@@ -153,15 +153,15 @@ class DmTarget:
     def assert_over(self, loop_device: str) -> None:
         """The last check before mkfs: the target of this name exists and sits on
         ``loop_device`` alone."""
-        device = _system.dm_device(self.name)
+        device = _system.dm.dm_device(self.name)
         if device is None or device.slaves != (os.path.basename(loop_device),):
             raise LabError(f"refusing to format {self.path}: it is not the lab's target over {loop_device}")
 
     def close(self) -> None:
         """Remove the target of this name if it exists (found by name, so a setup
         interrupted at any point is undone)."""
-        if _system.dm_device(self.name) is not None:
-            _system.remove_dm_device(self.name)
+        if _system.dm.dm_device(self.name) is not None:
+            _system.dm.remove_dm_device(self.name)
 
     def dev_text(self) -> str | None:
         return f"{self.device.major}:{self.device.minor}" if self.device else None
@@ -176,7 +176,7 @@ class DmCrypt(DmTarget):
 
     def _create(self, loop_device: str) -> None:
         """Format (LUKS2) and open dm-crypt over the loop device."""
-        _system.run_tool(["wipefs", "-a", loop_device], "wiping signatures off the lab's loop device")
+        _system.tools.run_tool(["wipefs", "-a", loop_device], "wiping signatures off the lab's loop device")
         if self.mode.luks:
             self._open_luks2(loop_device)
         else:
@@ -185,16 +185,18 @@ class DmCrypt(DmTarget):
     def _open_plain(self, loop_device: str) -> None:
         argv = ["cryptsetup", "open", "--type", "plain", "--cipher", CIPHER, "--key-size", str(KEY_BITS)]
         argv += ["--key-file", "/dev/urandom", loop_device, self.name]
-        _system.run_tool(argv, "opening plain dm-crypt over the lab's loop device", "check that dm-crypt is available")
+        _system.tools.run_tool(
+            argv, "opening plain dm-crypt over the lab's loop device", "check that dm-crypt is available"
+        )
 
     def _open_luks2(self, loop_device: str) -> None:
         passphrase = secrets.token_hex(32)
         fmt = ["cryptsetup", "luksFormat", "--type", "luks2", "--batch-mode", "--cipher", CIPHER]
         fmt += ["--key-size", str(KEY_BITS), "--pbkdf", "pbkdf2", "--pbkdf-force-iterations"]
         fmt += [str(PBKDF2_MIN_ITERATIONS), "--key-file", "-", loop_device]
-        _system.run_tool(fmt, "formatting LUKS2 on the lab's loop device", input=passphrase)
+        _system.tools.run_tool(fmt, "formatting LUKS2 on the lab's loop device", input=passphrase)
         argv = ["cryptsetup", "open", "--type", "luks2", "--key-file", "-", loop_device, self.name]
-        _system.run_tool(argv, "opening LUKS2 over the lab's loop device", input=passphrase)
+        _system.tools.run_tool(argv, "opening LUKS2 over the lab's loop device", input=passphrase)
 
     def describe(self) -> dict:
         """What summary.json records: the mode, the table (keys masked by dmsetup), how
@@ -202,7 +204,7 @@ class DmCrypt(DmTarget):
         fields = (self.table or "").split()
         # <start> <length> crypt <cipher> <key> <iv_offset> <device> <offset> [<#opt> <opts>...]
         crypt = len(fields) >= 8 and fields[2] == "crypt"
-        drivers = _system.crypto_drivers(CRYPTO_API_NAME)
+        drivers = _system.fscrypt.crypto_drivers(CRYPTO_API_NAME)
         return {
             "mode": self.mode.name,
             "what": self.mode.label,
@@ -226,17 +228,17 @@ class DmDelay(DmTarget):
         self.delay_ms = delay_ms
 
     def _create(self, loop_device: str) -> None:
-        sectors = _system.block_device_sectors(loop_device)
+        sectors = _system.loops.block_device_sectors(loop_device)
         # <start> <length> delay <read dev> <offset> <ms> <write dev> <offset> <ms> <flush dev> <offset> <ms>
         table = f"0 {sectors} delay {loop_device} 0 0 {loop_device} 0 {self.delay_ms} {loop_device} 0 {self.delay_ms}"
-        _system.run_tool(
+        _system.tools.run_tool(
             ["dmsetup", "create", self.name, "--table", table],
             "creating the dm-delay target over the lab's loop device",
             "check that dm-delay is available (modprobe dm_delay)",
             timeout=DMSETUP_TIMEOUT_S,
         )
         # /dev/mapper/<name> is udev's to make, and the VM lab's guest has no udev
-        _system.run_tool(["dmsetup", "mknodes", self.name], f"making the node /dev/mapper/{self.name}")
+        _system.tools.run_tool(["dmsetup", "mknodes", self.name], f"making the node /dev/mapper/{self.name}")
 
     def describe(self) -> dict:
         """What summary.json records: the delays, the table as the kernel reports it, and
@@ -264,13 +266,13 @@ def check_log_writes(has_device: bool, fs: str) -> None:
     """Refuse, before anything is made, a write log (``sqlwa crash``) this run cannot have."""
     if not has_device:
         raise UsageError(f"sqlwa crash: {fs} has no block device whose writes could be logged", "use --fs ext4")
-    if not _system.device_mapper_available():
+    if not _system.dm.device_mapper_available():
         raise UsageError(
             "sqlwa crash records the device's writes with device-mapper's log-writes target, "
             "and this kernel has no device-mapper",
             "add --vm",
         )
-    if _system.is_root() and not _system.dm_target_available("log-writes", "dm_log_writes"):
+    if _system.processes.is_root() and not _system.dm.dm_target_available("log-writes", "dm_log_writes"):
         raise UsageError("sqlwa crash needs device-mapper's log-writes target, which this kernel lacks", "add --vm")
 
 
@@ -281,7 +283,7 @@ class LogWrites:
 
     def __init__(self, lab_name: str) -> None:
         self.name = lab_name + LOG_WRITES_SUFFIX
-        self.device: _system.DmDevice | None = None
+        self.device: _system.dm.DmDevice | None = None
 
     @property
     def path(self) -> str:
@@ -290,30 +292,30 @@ class LogWrites:
     def open(self, data_device: str, log_device: str) -> None:
         """Create the target over ``data_device`` (the lab's, checked by the caller),
         logging to ``log_device``."""
-        table = f"0 {_system.block_device_sectors(data_device)} log-writes {data_device} {log_device}"
-        _system.run_tool(
+        table = f"0 {_system.loops.block_device_sectors(data_device)} log-writes {data_device} {log_device}"
+        _system.tools.run_tool(
             ["dmsetup", "create", self.name, "--table", table],
             "creating the log-writes target",
             timeout=DMSETUP_TIMEOUT_S,
         )
         # without udev (the VM lab's guest) the /dev/mapper node is only made when asked
-        _system.run_tool(["dmsetup", "mknodes", self.name], "making the log-writes target's device node")
-        self.device = _system.dm_device(self.name)
+        _system.tools.run_tool(["dmsetup", "mknodes", self.name], "making the log-writes target's device node")
+        self.device = _system.dm.dm_device(self.name)
         if self.device is None:
             raise LabError(f"dmsetup created {self.name}, but no such device-mapper device appeared")
 
     def assert_over(self, data_device: str) -> None:
         """The last check before mkfs: the target of this name sits on ``data_device``."""
-        device = self.device and _system.dm_device(self.name)
+        device = self.device and _system.dm.dm_device(self.name)
         under = os.path.basename(os.path.realpath(data_device))
         if device is None or under not in device.slaves:
             raise LabError(f"refusing to format {self.path}: it is not the log-writes target over {data_device}")
 
     def mark(self, text: str) -> None:
         """A mark in the log, behind everything durable by now (``dmsetup message``)."""
-        _system.run_tool(["dmsetup", "message", self.name, "0", "mark", text], "marking the write log")
+        _system.tools.run_tool(["dmsetup", "message", self.name, "0", "mark", text], "marking the write log")
 
     def close(self) -> None:
         """Remove the target (it logs what no flush covered, then its end mark)."""
-        if _system.dm_device(self.name) is not None:
-            _system.remove_dm_device(self.name)
+        if _system.dm.dm_device(self.name) is not None:
+            _system.dm.remove_dm_device(self.name)

@@ -47,11 +47,11 @@ AUTH_TOK_BYTES = 8 + SESSION_KEY_BYTES + RESERVED_BYTES + TOKEN_BYTES
 
 def check_ecryptfs() -> None:
     """Refuse a kernel without eCryptfs (after a modprobe attempt), before anything is made."""
-    if "ecryptfs" in _system.kernel_filesystems():
+    if "ecryptfs" in _system.mounts.kernel_filesystems():
         return
-    if _system.is_root():
-        _system.try_tool(["modprobe", "-q", "ecryptfs"], timeout=30)
-        if "ecryptfs" in _system.kernel_filesystems():
+    if _system.processes.is_root():
+        _system.tools.try_tool(["modprobe", "-q", "ecryptfs"], timeout=30)
+        if "ecryptfs" in _system.mounts.kernel_filesystems():
             return
     raise UnsupportedFilesystem(
         "--fs ecryptfs: the kernel has no ecryptfs support (not in /proc/filesystems)",
@@ -88,16 +88,18 @@ class EcryptfsLayer:
         self.lower_dir = os.path.join(ext4_mountpoint, LOWER_DIR)
         os.mkdir(self.lower_dir, 0o700)
         os.mkdir(self.mountpoint, 0o700)
-        _system.join_new_session_keyring()  # the key dies with this process, however it ends
-        self.keyring = _system.add_key("keyring", self.name, None, _system.KEY_SPEC_SESSION_KEYRING)
-        _system.add_key("user", self.signature, auth_tok(secrets.token_bytes(KEY_BYTES), self.signature), self.keyring)
+        _system.keyrings.join_new_session_keyring()  # the key dies with this process, however it ends
+        self.keyring = _system.keyrings.add_key("keyring", self.name, None, _system.keyrings.KEY_SPEC_SESSION_KEYRING)
+        _system.keyrings.add_key(
+            "user", self.signature, auth_tok(secrets.token_bytes(KEY_BYTES), self.signature), self.keyring
+        )
         options = f"ecryptfs_sig={self.signature},ecryptfs_cipher={CIPHER},ecryptfs_key_bytes={KEY_BYTES}"
         options += ",ecryptfs_unlink_sigs"  # unmounting drops the key from eCryptfs's own list too
         with critical():
             # -i: no /sbin/mount.ecryptfs helper (it prompts); the kernel reads the options itself
             argv = ["mount", "-i", "-t", "ecryptfs", "-o", options, self.lower_dir, self.mountpoint]
-            _system.mount(argv, "mounting eCryptfs", "check that the kernel has eCryptfs", "ecryptfs")
-        self.mount_options = _system.mount_at(self.mountpoint).options  # type: ignore[union-attr]
+            _system.tools.mount(argv, "mounting eCryptfs", "check that the kernel has eCryptfs", "ecryptfs")
+        self.mount_options = _system.mounts.mount_at(self.mountpoint).options  # type: ignore[union-attr]
         return self.mountpoint
 
     def lower_path(self, path: str) -> str:
@@ -108,14 +110,14 @@ class EcryptfsLayer:
 
     def teardown(self) -> None:
         """Unmount eCryptfs, then drop the key; each only where it exists."""
-        if _system.mount_at(self.mountpoint) is not None:
-            _system.unmount(self.mountpoint)
+        if _system.mounts.mount_at(self.mountpoint) is not None:
+            _system.mounts.unmount(self.mountpoint)
         if self.keyring is not None:
-            _system.invalidate_key(self.keyring)
+            _system.keyrings.invalidate_key(self.keyring)
             self.keyring = None
 
     def describe(self) -> dict:
-        drivers = _system.crypto_drivers(CRYPTO_API_NAME)
+        drivers = _system.fscrypt.crypto_drivers(CRYPTO_API_NAME)
         return {
             "lower_dir": self.lower_dir,
             "mountpoint": self.mountpoint,
@@ -130,5 +132,5 @@ class EcryptfsLayer:
 def remove_layer_files(lab_dir: str) -> None:
     """The (unmounted, empty) eCryptfs mountpoint of a lab."""
     mountpoint = os.path.join(lab_dir, MOUNT_DIR)
-    if os.path.isdir(mountpoint) and _system.mount_at(mountpoint) is None:
+    if os.path.isdir(mountpoint) and _system.mounts.mount_at(mountpoint) is None:
         os.rmdir(mountpoint)

@@ -87,10 +87,12 @@ class Encryption:
     def setup(self, mountpoint: str) -> str:
         """Add a fresh key and make the encrypted data directory; returns its path."""
         self.mountpoint = mountpoint
-        self.key_id = _system.add_encryption_key(mountpoint, secrets.token_bytes(KEY_BYTES))
+        self.key_id = _system.fscrypt.add_encryption_key(mountpoint, secrets.token_bytes(KEY_BYTES))
         data_dir = os.path.join(mountpoint, DATA_DIR)
         os.mkdir(data_dir, 0o700)
-        _system.set_encryption_policy(data_dir, self.spec.contents, self.spec.filenames, self.spec.flags, self.key_id)
+        _system.fscrypt.set_encryption_policy(
+            data_dir, self.spec.contents, self.spec.filenames, self.spec.flags, self.key_id
+        )
         self._probe(data_dir)
         return data_dir
 
@@ -113,15 +115,15 @@ class Encryption:
 
     def remove_key(self) -> None:
         """Remove the key while the filesystem is still mounted (unmounting would too)."""
-        if self.key_id is not None and self.mountpoint and _system.mount_at(self.mountpoint):
-            self.removal_flags = _system.remove_encryption_key(self.mountpoint, self.key_id)
+        if self.key_id is not None and self.mountpoint and _system.mounts.mount_at(self.mountpoint):
+            self.removal_flags = _system.fscrypt.remove_encryption_key(self.mountpoint, self.key_id)
         self.key_id = None
 
     def describe(self) -> dict:
         """What the summary records: the policy as the kernel reports it on the data
         directory, and the crypto drivers serving it (call while the key is present)."""
         data_dir = os.path.join(self.mountpoint or "", DATA_DIR)
-        policy = _system.encryption_policy(data_dir)
+        policy = _system.fscrypt.encryption_policy(data_dir)
         return {
             "mode": self.mode,
             "what": self.spec.label,
@@ -134,5 +136,5 @@ class Encryption:
 
 
 def _best_driver(cipher: str) -> str | None:
-    drivers = _system.crypto_drivers(cipher)
+    drivers = _system.fscrypt.crypto_drivers(cipher)
     return drivers[0][1] if drivers else None

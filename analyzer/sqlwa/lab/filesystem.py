@@ -19,7 +19,7 @@ Naming: everything the lab creates is named ``sqlwa-lab-<pid>-<token>`` (a direc
 ``workdir`` holding ``<name>.img`` and ``mnt/``), so :func:`cleanup_leftovers` can find
 what a crashed run left behind and touch nothing else. The owner holds an flock on the
 lab directory while it lives; cleanup needs both the pid dead and the lock free
-(:func:`sqlwa._system.owner_is_gone`), which also holds across PID namespaces.
+(:func:`sqlwa._system.ownership.owner_is_gone`), which also holds across PID namespaces.
 
 Loop device and the page cache: the loop device is attached with direct I/O
 (``losetup --direct-io=on``). The block tracepoints fire on the loop device's own request
@@ -138,10 +138,10 @@ def check_image_size(fs: str, size: int, workdir: str, given: str | None = None)
             f"give --image-size {format_size(spec.min_size)} or more",
         )
     if spec.mkfs_tool is None:
-        (free, total), where = _system.memory_available(), "memory (a tmpfs lives in RAM) has {} available"
+        (free, total), where = _system.mounts.memory_available(), "memory (a tmpfs lives in RAM) has {} available"
         fix = "give a smaller --image-size"
     else:
-        (free, total), where = _system.free_space(workdir), f"{workdir} has {{}} free"
+        (free, total), where = _system.mounts.free_space(workdir), f"{workdir} has {{}} free"
         fix = "give a smaller --image-size, or set TMPDIR to a directory on a larger filesystem"
     margin = free_space_margin(total)
     if size > free - margin:
@@ -166,12 +166,12 @@ class Support:
 
 
 def _kernel_support(kernel_type: str, fs: str) -> Support | None:
-    if kernel_type in _system.kernel_filesystems():
+    if kernel_type in _system.mounts.kernel_filesystems():
         return None
-    modprobe = _system.find_tool("modprobe")
-    if modprobe and _system.is_root():
-        _system.try_tool([modprobe, "-q", kernel_type])
-        if kernel_type in _system.kernel_filesystems():
+    modprobe = _system.tools.find_tool("modprobe")
+    if modprobe and _system.processes.is_root():
+        _system.tools.try_tool([modprobe, "-q", kernel_type])
+        if kernel_type in _system.mounts.kernel_filesystems():
             return None
         tried = f"modprobe {kernel_type} failed"
     else:
@@ -197,7 +197,7 @@ def filesystem_support(fs: str) -> Support:
     if missing_kernel:
         return missing_kernel
     for tool, package in ((spec.mkfs_tool, _package_of(spec)), ("losetup" if spec.mkfs_tool else None, "mount")):
-        if tool and not _system.find_tool(tool):
+        if tool and not _system.tools.find_tool(tool):
             return Support(fs, False, f"{fs}: {tool} is not installed", f"install it, e.g. apt-get install {package}")
     return Support(fs, True, f"{fs}: kernel support and {spec.mkfs_tool or 'mount'} present")
 
@@ -219,14 +219,14 @@ def _package_of(spec: FsSpec) -> str:
 
 
 def require_root(what: str) -> None:
-    if not _system.is_root():
+    if not _system.processes.is_root():
         raise NeedsRoot(f"{what} needs root (loop devices, mkfs and mount are root-only)", DIR_HINT)
 
 
 def require_lab_host(fs: str) -> None:
     """The one rule for every command asked by name for lab filesystems ``fs`` (``--fs``
     on this host, not ``--vm``): refused without root, as the run would fail later."""
-    if not _system.is_root():
+    if not _system.processes.is_root():
         raise NeedsRoot(
             f"--fs {fs} needs root (loop devices, mkfs, mount and tracefs are root-only)",
             "run with sudo, or add --vm (the VM lab needs no root); without --fs, run and matrix measure the VFS level",
@@ -252,7 +252,7 @@ def mkfs_argv(fs: str, user_opts: Sequence[str], device: str) -> list[str]:
     (checked by :func:`~sqlwa.lab.options.checked_mkfs_opts`), the device last."""
     spec = FILESYSTEMS[fs]
     assert spec.mkfs_tool is not None, f"{fs} has no mkfs"
-    tool = _system.find_tool(spec.mkfs_tool) or spec.mkfs_tool
+    tool = _system.tools.find_tool(spec.mkfs_tool) or spec.mkfs_tool
     return [tool, *spec.mkfs_args, *user_opts, device]
 
 
@@ -353,7 +353,7 @@ class LabFilesystem:
         self.direct_io = direct_io
         self.keep_image = keep_image  # a test's look at what reached the disk: the image is copied here
         self._progress = progress or (lambda stage: None)
-        self._guard = _system.SignalGuard()
+        self._guard = _system.signals.SignalGuard()
         token = secrets.token_hex(4)
         self.name = f"{LAB_PREFIX}-{os.getpid()}-{token}"
         self.lab_dir = os.path.join(self.workdir, self.name)
@@ -433,7 +433,7 @@ class LabFilesystem:
 
     def _setup(self) -> None:
         os.mkdir(self.lab_dir, 0o700)
-        self._ownership = _system.hold_ownership(self.lab_dir)
+        self._ownership = _system.ownership.hold_ownership(self.lab_dir)
         if self.spec.mkfs_tool is None:
             os.mkdir(self.mountpoint, 0o700)
             self._mount_tmpfs()
@@ -447,7 +447,7 @@ class LabFilesystem:
             self._mount_loop()
             if self.log_writes is not None:  # what came before (mkfs) is no crash state of the run's
                 self.log_writes.mark(devmapper.READY_MARK)
-        self.mount_options = _system.mount_at(self.mountpoint).options  # type: ignore[union-attr]
+        self.mount_options = _system.mounts.mount_at(self.mountpoint).options  # type: ignore[union-attr]
         if self.encryption is not None:
             self._progress("encrypt")
             self.data_dir = self.encryption.setup(self.mountpoint)
@@ -491,7 +491,7 @@ class LabFilesystem:
                     raise
                 out = self._losetup(direct_io=False)
         device = out.strip().splitlines()[-1] if out.strip() else ""
-        loop = next((d for d in _system.loops_backed_by(self.image) if d.device == device), None)
+        loop = next((d for d in _system.loops.loops_backed_by(self.image) if d.device == device), None)
         if loop is None:
             raise LabError(f"losetup reported {device!r}, which is not backed by {self.image}")
         self.loop_device, self.dev_major, self.dev_minor = loop.device, loop.major, loop.minor
@@ -499,7 +499,7 @@ class LabFilesystem:
 
     def _losetup(self, direct_io: bool) -> str:
         argv = ["losetup", "--find", "--show", f"--direct-io={'on' if direct_io else 'off'}", self.image]
-        return _system.run_tool(
+        return _system.tools.run_tool(
             argv, "attaching the image to a loop device", "check that loop devices are available"
         ).stdout
 
@@ -508,7 +508,7 @@ class LabFilesystem:
         the image this object created (same inode), nothing else."""
         device = self.loop_device or ""
         ok = re.fullmatch(r"/dev/loop\d+", device) is not None
-        backing = _system.loop_backing_file(device) if ok else None
+        backing = _system.loops.loop_backing_file(device) if ok else None
         try:
             st = os.stat(backing) if backing else None
         except OSError:
@@ -538,7 +538,7 @@ class LabFilesystem:
             f.truncate(2 * self.image_size + LOG_SLACK)  # sparse: only what is logged costs space
         with self._guard.critical():
             argv = ["losetup", "--find", "--show", self.log_image]
-            log_device = _system.run_tool(argv, "attaching the write log to a loop device").stdout.strip()
+            log_device = _system.tools.run_tool(argv, "attaching the write log to a loop device").stdout.strip()
             self.log_writes.open(self.loop_device, log_device)  # type: ignore[arg-type]
 
     def _mkfs(self) -> None:
@@ -551,8 +551,8 @@ class LabFilesystem:
             self.log_writes.assert_over(self.loop_device)
         feature = encryption.ENCRYPTING_FILESYSTEMS[self.spec.kernel_type] if self.encryption else ()
         self.mkfs_cmd = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.fs_device)  # type: ignore[arg-type]
-        self.mkfs_version = _system.tool_version(self.mkfs_cmd[0])
-        _system.run_tool(self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts")
+        self.mkfs_version = _system.tools.tool_version(self.mkfs_cmd[0])
+        _system.tools.run_tool(self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts")
 
     def _mount_loop(self) -> None:
         self._progress("mount")
@@ -561,7 +561,7 @@ class LabFilesystem:
             argv += ["-o", ",".join(self.mount_opts)]
         with self._guard.critical():
             argv += [self.fs_device, self.mountpoint]  # type: ignore[list-item]
-            _system.mount(argv, f"mounting {self.fs}", "check --mount-opts", self.spec.kernel_type)
+            _system.tools.mount(argv, f"mounting {self.fs}", "check --mount-opts", self.spec.kernel_type)
 
     def _mount_tmpfs(self) -> None:
         self._progress("mount")
@@ -569,7 +569,7 @@ class LabFilesystem:
         # The source name carries the lab name, so cleanup can recognise the mount.
         argv = ["mount", "-t", "tmpfs", "-o", ",".join(opts), self.name, self.mountpoint]
         with self._guard.critical():
-            _system.mount(argv, "mounting tmpfs", "check --mount-opts", "tmpfs")
+            _system.tools.mount(argv, "mounting tmpfs", "check --mount-opts", "tmpfs")
 
     # -- teardown
 
@@ -597,10 +597,10 @@ class LabFilesystem:
         for step in steps:
             name = step.__name__.lstrip("_")
             try:
-                _system.call_within(with_injected_hang(name, step), teardown_step_s(), f"{self.name}: {name}")
+                _system.signals.call_within(with_injected_hang(name, step), teardown_step_s(), f"{self.name}: {name}")
             except Exception as exc:  # keep going: later steps still free what they can
                 errors.append(exc)
-        _system.release_ownership(self._ownership)  # held to here: cleanup leaves us alone
+        _system.ownership.release_ownership(self._ownership)  # held to here: cleanup leaves us alone
         self._ownership = None
         self._guard.restore()
         return errors
@@ -630,12 +630,12 @@ class LabFilesystem:
             self.encryption.remove_key()
 
     def _unmount(self) -> None:
-        if _system.mount_at(self.mountpoint) is not None:
-            _system.unmount(self.mountpoint)
+        if _system.mounts.mount_at(self.mountpoint) is not None:
+            _system.mounts.unmount(self.mountpoint)
 
     def _detach_loops(self) -> None:
-        for loop in [*_system.loops_backed_by(self.image), *_system.loops_backed_by(self.log_image)]:
-            _system.detach_loop(loop.device)
+        for loop in [*_system.loops.loops_backed_by(self.image), *_system.loops.loops_backed_by(self.log_image)]:
+            _system.loops.detach_loop(loop.device)
 
     def _copy_image(self) -> None:
         if self.keep_image is not None and os.path.isfile(self.image):
@@ -648,10 +648,10 @@ class LabFilesystem:
         """syncfs every layer, top down: a FUSE writeback cache first sends its dirty pages
         to the daemon, whose writes the lab filesystem's syncfs then writes back."""
         if self.fuse is not None:
-            _system.syncfs(self.data_dir)
+            _system.mounts.syncfs(self.data_dir)
         if self.ecryptfs is not None:  # its dirty pages become the lower files' first
-            _system.syncfs(self.ecryptfs.mountpoint)
-        _system.syncfs(self.mountpoint)
+            _system.mounts.syncfs(self.ecryptfs.mountpoint)
+        _system.mounts.syncfs(self.mountpoint)
 
     # -- reporting
 
@@ -739,6 +739,6 @@ def remove_lab_dir(lab_dir: str) -> None:
         if os.path.lexists(image):
             os.unlink(image)
     mnt = os.path.join(lab_dir, "mnt")
-    if os.path.isdir(mnt) and _system.mount_at(mnt) is None:
+    if os.path.isdir(mnt) and _system.mounts.mount_at(mnt) is None:
         os.rmdir(mnt)
     os.rmdir(lab_dir)

@@ -7,7 +7,7 @@ import errno
 import os
 import random
 
-from sqlwa._system import syncfs, used_fraction
+from sqlwa._system.mounts import syncfs, used_fraction
 
 FILL_DIR = "sqlwa-fill"
 

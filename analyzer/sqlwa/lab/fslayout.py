@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import tempfile
 
-from sqlwa._system import run_tool
+from sqlwa._system.tools import run_tool
 from sqlwa.errors import ToolError
 
 SECTOR = 512

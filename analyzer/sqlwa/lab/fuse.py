@@ -79,7 +79,7 @@ CHOICES = (NO_FUSE, *LAYERS)
 def daemon_binary(daemon: str) -> str | None:
     """Where the daemon's binary is: on PATH (or sbin), or beside this Python (scripts/setup
     installs sqlwa-fuse into the virtualenv's bin/)."""
-    found = _system.find_tool(daemon)
+    found = _system.tools.find_tool(daemon)
     if found:
         return found
     beside = Path(sys.prefix) / "bin" / daemon
@@ -93,7 +93,7 @@ def check_fuse(mode: str) -> FuseSpec | None:
     if mode not in LAYERS:
         raise UsageError(f"--fuse {mode!r} is not a FUSE layer", f"choose one of: {', '.join(CHOICES)}")
     spec = LAYERS[mode]
-    if "fuse" not in _system.kernel_filesystems():
+    if "fuse" not in _system.mounts.kernel_filesystems():
         raise UnsupportedFilesystem(
             f"--fuse {mode}: the kernel has no FUSE (no 'fuse' in /proc/filesystems)",
             "add --vm (Debian's kernel has it), load it (modprobe fuse), or use a kernel with CONFIG_FUSE_FS",
@@ -133,18 +133,20 @@ class FuseLayer:
         binary = daemon_binary(self.spec.daemon)
         assert binary is not None, "check_fuse found it"
         self.lower = lower
-        self.version = _system.tool_version(binary)
+        self.version = _system.tools.tool_version(binary)
         # Started through a link of the per-run name: the name is the daemon's comm.
         os.symlink(binary, self.link)
         os.mkdir(self.mountpoint, 0o700)
         with critical():  # a signal now would leave a daemon the teardown does not know
-            self.process = process = _system.start_daemon(self.argv(lower), os.path.join(self.lab_dir, LOG_FILE))
+            self.process = process = _system.processes.start_daemon(
+                self.argv(lower), os.path.join(self.lab_dir, LOG_FILE)
+            )
         self._wait_ready(process)
         return self.mountpoint
 
     def _wait_ready(self, process: subprocess.Popen[str]) -> None:
         if self.spec.daemon == SQLWA_DAEMON:
-            line = _system.read_line_within(process, READY_WAIT_S)
+            line = _system.processes.read_line_within(process, READY_WAIT_S)
             if line is None:
                 raise self._failure(process)
             self.granted = json.loads(line)
@@ -152,7 +154,7 @@ class FuseLayer:
         for _ in range(int(READY_WAIT_S / 0.02)):
             if process.poll() is not None:
                 raise self._failure(process)
-            mount = _system.mount_at(self.mountpoint)
+            mount = _system.mounts.mount_at(self.mountpoint)
             if mount is not None and mount.fstype.startswith("fuse"):
                 os.stat(self.mountpoint)  # returns once the daemon answered FUSE_INIT
                 return
@@ -161,7 +163,7 @@ class FuseLayer:
 
     def _failure(self, process: subprocess.Popen[str]) -> LabError:
         """Why the daemon does not serve: its own last line, as one error."""
-        code = _system.exit_code_within(process, 1)
+        code = _system.processes.exit_code_within(process, 1)
         said = _last_line(os.path.join(self.lab_dir, LOG_FILE))
         if code is None:
             return LabError(f"--fuse {self.spec.name}: {self.spec.daemon} did not mount within {READY_WAIT_S} s")
@@ -172,10 +174,10 @@ class FuseLayer:
 
     def teardown(self) -> None:
         """Unmount, then see the daemon gone; found by name, so a half-made layer goes too."""
-        if _system.mount_at(self.mountpoint) is not None:
-            _system.unmount(self.mountpoint)  # the daemon reads ENODEV and ends
+        if _system.mounts.mount_at(self.mountpoint) is not None:
+            _system.mounts.unmount(self.mountpoint)  # the daemon reads ENODEV and ends
         if self.process is not None:
-            _system.stop_process(self.process, STOP_WAIT_S)
+            _system.processes.stop_process(self.process, STOP_WAIT_S)
             self.process = None
 
     def lower_path(self, path: str | os.PathLike[str]) -> Path:
@@ -184,10 +186,10 @@ class FuseLayer:
         assert self.lower is not None, "set up"
         return Path(self.lower) / Path(path).relative_to(self.mountpoint)
 
-    def cpu_time(self) -> _system.CpuTime:
+    def cpu_time(self) -> _system.processes.CpuTime:
         """The daemon's CPU time so far, all its threads."""
         assert self.process is not None, "set up"
-        return _system.process_cpu(self.process.pid)
+        return _system.processes.process_cpu(self.process.pid)
 
     def describe(self) -> dict:
         """What summary.json records: the layer, the daemon, and the options in effect."""
@@ -222,17 +224,17 @@ def remove_layer_files(lab_dir: str) -> None:
         if COMM_RE.match(entry) and os.path.islink(path) or entry == LOG_FILE:
             os.unlink(path)
     mountpoint = os.path.join(lab_dir, MOUNT_DIR)
-    if os.path.isdir(mountpoint) and _system.mount_at(mountpoint) is None:
+    if os.path.isdir(mountpoint) and _system.mounts.mount_at(mountpoint) is None:
         os.rmdir(mountpoint)
 
 
-def daemons_of(lab_dir: str) -> list[_system.Process]:
+def daemons_of(lab_dir: str) -> list[_system.processes.Process]:
     """Processes that are this lab's FUSE daemon: named fuse-<its token>, their command
     line naming a path inside it."""
     token = os.path.basename(lab_dir).rsplit("-", 1)[-1]
     inside = lab_dir.rstrip("/") + "/"
     return [
         p
-        for p in _system.processes()
+        for p in _system.processes.processes()
         if p.comm == f"{COMM_PREFIX}-{token}" and any(arg.startswith(inside) for arg in p.argv)
     ]

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlwa import _system
-from sqlwa.errors import UsageError
+from sqlwa.errors import UsageError, interruption
 
 SCRATCH_PREFIX = "sqlwa-run"
 # `sqlwa device probe DIR` works in a directory of the same kind inside DIR (fio's data
@@ -36,11 +36,11 @@ def make_owned_dir(prefix: str, parent: Path | None) -> tuple[Path, int]:
     marked as sqlwa's and locked as this process's; returns it and the lock to release.
     Call it where a signal cannot cut it short (a SignalGuard's critical section)."""
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent))
-    ownership = _system.hold_ownership(path)
+    ownership = _system.ownership.hold_ownership(path)
     try:
         (path / SCRATCH_MARK).write_text(SCRATCH_MARK_TEXT)
     except BaseException:
-        _system.release_ownership(ownership)
+        _system.ownership.release_ownership(ownership)
         shutil.rmtree(path, ignore_errors=True)
         raise
     return path, ownership
@@ -78,7 +78,7 @@ def check_scratch_parent(parent: Path | None, allow_system: bool = False) -> Non
 def scratch_dir(parent: Path | None, keep: bool) -> Iterator[Path]:
     """A fresh directory for the database, removed afterwards unless ``keep`` — also when
     SIGTERM or Ctrl-C ends the run (the guard turns them into exceptions that unwind)."""
-    guard = _system.SignalGuard()
+    guard = _system.signals.SignalGuard()
     guard.install()
     with guard.critical():  # made and locked as one step: a signal waits for both
         path, ownership = make_owned_dir(SCRATCH_PREFIX, parent)
@@ -90,11 +90,11 @@ def scratch_dir(parent: Path | None, keep: bool) -> Iterator[Path]:
         guard.tearing_down = True  # a second signal must not cut the removal short
         if not keep:
             shutil.rmtree(path, ignore_errors=True)
-        _system.release_ownership(ownership)
+        _system.ownership.release_ownership(ownership)
         guard.restore()
         pending = guard.take_pending()
         if pending is not None:
-            raise _system.interruption(pending)
+            raise interruption(pending)
 
 
 def dead_scratch_dirs(bases: list[str]) -> list[Path]:
@@ -110,6 +110,6 @@ def dead_scratch_dirs(bases: list[str]) -> list[Path]:
                 continue
             if not has_scratch_mark(entry) and any(entry.iterdir()):
                 continue
-            if _system.owner_is_gone(entry, int(match.group(1))):
+            if _system.ownership.owner_is_gone(entry, int(match.group(1))):
                 found.append(entry)
     return sorted(found)

@@ -7,7 +7,7 @@ import platform
 from pathlib import Path
 
 from sqlwa import _native
-from sqlwa._system import mount_holding
+from sqlwa._system.mounts import mount_holding
 
 
 def tool_version() -> str:

@@ -148,7 +148,7 @@ def capture_run(
     return raw, cap, loss, daemon_cpu
 
 
-def daemon_cpu_section(before: _system.CpuTime, after: _system.CpuTime, transactions: int) -> dict:
+def daemon_cpu_section(before: _system.processes.CpuTime, after: _system.processes.CpuTime, transactions: int) -> dict:
     """summary.json's ``fuse.daemon_cpu``: the daemon's CPU time (every thread) from just
     before the workload to after the final syncfs, so the schema, the warm-up and the
     sync's share are in it too; ``per_transaction_ms`` spreads it over every transaction."""
@@ -158,7 +158,7 @@ def daemon_cpu_section(before: _system.CpuTime, after: _system.CpuTime, transact
         "sys_ms": sys / 1e6,
         "per_transaction_ms": (user + sys) / 1e6 / max(transactions, 1),
         "transactions": transactions,
-        "resolution_ms": _system.process_cpu_tick_ns() / 1e6,
+        "resolution_ms": _system.processes.process_cpu_tick_ns() / 1e6,
         "window": "from before the workload's first statement to after the final syncfs",
     }
 

@@ -194,7 +194,7 @@ def lab_unavailable_reason(plan: MatrixPlan) -> str | None:
     them; only the default filesystem falls back to the VFS level."""
     if "fs" in plan.profile_overrides:
         filesystem.require_lab_host(",".join(plan.filesystems))
-    if not _system.is_root():
+    if not _system.processes.is_root():
         return "the block and syscall levels need root (loop devices, mkfs, mount, tracefs): run it with sudo"
     availability = tracing.tracefs_available()
     if not availability.available:
@@ -535,7 +535,7 @@ def run_matrix(
     kernel = runner.guest_kernel(plan.kernel) if plan.vm else None  # refused before --out exists
     check_out_dir(plan, create=True)
     # One sweep at a time: a second one's cells would land in this one's store and runs.
-    with _system.directory_lock(plan.out_dir, "sqlwa matrix"):
+    with _system.locks.directory_lock(plan.out_dir, "sqlwa matrix"):
         return run_cells(plan, kernel, on_start, on_done, progress, on_ready)
 
 

@@ -150,7 +150,7 @@ def output_dir(request: RunRequest) -> Iterator[Path]:
     try:
         # Held until everything is written: a second writer would mix its markers into
         # this run's trace and its files with this run's.
-        with _system.directory_lock(out_dir, "sqlwa run"):
+        with _system.locks.directory_lock(out_dir, "sqlwa run"):
             with writing(out_dir, "the run's files into"):
                 rundir.begin(out_dir)
             yield out_dir
@@ -167,7 +167,7 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
     uses ``guest`` when given (a matrix boots one for all its cells), else boots its own."""
     engine.check_settings(request.settings)  # refused before any directory or lab is made
     check_out_dir(request)  # and where it writes, before anything is measured
-    guard = _system.SignalGuard()  # the lab and capture install their own inside this one
+    guard = _system.signals.SignalGuard()  # the lab and capture install their own inside this one
     guard.install()
     try:
         if request.vm:

@@ -140,7 +140,7 @@ def os_error_of(exc: pl.exceptions.PolarsError, path: Path, table: pl.DataFrame)
     if found is not None:
         return int(found.group(1))
     try:
-        free, _ = _system.free_space(os.fspath(path.parent))
+        free, _ = _system.mounts.free_space(os.fspath(path.parent))
     except OSError:
         return None
     return errno.ENOSPC if free < table.estimated_size() else None

@@ -213,7 +213,7 @@ def full_disk(exc: sqlite3.Error, path: Path) -> bool:
     if code is None or code & 0xFF != sqlite3.SQLITE_IOERR:
         return False
     try:
-        return _system.free_space(str(Path(path).parent))[0] < NEARLY_FULL_BYTES
+        return _system.mounts.free_space(str(Path(path).parent))[0] < NEARLY_FULL_BYTES
     except OSError:
         return False
 

@@ -38,7 +38,7 @@ def initramfs_for(kernel: GuestKernel) -> Path:
 
 
 def static_busybox() -> str:
-    busybox = _system.find_tool("busybox")
+    busybox = _system.tools.find_tool("busybox")
     if busybox is None:
         raise UsageError("the VM lab needs busybox, which this machine lacks", BUSYBOX_FIX)
     if not is_static_elf(Path(busybox)):
@@ -75,7 +75,7 @@ def build(kernel: GuestKernel, busybox: str, init_script: bytes, target: Path) -
         (tree / "modules" / "order").write_text("\n".join(order) + "\n")
         packed = Path(staging) / "initramfs.cpio"
         listing = "\n".join(sorted(str(p.relative_to(tree)) for p in tree.rglob("*")))
-        _system.run_tool(
+        _system.tools.run_tool(
             [busybox, "cpio", "-o", "-H", "newc", "-F", packed],
             "packing the guest's initramfs",
             cwd=tree,
@@ -96,7 +96,7 @@ def early_module_files(kernel: GuestKernel) -> list[Path]:
     (those built into the kernel need nothing)."""
     files: list[Path] = []
     for module in EARLY_MODULES:
-        proc = _system.run_tool(
+        proc = _system.tools.run_tool(
             ["modprobe", "-d", kernel.root, "-S", kernel.release, "--show-depends", module],
             f"listing what the guest kernel's {module} module needs",
             "install kmod",

@@ -86,7 +86,7 @@ def resolve(choice: str, announce: Callable[[str], None] = tell) -> GuestKernel:
 
 def debian_kernel(announce) -> GuestKernel:
     """Debian's current amd64 kernel for this machine's release, fetched once."""
-    apt_get = _system.find_tool("apt-get")
+    apt_get = _system.tools.find_tool("apt-get")
     if apt_get is None:
         raise UsageError(
             "--kernel debian fetches Debian's kernel package with apt-get, which this machine lacks",
@@ -97,7 +97,7 @@ def debian_kernel(announce) -> GuestKernel:
 
     def fetch(into: Path) -> None:
         announce(f"fetching Debian's kernel {package} {version} (once; cached in {cache_dir() / 'kernels'})")
-        _system.run_tool(
+        _system.tools.run_tool(
             [apt_get, "download", "-q", f"{package}={version}"],
             f"downloading {package}",
             "check that apt can reach Debian's mirrors (apt-get update), or give --kernel PATH",
@@ -113,7 +113,7 @@ def debian_kernel(announce) -> GuestKernel:
 
 def debian_kernel_package() -> tuple[str, str]:
     """(package, version) that Debian's ``linux-image-amd64`` currently depends on."""
-    proc = _system.run_tool(
+    proc = _system.tools.run_tool(
         ["apt-cache", "show", "--no-all-versions", DEBIAN_META_PACKAGE],
         f"looking up {DEBIAN_META_PACKAGE}",
         "run apt-get update, or give --kernel PATH",
@@ -126,7 +126,7 @@ def debian_kernel_package() -> tuple[str, str]:
 
 
 def package_version(package: str) -> str:
-    proc = _system.run_tool(["apt-cache", "show", "--no-all-versions", package], f"looking up {package}")
+    proc = _system.tools.run_tool(["apt-cache", "show", "--no-all-versions", package], f"looking up {package}")
     for line in proc.stdout.splitlines():
         if line.startswith("Version:"):
             return line.split(":", 1)[1].strip()
@@ -156,7 +156,7 @@ def prepared(key: str, make, source: str, announce) -> GuestKernel:
 
 
 def unpack_deb(deb: Path, into: Path) -> None:
-    _system.run_tool(
+    _system.tools.run_tool(
         ["dpkg-deb", "-x", deb, into],
         f"unpacking {deb.name}",
         f"give a linux-image-*.deb as --kernel ({deb.name} is not one), or --kernel debian",
@@ -174,7 +174,7 @@ def kernel_in_directory(root: Path, source: str, index: bool = False) -> GuestKe
     if not modules.is_dir():
         raise UsageError(f"{root} has no lib/modules/{release}/", "give the kernel's package with its modules")
     if index:
-        _system.run_tool(["depmod", "-b", root, release], "indexing the guest kernel's modules", "install kmod")
+        _system.tools.run_tool(["depmod", "-b", root, release], "indexing the guest kernel's modules", "install kmod")
         unpack_vmlinux(images[-1], root / VMLINUX)
     if not (modules / "modules.dep").is_file():
         raise UsageError(f"{modules} has no modules.dep", f"run: depmod -b {root} {release}")

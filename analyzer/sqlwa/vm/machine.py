@@ -105,7 +105,7 @@ class VmFacts:
 
 
 def qemu_binary() -> str:
-    found = _system.find_tool(QEMU)
+    found = _system.tools.find_tool(QEMU)
     if found is None:
         raise UsageError(f"--vm needs {QEMU}, which this machine lacks", QEMU_FIX)
     return found
@@ -201,7 +201,7 @@ class Guest:
         qemu = qemu_binary()
         image = initramfs.initramfs_for(self.kernel)
         write_control_files(self.ctl, self.kernel, self.share, self.image_bytes, self.strace_to)
-        qemu_version = _system.tool_version(qemu)
+        qemu_version = _system.tools.tool_version(qemu)
         host, offered = host_identity(qemu_version, self.kernel), accelerators()
         note = remembered_kvm_failure(host) if "kvm" in offered else None
         self.console.to(self.guest_console)
@@ -239,7 +239,7 @@ class Guest:
         in the middle of a capture nobody will read, and qemu is killed at once."""
         if self.proc is not None and exc_type is None:
             (self.ctl / guest.QUIT_FILE).touch()  # the guest program ends, init powers off
-            if _system.exit_code_within(self.proc, POWER_OFF_WAIT_S) is None:
+            if _system.processes.exit_code_within(self.proc, POWER_OFF_WAIT_S) is None:
                 self.proc.kill()
         self._kill()
 
@@ -247,7 +247,7 @@ class Guest:
         """qemu killed and reaped, the console file closed."""
         if self.proc is not None:
             self.proc.kill()
-            _system.stop_process(self.proc, 0)
+            _system.processes.stop_process(self.proc, 0)
             self.proc = None
         self.console.close()
 
@@ -261,7 +261,7 @@ class Guest:
 
     def _boot(self, argv: list[str], wait_s: float) -> str | None:
         """Start qemu and wait for the guest program's ready line; None, or why not."""
-        self.proc = _system.start_daemon(argv, self.ctl / "qemu.log")
+        self.proc = _system.processes.start_daemon(argv, self.ctl / "qemu.log")
         self.console.tail.clear()  # a failed KVM boot's lines are in the file, not in the next boot's verdict
         patience = Patience(QUIET_WAIT_S)
         patience.begin("boot", wait_s)
@@ -272,8 +272,8 @@ class Guest:
                 return None
             elif word == "init":
                 break
-        code = _system.exit_code_within(self.proc, 5)
-        _system.stop_process(self.proc, 0)
+        code = _system.processes.exit_code_within(self.proc, 5)
+        _system.processes.stop_process(self.proc, 0)
         self.proc = None
         if code not in (None, 0):
             return qemu_error(self.ctl) or f"qemu exited with status {code}"
@@ -344,7 +344,9 @@ class Guest:
         """The guest's ``sqlwa-vm:`` lines as (word, rest), until qemu exits or ``patience``
         runs out; every console line goes to the console log."""
         assert self.proc is not None
-        while (wait_s := patience.wait_s()) > 0 and (line := _system.read_line_within(self.proc, wait_s)) is not None:
+        while (wait_s := patience.wait_s()) > 0 and (
+            line := _system.processes.read_line_within(self.proc, wait_s)
+        ) is not None:
             line = line.rstrip("\r\n")
             self.console.add(line)
             if line.startswith(GUEST_MARK):
@@ -355,7 +357,7 @@ class Guest:
         """The error of a guest that stopped, or that hung and is killed here."""
         assert self.proc is not None
         hint = self.console.hint()
-        if self.proc.poll() is not None or _system.exit_code_within(self.proc, 1) is not None:
+        if self.proc.poll() is not None or _system.processes.exit_code_within(self.proc, 1) is not None:
             self._kill()
             return LabError("the VM lab's guest stopped during a run", hint)
         self._kill()

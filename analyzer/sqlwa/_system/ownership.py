@@ -1,0 +1,50 @@
+"""Ownership of what a run makes: a lock held on it for the run's lifetime."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+from sqlwa._system import processes
+
+# What a run makes (lab directories, scratch directories, tracefs instances) carries the
+# owner's pid in its name, and the owner holds an flock on the directory itself for as
+# long as it lives. A pid means nothing in another PID namespace (inside
+# `unshare --pid` a live host process looks dead, and the other way round); the lock is
+# the kernel's, on the same inode for every namespace, and is freed however its holder
+# ends. Cleanup removes a thing only where both say its owner is gone.
+
+
+def hold_ownership(directory: str | os.PathLike) -> int:
+    """Lock ``directory`` as its owner's for as long as the returned descriptor is open."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def release_ownership(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def owner_is_gone(directory: str | os.PathLike, pid: int) -> bool:
+    """True only if no process in this PID namespace has ``pid`` and nobody holds the
+    ownership lock of ``directory``. A directory this process cannot open (another mount
+    namespace's, say) has an owner it cannot judge: False."""
+    if not processes.pid_is_dead(pid):
+        return False
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # also drops our probe's own lock
+    return True

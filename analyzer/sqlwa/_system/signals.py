@@ -1,0 +1,120 @@
+"""Signals: the guard that turns SIGTERM into an unwinding exception, and deadlines."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from sqlwa.errors import LabError, interruption
+
+
+class SignalGuard:
+    """Turns SIGINT and SIGTERM into exceptions while a lab or capture is active, so the
+    ``with`` block unwinds and cleans up, and restores the previous handlers afterwards.
+
+    Inside :meth:`critical` a signal is remembered and raised when the section ends; during
+    teardown it is only remembered (a second Ctrl-C must not abort the cleanup) and
+    :meth:`take_pending` hands it back once everything is removed. Handlers can only be
+    installed from the main thread; elsewhere the guard does nothing and the caller's
+    ``finally`` still cleans up.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, object] = {}
+        self._defer = 0
+        self._pending: int | None = None
+        self.tearing_down = False
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        with self.critical():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.getsignal(signum)
+                signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def take_pending(self) -> int | None:
+        signum, self._pending = self._pending, None
+        return signum
+
+    def set_up(self, setup: Callable[[], None], teardown: Callable[[], object]) -> None:
+        """Installs the handlers and runs ``setup``; if anything fails part-way (a signal
+        included) ``teardown`` removes what was made before the exception propagates."""
+        try:
+            self.install()
+            setup()
+        except BaseException:
+            teardown()
+            raise
+
+    def finish(self, teardown_errors: list[Exception], failure: Callable[[str], BaseException]) -> None:
+        """After a clean teardown: raises ``failure(message)`` if parts of it failed, then
+        the signal that arrived during it, if any."""
+        if teardown_errors:
+            raise failure("; ".join(str(e) for e in teardown_errors))
+        pending = self.take_pending()
+        if pending is not None:
+            raise interruption(pending)
+
+    @contextmanager
+    def critical(self) -> Iterator[None]:
+        self._defer += 1
+        try:
+            yield
+        finally:
+            self._defer -= 1
+        pending = self._pending
+        if not self._defer and not self.tearing_down and pending is not None:
+            self._pending = None
+            raise interruption(pending)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self._defer or self.tearing_down:
+            self._pending = self._pending or signum
+            return
+        raise interruption(signum)
+
+
+@contextmanager
+def signals_unwind() -> Iterator[None]:
+    """SIGINT and SIGTERM as exceptions inside the block (a :class:`SignalGuard`), so the
+    temporary files made in it are removed by their own ``with`` on the way out; the
+    previous handlers afterwards."""
+    guard = SignalGuard()
+    guard.install()
+    try:
+        yield
+    finally:
+        guard.restore()
+
+
+def call_within(action: Callable[[], object], timeout_s: float, what: str) -> None:
+    """Run ``action`` in a thread of its own and wait for it ``timeout_s`` seconds at most.
+    If it is not done by then, raise :class:`LabError` and leave it behind: a step stuck in
+    the kernel (an unmount, a loop device's detach) can be abandoned, never cancelled.
+    Signals still reach the caller's handlers, which run in the main thread."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            action()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller, in its thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name=f"sqlwa: {what}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise LabError(f"{what} did not finish in {timeout_s:g} s and was abandoned")
+    if outcome[0] is not None:
+        raise outcome[0]

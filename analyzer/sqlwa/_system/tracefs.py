@@ -1,0 +1,39 @@
+"""tracefs: where it is mounted, writes to its files, instances removed."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+def tracefs_root() -> Path | None:
+    """Where tracefs is mounted (a directory with ``instances/``), or None."""
+    for candidate in TRACEFS_MOUNTS:
+        if os.path.isdir(os.path.join(candidate, "instances")):
+            return Path(candidate)
+    return None
+
+
+def tracefs_write(path: Path, value: str) -> None:
+    """Write one control file of tracefs (one write(2): tracefs acts on each write)."""
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def remove_tracefs_instance(instance_dir: Path, attempts: int = 20) -> None:
+    """rmdir a tracefs instance, retrying briefly: it is busy while any of its files (a
+    writer of trace_marker, a reader of trace_pipe) is still open. Raises the last
+    OSError if it stays busy."""
+    for attempt in range(attempts):
+        try:
+            os.rmdir(instance_dir)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
