@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from sqlwa.durability import explore
+from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
 
 NOBARRIER = {"ext4": "barrier=0", "f2fs": "nobarrier"}
@@ -55,10 +56,9 @@ def crash_run(guest, share: Path, fs: str, barrier: str, journal: str, sync: str
     request = runner.RunRequest(
         settings=engine.RunSettings(journal=journal, sync=sync, txns=args.commits, warmup=2),
         out_dir=share / f"{fs}-{barrier}-{journal}-{sync}",
-        fs=fs,
-        image_size=args.image_size,
-        mount_opts=NOBARRIER[fs] if barrier == "nobarrier" else "",
-        vm=True,
+        stack=StackSpec(
+            fs=fs, image_size=args.image_size, mount_opts=NOBARRIER[fs] if barrier == "nobarrier" else "", vm=True
+        ),
         crash=explore.CrashOptions(samples=args.samples, seed=1),
     )
     return runner.execute(request, guest=guest)

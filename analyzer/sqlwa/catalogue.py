@@ -57,6 +57,8 @@ DEFAULT_JOURNALS = ("delete", "truncate", "persist", "wal")
 DEFAULT_SYNCS = ("normal", "full")
 #: The size of a lab filesystem's image.
 DEFAULT_IMAGE_SIZE = "1G"
+#: The VM lab's default guest kernel: Debian's current one (:mod:`sqlwa.vm.kernel` fetches it).
+DEBIAN_KERNEL = "debian"
 #: The trace formats ``sqlwa parse`` and :func:`sqlwa.parse` read (auto: detected).
 TRACE_FORMATS = ("auto", "blktrace", "blkparse", "ftrace", "perfetto")
 

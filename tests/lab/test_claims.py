@@ -28,6 +28,7 @@ import polars as pl
 import pytest
 
 from sqlwa.analysis import attribution
+from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
 from trace_truth import unattributed_write_bytes
 
@@ -43,7 +44,7 @@ def lab_run(
         scenario=scenario,
         settings=engine.RunSettings(journal=journal, sync=sync, txns=txns, warmup=3),
         out_dir=tmp_path / f"{fs}-{journal}-{sync}-{scenario}",
-        fs=fs,
+        stack=StackSpec(fs=fs),
     )
     outcome = runner.execute(request)
     return outcome.summary, outcome.commits

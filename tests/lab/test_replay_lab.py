@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
 from trace_truth import unattributed_write_bytes
 
@@ -44,7 +45,9 @@ def test_a_replayed_log_is_attributed_as_a_scenario(tmp_path, journal):
     log = small_log(tmp_path)
     out = tmp_path / f"ext4-{journal}"
     settings = engine.RunSettings(journal=journal, sync="full", warmup=3, timing="back-to-back")
-    request = runner.RunRequest(scenario=str(log), settings=settings, out_dir=out, fs="ext4", image_size="64M")
+    request = runner.RunRequest(
+        scenario=str(log), settings=settings, out_dir=out, stack=StackSpec(fs="ext4", image_size="64M")
+    )
     summary = runner.execute(request).summary
     assert summary["commits"] == 23
     layout = json.loads((out / "layout.json").read_text())

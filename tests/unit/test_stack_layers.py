@@ -17,6 +17,7 @@ from sqlwa import catalogue
 from sqlwa.catalogue import NO_LAYER, config_label, layers_of
 from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
+from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import matrix
 from sqlwa.results import layers
 
@@ -108,8 +109,9 @@ def test_android_sdcard_is_android_ext4_behind_a_fuse_layer_sqlwa_has():
     assert set(data.departures) < set(sdcard.departures)
 
 
-def plan(**axes) -> matrix.MatrixPlan:
-    return matrix.MatrixPlan(Path("/nonexistent/m"), journals=("wal",), syncs=("full",), **axes)
+def plan(vm: bool = False, device_delay_ms: int | None = None, **axes) -> matrix.MatrixPlan:
+    stack = StackSpec(vm=vm, device_delay_ms=device_delay_ms)
+    return matrix.MatrixPlan(Path("/nonexistent/m"), journals=("wal",), syncs=("full",), stack=stack, **axes)
 
 
 def test_a_profile_cell_takes_the_profiles_layers_unless_an_axis_was_given():
@@ -119,8 +121,9 @@ def test_a_profile_cell_takes_the_profiles_layers_unless_an_axis_was_given():
         ("ext4", "fscrypt", "passthrough-kernel", "android-sdcard"),
     ]
     given = plan(profiles=("android-sdcard",), fuses=("passthrough",), profile_overrides=("fuse",)).cells()
-    assert [(c.fuse, matrix.profile_options(c)["profile"]["overridden"]) for c in given] == [("passthrough", ["fuse"])]
-    assert matrix.profile_options(given[0])["mount_opts"] == "nodev,noatime,nosuid"
+    stacks = [matrix.request_for(c, plan(profile_overrides=("fuse",)), Path("r")).stack for c in given]
+    assert [(s.fuse, (s.profile_record() or {})["overridden"]) for s in stacks] == [("passthrough", ["fuse"])]
+    assert stacks[0].mount_opts == "nodev,noatime,nosuid"
 
 
 def test_unknown_layers_and_layers_without_a_lab_are_refused_before_any_cell():
@@ -227,5 +230,6 @@ def test_a_device_delay_is_one_for_the_whole_sweep_and_part_of_its_plan():
         matrix.check_device_delay(plan(vm=True, crypts=("none", "dm-crypt"), device_delay_ms=10))
     matrix.check_device_delay(plan(vm=True, device_delay_ms=0))  # the control: the layer without delay
     assert (
-        matrix.request_for(plan(vm=True).cells()[0], plan(vm=True, device_delay_ms=7), Path("r")).device_delay_ms == 7
+        matrix.request_for(plan(vm=True).cells()[0], plan(vm=True, device_delay_ms=7), Path("r")).stack.device_delay_ms
+        == 7
     )

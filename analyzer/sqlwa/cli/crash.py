@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import click
 
 from sqlwa.cli import run as run_cli
+from sqlwa.cli._stack import with_stack
 from sqlwa.durability import explore
+from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine
 
 CRASH_TXNS = 30  # a crash run's transactions unless -n says otherwise: every one multiplies the states
@@ -30,7 +33,26 @@ def _crash_params() -> list[click.Parameter]:
     return [_with_default(p, defaults[p.name]) if p.name in defaults else p for p in run_cli.run.params]
 
 
-def crash(samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run_options: Any) -> None:
+def crash(
+    samples: int,
+    crash_seed: int,
+    torn: bool,
+    keep_write_log: bool,
+    scenario: str,
+    settings: engine.RunSettings,
+    stack: StackSpec,
+    frame_budget_ms: float,
+    frame_rate: str | None,
+    allow_loss: bool,
+    buffer_kb: int,
+    run_dir: Path | None,
+    out_dir: Path | None,
+    keep_db: bool,
+    guest_strace: bool,
+    keep_image: bool,
+    as_json: bool,
+    allow_system_dir: bool,
+) -> None:
     """Record a run's device writes and judge what a power cut at any moment would leave.
 
     For each crash state: how many acknowledged commits it loses, whether SQLite finds
@@ -56,12 +78,23 @@ def crash(samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run
     """
     from sqlwa.views import json_output, terminal
 
-    run_options["settings_given"] = {key: run_options.pop(key) for key in list(run_options) if key in _setting_names()}
-    run_options["fs"] = run_options["fs"] or DEFAULT_FS
-    request = run_cli.run_request(**run_options)
+    request = run_cli.run_request(
+        scenario,
+        settings,
+        dataclasses.replace(stack, fs=stack.fs or DEFAULT_FS),
+        out_dir=out_dir,
+        run_dir=run_dir,
+        keep_db=keep_db,
+        frame_budget_ms=run_cli.frame_budget_of(frame_budget_ms, frame_rate),
+        allow_loss=allow_loss,
+        buffer_kb=buffer_kb,
+        guest_strace=guest_strace,
+        keep_image=keep_image,
+        allow_system_dir=allow_system_dir,
+    )
     request.crash = explore.CrashOptions(samples=samples, seed=crash_seed, torn=torn, keep_log=keep_write_log)
     outcome = run_cli.execute_with_bar(request)
-    if run_options["as_json"]:
+    if as_json:
         click.echo(json_output.dumps(outcome.summary))
         return
     terminal.print_summary(outcome.summary)
@@ -69,14 +102,9 @@ def crash(samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run
     click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
 
 
-def _setting_names() -> set[str]:
-    """The options that are RunSettings fields (what ``sqlwa run`` takes as ``**settings_given``)."""
-    return {f.name for f in dataclasses.fields(engine.RunSettings) if engine.option_of(f) is not None}
-
-
 crash_command = click.Command(
     "crash",
-    callback=crash,
+    callback=with_stack(run_cli.with_settings(crash)),
     help=crash.__doc__,
     params=[
         *_crash_params(),

@@ -14,16 +14,14 @@ import click
 from sqlwa import outputs
 from sqlwa.catalogue import (
     DEFAULT_FRAME_BUDGET_MS,
-    DEFAULT_IMAGE_SIZE,
     DEFAULT_JOURNALS,
     DEFAULT_SYNCS,
     FRAME_RATES,
     METRICS,
-    NO_LAYER,
     config_label,
 )
-from sqlwa.lab import devmapper
-from sqlwa.vm import kernel as vm_kernel
+from sqlwa.cli._stack import split_list, stack_option
+from sqlwa.lab.stack import STACK_FIELDS, StackSpec
 
 if TYPE_CHECKING:  # imported where a sweep runs: `sqlwa matrix --help` needs none of them
     import polars as pl
@@ -32,13 +30,6 @@ if TYPE_CHECKING:  # imported where a sweep runs: `sqlwa matrix --help` needs no
     from rich.table import Table
 
     from sqlwa.measure import matrix
-
-
-def split_list(_ctx, _param, value: str | None) -> tuple[str, ...] | None:
-    """'a,b, c' → ('a', 'b', 'c'); lower-cased, empty items dropped."""
-    if value is None:
-        return None
-    return tuple(item.strip().lower() for item in value.split(",") if item.strip())
 
 
 def split_scenarios(_ctx, _param, value: str) -> tuple[str, ...]:
@@ -200,7 +191,7 @@ def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
     if runs.height and runs.filter(pl.col("status") == "ok").height:
         latencies = store.load_latencies(outcome.plan.out_dir)
         console.print(results_table(runs, f"matrix {outcome.plan.out_dir}", latencies))
-    if outcome.plan.vm:
+    if outcome.plan.stack.vm:
         console.print(
             "VM lab: every cell ran in one guest; under TCG its latencies (p99, frame misses) are an emulated "
             "CPU's and not comparable (each run's config.vm says which accelerator)",
@@ -225,7 +216,7 @@ def run_with_progress(plan: matrix.MatrixPlan) -> matrix.MatrixOutcome:
     from sqlwa.views.terminal import wide_console
 
     err = wide_console(stderr=True)
-    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.vm else None
+    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.stack.vm else None
     if why_not_lab:
         plan.lab, plan.lab_unavailable = False, why_not_lab
         err.print(f"[yellow]VFS level only:[/yellow] {why_not_lab}", highlight=False)
@@ -267,54 +258,7 @@ MATRIX_OPTIONS = [
         metavar="A,B",
         help="Scenarios (built-in names or TOML paths), comma-separated.",
     ),
-    click.option(
-        "--fs",
-        "filesystems",
-        default="ext4",
-        show_default=True,
-        callback=split_list,
-        metavar="FS,..",
-        help="Lab filesystems, e.g. ext4,xfs,btrfs (each cell gets a fresh one; needs root).",
-    ),
-    click.option(
-        "--encrypt",
-        "encrypts",
-        default=NO_LAYER,
-        show_default=True,
-        callback=split_list,
-        metavar="MODE,..",
-        help="File-based encryption of each cell's database directory, e.g. none,fscrypt (as `sqlwa run --encrypt`).",
-    ),
-    click.option(
-        "--fuse",
-        "fuses",
-        default=NO_LAYER,
-        show_default=True,
-        callback=split_list,
-        metavar="LAYER,..",
-        help="A FUSE daemon in front of each cell's lab filesystem, e.g. none,passthrough,passthrough-kernel "
-        "(as `sqlwa run --fuse`).",
-    ),
-    click.option(
-        "--profile",
-        "profiles",
-        default=NO_LAYER,
-        show_default=True,
-        callback=split_list,
-        metavar="NAME,..",
-        help="Phone profiles, e.g. none,android-ext4,android-sdcard (as `sqlwa run --profile`); a profile cell "
-        "takes the profile's filesystem and layers unless --fs, --encrypt or --fuse is given.",
-    ),
-    click.option(
-        "--crypt",
-        "crypts",
-        default=NO_LAYER,
-        show_default=True,
-        callback=split_list,
-        metavar="MODE,..",
-        help="dm-crypt under each cell's lab filesystem, e.g. none,dm-crypt,dm-crypt-luks2 (as `sqlwa run "
-        "--crypt`; needs device-mapper: --vm here).",
-    ),
+    *(stack_option(name, sweep=True) for name in ("fs", "encrypt", "fuse", "profile", "crypt")),
     click.option(
         "-j",
         "--journal",
@@ -354,22 +298,7 @@ MATRIX_OPTIONS = [
     ),
     click.option("--strict", is_flag=True, help="Replayed SQL logs: stop at the first statement that fails."),
     click.option("--vfs-only", is_flag=True, help="Measure the VFS level only, even as root (no lab filesystems)."),
-    click.option(
-        "--image-size", default=DEFAULT_IMAGE_SIZE, show_default=True, metavar="SIZE", help="Size of each lab image."
-    ),
-    click.option(
-        "--vm",
-        is_flag=True,
-        help="Run every cell in one VM lab guest with its own kernel (no root needed; see `sqlwa run --vm`).",
-    ),
-    click.option(
-        "--device-delay",
-        "device_delay_ms",
-        type=click.IntRange(0, devmapper.MAX_DELAY_MS),
-        metavar="MS",
-        help="dm-delay under every cell's lab filesystem: writes and cache flushes held MS ms (as `sqlwa run "
-        "--device-delay`; needs device-mapper: --vm here).",
-    ),
+    *(stack_option(name, sweep=True) for name in ("image_size", "vm", "device_delay_ms")),
     click.option(
         "--frame-rate",
         type=click.Choice([str(rate) for rate in FRAME_RATES]),
@@ -378,14 +307,7 @@ MATRIX_OPTIONS = [
         help="The display's refresh rate, Hz: every run's frame budget is one frame of it (as `sqlwa run "
         f"--frame-rate`) [default: {DEFAULT_FRAME_BUDGET_MS} ms, 60 Hz].",
     ),
-    click.option(
-        "--kernel",
-        "vm_kernel",
-        default=vm_kernel.DEBIAN,
-        show_default=True,
-        metavar="debian|PATH",
-        help="The guest's kernel with --vm: Debian's current one, a linux-image-*.deb or an unpacked one.",
-    ),
+    stack_option("kernel", sweep=True),
     outputs.allow_system_option,
 ]
 
@@ -409,14 +331,15 @@ def plan_of(out_dir: Path, axes: dict, resume: bool = False) -> matrix.MatrixPla
     """The sweep MATRIX_OPTIONS describe (``axes``: their values by parameter name)."""
     from sqlwa.measure import matrix
 
-    vfs_only, vm_kernel = axes.pop("vfs_only"), axes.pop("vm_kernel")
+    stack = StackSpec(**{name: axes.pop(name) for name in STACK_FIELDS if name in axes})
+    vfs_only = axes.pop("vfs_only")
     plan = matrix.MatrixPlan(
         out_dir=out_dir,
         **axes,
+        stack=stack,
         profile_overrides=profile_overrides(),
         lab=not vfs_only,
         resume=resume,
-        kernel=vm_kernel,
     )
     matrix.check_out_dir(plan)  # before the sweep is announced
     return plan

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sqlwa.capture import tracing
-from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS, DEFAULT_IMAGE_SIZE, FRAME_RATES
+from sqlwa.catalogue import DEFAULT_FRAME_BUDGET_MS, FRAME_RATES
+from sqlwa.cli._stack import FiniteFloat, stack_options, with_stack
 from sqlwa.errors import Interrupted, UsageError
-from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
+from sqlwa.lab.stack import PROFILE_OPTIONS, StackSpec
 from sqlwa.measure import engine
 from sqlwa.outputs import allow_system_option
-from sqlwa.vm import kernel as vm_kernel
 
 if TYPE_CHECKING:  # imported where a run runs: `sqlwa run --help` needs none of them
     from rich.progress import TaskID
@@ -92,15 +92,27 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-class FiniteFloat(click.FloatRange):
-    """A float in range that is a number: nan and inf are refused like any value out of
-    range (FloatRange alone lets nan through, as every comparison with it is false)."""
+def setting_names() -> tuple[str, ...]:
+    """The options that are RunSettings fields."""
+    return tuple(f.name for f in dataclasses.fields(engine.RunSettings) if engine.option_of(f) is not None)
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
+
+def with_settings(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` called with the setting options' values, ``--pragma`` and
+    ``--no-vfs-count`` as one ``settings=RunSettings(...)``."""
+
+    @functools.wraps(callback)
+    def call(extra_pragmas: tuple[str, ...], no_vfs_count: bool, **values: Any) -> Any:
+        given = {name: values.pop(name) for name in setting_names()}
+        settings = engine.RunSettings(**given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
+        if settings.from_db is not None:
+            if not Path(settings.from_db).is_file():
+                raise UsageError(f"--from {settings.from_db}: no such database file", "give the app's database file")
+            # absolute: a --vm guest sees the host's files at the same paths, not its working directory
+            settings.from_db = str(Path(settings.from_db).resolve())
+        return callback(settings=settings, **values)
+
+    return call
 
 
 def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click.ParamType:
@@ -125,72 +137,8 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
 )
 @setting_options
 @click.option("--pragma", "extra_pragmas", multiple=True, metavar="NAME[=VALUE]", help="Any other PRAGMA; repeatable.")
-@click.option(
-    "--fs",
-    type=click.Choice(tuple(filesystem.FILESYSTEMS)),
-    help="Measure on a fresh filesystem of this kind on a loop device, tracing block requests "
-    "and syscalls (needs root and tracefs). ext4 = data=ordered.",
-)
-@click.option(
-    "--image-size",
-    default=DEFAULT_IMAGE_SIZE,
-    show_default=True,
-    metavar="SIZE",
-    help="Size of the lab image (--fs).",
-)
-@click.option("--mkfs-opts", default="", metavar="OPTS", help="Extra mkfs options, e.g. '-O fast_commit' (--fs).")
-@click.option("--mount-opts", default="", metavar="OPTS", help="Extra mount options, e.g. 'noatime,barrier=0' (--fs).")
-@click.option(
-    "--fill",
-    "fill_pct",
-    type=FiniteFloat(0, 99),
-    default=0,
-    metavar="PCT",
-    help="Fill the lab filesystem to PCT % with files before the workload (--fs).",
-)
-@click.option(
-    "--profile",
-    "profile_name",
-    type=click.Choice(tuple(profiles.PROFILES)),
-    help="A phone's storage set-up as a bundle of lab options (android-ext4: Android's /data on ext4 "
-    "with FBE, from AOSP's fstab; android-sdcard: the same behind the FUSE layer of /sdcard, "
-    "--fuse passthrough-kernel); options given explicitly override the profile's.",
-)
-@click.option(
-    "--encrypt",
-    type=click.Choice(encryption.CHOICES),
-    default=encryption.NO_ENCRYPTION,
-    show_default=True,
-    help="File-based encryption of the database directory, as Android's FBE (--fs ext4): fscrypt = "
-    "AES-256-XTS/CTS, fscrypt-adiantum = Adiantum. The crypto driver that served it is recorded.",
-)
-@click.option(
-    "--fuse",
-    "fuse_layer",
-    type=click.Choice(fuse.CHOICES),
-    default=fuse.NO_FUSE,
-    show_default=True,
-    help="A FUSE daemon between SQLite and the lab filesystem, as Android's /sdcard (--fs): passthrough = "
-    "sqlwa-fuse, every call through it; -writeback with the kernel's writeback cache; -kernel with the kernel's "
-    "FUSE passthrough (Linux 6.9+); bindfs = Debian's bindfs. The daemon's syscalls are traced beside SQLite's.",
-)
-@click.option(
-    "--crypt",
-    type=click.Choice(devmapper.CHOICES),
-    default=devmapper.NO_CRYPT,
-    show_default=True,
-    help="Full-disk encryption under the lab filesystem, as Android's FDE (needs device-mapper: --vm here): "
-    "dm-crypt = plain AES-256-XTS with a random key, dm-crypt-luks2 = the same under a LUKS2 header. "
-    "Block figures are the disk's (the loop device under dm-crypt); the cipher and its driver are recorded.",
-)
-@click.option(
-    "--device-delay",
-    "device_delay_ms",
-    type=click.IntRange(0, devmapper.MAX_DELAY_MS),
-    metavar="MS",
-    help="A slow device under the lab filesystem (needs device-mapper: --vm here): dm-delay holds every write "
-    "and cache flush MS ms on its way to the loop device (reads are not delayed; 0: the same layer, no delay). "
-    "Not with --crypt.",
+@stack_options(
+    "fs", "image_size", "mkfs_opts", "mount_opts", "fill_pct", "profile", "encrypt", "fuse", "crypt", "device_delay_ms"
 )
 @click.option(
     "--frame-budget-ms",
@@ -234,22 +182,7 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
     is_flag=True,
     help="Keep the database files after a run without --fs (the directory is printed; `lab cleanup` leaves it).",
 )
-@click.option(
-    "--vm",
-    is_flag=True,
-    help="Run the lab in a qemu guest with its own kernel (--kernel; --fs defaults to ext4 there): f2fs and "
-    "kernels this host lacks, and block-level runs without root. Without a usable KVM the guest runs under "
-    "TCG: counts exact, timings not comparable (recorded in config.vm).",
-)
-@click.option(
-    "--kernel",
-    "vm_kernel",
-    default=vm_kernel.DEBIAN,
-    show_default=True,
-    metavar="debian|PATH",
-    help="The guest's kernel (--vm): Debian's current one (fetched once into ~/.cache/sqlwa/kernels), "
-    "a linux-image-*.deb, or an unpacked kernel package directory (boot/vmlinuz-*, lib/modules/).",
-)
+@stack_options("vm", "kernel")
 @click.option(
     "--guest-strace",
     is_flag=True,
@@ -265,19 +198,12 @@ def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click
 @click.option("--no-vfs-count", is_flag=True, hidden=True, help="Run on the plain unix VFS (benchmark baseline).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 @allow_system_option
+@with_stack
+@with_settings
 def run(
     scenario: str,
-    extra_pragmas: tuple[str, ...],
-    fs: str | None,
-    image_size: str,
-    mkfs_opts: str,
-    profile_name: str | None,
-    encrypt: str,
-    fuse_layer: str,
-    crypt: str,
-    device_delay_ms: int | None,
-    mount_opts: str,
-    fill_pct: float,
+    settings: engine.RunSettings,
+    stack: StackSpec,
     frame_budget_ms: float,
     frame_rate: str | None,
     allow_loss: bool,
@@ -285,14 +211,10 @@ def run(
     run_dir: Path | None,
     out_dir: Path | None,
     keep_db: bool,
-    vm: bool,
-    vm_kernel: str,
     guest_strace: bool,
     keep_image: bool,
-    no_vfs_count: bool,
     as_json: bool,
     allow_system_dir: bool,
-    **settings_given: Any,
 ) -> None:
     """Run one SQLite workload and report what each commit cost.
 
@@ -318,7 +240,20 @@ def run(
     """
     from sqlwa.views import json_output, terminal
 
-    request = run_request(**locals())
+    request = run_request(
+        scenario,
+        settings,
+        stack,
+        out_dir=out_dir,
+        run_dir=run_dir,
+        keep_db=keep_db,
+        frame_budget_ms=frame_budget_of(frame_budget_ms, frame_rate),
+        allow_loss=allow_loss,
+        buffer_kb=buffer_kb,
+        guest_strace=guest_strace,
+        keep_image=keep_image,
+        allow_system_dir=allow_system_dir,
+    )
     outcome = execute_with_bar(request)
     if as_json:
         click.echo(json_output.dumps(outcome.summary))
@@ -331,81 +266,47 @@ def run(
 
 def run_request(
     scenario: str,
-    extra_pragmas: tuple[str, ...],
-    fs: str | None,
-    image_size: str,
-    mkfs_opts: str,
-    profile_name: str | None,
-    encrypt: str,
-    fuse_layer: str,
-    crypt: str,
-    device_delay_ms: int | None,
-    mount_opts: str,
-    fill_pct: float,
-    frame_budget_ms: float,
-    allow_loss: bool,
-    buffer_kb: int,
-    run_dir: Path | None,
-    out_dir: Path | None,
-    keep_db: bool,
-    vm: bool,
-    vm_kernel: str,
-    guest_strace: bool,
-    keep_image: bool,
-    no_vfs_count: bool,
-    settings_given: dict[str, Any],
-    frame_rate: str | None = None,
+    settings: engine.RunSettings,
+    stack: StackSpec,
+    *,
+    out_dir: Path | None = None,
+    run_dir: Path | None = None,
+    keep_db: bool = False,
+    frame_budget_ms: float = DEFAULT_FRAME_BUDGET_MS,
+    allow_loss: bool = False,
+    buffer_kb: int = tracing.DEFAULT_BUFFER_KB,
+    guest_strace: bool = False,
+    keep_image: bool = False,
     allow_system_dir: bool = False,
-    **_: Any,
 ) -> runner.RunRequest:
-    """The run the options of ``sqlwa run`` (and ``sqlwa crash``, which has them all) ask for."""
+    """The run the options of ``sqlwa run`` (and ``sqlwa crash``, which has them all) ask
+    for: the stack completed (the VM lab's default filesystem, the profile's options)."""
     from sqlwa.measure import runner
 
-    settings = engine.RunSettings(**settings_given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
-    if settings.from_db is not None:
-        if not Path(settings.from_db).is_file():
-            raise UsageError(f"--from {settings.from_db}: no such database file", "give the app's database file")
-        # absolute: a --vm guest sees the host's files at the same paths, not its working directory
-        settings.from_db = str(Path(settings.from_db).resolve())
-    if not vm and click.get_current_context().get_parameter_source("vm_kernel") != click.core.ParameterSource.DEFAULT:
+    if (
+        not stack.vm
+        and click.get_current_context().get_parameter_source("kernel") != click.core.ParameterSource.DEFAULT
+    ):
         raise UsageError("--kernel chooses the VM lab's kernel, and this run is not in the VM lab", "add --vm")
-    if guest_strace and not vm:
+    if guest_strace and not stack.vm:
         raise UsageError("--guest-strace traces the VM lab's guest, and this run is not in the VM lab", "add --vm")
-    fs = fs or (VM_DEFAULT_FS if vm else None)
-    lab_options: dict[str, Any] = {
-        "fs": fs,
-        "mkfs_opts": mkfs_opts,
-        "mount_opts": mount_opts,
-        "encrypt": encrypt,
-        "fuse": fuse_layer,
-    }
-    profile = with_profile(profile_name, lab_options) if profile_name else None
-    request = runner.RunRequest(
+    stack = dataclasses.replace(stack, fs=stack.fs or (VM_DEFAULT_FS if stack.vm else None))
+    if stack.profile is not None:
+        stack = dataclasses.replace(stack, profile_overrides=given_options(PROFILE_OPTIONS)).with_profile()
+    return runner.RunRequest(
         scenario=scenario,
         settings=settings,
+        stack=stack,
         out_dir=out_dir or default_out_dir(scenario, settings.journal, settings.sync),
         dir=run_dir,
         keep_db=keep_db,
-        fs=lab_options["fs"],
-        image_size=image_size,
-        mkfs_opts=lab_options["mkfs_opts"],
-        encrypt=lab_options["encrypt"],
-        profile=profile,
-        fuse=lab_options["fuse"],
-        crypt=crypt,
-        device_delay_ms=device_delay_ms,
-        mount_opts=lab_options["mount_opts"],
-        fill_pct=fill_pct,
         allow_loss=allow_loss,
         buffer_kb=buffer_kb,
-        frame_budget_ms=frame_budget_of(frame_budget_ms, frame_rate),
-        vm=vm,
-        kernel=vm_kernel,
+        frame_budget_ms=frame_budget_ms,
         guest_strace=guest_strace,
         keep_image=keep_image,
         allow_system_dir=allow_system_dir,
     )
-    return request
 
 
 def frame_budget_of(frame_budget_ms: float, frame_rate: str | None) -> float:
@@ -435,22 +336,13 @@ def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:
     return outcome
 
 
-# The click parameter behind each option a profile fills in, where its name differs.
-PROFILE_PARAMETERS = {"fuse": "fuse_layer"}
-
-
-def with_profile(name: str, options: dict[str, Any]) -> dict:
-    """Fill ``options`` from the profile where the command line left them at their
-    defaults; returns what the summary records of the profile."""
-    chosen = profiles.profile(name)
+def given_options(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``names`` (click parameters) the command line gave explicitly: as they
+    win over a profile's values."""
     context = click.get_current_context()
-    given = {
-        key
-        for key in options
-        if context.get_parameter_source(PROFILE_PARAMETERS.get(key, key))
-        not in (None, click.core.ParameterSource.DEFAULT)
-    }
-    return profiles.describe(chosen, profiles.apply(chosen, options, given))
+    return tuple(
+        name for name in names if context.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    )
 
 
 @click.command()

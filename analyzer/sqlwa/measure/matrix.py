@@ -26,6 +26,7 @@ A sweep that names its filesystems (``--fs``) is refused without root instead, a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections import Counter
@@ -50,6 +51,7 @@ from sqlwa.catalogue import (
 )
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
+from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
 from sqlwa.results import rundir, store
 from sqlwa.vm import kernel as vm_kernel
@@ -138,14 +140,13 @@ class MatrixPlan:
     lab: bool = True  # False: VFS level only, no lab filesystem
     lab_unavailable: str | None = None  # why not, when the lab is off for lack of root or tracefs
     resume: bool = False
-    image_size: str = "1G"
-    vm: bool = False  # every cell in one VM lab guest
-    kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
-    device_delay_ms: int | None = None  # dm-delay under every cell's filesystem
+    # what every cell's stack shares: image size, dm-delay, the VM lab and its kernel (the
+    # layers of the axes above are each cell's own)
+    stack: StackSpec = StackSpec()
     frame_rate: int | None = None  # --frame-rate: every run's frame budget is one frame of it
     allow_system_dir: bool = False  # --allow-system-dir: --out may be in /etc, /usr …
 
-    def stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
+    def cell_stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
         """What one combination of the stack axes runs: a profile fills in what the
         sweep's axes do not override; a plain cell of a VFS-only sweep has no lab fs."""
         options = {"fs": fs, "encrypt": encrypt, "fuse": fuse_layer}
@@ -158,7 +159,7 @@ class MatrixPlan:
 
     def cells(self) -> list[Cell]:
         axes = (self.filesystems, self.encrypts, self.fuses, self.profiles, self.crypts)
-        stacks = [self.stack(*combination) for combination in itertools.product(*axes)]
+        stacks = [self.cell_stack(*combination) for combination in itertools.product(*axes)]
         cells = [
             Cell(scenario, stack["fs"], journal, sync, r, **{layer: stack[layer] for layer in LAYER_KEYS})
             for scenario in self.scenarios
@@ -236,18 +237,18 @@ def check_axes(plan: MatrixPlan) -> None:
     if plan.from_db is not None and not Path(plan.from_db).is_file():
         raise UsageError(f"--from {plan.from_db}: no such database file", "give the app's database file")
     engine.check_settings(engine.RunSettings(timing=plan.timing))
-    if not plan.vm:
+    if not plan.stack.vm:
         for crypt in plan.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
             devmapper.check_crypt(crypt, "ext4", has_device=True)
     check_device_delay(plan)
-    if plan.vm:
-        runner.guest_kernel(plan.kernel)  # a kernel that cannot be had is a mistake in the axes too
+    if plan.stack.vm:
+        runner.guest_kernel(plan.stack.kernel)  # a kernel that cannot be had is a mistake in the axes too
     check_dirnames(plan)
 
 
 def check_device_delay(plan: MatrixPlan) -> None:
     """--device-delay is the same for every cell: refused for them all at once."""
-    if plan.device_delay_ms is None:
+    if plan.stack.device_delay_ms is None:
         return
     if not plan.lab:
         reason = plan.lab_unavailable or "--vfs-only"
@@ -256,10 +257,10 @@ def check_device_delay(plan: MatrixPlan) -> None:
             "add --vm, or leave --device-delay out",
         )
     for crypt in plan.crypts:
-        if plan.vm:
-            devmapper.check_delay_with(plan.device_delay_ms, crypt)
+        if plan.stack.vm:
+            devmapper.check_delay_with(plan.stack.device_delay_ms, crypt)
         else:
-            devmapper.check_delay(plan.device_delay_ms, crypt, "ext4", has_device=True)
+            devmapper.check_delay(plan.stack.device_delay_ms, crypt, "ext4", has_device=True)
 
 
 def check_dirnames(plan: MatrixPlan) -> None:
@@ -296,6 +297,8 @@ PLAN_OPTIONS = {
     "device_delay_ms": "--device-delay",
     "frame_rate": "--frame-rate",
 }
+# The PLAN_OPTIONS that are the stack every cell shares (MatrixPlan.stack).
+PLAN_STACK_OPTIONS = ("image_size", "vm", "kernel", "device_delay_ms")
 # What a plan stored before an option existed meant by leaving it out.
 PLAN_DEFAULTS = {
     "vm": False,
@@ -321,7 +324,7 @@ PLAN_BEFORE_LAYERS = {
 def plan_record(plan: MatrixPlan) -> dict:
     """The plan as the store keeps it (JSON values); VFS-only sweeps have no filesystems.
     The keys of its cells too: a store that lacks some of them is a partial matrix."""
-    record = {key: getattr(plan, key) for key in PLAN_OPTIONS}
+    record = {key: getattr(plan.stack if key in PLAN_STACK_OPTIONS else plan, key) for key in PLAN_OPTIONS}
     record.update({key: list(record[key]) for key, value in record.items() if isinstance(value, tuple)})
     if not plan.lab:
         record["filesystems"], record["image_size"] = [NO_LAB_FS], None
@@ -414,39 +417,28 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         timing=plan.timing,
         strict=plan.strict,
     )
+    stack = dataclasses.replace(
+        plan.stack,
+        fs=None if cell.fs == NO_LAB_FS else cell.fs,
+        encrypt=cell.encrypt,
+        fuse=cell.fuse,
+        crypt=cell.crypt,
+        profile=None if cell.profile == NO_LAYER else cell.profile,
+        profile_overrides=plan.profile_overrides,
+    )
     return runner.RunRequest(
         scenario=cell.scenario,
         settings=settings,
         out_dir=run_dir,
-        fs=None if cell.fs == NO_LAB_FS else cell.fs,
-        image_size=plan.image_size,
-        encrypt=cell.encrypt,
-        fuse=cell.fuse,
-        crypt=cell.crypt,
-        device_delay_ms=plan.device_delay_ms,
+        # the profile's mkfs and mount options (no axes of a sweep); the summary records which
+        # of its options the cell's axes overrode
+        stack=stack.with_profile(),
         frame_budget_ms=FRAME_RATES[plan.frame_rate] if plan.frame_rate else DEFAULT_FRAME_BUDGET_MS,
-        vm=plan.vm,
-        kernel=plan.kernel,
         allow_system_dir=plan.allow_system_dir,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
         # unless the policy allows loss. Throwing the measurement away helps nobody.
         allow_loss=True,
-        **profile_options(cell),
     )
-
-
-def profile_options(cell: Cell) -> dict:
-    """The profile's mkfs and mount options (no axes of a sweep) and what the summary
-    records of it: which of its options the cell's axes overrode."""
-    if cell.profile == NO_LAYER:
-        return {}
-    chosen = profiles.profile(cell.profile)
-    overridden = [key for key in STACK_OPTIONS if getattr(cell, key) != getattr(chosen, key)]
-    return {
-        "mkfs_opts": chosen.mkfs_opts,
-        "mount_opts": chosen.mount_opts,
-        "profile": profiles.describe(chosen, overridden),
-    }
 
 
 def without_lab(cell: Cell, plan: MatrixPlan) -> str | None:
@@ -532,7 +524,7 @@ def run_matrix(
     called once the store is open, before the first cell (a store that cannot be made is
     then the one thing said)."""
     check_axes(plan)
-    kernel = runner.guest_kernel(plan.kernel) if plan.vm else None  # refused before --out exists
+    kernel = runner.guest_kernel(plan.stack.kernel) if plan.stack.vm else None  # refused before --out exists
     check_out_dir(plan, create=True)
     # One sweep at a time: a second one's cells would land in this one's store and runs.
     with _system.locks.directory_lock(plan.out_dir, "sqlwa matrix"):
@@ -552,7 +544,7 @@ def run_cells(
         on_ready()
     # One guest for every cell of a --vm sweep: a boot costs seconds under TCG, and each
     # cell still gets a fresh lab filesystem inside it.
-    booted = runner.booted_guest(kernel, plan.out_dir, plan.image_size) if kernel else nullcontext()
+    booted = runner.booted_guest(kernel, plan.out_dir, plan.stack.image_size) if kernel else nullcontext()
     try:
         with booted as guest:
             return run_each_cell(conn, plan, MatrixOutcome(plan), guest, on_start, on_done, progress)

@@ -25,11 +25,12 @@ from sqlwa import _system, outputs
 from sqlwa.analysis import attribution, device_time, fuse_effect, metrics, phases, remap, traceparse, windows
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
-from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, NO_LAB_FS
+from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.durability import explore
 from sqlwa.errors import ScenarioError, TraceLossError, UsageError, writing
-from sqlwa.lab import devmapper, encryption, filesystem, fuse
+from sqlwa.lab import devmapper, filesystem, stack
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
+from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, environment, lab_capture
 from sqlwa.results import rundir
 from sqlwa.vm import kernel as vm_kernel
@@ -45,24 +46,13 @@ CRASH_IMAGE_ROOM = 4  # the lab's image, its write log, the durable base and one
 class RunRequest:
     scenario: str = "mobibench-insert"
     settings: engine.RunSettings = field(default_factory=engine.RunSettings)
+    stack: StackSpec = StackSpec()  # the lab filesystem and its layers, on this host or in the VM lab
     out_dir: Path = Path("sqlwa-out")
     dir: Path | None = None
     keep_db: bool = False
-    fs: str | None = None
-    image_size: str = DEFAULT_IMAGE_SIZE
-    mkfs_opts: str = ""
-    mount_opts: str = ""
-    fill_pct: float = 0
-    encrypt: str = encryption.NO_ENCRYPTION
-    profile: dict | None = None  # the --profile the lab options came from, if any
-    fuse: str = fuse.NO_FUSE
-    crypt: str = devmapper.NO_CRYPT  # dm-crypt between the loop device and the filesystem
-    device_delay_ms: int | None = None  # dm-delay there instead: writes and flushes held this long
     allow_loss: bool = False
     buffer_kb: int = tracing.DEFAULT_BUFFER_KB
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS
-    vm: bool = False  # the lab in a qemu guest (sqlwa.vm) instead of on this host
-    kernel: str = vm_kernel.DEBIAN  # the guest's kernel, with vm
     guest_strace: bool = False  # with vm: strace the guest's program into OUT/guest.strace
     keep_image: bool = False  # copy the lab's image into OUT/lab.img before it is removed (tests)
     crash: explore.CrashOptions | None = None  # sqlwa crash: log the writes, judge crash states
@@ -170,9 +160,9 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
     guard = _system.signals.SignalGuard()  # the lab and capture install their own inside this one
     guard.install()
     try:
-        if request.vm:
+        if request.stack.vm:
             return execute_in_vm(request, progress, guest)
-        if request.fs:
+        if request.stack.fs:
             return execute_in_lab(request, progress)
         return execute_vfs_only(request, progress)
     finally:
@@ -217,20 +207,7 @@ def refuse_lab_options_without_lab(request: RunRequest) -> None:
     """--fill, --mkfs-opts, --mount-opts, --encrypt, --fuse, --crypt and --device-delay shape
     a lab filesystem; without --fs there is none, and ignoring them would measure something
     else than was asked."""
-    given = [
-        flag
-        for flag, value in (
-            ("--fill", request.fill_pct),
-            ("--mkfs-opts", request.mkfs_opts),
-            ("--mount-opts", request.mount_opts),
-            ("--encrypt", request.encrypt != encryption.NO_ENCRYPTION),
-            ("--fuse", request.fuse != fuse.NO_FUSE),
-            ("--crypt", request.crypt != devmapper.NO_CRYPT),
-            ("--device-delay", request.device_delay_ms is not None),
-            ("--keep-image", request.keep_image),
-        )
-        if value
-    ]
+    given = [*request.stack.lab_options_given, *(["--keep-image"] if request.keep_image else [])]
     if given:
         raise UsageError(
             f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} a lab filesystem, and this run has none",
@@ -247,14 +224,14 @@ def preflight_lab(request: RunRequest) -> None:
             "--keep-db keeps a VFS-only run's database; a lab filesystem is removed after the run",
             "leave --keep-db out, or leave --fs out",
         )
-    assert request.fs is not None, "a lab run names its filesystem"
-    spec = filesystem.FILESYSTEMS.get(request.fs)
+    assert request.stack.fs is not None, "a lab run names its filesystem"
+    spec = filesystem.FILESYSTEMS.get(request.stack.fs)
     # before root: a kernel without device-mapper cannot have it as any user (--vm can)
     has_device = spec is None or spec.mkfs_tool is not None
-    devmapper.check_crypt(request.crypt, request.fs, has_device)
-    devmapper.check_delay(request.device_delay_ms, request.crypt, request.fs, has_device)
-    filesystem.require_lab_host(request.fs)
-    filesystem.require_filesystem(request.fs)
+    devmapper.check_crypt(request.stack.crypt, request.stack.fs, has_device)
+    devmapper.check_delay(request.stack.device_delay_ms, request.stack.crypt, request.stack.fs, has_device)
+    filesystem.require_lab_host(request.stack.fs)
+    filesystem.require_filesystem(request.stack.fs)
     tracing.require_tracefs()
 
 
@@ -262,12 +239,12 @@ def lab_config(request: RunRequest, info: dict, fs: dict, measured: int) -> dict
     config = run_config(request, info, Path(fs["mountpoint"]), measured)
     del config["dir_fs"]  # the lab's filesystem is the fs
     config.update(
-        fs=request.fs,
-        encrypt=request.encrypt,
-        profile=request.profile,
-        fuse=request.fuse,
-        crypt=request.crypt,
-        device_delay_ms=request.device_delay_ms,
+        fs=request.stack.fs,
+        encrypt=request.stack.encrypt,
+        profile=request.stack.profile_record(),
+        fuse=request.stack.fuse,
+        crypt=request.stack.crypt,
+        device_delay_ms=request.stack.device_delay_ms,
         fs_source="lab: fresh filesystem on a loop device" if fs["loop_device"] else "lab: fresh tmpfs",
         mount_options=fs["mount_options"],
         lab=fs,
@@ -386,7 +363,7 @@ def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
 def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
     preflight_lab(request)
     scenario = engine.load_scenario(request.scenario)
-    assert request.fs is not None, "a lab run names its filesystem"
+    assert request.stack.fs is not None, "a lab run names its filesystem"
     # Made (and so its options and size checked) before the output directory: a refused
     # option leaves nothing behind.
     workspace = lab_capture.crash_workspace() if request.crash else contextlib.nullcontext(None)
@@ -397,17 +374,9 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
 
 
 def lab_in(request: RunRequest, crash_dir: Path | None) -> filesystem.LabFilesystem:
-    assert request.fs is not None, "a lab run names its filesystem"
-    return filesystem.LabFilesystem(
-        request.fs,
-        image_size=request.image_size,
-        mkfs_opts=request.mkfs_opts,
-        mount_opts=request.mount_opts,
-        fill_pct=request.fill_pct,
-        encrypt=request.encrypt,
-        fuse_layer=request.fuse,
-        crypt=request.crypt,
-        device_delay_ms=request.device_delay_ms,
+    assert request.stack.fs is not None, "a lab run names its filesystem"
+    return stack.lab_filesystem(
+        request.stack,
         keep_image=request.out_dir / KEPT_IMAGE_FILE if request.keep_image else None,
         write_log=crash_dir / lab_capture.WRITE_LOG_FILE if crash_dir else None,
     )
@@ -498,13 +467,13 @@ def execute_in_vm(
     preflight_vm(request)
     engine.load_scenario(request.scenario)  # a bad scenario is refused here, before a guest boots
     # a missing qemu or a kernel that cannot be had is refused before OUT exists
-    kernel = guest_kernel(request.kernel) if guest is None else None
+    kernel = guest_kernel(request.stack.kernel) if guest is None else None
     with output_dir(request) as out_dir:
         if kernel is not None:
             strace_to = out_dir / GUEST_STRACE_FILE if request.guest_strace else None
             # a crash run keeps its write log and a state's images beside the lab's in guest RAM
             room = CRASH_IMAGE_ROOM if request.crash else 1
-            with booted_guest(kernel, out_dir, request.image_size, strace_to, room) as own:
+            with booted_guest(kernel, out_dir, request.stack.image_size, strace_to, room) as own:
                 capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
         else:
             assert guest is not None
@@ -538,8 +507,8 @@ def preflight_vm(request: RunRequest) -> None:
             "--dir and --keep-db are for a VFS-only run on this host; a --vm run measures in the guest's lab",
             "leave --dir and --keep-db out",
         )
-    if request.device_delay_ms is not None:
-        devmapper.check_delay_with(request.device_delay_ms, request.crypt)
+    if request.stack.device_delay_ms is not None:
+        devmapper.check_delay_with(request.stack.device_delay_ms, request.stack.crypt)
 
 
 def guest_request(request: RunRequest, out_dir: Path) -> dict:
@@ -551,15 +520,7 @@ def guest_request(request: RunRequest, out_dir: Path) -> dict:
     return {
         "scenario": scenario,
         "settings": request.settings.as_dict(),
-        "fs": request.fs,
-        "image_size": request.image_size,
-        "mkfs_opts": request.mkfs_opts,
-        "mount_opts": request.mount_opts,
-        "fill_pct": request.fill_pct,
-        "encrypt": request.encrypt,
-        "fuse": request.fuse,
-        "crypt": request.crypt,
-        "device_delay_ms": request.device_delay_ms,
+        "stack": request.stack.as_dict(),
         "keep_image": str((out_dir / KEPT_IMAGE_FILE).resolve()) if request.keep_image else None,
         "out_dir": str(out_dir.resolve()),
         "allow_loss": request.allow_loss,

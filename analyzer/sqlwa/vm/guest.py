@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sqlwa.durability import explore
 from sqlwa.errors import SqlwaError, hint_of
-from sqlwa.lab import filesystem
+from sqlwa.lab import filesystem, stack
 from sqlwa.measure import engine, lab_capture
 
 REQUEST_FILE = "request.json"
@@ -64,16 +64,8 @@ def capture(request: dict) -> lab_capture.LabCapture:
 
 
 def lab_of(request: dict, write_log: Path | None = None) -> filesystem.LabFilesystem:
-    return filesystem.LabFilesystem(
-        request["fs"],
-        image_size=request["image_size"],
-        mkfs_opts=request["mkfs_opts"],
-        mount_opts=request["mount_opts"],
-        fill_pct=request["fill_pct"],
-        encrypt=request["encrypt"],
-        fuse_layer=request["fuse"],
-        crypt=request["crypt"],
-        device_delay_ms=request["device_delay_ms"],
+    return stack.lab_filesystem(
+        stack.StackSpec.from_dict(request["stack"]),
         keep_image=request["keep_image"],
         write_log=write_log,
         progress=say_stage,

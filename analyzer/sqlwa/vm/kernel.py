@@ -28,9 +28,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sqlwa import _system
+from sqlwa.catalogue import DEBIAN_KERNEL
 from sqlwa.errors import UsageError
 
-DEBIAN = "debian"
+DEBIAN = DEBIAN_KERNEL
 DEBIAN_META_PACKAGE = "linux-image-amd64"
 KERNEL_FILE = "kernel.json"  # what a prepared kernel directory holds, beside boot/ and lib/
 VMLINUX = "vmlinux"

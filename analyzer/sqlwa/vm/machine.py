@@ -337,7 +337,9 @@ class Guest:
         if states:
             return self.run_setup_s() + total * CRASH_STATE_S
         settings = request["settings"]
-        waits_ms = (settings.get("think_time_ms") or 0) + (request.get("device_delay_ms") or 0) * DELAY_WAITS_PER_COMMIT
+        waits_ms = (settings.get("think_time_ms") or 0) + (
+            request["stack"].get("device_delay_ms") or 0
+        ) * DELAY_WAITS_PER_COMMIT
         return self.run_setup_s() + total * (RUN_COMMIT_S + waits_ms / 1000)
 
     def _guest_lines(self, patience: Patience) -> Iterator[tuple[str, str]]:
