@@ -46,7 +46,7 @@ def lab_truth_run(fs_name: str, out: Path, journal: str = "persist"):
     1:1 (the first one, on a fresh filesystem, happens to)."""
     fill = 10 if fs_name == "btrfs" else 0
     with filesystem.LabFilesystem(fs_name, image_size="1G", fill_pct=fill) as fs:
-        dev = (fs.dev_major, fs.dev_minor)
+        dev = fs.dev
         cap = tracing.TraceCapture(out, dev=dev, pid=threading.get_native_id())
         settings = engine.RunSettings(journal=journal, sync="full", txns=10, warmup=2, map_extents=True)
         with cap:

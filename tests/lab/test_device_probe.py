@@ -43,7 +43,7 @@ def test_a_probe_at_two_fill_levels_records_the_device_and_leaves_nothing(tmp_pa
     fills = [level["fill_pct"] for level in profile["levels"]]
     assert 40 <= fills[0] < 50 and 70 <= fills[1] < 80, fills  # in rising order, as df counts
     dev = profile["device"]
-    assert dev["filesystem"] == "ext4" and dev["block_device"] == loop and dev["loop_backing_file"] == lab.image
+    assert dev["filesystem"] == "ext4" and dev["block_device"] == loop and dev["loop_backing_file"] == lab.lab.image
     assert dev["kernel"] == os.uname().release
     fio_version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
     assert dev["fio_version"] == fio_version and fio_version in profile["source"]

@@ -57,7 +57,7 @@ def test_the_data_directory_is_encrypted_and_unreadable_without_its_key() -> Non
         facts = lab.describe()["encryption"]
         assert facts["policy"] == {"version": 2, "contents_mode": 1, "filenames_mode": 4, "flags": 3}
         assert facts["contents_driver"] and facts["filenames_driver"]
-        lab.encryption.remove_key()  # type: ignore[union-attr]
+        lab.lab.encryption.remove_key()  # type: ignore[union-attr]
         names = os.listdir(data)
         assert len(names) == 1 and names[0] != "plain-name.db", names
     assert sqlwa_leftovers(os.getpid()) == []

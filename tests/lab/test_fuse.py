@@ -119,7 +119,7 @@ MODES = {
 def test_the_daemon_mirrors_the_lower_directory_and_reports_what_it_was_granted(mode: str) -> None:
     with LabFilesystem("tmpfs", image_size="16M", fuse_layer=mode) as lab:
         data, lower = Path(lab.data_dir), Path(lab.mountpoint)
-        assert data == Path(lab.lab_dir) / "fuse" and _system.mounts.mount_at(str(data)).fstype == "fuse"  # type: ignore[union-attr]
+        assert data == Path(lab.lab.lab_dir) / "fuse" and _system.mounts.mount_at(str(data)).fstype == "fuse"  # type: ignore[union-attr]
         fd = os.open(data / "a.db", os.O_CREAT | os.O_RDWR, 0o640)
         os.pwrite(fd, b"x" * 5000, 0)
         os.fdatasync(fd)

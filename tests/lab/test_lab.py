@@ -27,12 +27,13 @@ from sqlwa._system.mounts import mount_at
 from sqlwa.cli.lab import lab as lab_group
 from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab.cleanup import cleanup_leftovers
-from sqlwa.lab.filesystem import LabFilesystem, filesystem_support, parse_size
+from sqlwa.lab.filesystem import LabFilesystem, MountedLab, filesystem_support, parse_size
 
 # --------------------------------------------------------------------------- helpers
 
 
-def assert_lab_gone(lab: LabFilesystem) -> None:
+def assert_lab_gone(lab: LabFilesystem | MountedLab) -> None:
+    lab = lab.lab if isinstance(lab, MountedLab) else lab
     assert mount_at(lab.mountpoint) is None
     assert not [d for d in loop_devices() if d.backing_file == lab.image]
     assert not os.path.exists(lab.lab_dir)
@@ -159,9 +160,8 @@ def test_a_device_path_is_never_used_as_workdir(workdir: str) -> None:
 def test_mkfs_refuses_a_loop_device_that_is_not_ours(tmp_path: Path) -> None:
     lab = LabFilesystem("ext4", workdir=tmp_path)
     for device in ("/dev/vda", "/dev/sda", "/dev/loop0"):
-        lab.loop_device = device
         with pytest.raises(LabError, match="refusing to format"):
-            lab._assert_loop_is_ours()
+            lab._assert_loop_is_ours(device)
 
 
 def test_f2fs_is_skipped_with_reason_and_fix_when_the_kernel_lacks_it() -> None:
@@ -212,8 +212,8 @@ def test_each_filesystem_is_made_mounted_and_removed(fs: str, fstype: str, expec
             assert lab.loop_device is None and described["dev"] is None
         else:
             assert mount.source == lab.loop_device
-            assert os.major(os.stat(lab.loop_device).st_rdev) == lab.dev_major == 7
-            assert os.minor(os.stat(lab.loop_device).st_rdev) == lab.dev_minor
+            assert os.major(os.stat(lab.loop_device).st_rdev) == lab.dev[0] == 7
+            assert os.minor(os.stat(lab.loop_device).st_rdev) == lab.dev[1]
             assert described["mkfs_cmd"][-1] == lab.loop_device
             assert described["loop_direct_io"] is True
         assert described["fs"] == fs and described["mount_options"] == mount.options
@@ -226,7 +226,7 @@ def test_mkfs_and_mount_options_pass_through() -> None:
         assert "nobarrier" in mount_at(lab.mountpoint).options.split(",")
         features = subprocess.run(["dumpe2fs", "-h", lab.loop_device], capture_output=True, text=True).stdout
         assert "fast_commit" in features
-        assert lab.mkfs_cmd[-3:] == ["-O", "fast_commit", lab.loop_device]
+        assert lab.mkfs.argv[-3:] == ["-O", "fast_commit", lab.loop_device]
 
 
 @pytest.mark.root
@@ -353,7 +353,7 @@ def test_cleanup_never_touches_a_live_run() -> None:
 @pytest.mark.root
 def test_options_as_typed_on_the_command_line() -> None:
     with LabFilesystem("ext4", image_size="320M", mkfs_opts="-O fast_commit", mount_opts="noatime,barrier=0") as lab:
-        assert lab.mkfs_cmd[-3:] == ["-O", "fast_commit", lab.loop_device]
+        assert lab.mkfs.argv[-3:] == ["-O", "fast_commit", lab.loop_device]
         options = mount_at(lab.mountpoint).options.split(",")
         assert "noatime" in options and "nobarrier" in options
 

@@ -246,8 +246,8 @@ ALLOWED = [
 @pytest.mark.parametrize("fs, opts, probe, expected", ALLOWED, ids=[f"{a[0]}:{a[1]}" for a in ALLOWED])
 def test_allowed_mkfs_options_reach_mkfs_and_the_lab_works(fs: str, opts: str, probe: list[str], expected: str) -> None:
     with LabFilesystem(fs, image_size="320M", mkfs_opts=opts) as lab:
-        assert lab.mkfs_cmd is not None and lab.mkfs_cmd[-1] == lab.loop_device
-        assert " ".join(lab.mkfs_cmd).endswith(f" {opts} {lab.loop_device}")
+        assert lab.mkfs is not None and lab.mkfs.argv[-1] == lab.loop_device
+        assert " ".join(lab.mkfs.argv).endswith(f" {opts} {lab.loop_device}")
         shown = subprocess.run(
             [a.format(dev=lab.loop_device, mnt=lab.mountpoint) for a in probe], capture_output=True, text=True
         )
@@ -256,7 +256,7 @@ def test_allowed_mkfs_options_reach_mkfs_and_the_lab_works(fs: str, opts: str, p
         path.write_bytes(os.urandom(64 * 1024))
         os.sync()
         assert path.stat().st_size == 64 * 1024
-    assert not os.path.exists(lab.lab_dir)
+    assert not os.path.exists(lab.lab.lab_dir)
 
 
 def test_allowed_f2fs_option_reaches_mkfs_f2fs(tmp_path: Path) -> None:

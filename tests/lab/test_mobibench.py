@@ -105,7 +105,7 @@ def trace_mobibench(binary: Path, out: Path, *args: str) -> tuple[Path, str]:
             path = f"{fs.mountpoint}/mobibench"
             subprocess.run([str(binary), "-q", "-p", path, *args], cwd=out, check=True, capture_output=True)
             _system.mounts.syncfs(fs.mountpoint)
-        return cap.trace_path, f"{fs.dev_major},{fs.dev_minor}"
+        return cap.trace_path, "{},{}".format(*fs.dev)
 
 
 def trace_scenario(scenario: str, txns: int, out: Path) -> tuple[Path, str]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlwa._system import tools
-from sqlwa.errors import ToolError
+from sqlwa.errors import LabError, ToolError
 
 
 def _unescape_mount_field(text: str) -> str:
@@ -57,6 +57,15 @@ def mount_at(mountpoint: str) -> Mount | None:
     """The mount whose mount point is exactly ``mountpoint`` (the topmost one)."""
     found = [m for m in current_mounts() if m.mountpoint == mountpoint]
     return found[-1] if found else None
+
+
+def options_at(mountpoint: str) -> str:
+    """The options of the mount at ``mountpoint``, as the kernel reports them; a
+    :class:`~sqlwa.errors.LabError` if nothing is mounted there."""
+    mount = mount_at(mountpoint)
+    if mount is None:
+        raise LabError(f"nothing is mounted at {mountpoint}")
+    return mount.options
 
 
 def mount_holding(path: str | os.PathLike[str]) -> Mount | None:

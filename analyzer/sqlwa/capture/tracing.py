@@ -136,7 +136,10 @@ def require_tracefs() -> Path:
     if not availability.available:
         error = NeedsRoot if not _system.processes.is_root() else CaptureError
         raise error(f"the block/syscall capture is not possible: {availability.reason}", availability.hint)
-    return _system.tracefs.tracefs_root()  # type: ignore[return-value]
+    root = _system.tracefs.tracefs_root()
+    if root is None:  # unmounted since it was looked at
+        raise CaptureError("the block/syscall capture is not possible: tracefs is not mounted")
+    return root
 
 
 # --------------------------------------------------------------------------- capture
@@ -210,9 +213,14 @@ class TraceCapture:
     @property
     def marker_path(self) -> str:
         """The file the engine writes its marker lines to (the instance's trace_marker)."""
+        return str(self._instance / "trace_marker")
+
+    @property
+    def _instance(self) -> Path:
+        """The tracefs instance, once ``__enter__`` has chosen it."""
         if self.instance_dir is None:
             raise CaptureError("the capture is not running")
-        return str(self.instance_dir / "trace_marker")
+        return self.instance_dir
 
     # -- context manager
 
@@ -241,7 +249,7 @@ class TraceCapture:
                 "close the marker file before the capture ends; `sqlwa lab cleanup` removes a stale instance",
             ),
         )
-        lost = self.trace_summary["lost_events"]  # type: ignore[index]
+        lost = (self.trace_summary or {}).get("lost_events")
         if lost and not self.allow_loss:
             raise TraceLossError(
                 f"the trace lost {lost} events (ring buffer overrun); its counts would be wrong "
@@ -261,8 +269,8 @@ class TraceCapture:
 
     def _start(self) -> None:
         self._progress("instance")
-        os.mkdir(self.instance_dir)  # type: ignore[arg-type]
-        self._ownership = _system.ownership.hold_ownership(self.instance_dir)  # type: ignore[arg-type]
+        os.mkdir(self._instance)
+        self._ownership = _system.ownership.hold_ownership(self._instance)
         self._progress("configure")
         self._write("tracing_on", "0")  # a new instance records at once; start only when all is set
         self._write("buffer_size_kb", str(self.buffer_kb))
@@ -273,7 +281,7 @@ class TraceCapture:
         self._enable_syscall_events()
         self.levels["marker"] = _Level(True, "engine markers via trace_marker", ["tracing_mark_write"])
         self._progress("drain")
-        self._drain = Drain(self.instance_dir, self.trace_path, self._needles(), self.buffer_kb)  # type: ignore[arg-type]
+        self._drain = Drain(self._instance, self.trace_path, self._needles(), self.buffer_kb)
         self._drain.start()
         if not self._drain.recording.wait(10) or self._drain.error:
             raise CaptureError(f"starting the trace failed: {self._drain.error or 'the drain thread did not start'}")
@@ -307,7 +315,7 @@ class TraceCapture:
         self.levels["block"] = _Level(True, reason, events)
 
     def _enable_syscall_events(self) -> None:
-        syscall_dir = self.instance_dir / "events" / "syscalls"  # type: ignore[operator]
+        syscall_dir = self._instance / "events" / "syscalls"
         if not self.tids:
             self.levels["syscall"] = _Level(False, "no workload thread id given: the syscall level is absent")
             return
@@ -335,14 +343,14 @@ class TraceCapture:
         self._enabled.append(event.split("/", 1)[1])
 
     def _write(self, rel: str, value: str) -> None:
-        path = self.instance_dir / rel  # type: ignore[operator]
+        path = self._instance / rel
         try:
             _system.tracefs.tracefs_write(path, value)
         except OSError as exc:
             raise CaptureError(f"writing {value!r} to {path} failed: {exc.strerror}") from exc
 
     def _read(self, rel: str) -> str:
-        return (self.instance_dir / rel).read_text()  # type: ignore[operator]
+        return (self._instance / rel).read_text()
 
     # -- teardown
 
@@ -377,7 +385,7 @@ class TraceCapture:
         if not self._instance_exists():
             return
         total = 0
-        for stats in sorted((self.instance_dir / "per_cpu").glob("cpu*/stats")):  # type: ignore[operator]
+        for stats in sorted((self._instance / "per_cpu").glob("cpu*/stats")):
             total += lost_in_stats(stats.read_text())
         self._lost_stats = total
 

@@ -99,7 +99,7 @@ class EcryptfsLayer:
             # -i: no /sbin/mount.ecryptfs helper (it prompts); the kernel reads the options itself
             argv = ["mount", "-i", "-t", "ecryptfs", "-o", options, self.lower_dir, self.mountpoint]
             _system.tools.mount(argv, "mounting eCryptfs", "check that the kernel has eCryptfs", "ecryptfs")
-        self.mount_options = _system.mounts.mount_at(self.mountpoint).options  # type: ignore[union-attr]
+        self.mount_options = _system.mounts.options_at(self.mountpoint)
         return self.mountpoint
 
     def lower_path(self, path: str) -> str:

@@ -286,20 +286,18 @@ def _checked_workdir(workdir: str | os.PathLike | None) -> str:
 
 
 class LabFilesystem:
-    """A fresh filesystem for one run; use as a context manager.
+    """A fresh filesystem for one run; use as a context manager, which hands out the
+    mounted lab (:class:`MountedLab`, whose facts are all set):
 
-    >>> with LabFilesystem("ext4-journal", image_size="1G", mount_opts=["noatime"]) as lab:
-    ...     run_workload(lab.mountpoint, block_dev=lab.dev)
+    >>> with LabFilesystem("ext4", image_size="1G", mount_opts=["noatime"]) as lab:
+    ...     run_workload(lab.data_dir, block_dev=lab.dev)
 
-    Attributes after ``__enter__``: ``fs``, ``mountpoint``, ``loop_device`` (None for
-    tmpfs), ``dev_major`` / ``dev_minor`` (the loop device; None for tmpfs) and ``dev``
-    (the two as a tuple, what the capture traces; None for tmpfs), ``mkfs_cmd``
-    (argv list or None), ``mount_opts`` (requested, including the lab's defaults),
-    ``mount_options`` (what the kernel reports), ``fill`` (dict or None), ``data_dir``
-    (where the workload runs), ``fuse`` (the :class:`~sqlwa.lab.fuse.FuseLayer` or None).
-    ``crypt`` (the :class:`~sqlwa.lab.devmapper.DmCrypt` target under the filesystem, or
-    None), ``delay`` (the :class:`~sqlwa.lab.devmapper.DmDelay` target there, or None),
-    ``ecryptfs`` (the :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
+    Attributes from the start: ``fs``, ``spec``, ``name``, ``mountpoint``, ``mount_opts``
+    (requested, including the lab's defaults), ``fuse`` (the
+    :class:`~sqlwa.lab.fuse.FuseLayer` or None), ``crypt`` (the
+    :class:`~sqlwa.lab.devmapper.DmCrypt` target under the filesystem, or None), ``delay``
+    (the :class:`~sqlwa.lab.devmapper.DmDelay` target there, or None), ``ecryptfs`` (the
+    :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
     ``progress`` is called with a stage name (image, loop, crypt or delay, mkfs, mount,
     encrypt, ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and
     for tests that interrupt setup.
@@ -368,34 +366,30 @@ class LabFilesystem:
         self.ecryptfs = ecryptfs.EcryptfsLayer(self.lab_dir, self.name) if self.spec.stacked else None
         self.log_writes = devmapper.LogWrites(self.name) if write_log is not None else None
         self.log_image = os.path.join(self.lab_dir, self.name + LOG_SUFFIX)
-        self.loop_device: str | None = None
-        self.dev_major: int | None = None
-        self.dev_minor: int | None = None
-        self.loop_direct_io: bool | None = None
-        self.mkfs_cmd: list[str] | None = None
-        self.mkfs_version: str | None = None
-        self.mount_options: str | None = None
-        self.fill: dict | None = None
+        # what set-up makes, in its order; the mounted lab hands it out (__enter__)
+        self._disk: LoopDisk | None = None
+        self._made_fs: Mkfs | None = None
+        self._mounted: MountedLab | None = None
         self._image_identity: tuple[int, int] | None = None
         self._ownership: int | None = None
-
-    @property
-    def dev(self) -> tuple[int, int] | None:
-        """(major, minor) of the loop device, or None when there is none (tmpfs)."""
-        return (self.dev_major, self.dev_minor) if self.loop_device else None  # type: ignore[return-value]
 
     @property
     def dm_target(self) -> devmapper.DmTarget | None:
         """The device-mapper target under the filesystem (--crypt or --device-delay), if any."""
         return self.crypt or self.delay
 
-    @property
-    def fs_device(self) -> str | None:
+    def fs_device(self, disk: LoopDisk) -> str:
         """The device the filesystem is on: the log-writes target of a crash run, the
-        dm target with --crypt or --device-delay, else the loop device."""
+        dm target with --crypt or --device-delay, else the loop device ``disk``."""
         if self.log_writes is not None:
             return self.log_writes.path
-        return self.dm_target.path if self.dm_target is not None else self.loop_device
+        return self.dm_target.path if self.dm_target is not None else disk.device
+
+    def _loop(self) -> LoopDisk:
+        """The loop device, once set-up has attached it."""
+        if self._disk is None:
+            raise LabError(f"{self.name} has no loop device attached")
+        return self._disk
 
     @property
     def mapped_dev(self) -> tuple[int, int] | None:
@@ -412,10 +406,12 @@ class LabFilesystem:
 
     # -- context manager
 
-    def __enter__(self) -> LabFilesystem:
+    def __enter__(self) -> MountedLab:
         require_filesystem(self.fs)
         self._guard.set_up(self._setup, self._teardown)
-        return self
+        if self._mounted is None:
+            raise LabError(f"setting up {self.name} ended before the lab was ready")
+        return self._mounted
 
     def __exit__(self, exc_type, exc, tb) -> None:
         errors = self._teardown()
@@ -447,19 +443,21 @@ class LabFilesystem:
             self._mount_loop()
             if self.log_writes is not None:  # what came before (mkfs) is no crash state of the run's
                 self.log_writes.mark(devmapper.READY_MARK)
-        self.mount_options = _system.mounts.mount_at(self.mountpoint).options  # type: ignore[union-attr]
+        mount_options = _system.mounts.options_at(self.mountpoint)
         if self.encryption is not None:
             self._progress("encrypt")
             self.data_dir = self.encryption.setup(self.mountpoint)
         if self.ecryptfs is not None:
             self._progress("ecryptfs")
             self.data_dir = self.ecryptfs.setup(self.mountpoint, self._guard.critical)
+        fill = None
         if self.fill_pct:
             self._progress("fill")
-            self.fill = fill_filesystem(self.mountpoint, self.fill_pct)
+            fill = fill_filesystem(self.mountpoint, self.fill_pct)
         if self.fuse is not None:  # last: the daemon serves the directory as the workload finds it
             self._progress("fuse")
             self.data_dir = self.fuse.setup(self.data_dir, self._guard.critical)
+        self._mounted = MountedLab(self, self._disk, self._made_fs, mount_options, self.data_dir, fill)
         self._progress("ready")
 
     def _create_image(self) -> None:
@@ -494,8 +492,7 @@ class LabFilesystem:
         loop = next((d for d in _system.loops.loops_backed_by(self.image) if d.device == device), None)
         if loop is None:
             raise LabError(f"losetup reported {device!r}, which is not backed by {self.image}")
-        self.loop_device, self.dev_major, self.dev_minor = loop.device, loop.major, loop.minor
-        self.loop_direct_io = loop.direct_io
+        self._disk = LoopDisk(loop.device, loop.major, loop.minor, loop.direct_io)
 
     def _losetup(self, direct_io: bool) -> str:
         argv = ["losetup", "--find", "--show", f"--direct-io={'on' if direct_io else 'off'}", self.image]
@@ -503,10 +500,9 @@ class LabFilesystem:
             argv, "attaching the image to a loop device", "check that loop devices are available"
         ).stdout
 
-    def _assert_loop_is_ours(self) -> None:
-        """The last check before mkfs: the device is a loop device whose backing file is
+    def _assert_loop_is_ours(self, device: str) -> None:
+        """The last check before mkfs: ``device`` is a loop device whose backing file is
         the image this object created (same inode), nothing else."""
-        device = self.loop_device or ""
         ok = re.fullmatch(r"/dev/loop\d+", device) is not None
         backing = _system.loops.loop_backing_file(device) if ok else None
         try:
@@ -523,9 +519,10 @@ class LabFilesystem:
         if target is None:
             return
         self._progress("crypt" if target is self.crypt else "delay")
-        self._assert_loop_is_ours()
+        device = self._loop().device
+        self._assert_loop_is_ours(device)
         with self._guard.critical():
-            target.open(self.loop_device)  # type: ignore[arg-type]
+            target.open(device)
 
     def _open_log_writes(self) -> None:
         """log-writes over the loop device (checked to be ours first, as for mkfs), logging
@@ -533,26 +530,27 @@ class LabFilesystem:
         if self.log_writes is None:
             return
         self._progress("log-writes")
-        self._assert_loop_is_ours()
+        device = self._loop().device
+        self._assert_loop_is_ours(device)
         with open(self.log_image, "xb") as f:
             f.truncate(2 * self.image_size + LOG_SLACK)  # sparse: only what is logged costs space
         with self._guard.critical():
             argv = ["losetup", "--find", "--show", self.log_image]
             log_device = _system.tools.run_tool(argv, "attaching the write log to a loop device").stdout.strip()
-            self.log_writes.open(self.loop_device, log_device)  # type: ignore[arg-type]
+            self.log_writes.open(device, log_device)
 
     def _mkfs(self) -> None:
         self._progress("mkfs")
-        self._assert_loop_is_ours()
-        assert self.loop_device is not None  # only image-backed labs run mkfs
+        disk = self._loop()
+        self._assert_loop_is_ours(disk.device)
         if self.dm_target is not None:
-            self.dm_target.assert_over(self.loop_device)
+            self.dm_target.assert_over(disk.device)
         if self.log_writes is not None:
-            self.log_writes.assert_over(self.loop_device)
+            self.log_writes.assert_over(disk.device)
         feature = encryption.ENCRYPTING_FILESYSTEMS[self.spec.kernel_type] if self.encryption else ()
-        self.mkfs_cmd = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.fs_device)  # type: ignore[arg-type]
-        self.mkfs_version = _system.tools.tool_version(self.mkfs_cmd[0])
-        _system.tools.run_tool(self.mkfs_cmd, f"mkfs for {self.fs}", "check --mkfs-opts")
+        argv = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.fs_device(disk))
+        self._made_fs = Mkfs(argv, _system.tools.tool_version(argv[0]))
+        _system.tools.run_tool(argv, f"mkfs for {self.fs}", "check --mkfs-opts")
 
     def _mount_loop(self) -> None:
         self._progress("mount")
@@ -560,7 +558,7 @@ class LabFilesystem:
         if self.mount_opts:
             argv += ["-o", ",".join(self.mount_opts)]
         with self._guard.critical():
-            argv += [self.fs_device, self.mountpoint]  # type: ignore[list-item]
+            argv += [self.fs_device(self._loop()), self.mountpoint]
             _system.tools.mount(argv, f"mounting {self.fs}", "check --mount-opts", self.spec.kernel_type)
 
     def _mount_tmpfs(self) -> None:
@@ -653,32 +651,111 @@ class LabFilesystem:
             _system.mounts.syncfs(self.ecryptfs.mountpoint)
         _system.mounts.syncfs(self.mountpoint)
 
-    # -- reporting
+
+@dataclass(frozen=True)
+class LoopDisk:
+    """The loop device a lab's image is attached to (tmpfs has none)."""
+
+    device: str
+    major: int
+    minor: int
+    direct_io: bool  # False where the backing filesystem refused direct I/O
+
+
+@dataclass(frozen=True)
+class Mkfs:
+    """The mkfs command that made a lab's filesystem, and the tool's version."""
+
+    argv: list[str]
+    version: str | None  # None where the tool does not say
+
+
+@dataclass(frozen=True)
+class MountedLab:
+    """A lab filesystem, set up and mounted: what ``with LabFilesystem(...) as lab`` hands
+    out. Its facts are set from the start; ``disk`` and ``mkfs`` are None only for tmpfs,
+    which has neither."""
+
+    lab: LabFilesystem
+    disk: LoopDisk | None
+    mkfs: Mkfs | None
+    mount_options: str  # what the kernel reports
+    data_dir: str  # where the workload runs: the encrypted directory, the FUSE mount, or mountpoint
+    fill: dict | None  # what --fill wrote (None without it)
+
+    @property
+    def fs(self) -> str:
+        return self.lab.fs
+
+    @property
+    def spec(self) -> FsSpec:
+        return self.lab.spec
+
+    @property
+    def name(self) -> str:
+        return self.lab.name
+
+    @property
+    def mountpoint(self) -> str:
+        return self.lab.mountpoint
+
+    @property
+    def fuse(self) -> fuse.FuseLayer | None:
+        return self.lab.fuse
+
+    @property
+    def ecryptfs(self) -> ecryptfs.EcryptfsLayer | None:
+        return self.lab.ecryptfs
+
+    @property
+    def loop_device(self) -> str | None:
+        return self.disk.device if self.disk is not None else None
+
+    @property
+    def dev(self) -> tuple[int, int] | None:
+        """(major, minor) of the loop device, what the capture traces; None for tmpfs."""
+        return (self.disk.major, self.disk.minor) if self.disk is not None else None
+
+    @property
+    def fs_device(self) -> str | None:
+        """The device the filesystem is on (:meth:`LabFilesystem.fs_device`); None for tmpfs."""
+        return self.lab.fs_device(self.disk) if self.disk is not None else None
+
+    @property
+    def mapped_dev(self) -> tuple[int, int] | None:
+        return self.lab.mapped_dev
+
+    def mappable_path(self, path: str) -> str:
+        return self.lab.mappable_path(path)
+
+    def sync(self) -> None:
+        self.lab.sync()
 
     def describe(self) -> dict:
         """What summary.json records about the filesystem the run measured."""
+        lab = self.lab
         return {
-            "fs": self.fs,
-            "fs_type": self.spec.kernel_type,
-            "image_size": self.image_size if self.spec.mkfs_tool else None,
-            "tmpfs_size": self.image_size if not self.spec.mkfs_tool else None,
+            "fs": lab.fs,
+            "fs_type": lab.spec.kernel_type,
+            "image_size": lab.image_size if lab.spec.mkfs_tool else None,
+            "tmpfs_size": lab.image_size if not lab.spec.mkfs_tool else None,
             "loop_device": self.loop_device,
-            "dev": f"{self.dev_major}:{self.dev_minor}" if self.dev else None,
-            "loop_direct_io": self.loop_direct_io,
-            "mkfs_cmd": self.mkfs_cmd,
-            "mkfs_version": self.mkfs_version,
-            "mount_opts": list(self.mount_opts),
+            "dev": f"{self.disk.major}:{self.disk.minor}" if self.disk else None,
+            "loop_direct_io": self.disk.direct_io if self.disk else None,
+            "mkfs_cmd": self.mkfs.argv if self.mkfs else None,
+            "mkfs_version": self.mkfs.version if self.mkfs else None,
+            "mount_opts": list(lab.mount_opts),
             "mount_options": self.mount_options,
-            "mountpoint": self.mountpoint,
+            "mountpoint": lab.mountpoint,
             "fill": self.fill,
             "kernel": os.uname().release,
-            "encryption": self.encryption.describe() if self.encryption else None,
-            "fuse": self.fuse.describe() if self.fuse else None,
+            "encryption": lab.encryption.describe() if lab.encryption else None,
+            "fuse": lab.fuse.describe() if lab.fuse else None,
             "fs_device": self.fs_device,
-            "crypt": self.crypt.describe() if self.crypt else None,
-            "write_log": {"target": self.log_writes.name} if self.log_writes else None,
-            "delay": self.delay.describe() if self.delay else None,
-            "ecryptfs": self.ecryptfs.describe() if self.ecryptfs else None,
+            "crypt": lab.crypt.describe() if lab.crypt else None,
+            "write_log": {"target": lab.log_writes.name} if lab.log_writes else None,
+            "delay": lab.delay.describe() if lab.delay else None,
+            "ecryptfs": lab.ecryptfs.describe() if lab.ecryptfs else None,
         }
 
 

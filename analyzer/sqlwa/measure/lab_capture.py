@@ -102,7 +102,7 @@ def capture_run(
     settings: engine.RunSettings,
     scenario: engine.Scenario,
     out_dir: Path,
-    fs: filesystem.LabFilesystem,
+    fs: filesystem.MountedLab,
     options: CaptureOptions,
     progress: ProgressFn | None,
 ) -> tuple[_native.WorkloadRun, tracing.TraceCapture, TraceLossError | None, dict | None]:
@@ -164,7 +164,7 @@ def daemon_cpu_section(before: _system.processes.CpuTime, after: _system.process
 
 
 def mapping_lower_files(
-    progress: ProgressFn | None, fs: filesystem.LabFilesystem, scenario: engine.Scenario, marker_path: Path
+    progress: ProgressFn | None, fs: filesystem.MountedLab, scenario: engine.Scenario, marker_path: Path
 ) -> ProgressFn | None:
     """eCryptfs: the engine's own ``extents ... at=end`` markers fail there (no FIEMAP);
     this progress function writes them for the lower files when the engine reports its
