@@ -5,7 +5,9 @@ have refused as unsupported (a sweep skips it). Pure functions: no root, nothing
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 from pathlib import Path
 
 import polars as pl
@@ -233,3 +235,30 @@ def test_a_device_delay_is_one_for_the_whole_sweep_and_part_of_its_plan():
         matrix.request_for(plan(vm=True).cells()[0], plan(vm=True, device_delay_ms=7), Path("r")).stack.device_delay_ms
         == 7
     )
+
+
+def test_every_stack_option_is_made_once_from_its_field_for_run_crash_and_matrix():
+    from sqlwa.cli import crash, run
+    from sqlwa.cli import matrix as matrix_cli
+    from sqlwa.lab.stack import STACK_FIELDS, layer_of
+
+    fields = {f.name: f for f in dataclasses.fields(StackSpec)}
+    for command in (run.run, crash.crash_command):
+        by_name = {p.name: p for p in command.params}
+        for name in STACK_FIELDS:
+            layer = layer_of(fields[name])
+            assert layer is not None and by_name[name].help == layer.help, name
+    sweep = {p.name: p for p in matrix_cli.matrix_command.params}
+    for name in STACK_FIELDS:
+        layer = layer_of(fields[name])
+        assert layer is not None
+        if layer.sweep is not None:
+            assert sweep[layer.sweep.axis or name].help == layer.sweep.help, name
+
+
+def test_a_stack_crosses_to_the_guest_and_back_unchanged():
+    spec = StackSpec(fs="ext4", fill_pct=3.5, profile="android-sdcard", device_delay_ms=2, vm=True)
+    spec = dataclasses.replace(spec, profile_overrides=("fuse",)).with_profile()
+    assert StackSpec.from_dict(json.loads(json.dumps(spec.as_dict()))) == spec
+    assert spec.encrypt == "fscrypt" and spec.fuse == "none"  # the profile's encryption; fuse as given
+    assert (spec.profile_record() or {})["overridden"] == ["fuse"]
