@@ -63,3 +63,14 @@ def test_a_signal_ignored_by_the_parent_stays_ignored():
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     assert proc.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Interrupted)])
+def test_a_signal_during_the_import_of_sqlwa_errors_interrupts(cli_handlers, monkeypatch, signum, raised):
+    """A signal that lands while ``sqlwa.errors`` is being imported (the module half-made in
+    sys.modules, as CPython leaves it during its import) interrupts: no ImportError, which
+    the user would see as a traceback."""
+    half_made = type(sys)("sqlwa.errors")
+    monkeypatch.setitem(sys.modules, "sqlwa.errors", half_made)
+    with pytest.raises(raised):
+        signal.raise_signal(signum)

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         run_group(argv, as_program=argv is None)
     except BaseException as exc:  # a signal while the CLI itself imports, before click can catch it
-        from sqlwa.errors import Interrupted
+        from sqlwa._native import Interrupted  # not sqlwa.errors: the signal may have cut its import short
 
         if not isinstance(exc, (KeyboardInterrupt, Interrupted)):
             raise

@@ -16,10 +16,16 @@ _received: list[int] = []
 
 
 def interruption(signum: int) -> BaseException:
-    # sqlwa.errors loads the native module: not before a signal needs it (``--help`` stays quick)
-    from sqlwa.errors import interruption
+    """What ``signum`` becomes, as :func:`sqlwa.errors.interruption` makes it. Not imported
+    from there: a signal that lands while ``sqlwa.errors`` itself is being imported would
+    find it half-made and fail with an ImportError (a traceback) instead of interrupting."""
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
+    # The native module loads whole or not at all (no Python code runs while it initialises);
+    # imported only when a SIGTERM needs it, so ``--help`` stays quick.
+    from sqlwa._native import Interrupted
 
-    return interruption(signum)
+    return Interrupted(f"terminated by {signal.Signals(signum).name}")
 
 
 def _on_signal(signum: int, _frame: object) -> None:
