@@ -548,9 +548,12 @@ def guest_request(request: RunRequest, out_dir: Path) -> dict:
     scenario = request.scenario
     if engine.looks_like_path(scenario):
         scenario = str(Path(scenario).resolve())
+    settings = request.settings.as_dict()
+    if settings.get("from_db"):  # a replayed log's snapshot (the CLI resolves it; the API may not)
+        settings["from_db"] = str(Path(settings["from_db"]).resolve())
     return {
         "scenario": scenario,
-        "settings": request.settings.as_dict(),
+        "settings": settings,
         "fs": request.fs,
         "image_size": request.image_size,
         "mkfs_opts": request.mkfs_opts,
