@@ -202,6 +202,31 @@ def test_bad_logs_are_one_line_naming_file_and_line_and_leave_nothing(tmp_path, 
     assert not out.exists() and list(work.iterdir()) == []
 
 
+NO_LOGS = {
+    "empty.jsonl": b"",
+    "binary.jsonl": bytes(range(256)) * 8,
+    "other.json": b'{"name": "not a log", "rows": [1, 2]}\n{"ev": "sql"}\n',
+    "statements.sqllog": b"CREATE TABLE t (v);\nINSERT INTO t VALUES (1);\n",
+}
+
+
+@pytest.mark.parametrize("name", list(NO_LOGS))
+@pytest.mark.parametrize("command", ["run", "matrix", "crash"])
+def test_a_file_named_as_a_log_that_is_none_is_one_line_and_leaves_nothing(tmp_path, name, command):
+    """Not read as a scenario's TOML (whose error would speak of keys and columns): the
+    file is no SQL log, said with its first line, before any lab or guest is made."""
+    log = tmp_path / name
+    log.write_bytes(NO_LOGS[name])
+    out = tmp_path / "o"
+    proc = sqlwa_in_process(command, "-s", str(log), "--out", str(out))
+    assert proc.returncode == 2, proc.stderr
+    first, *rest = proc.stderr.splitlines()
+    assert first.startswith(f"sqlwa: error: SQL log {log}, line 1: "), proc.stderr
+    assert "SQL log" in first.split(", line 1: ", 1)[1], proc.stderr  # "no SQL log", "not a SQL log"
+    assert [line.lstrip().startswith("fix: ") for line in rest] == [True]
+    assert not out.exists()
+
+
 def test_a_missing_table_without_strict_is_counted_and_the_run_goes_on(tmp_path):
     log = tmp_path / "app.sqllog"
     missing = '{"ev": "sql", "conn": 1, "sql": "INSERT INTO missing VALUES (1)"}'

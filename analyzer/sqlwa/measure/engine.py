@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlwa import _native, record
 from sqlwa._native import Scenario
-from sqlwa.errors import ScenarioError
+from sqlwa.errors import ScenarioError, hint_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -164,15 +164,35 @@ def load_scenario(name_or_path: str) -> Scenario:
     return _native.builtin_scenario(name_or_path)
 
 
+def has_log_header(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return b"sqlwa_sql_log" in f.readline(4096)
+
+
+# Names a SQL log goes by (`sqlwa record --out`'s examples, the docs'): a file so named
+# that is no format-1 log is told so, not read as a scenario's TOML.
+LOG_SUFFIXES = (".jsonl", ".ndjson", ".json", ".sqllog")
+
+
 def refuse_unconverted_log(path: Path) -> None:
     """An Android logcat or a .sql file given where a scenario or SQL log goes: said so,
-    with the one command that makes it a SQL log (the engine replays format 1 only)."""
+    with the one command that makes it a SQL log (the engine replays format 1 only); a
+    file named as a log (``LOG_SUFFIXES``) that is none: said so, with its first line."""
     if not path.is_file() or path.suffix == ".toml":
         return
+    named_as_log = path.suffix.lower() in LOG_SUFFIXES
     try:
         kind = record.detect(path)
-    except record.SqlLogError:
+    except record.SqlLogError as exc:
+        if named_as_log and not has_log_header(path):  # a log's own faults: the engine's reader says them
+            line, _, what = str(exc).removeprefix(f"{path}:").partition(": ")
+            raise ScenarioError(f"SQL log {path}, line {line}: {what}", hint_of(exc)) from None
         return  # not a log of any kind: the engine's own message about the scenario file
+    if named_as_log and kind != "sql-log":
+        raise ScenarioError(
+            f'SQL log {path}, line 1: not a SQL log: its first line is not the {{"sqlwa_sql_log": 1, …}} header',
+            "pass a log written by `sqlwa record` (docs/sql-log-format.md), or a scenario's .toml file",
+        )
     if kind == "android-logcat" or (kind == "sql-file" and path.suffix == ".sql"):
         what = "an Android logcat" if kind == "android-logcat" else "a .sql file"
         raise ScenarioError(

@@ -517,9 +517,12 @@ def guest_request(request: RunRequest, out_dir: Path) -> dict:
     scenario = request.scenario
     if engine.looks_like_path(scenario):
         scenario = str(Path(scenario).resolve())
+    settings = request.settings.as_dict()
+    if settings.get("from_db"):  # a replayed log's snapshot (the CLI resolves it; the API may not)
+        settings["from_db"] = str(Path(settings["from_db"]).resolve())
     return {
         "scenario": scenario,
-        "settings": request.settings.as_dict(),
+        "settings": settings,
         "stack": request.stack.as_dict(),
         "keep_image": str((out_dir / KEPT_IMAGE_FILE).resolve()) if request.keep_image else None,
         "out_dir": str(out_dir.resolve()),
