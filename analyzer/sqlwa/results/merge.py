@@ -248,6 +248,9 @@ def merge(out: Path, shard_dirs: list[Path], allow_system: bool = False) -> Merg
     check_versions(shards)
     plan = check_plans(shards)
     runs, duplicates = choose_runs(shards)
+    # In the sweep's own order, as one machine would have stored them (readers list runs by id).
+    order = {key: index for index, key in enumerate(plan["cell_keys"])}
+    runs.sort(key=lambda run: order.get(run.row["run_key"], len(order)))
     outputs.check_dir(out, OUT_OPTION, store.holds_a_matrix, "matrix", allow_system=allow_system, create=True)
     with _system.directory_lock(out, "sqlwa merge"):
         write(out, plan, runs)
