@@ -251,13 +251,13 @@ def test_merge_refuses_other_schema_versions_and_different_results(tmp_path):
     sqlwa("matrix", *base, "--shard", "1/2", "--out", str(one))
     sqlwa("matrix", *base, "--out", str(two))  # the whole sweep: overlaps shard 1's cell
 
-    same = sqlwa("merge", str(tmp_path / "ok"), str(one), str(two))  # VFS counts are exact: identical
-    assert "taken once" in same.stderr
+    same = sqlwa_in_process("merge", str(tmp_path / "ok"), str(one), str(two))  # VFS counts are exact: identical
+    assert same.returncode == 0 and "taken once" in same.stderr, same.stderr
 
     # One cell with another result: its fsync count changed in the second store.
     with sqlite3.connect(two / store.STORE_FILE) as conn:
         conn.execute("UPDATE runs SET vfs_sync_calls_per_commit = vfs_sync_calls_per_commit + 1")
-    refused = sqlwa("merge", str(tmp_path / "m1"), str(one), str(two), check=False)
+    refused = sqlwa_in_process("merge", str(tmp_path / "m1"), str(one), str(two))
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) <= 2, refused.stderr
     assert "with different results: vfs_sync_calls_per_commit" in refused.stderr
     assert not (tmp_path / "m1").exists()
@@ -265,18 +265,18 @@ def test_merge_refuses_other_schema_versions_and_different_results(tmp_path):
     # A store of another schema version (as an older sqlwa would have left it).
     with sqlite3.connect(two / store.STORE_FILE) as conn:
         conn.execute(f"PRAGMA user_version = {store.STORE_SCHEMA_VERSION - 1}")
-    refused = sqlwa("merge", str(tmp_path / "m2"), str(one), str(two), check=False)
+    refused = sqlwa_in_process("merge", str(tmp_path / "m2"), str(one), str(two))
     assert refused.returncode == 2 and "shards of different store schema versions" in refused.stderr
     assert not (tmp_path / "m2").exists()
 
     # Shards of another sweep, and an OUT that is not sqlwa's.
     other = tmp_path / "other"
     sqlwa("matrix", *base[:-4], "-n", "6", "--warmup", "0", "--shard", "2/2", "--out", str(other))
-    refused = sqlwa("merge", str(tmp_path / "m3"), str(one), str(other), check=False)
+    refused = sqlwa_in_process("merge", str(tmp_path / "m3"), str(one), str(other))
     assert refused.returncode == 2 and "part of another sweep" in refused.stderr and "-n 6" in refused.stderr
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    refused = sqlwa("merge", str(foreign), str(one), check=False)
+    refused = sqlwa_in_process("merge", str(foreign), str(one))
     assert refused.returncode == 2 and "notes.txt" in refused.stderr
     assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]

@@ -71,7 +71,8 @@ def read_shard(path: Path) -> ShardStore:
     """A shard's store, read whole (read-only); one line for anything that is not one."""
     database = Path(path) / store.STORE_FILE
     if not Path(path).is_dir():
-        raise UsageError(f"shard {path} is not a directory", "give the --out directories of `sqlwa matrix --shard`")
+        what = "is not a directory" if Path(path).exists() else "does not exist"
+        raise UsageError(f"shard {path} {what}", "give the --out directories of `sqlwa matrix --shard`")
     if not store.holds_a_matrix(Path(path)) or database.stat().st_size == 0:
         raise UsageError(
             f"shard {path} holds no sqlwa matrix ({store.STORE_FILE})",
