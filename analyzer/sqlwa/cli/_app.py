@@ -54,6 +54,10 @@ COMMANDS = {
         "The default sweep: mobibench-insert on ext4, journal delete/truncate/persist/wal × sync normal/full, then "
         "the table and report.html.",
     ),
+    "merge": LazyCommand(
+        "sqlwa.cli.merge:merge_command",
+        "Bring the shards of one sweep (`sqlwa matrix --shard K/N`) into one new matrix directory.",
+    ),
     "parse": LazyCommand(
         "sqlwa.cli.parse:parse", "Read block traces captured anywhere (phones, servers) into one event table."
     ),

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # imported where a sweep runs: `sqlwa matrix --help` needs no
     from rich.progress import TaskID
     from rich.table import Table
 
-    from sqlwa.measure import matrix
+    from sqlwa.measure import matrix, shard
 
 
 def split_scenarios(_ctx, _param, value: str) -> tuple[str, ...]:
@@ -327,21 +327,30 @@ def profile_overrides() -> tuple[str, ...]:
     )
 
 
-def plan_of(out_dir: Path, axes: dict, resume: bool = False) -> matrix.MatrixPlan:
-    """The sweep MATRIX_OPTIONS describe (``axes``: their values by parameter name)."""
+def plan_of(
+    out_dir: Path | None,
+    axes: dict,
+    resume: bool = False,
+    check_out: bool = True,
+    part: shard.Shard | None = None,
+) -> matrix.MatrixPlan:
+    """The sweep MATRIX_OPTIONS describe (``axes``: their values by parameter name); ``part``:
+    the shard it runs of them (``--shard``)."""
     from sqlwa.measure import matrix
 
     stack = StackSpec(**{name: axes.pop(name) for name in STACK_FIELDS if name in axes})
     vfs_only = axes.pop("vfs_only")
     plan = matrix.MatrixPlan(
-        out_dir=out_dir,
+        out_dir=out_dir or Path("."),
         **axes,
         stack=stack,
         profile_overrides=profile_overrides(),
         lab=not vfs_only,
         resume=resume,
+        shard=part,
     )
-    matrix.check_out_dir(plan)  # before the sweep is announced
+    if check_out:
+        matrix.check_out_dir(plan)  # before the sweep is announced
     return plan
 
 
@@ -361,10 +370,30 @@ def with_options(options):
     "--out",
     "out_dir",
     type=click.Path(path_type=Path, file_okay=False),
-    required=True,
-    help="Matrix directory: results.sqlite and runs/<cell>/.",
+    help="Matrix directory: results.sqlite and runs/<cell>/ (required unless --plan).",
 )
 @click.option("--resume", is_flag=True, help="Continue a matrix in --out: cells already done are skipped.")
+@click.option(
+    "--plan",
+    "show_plan",
+    is_flag=True,
+    help="Print the cells as JSON (each with its stable id, run key and directory) and run nothing; with "
+    "--shard, that shard's cells.",
+)
+@click.option(
+    "--shard",
+    "shard_text",
+    metavar="K/N",
+    help="Run only shard K of N (a deterministic split of the cells by id; K from 1 to N) into its own --out; "
+    "`sqlwa merge` brings the shards together.",
+)
+@click.option(
+    "--shard-base",
+    type=click.Choice(["0", "1"]),
+    default="1",
+    show_default=True,
+    help="What K of --shard counts from: 0 takes a 0-based index as it comes (Kubernetes' JOB_COMPLETION_INDEX).",
+)
 @click.option(
     "--json",
     "as_json",
@@ -372,7 +401,15 @@ def with_options(options):
     help="Print the outcome as JSON instead of the table (progress stays on stderr): the plan, every cell "
     "with its status, reason, run directory and figures, and the means per configuration.",
 )
-def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
+def matrix_command(
+    out_dir: Path | None,
+    resume: bool,
+    as_json: bool,
+    show_plan: bool,
+    shard_text: str | None,
+    shard_base: str,
+    **axes,
+) -> None:
     """Run every combination of scenario × fs × encrypt × fuse × profile × crypt × journal ×
     sync, each on a fresh filesystem.
 
@@ -386,6 +423,8 @@ def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
       sudo sqlwa matrix --encrypt none,fscrypt --fuse none,passthrough -j wal --sync full --out m4
       sudo sqlwa matrix --profile none,android-ext4,android-sdcard -j delete,wal --out m5
       sqlwa matrix --vm --crypt none,dm-crypt -j delete,wal --sync full --out m6
+      sqlwa matrix -j delete,wal --plan                           # the cells as JSON, with their ids
+      sqlwa matrix -j delete,wal --shard 2/4 --out s2             # one shard; then sqlwa merge m s1 s2 s3 s4
 
     Every run lands in OUT/runs/<scenario>-<stack>-<journal>-<sync>-r<N>/ (stack: the fs and
     its layers, e.g. ext4+fscrypt+fuse-passthrough, ext4+dm-crypt) and in the store OUT/results.sqlite. A
@@ -394,9 +433,16 @@ def matrix_command(out_dir: Path, resume: bool, as_json: bool, **axes) -> None:
     goes on; both are listed at the end. Exit status 1 when a cell failed.
     Then: `sqlwa report OUT -o report.html`, `sqlwa check --policy P OUT`, `sqlwa compare OUT OTHER`.
     """
+    from sqlwa.measure import shard
     from sqlwa.views.terminal import wide_console
 
-    plan = plan_of(out_dir, axes, resume=resume)
+    part = shard.parse(shard_text, int(shard_base)) if shard_text is not None else None
+    if show_plan:
+        click.echo(shard.plan_json(plan_of(out_dir, axes, check_out=False, part=part)))
+        return
+    if out_dir is None:
+        raise click.UsageError("Missing option '-o' / '--out'.")
+    plan = plan_of(out_dir, axes, resume=resume, part=part)
     if as_json:
         outcome = run_with_progress(plan)
         print_json(outcome)

@@ -26,6 +26,7 @@ def filesystem_of(path: Path) -> dict[str, str]:
 
 def machine_facts() -> dict[str, str | int]:
     return {
+        "hostname": platform.node(),  # which machine: the shards of one sweep run on many
         "kernel": platform.release(),
         "machine": platform.machine(),
         "cpus": os.cpu_count() or 0,

@@ -53,6 +53,7 @@ from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageEr
 from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
+from sqlwa.measure import shard as sharding
 from sqlwa.results import rundir, store
 from sqlwa.vm import kernel as vm_kernel
 from sqlwa.vm import machine
@@ -145,6 +146,7 @@ class MatrixPlan:
     stack: StackSpec = StackSpec()
     frame_rate: int | None = None  # --frame-rate: every run's frame budget is one frame of it
     allow_system_dir: bool = False  # --allow-system-dir: --out may be in /etc, /usr …
+    shard: sharding.Shard | None = None  # --shard K/N: only this part of the cells (sqlwa.measure.shard)
 
     def cell_stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
         """What one combination of the stack axes runs: a profile fills in what the
@@ -158,6 +160,11 @@ class MatrixPlan:
         return stack
 
     def cells(self) -> list[Cell]:
+        """The cells this sweep runs: all of them, or its shard's part."""
+        return sharding.part(self.all_cells(), self.shard)
+
+    def all_cells(self) -> list[Cell]:
+        """Every cell of the matrix, whatever part of it a shard runs."""
         axes = (self.filesystems, self.encrypts, self.fuses, self.profiles, self.crypts)
         stacks = [self.cell_stack(*combination) for combination in itertools.product(*axes)]
         cells = [
@@ -226,7 +233,7 @@ def check_axes(plan: MatrixPlan) -> None:
             if fs not in filesystem.FILESYSTEMS:
                 raise UsageError(f"unknown filesystem {fs!r}", f"choose from: {', '.join(filesystem.FILESYSTEMS)}")
     elif plan.lab_unavailable is None:  # --vfs-only was asked for, with layers it excludes
-        layered = [cell for cell in plan.cells() if cell.layered]
+        layered = [cell for cell in plan.all_cells() if cell.layered]
         if layered:
             raise UsageError(
                 f"--vfs-only has no lab filesystem, and {stack_label(asdict(layered[0]))} needs one",
@@ -265,7 +272,7 @@ def check_device_delay(plan: MatrixPlan) -> None:
 
 def check_dirnames(plan: MatrixPlan) -> None:
     """Two scenario files of one name in different directories would write one cell directory."""
-    shared = [name for name, count in Counter(cell.dirname for cell in plan.cells()).items() if count > 1]
+    shared = [name for name, count in Counter(cell.dirname for cell in plan.all_cells()).items() if count > 1]
     if shared:
         raise UsageError(
             f"two cells would write the same directory runs/{shared[0]}: scenarios of one file name",
@@ -296,6 +303,7 @@ PLAN_OPTIONS = {
     "kernel": "--kernel",
     "device_delay_ms": "--device-delay",
     "frame_rate": "--frame-rate",
+    "shard": "--shard",
 }
 # The PLAN_OPTIONS that are the stack every cell shares (MatrixPlan.stack).
 PLAN_STACK_OPTIONS = ("image_size", "vm", "kernel", "device_delay_ms")
@@ -308,6 +316,7 @@ PLAN_DEFAULTS = {
     "from_db": None,
     "timing": None,
     "strict": False,
+    "shard": None,
 }
 
 
@@ -330,7 +339,10 @@ def plan_record(plan: MatrixPlan) -> dict:
         record["filesystems"], record["image_size"] = [NO_LAB_FS], None
     if record["profiles"] == [NO_LAYER]:
         record["profile_overrides"] = []  # nothing to override: the same plan whatever was given
+    record["shard"] = str(plan.shard) if plan.shard else None
     record["cell_keys"] = [cell.key for cell in plan.cells()]
+    if plan.shard is not None:  # what `sqlwa merge` needs to know whether every shard is there
+        record["matrix_cell_keys"] = [cell.key for cell in plan.all_cells()]
     return record
 
 

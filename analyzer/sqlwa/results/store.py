@@ -413,7 +413,7 @@ def environment_columns(summary: dict) -> dict:
     return {
         "kernel": cfg.get("kernel"),
         "machine": cfg.get("machine"),
-        "hostname": platform.node(),
+        "hostname": cfg.get("hostname") or platform.node(),  # older runs: the machine saving them
         "sqlite_version": cfg.get("sqlite_version"),
         "sqlite_source_id": cfg.get("sqlite_source_id"),
         "sqlite_compile_options": json.dumps(cfg.get("sqlite_compile_options")),

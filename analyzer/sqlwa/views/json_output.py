@@ -105,9 +105,12 @@ CELL_STATUSES = ("ok", "done-earlier", "skipped", "failed")
 def cell_entry(result: matrix.CellResult, row: dict) -> dict:
     """One cell: what happened to it in this sweep (``seconds`` measuring it now, 0 for
     one done earlier), and its run as the store holds it."""
+    from sqlwa.measure import shard
+
     cell = result.cell
     return {
         "label": cell.label,
+        "id": shard.cell_id(cell),  # as `sqlwa matrix --plan` lists it
         "key": cell.key,
         **{key: getattr(cell, key) for key in CONFIG_KEYS},
         "repeat": cell.repeat,

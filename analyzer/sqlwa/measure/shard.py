@@ -1,0 +1,127 @@
+"""A sweep split over machines: the cells of a matrix as data, each with a stable id, and
+the part of them one shard runs (``sqlwa matrix --plan``, ``--shard K/N``).
+
+A cell's id is derived from its own settings (scenario, stack, journal, sync, repeat),
+never from its position: the same cell has the same id whatever order the axes were
+given in, on every machine. The split is deterministic and balanced: the cells sorted by
+id are dealt out in turn, the first to shard 1, the second to shard 2 … so shard K of N
+holds the same cells wherever and whenever it runs, and every cell is in exactly one.
+
+K counts from 1 (``--shard 1/4`` … ``--shard 4/4``), as GNU parallel's ``{#}``, a Slurm
+array declared ``--array=1-4`` and a CI matrix listing 1 … 4 give it; a 0-based index
+(Kubernetes' ``JOB_COMPLETION_INDEX``, ``--array=0-3``) is taken as it comes with
+``--shard-base 0``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from sqlwa.errors import UsageError
+
+if TYPE_CHECKING:
+    from sqlwa.measure.matrix import Cell, MatrixPlan
+
+#: The cell settings its id is made of, in this order (a new axis is appended, with its
+#: default left out of the id, so the ids of existing cells stay what they were).
+ID_FIELDS = ("scenario", "fs", "encrypt", "fuse", "profile", "crypt", "journal", "sync", "repeat")
+ID_DEFAULTS = {"encrypt": "none", "fuse": "none", "profile": "none", "crypt": "none"}
+ID_LENGTH = 12  # hex digits: 48 bits, no collision among any sweep's cells in practice
+
+SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+MAX_SHARDS = 100_000
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def cell_id(cell: Cell) -> str:
+    """The cell's stable id: a hash of its settings (not of its place in the sweep)."""
+    settings = asdict(cell)
+    key = {name: settings[name] for name in ID_FIELDS if settings[name] != ID_DEFAULTS.get(name)}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return digest[:ID_LENGTH]
+
+
+def parse(text: str, base: int = 1) -> Shard:
+    """``K/N`` as a :class:`Shard`; K counts from ``base`` (1, or 0 for a 0-based index)."""
+    match = SHARD_RE.match(text)
+    if match is None:
+        raise UsageError(f"--shard {text!r} is not K/N", "give the shard as K/N, e.g. --shard 2/4")
+    given, count = int(match[1]), int(match[2])
+    if not 1 <= count <= MAX_SHARDS:
+        raise UsageError(f"--shard {text}: N must be 1 to {MAX_SHARDS:,}", "give the number of shards as N")
+    last = count - 1 + base
+    if not base <= given <= last:
+        other = (
+            "for a 0-based index (Kubernetes' JOB_COMPLETION_INDEX, a Slurm --array=0-N) add --shard-base 0"
+            if base == 1
+            else "for a 1-based index (GNU parallel's {#}, a Slurm --array=1-N) leave --shard-base out"
+        )
+        raise UsageError(f"--shard {text}: K counts from {base} here, so it is {base} to {last}", other)
+    return Shard(given - base + 1, count)
+
+
+def part(cells: Sequence[Cell], shard: Shard | None) -> list[Cell]:
+    """The cells of ``shard`` (all of them without one), in the sweep's own order."""
+    if shard is None:
+        return list(cells)
+    ours = {cell_id(c) for i, c in enumerate(sorted(cells, key=cell_id)) if i % shard.count == shard.index - 1}
+    return [cell for cell in cells if cell_id(cell) in ours]
+
+
+def shard_of(cell: Cell, cells: Sequence[Cell], count: int) -> int:
+    """Which of ``count`` shards runs ``cell`` (1-based)."""
+    ordered = sorted(cell_id(c) for c in cells)
+    return ordered.index(cell_id(cell)) % count + 1
+
+
+def plan_json(plan: MatrixPlan) -> str:
+    """:func:`plan_document` as ``sqlwa matrix --plan`` prints it: the axes checked and the
+    lab's availability settled as the sweep itself would (without root, the VFS level)."""
+    from sqlwa.measure import matrix
+    from sqlwa.views import json_output
+
+    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.vm else None
+    if why_not_lab:
+        plan.lab, plan.lab_unavailable = False, why_not_lab
+    matrix.check_axes(plan)
+    return json_output.dumps({"schema_version": json_output.SCHEMA_VERSION, **plan_document(plan)})
+
+
+def plan_document(plan: MatrixPlan) -> dict:
+    """``sqlwa matrix --plan``: the cells the command would run (one shard's with
+    ``--shard``), each with its id, run key, directory and settings."""
+    from sqlwa.measure import environment
+
+    every = plan.all_cells()
+    cells = []
+    for cell in plan.cells():
+        entry: dict[str, str | int] = {"id": cell_id(cell), "key": cell.key, "dir": f"runs/{cell.dirname}"}
+        entry["label"] = cell.label
+        entry.update({name: getattr(cell, name) for name in ID_FIELDS})
+        if plan.shard is not None:
+            entry["shard"] = shard_of(cell, every, plan.shard.count)
+        cells.append(entry)
+    return {
+        "sqlwa_version": environment.tool_version(),
+        "lab": plan.lab,
+        "lab_unavailable": plan.lab_unavailable,
+        "shard": str(plan.shard) if plan.shard else None,
+        "cells_in_matrix": len(every),
+        "cells_in_shard": len(cells) if plan.shard else None,
+        "cells": cells,
+    }
