@@ -22,7 +22,17 @@ from typing import Any
 import polars as pl
 
 from sqlwa import _system, outputs
-from sqlwa.analysis import attribution, device_time, fuse_effect, metrics, phases, remap, traceparse, windows
+from sqlwa.analysis import (
+    attribution,
+    device_time,
+    fuse_effect,
+    metrics,
+    phases,
+    remap,
+    traceformat,
+    traceparse,
+    windows,
+)
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import tracing
 from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, NO_LAB_FS
@@ -295,18 +305,47 @@ class TraceAnalysis:
     parse_report: dict
     amortized: dict | None
     sections: dict
-    events: pl.DataFrame
+    events: pl.DataFrame | pl.LazyFrame  # a scan of events.parquet when written already
     writes: pl.DataFrame | None  # block writes with their attribution category
 
 
 def analyse_trace(
-    trace_path: Path, commits: pl.DataFrame, dev, levels: list[str], context: LabContext | None = None
+    trace_path: Path,
+    commits: pl.DataFrame,
+    dev,
+    levels: list[str],
+    context: LabContext | None = None,
+    events_path: Path | None = None,
 ) -> TraceAnalysis:
     """Per-commit syscall and block figures from the raw capture, joined onto ``commits``;
-    with ``context`` also the block bytes by category and the checkpoints."""
+    with ``context`` also the block bytes by category and the checkpoints.
+
+    With ``events_path`` the capture is parsed row group by row group into that Parquet
+    file (bounded memory) and analysed from a scan of it: each step reads only its rows'
+    columns (the block requests of the device, the SQL thread's syscalls, the markers),
+    never the whole event table; without, the whole table is parsed into memory. Both
+    give the same figures (tests/lab/test_streamed_analysis.py)."""
     # Lenient: a damaged line must not throw the run away; it is counted and, like lost
     # events, fails the run unless --allow-loss (see unparsed_loss).
-    events, report = traceparse.parse(trace_path, format="ftrace", lenient=True)
+    events: pl.DataFrame | pl.LazyFrame
+    if events_path is None:
+        events, report = traceparse.parse(trace_path, format="ftrace", lenient=True)
+    else:
+        with writing(events_path, "the run's event table to"):
+            report = traceformat.parse_to_parquet(trace_path, events_path, format="ftrace", lenient=True)
+        events = pl.scan_parquet(events_path)
+    return analyse_events(events, report, commits, dev, levels, context)
+
+
+def analyse_events(
+    events: pl.DataFrame | pl.LazyFrame,
+    report: dict,
+    commits: pl.DataFrame,
+    dev,
+    levels: list[str],
+    context: LabContext | None = None,
+) -> TraceAnalysis:
+    """:func:`analyse_trace` of an event table in memory or a scan of one."""
     wins = windows.commit_windows(events)
     joined = commits.join(wins.drop("warmup"), on="index", how="left")
     amortized = None
@@ -354,7 +393,7 @@ def analyse_trace(
     return TraceAnalysis(metrics.with_waf(joined), report, amortized, sections, events, attributed)
 
 
-def remap_section(events: pl.DataFrame, dev, context: LabContext) -> dict:
+def remap_section(events: pl.DataFrame | pl.LazyFrame, dev, context: LabContext) -> dict:
     """summary.json's ``remap``: how writes were followed from the disk to the dm device,
     and the offsets the kernel's remap events showed (none for the bios dm-delay delays)."""
     assert context.mapped_dev is not None
@@ -378,7 +417,8 @@ def unparsed_loss(report: dict, trace_path: Path) -> TraceLossError | None:
 
 def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
     """Parsed events and attributed writes, so no reader parses or attributes again."""
-    rundir.write_parquet(analysis.events, out_dir / rundir.EVENTS_FILE)
+    if isinstance(analysis.events, pl.DataFrame):  # else parsed into events.parquet already
+        rundir.write_parquet(analysis.events, out_dir / rundir.EVENTS_FILE)
     if analysis.writes is not None:
         rundir.write_parquet(analysis.writes, out_dir / rundir.WRITES_FILE)
 
@@ -451,7 +491,12 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
     started = time.perf_counter()
     analysis = analyse_trace(
-        Path(capture.trace_path), with_vfs_totals(result.commits), capture.dev, capture.levels, context
+        Path(capture.trace_path),
+        with_vfs_totals(result.commits),
+        capture.dev,
+        capture.levels,
+        context,
+        events_path=out_dir / rundir.EVENTS_FILE,
     )
     analysis_s = time.perf_counter() - started
     commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
