@@ -34,7 +34,7 @@ from sqlwa.analysis import (
     windows,
 )
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
-from sqlwa.capture import tracing
+from sqlwa.capture import drain, tracing
 from sqlwa.catalogue import DEFAULT_IMAGE_SIZE, NO_LAB_FS
 from sqlwa.durability import explore
 from sqlwa.errors import ScenarioError, TraceLossError, UsageError, writing
@@ -332,9 +332,29 @@ def analyse_trace(
         events, report = traceparse.parse(trace_path, format="ftrace", lenient=True)
     else:
         with writing(events_path, "the run's event table to"):
-            report = traceformat.parse_to_parquet(trace_path, events_path, format="ftrace", lenient=True)
+            report = parse_capture(trace_path, events_path)
         events = pl.scan_parquet(events_path)
     return analyse_events(events, report, commits, dev, levels, context)
+
+
+def parse_capture(trace_path: Path, events_path: Path) -> dict:
+    """The run's capture into the Parquet file ``events_path``, row group by row group;
+    returns the parse report. A long run's capture is the parts its drain made as it went
+    (:class:`sqlwa.capture.drain.Drain`) and the text after the last: that text becomes the
+    last part, the parts are joined into ``events_path`` (streamed) and then removed with
+    the text, whose events are all in the table."""
+    parts = drain.parts_of(trace_path)
+    if not parts:
+        return traceformat.parse_to_parquet(trace_path, events_path, format="ftrace", lenient=True)
+    reports = [json.loads(drain.report_path(part).read_text()) for part in parts]
+    last = drain.part_path(trace_path, len(parts))
+    reports.append(drain.convert_segment(trace_path, last))
+    pl.scan_parquet([*parts, last]).sink_parquet(events_path)
+    for part in [*parts, last]:
+        part.unlink()
+        drain.report_path(part).unlink()
+    trace_path.unlink()
+    return traceformat.merge_reports(reports)
 
 
 def analyse_events(
