@@ -131,3 +131,16 @@ def test_a_long_capture_kept_in_parts(tmp_path):
     # and the run is re-analysable from it: its commit windows are the run's commits
     commits = pl.read_parquet(out / rundir.COMMITS_FILE)
     assert commits["win_start_ns"].null_count() == 0 and commits.height == 1500 + 10
+
+
+def test_a_long_run_without_room_is_refused(tmp_path):
+    """Before a long run its capture's size is estimated and checked against the free
+    space (here more than any disk holds): one line, exit 2, nothing made."""
+    out = tmp_path / "huge"
+    cmd = [sys.executable, "-m", "sqlwa", "run", "--fs", "ext4", "-n", str(10**9), "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "capture estimate: ~25,000,000,000 trace events" in proc.stderr
+    refusal = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(refusal) == 1 and "MiB free, and this run's capture needs about" in refusal[0]
+    assert "Traceback" not in proc.stderr and not out.exists()

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -450,10 +451,51 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
     # Made (and so its options and size checked) before the output directory: a refused
     # option leaves nothing behind.
     workspace = lab_capture.crash_workspace() if request.crash else contextlib.nullcontext(None)
+    check_capture_room(request.settings.txns, request.out_dir)
     with workspace as crash_dir:
         lab = lab_in(request, crash_dir)
         with output_dir(request) as out_dir:
             return measure_in_lab(request, scenario, lab, out_dir, progress, crash_dir)
+
+
+#: A lab run of this many transactions or more is long: its capture's size is estimated
+#: and checked against the free space before it starts.
+LONG_RUN_TXNS = 100_000
+#: Trace events per commit, with a margin (measured: 20.6 for WAL/FULL on ext4, the most of
+#: the built-in settings), and bytes per event of the capture's Parquet parts (6.7).
+EVENTS_PER_COMMIT = 25
+PART_BYTES_PER_EVENT = 8
+TEXT_BYTES_PER_EVENT = 115  # trace.txt (measured 112.7)
+
+
+def capture_estimate(txns: int) -> tuple[int, int]:
+    """The events and the disk bytes a lab run of ``txns`` transactions is expected to
+    capture: the text (a segment at most, see :class:`sqlwa.capture.drain.Drain`), the
+    parts, and events.parquet while it is joined from them."""
+    events = txns * EVENTS_PER_COMMIT
+    text = min(events * TEXT_BYTES_PER_EVENT, drain.SEGMENT_BYTES + drain.READ_SIZE)
+    return events, text + 2 * events * PART_BYTES_PER_EVENT
+
+
+def check_capture_room(txns: int | None, out_dir: Path) -> None:
+    """Before a long run: print its capture's estimated size, and refuse it when the
+    output's filesystem has less room than that."""
+    if txns is None or txns < LONG_RUN_TXNS:
+        return
+    events, need = capture_estimate(txns)
+    existing = next(p for p in [out_dir, *out_dir.absolute().parents] if p.exists())
+    free = shutil.disk_usage(existing).free
+    mib = 2**20
+    print(
+        f"sqlwa: capture estimate: ~{events:,} trace events, ~{need / mib:,.0f} MiB in {out_dir} "
+        f"({free / mib:,.0f} MiB free)",
+        file=sys.stderr,
+    )
+    if free < need:
+        raise UsageError(
+            f"{out_dir} has {free / mib:,.0f} MiB free, and this run's capture needs about {need / mib:,.0f} MiB",
+            "make room there, choose another --out, or run fewer transactions (-n)",
+        )
 
 
 def lab_in(request: RunRequest, crash_dir: Path | None) -> filesystem.LabFilesystem:
