@@ -18,6 +18,7 @@ from polars.testing import assert_frame_equal
 from sqlwa.analysis import traceformat, traceparse
 from sqlwa.capture import drain
 from sqlwa.measure import runner
+from sqlwa.results import rundir
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples" / "sqlwa-runs"
 
@@ -73,3 +74,20 @@ def test_reports_merge_as_one_parse():
         "bad_messages": ["a", "b"],
         "time_base_ns": 7,
     }
+
+
+def test_a_new_run_removes_an_unfinished_runs_parts(tmp_path):
+    """An interrupted long run leaves parts of its capture; a new run into the directory
+    removes them with the rest of that run (they would be joined into its own events),
+    and nothing else."""
+    rundir.begin(tmp_path)  # the interrupted run's mark
+    (tmp_path / rundir.TRACE_FILE).write_text("x\n")
+    parts = [tmp_path / "trace.00000.parquet", tmp_path / "trace.00000.report.json", tmp_path / "trace.00001.parquet"]
+    for part in parts:
+        part.write_text("part\n")
+    mine = tmp_path / "trace.1.parquet"
+    mine.write_text("the user's\n")
+    rundir.begin(tmp_path)
+    assert not any(p.exists() for p in parts) and not (tmp_path / rundir.TRACE_FILE).exists()
+    assert mine.read_text() == "the user's\n"
+    assert drain.parts_of(tmp_path / rundir.TRACE_FILE) == []

@@ -28,6 +28,11 @@ LOST_RE = re.compile(rb"\[LOST (\d+) EVENTS\]")
 SEGMENT_BYTES = int(os.environ.get("SQLWA_TRACE_SEGMENT_BYTES", 256 << 20))
 
 
+#: The names of a capture's parts and their reports (a new run into the directory removes
+#: those of an earlier run, see :func:`sqlwa.results.rundir.begin`).
+PART_RE = re.compile(r"trace\.\d{5}\.(parquet|report\.json)")
+
+
 def part_path(trace_path: Path, number: int) -> Path:
     """The ``number``-th part of a long run's capture, beside its ``trace.txt``."""
     return trace_path.with_name(f"trace.{number:05d}.parquet")
