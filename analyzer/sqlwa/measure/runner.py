@@ -551,6 +551,9 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
         files_by_sync=fs_facts.get("ecryptfs") is not None,
     )
     result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
+    # The frame has them now: the engine's per-commit lists of Python ints (hundreds of
+    # bytes a commit) are not kept through the analysis.
+    capture.columns = {}
     started = time.perf_counter()
     analysis = analyse_trace(
         Path(capture.trace_path),
