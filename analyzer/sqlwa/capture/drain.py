@@ -25,7 +25,7 @@ BYTES_RE = re.compile(rb"^bytes: (\d+)$", re.M)
 LOST_RE = re.compile(rb"\[LOST (\d+) EVENTS\]")
 #: A run whose text passes this many bytes is kept in parts as it is drained (see Drain);
 #: SQLWA_TRACE_SEGMENT_BYTES changes it (tests make it small).
-SEGMENT_BYTES = int(os.environ.get("SQLWA_TRACE_SEGMENT_BYTES", 256 << 20))
+SEGMENT_BYTES = int(os.environ.get("SQLWA_TRACE_SEGMENT_BYTES", 64 << 20))
 
 
 #: The names of a capture's parts and their reports (a new run into the directory removes
