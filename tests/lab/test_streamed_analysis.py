@@ -84,6 +84,21 @@ def context_of(out: Path) -> tuple[runner.LabContext, tuple[int, int], list[str]
 def test_streamed_analysis_equals_whole_table(case, tmp_path):
     out = tmp_path / case
     lab_run(out, CASES[case])
+    assert_streamed_equals_whole(out, tmp_path)
+
+
+#: Run directories made earlier (with their trace.txt), os.pathsep between them: a 10^5-commit
+#: run takes many minutes to make, and its analysis compares as any other.
+EARLIER = [Path(p) for p in os.environ.get("SQLWA_STREAM_EQUALITY_RUNS", "").split(os.pathsep) if p]
+
+
+@pytest.mark.skipif(not EARLIER, reason="SQLWA_STREAM_EQUALITY_RUNS names no run directory")
+@pytest.mark.parametrize("out", EARLIER, ids=str)
+def test_streamed_analysis_of_an_earlier_run(out, tmp_path):
+    assert_streamed_equals_whole(out, tmp_path)
+
+
+def assert_streamed_equals_whole(out: Path, tmp_path: Path) -> None:
     context, dev, levels = context_of(out)
     commits = runner.with_vfs_totals(engine_commits(out))
     trace = out / rundir.TRACE_FILE
@@ -102,6 +117,11 @@ def test_streamed_analysis_equals_whole_table(case, tmp_path):
     assert_frame_equal(streamed.events.collect(), whole.events)
     # and the figures are real: the block level saw the run's writes
     assert whole.writes.height > 0
+    # and they are the run's own (its commits.parquet, from the whole-table analysis
+    # when it was made, or from the streamed one now)
+    recorded = pl.read_parquet(out / rundir.COMMITS_FILE)
+    common = [c for c in streamed.commits.columns if c in recorded.columns]
+    assert_frame_equal(streamed.commits.select(common), recorded.select(common))
 
 
 def test_a_long_capture_kept_in_parts(tmp_path):
