@@ -23,15 +23,20 @@ The traces live in a temporary directory under --dir (default /var/tmp), removed
 end; 10^8 events (--max 1e8) needs about 5 GB there plus blkparse's 7 GB of text, and
 the doubled trace 10 GB.
 
-With --lab (root: the host lab), lab runs of 10^2 (the base), 10^3 … --lab-max commits
-(``sqlwa run --fs ext4 -j wal --sync full``): the trace's events, the analysis time
-(summary.json ``trace.analysis_s``) per event, the process's peak RSS and that peak above
-the base run's per trace event (target: at most 300 B), and, for runs past the first 2000 commits (the WAL's
-growth), the steady state's per-commit fsyncs, flushes, write requests and bytes, and how
-far the longest run's differ from the shortest's (the tool must not make them drift).
+With --lab (root: the host lab), lab runs of --lab-min (10^2, the base), ten times as
+many … --lab-max commits (``sqlwa run --fs ext4 -j wal --sync full``): the trace's events,
+the analysis time (summary.json ``trace.analysis_s``) per event, the peak RSS of the whole
+``sqlwa run`` process tree (wait4: the process and the children it reaped), that peak
+above the base run's per trace event (target: at most 300 B), the capture's bytes per
+event on disk (the raw capture the run keeps, and the whole run directory), and, for runs
+past the first 2000 commits (the WAL's growth), the steady state's per-commit fsyncs,
+flushes, write requests and bytes, and how far the longest run's differ from the
+shortest's (the tool must not make them drift). Last, the longest run's peak RSS against
+the one ten times shorter (issue #37: bounded, within 1.2x). --lab-only skips the parse
+benchmarks (and needs no blkparse).
 
 Usage: bench/scale.py [--max 1e7] [--runs N] [--dir DIR] [--text-lines 8e6] [--perfetto-events 1e6]
-                      [--lab [--lab-max 1e5]]
+                      [--lab [--lab-min 1e2] [--lab-max 1e5] [--lab-only]]
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ GEN_TRACE = ROOT / "target" / "release" / "examples" / "gen_trace"
 TARGET_RATIO = 10.0
 RSS_GROWTH_LIMIT = 1.1  # the parse's peak RSS on twice the largest trace, against the largest's
 LAB_BYTES_PER_EVENT = 300
+LAB_RSS_GROWTH = 1.2  # a lab run's peak RSS against one ten times shorter (issue #37)
 DRIFT_FIGURES = ("fdatasync_calls", "fsync_calls", "flush_requests", "write_requests", "write_bytes")
 
 
@@ -108,10 +114,16 @@ def main() -> int:
         "--perfetto-events", type=float, default=1e6, help="the Perfetto trace's events (and twice as many)"
     )
     ap.add_argument("--lab", action="store_true", help="also lab runs (root), analysis time and memory per event")
+    ap.add_argument("--lab-min", type=float, default=1e2, help="the shortest lab run (the base), in commits")
     ap.add_argument("--lab-max", type=float, default=1e5, help="the longest lab run, in commits")
+    ap.add_argument("--lab-only", action="store_true", help="only the lab runs (implies --lab)")
     args = ap.parse_args()
+    args.lab = args.lab or args.lab_only
     if args.lab and os.geteuid() != 0:
         sys.exit("bench/scale.py: --lab runs the host lab, which needs root")
+    if args.lab_only:
+        with tempfile.TemporaryDirectory(prefix="sqlwa-scale-", dir=args.dir) as tmp:
+            return lab(sqlwa_script(), Path(tmp), int(args.lab_max), int(args.lab_min))
     if not shutil.which("blkparse"):
         sys.exit("bench/scale.py: blkparse is not installed (Debian package blktrace): it is the baseline")
     build_generator()
@@ -234,21 +246,25 @@ def write_perfetto_trace(path: Path, events: int, per_bundle: int = 1000) -> Non
             f.write(trace.SerializeToString())
 
 
-def lab(sqlwa: str, work: Path, longest: int) -> int:
-    """Lab runs of growing length against the 100-commit base; 0 when the target holds."""
+def lab(sqlwa: str, work: Path, longest: int, shortest: int = 100) -> int:
+    """Lab runs of growing length against the shortest (the base); 0 when the target holds."""
     print(
-        f"\n{'commits':>10} {'events':>11} {'analysis s':>11} {'µs/event':>9} {'peak RSS MB':>12} {'B/event':>8}  steady state per commit"
+        f"\n{'commits':>10} {'events':>11} {'analysis s':>11} {'µs/event':>9} {'peak RSS MB':>12} {'B/event':>8}"
+        f" {'capture B/ev':>12} {'run dir B/ev':>12}  steady state per commit"
     )
     base_rss: int | None = None
     per_event = 0.0
     steady: dict[int, dict[str, float]] = {}
-    commits = 100
+    peaks: dict[int, int] = {}
+    commits = shortest
     while commits <= longest:
         out = work / f"run{commits}"
         cmd = [sqlwa, "run", "--fs", "ext4", "-j", "wal", "--sync", "full", "-n", str(commits), "--out", str(out)]
         _, rss = run_measured(cmd, work)
+        peaks[commits] = rss
         summary = json.loads((out / "summary.json").read_text())
         events, analysis_s = summary["trace"]["events"], summary["trace"]["analysis_s"]
+        capture, whole = capture_bytes(out), sum(f.stat().st_size for f in out.iterdir() if f.is_file())
         above = "(base)"
         if base_rss is None:
             base_rss = rss
@@ -259,7 +275,8 @@ def lab(sqlwa: str, work: Path, longest: int) -> int:
             steady[commits] = steady_state(out)
         shown = "  ".join(f"{k} {v:,.2f}" for k, v in steady.get(commits, {}).items())
         print(
-            f"{commits:>10,} {events:>11,} {analysis_s:>11.2f} {analysis_s / events * 1e6:>9.2f} {rss / 2**20:>12.0f} {above:>8}  {shown}"
+            f"{commits:>10,} {events:>11,} {analysis_s:>11.2f} {analysis_s / events * 1e6:>9.2f} {rss / 2**20:>12.0f} {above:>8}"
+            f" {capture / events:>12.1f} {whole / events:>12.1f}  {shown}"
         )
         shutil.rmtree(out)
         commits *= 10
@@ -267,12 +284,28 @@ def lab(sqlwa: str, work: Path, longest: int) -> int:
         first, last = min(steady), max(steady)
         drift = max(abs(steady[last][k] / steady[first][k] - 1) for k in DRIFT_FIGURES if steady[first][k])
         print(f"steady state of {last:,} commits vs {first:,}: the figures differ by at most {drift:.1%}")
+    if len(peaks) > 1:
+        last, before = sorted(peaks)[-1], sorted(peaks)[-2]
+        growth = peaks[last] / peaks[before]
+        print(
+            f"peak RSS of {last:,} commits against {before:,}: {growth:.2f}x (bounded: at most {LAB_RSS_GROWTH}x): "
+            + ("PASS" if growth <= LAB_RSS_GROWTH else "FAIL")
+        )
     met = per_event <= LAB_BYTES_PER_EVENT
     print(
         f"lab analysis peak RSS above the base at the longest run: {per_event:.0f} B per trace event "
         f"(target {LAB_BYTES_PER_EVENT}): " + ("PASS" if met else "FAIL")
     )
     return 0 if met else 1
+
+
+def capture_bytes(run_dir: Path) -> int:
+    """The raw capture's bytes on disk: trace.txt, or the compact capture that replaces it."""
+    names = ("trace.txt", "trace.txt.zst", "capture.parquet", "events.parquet")
+    for name in names:
+        if (run_dir / name).is_file():
+            return (run_dir / name).stat().st_size
+    return 0
 
 
 #: Commits before the WAL reaches its steady size (it wraps after the first checkpoint, at

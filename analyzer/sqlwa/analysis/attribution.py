@@ -39,7 +39,7 @@ CATEGORIES = (*DATABASE_FILE_KINDS, "checkpoint", "fs_journal", "fs_metadata", "
 # ------------------------------------------------------------------ the files' ranges
 
 
-def extents_ranges(events: pl.DataFrame) -> pl.DataFrame:
+def extents_ranges(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per range of every ``extents`` marker: ``mark_ns``, ``file``, ``start``,
     ``end`` (sectors, end exclusive)."""
     marks = windows.markers(events).filter(pl.col("event") == "extents")
@@ -168,7 +168,7 @@ def in_regions(ranges: list) -> pl.Expr:
     return pl.any_horizontal(tests) if tests else pl.lit(False)
 
 
-def spans(events: pl.DataFrame, begin: str, end: str) -> pl.DataFrame:
+def spans(events: pl.DataFrame | pl.LazyFrame, begin: str, end: str) -> pl.DataFrame:
     """``[span_start, span_end]`` of every begin/end marker pair (they never nest)."""
     marks = windows.markers(events).filter(pl.col("event").is_in([begin, end])).sort("time_ns")
     pairs = marks.with_columns(pl.col("time_ns").shift(-1).alias("span_end"), pl.col("event").shift(-1).alias("next"))
@@ -188,7 +188,7 @@ def flag_inside(rows: pl.DataFrame, intervals: pl.DataFrame, name: str) -> pl.Da
     return joined.with_columns(inside.alias(name)).drop("span_start", "span_end")
 
 
-def with_submitter(writes: pl.DataFrame, events: pl.DataFrame, dev: tuple[int, int]) -> pl.DataFrame:
+def with_submitter(writes: pl.DataFrame, events: pl.DataFrame | pl.LazyFrame, dev: tuple[int, int]) -> pl.DataFrame:
     """``submitter_pid`` / ``submitter``: who queued the request's first bio (the latest
     Q event on the same sector before the issue); the issuing thread when not traced."""
     queued = windows.block_rows(events, dev, "Q", ["time_ns", "sector", "pid", "comm"]).select(
@@ -238,7 +238,7 @@ def category_expr(journal_mode: str, fs_type: str, tid: int | None, layout: dict
 
 
 def attribute(
-    events: pl.DataFrame,
+    events: pl.DataFrame | pl.LazyFrame,
     commit_windows: pl.DataFrame,
     dev: tuple[int, int],
     tid: int | None,

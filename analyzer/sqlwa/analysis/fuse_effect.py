@@ -21,13 +21,16 @@ from sqlwa.catalogue import FUSE_SYSCALL_COMMIT_COLUMNS
 CALLS = ("fsync", "fdatasync", "sync_file_range", "pwrite64", "ftruncate", "openat")
 
 
-def daemon_entries(events: pl.DataFrame, comm: str) -> pl.DataFrame:
-    return events.filter((pl.col("kind") == "syscall_enter") & (pl.col("comm").cast(pl.String) == comm)).with_columns(
-        pl.col("name").cast(pl.String)
+def daemon_entries(events: pl.DataFrame | pl.LazyFrame, comm: str) -> pl.DataFrame:
+    return (
+        events.lazy()
+        .filter((pl.col("kind") == "syscall_enter") & (pl.col("comm").cast(pl.String) == comm))
+        .with_columns(pl.col("name").cast(pl.String))
+        .collect()
     )
 
 
-def daemon_syscalls_per_commit(events: pl.DataFrame, wins: pl.DataFrame, comm: str) -> pl.DataFrame:
+def daemon_syscalls_per_commit(events: pl.DataFrame | pl.LazyFrame, wins: pl.DataFrame, comm: str) -> pl.DataFrame:
     """The daemon's syscall tallies per commit, as ``fuse_<column>``."""
     tallies = [t.name.prefix("fuse_") for t in windows.syscall_tallies()]
     return windows.per_window(daemon_entries(events, comm), wins, tallies, FUSE_SYSCALL_COMMIT_COLUMNS)
@@ -76,7 +79,7 @@ def _syncs(calls: dict[str, float]) -> float:
     return calls["fsync"] + calls["fdatasync"] + calls["sync_file_range"]
 
 
-def fuse_section(events: pl.DataFrame, wins: pl.DataFrame, tid: int | None, layer: dict) -> dict:
+def fuse_section(events: pl.DataFrame | pl.LazyFrame, wins: pl.DataFrame, tid: int | None, layer: dict) -> dict:
     """summary.json's ``fuse``: the layer as the lab describes it, both sides' calls per
     measured commit, and the changes in words."""
     sqlite = calls_per_commit(windows.syscall_entries(events, tid), wins)

@@ -136,7 +136,9 @@ def frame_budget_misses(measured: pl.DataFrame, budget_ms: float) -> dict:
 # ------------------------------------------------------------------ checkpoints
 
 
-def checkpoints(events: pl.DataFrame, attributed: pl.DataFrame | None, journal_mode: str) -> pl.DataFrame:
+def checkpoints(
+    events: pl.DataFrame | pl.LazyFrame, attributed: pl.DataFrame | None, journal_mode: str
+) -> pl.DataFrame:
     """WAL checkpoints: every db sync in WAL mode is one (SQLite syncs the database only
     when it checkpoints). ``time_ns``, ``commit`` (-1: outside transactions, e.g. at
     close), ``bytes`` (checkpoint-category writes issued during that sync)."""

@@ -29,17 +29,21 @@ from __future__ import annotations
 import polars as pl
 
 
-def _block_events(events: pl.DataFrame, action: str, dev: tuple[int, int]) -> pl.DataFrame:
-    return events.filter(
-        (pl.col("kind") == "block")
-        & (pl.col("action") == action)
-        & (pl.col("dev_major") == dev[0])
-        & (pl.col("dev_minor") == dev[1])
-        & (pl.col("sectors") > 0)  # not a cache flush's empty bio
+def _block_events(events: pl.DataFrame | pl.LazyFrame, action: str, dev: tuple[int, int]) -> pl.DataFrame:
+    return (
+        events.lazy()
+        .filter(
+            (pl.col("kind") == "block")
+            & (pl.col("action") == action)
+            & (pl.col("dev_major") == dev[0])
+            & (pl.col("dev_minor") == dev[1])
+            & (pl.col("sectors") > 0)  # not a cache flush's empty bio
+        )
+        .collect()
     )
 
 
-def remaps(events: pl.DataFrame, disk: tuple[int, int], mapped: tuple[int, int]) -> pl.DataFrame:
+def remaps(events: pl.DataFrame | pl.LazyFrame, disk: tuple[int, int], mapped: tuple[int, int]) -> pl.DataFrame:
     """The write bios remapped from ``mapped`` onto ``disk``: ``at_ns``, ``start`` and
     ``end`` on the disk (sectors, end exclusive), ``mapped_start`` on the dm device."""
     return (
@@ -71,7 +75,7 @@ def latest_holding(writes: pl.DataFrame, sector: pl.Expr, spans: pl.DataFrame) -
 
 
 def onto_mapped_device(
-    writes: pl.DataFrame, events: pl.DataFrame, disk: tuple[int, int], mapped: tuple[int, int]
+    writes: pl.DataFrame, events: pl.DataFrame | pl.LazyFrame, disk: tuple[int, int], mapped: tuple[int, int]
 ) -> pl.DataFrame:
     """``writes`` (requests issued on ``disk``, with ``row``) with ``sector`` the
     filesystem's: the dm sector they came from (null where no remapped bio holds them),
@@ -94,7 +98,9 @@ def by_table_offset(writes: pl.DataFrame, offset: int) -> pl.DataFrame:
     )
 
 
-def with_mapped_submitter(writes: pl.DataFrame, events: pl.DataFrame, mapped: tuple[int, int]) -> pl.DataFrame:
+def with_mapped_submitter(
+    writes: pl.DataFrame, events: pl.DataFrame | pl.LazyFrame, mapped: tuple[int, int]
+) -> pl.DataFrame:
     """``submitter_pid`` / ``submitter``: who queued the bio on the dm device that holds
     each write's (filesystem) ``sector``; the disk's issuing thread where none does."""
     queued = _block_events(events, "Q", mapped).select(
@@ -112,7 +118,7 @@ def with_mapped_submitter(writes: pl.DataFrame, events: pl.DataFrame, mapped: tu
     ).drop("q_pid", "q_comm")
 
 
-def disk_offsets(events: pl.DataFrame, disk: tuple[int, int], mapped: tuple[int, int]) -> list[int]:
+def disk_offsets(events: pl.DataFrame | pl.LazyFrame, disk: tuple[int, int], mapped: tuple[int, int]) -> list[int]:
     """Every distinct (disk sector − dm sector) of the run's remapped writes: one value
     for a linear table such as dm-crypt's (its offset), as the table says."""
     found = remaps(events, disk, mapped).select((pl.col("start") - pl.col("mapped_start")).alias("d"))

@@ -23,7 +23,7 @@ from sqlwa.analysis import windows
 from sqlwa.catalogue import DATABASE_FILE_KINDS
 
 
-def sync_spans(events: pl.DataFrame) -> pl.DataFrame:
+def sync_spans(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """``span_start``, ``span_end`` and the synced file's ``sync_kind`` of every xSync."""
     marks = windows.markers(events).filter(pl.col("event").is_in(["sync_begin", "sync_end"])).sort("time_ns")
     pairs = marks.with_columns(pl.col("time_ns").shift(-1).alias("span_end"), pl.col("event").shift(-1).alias("next"))
@@ -34,7 +34,9 @@ def sync_spans(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def files_by_sync(writes: pl.DataFrame, events: pl.DataFrame, tid: int | None, fs_own: pl.Expr) -> pl.DataFrame:
+def files_by_sync(
+    writes: pl.DataFrame, events: pl.DataFrame | pl.LazyFrame, tid: int | None, fs_own: pl.Expr
+) -> pl.DataFrame:
     """``writes`` (with ``file``, ``meta``, ``submitter_pid``) where a write without a file
     that the SQL thread ``tid`` submitted inside an xSync, neither META nor ``fs_own``
     (in the filesystem's journal or metadata regions), gets the synced file's kind."""

@@ -138,3 +138,33 @@ def first_packet_problem(data: bytes | mmap.mmap) -> str | None:
     if not packet.ListFields():
         return "its first record holds no TracePacket field (another protobuf message)"
     return None
+
+
+MAX_BAD_MESSAGES = 20  # as many as the parser keeps (traces/src/report.rs)
+
+
+def merge_reports(reports: list[dict]) -> dict:
+    """One parse report for consecutive parts of one trace, as a parse of the whole would
+    give: counts added (per-key dicts key by key), lists joined (``files``; ``bad_messages``
+    name lines of their part), other values the first part's that has one."""
+    merged: dict = {}
+    for report in reports:
+        for key, value in report.items():
+            merged[key] = _merged(merged.get(key), value)
+    if "bad_messages" in merged:
+        merged["bad_messages"] = merged["bad_messages"][:MAX_BAD_MESSAGES]
+    return merged
+
+
+def _merged(old: Any, new: Any) -> Any:
+    if old is None:
+        return new
+    if isinstance(old, bool) or new is None:
+        return old
+    if isinstance(old, int) and isinstance(new, int):
+        return old + new
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {k: _merged(old.get(k), new.get(k)) for k in {**old, **new}}
+    if isinstance(old, list) and isinstance(new, list):
+        return old + new
+    return old

@@ -3,12 +3,14 @@ as late and as cheaply as is safe (see :class:`Drain`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
 from pathlib import Path
 
 from sqlwa import _system
+from sqlwa.analysis import traceformat
 from sqlwa.errors import CaptureError
 
 DEFAULT_BUFFER_KB = 16384  # per CPU; drained from a quarter full on, so far more than a run needs
@@ -21,6 +23,37 @@ DISCARD_WAIT_S = 1  # how long an interrupted run waits for the drain to stop
 DRAIN_AT = 0.25  # drain once a CPU's ring buffer is this full (see Drain)
 BYTES_RE = re.compile(rb"^bytes: (\d+)$", re.M)
 LOST_RE = re.compile(rb"\[LOST (\d+) EVENTS\]")
+#: A run whose text passes this many bytes is kept in parts as it is drained (see Drain);
+#: SQLWA_TRACE_SEGMENT_BYTES changes it (tests make it small).
+SEGMENT_BYTES = int(os.environ.get("SQLWA_TRACE_SEGMENT_BYTES", 64 << 20))
+
+
+#: The names of a capture's parts and their reports (a new run into the directory removes
+#: those of an earlier run, see :func:`sqlwa.results.rundir.begin`).
+PART_RE = re.compile(r"trace\.\d{5}\.(parquet|report\.json)")
+
+
+def part_path(trace_path: Path, number: int) -> Path:
+    """The ``number``-th part of a long run's capture, beside its ``trace.txt``."""
+    return trace_path.with_name(f"trace.{number:05d}.parquet")
+
+
+def parts_of(trace_path: Path) -> list[Path]:
+    """The parts a long run's drain made of its capture, in order (none for a short run)."""
+    return sorted(trace_path.parent.glob("trace.[0-9][0-9][0-9][0-9][0-9].parquet"))
+
+
+def report_path(part: Path) -> Path:
+    """Where a part's parse report lies: ``trace.NNNNN.report.json``."""
+    return part.with_name(part.name.removesuffix(".parquet") + ".report.json")
+
+
+def convert_segment(text: Path, part: Path) -> dict:
+    """Parse a finished segment of ftrace text into the Parquet file ``part`` (row group by
+    row group, the run's event table's columns) and its report beside it; returns the report."""
+    report = traceformat.parse_to_parquet(text, part, format="ftrace", lenient=True)
+    report_path(part).write_text(json.dumps(report) + "\n")
+    return report
 
 
 class Drain(threading.Thread):
@@ -36,6 +69,14 @@ class Drain(threading.Thread):
     drained in bursts while it goes, with three quarters of the buffer as headroom
     (formatting moves ~40 MB/s of ring buffer here, several times what a run produces).
     Kernels without ``bytes:`` in ``stats`` are drained every ``POLL_MS``.
+
+    A long run is kept in parts: once the text drained since the last part passes
+    ``SEGMENT_BYTES`` (checked after each read, which ends at a line's end), that segment is counted, parsed
+    into ``trace.NNNNN.parquet`` (the event table's columns, ~7 B an event against ~111 B of
+    text) and removed, and ``trace.txt`` starts again. The disk then holds at most one
+    segment of text; the analysis parses the last one and joins the parts
+    (:func:`sqlwa.measure.runner.analyse_trace`). A run shorter than a segment keeps its
+    whole ``trace.txt``, as always.
 
     It sleeps between checks instead of poll(2)ing trace_pipe: for the all-CPU trace_pipe
     the kernel reports readable as soon as one event is there, so a poll loop woke the
@@ -74,6 +115,8 @@ class Drain(threading.Thread):
         self.lines = 0
         self.lost_lines = 0  # "[LOST n EVENTS]" notices trace_pipe printed
         self.counts = {name: 0 for name in needles}
+        self.parts: list[Path] = []  # the parts made of a long run's capture (see above)
+        self._written = 0  # bytes of text in the current segment
         self.error: BaseException | None = None
         self.write_error: OSError | None = None  # writing trace.txt failed (a full disk)
 
@@ -104,7 +147,7 @@ class Drain(threading.Thread):
         return not self._stats
 
     def _read_available(self) -> None:
-        read, write = os.read, self._out.write
+        read = os.read
         while True:
             try:
                 data = read(self._fd, READ_SIZE)  # whole lines, at most one page per read
@@ -113,10 +156,31 @@ class Drain(threading.Thread):
             if not data:
                 return
             try:
-                write(data)
+                self._out.write(data)  # not bound once: a new segment is a new file
             except OSError as exc:  # the output's disk, not tracefs: say which
                 self.write_error = exc
                 raise
+            self._written += len(data)
+            if self._written >= SEGMENT_BYTES:  # reads end at a line's end
+                self._next_segment()
+
+    def _next_segment(self) -> None:
+        """The segment drained so far becomes the next part; trace.txt starts again."""
+        try:
+            self._out.close()
+        except OSError as exc:
+            self.write_error = exc
+            raise
+        self._count_file(self._out_path)
+        part = part_path(self._out_path, len(self.parts))
+        try:
+            convert_segment(self._out_path, part)
+            self._out = open(self._out_path, "wb", buffering=WRITE_BUFFER)
+        except OSError as exc:  # the output's disk (a full one: the part did not fit)
+            self.write_error = exc
+            raise
+        self.parts.append(part)
+        self._written = 0
 
     def _close(self) -> None:
         try:
@@ -140,8 +204,12 @@ class Drain(threading.Thread):
             os.close(null)
 
     def count(self) -> None:
-        """Lines, per-event counts and lost-event notices of the finished file."""
-        with open(self._out_path, "rb") as f:
+        """Lines, per-event counts and lost-event notices of the finished file (added to
+        those of the parts made before it)."""
+        self._count_file(self._out_path)
+
+    def _count_file(self, path: Path) -> None:
+        with open(path, "rb") as f:
             tail = b""
             while chunk := f.read(COUNT_CHUNK):
                 data = tail + chunk

@@ -416,6 +416,9 @@ class TraceCapture:
                 k: {"captured": v.captured, "reason": v.reason, "events": v.events} for k, v in self.levels.items()
             },
             "event_counts": dict(self._drain.counts) if self._drain else {},
+            # a long run's capture is kept in parts as drained, joined into events.parquet
+            # by the analysis (sqlwa.capture.drain); 0: the whole trace.txt
+            "parts": len(self._drain.parts) if self._drain else 0,
         }
 
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +23,19 @@ from typing import Any
 import polars as pl
 
 from sqlwa import _system, outputs
-from sqlwa.analysis import attribution, device_time, fuse_effect, metrics, phases, remap, traceparse, windows
+from sqlwa.analysis import (
+    attribution,
+    device_time,
+    fuse_effect,
+    metrics,
+    phases,
+    remap,
+    traceformat,
+    traceparse,
+    windows,
+)
 from sqlwa.analysis.summary import build_summary, with_vfs_totals
-from sqlwa.capture import tracing
+from sqlwa.capture import drain, tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.durability import explore
 from sqlwa.errors import ScenarioError, TraceLossError, UsageError, writing
@@ -272,18 +283,67 @@ class TraceAnalysis:
     parse_report: dict
     amortized: dict | None
     sections: dict
-    events: pl.DataFrame
+    events: pl.DataFrame | pl.LazyFrame  # a scan of events.parquet when written already
     writes: pl.DataFrame | None  # block writes with their attribution category
 
 
 def analyse_trace(
-    trace_path: Path, commits: pl.DataFrame, dev, levels: list[str], context: LabContext | None = None
+    trace_path: Path,
+    commits: pl.DataFrame,
+    dev,
+    levels: list[str],
+    context: LabContext | None = None,
+    events_path: Path | None = None,
 ) -> TraceAnalysis:
     """Per-commit syscall and block figures from the raw capture, joined onto ``commits``;
-    with ``context`` also the block bytes by category and the checkpoints."""
+    with ``context`` also the block bytes by category and the checkpoints.
+
+    With ``events_path`` the capture is parsed row group by row group into that Parquet
+    file (bounded memory) and analysed from a scan of it: each step reads only its rows'
+    columns (the block requests of the device, the SQL thread's syscalls, the markers),
+    never the whole event table; without, the whole table is parsed into memory. Both
+    give the same figures (tests/lab/test_streamed_analysis.py)."""
     # Lenient: a damaged line must not throw the run away; it is counted and, like lost
     # events, fails the run unless --allow-loss (see unparsed_loss).
-    events, report = traceparse.parse(trace_path, format="ftrace", lenient=True)
+    events: pl.DataFrame | pl.LazyFrame
+    if events_path is None:
+        events, report = traceparse.parse(trace_path, format="ftrace", lenient=True)
+    else:
+        with writing(events_path, "the run's event table to"):
+            report = parse_capture(trace_path, events_path)
+        events = pl.scan_parquet(events_path)
+    return analyse_events(events, report, commits, dev, levels, context)
+
+
+def parse_capture(trace_path: Path, events_path: Path) -> dict:
+    """The run's capture into the Parquet file ``events_path``, row group by row group;
+    returns the parse report. A long run's capture is the parts its drain made as it went
+    (:class:`sqlwa.capture.drain.Drain`) and the text after the last: that text becomes the
+    last part, the parts are joined into ``events_path`` (streamed) and then removed with
+    the text, whose events are all in the table."""
+    parts = drain.parts_of(trace_path)
+    if not parts:
+        return traceformat.parse_to_parquet(trace_path, events_path, format="ftrace", lenient=True)
+    reports = [json.loads(drain.report_path(part).read_text()) for part in parts]
+    last = drain.part_path(trace_path, len(parts))
+    reports.append(drain.convert_segment(trace_path, last))
+    pl.scan_parquet([*parts, last]).sink_parquet(events_path)
+    for part in [*parts, last]:
+        part.unlink()
+        drain.report_path(part).unlink()
+    trace_path.unlink()
+    return traceformat.merge_reports(reports)
+
+
+def analyse_events(
+    events: pl.DataFrame | pl.LazyFrame,
+    report: dict,
+    commits: pl.DataFrame,
+    dev,
+    levels: list[str],
+    context: LabContext | None = None,
+) -> TraceAnalysis:
+    """:func:`analyse_trace` of an event table in memory or a scan of one."""
     wins = windows.commit_windows(events)
     joined = commits.join(wins.drop("warmup"), on="index", how="left")
     amortized = None
@@ -331,7 +391,7 @@ def analyse_trace(
     return TraceAnalysis(metrics.with_waf(joined), report, amortized, sections, events, attributed)
 
 
-def remap_section(events: pl.DataFrame, dev, context: LabContext) -> dict:
+def remap_section(events: pl.DataFrame | pl.LazyFrame, dev, context: LabContext) -> dict:
     """summary.json's ``remap``: how writes were followed from the disk to the dm device,
     and the offsets the kernel's remap events showed (none for the bios dm-delay delays)."""
     assert context.mapped_dev is not None
@@ -355,7 +415,8 @@ def unparsed_loss(report: dict, trace_path: Path) -> TraceLossError | None:
 
 def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
     """Parsed events and attributed writes, so no reader parses or attributes again."""
-    rundir.write_parquet(analysis.events, out_dir / rundir.EVENTS_FILE)
+    if isinstance(analysis.events, pl.DataFrame):  # else parsed into events.parquet already
+        rundir.write_parquet(analysis.events, out_dir / rundir.EVENTS_FILE)
     if analysis.writes is not None:
         rundir.write_parquet(analysis.writes, out_dir / rundir.WRITES_FILE)
 
@@ -367,10 +428,51 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
     # Made (and so its options and size checked) before the output directory: a refused
     # option leaves nothing behind.
     workspace = lab_capture.crash_workspace() if request.crash else contextlib.nullcontext(None)
+    check_capture_room(request.settings.txns, request.out_dir)
     with workspace as crash_dir:
         lab = lab_in(request, crash_dir)
         with output_dir(request) as out_dir:
             return measure_in_lab(request, scenario, lab, out_dir, progress, crash_dir)
+
+
+#: A lab run of this many transactions or more is long: its capture's size is estimated
+#: and checked against the free space before it starts.
+LONG_RUN_TXNS = 100_000
+#: Trace events per commit, with a margin (measured: 20.6 for WAL/FULL on ext4, the most of
+#: the built-in settings), and bytes per event of the capture's Parquet parts (6.7).
+EVENTS_PER_COMMIT = 25
+PART_BYTES_PER_EVENT = 8
+TEXT_BYTES_PER_EVENT = 115  # trace.txt (measured 112.7)
+
+
+def capture_estimate(txns: int) -> tuple[int, int]:
+    """The events and the disk bytes a lab run of ``txns`` transactions is expected to
+    capture: the text (a segment at most, see :class:`sqlwa.capture.drain.Drain`), the
+    parts, and events.parquet while it is joined from them."""
+    events = txns * EVENTS_PER_COMMIT
+    text = min(events * TEXT_BYTES_PER_EVENT, drain.SEGMENT_BYTES + drain.READ_SIZE)
+    return events, text + 2 * events * PART_BYTES_PER_EVENT
+
+
+def check_capture_room(txns: int | None, out_dir: Path) -> None:
+    """Before a long run: print its capture's estimated size, and refuse it when the
+    output's filesystem has less room than that."""
+    if txns is None or txns < LONG_RUN_TXNS:
+        return
+    events, need = capture_estimate(txns)
+    existing = next(p for p in [out_dir, *out_dir.absolute().parents] if p.exists())
+    free = shutil.disk_usage(existing).free
+    mib = 2**20
+    print(
+        f"sqlwa: capture estimate: ~{events:,} trace events, ~{need / mib:,.0f} MiB in {out_dir} "
+        f"({free / mib:,.0f} MiB free)",
+        file=sys.stderr,
+    )
+    if free < need:
+        raise UsageError(
+            f"{out_dir} has {free / mib:,.0f} MiB free, and this run's capture needs about {need / mib:,.0f} MiB",
+            "make room there, choose another --out, or run fewer transactions (-n)",
+        )
 
 
 def lab_in(request: RunRequest, crash_dir: Path | None) -> filesystem.LabFilesystem:
@@ -418,9 +520,17 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
         files_by_sync=fs_facts.get("ecryptfs") is not None,
     )
     result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
+    # The frame has them now: the engine's per-commit lists of Python ints (hundreds of
+    # bytes a commit) are not kept through the analysis.
+    capture.columns = {}
     started = time.perf_counter()
     analysis = analyse_trace(
-        Path(capture.trace_path), with_vfs_totals(result.commits), capture.dev, capture.levels, context
+        Path(capture.trace_path),
+        with_vfs_totals(result.commits),
+        capture.dev,
+        capture.levels,
+        context,
+        events_path=out_dir / rundir.EVENTS_FILE,
     )
     analysis_s = time.perf_counter() - started
     commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections

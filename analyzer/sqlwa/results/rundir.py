@@ -43,6 +43,7 @@ import polars as pl
 
 from sqlwa import _system, inputs
 from sqlwa.analysis import attribution, traceparse, windows
+from sqlwa.capture import drain
 from sqlwa.errors import UsageError
 
 SUMMARY_FILE = "summary.json"
@@ -163,6 +164,8 @@ def begin(run_dir: Path) -> None:
     part = run_dir / f".{RUNNING_FILE}.part"
     part.write_text(json.dumps(mark) + "\n")
     os.replace(part, run_dir / RUNNING_FILE)
+    if TRACE_FILE in earlier:  # and the parts of its capture (a long run's, unfinished)
+        earlier += [name for name in os.listdir(run_dir) if drain.PART_RE.fullmatch(name)]
     for name in earlier:
         (run_dir / name).unlink(missing_ok=True)
 
