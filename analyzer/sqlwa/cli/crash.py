@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from sqlwa.cli import run as run_cli
 from sqlwa.durability import explore
 from sqlwa.measure import engine
+
+if TYPE_CHECKING:
+    from sqlwa.measure import runner
 
 CRASH_TXNS = 30  # a crash run's transactions unless -n says otherwise: every one multiplies the states
 CRASH_IMAGE_SIZE = "320M"  # small (every crash state is a copy of its data), yet enough for mkfs.xfs
@@ -56,17 +59,27 @@ def crash(samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run
     """
     from sqlwa.views import json_output, terminal
 
-    run_options["settings_given"] = {key: run_options.pop(key) for key in list(run_options) if key in _setting_names()}
-    run_options["fs"] = run_options["fs"] or DEFAULT_FS
-    request = run_cli.run_request(**run_options)
-    request.crash = explore.CrashOptions(samples=samples, seed=crash_seed, torn=torn, keep_log=keep_write_log)
-    outcome = run_cli.execute_with_bar(request)
-    if run_options["as_json"]:
+    as_json = run_options["as_json"]
+    outcome = run_cli.execute_with_bar(crash_request(samples, crash_seed, torn, keep_write_log, **run_options))
+    if as_json:
         click.echo(json_output.dumps(outcome.summary))
         return
     terminal.print_summary(outcome.summary)
     terminal.print_durability(outcome.summary["durability"])
     click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
+
+
+def crash_request(
+    samples: int, crash_seed: int, torn: bool, keep_write_log: bool, **run_options: Any
+) -> runner.RunRequest:
+    """The run a ``sqlwa crash`` command line asks for (its options as click parsed them,
+    inside their click context): also how the VM lab's tests take several configurations
+    in one guest (tests/vm/test_crash.py)."""
+    run_options["settings_given"] = {key: run_options.pop(key) for key in list(run_options) if key in _setting_names()}
+    run_options["fs"] = run_options["fs"] or DEFAULT_FS
+    request = run_cli.run_request(**run_options)
+    request.crash = explore.CrashOptions(samples=samples, seed=crash_seed, torn=torn, keep_log=keep_write_log)
+    return request
 
 
 def _setting_names() -> set[str]:
