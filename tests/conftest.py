@@ -15,7 +15,9 @@ with `sqlwa lab cleanup`'s logic (which only touches things whose owner process 
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -123,11 +125,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         session.config.stash[BEFORE] = set(sqlwa_leftovers())
 
 
+OWNER = re.compile(r"sqlwa-(?:lab-|run-)?(\d+)-")  # the owner's pid in every name sqlwa gives
+
+
+def of_a_live_stranger(leftover: str) -> bool:
+    """Whether ``leftover`` belongs to a process still running that is not this one: a
+    run someone else started on this machine meanwhile (the workers and every sqlwa the
+    tests started have exited by now, so what they left has a dead owner)."""
+    match = OWNER.search(leftover)
+    if match is None:
+        return False
+    pid = int(match.group(1))
+    return pid != os.getpid() and Path(f"/proc/{pid}").exists()
+
+
 @pytest.hookimpl(trylast=True)  # after xdist has shut its workers down
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not is_controller(session.config) or BEFORE not in session.config.stash:
         return
-    left = sorted(set(sqlwa_leftovers()) - session.config.stash[BEFORE])
+    left = sorted(x for x in set(sqlwa_leftovers()) - session.config.stash[BEFORE] if not of_a_live_stranger(x))
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
