@@ -15,7 +15,9 @@ with `sqlwa lab cleanup`'s logic (which only touches things whose owner process 
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -54,8 +56,39 @@ def vm_lab_unavailable() -> str | None:
     return None
 
 
+# The modules that take longest, longest first (CI's --durations: their fixtures boot TCG
+# guests, explore crash states, wait out real delays). ./scripts/test runs pytest-xdist
+# with --dist loadscope --no-loadscope-reorder, which hands whole modules to the two
+# workers in collection order: these start first, one on each worker, and the many short
+# modules fill in beside them, instead of a long module starting last while the other
+# worker idles (xdist's own order is by the number of tests, which puts these last). The
+# order moves modules whole and is the same on every worker; it changes no test.
+LONGEST_FIRST = (
+    "tests/vm/test_vm_lab.py",
+    "tests/vm/test_crash.py",
+    "tests/vm/test_vm_layers.py",
+    "tests/vm/test_crash_first_loss.py",
+    "tests/vm/test_vm_phases.py",
+    "tests/vm/test_vm_teardown.py",
+    "tests/vm/test_vm_signals.py",
+    "tests/lab/test_device_validation.py",
+    "tests/e2e/test_hostile_inputs.py",
+    "tests/vm/test_vm_delay.py",
+    "tests/vm/test_vm_emulated.py",
+)
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` in place: the modules of :data:`LONGEST_FIRST` in its order, then
+    the rest as collected (a module's tests stay together and in their order)."""
+    rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.nodeid.split("::")[0], len(rank)), order[id(item)]))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip what this machine cannot run, with one reason per cause."""
+    """Skip what this machine cannot run, with one reason per cause; the longest modules first."""
+    longest_first(items)
     vm_reason = vm_lab_unavailable() if any(i.get_closest_marker("vm") for i in items) else None
     for item in items:
         if vm_reason and item.get_closest_marker("vm"):
@@ -92,11 +125,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         session.config.stash[BEFORE] = set(sqlwa_leftovers())
 
 
+OWNER = re.compile(r"sqlwa-(?:lab-|run-)?(\d+)-")  # the owner's pid in every name sqlwa gives
+
+
+def of_a_live_stranger(leftover: str) -> bool:
+    """Whether ``leftover`` belongs to a process still running that is not this one: a
+    run someone else started on this machine meanwhile (the workers and every sqlwa the
+    tests started have exited by now, so what they left has a dead owner)."""
+    match = OWNER.search(leftover)
+    if match is None:
+        return False
+    pid = int(match.group(1))
+    return pid != os.getpid() and Path(f"/proc/{pid}").exists()
+
+
 @pytest.hookimpl(trylast=True)  # after xdist has shut its workers down
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not is_controller(session.config) or BEFORE not in session.config.stash:
         return
-    left = sorted(set(sqlwa_leftovers()) - session.config.stash[BEFORE])
+    left = sorted(x for x in set(sqlwa_leftovers()) - session.config.stash[BEFORE] if not of_a_live_stranger(x))
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -125,6 +125,7 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     (as `losetup -l` lists them), device-mapper targets (--crypt), mounts (/proc/mounts, FUSE mounts included), FUSE
     daemons (named fuse-<token>, their command line in a lab directory), tracefs
     instances, lab directories and VFS-only runs' scratch directories in the temp dir,
+    and VM lab guests (qemu serving such a scratch directory as its control directory),
     each found by the name sqlwa gives it."""
     import os
     import re
@@ -157,6 +158,12 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]
     scratch_name = re.compile(rf"{SCRATCH_PREFIX}-{owner}-\w+")
     found += [f"scratch: {n}" for n in os.listdir(tempfile.gettempdir()) if scratch_name.fullmatch(n)]
+    # a VM lab guest: qemu sharing a control directory of sqlwa's (a scratch directory)
+    found += [
+        f"qemu: {p.pid} {' '.join(p.argv)}"
+        for p in _system.processes()
+        if p.comm.startswith("qemu-system") and any(scratch_name.search(arg) for arg in p.argv)
+    ]
     return found
 
 

@@ -29,7 +29,10 @@ def test_a_relative_log_and_snapshot_reach_the_guest_absolute(tmp_path, monkeypa
     conn.close()
     monkeypatch.chdir(app)
     request = runner.RunRequest(
-        scenario="app.jsonl", settings=engine.RunSettings(from_db="app.db"), out_dir=tmp_path / "o", stack=StackSpec(vm=True)
+        scenario="app.jsonl",
+        settings=engine.RunSettings(from_db="app.db"),
+        out_dir=tmp_path / "o",
+        stack=StackSpec(vm=True),
     )
     sent = runner.guest_request(request, tmp_path / "o")
     assert sent["scenario"] == str(app / "app.jsonl")

@@ -18,7 +18,7 @@ setting.
 The judge of each state is the system's SQLite (Python's sqlite3), not the engine's
 bundled one, and a commit is "there" when the state's rows equal the rows the database
 had right after that commit in an untraced run of the same workload. One guest serves
-every run (a fresh filesystem each).
+every configuration (a fresh filesystem each).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import pytest
 from helpers import sqlwa
 from sqlwa.results import store
 from trace_truth import syncs_with_uncovered_writes
+from vm_guest import vm_runs
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
@@ -65,21 +66,26 @@ class CrashRun:
     commits: pl.DataFrame
 
 
+def crash_args(name: str) -> list[str]:
+    """The ``sqlwa crash --vm`` command line of configuration ``name``."""
+    fs, journal, sync, mount_opts = RUNS[name]
+    args = ["--vm", "--fs", fs, "-j", journal, "--sync", sync, "-n", str(COMMITS), "--warmup", "1"]
+    args += ["--image-size", XFS_IMAGE if fs == "xfs" else IMAGE, "--samples", "2", "--crash-seed", "1"]
+    return args + (["--mount-opts", mount_opts] if mount_opts else [])
+
+
 @pytest.fixture(scope="module")
 def crash_runs(tmp_path_factory) -> dict[str, CrashRun]:
-    """Each configuration as a user runs it: ``sqlwa crash --vm`` (a guest of its own)."""
+    """Each configuration's ``sqlwa crash --vm`` command line, parsed by the command, run
+    in one guest booted for them all (a fresh filesystem, write log and crash states each:
+    tests/vm_guest.py); the command's own guest and printing are tested in
+    tests/vm/test_crash_first_loss.py and test_vm_lab.py."""
     share = tmp_path_factory.mktemp("vm-crash")
-    runs = {}
-    for name, (fs, journal, sync, mount_opts) in RUNS.items():
-        out = share / name
-        args = ["crash", "--vm", "--fs", fs, "-j", journal, "--sync", sync, "-n", str(COMMITS), "--warmup", "1"]
-        args += ["--image-size", XFS_IMAGE if fs == "xfs" else IMAGE, "--samples", "2", "--crash-seed", "1"]
-        args += ["--mount-opts", mount_opts] if mount_opts else []
-        sqlwa(*args, "--out", str(out), timeout=900)
-        runs[name] = CrashRun(
-            out, json.loads((out / "summary.json").read_text()), pl.read_parquet(out / "commits.parquet")
-        )
-    return runs
+    outs = vm_runs(share, {name: ("crash", crash_args(name)) for name in RUNS})
+    return {
+        name: CrashRun(out, json.loads((out / "summary.json").read_text()), pl.read_parquet(out / "commits.parquet"))
+        for name, out in outs.items()
+    }
 
 
 def durability(outcome: CrashRun) -> dict:

@@ -23,8 +23,8 @@ import polars as pl
 import pytest
 
 from helpers import DIRECTORY_SYNCS, VFS_SYNCS
-from helpers import sqlwa_vm_run as vm_run
 from trace_truth import marker_times_ns, tally_block_per_commit
+from vm_guest import vm_runs
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
@@ -34,15 +34,11 @@ COMMITS = 20
 
 @pytest.fixture(scope="module")
 def delay_runs(tmp_path_factory) -> dict[int, Path]:
-    """WAL/FULL on ext4 over dm-delay, with no delay and with DELAY_MS."""
-    runs = {}
-    for delay in (0, DELAY_MS):
-        out = tmp_path_factory.mktemp(f"vm-delay-{delay}") / "out"
-        vm_run(
-            out, "--device-delay", str(delay), "--image-size", "64M", "-j", "wal", "--sync", "full", "-n", str(COMMITS)
-        )
-        runs[delay] = out
-    return runs
+    """WAL/FULL on ext4 over dm-delay, with no delay and with DELAY_MS, in one guest (a
+    fresh lab each: tests/vm_guest.py)."""
+    args = ["--vm", "--image-size", "64M", "-j", "wal", "--sync", "full", "-n", str(COMMITS)]
+    runs = {delay: ("run", [*args, "--device-delay", str(delay)]) for delay in (0, DELAY_MS)}
+    return vm_runs(tmp_path_factory.mktemp("vm-delay"), runs)
 
 
 def config_of(out: Path) -> dict:

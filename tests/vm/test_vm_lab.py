@@ -32,6 +32,7 @@ from sqlwa.results import store
 from sqlwa.vm import machine
 from sqlwa.vm.kernel import cache_dir as kernel_cache_dir
 from trace_truth import strace_per_commit, tally_block_per_commit
+from vm_guest import vm_runs
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
@@ -43,16 +44,25 @@ def vm_run(out: Path, *args: str, prefix: list[str] | None = None) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
+MOTO_Z = "moto"  # the android-f2fs profile's run among guest_runs
+
+
 @pytest.fixture(scope="module")
-def guest_runs(tmp_path_factory) -> dict[tuple[str, str], Path]:
-    """One guest run per (fs, journal): ext4 and f2fs, DELETE and WAL, all FULL."""
-    runs = {}
-    for fs in ("ext4", "f2fs"):
-        for journal in ("delete", "wal"):
-            out = tmp_path_factory.mktemp(f"vm-{fs}-{journal}") / "out"
-            vm_run(out, "--fs", fs, "--image-size", "128M", "-j", journal, "--sync", "full", "-n", "40")
-            runs[fs, journal] = out
-    return runs
+def guest_runs(tmp_path_factory) -> dict[tuple[str, str] | str, Path]:
+    """One guest run per (fs, journal): ext4 and f2fs, DELETE and WAL, all FULL; and the
+    Moto Z profile's f2fs: each as `sqlwa run --vm` parses its command line, all in one
+    guest (a fresh lab each: tests/vm_guest.py)."""
+    runs: dict[tuple[str, str] | str, tuple[str, list[str]]] = {
+        (fs, journal): (
+            "run",
+            ["--vm", "--fs", fs, "--image-size", "128M", "-j", journal, "--sync", "full", "-n", "40"],
+        )
+        for fs in ("ext4", "f2fs")
+        for journal in ("delete", "wal")
+    }
+    moto = ["--vm", "--profile", "android-f2fs", "--image-size", "128M", "-j", "wal", "--sync", "full", "-n", "40"]
+    runs[MOTO_Z] = ("run", moto)
+    return vm_runs(tmp_path_factory.mktemp("vm-lab"), runs)
 
 
 def summary_of(out: Path) -> dict:
@@ -223,14 +233,12 @@ def test_a_matrix_runs_every_cell_in_one_guest(tmp_path):
         assert commits["flush_requests"].to_list() == [truth[i]["flush"] for i in commits["index"]]
 
 
-def test_the_moto_z_profile_makes_f2fs_fsync_flush_nothing(guest_runs, tmp_path):
+def test_the_moto_z_profile_makes_f2fs_fsync_flush_nothing(guest_runs):
     """--profile android-f2fs (the Moto Z's /data: f2fs with nobarrier): the device sees no
     cache flush in any commit, where plain f2fs flushes once per WAL/FULL commit — counted
     in the raw traces — and the run says fsync flushed nothing."""
-    out = tmp_path / "moto"
-    summary = vm_run(
-        out, "--profile", "android-f2fs", "--image-size", "128M", "-j", "wal", "--sync", "full", "-n", "40"
-    )
+    out = guest_runs[MOTO_Z]
+    summary = summary_of(out)
     assert "nobarrier" in summary["config"]["mount_options"]
     for run, expected in ((out, 0), (guest_runs["f2fs", "wal"], 1)):
         config = summary_of(run)["config"]

@@ -29,10 +29,10 @@ import polars as pl
 import pytest
 
 from helpers import DIRECTORY_SYNCS, VFS_SYNCS
-from helpers import sqlwa_vm_run as vm_run
 from sqlwa import _system
 from sqlwa.analysis import attribution, traceparse, windows
 from trace_truth import EXTENTS, tally_block_per_commit, trace_records, write_bytes_since_commit
+from vm_guest import vm_runs
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
@@ -49,14 +49,36 @@ ECRYPTFS_HEADER = 8192  # eCryptfs's metadata in front of every lower file
 CANARY = "SQLWA-PLAINTEXT-CANARY-7f3e9a1c"
 
 
+CANARY_RUNS = {  # layer → its options, and whether the known string is readable on the disk
+    "ext4": (["--fs", "ext4"], True),  # the control: without encryption the string is on the disk
+    "dm-crypt": (["--crypt", "dm-crypt"], False),
+    "dm-crypt-luks2": (["--crypt", "dm-crypt-luks2"], False),
+    "ecryptfs": (["--fs", "ecryptfs"], False),
+}
+
+
 @pytest.fixture(scope="module")
-def layer_runs(tmp_path_factory) -> dict[tuple[str, str], Path]:
-    runs = {}
-    for (layer, journal), options in LAYER_RUNS.items():
-        out = tmp_path_factory.mktemp(f"vm-layer-{layer}-{journal}") / "out"
-        vm_run(out, *options, "--image-size", "128M", "--sync", "full", "-n", str(COMMITS))
-        runs[layer, journal] = out
-    return runs
+def guest_runs(tmp_path_factory) -> dict[tuple[str, str, str], Path]:
+    """The layer runs and the canary runs, each as `sqlwa run --vm` parses its command
+    line, all in one guest (a fresh lab each: tests/vm_guest.py)."""
+    share = tmp_path_factory.mktemp("vm-layers")
+    runs = {
+        ("layer", layer, journal): (
+            "run",
+            ["--vm", *options, "--image-size", "128M", "--sync", "full", "-n", str(COMMITS)],
+        )
+        for (layer, journal), options in LAYER_RUNS.items()
+    }
+    scenario = canary_scenario(share)
+    for layer, (options, _) in CANARY_RUNS.items():
+        args = ["--vm", *options, "-s", str(scenario), "--image-size", "32M", "--keep-image", "-n", "5"]
+        runs["canary", layer, ""] = ("run", args)
+    return vm_runs(share, runs)
+
+
+@pytest.fixture(scope="module")
+def layer_runs(guest_runs) -> dict[tuple[str, str], Path]:
+    return {(layer, journal): out for (kind, layer, journal), out in guest_runs.items() if kind == "layer"}
 
 
 def summary_of(out: Path) -> dict:
@@ -229,21 +251,12 @@ def canary_scenario(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(
-    "layer, options, readable",
-    [
-        ("ext4", ["--fs", "ext4"], True),  # the control: without encryption the string is on the disk
-        ("dm-crypt", ["--crypt", "dm-crypt"], False),
-        ("dm-crypt-luks2", ["--crypt", "dm-crypt-luks2"], False),
-        ("ecryptfs", ["--fs", "ecryptfs"], False),
-    ],
-)
-def test_a_known_string_reaches_the_disk_only_unencrypted(tmp_path, layer, options, readable):
-    out = tmp_path / f"canary-{layer}"
-    vm_run(out, *options, "-s", str(canary_scenario(tmp_path)), "--image-size", "32M", "--keep-image", "-n", "5")
+@pytest.mark.parametrize("layer", list(CANARY_RUNS))
+def test_a_known_string_reaches_the_disk_only_unencrypted(guest_runs, layer):
+    out = guest_runs["canary", layer, ""]
     image = (out / "lab.img").read_bytes()
     assert len(image) == 32 << 20
-    assert (CANARY.encode() in image) == readable
+    assert (CANARY.encode() in image) == CANARY_RUNS[layer][1]
 
 
 # ----------------------------------------------------------------------- the host

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +14,9 @@ from sqlwa.cli._stack import with_stack
 from sqlwa.durability import explore
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine
+
+if TYPE_CHECKING:
+    from sqlwa.measure import runner
 
 CRASH_TXNS = 30  # a crash run's transactions unless -n says otherwise: every one multiplies the states
 CRASH_IMAGE_SIZE = "320M"  # small (every crash state is a copy of its data), yet enough for mkfs.xfs
@@ -38,20 +40,8 @@ def crash(
     crash_seed: int,
     torn: bool,
     keep_write_log: bool,
-    scenario: str,
-    settings: engine.RunSettings,
-    stack: StackSpec,
-    frame_budget_ms: float,
-    frame_rate: str | None,
-    allow_loss: bool,
-    buffer_kb: int,
-    run_dir: Path | None,
-    out_dir: Path | None,
-    keep_db: bool,
-    guest_strace: bool,
-    keep_image: bool,
     as_json: bool,
-    allow_system_dir: bool,
+    **run_options: Any,
 ) -> None:
     """Record a run's device writes and judge what a power cut at any moment would leave.
 
@@ -78,28 +68,40 @@ def crash(
     """
     from sqlwa.views import json_output, terminal
 
-    request = run_cli.run_request(
-        scenario,
-        settings,
-        dataclasses.replace(stack, fs=stack.fs or DEFAULT_FS),
-        out_dir=out_dir,
-        run_dir=run_dir,
-        keep_db=keep_db,
-        frame_budget_ms=run_cli.frame_budget_of(frame_budget_ms, frame_rate),
-        allow_loss=allow_loss,
-        buffer_kb=buffer_kb,
-        guest_strace=guest_strace,
-        keep_image=keep_image,
-        allow_system_dir=allow_system_dir,
-    )
-    request.crash = explore.CrashOptions(samples=samples, seed=crash_seed, torn=torn, keep_log=keep_write_log)
-    outcome = run_cli.execute_with_bar(request)
+    outcome = run_cli.execute_with_bar(crash_request(samples, crash_seed, torn, keep_write_log, **run_options))
     if as_json:
         click.echo(json_output.dumps(outcome.summary))
         return
     terminal.print_summary(outcome.summary)
     terminal.print_durability(outcome.summary["durability"])
     click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
+
+
+def crash_request(
+    samples: int,
+    crash_seed: int,
+    torn: bool,
+    keep_write_log: bool,
+    *,
+    scenario: str,
+    settings: engine.RunSettings,
+    stack: StackSpec,
+    frame_budget_ms: float,
+    frame_rate: str | None,
+    **run_options: Any,
+) -> runner.RunRequest:
+    """The run a ``sqlwa crash`` command line asks for (its options as click parsed them,
+    settings and stack made one value each, inside their click context): also how the VM
+    lab's tests take several configurations in one guest (tests/vm_guest.py)."""
+    request = run_cli.run_request(
+        scenario,
+        settings,
+        dataclasses.replace(stack, fs=stack.fs or DEFAULT_FS),
+        frame_budget_ms=run_cli.frame_budget_of(frame_budget_ms, frame_rate),
+        **run_options,
+    )
+    request.crash = explore.CrashOptions(samples=samples, seed=crash_seed, torn=torn, keep_log=keep_write_log)
+    return request
 
 
 crash_command = click.Command(

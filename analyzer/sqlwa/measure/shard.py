@@ -95,7 +95,7 @@ def plan_json(plan: MatrixPlan) -> str:
     from sqlwa.measure import matrix
     from sqlwa.views import json_output
 
-    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.vm else None
+    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.stack.vm else None
     if why_not_lab:
         plan.lab, plan.lab_unavailable = False, why_not_lab
     matrix.check_axes(plan)

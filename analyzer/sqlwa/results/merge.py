@@ -253,7 +253,7 @@ def merge(out: Path, shard_dirs: list[Path], allow_system: bool = False) -> Merg
     order = {key: index for index, key in enumerate(plan["cell_keys"])}
     runs.sort(key=lambda run: order.get(run.row["run_key"], len(order)))
     outputs.check_dir(out, OUT_OPTION, store.holds_a_matrix, "matrix", allow_system=allow_system, create=True)
-    with _system.directory_lock(out, "sqlwa merge"):
+    with _system.locks.directory_lock(out, "sqlwa merge"):
         write(out, plan, runs)
     hosts: dict[str, int] = {}
     for run in runs:

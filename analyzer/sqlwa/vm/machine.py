@@ -465,11 +465,14 @@ def write_control_files(
 
 def strace_prefix(log: Path | None) -> str:
     """The guest program under strace (the host's, over the share), for checking the
-    guest's syscall level against an independent count; nothing without ``log``."""
+    guest's syscall level against an independent count; nothing without ``log``. With
+    --seccomp-bpf only the traced calls stop the program: the guest's Python imports
+    sqlwa over the share, thousands of other calls that would each be a ptrace stop of
+    an emulated CPU."""
     if log is None:
         return ""
     calls = "trace=write,pwrite64,fsync,fdatasync,sync_file_range"
-    return f"strace -f -qq -o {shlex.quote(str(log))} -e {calls} "
+    return f"strace -f --seccomp-bpf -qq -o {shlex.quote(str(log))} -e {calls} "
 
 
 def qemu_argv(
