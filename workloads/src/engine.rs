@@ -103,6 +103,106 @@ pub fn run_with_stop(
             ),
         });
     }
+    let create = || create_db_file(dir, &scenario.name).map(|path| vec![path]);
+    let ((commits, mut info), ran) = harness(settings, dir, markers, create, |h| {
+        let db_path = &h.db_paths[0];
+        let mut conn = open(db_path, h.vfs.as_ref())?;
+        let confinement = Confinement::install(&mut conn)?;
+        stop.install(&mut conn)?;
+        let result = Runner {
+            scenario,
+            settings,
+            conn: &conn,
+            db_path,
+            confinement: &confinement,
+            stop,
+            shared: &h.shared,
+            sink: &h.sink,
+            dm_marker: h.dm_marker.as_ref(),
+        }
+        .run_all(progress);
+        Ok(h.close(|| {
+            let closed = conn.close().map_err(|(_, e)| {
+                let statement = "(closing the database)";
+                storage_failure(db_path, statement, &e)
+                    .unwrap_or_else(|| EngineError::sql(statement, e))
+            });
+            // The first failure is the one to report.
+            let out = result?;
+            closed?;
+            Ok(out)
+        }))
+    })?;
+    ran.stamp(&mut info, settings);
+    Ok(RunOutput { info, commits })
+}
+
+/// What a run's SQL has to work with, set up by [`harness`] before it and taken down
+/// after it.
+pub(crate) struct Harness {
+    pub(crate) sink: Option<Arc<MarkerSink>>,
+    pub(crate) shared: Arc<VfsShared>,
+    /// the counting VFS, registered (None when counting is off)
+    pub(crate) vfs: Option<CountingVfs>,
+    pub(crate) dm_marker: Option<DmMarker>,
+    /// the run's database files, as the harness's `create_files` made them
+    pub(crate) db_paths: Vec<PathBuf>,
+}
+
+/// A run body's result once its connections are closed, which only [`Harness::close`]
+/// makes: a body cannot skip the extents around the closing.
+pub(crate) struct Closed<T>(Result<T, EngineError>);
+
+impl Harness {
+    /// Ends the SQL of a run whose statements have all run: the `end` extents, `close`
+    /// (which closes the body's connections and returns its result, the SQL's failure
+    /// first, then the closing's), the `close` extents.
+    pub(crate) fn close<T>(&self, close: impl FnOnce() -> Result<T, EngineError>) -> Closed<T> {
+        self.shared.set_current_txn(-1);
+        for path in &self.db_paths {
+            map_run_files(&self.shared, path, "end");
+        }
+        let out = close();
+        // closing may checkpoint the WAL into the database and delete the WAL
+        for path in &self.db_paths {
+            map_run_files(&self.shared, path, "close");
+        }
+        Closed(out)
+    }
+}
+
+/// Who ran a run and on which files, for its [`RunInfo`].
+pub(crate) struct Ran {
+    db_paths: Vec<PathBuf>,
+    pid: u32,
+    tid: u32,
+}
+
+impl Ran {
+    /// Fills in the fields of `info` the harness knows: the first database, the process
+    /// and thread, whether the VFS counted.
+    pub(crate) fn stamp(&self, info: &mut RunInfo, settings: &RunSettings) {
+        info.db_path = self.db_paths[0].clone();
+        (info.pid, info.tid, info.vfs_counting) = (self.pid, self.tid, settings.count_vfs);
+    }
+}
+
+/// The frame of every run, a scenario's or a replay's, around `body`, which opens its
+/// connections, runs its SQL and closes them with [`Harness::close`]. In order (the
+/// markers are read by the analyzer: MARKERS.md): the marker file, the lower directory
+/// and the dm-log-writes marker are opened, the database files created (`create_files`),
+/// the counting VFS registered, `run_begin` written; the body runs; the VFS is
+/// unregistered, `run_end` written. The first failure is the one reported: the body's
+/// (its SQL's, then its closing's), then `run_end`'s, then marker lines that could not be
+/// written. A body that fails before its SQL runs (`Err`) ends the run there, with no
+/// `run_end`.
+pub(crate) fn harness<T>(
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    create_files: impl FnOnce() -> Result<Vec<PathBuf>, EngineError>,
+    body: impl FnOnce(&Harness) -> Result<Closed<T>, EngineError>,
+) -> Result<(T, Ran), EngineError> {
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
     let lower = checked_lower_dir(settings)?;
     let dm_marker = settings
@@ -110,63 +210,42 @@ pub fn run_with_stop(
         .as_deref()
         .map(DmMarker::open)
         .transpose()?;
-    let db_path = create_db_file(dir, &scenario.name)?;
+    let db_paths = create_files()?;
     let lower = lower.map(|lower| LowerDir::new(dir, lower));
     let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
-    // Declared before the connection so it is dropped (unregistered) after it.
     let vfs = settings
         .count_vfs
         .then(|| CountingVfs::register(shared.clone()))
         .transpose()?;
     let (pid, tid) = (std::process::id(), current_tid());
     mark(&sink, |m| m.run_begin(pid, tid))?;
-    let mut conn = open(&db_path, vfs.as_ref())?;
-    let confinement = Confinement::install(&mut conn)?;
-    stop.install(&mut conn)?;
-    let result = Runner {
-        scenario,
-        settings,
-        conn: &conn,
-        db_path: &db_path,
-        confinement: &confinement,
-        stop,
-        shared: &shared,
-        sink: &sink,
-        dm_marker: dm_marker.as_ref(),
-    }
-    .run_all(progress);
-    shared.set_current_txn(-1);
-    map_run_files(&shared, &db_path, "end");
-    let closed = conn.close().map_err(|(_, e)| {
-        let statement = "(closing the database)";
-        storage_failure(&db_path, statement, &e).unwrap_or_else(|| EngineError::sql(statement, e))
-    });
-    // closing may checkpoint the WAL into the database and delete the WAL
-    map_run_files(&shared, &db_path, "close");
-    drop(vfs);
-    let ended = mark(&sink, |m| m.run_end());
-    // The first failure is the one to report.
-    let (commits, mut info) = result?;
-    closed?;
+    let h = Harness {
+        sink,
+        shared,
+        vfs,
+        dm_marker,
+        db_paths,
+    };
+    let Closed(out) = body(&h)?;
+    // Unregistered only now, after every connection that used it is closed.
+    drop(h.vfs);
+    let ended = mark(&h.sink, |m| m.run_end());
+    let out = out?;
     ended?;
-    if shared.marker_errors() > 0 {
-        let path = sink
-            .as_ref()
-            .map(|s| s.path().to_path_buf())
-            .unwrap_or_default();
-        return Err(EngineError::io(
-            path,
-            format!(
-                "{} marker lines could not be written",
-                shared.marker_errors()
-            ),
-        ));
+    if h.shared.marker_errors() > 0 {
+        let path = h.sink.as_ref().map(|s| s.path().to_path_buf());
+        let message = format!(
+            "{} marker lines could not be written",
+            h.shared.marker_errors()
+        );
+        return Err(EngineError::io(path.unwrap_or_default(), message));
     }
-    info.db_path = db_path;
-    info.pid = pid;
-    info.tid = tid;
-    info.vfs_counting = settings.count_vfs;
-    Ok(RunOutput { info, commits })
+    let ran = Ran {
+        db_paths: h.db_paths,
+        pid,
+        tid,
+    };
+    Ok((out, ran))
 }
 
 /// `extents` markers for the database and its WAL and -shm files, when they exist (a

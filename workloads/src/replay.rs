@@ -35,14 +35,14 @@ use crate::confine::{pragma_refusal, Confinement};
 use crate::cpu::CpuTime;
 use crate::dmmark::DmMarker;
 use crate::engine::{
-    checked_lower_dir, create_new_file, map_run_files, mark, open, run_pragmas, sql_thread_cpu,
-    storage_failure, value_text, PROGRESS_INTERVAL,
+    create_new_file, harness, mark, open, run_pragmas, sql_thread_cpu, storage_failure, value_text,
+    PROGRESS_INTERVAL,
 };
-use crate::markers::{current_tid, monotonic_ns, MarkerSink};
+use crate::markers::{monotonic_ns, MarkerSink};
 use crate::settings::{pragma_statement, Timing, REPORTED_PRAGMAS};
 use crate::sqllog::{pragma_of, Event, LogReader, SqlLog};
 use crate::stop::Stop;
-use crate::vfs::{CountingVfs, LowerDir, VfsShared};
+use crate::vfs::{CountingVfs, VfsShared};
 use crate::{CommitRecord, EngineError, Progress, RunInfo, RunOutput, RunSettings, VfsCounts};
 
 /// How many failed statements are shown (each kind is counted whatever their number).
@@ -153,57 +153,28 @@ pub fn replay(
     stop: &Stop,
 ) -> Result<ReplayOutput, EngineError> {
     let timing = check_settings(log, settings)?;
-    let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
-    let lower = checked_lower_dir(settings)?;
-    let dm_marker = settings
-        .dm_mark
-        .as_deref()
-        .map(DmMarker::open)
-        .transpose()?;
-    let db_paths = create_databases(log, settings, dir)?;
-    let lower = lower.map(|lower| LowerDir::new(dir, lower));
-    let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
-    // Declared before the connections so it is dropped (unregistered) after them.
-    let vfs = settings
-        .count_vfs
-        .then(|| CountingVfs::register(shared.clone()))
-        .transpose()?;
-    let (pid, tid) = (std::process::id(), current_tid());
-    mark(&sink, |m| m.run_begin(pid, tid))?;
-    let mut replayer = Replayer::new(log, settings, timing, &db_paths, stop, &shared, &sink);
-    replayer.vfs = vfs.as_ref();
-    replayer.dm_marker = dm_marker.as_ref();
-    let result = replayer.replay_all(progress);
-    shared.set_current_txn(-1);
-    for path in &db_paths {
-        map_run_files(&shared, path, "end");
-    }
-    let closed = replayer.close_all();
-    for path in &db_paths {
-        map_run_files(&shared, path, "close");
-    }
-    let Replayer {
-        commits,
-        summary,
-        info,
-        ..
-    } = replayer;
-    drop(vfs);
-    let ended = mark(&sink, |m| m.run_end());
-    result?;
-    closed?;
-    ended?;
-    if shared.marker_errors() > 0 {
-        let path = sink.as_ref().map(|s| s.path().to_path_buf());
-        let message = format!(
-            "{} marker lines could not be written",
-            shared.marker_errors()
-        );
-        return Err(EngineError::io(path.unwrap_or_default(), message));
-    }
+    let create = || create_databases(log, settings, dir);
+    let ((commits, summary, info), ran) = harness(settings, dir, markers, create, |h| {
+        let mut replayer =
+            Replayer::new(log, settings, timing, &h.db_paths, stop, &h.shared, &h.sink);
+        replayer.vfs = h.vfs.as_ref();
+        replayer.dm_marker = h.dm_marker.as_ref();
+        let result = replayer.replay_all(progress);
+        Ok(h.close(|| {
+            let closed = replayer.close_all();
+            let Replayer {
+                commits,
+                summary,
+                info,
+                ..
+            } = replayer;
+            result?;
+            closed?;
+            Ok((commits, summary, info))
+        }))
+    })?;
     let mut info = info.ok_or_else(|| EngineError::sql("(replay)", "no database was opened"))?;
-    info.db_path = db_paths[0].clone();
-    (info.pid, info.tid, info.vfs_counting) = (pid, tid, settings.count_vfs);
+    ran.stamp(&mut info, settings);
     let summary = with_database_figures(summary, log, &commits);
     check_measured(log, &summary, &commits)?;
     Ok(ReplayOutput {
