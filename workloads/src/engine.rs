@@ -1,6 +1,8 @@
 //! Runs a scenario: creates the database, applies the settings, sets up the schema (not
 //! measured), then runs warm-up and measured transactions, recording per commit its
-//! CLOCK_MONOTONIC window, payload bytes, VFS counts and the SQL thread's CPU time.
+//! CLOCK_MONOTONIC window, payload bytes, VFS counts and the SQL thread's CPU time
+//! ([`run`], [`run_with_stop`]). The frame around the SQL (markers, the counting VFS, the
+//! extents at the end) is the same for a replay (`crate::replay`).
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -20,6 +22,7 @@ use crate::stop::Stop;
 use crate::vfs::{CountingVfs, LowerDir, VfsShared};
 use crate::{EngineError, FileKind, RunSettings, VfsCounts};
 
+/// One transaction of a run: its window, what it stored, the VFS calls and CPU time in it.
 #[derive(Clone, Debug, Serialize)]
 pub struct CommitRecord {
     /// 0-based over all transactions, warm-up included
@@ -32,6 +35,8 @@ pub struct CommitRecord {
     pub end_ns: u64,
     /// payload the app asked to store (value bytes of inserted/updated columns)
     pub logical_bytes: u64,
+    /// statements in the window: a scenario's (BEGIN and COMMIT not counted); a replay's,
+    /// from its first write to the statement that ends the transaction, both included
     pub statements: u64,
     /// VFS calls made between start and end (all zero when counting is off)
     pub vfs: VfsCounts,
@@ -40,39 +45,80 @@ pub struct CommitRecord {
     pub cpu: CpuTime,
 }
 
+/// What ran, and where: the scenario, SQLite, the settings as SQLite reports them.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunInfo {
+    /// the scenario's name (a replay's: the log's file stem)
     pub scenario: String,
+    /// the seed the values were generated from
     pub seed: u64,
+    /// `sqlite3_libversion()`
     pub sqlite_version: String,
+    /// `sqlite_source_id()`
     pub sqlite_source_id: String,
+    /// `PRAGMA compile_options`
     pub compile_options: Vec<String>,
-    /// effective values read back after setup: journal_mode, synchronous, page_size, ...
+    /// effective values read back after setup, in this order: journal_mode, synchronous
+    /// (as the number SQLite reports, 0..3), page_size, cache_size, wal_autocheckpoint,
+    /// journal_size_limit, locking_mode, mmap_size
     pub pragmas: Vec<(String, String)>,
+    /// whether the counting VFS ran (`RunSettings::count_vfs`)
     pub vfs_counting: bool,
+    /// the database file (a replay's first)
     pub db_path: PathBuf,
-    /// the process and thread that ran the SQL (for syscall filters)
+    /// the process that ran the SQL (for syscall filters)
     pub pid: u32,
+    /// the thread that ran the SQL, as the kernel numbers it (for syscall filters)
     pub tid: u32,
 }
 
+/// A run's results.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunOutput {
+    /// what ran, and where
     pub info: RunInfo,
+    /// every transaction, warm-up included, in order
     pub commits: Vec<CommitRecord>,
 }
 
+/// How far a run is, handed to the progress callback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Progress {
+    /// transactions done (a replay: statements of the log)
     pub done: u64,
+    /// transactions in all, warm-up included (a replay: the log's statements)
     pub total: u64,
 }
 
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Runs `scenario` with `settings` in `dir` (creating `dir/<scenario>.db`, never
-/// overwriting one). Markers go to `markers` when given. `progress` returning false stops
-/// the run at the next transaction boundary with `EngineError::Interrupted`.
+/// Runs `scenario` with `settings` in `dir`: creates `dir` if missing and the database
+/// `dir/<scenario>.db` in it (refusing to overwrite an existing one), applies the
+/// settings, creates the schema and the setup's rows (not measured), runs the warm-up then
+/// the measured transactions, and closes the connection. Markers (`MARKERS.md`) go to the
+/// file `markers` when given.
+///
+/// `progress` is called at most ~10 times a second; when it returns `false` the run stops
+/// at the next transaction boundary with [`EngineError::Interrupted`].
+///
+/// PRAGMAs: a scenario's `[pragmas]` are defaults the run's settings override, applied
+/// before them; the extra PRAGMAs ([`RunSettings::extra_pragmas`]) are applied last, one
+/// at a time, and one that changes a PRAGMA the run's own settings set (journal_mode,
+/// synchronous, and page_size, cache_size, wal_autocheckpoint, journal_size_limit,
+/// locking_mode, mmap_size when given), as read back before and after it, is
+/// [`EngineError::PragmaConflict`]. A journal mode SQLite refuses to switch to is an
+/// [`EngineError::Sql`] naming `PRAGMA journal_mode=…` and the mode SQLite kept, never
+/// silently another mode.
+///
+/// A scenario's SQL (schema, setup, transactions) runs confined by SQLite's authorizer:
+/// ATTACH/DETACH, VACUUM INTO, PRAGMAs and `load_extension()` are refused, when the
+/// scenario is loaded and again here, as [`EngineError::InvalidScenario`] whose message
+/// is `statement refused: <why> (statement: <sql>)`. The engine's own statements are not
+/// confined; extension loading is switched off on every connection.
+///
+/// With counting off ([`RunSettings::count_vfs`] false) the commits carry all-zero
+/// [`VfsCounts`], and only the run and transaction markers are written (the others come
+/// from the shim).
 pub fn run(
     scenario: &Scenario,
     settings: &RunSettings,
@@ -83,9 +129,11 @@ pub fn run(
     run_with_stop(scenario, settings, dir, markers, progress, &Stop::never())
 }
 
-/// As [`run`], and `stop` ends the run with `EngineError::Interrupted` within
-/// about `STOP_CHECK_INTERVAL` wherever it is: creating the schema, in the setup, inside
-/// a long statement.
+/// As [`run`], and `stop` ends the run with [`EngineError::Interrupted`] within about
+/// 50 ms wherever it is: creating the schema, in the setup, inside one long statement
+/// (through a SQLite progress handler). It is not asked inside a measured (or warm-up)
+/// transaction, whose time and syscalls must be the SQL's alone: a stop asked for then is
+/// seen when the transaction ends. A think time is cut short by a stop.
 pub fn run_with_stop(
     scenario: &Scenario,
     settings: &RunSettings,
