@@ -7,7 +7,7 @@ Rust definitions at run time; this file only gives their types.
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal, NotRequired, TypedDict, final, type_check_only
+from typing import Final, Literal, NotRequired, TypedDict, final, type_check_only
 
 import pyarrow  # no type information published (pyproject: ignore_missing_imports); Table reads as Any
 
@@ -53,21 +53,98 @@ __version__: Final[str]
 
 # ----------------------------------------------------------------- the settings contract
 
+# The closed sets of values (the Rust enums' as_str(); the constants below list them).
+_JournalMode = Literal["delete", "truncate", "persist", "memory", "wal", "off"]
+_SyncMode = Literal["off", "normal", "full", "extra"]
+_LockingMode = Literal["normal", "exclusive"]
+_FileKind = Literal["db", "journal", "wal", "shm", "temp", "other"]
+_VfsCounter = Literal[
+    "write_calls",
+    "write_bytes",
+    "read_calls",
+    "read_bytes",
+    "sync_calls",
+    "sync_full",
+    "sync_dataonly",
+    "truncate_calls",
+    "delete_calls",
+    "open_calls",
+]
+
 #: The values each enum setting accepts (``RunSettings.journal``, ``.sync``, ``.locking_mode``).
-JOURNAL_MODES: Final[tuple[str, ...]]
-SYNC_MODES: Final[tuple[str, ...]]
-LOCKING_MODES: Final[tuple[str, ...]]
+JOURNAL_MODES: Final[tuple[_JournalMode, ...]]
+SYNC_MODES: Final[tuple[_SyncMode, ...]]
+LOCKING_MODES: Final[tuple[_LockingMode, ...]]
 #: The file kinds the VFS counts, in commit-column order.
-FILE_KINDS: Final[tuple[str, ...]]
+FILE_KINDS: Final[tuple[_FileKind, ...]]
 #: The counters of one file kind: commit columns are ``vfs_<kind>_<counter>``.
-VFS_COUNTERS: Final[tuple[str, ...]]
+VFS_COUNTERS: Final[tuple[_VfsCounter, ...]]
 #: The longest ``think_time_ms`` a run or a scenario may ask for (an hour).
 MAX_THINK_TIME_MS: Final[float]
 
-def default_settings() -> dict[str, Any]:
+@type_check_only
+class Settings(TypedDict):
+    """Every setting of a run (workloads' ``RunSettings``), as :func:`default_settings`
+    gives them: None keeps the scenario's or SQLite's own value."""
+
+    journal: _JournalMode
+    sync: _SyncMode
+    txns: int | None
+    warmup: int | None
+    seed: int | None
+    page_size: int | None
+    cache_size: int | None
+    wal_autocheckpoint: int | None
+    journal_size_limit: int | None
+    locking_mode: _LockingMode | None
+    mmap_size: int | None
+    extra_pragmas: list[str]
+    count_vfs: bool
+    think_time_ms: float | None
+    map_extents: bool
+    extents_from: str | None
+    dm_mark: str | None
+    snapshot_dir: str | None
+    #: a replay only: the snapshot of the app's database it starts from
+    from_db: str | None
+    #: a replay only: "recorded", "back-to-back" or a factor on the recorded gaps
+    timing: str | None
+    #: a replay only
+    strict: bool
+
+@type_check_only
+class SettingsInput(TypedDict, total=False):
+    """The settings :func:`run_workload` and :func:`check_settings` take: the keys of
+    :class:`Settings`, any left out or None keeping the default. The enum settings are
+    read case-insensitively, so they are ``str`` here: the engine checks them
+    (:class:`ConfigError` lists the values allowed)."""
+
+    journal: str | None
+    sync: str | None
+    txns: int | None
+    warmup: int | None
+    seed: int | None
+    page_size: int | None
+    cache_size: int | None
+    wal_autocheckpoint: int | None
+    journal_size_limit: int | None
+    locking_mode: str | None
+    mmap_size: int | None
+    extra_pragmas: list[str] | None
+    count_vfs: bool | None
+    think_time_ms: float | None
+    map_extents: bool | None
+    extents_from: str | None
+    dm_mark: str | None
+    snapshot_dir: str | None
+    from_db: str | None
+    timing: str | None
+    strict: bool | None
+
+def default_settings() -> Settings:
     """Every setting ``run_workload`` takes, with its default (None: the scenario's or SQLite's)."""
 
-def check_settings(settings: dict[str, Any]) -> None:
+def check_settings(settings: SettingsInput) -> None:
     """Raise :class:`ConfigError` for what ``run_workload`` would refuse in ``settings``
     before it opens a database (names, types, values, the extra pragmas' form)."""
 
@@ -110,7 +187,118 @@ class WorkloadInfo(TypedDict):
     tid: int
     #: a replayed SQL log only: what was replayed, skipped, overridden and failed, per
     #: database file (workloads' ReplaySummary, as JSON)
-    replay: NotRequired[dict[str, Any]]
+    replay: NotRequired[ReplaySummary]
+
+@type_check_only
+class KindCounts(TypedDict):
+    """The VFS calls to the files of one kind (workloads' ``KindCounts``)."""
+
+    write_calls: int
+    write_bytes: int
+    read_calls: int
+    read_bytes: int
+    sync_calls: int
+    sync_full: int
+    sync_dataonly: int
+    truncate_calls: int
+    delete_calls: int
+    open_calls: int
+
+@type_check_only
+class VfsCounts(TypedDict):
+    """One :class:`KindCounts` per file kind."""
+
+    db: KindCounts
+    journal: KindCounts
+    wal: KindCounts
+    shm: KindCounts
+    temp: KindCounts
+    other: KindCounts
+
+@type_check_only
+class ReadFigures(TypedDict):
+    """A replay's statements that only read, outside any commit window."""
+
+    statements: int
+    time_ns: int
+    vfs: VfsCounts
+
+@type_check_only
+class Skipped(TypedDict):
+    """A replay's statements not replayed, by reason."""
+
+    #: on a temporary (":memory:" or "") connection
+    temporary: int
+    #: run by a trigger (it runs again on replay)
+    trigger: int
+    #: a PRAGMA the run chooses
+    overridden_pragmas: int
+
+@type_check_only
+class Failure(TypedDict):
+    """A statement that failed on replay."""
+
+    #: its line in the log, 1-based
+    line: int
+    #: the kind it is counted as ("no such table", "constraint", "refused", ...)
+    kind: str
+    message: str
+    statement: str
+
+@type_check_only
+class LoggedPragma(TypedDict):
+    """A distinct PRAGMA statement of the log, and what the replay did with it."""
+
+    #: the database file (the run's name)
+    database: str
+    statement: str
+    #: "overridden": the run chooses it; "refused": the confinement's
+    action: Literal["kept", "overridden", "refused"]
+    count: int
+
+@type_check_only
+class DatabaseFigures(TypedDict):
+    """A replay's figures for one database file."""
+
+    #: the path as the program named it, and the file's name in the run's directory
+    recorded: str
+    file_name: str
+    commits: int
+    statements: int
+    logical_bytes: int
+    vfs: VfsCounts
+
+@type_check_only
+class ReplaySummary(TypedDict):
+    """What a replay did with the log (workloads' ``ReplaySummary``)."""
+
+    log: str
+    #: the log header's ``source`` ("record", "android-logcat", "sql-file" from sqlwa's
+    #: writers; a log written elsewhere may say another)
+    source: str
+    program: list[str] | None
+    recorded_sqlite_version: str | None
+    redacted: bool
+    timed: bool
+    #: the pacing used: "recorded", "recorded x<factor>", "back-to-back"
+    timing: str
+    from_db: str | None
+    #: what the run did about warm-up, in words
+    warmup: str
+    #: ``sql`` events in the log; statements run to completion
+    statements: int
+    replayed: int
+    reads: ReadFigures
+    skipped: Skipped
+    #: failed statements by kind
+    failed: dict[str, int]
+    first_failures: list[Failure]
+    pragmas: list[LoggedPragma]
+    databases: list[DatabaseFigures]
+    #: per commit, the index into ``databases`` of the database it wrote
+    commit_database: list[int]
+    #: the run stopped after ``txns`` transactions before the log's end
+    truncated: bool
 
 @type_check_only
 class WorkloadRun(TypedDict):
@@ -122,7 +310,7 @@ class WorkloadRun(TypedDict):
 
 def run_workload(
     scenario: Scenario,
-    settings: dict[str, Any],
+    settings: SettingsInput,
     dir: _Path,
     marker_path: _Path | None = None,
     progress: Callable[[int, int], object] | None = None,

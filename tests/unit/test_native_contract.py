@@ -13,6 +13,7 @@ import ast
 import dataclasses
 import errno
 import importlib.metadata
+import json
 import os
 import pickle
 import struct
@@ -231,6 +232,35 @@ def test_the_stubs_dicts_have_the_keys_the_module_returns(tmp_path):
     run = run_tiny(tmp_path / "run")
     assert set(run) == stub_keys("WorkloadRun")
     assert set(run["info"]) == stub_keys("WorkloadInfo") - {"replay"}  # NotRequired: a replayed log's only
+
+
+def test_the_stubs_settings_and_replay_dicts_have_the_keys_the_module_returns(tmp_path):
+    settings = _native.default_settings()
+    assert set(settings) == stub_keys("Settings") == stub_keys("SettingsInput")
+    assert settings["journal"] in _native.JOURNAL_MODES and settings["sync"] in _native.SYNC_MODES
+    log = tmp_path / "app.jsonl"
+    events = [
+        {"sqlwa_sql_log": 1, "source": "sql-file", "timed": False},
+        {"ev": "open", "conn": 1, "db": "/data/app.db"},
+        {"ev": "sql", "conn": 1, "sql": "PRAGMA cache_size=100"},
+        {"ev": "sql", "conn": 1, "sql": "CREATE TABLE t (k INTEGER PRIMARY KEY)"},
+        {"ev": "sql", "conn": 1, "sql": "INSERT INTO t VALUES (1)"},
+        {"ev": "sql", "conn": 1, "sql": "INSERT INTO t VALUES (1)"},  # fails: a constraint
+    ]
+    log.write_text("".join(json.dumps(event) + "\n" for event in events))
+    run = _native.run_workload(_native.scenario_from_file(str(log)), {}, str(tmp_path / "run"))
+    summary = run["info"]["replay"]
+    assert set(summary) == stub_keys("ReplaySummary")
+    assert set(summary["reads"]) == stub_keys("ReadFigures")
+    assert set(summary["reads"]["vfs"]) == stub_keys("VfsCounts") == set(_native.FILE_KINDS)
+    assert set(summary["reads"]["vfs"]["db"]) == stub_keys("KindCounts") == set(_native.VFS_COUNTERS)
+    assert set(summary["skipped"]) == stub_keys("Skipped")
+    (failure,) = summary["first_failures"]
+    assert set(failure) == stub_keys("Failure")
+    (pragma,) = summary["pragmas"]
+    assert set(pragma) == stub_keys("LoggedPragma") and pragma["action"] == "kept"
+    (database,) = summary["databases"]
+    assert set(database) == stub_keys("DatabaseFigures")
 
 
 def test_an_errors_text_is_its_message_not_the_message_and_hint(tmp_path):

@@ -6,15 +6,22 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FileKind {
+    /// the main database file
     Db,
+    /// the rollback journal (`-journal`)
     Journal,
+    /// the write-ahead log (`-wal`)
     Wal,
+    /// the WAL index (`-shm`), shared memory
     Shm,
+    /// temporary files: temp databases, statement and temp journals
     Temp,
+    /// anything else (a super-journal)
     Other,
 }
 
 impl FileKind {
+    /// Every kind, in declaration order (the order of [`VfsCounts`]' fields).
     pub const ALL: [FileKind; 6] = [
         FileKind::Db,
         FileKind::Journal,
@@ -24,6 +31,7 @@ impl FileKind {
         FileKind::Other,
     ];
 
+    /// The lower-case name: "db", "journal", "wal", "shm", "temp", "other" (as serialised).
     pub fn as_str(self) -> &'static str {
         match self {
             FileKind::Db => "db",
@@ -40,13 +48,21 @@ impl FileKind {
     }
 }
 
-/// Counts of one file kind. For `shm` see `vfs` (xShmMap is counted as `open_calls`,
-/// xShmUnmap with delete as `delete_calls`; shared-memory stores are invisible).
+/// Counts of the VFS calls to files of one kind.
+///
+/// For `shm` (the WAL index): xShmMap calls are counted as `open_calls` (each maps one
+/// 32 KiB region), xShmUnmap with delete as `delete_calls`; stores into the mapping are
+/// not file I/O and are not counted. xFetch/xUnfetch (mmap reads, with `mmap_size` > 0)
+/// are not counted as reads.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Serialize)]
 pub struct KindCounts {
+    /// xWrite calls
     pub write_calls: u64,
+    /// bytes xWrite was asked to write
     pub write_bytes: u64,
+    /// xRead calls
     pub read_calls: u64,
+    /// bytes read (a read past the end of a file counts what the file had)
     pub read_bytes: u64,
     /// every xSync
     pub sync_calls: u64,
@@ -54,9 +70,11 @@ pub struct KindCounts {
     pub sync_full: u64,
     /// xSync with SQLITE_SYNC_DATAONLY
     pub sync_dataonly: u64,
+    /// xTruncate calls
     pub truncate_calls: u64,
     /// xDelete, kind from the file name suffix
     pub delete_calls: u64,
+    /// successful xOpen calls
     pub open_calls: u64,
 }
 
@@ -92,6 +110,7 @@ impl KindCounts {
         ]
     }
 
+    /// `self + other`, counter by counter.
     pub fn add(&self, other: &KindCounts) -> KindCounts {
         self.zip(other, |a, b| a + b)
     }
@@ -102,18 +121,25 @@ impl KindCounts {
     }
 }
 
-/// One `KindCounts` per `FileKind`.
+/// One [`KindCounts`] per [`FileKind`].
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq, Serialize)]
 pub struct VfsCounts {
+    /// [`FileKind::Db`]
     pub db: KindCounts,
+    /// [`FileKind::Journal`]
     pub journal: KindCounts,
+    /// [`FileKind::Wal`]
     pub wal: KindCounts,
+    /// [`FileKind::Shm`]
     pub shm: KindCounts,
+    /// [`FileKind::Temp`]
     pub temp: KindCounts,
+    /// [`FileKind::Other`]
     pub other: KindCounts,
 }
 
 impl VfsCounts {
+    /// The counts of one kind.
     pub fn get(&self, kind: FileKind) -> &KindCounts {
         match kind {
             FileKind::Db => &self.db,
@@ -125,7 +151,7 @@ impl VfsCounts {
         }
     }
 
-    pub fn get_mut(&mut self, kind: FileKind) -> &mut KindCounts {
+    pub(crate) fn get_mut(&mut self, kind: FileKind) -> &mut KindCounts {
         match kind {
             FileKind::Db => &mut self.db,
             FileKind::Journal => &mut self.journal,

@@ -22,7 +22,7 @@ const DM_VERSION: [u32; 3] = [4, 0, 0];
 const DM_TARGET_MSG: u64 = (3 << 30) | ((DM_IOCTL_SIZE as u64) << 16) | (0xfd << 8) | 14;
 
 /// An open line to one device-mapper target, to mark its log.
-pub struct DmMarker {
+pub(crate) struct DmMarker {
     control: File,
     name: String,
 }

@@ -1,6 +1,8 @@
 //! Runs a scenario: creates the database, applies the settings, sets up the schema (not
 //! measured), then runs warm-up and measured transactions, recording per commit its
-//! CLOCK_MONOTONIC window, payload bytes, VFS counts and the SQL thread's CPU time.
+//! CLOCK_MONOTONIC window, payload bytes, VFS counts and the SQL thread's CPU time
+//! ([`run`], [`run_with_stop`]). The frame around the SQL (markers, the counting VFS, the
+//! extents at the end) is the same for a replay (`crate::replay`).
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -20,6 +22,7 @@ use crate::stop::Stop;
 use crate::vfs::{CountingVfs, LowerDir, VfsShared};
 use crate::{EngineError, FileKind, RunSettings, VfsCounts};
 
+/// One transaction of a run: its window, what it stored, the VFS calls and CPU time in it.
 #[derive(Clone, Debug, Serialize)]
 pub struct CommitRecord {
     /// 0-based over all transactions, warm-up included
@@ -32,6 +35,8 @@ pub struct CommitRecord {
     pub end_ns: u64,
     /// payload the app asked to store (value bytes of inserted/updated columns)
     pub logical_bytes: u64,
+    /// statements in the window: a scenario's (BEGIN and COMMIT not counted); a replay's,
+    /// from its first write to the statement that ends the transaction, both included
     pub statements: u64,
     /// VFS calls made between start and end (all zero when counting is off)
     pub vfs: VfsCounts,
@@ -40,39 +45,80 @@ pub struct CommitRecord {
     pub cpu: CpuTime,
 }
 
+/// What ran, and where: the scenario, SQLite, the settings as SQLite reports them.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunInfo {
+    /// the scenario's name (a replay's: the log's file stem)
     pub scenario: String,
+    /// the seed the values were generated from
     pub seed: u64,
+    /// `sqlite3_libversion()`
     pub sqlite_version: String,
+    /// `sqlite_source_id()`
     pub sqlite_source_id: String,
+    /// `PRAGMA compile_options`
     pub compile_options: Vec<String>,
-    /// effective values read back after setup: journal_mode, synchronous, page_size, ...
+    /// effective values read back after setup, in this order: journal_mode, synchronous
+    /// (as the number SQLite reports, 0..3), page_size, cache_size, wal_autocheckpoint,
+    /// journal_size_limit, locking_mode, mmap_size
     pub pragmas: Vec<(String, String)>,
+    /// whether the counting VFS ran (`RunSettings::count_vfs`)
     pub vfs_counting: bool,
+    /// the database file (a replay's first)
     pub db_path: PathBuf,
-    /// the process and thread that ran the SQL (for syscall filters)
+    /// the process that ran the SQL (for syscall filters)
     pub pid: u32,
+    /// the thread that ran the SQL, as the kernel numbers it (for syscall filters)
     pub tid: u32,
 }
 
+/// A run's results.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunOutput {
+    /// what ran, and where
     pub info: RunInfo,
+    /// every transaction, warm-up included, in order
     pub commits: Vec<CommitRecord>,
 }
 
+/// How far a run is, handed to the progress callback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Progress {
+    /// transactions done (a replay: statements of the log)
     pub done: u64,
+    /// transactions in all, warm-up included (a replay: the log's statements)
     pub total: u64,
 }
 
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Runs `scenario` with `settings` in `dir` (creating `dir/<scenario>.db`, never
-/// overwriting one). Markers go to `markers` when given. `progress` returning false stops
-/// the run at the next transaction boundary with `EngineError::Interrupted`.
+/// Runs `scenario` with `settings` in `dir`: creates `dir` if missing and the database
+/// `dir/<scenario>.db` in it (refusing to overwrite an existing one), applies the
+/// settings, creates the schema and the setup's rows (not measured), runs the warm-up then
+/// the measured transactions, and closes the connection. Markers (`MARKERS.md`) go to the
+/// file `markers` when given.
+///
+/// `progress` is called at most ~10 times a second; when it returns `false` the run stops
+/// at the next transaction boundary with [`EngineError::Interrupted`].
+///
+/// PRAGMAs: a scenario's `[pragmas]` are defaults the run's settings override, applied
+/// before them; the extra PRAGMAs ([`RunSettings::extra_pragmas`]) are applied last, one
+/// at a time, and one that changes a PRAGMA the run's own settings set (journal_mode,
+/// synchronous, and page_size, cache_size, wal_autocheckpoint, journal_size_limit,
+/// locking_mode, mmap_size when given), as read back before and after it, is
+/// [`EngineError::PragmaConflict`]. A journal mode SQLite refuses to switch to is an
+/// [`EngineError::Sql`] naming `PRAGMA journal_mode=…` and the mode SQLite kept, never
+/// silently another mode.
+///
+/// A scenario's SQL (schema, setup, transactions) runs confined by SQLite's authorizer:
+/// ATTACH/DETACH, VACUUM INTO, PRAGMAs and `load_extension()` are refused, when the
+/// scenario is loaded and again here, as [`EngineError::InvalidScenario`] whose message
+/// is `statement refused: <why> (statement: <sql>)`. The engine's own statements are not
+/// confined; extension loading is switched off on every connection.
+///
+/// With counting off ([`RunSettings::count_vfs`] false) the commits carry all-zero
+/// [`VfsCounts`], and only the run and transaction markers are written (the others come
+/// from the shim).
 pub fn run(
     scenario: &Scenario,
     settings: &RunSettings,
@@ -83,9 +129,11 @@ pub fn run(
     run_with_stop(scenario, settings, dir, markers, progress, &Stop::never())
 }
 
-/// As [`run`], and `stop` ends the run with `EngineError::Interrupted` within
-/// about `STOP_CHECK_INTERVAL` wherever it is: creating the schema, in the setup, inside
-/// a long statement.
+/// As [`run`], and `stop` ends the run with [`EngineError::Interrupted`] within about
+/// 50 ms wherever it is: creating the schema, in the setup, inside one long statement
+/// (through a SQLite progress handler). It is not asked inside a measured (or warm-up)
+/// transaction, whose time and syscalls must be the SQL's alone: a stop asked for then is
+/// seen when the transaction ends. A think time is cut short by a stop.
 pub fn run_with_stop(
     scenario: &Scenario,
     settings: &RunSettings,
@@ -103,6 +151,106 @@ pub fn run_with_stop(
             ),
         });
     }
+    let create = || create_db_file(dir, &scenario.name).map(|path| vec![path]);
+    let ((commits, mut info), ran) = harness(settings, dir, markers, create, |h| {
+        let db_path = &h.db_paths[0];
+        let mut conn = open(db_path, h.vfs.as_ref())?;
+        let confinement = Confinement::install(&mut conn)?;
+        stop.install(&mut conn)?;
+        let result = Runner {
+            scenario,
+            settings,
+            conn: &conn,
+            db_path,
+            confinement: &confinement,
+            stop,
+            shared: &h.shared,
+            sink: &h.sink,
+            dm_marker: h.dm_marker.as_ref(),
+        }
+        .run_all(progress);
+        Ok(h.close(|| {
+            let closed = conn.close().map_err(|(_, e)| {
+                let statement = "(closing the database)";
+                storage_failure(db_path, statement, &e)
+                    .unwrap_or_else(|| EngineError::sql(statement, e))
+            });
+            // The first failure is the one to report.
+            let out = result?;
+            closed?;
+            Ok(out)
+        }))
+    })?;
+    ran.stamp(&mut info, settings);
+    Ok(RunOutput { info, commits })
+}
+
+/// What a run's SQL has to work with, set up by [`harness`] before it and taken down
+/// after it.
+pub(crate) struct Harness {
+    pub(crate) sink: Option<Arc<MarkerSink>>,
+    pub(crate) shared: Arc<VfsShared>,
+    /// the counting VFS, registered (None when counting is off)
+    pub(crate) vfs: Option<CountingVfs>,
+    pub(crate) dm_marker: Option<DmMarker>,
+    /// the run's database files, as the harness's `create_files` made them
+    pub(crate) db_paths: Vec<PathBuf>,
+}
+
+/// A run body's result once its connections are closed, which only [`Harness::close`]
+/// makes: a body cannot skip the extents around the closing.
+pub(crate) struct Closed<T>(Result<T, EngineError>);
+
+impl Harness {
+    /// Ends the SQL of a run whose statements have all run: the `end` extents, `close`
+    /// (which closes the body's connections and returns its result, the SQL's failure
+    /// first, then the closing's), the `close` extents.
+    pub(crate) fn close<T>(&self, close: impl FnOnce() -> Result<T, EngineError>) -> Closed<T> {
+        self.shared.set_current_txn(-1);
+        for path in &self.db_paths {
+            map_run_files(&self.shared, path, "end");
+        }
+        let out = close();
+        // closing may checkpoint the WAL into the database and delete the WAL
+        for path in &self.db_paths {
+            map_run_files(&self.shared, path, "close");
+        }
+        Closed(out)
+    }
+}
+
+/// Who ran a run and on which files, for its [`RunInfo`].
+pub(crate) struct Ran {
+    db_paths: Vec<PathBuf>,
+    pid: u32,
+    tid: u32,
+}
+
+impl Ran {
+    /// Fills in the fields of `info` the harness knows: the first database, the process
+    /// and thread, whether the VFS counted.
+    pub(crate) fn stamp(&self, info: &mut RunInfo, settings: &RunSettings) {
+        info.db_path = self.db_paths[0].clone();
+        (info.pid, info.tid, info.vfs_counting) = (self.pid, self.tid, settings.count_vfs);
+    }
+}
+
+/// The frame of every run, a scenario's or a replay's, around `body`, which opens its
+/// connections, runs its SQL and closes them with [`Harness::close`]. In order (the
+/// markers are read by the analyzer: MARKERS.md): the marker file, the lower directory
+/// and the dm-log-writes marker are opened, the database files created (`create_files`),
+/// the counting VFS registered, `run_begin` written; the body runs; the VFS is
+/// unregistered, `run_end` written. The first failure is the one reported: the body's
+/// (its SQL's, then its closing's), then `run_end`'s, then marker lines that could not be
+/// written. A body that fails before its SQL runs (`Err`) ends the run there, with no
+/// `run_end`.
+pub(crate) fn harness<T>(
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    create_files: impl FnOnce() -> Result<Vec<PathBuf>, EngineError>,
+    body: impl FnOnce(&Harness) -> Result<Closed<T>, EngineError>,
+) -> Result<(T, Ran), EngineError> {
     let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
     let lower = checked_lower_dir(settings)?;
     let dm_marker = settings
@@ -110,63 +258,42 @@ pub fn run_with_stop(
         .as_deref()
         .map(DmMarker::open)
         .transpose()?;
-    let db_path = create_db_file(dir, &scenario.name)?;
+    let db_paths = create_files()?;
     let lower = lower.map(|lower| LowerDir::new(dir, lower));
     let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
-    // Declared before the connection so it is dropped (unregistered) after it.
     let vfs = settings
         .count_vfs
         .then(|| CountingVfs::register(shared.clone()))
         .transpose()?;
     let (pid, tid) = (std::process::id(), current_tid());
     mark(&sink, |m| m.run_begin(pid, tid))?;
-    let mut conn = open(&db_path, vfs.as_ref())?;
-    let confinement = Confinement::install(&mut conn)?;
-    stop.install(&mut conn)?;
-    let result = Runner {
-        scenario,
-        settings,
-        conn: &conn,
-        db_path: &db_path,
-        confinement: &confinement,
-        stop,
-        shared: &shared,
-        sink: &sink,
-        dm_marker: dm_marker.as_ref(),
-    }
-    .run_all(progress);
-    shared.set_current_txn(-1);
-    map_run_files(&shared, &db_path, "end");
-    let closed = conn.close().map_err(|(_, e)| {
-        let statement = "(closing the database)";
-        storage_failure(&db_path, statement, &e).unwrap_or_else(|| EngineError::sql(statement, e))
-    });
-    // closing may checkpoint the WAL into the database and delete the WAL
-    map_run_files(&shared, &db_path, "close");
-    drop(vfs);
-    let ended = mark(&sink, |m| m.run_end());
-    // The first failure is the one to report.
-    let (commits, mut info) = result?;
-    closed?;
+    let h = Harness {
+        sink,
+        shared,
+        vfs,
+        dm_marker,
+        db_paths,
+    };
+    let Closed(out) = body(&h)?;
+    // Unregistered only now, after every connection that used it is closed.
+    drop(h.vfs);
+    let ended = mark(&h.sink, |m| m.run_end());
+    let out = out?;
     ended?;
-    if shared.marker_errors() > 0 {
-        let path = sink
-            .as_ref()
-            .map(|s| s.path().to_path_buf())
-            .unwrap_or_default();
-        return Err(EngineError::io(
-            path,
-            format!(
-                "{} marker lines could not be written",
-                shared.marker_errors()
-            ),
-        ));
+    if h.shared.marker_errors() > 0 {
+        let path = h.sink.as_ref().map(|s| s.path().to_path_buf());
+        let message = format!(
+            "{} marker lines could not be written",
+            h.shared.marker_errors()
+        );
+        return Err(EngineError::io(path.unwrap_or_default(), message));
     }
-    info.db_path = db_path;
-    info.pid = pid;
-    info.tid = tid;
-    info.vfs_counting = settings.count_vfs;
-    Ok(RunOutput { info, commits })
+    let ran = Ran {
+        db_paths: h.db_paths,
+        pid,
+        tid,
+    };
+    Ok((out, ran))
 }
 
 /// `extents` markers for the database and its WAL and -shm files, when they exist (a

@@ -3,54 +3,106 @@
 
 use std::path::PathBuf;
 
+/// Everything the engine can fail with. Each variant carries what the user needs to fix
+/// the problem: [`Display`](std::fmt::Display) is one line naming it, [`EngineError::hint`]
+/// the fix shown under it.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// No built-in scenario of that name.
     #[error("unknown scenario '{name}' (available: {})", available.join(", "))]
     UnknownScenario {
+        /// the name asked for
         name: String,
+        /// the built-in names
         available: Vec<String>,
     },
 
+    /// A scenario that is not valid TOML or not a scenario (also a file that is not UTF-8
+    /// text: "not a valid scenario"), at a position.
     #[error("scenario file {origin}, line {line}, column {column}: {message}")]
     ScenarioParse {
+        /// the file's path, or `builtin:<name>`
         origin: String,
+        /// 1-based
         line: usize,
+        /// 1-based
         column: usize,
+        /// what is wrong there
         message: String,
     },
 
+    /// A scenario that parses but is wrong: a table missing from the schema, SQL that does
+    /// not prepare, a statement the confinement refuses (`statement refused: <why>
+    /// (statement: <sql>)`), a limit passed.
     #[error("scenario {origin}: {message}")]
-    InvalidScenario { origin: String, message: String },
+    InvalidScenario {
+        /// the file's path, or `builtin:<name>`
+        origin: String,
+        /// what is wrong
+        message: String,
+    },
 
     /// The scenario file could not be read at all (its text is checked by the parser).
     #[error("cannot read scenario file {}: {message}", path.display())]
-    UnreadableScenario { path: PathBuf, message: String },
+    UnreadableScenario {
+        /// the file
+        path: PathBuf,
+        /// why (the OS's error, or what the file is instead of a regular file)
+        message: String,
+    },
 
+    /// A setting's value is not one of those allowed.
     #[error("invalid value '{value}' for {name} (allowed: {})", allowed.join(", "))]
     InvalidSetting {
+        /// the setting
         name: String,
+        /// the value given
         value: String,
+        /// the values allowed (empty: see the setting's documentation)
         allowed: Vec<String>,
     },
 
-    /// A settings map that does not deserialise: `name` is the setting (an unknown one,
-    /// or the one with a value of the wrong type or not allowed).
+    /// A settings map that does not deserialise, or a setting this kind of run does not
+    /// take: `name` is the setting (an unknown one, or the one with a value of the wrong
+    /// type or not allowed; `extra_pragmas[1]` for a list item).
     #[error("setting {name}: {message}")]
-    BadSetting { name: String, message: String },
+    BadSetting {
+        /// the setting
+        name: String,
+        /// what is wrong with it
+        message: String,
+    },
 
+    /// A file or directory of the run's that could not be made, opened or written.
     #[error("{}: {message}", path.display())]
-    Io { path: PathBuf, message: String },
+    Io {
+        /// the file or directory
+        path: PathBuf,
+        /// what failed
+        message: String,
+    },
 
+    /// A statement failed (a SQLITE_FULL under a lowered max_page_count names that limit).
     #[error("SQL failed: {message} (statement: {statement})")]
-    Sql { statement: String, message: String },
+    Sql {
+        /// the statement, or what the engine was doing ("(closing the database)")
+        statement: String,
+        /// SQLite's message
+        message: String,
+    },
 
-    /// The filesystem under the run's database failed a statement (full, an I/O error, a
-    /// file it cannot open): the disk's fault, not the scenario's.
+    /// The filesystem under the run's database failed a statement (SQLITE_FULL, IOERR,
+    /// CANTOPEN, NOLFS, or the database file vanished): the disk's fault, not the
+    /// scenario's.
     #[error("{problem} in {} (SQLite: {message}; statement: {statement})", dir.display())]
     Storage {
+        /// the database's directory
         dir: PathBuf,
+        /// the problem in words ("no space left for the database")
         problem: String,
+        /// SQLite's message
         message: String,
+        /// the statement that failed
         statement: String,
     },
 
@@ -60,39 +112,59 @@ pub enum EngineError {
         "extra pragma '{pragma}' contradicts the run's setting {setting}={wanted} ({readback})"
     )]
     PragmaConflict {
+        /// the extra PRAGMA as given
         pragma: String,
+        /// the run's setting it contradicts
         setting: String,
+        /// the setting's value
         wanted: String,
+        /// what was read back before and after the extra PRAGMA
         readback: String,
     },
 
     /// The kernel would not say how much CPU time the SQL thread used (getrusage with
     /// RUSAGE_THREAD, in every Linux since 2.6.26).
     #[error("cannot read the SQL thread's CPU time: {message}")]
-    CpuTime { message: String },
+    CpuTime {
+        /// the OS's error
+        message: String,
+    },
 
-    /// A SQL log (format 1, replay.rs) that cannot be read: not JSON, a key missing, a
-    /// statement on a connection never opened. `line` is 1-based.
+    /// A SQL log (format 1) that cannot be read: not JSON, a key missing, a statement on a
+    /// connection never opened.
     #[error("SQL log {}, line {line}: {message}", path.display())]
     LogParse {
+        /// the log
         path: PathBuf,
+        /// 1-based
         line: u64,
+        /// what is wrong with the line
         message: String,
     },
 
     /// A logged statement failed on replay and the run is `strict`.
     #[error("SQL log {}, line {line}: statement failed on replay: {message} (statement: {statement})", path.display())]
     ReplayFailed {
+        /// the log
         path: PathBuf,
+        /// the statement's line, 1-based
         line: u64,
+        /// SQLite's message
         message: String,
+        /// the statement
         statement: String,
     },
 
     /// A replay that measured no commit: the log wrote nothing (or only in warm-up).
     #[error("SQL log {}: {message}", path.display())]
-    NothingReplayed { path: PathBuf, message: String },
+    NothingReplayed {
+        /// the log
+        path: PathBuf,
+        /// what the replay did instead
+        message: String,
+    },
 
+    /// Stopped: the progress callback returned false, or a [`Stop`](crate::Stop) said stop.
     #[error("interrupted")]
     Interrupted,
 }

@@ -16,22 +16,22 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// The kernel thread id of the calling thread (what syscall tracepoints record).
-pub fn current_tid() -> u32 {
+pub(crate) fn current_tid() -> u32 {
     rustix::thread::gettid().as_raw_nonzero().get() as u32
 }
 
 /// Ranges per `extents` line: ~25 bytes each keeps a line under 1 KiB.
-pub const EXTENTS_PER_LINE: usize = 40;
+pub(crate) const EXTENTS_PER_LINE: usize = 40;
 
 /// Writes marker lines unbuffered; one line per `write()` so lines never interleave or split.
 #[derive(Debug)]
-pub struct MarkerSink {
+pub(crate) struct MarkerSink {
     file: File,
     path: PathBuf,
 }
 
 /// (SQLITE_SYNC_FULL, SQLITE_SYNC_DATAONLY) of xSync's flags argument.
-pub fn sync_full_dataonly(flags: i32) -> (bool, bool) {
+pub(crate) fn sync_full_dataonly(flags: i32) -> (bool, bool) {
     (
         flags & 0x0F == rusqlite::ffi::SQLITE_SYNC_FULL,
         flags & rusqlite::ffi::SQLITE_SYNC_DATAONLY != 0,
@@ -39,7 +39,7 @@ pub fn sync_full_dataonly(flags: i32) -> (bool, bool) {
 }
 
 /// The `flags=` field of a sync marker, from xSync's flags argument.
-pub fn sync_flags_label(flags: i32) -> &'static str {
+pub(crate) fn sync_flags_label(flags: i32) -> &'static str {
     match sync_full_dataonly(flags) {
         (false, false) => "normal",
         (true, false) => "full",
@@ -64,12 +64,6 @@ impl MarkerSink {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// Writes one line in a single write(). Marker failures must not change the workload,
-    /// so they are reported to the caller, who decides.
-    pub fn write_line(&self, line: &str) -> std::io::Result<()> {
-        self.emit(format!("{line}\n"))
     }
 
     /// Writes `line`, which already ends in a newline, in a single write(). The markers

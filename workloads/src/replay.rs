@@ -2,9 +2,15 @@
 //! VFS, commit markers and [`CommitRecord`]s as a scenario run, so every output of a run
 //! works for an app's own workload.
 //!
-//! Semantics (issue #34; `API.md` says them for users):
+//! The log is read twice, line by line (memory bounded by the longest line):
+//! [`SqlLog::load`] checks every line and gathers the database files; [`replay()`] streams
+//! it again. A bad line is [`EngineError::LogParse`] ("SQL log P, line N: …").
+//!
 //! - Each connection of the log gets its own connection, each database file its own file
-//!   in the run's directory (by basename, distinct names kept apart), in recorded order.
+//!   in the run's directory, in recorded order: by basename (`app-2.db` for a second
+//!   `app.db`), created empty, or `from_db` (and its `-wal`) copied for the log's only
+//!   database (or the one of the same basename). [`RunInfo::db_path`] is the first;
+//!   [`ReplaySummary::databases`] has commits, statements, payload and VFS counts per file.
 //! - A commit window opens just before the first statement of a transaction that writes
 //!   (SQLite's `sqlite3_stmt_readonly`: the statement itself, in autocommit) and closes when
 //!   the connection is back in autocommit (COMMIT, END, ROLLBACK, RELEASE of the outermost
@@ -13,12 +19,23 @@
 //!   transactions and the reads of a transaction before its first write — are replayed and
 //!   counted apart ([`ReadFigures`]), never as commits, so per-commit means are those of
 //!   the transactions that wrote. Windows never overlap: a statement of another connection
-//!   while one is open is counted in it.
+//!   while one is open is counted in it. [`CommitRecord::logical_bytes`] is the bytes of
+//!   the literals in a writing statement's text (values are expanded in the log): strings
+//!   and blobs by length, numbers 8.
 //! - The log's `journal_mode` and `synchronous` PRAGMAs, and those the run's own settings
 //!   set, are skipped (the run chooses them); the others are replayed as recorded, except
-//!   those confinement refuses. Statements a trigger ran, and those of temporary
-//!   (":memory:") connections, are skipped and counted.
-//! - A statement that fails is counted by kind, the first few kept; `strict` stops there.
+//!   those confinement refuses (failures of kind "refused"); those kept run unconfined. A
+//!   database's `page_size`/`auto_vacuum` set before its first other statement are applied
+//!   at its first open, before the run's journal_mode. The first 100 distinct PRAGMA
+//!   statements are listed with what the run did and how often. Statements a trigger ran,
+//!   and those of temporary (":memory:") connections, are skipped and counted.
+//! - Other statements run confined (no ATTACH, no extensions). A statement that fails is
+//!   counted by kind, the first five kept; `strict` makes it [`EngineError::ReplayFailed`].
+//!   A run that measured no commit is [`EngineError::NothingReplayed`].
+//! - Settings only a replay takes (a scenario refuses them as [`EngineError::BadSetting`]):
+//!   `from_db`, `timing`, `strict`. A replay refuses `think_time_ms`; `warmup` defaults
+//!   to 0 (no invented warm-up); `txns` stops after that many measured transactions.
+//!   `snapshot_dir` and `dm_mark` (crash exploration) work for a log of one database file.
 //! - Timing: the recorded start of each transaction (and of each autocommit read) is kept
 //!   relative to the first (scaled by the factor), sleeping when the replay is ahead; a
 //!   replay behind its schedule does not sleep. A log without timing runs back to back.
@@ -35,39 +52,47 @@ use crate::confine::{pragma_refusal, Confinement};
 use crate::cpu::CpuTime;
 use crate::dmmark::DmMarker;
 use crate::engine::{
-    checked_lower_dir, create_new_file, map_run_files, mark, open, run_pragmas, sql_thread_cpu,
-    storage_failure, value_text, PROGRESS_INTERVAL,
+    create_new_file, harness, mark, open, run_pragmas, sql_thread_cpu, storage_failure, value_text,
+    PROGRESS_INTERVAL,
 };
-use crate::markers::{current_tid, monotonic_ns, MarkerSink};
+use crate::markers::{monotonic_ns, MarkerSink};
 use crate::settings::{pragma_statement, Timing, REPORTED_PRAGMAS};
 use crate::sqllog::{pragma_of, Event, LogReader, SqlLog};
 use crate::stop::Stop;
-use crate::vfs::{CountingVfs, LowerDir, VfsShared};
+use crate::vfs::{CountingVfs, VfsShared};
 use crate::{CommitRecord, EngineError, Progress, RunInfo, RunOutput, RunSettings, VfsCounts};
 
 /// How many failed statements are shown (each kind is counted whatever their number).
-pub const FAILURES_SHOWN: usize = 5;
+pub(crate) const FAILURES_SHOWN: usize = 5;
 /// How many distinct PRAGMA statements the summary lists.
-pub const PRAGMAS_LISTED: usize = 100;
+pub(crate) const PRAGMAS_LISTED: usize = 100;
 
 /// A replay's results: the run's, as a scenario's, and what only a replay has.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReplayOutput {
+    /// the commits and the run's information, as a scenario run gives them
     pub run: RunOutput,
+    /// what only a replay has
     pub replay: ReplaySummary,
 }
 
-/// What a replay did with the log (summary.json's `replay`).
+/// What a replay did with the log (the Python layer puts it in summary.json's
+/// `config.replay`, without `commit_database`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ReplaySummary {
+    /// the log's path
     pub log: PathBuf,
+    /// where the log came from (its header's `source`: "record", "android-logcat", ...)
     pub source: String,
+    /// the recorded program's command line, when the log names it
     pub program: Option<Vec<String>>,
+    /// the SQLite version the program ran, when the log names it
     pub recorded_sqlite_version: Option<String>,
+    /// whether the log's literals were replaced (`sqlwa record --redact`)
     pub redacted: bool,
     /// whether the log carries timing
     pub timed: bool,
-    /// the pacing used: "recorded", "recorded x<factor>", "back-to-back"
+    /// the pacing used: `recorded`, `recorded x<factor>`, `back-to-back`
     pub timing: String,
     /// the snapshot the run started from (`from_db`), or None (the log's own schema)
     pub from_db: Option<PathBuf>,
@@ -77,11 +102,13 @@ pub struct ReplaySummary {
     pub statements: u64,
     /// statements run to completion
     pub replayed: u64,
+    /// the statements that only read, outside any commit window
     pub reads: ReadFigures,
+    /// statements not replayed, by reason
     pub skipped: Skipped,
     /// failed statements by kind ("no such table", "constraint", ...)
     pub failed: BTreeMap<String, u64>,
-    /// the first [`FAILURES_SHOWN`] failures
+    /// the first five failures
     pub first_failures: Vec<Failure>,
     /// the log's PRAGMAs (distinct statements, in order) and what the run did with each
     pub pragmas: Vec<LoggedPragma>,
@@ -96,8 +123,11 @@ pub struct ReplaySummary {
 /// Statements that read only, outside any commit window.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ReadFigures {
+    /// statements
     pub statements: u64,
+    /// the time they ran, in all
     pub time_ns: u64,
+    /// the VFS calls they made
     pub vfs: VfsCounts,
 }
 
@@ -112,38 +142,58 @@ pub struct Skipped {
     pub overridden_pragmas: u64,
 }
 
+/// A statement that failed on replay.
 #[derive(Clone, Debug, Serialize)]
 pub struct Failure {
+    /// its line in the log, 1-based
     pub line: u64,
+    /// the kind it is counted as ("no such table", "constraint", "refused", ...)
     pub kind: String,
+    /// SQLite's message
     pub message: String,
+    /// the statement
     pub statement: String,
 }
 
+/// A distinct PRAGMA statement of the log, and what the run did with it.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoggedPragma {
     /// the database file (run's name)
     pub database: String,
+    /// the statement as logged
     pub statement: String,
     /// "kept", "overridden" (the run chooses it) or "refused" (confinement)
     pub action: String,
+    /// how often the log ran it
     pub count: u64,
 }
 
+/// A replay's figures for one database file.
 #[derive(Clone, Debug, Serialize)]
 pub struct DatabaseFigures {
+    /// the path as the program named it
     pub recorded: String,
+    /// the file's name in the run's directory
     pub file_name: String,
+    /// measured commits that wrote it
     pub commits: u64,
+    /// statements in those commits
     pub statements: u64,
+    /// payload bytes of those commits
     pub logical_bytes: u64,
     /// VFS calls inside this database's commit windows
     pub vfs: VfsCounts,
 }
 
-/// Replays `log` with `settings` in `dir` (which must not hold its database files).
-/// Markers go to `markers` when given; `progress` (statements done of the log's) returning
-/// false, or `stop`, ends it with `EngineError::Interrupted`.
+/// Replays `log` with `settings` in `dir` (which must not hold its database files), as
+/// the module documentation describes. Markers go to `markers` when given; `progress`
+/// (statements done of the log's) returning false, or `stop`, ends it with
+/// [`EngineError::Interrupted`].
+///
+/// Timing (`RunSettings::timing`: "recorded", the default; "back-to-back"; a factor on the
+/// gaps): each statement that starts a transaction (or an autocommit statement) waits
+/// until its recorded `t`, relative to the first, times the factor; a log with
+/// `"timed": false` runs back to back.
 pub fn replay(
     log: &SqlLog,
     settings: &RunSettings,
@@ -153,57 +203,28 @@ pub fn replay(
     stop: &Stop,
 ) -> Result<ReplayOutput, EngineError> {
     let timing = check_settings(log, settings)?;
-    let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
-    let lower = checked_lower_dir(settings)?;
-    let dm_marker = settings
-        .dm_mark
-        .as_deref()
-        .map(DmMarker::open)
-        .transpose()?;
-    let db_paths = create_databases(log, settings, dir)?;
-    let lower = lower.map(|lower| LowerDir::new(dir, lower));
-    let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
-    // Declared before the connections so it is dropped (unregistered) after them.
-    let vfs = settings
-        .count_vfs
-        .then(|| CountingVfs::register(shared.clone()))
-        .transpose()?;
-    let (pid, tid) = (std::process::id(), current_tid());
-    mark(&sink, |m| m.run_begin(pid, tid))?;
-    let mut replayer = Replayer::new(log, settings, timing, &db_paths, stop, &shared, &sink);
-    replayer.vfs = vfs.as_ref();
-    replayer.dm_marker = dm_marker.as_ref();
-    let result = replayer.replay_all(progress);
-    shared.set_current_txn(-1);
-    for path in &db_paths {
-        map_run_files(&shared, path, "end");
-    }
-    let closed = replayer.close_all();
-    for path in &db_paths {
-        map_run_files(&shared, path, "close");
-    }
-    let Replayer {
-        commits,
-        summary,
-        info,
-        ..
-    } = replayer;
-    drop(vfs);
-    let ended = mark(&sink, |m| m.run_end());
-    result?;
-    closed?;
-    ended?;
-    if shared.marker_errors() > 0 {
-        let path = sink.as_ref().map(|s| s.path().to_path_buf());
-        let message = format!(
-            "{} marker lines could not be written",
-            shared.marker_errors()
-        );
-        return Err(EngineError::io(path.unwrap_or_default(), message));
-    }
+    let create = || create_databases(log, settings, dir);
+    let ((commits, summary, info), ran) = harness(settings, dir, markers, create, |h| {
+        let mut replayer =
+            Replayer::new(log, settings, timing, &h.db_paths, stop, &h.shared, &h.sink);
+        replayer.vfs = h.vfs.as_ref();
+        replayer.dm_marker = h.dm_marker.as_ref();
+        let result = replayer.replay_all(progress);
+        Ok(h.close(|| {
+            let closed = replayer.close_all();
+            let Replayer {
+                commits,
+                summary,
+                info,
+                ..
+            } = replayer;
+            result?;
+            closed?;
+            Ok((commits, summary, info))
+        }))
+    })?;
     let mut info = info.ok_or_else(|| EngineError::sql("(replay)", "no database was opened"))?;
-    info.db_path = db_paths[0].clone();
-    (info.pid, info.tid, info.vfs_counting) = (pid, tid, settings.count_vfs);
+    ran.stamp(&mut info, settings);
     let summary = with_database_figures(summary, log, &commits);
     check_measured(log, &summary, &commits)?;
     Ok(ReplayOutput {
@@ -1007,7 +1028,7 @@ fn with_database_figures(
 /// text — a string's or blob's length, 8 for a number — as a scenario counts the values
 /// it binds. Literals in a WHERE clause count too (the text does not say which values are
 /// stored); a statement with no literal counts 0.
-pub fn literal_bytes(sql: &str) -> u64 {
+pub(crate) fn literal_bytes(sql: &str) -> u64 {
     let bytes = sql.as_bytes();
     let (mut i, mut total) = (0, 0u64);
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';

@@ -1,8 +1,12 @@
 //! Scenarios: app-like workloads described in TOML (format: `scenarios/README.md`).
 //!
-//! Parsing turns the TOML into a validated `Scenario` whose operations are compiled to
-//! SQL with `?` parameters; `Workload` then generates the parameter values of each
+//! Parsing turns the TOML into a validated [`Scenario`] whose operations are compiled to
+//! SQL with `?` parameters; [`Workload`] then generates the parameter values of each
 //! transaction from the seed, deterministically.
+//!
+//! A scenario's SQL is confined to the run's own database (no ATTACH, VACUUM INTO,
+//! PRAGMA or `load_extension()`): checked when it is loaded, and again when it runs. A
+//! schema may create at most [`MAX_SCHEMA_OBJECTS`] tables, indexes, views and triggers.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -157,35 +161,46 @@ struct GenFile {
 pub enum Generator {
     /// Random lower-case alphanumeric text, length uniform in `min..=max` bytes.
     Text {
+        /// the shortest, bytes
         min: u64,
+        /// the longest, bytes
         max: u64,
     },
     /// Random bytes, length uniform in `min..=max`.
     Blob {
+        /// the shortest, bytes
         min: u64,
+        /// the longest, bytes
         max: u64,
     },
     /// Uniform integer in `min..=max`.
     Int {
+        /// the smallest
         min: i64,
+        /// the largest
         max: i64,
     },
     /// start, start+1, ... (one counter per generator, continued across transactions).
     Seq {
+        /// the first value
         start: i64,
     },
     /// Every integer of `min..=max` once, in random order (sampling without replacement,
     /// as MobiBench picks the ids it deletes); then a new round in a new order.
     Shuffle {
+        /// the smallest
         min: i64,
+        /// the largest
         max: i64,
     },
     /// The same value every time.
     Literal(Value),
+    /// NULL every time.
     Null,
     /// The value generated last, in this transaction, for the column of that name by an
     /// earlier operation (e.g. update the conversation a message was just inserted into).
     SameAs {
+        /// the column whose value is repeated
         column: String,
     },
 }
@@ -193,10 +208,15 @@ pub enum Generator {
 /// The five kinds of operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
+    /// `INSERT` (with `or`: `INSERT OR REPLACE`, ...)
     Insert,
+    /// `UPDATE ... WHERE`
     Update,
+    /// `DELETE ... WHERE`
     Delete,
+    /// `INSERT ... ON CONFLICT DO UPDATE`
     Upsert,
+    /// `SELECT ... WHERE`, its rows stepped through
     Select,
 }
 
@@ -216,7 +236,9 @@ impl OpKind {
 pub struct Param {
     /// the column it is stored into or compared with
     pub column: String,
+    /// where its values come from
     pub generator: Generator,
+    /// whether its values count in [`CommitRecord::logical_bytes`](crate::CommitRecord::logical_bytes)
     pub stores_payload: bool,
 }
 
@@ -224,24 +246,38 @@ pub struct Param {
 /// total, for setup).
 #[derive(Clone, Debug)]
 pub struct Operation {
+    /// what it does
     pub kind: OpKind,
+    /// the table it works on
     pub table: String,
+    /// the statement, with a `?` per parameter
     pub sql: String,
+    /// the parameters, in the order of the `?`s
     pub params: Vec<Param>,
+    /// statements of it per transaction (setup: in all)
     pub repeat: u64,
     /// setup only: additional statements per transaction of the run (txns + warmup)
     pub repeat_per_txn: u64,
 }
 
+/// A workload, loaded and checked: its schema, setup and the operations of one
+/// transaction, with the run's defaults (which [`RunSettings`](crate::RunSettings)
+/// overrides).
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    /// its name (the database is `<name>.db`)
     pub name: String,
+    /// what app it imitates, in words
     pub description: String,
-    /// where it came from: "builtin:<name>" or the file path
+    /// where it came from: `builtin:<name>` or the file path
     pub origin: String,
+    /// measured transactions
     pub txns: u64,
+    /// transactions run before them, not measured
     pub warmup: u64,
+    /// the seed of its values
     pub seed: u64,
+    /// the pause between transactions, ms
     pub think_time_ms: f64,
     /// run each transaction's single statement without BEGIN/COMMIT (like MobiBench
     /// until 2017)
@@ -334,7 +370,7 @@ impl Scenario {
     }
 
     /// The statement stream of the first `txns` transactions for `seed`, one line per
-    /// statement ("<txn> <sql> <params>"; blobs as length and hash), without running it.
+    /// statement (`<txn> <sql> <params>`; blobs as length and hash), without running it.
     pub fn render(&self, seed: u64, txns: u64) -> Vec<String> {
         let mut workload = Workload::new(self, seed);
         let mut lines = Vec::new();
@@ -381,7 +417,7 @@ fn render_value(v: &Value) -> String {
 /// A scenario file that is not text: where its first byte that is not UTF-8 is.
 /// The largest scenario file read: MAX_SCHEMA_OBJECTS statements of a few hundred bytes
 /// each fit many times over; a larger file (or `/dev/zero`) is no scenario.
-pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_SCENARIO_BYTES: u64 = 16 << 20;
 
 /// A scenario file's bytes, once it is known to be a regular file (a symlink is followed)
 /// of at most [`MAX_SCENARIO_BYTES`]: a FIFO would block the open, `/dev/zero` would be read
@@ -966,7 +1002,7 @@ fn check_sql(s: &Scenario, stop: &Stop) -> Result<(), EngineError> {
 /// SplitMix64: tiny, fast and fully specified, so a seed means the same stream forever
 /// (no dependence on a crate's algorithm choice across versions).
 #[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
+pub(crate) struct SplitMix64(u64);
 
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
@@ -993,8 +1029,11 @@ impl SplitMix64 {
 /// One statement to run: which operation, its parameter values and its payload bytes.
 #[derive(Clone, Debug)]
 pub struct Statement {
+    /// the operation, an index into the scenario's `txn` (or `setup`)
     pub op: usize,
+    /// the values of its parameters
     pub params: Vec<Value>,
+    /// the bytes of the values that store payload
     pub logical_bytes: u64,
 }
 
@@ -1019,7 +1058,7 @@ impl<'s> Workload<'s> {
     }
 
     /// The setup statements, from a stream independent of the transactions'.
-    pub fn setup(scenario: &'s Scenario, seed: u64) -> Self {
+    pub(crate) fn setup(scenario: &'s Scenario, seed: u64) -> Self {
         Self::over(&scenario.setup, seed ^ 0x5E70_5E70_5E70_5E70)
     }
 
@@ -1065,7 +1104,7 @@ impl<'s> Workload<'s> {
     }
 
     /// The next statement of operation `op`.
-    pub fn statement(&mut self, op: usize) -> Statement {
+    pub(crate) fn statement(&mut self, op: usize) -> Statement {
         let mut logical_bytes = 0;
         let mut params = Vec::with_capacity(self.ops[op].params.len());
         for (i, param) in self.ops[op].params.iter().enumerate() {
@@ -1138,7 +1177,7 @@ impl<'s> Workload<'s> {
 }
 
 /// Bytes of a stored value: text and blob length, 8 for numbers, 0 for NULL.
-pub fn payload_bytes(v: &Value) -> u64 {
+pub(crate) fn payload_bytes(v: &Value) -> u64 {
     match v {
         Value::Null => 0,
         Value::Integer(_) | Value::Real(_) => 8,

@@ -1,9 +1,27 @@
 //! Run settings: journal mode, synchronous level, locking mode and the other PRAGMAs a
 //! run can choose. Parsing errors list the allowed values.
 //!
-//! `RunSettings` is the one definition of the settings contract: the Python layer hands
+//! [`RunSettings`] is the one definition of the settings contract: the Python layer hands
 //! its settings dict to [`RunSettings::deserialize_named`] (serde), and reads the field
 //! names, defaults and allowed enum values back from this module.
+//!
+//! ```
+//! use sqlwa_workloads::{EngineError, JournalMode, RunSettings};
+//!
+//! let settings = RunSettings::deserialize_named(serde_json::json!({
+//!     "journal": "WAL",     // case-insensitive, through FromStr
+//!     "sync": null,         // null keeps the default
+//!     "extra_pragmas": ["temp_store=memory"],
+//! }))?;
+//! assert_eq!(settings.journal, JournalMode::Wal);
+//! assert_eq!(settings.sync.as_str(), "full");
+//! assert!(settings.count_vfs); // absent: the default
+//!
+//! let err = RunSettings::deserialize_named(serde_json::json!({"journal": "fast"})).unwrap_err();
+//! assert!(matches!(&err, EngineError::BadSetting { name, .. } if name == "journal"));
+//! assert!(err.to_string().contains("allowed: delete, truncate, persist, memory, wal, off"));
+//! # Ok::<(), EngineError>(())
+//! ```
 
 use std::fmt;
 use std::path::PathBuf;
@@ -20,15 +38,18 @@ macro_rules! pragma_enum {
     }) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name { $($(#[$attr])* $variant),+ }
+        pub enum $name { $($(#[$attr])* #[doc = concat!("`", $text, "`")] $variant),+ }
 
         impl $name {
+            /// Every value, in the order SQLite's documentation lists them.
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
+            /// The lower-case PRAGMA value.
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
 
+            /// The PRAGMA values allowed, as `as_str()` gives them (for error messages).
             pub fn allowed() -> Vec<String> {
                 Self::ALL.iter().map(|v| v.as_str().to_string()).collect()
             }
@@ -113,18 +134,29 @@ impl SyncMode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunSettings {
+    /// `PRAGMA journal_mode` (default delete)
     #[serde(deserialize_with = "null_is_default")]
     pub journal: JournalMode,
+    /// `PRAGMA synchronous` (default full)
     #[serde(deserialize_with = "null_is_default")]
     pub sync: SyncMode,
+    /// measured transactions (a replay: stop after that many)
     pub txns: Option<u64>,
+    /// transactions run first, not measured (a replay: the log's first ones; default 0)
     pub warmup: Option<u64>,
+    /// the seed of the scenario's values
     pub seed: Option<u64>,
+    /// `PRAGMA page_size`, applied before anything is written
     pub page_size: Option<u32>,
+    /// `PRAGMA cache_size`
     pub cache_size: Option<i64>,
+    /// `PRAGMA wal_autocheckpoint`
     pub wal_autocheckpoint: Option<i64>,
+    /// `PRAGMA journal_size_limit`
     pub journal_size_limit: Option<i64>,
+    /// `PRAGMA locking_mode`
     pub locking_mode: Option<LockingMode>,
+    /// `PRAGMA mmap_size`
     pub mmap_size: Option<i64>,
     /// "name=value" or "name" each, applied after all other settings.
     #[serde(deserialize_with = "null_is_default")]
@@ -132,7 +164,8 @@ pub struct RunSettings {
     /// false = the plain unix VFS (benchmark baseline); no VFS counts, no sync markers.
     #[serde(deserialize_with = "null_is_default_count_vfs")]
     pub count_vfs: bool,
-    /// Pause between transactions, ms: a number in `0..=MAX_THINK_TIME_MS`.
+    /// Pause between transactions, ms: a number in `0..=`[`MAX_THINK_TIME_MS`]. A replay
+    /// refuses it (the log's own gaps are kept).
     #[serde(deserialize_with = "think_time")]
     pub think_time_ms: Option<f64>,
     /// Write `extents` markers (FIEMAP of the file) after each xSync, before each
@@ -233,7 +266,7 @@ impl RunSettings {
 
 /// How a replay paces the log's transactions (`RunSettings::timing`).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Timing {
+pub(crate) enum Timing {
     /// the recorded gaps between transactions, multiplied by the factor (1 = as recorded)
     Recorded(f64),
     /// no pause at all

@@ -1,11 +1,11 @@
-//! Reads a SQL log, format 1 (`SQLLOG.md`: JSON Lines, a header line then `open`, `sql`
-//! and `close` events), one line at a time: memory stays bounded by the longest line,
-//! whatever the log's length.
+//! Reads a SQL log, format 1 (the docs' "SQL log format" page, `docs/sql-log-format.md`:
+//! JSON Lines, a header line then `open`, `sql` and `close` events), one line at a time:
+//! memory stays bounded by the longest line, whatever the log's length.
 //!
 //! [`SqlLog::load`] reads the whole log once to check it (every line JSON with the keys its
 //! event needs, every statement on a connection that was opened) and to learn what a
 //! replay needs before it starts: the database files, the statement count, the PRAGMAs
-//! that must precede a database's first write. [`LogReader`] then streams it again.
+//! that must precede a database's first write. A replay then streams it again.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -19,12 +19,12 @@ use crate::stop::Stop;
 use crate::EngineError;
 
 /// The header key (and format version) that makes a file a SQL log.
-pub const HEADER_KEY: &str = "sqlwa_sql_log";
+pub(crate) const HEADER_KEY: &str = "sqlwa_sql_log";
 /// The one format this reader knows.
-pub const FORMAT_VERSION: u64 = 1;
+pub(crate) const FORMAT_VERSION: u64 = 1;
 /// The longest line read (a statement with a large blob literal fits many times over); a
 /// longer one is an error, so a file without newlines cannot exhaust memory.
-pub const MAX_LINE_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_LINE_BYTES: u64 = 256 << 20;
 
 /// Whether the file at `path` is a SQL log: its first line is a format-1 style header
 /// (recognised by content, whatever the file's name). Reads at most the first 64 KiB.
@@ -51,15 +51,22 @@ pub fn is_sql_log(path: &Path) -> bool {
 /// The header line.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Header {
+    /// the format version: 1
     pub sqlwa_sql_log: u64,
+    /// where the log came from: "record", "android-logcat", "sql-file"
     pub source: String,
+    /// the recorded program's command line
     #[serde(default)]
     pub program: Option<Vec<String>>,
+    /// the SQLite version the program ran
     #[serde(default)]
     pub sqlite_version: Option<String>,
+    /// when the recording started, ns since the Unix epoch
     #[serde(default)]
     pub started_unix_ns: Option<u64>,
+    /// whether events carry their time (`t`)
     pub timed: bool,
+    /// whether the literals were replaced (`sqlwa record --redact`)
     #[serde(default)]
     pub redacted: bool,
 }
@@ -81,11 +88,10 @@ struct EventLine<'a> {
 
 /// One event of the log, checked.
 #[derive(Debug)]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     Open {
         conn: u64,
         db: Cow<'a, str>,
-        t: Option<u64>,
     },
     Sql {
         conn: u64,
@@ -99,7 +105,7 @@ pub enum Event<'a> {
 }
 
 /// Streams a log's events, line by line, through one reused buffer.
-pub struct LogReader {
+pub(crate) struct LogReader {
     path: PathBuf,
     reader: BufReader<File>,
     buf: Vec<u8>,
@@ -128,15 +134,6 @@ impl LogReader {
         let header = reader.parse_header()?;
         reader.header = header;
         Ok(reader)
-    }
-
-    /// The 1-based number of the line read last.
-    pub fn line(&self) -> u64 {
-        self.line
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// An error at the current line.
@@ -216,7 +213,6 @@ impl LogReader {
             "open" => Event::Open {
                 conn,
                 db: line.db.ok_or_else(|| need("db"))?,
-                t: line.t,
             },
             "sql" => Event::Sql {
                 conn,
@@ -263,9 +259,11 @@ pub struct LoggedDatabase {
 /// A checked SQL log: what a replay needs to know before streaming it.
 #[derive(Clone, Debug)]
 pub struct SqlLog {
+    /// the log file
     pub path: PathBuf,
     /// the run's name for it: the file's stem
     pub name: String,
+    /// its header line
     pub header: Header,
     /// `sql` events, trigger and temporary ones included
     pub statements: u64,
@@ -274,7 +272,7 @@ pub struct SqlLog {
 }
 
 /// Connection temporary: ":memory:", "" or a `file::memory:` URI (never replayed).
-pub fn is_temporary(db: &str) -> bool {
+pub(crate) fn is_temporary(db: &str) -> bool {
     db.is_empty()
         || db == ":memory:"
         || db.starts_with("file::memory:")
@@ -414,13 +412,13 @@ fn distinct_file_name(recorded: &str, taken: &[&str]) -> String {
 
 /// A PRAGMA statement's name (lower case, schema prefix removed) and value, if given.
 #[derive(Debug, PartialEq)]
-pub struct Pragma {
+pub(crate) struct Pragma {
     pub name: String,
     pub value: Option<String>,
 }
 
 /// The PRAGMA `sql` is, if it is one: `PRAGMA [schema.]name [= value | (value)]`.
-pub fn pragma_of(sql: &str) -> Option<Pragma> {
+pub(crate) fn pragma_of(sql: &str) -> Option<Pragma> {
     let text = sql.trim().trim_end_matches(';').trim();
     let head = text.get(..6)?;
     if !head.eq_ignore_ascii_case("pragma") {

@@ -14,7 +14,7 @@ use crate::EngineError;
 
 /// The hook is asked at most this often: asking may cost (the Python layer takes the GIL
 /// to run its signal handlers).
-pub const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const STOP_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
 /// SQLite virtual-machine instructions between two looks at the clock in a long statement.
 const VM_INSTRUCTIONS: c_int = 1000;
@@ -52,8 +52,8 @@ impl Stop {
         Stop::new(|| false)
     }
 
-    /// Whether to stop: the hook's answer, asked if STOP_CHECK_INTERVAL has passed since
-    /// it was last asked (and not inside [`Self::quietly`]).
+    /// Whether to stop: the hook's answer, asked if 50 ms have passed since
+    /// it was last asked (and not inside a measured transaction, which is not interrupted).
     pub fn requested(&self) -> bool {
         if self.stopped() || self.inner.quiet.load(Ordering::SeqCst) {
             return self.stopped();

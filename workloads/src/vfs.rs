@@ -88,7 +88,7 @@ impl AtomicKindCounts {
 
 /// Per-run state the shim shares with the engine: counters, the marker sink and the
 /// index of the transaction in progress (-1 outside transactions).
-pub struct VfsShared {
+pub(crate) struct VfsShared {
     counts: [AtomicKindCounts; 6],
     current_txn: AtomicI64,
     markers: Option<Arc<MarkerSink>>,
@@ -103,7 +103,7 @@ pub struct VfsShared {
 /// mount fails, so a file of the run is mapped as the file of the same name there, which
 /// holds its blocks.
 #[derive(Clone, Debug)]
-pub struct LowerDir {
+pub(crate) struct LowerDir {
     /// the run's directory as given and as SQLite names it (symbolic links resolved)
     upper: Vec<PathBuf>,
     lower: PathBuf,
@@ -130,6 +130,8 @@ impl LowerDir {
 }
 
 impl VfsShared {
+    /// Counters only: no `extents` markers (the tests').
+    #[cfg(test)]
     pub fn new(markers: Option<Arc<MarkerSink>>) -> Arc<VfsShared> {
         VfsShared::with_extents(markers, false)
     }
@@ -214,7 +216,7 @@ impl VfsShared {
 
 /// The files of the database at `db_path` that `extents` markers cover, with their kinds:
 /// the database and the rollback journal, WAL and -shm files beside it.
-pub fn database_files(db_path: &Path) -> [(FileKind, PathBuf); 4] {
+pub(crate) fn database_files(db_path: &Path) -> [(FileKind, PathBuf); 4] {
     let with_suffix = |suffix: &str| {
         let mut name = db_path.as_os_str().to_owned();
         name.push(suffix);
@@ -262,7 +264,9 @@ pub fn map_database_files(markers: &Path, db_path: &Path, at: &str) -> Result<()
 /// device sectors; on btrfs they are btrfs *logical* addresses (see MARKERS.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
+    /// the first sector
     pub sector: u64,
+    /// how many sectors
     pub sectors: u64,
 }
 
@@ -341,7 +345,7 @@ pub fn file_extents(path: &Path) -> std::io::Result<Vec<Extent>> {
 }
 
 /// The file kind SQLite announces in xOpen's flags.
-pub fn kind_from_open_flags(flags: c_int) -> FileKind {
+pub(crate) fn kind_from_open_flags(flags: c_int) -> FileKind {
     const TEMP: c_int = ffi::SQLITE_OPEN_TEMP_DB
         | ffi::SQLITE_OPEN_TEMP_JOURNAL
         | ffi::SQLITE_OPEN_SUBJOURNAL
@@ -360,7 +364,7 @@ pub fn kind_from_open_flags(flags: c_int) -> FileKind {
 }
 
 /// The file kind of a name passed to xDelete, from SQLite's suffixes.
-pub fn kind_from_name(name: &str) -> FileKind {
+pub(crate) fn kind_from_name(name: &str) -> FileKind {
     if name.ends_with("-journal") {
         FileKind::Journal
     } else if name.ends_with("-wal") {
@@ -383,7 +387,7 @@ struct ShimContext {
 
 /// A registered counting VFS; unregisters itself on drop. Every connection opened with
 /// `name()` must be closed before this is dropped.
-pub struct CountingVfs {
+pub(crate) struct CountingVfs {
     /// from Box::into_raw: SQLite links it into its VFS list (writes pNext), so Rust
     /// holds no reference to it while registered; freed in Drop after unregistering.
     vfs: *mut ffi::sqlite3_vfs,

@@ -58,7 +58,7 @@ def per_commit_means(measured: pl.DataFrame) -> dict[str, float]:
 
 def vfs_by_file(measured: pl.DataFrame) -> dict[str, dict[str, float]]:
     """Per-commit means by file kind; temp/other appear only when SQLite used them."""
-    result = {}
+    result: dict[str, dict[str, float]] = {}
     for kind in FILE_KINDS:
         figures = {field: mean_of(measured, f"vfs_{kind}_{field}") for field in KIND_FIELDS}
         if kind in DATABASE_FILE_KINDS or any(figures.values()):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import Field, asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlwa import _native, record
 from sqlwa._native import Scenario
@@ -104,8 +104,9 @@ class RunSettings:
     )
     strict: bool = _setting(False, Option("Replay: stop at the first statement that fails on replay."))
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+    def as_dict(self) -> _native.SettingsInput:
+        """The settings as the engine takes them (the field names are the same)."""
+        return cast("_native.SettingsInput", asdict(self))
 
 
 @dataclass
