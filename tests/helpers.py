@@ -161,7 +161,7 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     # a VM lab guest: qemu sharing a control directory of sqlwa's (a scratch directory)
     found += [
         f"qemu: {p.pid} {' '.join(p.argv)}"
-        for p in _system.processes()
+        for p in _system.processes.processes()
         if p.comm.startswith("qemu-system") and any(scratch_name.search(arg) for arg in p.argv)
     ]
     return found

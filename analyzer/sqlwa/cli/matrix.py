@@ -327,6 +327,20 @@ def profile_overrides() -> tuple[str, ...]:
     )
 
 
+def plan_json(plan: matrix.MatrixPlan) -> str:
+    """The plan's cells as ``sqlwa matrix --plan`` prints them (:func:`sqlwa.measure.matrix.plan_document`):
+    the axes checked and the lab's availability settled as the sweep itself would (without
+    root, the VFS level)."""
+    from sqlwa.measure import matrix
+    from sqlwa.views import json_output
+
+    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.stack.vm else None
+    if why_not_lab:
+        plan.lab, plan.lab_unavailable = False, why_not_lab
+    matrix.check_axes(plan)
+    return json_output.dumps({"schema_version": json_output.SCHEMA_VERSION, **matrix.plan_document(plan)})
+
+
 def plan_of(
     out_dir: Path | None,
     axes: dict,
@@ -438,7 +452,7 @@ def matrix_command(
 
     part = shard.parse(shard_text, int(shard_base)) if shard_text is not None else None
     if show_plan:
-        click.echo(shard.plan_json(plan_of(out_dir, axes, check_out=False, part=part)))
+        click.echo(plan_json(plan_of(out_dir, axes, check_out=False, part=part)))
         return
     if out_dir is None:
         raise click.UsageError("Missing option '-o' / '--out'.")

@@ -31,7 +31,8 @@ def merge_command(out: Path, shards: tuple[Path, ...], allow_system_dir: bool) -
     fails it unless --allow-partial). Each refusal is one line, exit 2; nothing is
     written then.
     """
-    from sqlwa.results import merge, store
+    from sqlwa.measure import merge
+    from sqlwa.results import store
 
     merged = merge.merge(out, list(shards), allow_system=allow_system_dir)
     click.echo(merge.describe(merged), err=True)

@@ -593,3 +593,28 @@ def run_each_cell(
         if on_done:
             on_done(result)
     return outcome
+
+
+def plan_document(plan: MatrixPlan) -> dict:
+    """``sqlwa matrix --plan``: the cells the command would run (one shard's with
+    ``--shard``), each with its id, run key, directory and settings."""
+    from sqlwa.measure import environment
+
+    every = plan.all_cells()
+    cells = []
+    for cell in plan.cells():
+        entry: dict[str, str | int] = {"id": sharding.cell_id(cell), "key": cell.key, "dir": f"runs/{cell.dirname}"}
+        entry["label"] = cell.label
+        entry.update({name: getattr(cell, name) for name in sharding.ID_FIELDS})
+        if plan.shard is not None:
+            entry["shard"] = sharding.shard_of(cell, every, plan.shard.count)
+        cells.append(entry)
+    return {
+        "sqlwa_version": environment.tool_version(),
+        "lab": plan.lab,
+        "lab_unavailable": plan.lab_unavailable,
+        "shard": str(plan.shard) if plan.shard else None,
+        "cells_in_matrix": len(every),
+        "cells_in_shard": len(cells) if plan.shard else None,
+        "cells": cells,
+    }

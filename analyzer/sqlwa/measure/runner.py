@@ -628,8 +628,8 @@ def guest_request(request: RunRequest, out_dir: Path) -> dict:
     if engine.looks_like_path(scenario):
         scenario = str(Path(scenario).resolve())
     settings = request.settings.as_dict()
-    if settings.get("from_db"):  # a replayed log's snapshot (the CLI resolves it; the API may not)
-        settings["from_db"] = str(Path(settings["from_db"]).resolve())
+    if from_db := settings.get("from_db"):  # a replayed log's snapshot (the CLI resolves it; the API may not)
+        settings["from_db"] = str(Path(from_db).resolve())
     return {
         "scenario": scenario,
         "settings": settings,

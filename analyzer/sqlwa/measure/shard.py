@@ -20,12 +20,15 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlwa.errors import UsageError
 
 if TYPE_CHECKING:
-    from sqlwa.measure.matrix import Cell, MatrixPlan
+    from _typeshed import DataclassInstance
+
+#: A matrix's cell (sqlwa.measure.matrix.Cell, which imports this module: not named here).
+Cell = TypeVar("Cell", bound="DataclassInstance")
 
 #: The cell settings its id is made of, in this order (a new axis is appended, with its
 #: default left out of the id, so the ids of existing cells stay what they were).
@@ -48,7 +51,7 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def cell_id(cell: Cell) -> str:
+def cell_id(cell: DataclassInstance) -> str:
     """The cell's stable id: a hash of its settings (not of its place in the sweep)."""
     settings = asdict(cell)
     key = {name: settings[name] for name in ID_FIELDS if settings[name] != ID_DEFAULTS.get(name)}
@@ -83,45 +86,7 @@ def part(cells: Sequence[Cell], shard: Shard | None) -> list[Cell]:
     return [cell for cell in cells if cell_id(cell) in ours]
 
 
-def shard_of(cell: Cell, cells: Sequence[Cell], count: int) -> int:
+def shard_of(cell: DataclassInstance, cells: Sequence[DataclassInstance], count: int) -> int:
     """Which of ``count`` shards runs ``cell`` (1-based)."""
     ordered = sorted(cell_id(c) for c in cells)
     return ordered.index(cell_id(cell)) % count + 1
-
-
-def plan_json(plan: MatrixPlan) -> str:
-    """:func:`plan_document` as ``sqlwa matrix --plan`` prints it: the axes checked and the
-    lab's availability settled as the sweep itself would (without root, the VFS level)."""
-    from sqlwa.measure import matrix
-    from sqlwa.views import json_output
-
-    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.stack.vm else None
-    if why_not_lab:
-        plan.lab, plan.lab_unavailable = False, why_not_lab
-    matrix.check_axes(plan)
-    return json_output.dumps({"schema_version": json_output.SCHEMA_VERSION, **plan_document(plan)})
-
-
-def plan_document(plan: MatrixPlan) -> dict:
-    """``sqlwa matrix --plan``: the cells the command would run (one shard's with
-    ``--shard``), each with its id, run key, directory and settings."""
-    from sqlwa.measure import environment
-
-    every = plan.all_cells()
-    cells = []
-    for cell in plan.cells():
-        entry: dict[str, str | int] = {"id": cell_id(cell), "key": cell.key, "dir": f"runs/{cell.dirname}"}
-        entry["label"] = cell.label
-        entry.update({name: getattr(cell, name) for name in ID_FIELDS})
-        if plan.shard is not None:
-            entry["shard"] = shard_of(cell, every, plan.shard.count)
-        cells.append(entry)
-    return {
-        "sqlwa_version": environment.tool_version(),
-        "lab": plan.lab,
-        "lab_unavailable": plan.lab_unavailable,
-        "shard": str(plan.shard) if plan.shard else None,
-        "cells_in_matrix": len(every),
-        "cells_in_shard": len(cells) if plan.shard else None,
-        "cells": cells,
-    }

@@ -32,6 +32,7 @@ from pathlib import Path
 from sqlwa import _system, outputs
 from sqlwa.catalogue import METRICS
 from sqlwa.errors import UsageError, writing
+from sqlwa.measure import matrix
 from sqlwa.results import rundir, store
 
 OUT_OPTION = "OUT"
@@ -113,7 +114,6 @@ def check_versions(shards: list[ShardStore]) -> None:
 
 def sweep_options(plan: dict) -> dict:
     """A plan's options, without what a shard has of its own."""
-    from sqlwa.measure import matrix
 
     options = {**matrix.PLAN_BEFORE_LAYERS, **plan}
     return {
@@ -125,7 +125,6 @@ def sweep_options(plan: dict) -> dict:
 
 def check_plans(shards: list[ShardStore]) -> dict:
     """Every shard a part of one sweep; the merged store's plan (no shard, every cell)."""
-    from sqlwa.measure import matrix
 
     for shard in shards:
         if not isinstance(shard.plan, dict):
