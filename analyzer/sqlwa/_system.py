@@ -32,6 +32,9 @@ from sqlwa.errors import LabError, ToolError, UsageError, interruption
 
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin")
 TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+# The programs the wheel carries inside the package (scripts/release): the FUSE daemon and
+# sqlwa record's preload library.
+BUNDLED_DIR = Path(__file__).resolve().parent / "_bin"
 
 
 # --------------------------------------------------------------------------- tools
@@ -890,6 +893,18 @@ def tracefs_root() -> Path | None:
         if os.path.isdir(os.path.join(candidate, "instances")):
             return Path(candidate)
     return None
+
+
+def mount_tracefs() -> Path | None:
+    """Mount tracefs on /sys/kernel/tracing where it is not mounted anywhere yet (root
+    only), as scripts/system-deps does; the mountpoint if this call mounted it, else None
+    (already mounted, not root, or the mount failed: the caller's check says why)."""
+    if tracefs_root() is not None or not is_root():
+        return None
+    target = TRACEFS_MOUNTS[0]
+    if try_tool(["mount", "-t", "tracefs", "nodev", target], timeout=30) is None:
+        return None
+    return Path(target) if tracefs_root() == Path(target) else None
 
 
 def tracefs_write(path: Path, value: str) -> None:
