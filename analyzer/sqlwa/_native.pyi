@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 __version__: Final[str]
+__git_commit__: Final[str]  # the commit the module was built from (or "unknown")
+__sqlite_version__: Final[str]  # sqlite3_libversion() of the bundled SQLite
 
 # ----------------------------------------------------------------- the settings contract
 

@@ -188,6 +188,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     blktrace_parse::one_malloc_arena_per_core();
     // setattr, not add: add would list it in __all__
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
+    // the commit it was built from (build.rs) and the SQLite bundled into it, for `sqlwa --version`
+    m.setattr("__git_commit__", env!("SQLWA_GIT_COMMIT"))?;
+    m.setattr("__sqlite_version__", rusqlite::version())?;
     m.add("SqlwaError", py.get_type::<SqlwaError>())?;
     m.add("ScenarioError", py.get_type::<ScenarioError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;

@@ -11,10 +11,14 @@ import signal
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from sqlwa.errors import ToolError
 
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin")
+# The programs the wheel carries inside the package (scripts/release): the FUSE daemon and
+# sqlwa record's preload library.
+BUNDLED_DIR = Path(__file__).resolve().parents[1] / "_bin"
 
 
 def find_tool(name: str) -> str | None:

@@ -17,6 +17,21 @@ def tracefs_root() -> Path | None:
     return None
 
 
+def mount_tracefs() -> Path | None:
+    """Mount tracefs on /sys/kernel/tracing where it is not mounted anywhere yet (root
+    only), as scripts/system-deps does; the mountpoint if this call mounted it, else None
+    (already mounted, not root, or the mount failed: the caller's check says why)."""
+    from sqlwa._system.processes import is_root
+    from sqlwa._system.tools import try_tool
+
+    if tracefs_root() is not None or not is_root():
+        return None
+    target = TRACEFS_MOUNTS[0]
+    if try_tool(["mount", "-t", "tracefs", "nodev", target], timeout=30) is None:
+        return None
+    return Path(target) if tracefs_root() == Path(target) else None
+
+
 def tracefs_write(path: Path, value: str) -> None:
     """Write one control file of tracefs (one write(2): tracefs acts on each write)."""
     with open(path, "w") as f:

@@ -53,6 +53,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,7 +132,17 @@ def tracefs_available() -> Availability:
     return Availability(True, f"tracefs at {root}", None, has_syscalls, syscall_reason)
 
 
+def mount_if_absent() -> None:
+    """As root, mount tracefs where it is not mounted (a fresh machine's first run), saying
+    so in one line on stderr; without root nothing: :func:`tracefs_available` says what
+    the block level needs."""
+    mounted = _system.tracefs.mount_tracefs()
+    if mounted is not None:
+        print(f"sqlwa: mounted tracefs on {mounted} (the block and syscall levels read it)", file=sys.stderr)
+
+
 def require_tracefs() -> Path:
+    mount_if_absent()
     availability = tracefs_available()
     if not availability.available:
         error = NeedsRoot if not _system.processes.is_root() else CaptureError

@@ -82,6 +82,11 @@ COMMANDS = {
         "Device profiles: how long a storage device takes per request, for `sqlwa predict`.",
     ),
     "record": LazyCommand("sqlwa.cli.record:record_command", "Record the SQL a program runs, as a SQL log to replay."),
+    "doctor": LazyCommand(
+        "sqlwa.cli.doctor:doctor_command",
+        "What this machine can measure (levels, filesystems, layers, the VM lab), and the command that adds each "
+        "missing piece.",
+    ),
     "predict": LazyCommand(
         "sqlwa.cli.predict:predict_command", "Predict the commit latency of measured runs on another device."
     ),
@@ -129,8 +134,29 @@ class LazyGroup(click.Group):
         return command.get_short_help_str(limit)
 
 
+def version_line() -> str:
+    """sqlwa's version, the git commit it was built from and the SQLite it bundles, all
+    three from the native module (embedded at build time: a wheel has no .git)."""
+    from sqlwa import _native
+
+    return f"sqlwa {_native.__version__} (commit {_native.__git_commit__}, SQLite {_native.__sqlite_version__})"
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_line())
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings=CONTEXT_SETTINGS)
-@click.version_option(package_name="sqlwa")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show sqlwa's version, the commit it was built from and the bundled SQLite's version, and exit.",
+)
 def main() -> None:
     """sqlwa — what does one SQLite commit really cost the storage device?
 

@@ -77,13 +77,16 @@ CHOICES = (NO_FUSE, *LAYERS)
 
 
 def daemon_binary(daemon: str) -> str | None:
-    """Where the daemon's binary is: on PATH (or sbin), or beside this Python (scripts/setup
-    installs sqlwa-fuse into the virtualenv's bin/)."""
+    """Where the daemon's binary is: on PATH (or sbin), beside this Python (scripts/setup
+    installs sqlwa-fuse into the virtualenv's bin/), or in the package (the wheel carries
+    sqlwa-fuse in sqlwa/_bin/)."""
     found = _system.tools.find_tool(daemon)
     if found:
         return found
-    beside = Path(sys.prefix) / "bin" / daemon
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+    for beside in (Path(sys.prefix) / "bin" / daemon, _system.tools.BUNDLED_DIR / daemon):
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return str(beside)
+    return None
 
 
 def check_fuse(mode: str) -> FuseSpec | None:

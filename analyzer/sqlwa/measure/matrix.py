@@ -204,6 +204,7 @@ def lab_unavailable_reason(plan: MatrixPlan) -> str | None:
         filesystem.require_lab_host(",".join(plan.filesystems))
     if not _system.processes.is_root():
         return "the block and syscall levels need root (loop devices, mkfs, mount, tracefs): run it with sudo"
+    tracing.mount_if_absent()
     availability = tracing.tracefs_available()
     if not availability.available:
         return f"the block and syscall levels need tracefs: {availability.reason} ({availability.hint})"

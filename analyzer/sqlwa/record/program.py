@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from sqlwa import _system
 from sqlwa.errors import UsageError
 from sqlwa.record import elf
 from sqlwa.record.log import Event, Header, InOrder, LogWriter
@@ -39,9 +40,9 @@ ELSEWHERE = (
 
 def preload_library() -> Path:
     """The preload library: $SQLWA_RECORD_PRELOAD, else where scripts/setup installs it
-    (the virtualenv's lib/), else beside this package."""
+    (the virtualenv's lib/), else in the package (the wheel carries it in sqlwa/_bin/)."""
     named = os.environ.get(LIBRARY_ENV)
-    candidates = [Path(named)] if named else [Path(sys.prefix) / "lib" / LIBRARY, Path(__file__).with_name(LIBRARY)]
+    candidates = [Path(named)] if named else [Path(sys.prefix) / "lib" / LIBRARY, _system.tools.BUNDLED_DIR / LIBRARY]
     for path in candidates:
         if path.is_file():
             return path.resolve()
