@@ -120,6 +120,18 @@ def filefrag_sectors(path: Path) -> list[tuple[int, int]]:
     return ranges
 
 
+def have_record_preload() -> bool:
+    """Whether sqlwa record's preload library is built (scripts/setup builds it)."""
+    from sqlwa.errors import UsageError
+    from sqlwa.record import program
+
+    try:
+        program.preload_library()
+    except UsageError:
+        return False
+    return True
+
+
 def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     """What of sqlwa's exists on this machine, of process ``pid`` or of any: loop devices
     (as `losetup -l` lists them), device-mapper targets (--crypt), mounts (/proc/mounts, FUSE mounts included), FUSE

@@ -16,20 +16,10 @@ from pathlib import Path
 import pytest
 from sql_log_truth import dump, log_events, payload_by_table, replay
 
-from sqlwa.errors import UsageError
-from sqlwa.record import program
-
-
-def have_preload() -> bool:
-    try:
-        program.preload_library()
-    except UsageError:
-        return False
-    return True
-
+from helpers import have_record_preload
 
 pytestmark = [
-    pytest.mark.skipif(not have_preload(), reason="run ./scripts/setup (it builds record-preload/)"),
+    pytest.mark.skipif(not have_record_preload(), reason="run ./scripts/setup (it builds record-preload/)"),
     pytest.mark.skipif(shutil.which("sqlite3") is None, reason="needs the sqlite3 shell"),
 ]
 

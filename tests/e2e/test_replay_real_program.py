@@ -29,22 +29,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from sqlwa.errors import UsageError
-from sqlwa.record import program
+from helpers import have_record_preload
 
 IPYTHON = Path(sys.executable).with_name("ipython")
 
 
-def have_preload() -> bool:
-    try:
-        program.preload_library()
-    except UsageError:
-        return False
-    return True
-
-
 pytestmark = [
-    pytest.mark.skipif(not have_preload(), reason="run ./scripts/setup (it builds record-preload/)"),
+    pytest.mark.skipif(not have_record_preload(), reason="run ./scripts/setup (it builds record-preload/)"),
     pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (scripts/system-deps)"),
     pytest.mark.skipif(shutil.which("sqlite3") is None, reason="needs the sqlite3 shell (scripts/system-deps)"),
     pytest.mark.skipif(not IPYTHON.exists(), reason="IPython is not installed"),
