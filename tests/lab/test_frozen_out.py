@@ -38,7 +38,9 @@ def read_stderr_until(proc: subprocess.Popen, needle: str, timeout: float) -> st
 def test_ctrl_c_with_a_frozen_out_cleans_up_at_once(tmp_path: Path) -> None:
     if shutil.which("fsfreeze") is None:
         pytest.skip("fsfreeze is not installed (Debian package util-linux)")
-    with LabFilesystem("ext4", image_size="64M") as outfs:
+    # room for the capture a run of -n 200000 is estimated to need (about 140 MiB): a
+    # smaller output filesystem is refused before the run starts (the long-run disk check)
+    with LabFilesystem("ext4", image_size="256M") as outfs:
         out = Path(outfs.mountpoint) / "out"
         argv = [sys.executable, "-m", "sqlwa", "run", "--fs", "ext4", "--image-size", "64M", "-n", "200000"]
         proc = subprocess.Popen([*argv, "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
