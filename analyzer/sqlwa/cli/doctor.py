@@ -107,7 +107,7 @@ def levels() -> list[Finding]:
             f"block tracepoints present ({tracefs.reason}); lab filesystems on loop devices"
             if ext4.available
             else f"block tracepoints present, but no lab filesystem: {ext4.reason}",
-            None if ext4.available else _filesystem_fix("ext4", ext4.reason),
+            ext4.fix,
         )
     )
     return found
@@ -119,19 +119,8 @@ def filesystems() -> list[Finding]:
     found = []
     for fs in ("ext4", "xfs", "btrfs", "f2fs"):
         support = filesystem_support(fs)
-        found.append(Finding("filesystem", fs, support.available, support.reason, _filesystem_fix(fs, support.reason)))
+        found.append(Finding("filesystem", fs, support.available, support.reason, support.fix))
     return found
-
-
-def _filesystem_fix(fs: str, reason: str) -> str:
-    from sqlwa.lab.filesystem import FILESYSTEMS, _package_of
-
-    spec = FILESYSTEMS[fs]
-    if "is not installed" in reason:
-        return f"sudo apt-get install {_package_of(spec)}"
-    if "kernel has no" in reason:
-        return f"sudo modprobe {spec.kernel_type}   (or sqlwa run --vm --fs {fs}: Debian's kernel has it)"
-    return f"sudo apt-get install {_package_of(spec)} util-linux"
 
 
 def layers() -> list[Finding]:

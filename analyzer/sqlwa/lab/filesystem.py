@@ -163,6 +163,7 @@ class Support:
     available: bool
     reason: str
     hint: str | None = None
+    fix: str | None = None  # the one command that adds what is missing (sqlwa doctor)
 
 
 def _kernel_support(kernel_type: str, fs: str) -> Support | None:
@@ -184,6 +185,7 @@ def _kernel_support(kernel_type: str, fs: str) -> Support | None:
         # and uses this host's mkfs tools: --vm is the fix for a kernel without one.
         f"add --vm (Debian's kernel has {kernel_type}), or load the {kernel_type} module / "
         f"run on a kernel with CONFIG_{kernel_type.upper()}_FS",
+        f"sudo modprobe {kernel_type}   (or sqlwa run --vm --fs {fs}: Debian's kernel has it)",
     )
 
 
@@ -198,7 +200,13 @@ def filesystem_support(fs: str) -> Support:
         return missing_kernel
     for tool, package in ((spec.mkfs_tool, _package_of(spec)), ("losetup" if spec.mkfs_tool else None, "mount")):
         if tool and not _system.tools.find_tool(tool):
-            return Support(fs, False, f"{fs}: {tool} is not installed", f"install it, e.g. apt-get install {package}")
+            return Support(
+                fs,
+                False,
+                f"{fs}: {tool} is not installed",
+                f"install it, e.g. apt-get install {package}",
+                f"sudo apt-get install {package}",
+            )
     return Support(fs, True, f"{fs}: kernel support and {spec.mkfs_tool or 'mount'} present")
 
 
@@ -208,7 +216,7 @@ def _stacked_support(spec: FsSpec) -> Support | None:
     try:
         ecryptfs.check_ecryptfs()
     except UnsupportedFilesystem as exc:
-        return Support(spec.name, False, str(exc), hint_of(exc))
+        return Support(spec.name, False, str(exc), hint_of(exc), f"sqlwa run --vm --fs {spec.name}")
     return None
 
 
