@@ -602,13 +602,14 @@ def plan_document(plan: MatrixPlan) -> dict:
     from sqlwa.measure import environment
 
     every = plan.all_cells()
+    shards = sharding.shards_by_id([sharding.cell_id(c) for c in every], plan.shard.count) if plan.shard else {}
     cells = []
     for cell in plan.cells():
         entry: dict[str, str | int] = {"id": sharding.cell_id(cell), "key": cell.key, "dir": f"runs/{cell.dirname}"}
         entry["label"] = cell.label
         entry.update({name: getattr(cell, name) for name in sharding.ID_FIELDS})
         if plan.shard is not None:
-            entry["shard"] = sharding.shard_of(cell, every, plan.shard.count)
+            entry["shard"] = shards[str(entry["id"])]
         cells.append(entry)
     return {
         "sqlwa_version": environment.tool_version(),

@@ -461,7 +461,7 @@ def check_capture_room(txns: int | None, out_dir: Path) -> None:
         return
     events, need = capture_estimate(txns)
     existing = next(p for p in [out_dir, *out_dir.absolute().parents] if p.exists())
-    free = shutil.disk_usage(existing).free
+    free, _ = _system.mounts.free_space(str(existing))
     mib = 2**20
     print(
         f"sqlwa: capture estimate: ~{events:,} trace events, ~{need / mib:,.0f} MiB in {out_dir} "

@@ -82,11 +82,12 @@ def part(cells: Sequence[Cell], shard: Shard | None) -> list[Cell]:
     """The cells of ``shard`` (all of them without one), in the sweep's own order."""
     if shard is None:
         return list(cells)
-    ours = {cell_id(c) for i, c in enumerate(sorted(cells, key=cell_id)) if i % shard.count == shard.index - 1}
-    return [cell for cell in cells if cell_id(cell) in ours]
+    ids = [cell_id(cell) for cell in cells]
+    shards = shards_by_id(ids, shard.count)
+    return [cell for cell, cid in zip(cells, ids, strict=True) if shards[cid] == shard.index]
 
 
-def shard_of(cell: DataclassInstance, cells: Sequence[DataclassInstance], count: int) -> int:
-    """Which of ``count`` shards runs ``cell`` (1-based)."""
-    ordered = sorted(cell_id(c) for c in cells)
-    return ordered.index(cell_id(cell)) % count + 1
+def shards_by_id(ids: Sequence[str], count: int) -> dict[str, int]:
+    """Which of ``count`` shards (1-based) runs each cell, by id: the cells sorted by id
+    dealt out in turn (the one rule of the split)."""
+    return {cid: i % count + 1 for i, cid in enumerate(sorted(ids))}
