@@ -148,10 +148,7 @@ def layers() -> list[Finding]:
         daemon = fuse.daemon_binary(fuse.SQLWA_DAEMON)
         found.append(Finding("layer", "FUSE", True, f"the kernel's FUSE, /dev/fuse and {daemon}"))
     except (UnsupportedFilesystem, UsageError) as exc:
-        fix = hint_of(exc) or ""
-        if "sqlwa-fuse is not installed" in str(exc):
-            fix = "pip install --force-reinstall sqlwa-*.whl   (the wheel carries sqlwa-fuse), or ./scripts/setup"
-        found.append(Finding("layer", "FUSE", False, str(exc), fix))
+        found.append(Finding("layer", "FUSE", False, str(exc), hint_of(exc)))
     ok, reason, hint = crypt_support()
     if not ok and hint is None:
         hint = "sqlwa run --vm --crypt dm-crypt   (Debian's kernel has device-mapper)"

@@ -76,6 +76,10 @@ LAYERS = {
 CHOICES = (NO_FUSE, *LAYERS)
 
 
+#: How sqlwa-fuse comes back: the wheel carries it, a checkout's set-up builds it.
+SQLWA_DAEMON_FIX = "pip install --force-reinstall sqlwa-*.whl   (the wheel carries sqlwa-fuse), or ./scripts/setup"
+
+
 def daemon_binary(daemon: str) -> str | None:
     """Where the daemon's binary is: on PATH (or sbin), beside this Python (scripts/setup
     installs sqlwa-fuse into the virtualenv's bin/), or in the package (the wheel carries
@@ -104,7 +108,7 @@ def check_fuse(mode: str) -> FuseSpec | None:
     if not os.path.exists("/dev/fuse"):
         raise UnsupportedFilesystem(f"--fuse {mode}: there is no /dev/fuse", "create it: mknod /dev/fuse c 10 229")
     if daemon_binary(spec.daemon) is None:
-        fix = "run ./scripts/setup (it builds sqlwa-fuse)" if spec.daemon == SQLWA_DAEMON else "apt-get install bindfs"
+        fix = SQLWA_DAEMON_FIX if spec.daemon == SQLWA_DAEMON else "apt-get install bindfs"
         raise UnsupportedFilesystem(f"--fuse {mode}: {spec.daemon} is not installed", fix)
     return spec
 
