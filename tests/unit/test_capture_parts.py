@@ -17,6 +17,7 @@ from polars.testing import assert_frame_equal
 
 from sqlwa.analysis import traceformat, traceparse
 from sqlwa.capture import drain
+from sqlwa.errors import UsageError
 from sqlwa.measure import runner
 from sqlwa.results import rundir
 
@@ -91,3 +92,31 @@ def test_a_new_run_removes_an_unfinished_runs_parts(tmp_path):
     assert not any(p.exists() for p in parts) and not (tmp_path / rundir.TRACE_FILE).exists()
     assert mine.read_text() == "the user's\n"
     assert drain.parts_of(tmp_path / rundir.TRACE_FILE) == []
+
+
+def cut_capture(tmp_path: Path, numbers: list[int]) -> Path:
+    """The ext4-wal sample's trace.txt as parts with these numbers, and the text after them."""
+    trace = tmp_path / "trace.txt"
+    pieces = segments((SAMPLES / "ext4-wal" / "trace.txt").read_bytes(), len(numbers) + 1)
+    for number, piece in zip(numbers, pieces):
+        trace.write_bytes(piece)
+        drain.convert_segment(trace, drain.part_path(trace, number))
+    trace.write_bytes(pieces[-1])
+    return trace
+
+
+def test_a_gap_in_the_parts_numbers_overwrites_none(tmp_path):
+    """Parts 0 and 2 (1 missing): the text after them becomes part 3, not a second part 2."""
+    expected, _ = traceparse.parse(SAMPLES / "ext4-wal" / "trace.txt", format="ftrace", lenient=True)
+    trace = cut_capture(tmp_path, [0, 2])
+    runner.parse_capture(trace, tmp_path / "events.parquet")
+    assert_frame_equal(pl.read_parquet(tmp_path / "events.parquet"), expected)
+
+
+@pytest.mark.parametrize("damaged", ["part", "report"])
+def test_a_damaged_part_is_one_line(tmp_path, damaged):
+    trace = cut_capture(tmp_path, [0])
+    part = drain.part_path(trace, 0)
+    (part if damaged == "part" else drain.report_path(part)).write_bytes(b"\x00garbled")
+    with pytest.raises(UsageError, match="damaged or not sqlwa's"):
+        runner.parse_capture(trace, tmp_path / "events.parquet")

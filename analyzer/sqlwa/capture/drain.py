@@ -38,6 +38,11 @@ def part_path(trace_path: Path, number: int) -> Path:
     return trace_path.with_name(f"trace.{number:05d}.parquet")
 
 
+def part_number(part: Path) -> int:
+    """The number in a part's name (``trace.00003.parquet`` → 3)."""
+    return int(part.name.split(".")[1])
+
+
 def parts_of(trace_path: Path) -> list[Path]:
     """The parts a long run's drain made of its capture, in order (none for a short run)."""
     return sorted(trace_path.parent.glob("trace.[0-9][0-9][0-9][0-9][0-9].parquet"))

@@ -324,10 +324,21 @@ def parse_capture(trace_path: Path, events_path: Path) -> dict:
     parts = drain.parts_of(trace_path)
     if not parts:
         return traceformat.parse_to_parquet(trace_path, events_path, format="ftrace", lenient=True)
-    reports = [json.loads(drain.report_path(part).read_text()) for part in parts]
-    last = drain.part_path(trace_path, len(parts))
+    reports = []
+    for part in parts:
+        with rundir.reading(drain.report_path(part)):
+            reports.append(json.loads(drain.report_path(part).read_text()))
+    # numbered after the highest part, not by their count: a gap must not overwrite one
+    last = drain.part_path(trace_path, drain.part_number(parts[-1]) + 1)
     reports.append(drain.convert_segment(trace_path, last))
-    pl.scan_parquet([*parts, last]).sink_parquet(events_path)
+    try:
+        pl.scan_parquet([*parts, last]).sink_parquet(events_path)
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise UsageError(
+            f"the capture's parts in {trace_path.parent} are damaged or not sqlwa's: {detail}",
+            "re-run the measurement that writes them",
+        ) from None
     for part in [*parts, last]:
         part.unlink()
         drain.report_path(part).unlink()
