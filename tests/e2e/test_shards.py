@@ -160,6 +160,8 @@ def run_shards(tmp: Path, sweep: tuple[str, ...], count: int = SHARDS, kill_shar
     stdout, stderr = proc.communicate(timeout=600)
     expected = 0 if kill_shard is None else 1  # parallel's exit status: the number of failed jobs
     assert proc.returncode == expected, f"{stdout[-2000:]}\n{stderr[-3000:]}"
+    if kill_shard is not None:  # what a user does after a kill -9: its scratch directory goes
+        sqlwa("lab", "cleanup")
     return outs
 
 
