@@ -84,3 +84,23 @@ def test_cleanup_removes_a_killed_vfs_only_runs_scratch_directory_but_not_a_kept
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_cleanup_removes_the_directory_of_a_run_killed_while_writing_its_mark(tmp_path: Path) -> None:
+    """A kill -9 between creating the mark and writing its text leaves an empty or cut
+    mark (CI met one); such a directory goes, one with anything else in it stays."""
+    from sqlwa.lab.scratch import SCRATCH_MARK, SCRATCH_MARK_TEXT
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    marks = {"empty": "", "cut": SCRATCH_MARK_TEXT[:7], "foreign": "not sqlwa's\n", "with-more": ""}
+    dirs = {}
+    for name, text in marks.items():
+        directory = tmp_path / f"sqlwa-run-{dead.pid}-{name.replace('-', '')}"
+        directory.mkdir()
+        (directory / SCRATCH_MARK).write_text(text)
+        dirs[name] = directory
+    (dirs["with-more"] / "notes.txt").write_text("a user's")
+    result = CliRunner().invoke(lab_group, ["cleanup", "--workdir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([dirs["foreign"].name, dirs["with-more"].name])

@@ -58,6 +58,22 @@ def has_scratch_mark(directory: str | os.PathLike) -> bool:
         return False
 
 
+def killed_while_marking(directory: Path) -> bool:
+    """Whether ``directory`` holds nothing but a mark cut short: a run killed between
+    creating the mark and writing its text (the file exists, empty or a prefix of it)."""
+    try:
+        entries = [entry.name for entry in directory.iterdir()]
+        if entries != [SCRATCH_MARK]:
+            return not entries  # an empty one: killed before it created the mark
+        mark = directory / SCRATCH_MARK
+        if mark.is_symlink() or not mark.is_file():
+            return False
+        with open(mark, "rb") as f:
+            return SCRATCH_MARK_TEXT.encode().startswith(f.read(len(SCRATCH_MARK_TEXT) + 1))
+    except OSError:
+        return False
+
+
 def check_scratch_parent(parent: Path | None, allow_system: bool = False) -> None:
     """``--dir`` must be an existing writable directory, not a system one: sqlwa makes its
     fresh run directory inside it, and creates nothing else (no parents left behind)."""
@@ -99,7 +115,7 @@ def scratch_dir(parent: Path | None, keep: bool) -> Iterator[Path]:
 
 def dead_scratch_dirs(bases: list[str]) -> list[Path]:
     """Scratch directories in ``bases`` whose owner is gone, except those kept on request:
-    those with sqlwa's mark, and empty ones (a run killed before it wrote its mark)."""
+    those with sqlwa's mark, and those of a run killed before its mark was whole."""
     found = []
     for base in bases:
         if not os.path.isdir(base):
@@ -108,7 +124,7 @@ def dead_scratch_dirs(bases: list[str]) -> list[Path]:
             match = SCRATCH_NAME_RE.match(entry.name)
             if not match or not entry.is_dir() or entry.is_symlink() or (entry / KEEP_MARK).exists():
                 continue
-            if not has_scratch_mark(entry) and any(entry.iterdir()):
+            if not has_scratch_mark(entry) and not killed_while_marking(entry):
                 continue
             if _system.ownership.owner_is_gone(entry, int(match.group(1))):
                 found.append(entry)
