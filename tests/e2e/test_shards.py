@@ -292,3 +292,32 @@ def test_merge_refuses_other_schema_versions_and_different_results(tmp_path):
     refused = sqlwa_in_process("merge", str(foreign), str(one))
     assert refused.returncode == 2 and "notes.txt" in refused.stderr
     assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+
+def test_merge_refuses_a_damaged_plan_and_keeps_a_failed_cells_missing_directory_out(tmp_path):
+    base = ("--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "5", "--warmup", "0")
+    one, two = tmp_path / "one", tmp_path / "two"
+    sqlwa("matrix", *base, "--shard", "1/2", "--out", str(one))
+    sqlwa("matrix", *base, "--shard", "2/2", "--out", str(two))
+
+    # A failed cell that left no directory: its row keeps the path it named, nothing in OUT.
+    with sqlite3.connect(two / store.STORE_FILE) as conn:
+        (run_dir,) = conn.execute("SELECT run_dir FROM runs").fetchone()
+        conn.execute("UPDATE runs SET status = 'failed'")
+    gone = Path(run_dir) if Path(run_dir).is_absolute() else two / run_dir
+    shutil.rmtree(gone)
+    merged = sqlwa_in_process("merge", str(tmp_path / "m"), str(one), str(two))
+    assert merged.returncode == 0, merged.stderr
+    with sqlite3.connect(tmp_path / "m" / store.STORE_FILE) as conn:
+        failed = conn.execute("SELECT run_dir FROM runs WHERE status = 'failed'").fetchone()[0]
+    assert failed == str(gone.resolve()) and len(list((tmp_path / "m" / "runs").iterdir())) == 1
+
+    # A plan whose cell keys are one string, not a list (a damaged store): one line.
+    with sqlite3.connect(two / store.STORE_FILE) as conn:
+        plan = json.loads(conn.execute("SELECT plan_json FROM matrix_plan").fetchone()[0])
+        for key in ("cell_keys", "matrix_cell_keys"):
+            plan[key] = ",".join(plan[key])
+        conn.execute("UPDATE matrix_plan SET plan_json = ?", (json.dumps(plan),))
+    refused = sqlwa_in_process("merge", str(tmp_path / "m2"), str(one), str(two))
+    assert refused.returncode == 2 and "stored plan is damaged" in refused.stderr, refused.stderr
+    assert not (tmp_path / "m2").exists()

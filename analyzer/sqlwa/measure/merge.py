@@ -150,8 +150,13 @@ def check_plans(shards: list[ShardStore]) -> dict:
     cells: list[str] = []
     for shard in shards:
         plan = shard.plan or {}
-        keys = plan.get("matrix_cell_keys", plan.get("cell_keys"))
-        cells.extend(key for key in keys or [] if isinstance(key, str))
+        keys = plan.get("matrix_cell_keys", plan.get("cell_keys")) or []
+        if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+            raise UsageError(
+                f"shard {shard.path}'s stored plan is damaged: its cell keys are not a list of names",
+                "re-run that shard with its sqlwa matrix command into a new --out",
+            )
+        cells.extend(keys)
     merged = {key: value for key, value in (first.plan or {}).items() if key not in SHARD_PLAN_KEYS}
     merged["shard"] = None
     merged["cell_keys"] = list(dict.fromkeys(cells))
@@ -185,7 +190,8 @@ class Kept:
 
 
 def run_directory(shard: ShardStore, row: dict) -> Path | None:
-    """The run directory a shard's row names, checked to be there and complete."""
+    """The run directory a shard's row names, checked to be there and complete; None if
+    there is none to copy (a failed cell may have left none)."""
     if row.get("run_dir") is None:
         return None
     source = Path(row["run_dir"])
@@ -195,7 +201,7 @@ def run_directory(shard: ShardStore, row: dict) -> Path | None:
             f"shard {shard.path}: run {row['run_key']} has no complete directory {source}",
             "re-run that shard with its sqlwa matrix command plus --resume",
         )
-    return source
+    return source if source.is_dir() else None
 
 
 def choose_runs(shards: list[ShardStore]) -> tuple[list[Kept], int]:
@@ -268,7 +274,7 @@ def write(out: Path, plan: dict, runs: list[Kept]) -> None:
     made: list[Path] = []
     try:
         for run in runs:
-            if run.source is not None and run.source.is_dir():
+            if run.source is not None:
                 target = out / "runs" / run.source.name
                 made.append(target)
                 with writing(target, "a shard's run into"):
@@ -277,9 +283,10 @@ def write(out: Path, plan: dict, runs: list[Kept]) -> None:
         conn = store.connect(out / store.STORE_FILE)
         try:
             store.record_plan(conn, plan)
+            columns = StoreColumns.of(conn)
             with store.write_transaction(conn):
                 for run in runs:
-                    insert(conn, run)
+                    insert(conn, columns, run)
         finally:
             store.close(conn)
     except BaseException:
@@ -295,12 +302,15 @@ def write(out: Path, plan: dict, runs: list[Kept]) -> None:
 
 
 def relocated(run: Kept, name: str) -> str | None:
-    """A path column of the run's row (run_dir, events_path) as it is in OUT."""
+    """A path column of the run's row (run_dir, events_path) as it is in OUT: inside the
+    copied run directory, else where it is (absolute: OUT is not the shard)."""
     value = run.row.get(name)
-    if value is None or run.source is None:
+    if value is None:
         return value
     path = Path(value)
     path = path if path.is_absolute() else run.shard.path / path
+    if run.source is None:
+        return str(path.resolve())
     try:
         inside = path.resolve().relative_to(run.source.resolve())
     except ValueError:
@@ -308,21 +318,32 @@ def relocated(run: Kept, name: str) -> str | None:
     return str(Path("runs") / run.source.name / inside)
 
 
-def insert(conn: sqlite3.Connection, run: Kept) -> None:
+@dataclass(frozen=True)
+class StoreColumns:
+    """The merged store's columns, read once: a run's (without its id) and a commit's."""
+
+    runs: list[str]
+    commits: list[str]
+
+    @classmethod
+    def of(cls, conn: sqlite3.Connection) -> StoreColumns:
+        runs = [r["name"] for r in conn.execute("PRAGMA table_info(runs)") if r["name"] != "id"]
+        return cls(runs, [r["name"] for r in conn.execute("PRAGMA table_info(commits)")])
+
+
+def insert(conn: sqlite3.Connection, columns: StoreColumns, run: Kept) -> None:
     """The run's row (a new id, its paths in OUT) and its commits."""
-    columns = [r["name"] for r in conn.execute("PRAGMA table_info(runs)") if r["name"] != "id"]
-    row = {name: run.row.get(name) for name in columns}
+    row = {name: run.row.get(name) for name in columns.runs}
     row["run_dir"], row["events_path"] = relocated(run, "run_dir"), relocated(run, "events_path")
     names = ", ".join(row)
     marks = ", ".join("?" for _ in row)
     run_id = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values())).lastrowid
     if not run.commits:
         return
-    commit_columns = [r["name"] for r in conn.execute("PRAGMA table_info(commits)")]
-    marks = ", ".join("?" for _ in commit_columns)
+    marks = ", ".join("?" for _ in columns.commits)
     conn.executemany(
-        f"INSERT INTO commits ({', '.join(commit_columns)}) VALUES ({marks})",
-        [tuple(run_id if name == "run_id" else commit.get(name) for name in commit_columns) for commit in run.commits],
+        f"INSERT INTO commits ({', '.join(columns.commits)}) VALUES ({marks})",
+        [tuple(run_id if name == "run_id" else commit.get(name) for name in columns.commits) for commit in run.commits],
     )
 
 
