@@ -239,9 +239,9 @@ def run_workload(
     keep_measured: bool = False,
 ) -> WorkloadResult:
     """Run ``scenario`` in ``directory`` and return its per-commit records."""
-    return WorkloadResult.from_raw(
-        run_workload_raw(scenario, settings, directory, marker_path, progress, keep_measured)
-    )
+    raw = run_workload_raw(scenario, settings, directory, marker_path, progress, keep_measured)
+    raise_if_nothing_measured(raw)
+    return WorkloadResult.from_raw(raw)
 
 
 def run_workload_raw(
@@ -265,6 +265,14 @@ def run_workload_raw(
         progress,
         keep_measured,
     )
+
+
+def raise_if_nothing_measured(raw: Mapping[str, Any]) -> None:
+    """A run a signal stopped (``keep_measured``) before its first measured commit has
+    nothing to keep: the signal is raised now, as without ``keep_measured``."""
+    interruption = interruption_of(raw["info"])
+    if interruption is not None and all(raw["commits"]["warmup"]):
+        raise KeyboardInterrupt() if interruption == "interrupted" else _native.Interrupted(interruption)
 
 
 def interruption_of(info: Mapping[str, Any]) -> str | None:

@@ -148,6 +148,7 @@ def capture_run(
                 progress=progress,
                 keep_measured=options.keep_measured,
             )
+            engine.raise_if_nothing_measured(raw)
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
             if fs.fuse and daemon_before is not None:

@@ -38,7 +38,7 @@ from sqlwa.analysis.summary import build_summary, with_vfs_totals
 from sqlwa.capture import drain, tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.durability import explore
-from sqlwa.errors import Interrupted, ScenarioError, TraceLossError, UsageError, writing
+from sqlwa.errors import ScenarioError, TraceLossError, UsageError, writing
 from sqlwa.lab import devmapper, filesystem, stack
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.lab.stack import StackSpec
@@ -225,8 +225,8 @@ def measured_span_ns(measured: pl.DataFrame) -> int:
 def stop_section(info: dict, settings: engine.RunSettings, commits: pl.DataFrame) -> dict:
     """summary.json's ``stopped``: what bounded the run's transactions (``by``: "txns",
     "duration", "interrupted", a replay's "log"), what was asked, and for a run a signal
-    stopped between its commits ``partial``: "interrupted after N of M commits". A run so
-    stopped before its first measured commit has nothing to keep: the signal is raised."""
+    stopped between its commits ``partial``: "interrupted after N of M commits" (one so
+    stopped before its first measured commit was not kept: engine.raise_if_nothing_measured)."""
     measured = commits.filter(~pl.col("warmup"))
     section: dict[str, Any] = {
         "by": info.get("stopped_by"),
@@ -237,8 +237,6 @@ def stop_section(info: dict, settings: engine.RunSettings, commits: pl.DataFrame
     interruption = engine.interruption_of(info)
     if interruption is None:
         return section
-    if measured.height == 0:
-        raise KeyboardInterrupt() if interruption == "interrupted" else Interrupted(interruption)
     what = f"{interruption} after {measured.height}" + (f" of {settings.txns}" if settings.txns else "") + " commits"
     if settings.duration_s:
         what += f" ({section['measured_s']:g} s of the {settings.duration_s:g} s asked)"
