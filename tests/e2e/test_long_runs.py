@@ -97,6 +97,21 @@ def test_durations_read_as_people_write_them() -> None:
     assert {text: parse_duration(text) for text in cases} == cases
 
 
+def test_a_replay_takes_no_duration(tmp_path: Path) -> None:
+    from helpers import REPO
+
+    out = tmp_path / "out"
+    proc = sqlwa(
+        "run", "-s", str(REPO / "examples" / "ipython-history.jsonl"), "--duration", "3s", "-o", str(out), check=False
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.startswith("sqlwa: error:")] == [
+        f"sqlwa: error: --duration bounds a scenario's run, and {REPO / 'examples' / 'ipython-history.jsonl'} "
+        "is a SQL log, replayed to its end"
+    ]
+    assert not out.exists()
+
+
 def test_crash_and_vm_runs_take_no_duration(tmp_path: Path) -> None:
     crash = sqlwa("crash", "--duration", "3s", check=False)
     assert crash.returncode == 2 and "--duration" in crash.stderr

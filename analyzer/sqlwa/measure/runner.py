@@ -173,6 +173,7 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
     KeyboardInterrupt, so the caller can say what was left unfinished. A ``--vm`` run
     uses ``guest`` when given (a matrix boots one for all its cells), else boots its own."""
     engine.check_settings(request.settings)  # refused before any directory or lab is made
+    refuse_duration_of_replay(request)
     check_out_dir(request)  # and where it writes, before anything is measured
     guard = _system.signals.SignalGuard()  # the lab and capture install their own inside this one
     guard.install()
@@ -184,6 +185,22 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
         return execute_vfs_only(request, progress)
     finally:
         guard.restore()
+
+
+def refuse_duration_of_replay(request: RunRequest) -> None:
+    """A replayed SQL log runs to its end (or -n): --duration is refused before anything
+    is made, as the engine would refuse it once the run had begun."""
+    scenario = Path(request.scenario)
+    if (
+        request.settings.duration_s is not None
+        and engine.looks_like_path(request.scenario)
+        and scenario.is_file()
+        and engine.has_log_header(scenario)
+    ):
+        raise UsageError(
+            f"--duration bounds a scenario's run, and {scenario} is a SQL log, replayed to its end",
+            "give -n to stop the replay after that many transactions, or leave --duration out",
+        )
 
 
 def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
