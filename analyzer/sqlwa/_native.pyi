@@ -34,6 +34,7 @@ __all__ = [
     "LOCKING_MODES",
     "FILE_KINDS",
     "VFS_COUNTERS",
+    "MAX_DURATION_S",
     "MAX_THINK_TIME_MS",
     "default_settings",
     "check_settings",
@@ -83,6 +84,8 @@ FILE_KINDS: Final[tuple[_FileKind, ...]]
 VFS_COUNTERS: Final[tuple[_VfsCounter, ...]]
 #: The longest ``think_time_ms`` a run or a scenario may ask for (an hour).
 MAX_THINK_TIME_MS: Final[float]
+#: The longest ``duration_s`` a run may ask for (a year).
+MAX_DURATION_S: Final[float]
 
 @type_check_only
 class Settings(TypedDict):
@@ -92,6 +95,8 @@ class Settings(TypedDict):
     journal: _JournalMode
     sync: _SyncMode
     txns: int | None
+    #: the transactions run for at most this many seconds (None: no time bound)
+    duration_s: float | None
     warmup: int | None
     seed: int | None
     page_size: int | None
@@ -124,6 +129,8 @@ class SettingsInput(TypedDict, total=False):
     journal: str | None
     sync: str | None
     txns: int | None
+    #: the transactions run for at most this many seconds (None: no time bound)
+    duration_s: float | None
     warmup: int | None
     seed: int | None
     page_size: int | None
@@ -187,6 +194,11 @@ class WorkloadInfo(TypedDict):
     #: the process and thread that ran the SQL
     pid: int
     tid: int
+    #: what ended the transactions: "txns", "duration", "interrupted" (keep_measured), or
+    #: a replay's "log" (its end)
+    stopped_by: str
+    #: with stopped_by "interrupted": the signal's message ("interrupted" for Ctrl-C)
+    interruption: NotRequired[str]
     #: a replayed SQL log only: what was replayed, skipped, overridden and failed, per
     #: database file (workloads' ReplaySummary, as JSON)
     replay: NotRequired[ReplaySummary]
@@ -315,9 +327,16 @@ def run_workload(
     settings: SettingsInput,
     dir: _Path,
     marker_path: _Path | None = None,
-    progress: Callable[[int, int], object] | None = None,
+    progress: Callable[[int, int | None], object] | None = None,
+    keep_measured: bool = False,
 ) -> WorkloadRun:
     """Run ``scenario`` in ``dir``: ``{"info": {...}, "commits": {column: [values]}}``.
+
+    ``progress(done, total)`` from time to time (``total`` None when a duration alone
+    bounds the run); a ``figures`` dict attribute of it is updated first (``measured``,
+    ``syncs``, ``write_bytes`` of the measured transactions so far). With
+    ``keep_measured`` a Ctrl-C or SIGTERM between measured transactions ends the run there
+    and returns it (``info["stopped_by"]`` "interrupted", ``info["interruption"]``).
 
     The commit columns: ``index``, ``warmup``, ``start_ns``, ``end_ns``, ``logical_bytes``,
     ``statements``, ``cpu_user_ns`` and ``cpu_sys_ns`` (the SQL thread's CPU time inside

@@ -29,9 +29,11 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
 
 
 def interrupt_rerun(out: Path, signum: int) -> None:
-    """Start a long `sqlwa run` into ``out``, let it get going, then send it ``signum``."""
+    """Start a long `sqlwa run` into ``out``, let it get going, then send it ``signum``:
+    in its warm-up, so that nothing measured is kept (a signal between measured commits
+    keeps them: tests/e2e/test_long_runs.py) and the run stays unfinished."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sqlwa", "run", "-n", "200000", "--warmup", "0", "--out", str(out)],
+        [sys.executable, "-m", "sqlwa", "run", "-n", "1", "--warmup", "200000", "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -231,7 +231,8 @@ def test_the_stubs_dicts_have_the_keys_the_module_returns(tmp_path):
     )
     run = run_tiny(tmp_path / "run")
     assert set(run) == stub_keys("WorkloadRun")
-    assert set(run["info"]) == stub_keys("WorkloadInfo") - {"replay"}  # NotRequired: a replayed log's only
+    # NotRequired: a replayed log's only, and a run a signal stopped (keep_measured)'s only
+    assert set(run["info"]) == stub_keys("WorkloadInfo") - {"replay", "interruption"}
 
 
 def test_the_stubs_settings_and_replay_dicts_have_the_keys_the_module_returns(tmp_path):

@@ -70,6 +70,10 @@ pub struct RunInfo {
     pub pid: u32,
     /// the thread that ran the SQL, as the kernel numbers it (for syscall filters)
     pub tid: u32,
+    /// what ended the transactions: "txns" (all of them ran), "duration"
+    /// ([`RunSettings::duration_s`] ran out) or "interrupted" (a stop between commits, with
+    /// [`Stop::keep_measured`]); a replay: "txns" or "log" (its end)
+    pub stopped_by: String,
 }
 
 /// A run's results.
@@ -82,12 +86,19 @@ pub struct RunOutput {
 }
 
 /// How far a run is, handed to the progress callback.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Progress {
     /// transactions done (a replay: statements of the log)
     pub done: u64,
-    /// transactions in all, warm-up included (a replay: the log's statements)
-    pub total: u64,
+    /// transactions in all, warm-up included (a replay: the log's statements); None when
+    /// only a duration bounds the run
+    pub total: Option<u64>,
+    /// measured (not warm-up) transactions done
+    pub measured: u64,
+    /// VFS syncs (xSync) of the measured transactions so far, every file
+    pub syncs: u64,
+    /// VFS bytes written (xWrite) by the measured transactions so far, every file
+    pub write_bytes: u64,
 }
 
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -99,7 +110,15 @@ pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 /// file `markers` when given.
 ///
 /// `progress` is called at most ~10 times a second; when it returns `false` the run stops
-/// at the next transaction boundary with [`EngineError::Interrupted`].
+/// at the next transaction boundary with [`EngineError::Interrupted`] (or, with
+/// [`Stop::keep_measured`], ends there with the transactions done, `stopped_by`
+/// "interrupted").
+///
+/// The transactions run until [`RunSettings::txns`] (plus the warm-up) are done or, with
+/// [`RunSettings::duration_s`], until that many seconds have passed since the first
+/// transaction began, whichever comes first: no transaction starts after the deadline
+/// (a think time is cut short by it). A duration without `txns` leaves their number
+/// unbounded; the setup is then sized for the scenario's own number.
 ///
 /// PRAGMAs: a scenario's `[pragmas]` are defaults the run's settings override, applied
 /// before them; the extra PRAGMAs ([`RunSettings::extra_pragmas`]) are applied last, one
@@ -392,8 +411,9 @@ impl Runner<'_> {
         self.create_schema(seed)?;
         self.dm_mark("sqlwa-setup")?;
         self.snapshot("setup")?;
-        let info = self.run_info(seed)?;
-        let commits = self.transactions(seed, progress)?;
+        let mut info = self.run_info(seed)?;
+        let (commits, stopped_by) = self.transactions(seed, progress)?;
+        info.stopped_by = stopped_by.to_string();
         Ok((commits, info))
     }
 
@@ -621,6 +641,7 @@ impl Runner<'_> {
             db_path: PathBuf::new(),
             pid: 0,
             tid: 0,
+            stopped_by: String::new(),
         })
     }
 
@@ -628,33 +649,79 @@ impl Runner<'_> {
         &self,
         seed: u64,
         progress: &mut dyn FnMut(Progress) -> bool,
-    ) -> Result<Vec<CommitRecord>, EngineError> {
-        let (warmup, total) = (self.warmup_count(), self.total_txns());
+    ) -> Result<(Vec<CommitRecord>, &'static str), EngineError> {
+        let warmup = self.warmup_count();
+        // a duration alone leaves the number of transactions open
+        let total = match (self.settings.duration_s, self.settings.txns) {
+            (Some(_), None) => None,
+            _ => Some(self.total_txns()),
+        };
         let think = self
             .settings
             .think_time_ms
             .unwrap_or(self.scenario.think_time_ms);
+        let deadline =
+            (self.settings.duration_s).map(|s| Instant::now() + Duration::from_secs_f64(s));
         let mut workload = Workload::new(self.scenario, seed);
-        let mut commits = Vec::with_capacity(total as usize);
+        let mut commits = Vec::with_capacity(total.unwrap_or(0).min(1 << 20) as usize);
         let mut last_report: Option<Instant> = None;
-        for index in 0..total {
+        let mut now = Progress {
+            total,
+            ..Progress::default()
+        };
+        // a stop between commits: the run's end when the caller keeps what was measured
+        let stopped = |err: EngineError| match err {
+            EngineError::Interrupted if self.stop.keeps_measured() => Ok("interrupted"),
+            err => Err(err),
+        };
+        let mut stopped_by = "txns";
+        let mut index = 0;
+        while total.is_none_or(|t| index < t) {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                stopped_by = "duration";
+                break;
+            }
             if last_report.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL) {
                 last_report = Some(Instant::now());
-                if !progress(Progress { done: index, total }) {
-                    return Err(EngineError::Interrupted);
+                now.done = index;
+                if !progress(now) {
+                    stopped_by = stopped(EngineError::Interrupted)?;
+                    break;
                 }
             }
-            self.stop.check()?;
+            if let Err(err) = self.stop.check() {
+                stopped_by = stopped(err)?;
+                break;
+            }
             if index > 0 && think > 0.0 {
-                self.stop.sleep(Duration::from_secs_f64(think / 1000.0))?;
+                let mut pause = Duration::from_secs_f64(think / 1000.0);
+                if let Some(d) = deadline {
+                    pause = pause.min(d.saturating_duration_since(Instant::now()));
+                }
+                if let Err(err) = self.stop.sleep(pause) {
+                    stopped_by = stopped(err)?;
+                    break;
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    continue; // the deadline passed while thinking: no transaction starts
+                }
             }
             let statements = workload.next_txn();
             let commit =
-                (self.stop).quietly(|| self.transaction(index, index < warmup, &statements));
-            commits.push(commit?);
+                (self.stop).quietly(|| self.transaction(index, index < warmup, &statements))?;
+            if !commit.warmup {
+                let vfs = commit.vfs.total();
+                now.measured += 1;
+                now.syncs += vfs.sync_calls;
+                now.write_bytes += vfs.write_bytes;
+            }
+            commits.push(commit);
+            index += 1;
         }
-        progress(Progress { done: total, total });
-        Ok(commits)
+        now.done = index;
+        now.total = Some(index);
+        progress(now);
+        Ok((commits, stopped_by))
     }
 
     /// One transaction between its markers; VFS counts are the snapshot difference.

@@ -225,6 +225,7 @@ pub fn replay(
     })?;
     let mut info = info.ok_or_else(|| EngineError::sql("(replay)", "no database was opened"))?;
     ran.stamp(&mut info, settings);
+    info.stopped_by = (if summary.truncated { "txns" } else { "log" }).to_string();
     let summary = with_database_figures(summary, log, &commits);
     check_measured(log, &summary, &commits)?;
     Ok(ReplayOutput {
@@ -243,6 +244,12 @@ fn check_settings(log: &SqlLog, settings: &RunSettings) -> Result<Timing, Engine
         return Err(bad(
             "think_time_ms",
             "a replay keeps the log's own gaps; pace it with timing (--timing)",
+        ));
+    }
+    if settings.duration_s.is_some() {
+        return Err(bad(
+            "duration_s",
+            "a replay runs to the log's end (or -n transactions), not for a duration",
         ));
     }
     if settings.snapshot_dir.is_some() && log.databases.len() > 1 {
@@ -446,7 +453,11 @@ impl<'a> Replayer<'a> {
             self.line = line;
             if last_report.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL) {
                 last_report = Some(Instant::now());
-                if !progress(Progress { done, total }) {
+                if !progress(Progress {
+                    done,
+                    total: Some(total),
+                    ..Progress::default()
+                }) {
                     return Err(EngineError::Interrupted);
                 }
             }
@@ -471,7 +482,11 @@ impl<'a> Replayer<'a> {
                 break;
             }
         }
-        progress(Progress { done, total });
+        progress(Progress {
+            done,
+            total: Some(total),
+            ..Progress::default()
+        });
         Ok(())
     }
 
@@ -932,6 +947,7 @@ fn run_info(
         db_path: PathBuf::new(),
         pid: 0,
         tid: 0,
+        stopped_by: String::new(),
     })
 }
 

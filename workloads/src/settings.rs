@@ -142,6 +142,11 @@ pub struct RunSettings {
     pub sync: SyncMode,
     /// measured transactions (a replay: stop after that many)
     pub txns: Option<u64>,
+    /// Run the transactions (warm-up included) for at most this many seconds from the
+    /// first one's start: none starts after that. With `txns`, whichever comes first;
+    /// alone, their number is unbounded. A positive finite number; a replay refuses it.
+    #[serde(deserialize_with = "duration")]
+    pub duration_s: Option<f64>,
     /// transactions run first, not measured (a replay: the log's first ones; default 0)
     pub warmup: Option<u64>,
     /// the seed of the scenario's values
@@ -206,6 +211,7 @@ impl Default for RunSettings {
             journal: JournalMode::default(),
             sync: SyncMode::default(),
             txns: None,
+            duration_s: None,
             warmup: None,
             seed: None,
             page_size: None,
@@ -320,6 +326,19 @@ fn think_time<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>,
     match Option::<f64>::deserialize(deserializer)? {
         Some(ms) if !think_time_ok(ms) => Err(serde::de::Error::custom(format!(
             "must be a pause between 0 and {MAX_THINK_TIME_MS} ms"
+        ))),
+        given => Ok(given),
+    }
+}
+
+/// The longest [`RunSettings::duration_s`]: a year.
+pub const MAX_DURATION_S: f64 = 366.0 * 86_400.0;
+
+/// `duration_s`: null is no duration; otherwise positive, finite, at most a year.
+fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    match Option::<f64>::deserialize(deserializer)? {
+        Some(s) if !(s > 0.0 && s <= MAX_DURATION_S) => Err(serde::de::Error::custom(format!(
+            "must be a positive number of seconds, at most {MAX_DURATION_S}"
         ))),
         given => Ok(given),
     }

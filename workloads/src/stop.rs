@@ -32,6 +32,8 @@ struct Inner {
     stopped: AtomicBool,
     /// not asking (inside a measured transaction)
     quiet: AtomicBool,
+    /// a stop between transactions ends the run with them (`keep_measured`)
+    keep: AtomicBool,
 }
 
 impl Stop {
@@ -43,8 +45,23 @@ impl Stop {
                 last_asked: Mutex::new(None),
                 stopped: AtomicBool::new(false),
                 quiet: AtomicBool::new(false),
+                keep: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// A stop asked for between a scenario's transactions ends the run there with the
+    /// transactions done (`RunInfo::stopped_by` "interrupted"), not with
+    /// [`EngineError::Interrupted`]: what was measured is kept. Elsewhere (the schema, the
+    /// setup, a replay) a stop is still the error.
+    pub fn keep_measured(self) -> Self {
+        self.inner.keep.store(true, Ordering::SeqCst);
+        self
+    }
+
+    /// Whether [`Stop::keep_measured`] was asked.
+    pub fn keeps_measured(&self) -> bool {
+        self.inner.keep.load(Ordering::SeqCst)
     }
 
     /// Never stops.

@@ -117,7 +117,7 @@ fn progress_false_interrupts_at_a_transaction_boundary() {
         None,
         &mut |p| {
             calls += 1;
-            assert_eq!(p.total, 5);
+            assert_eq!(p.total, Some(5));
             false
         },
     )
@@ -141,7 +141,90 @@ fn progress_reports_completion() {
         },
     )
     .unwrap();
-    assert_eq!(last.map(|p| (p.done, p.total)), Some((5, 5)));
+    assert_eq!(last.map(|p| (p.done, p.total)), Some((5, Some(5))));
+}
+
+#[test]
+fn a_duration_stops_starting_transactions_at_its_deadline() {
+    // 50 ms of think time between transactions: 0.3 s holds about six, far fewer than asked
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        duration_s: Some(0.3),
+        txns: Some(1_000_000),
+        think_time_ms: Some(50.0),
+        ..quick()
+    };
+    let started = std::time::Instant::now();
+    let out = run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &settings,
+        dir.path(),
+        None,
+        &mut |_| true,
+    )
+    .unwrap();
+    assert_eq!(out.info.stopped_by, "duration");
+    let n = out.commits.len();
+    assert!((3..=8).contains(&n), "{n} transactions in 0.3 s");
+    let (first, last) = (&out.commits[0], &out.commits[n - 1]);
+    assert!(last.start_ns - first.start_ns < 300_000_000);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn a_duration_alone_leaves_the_total_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        duration_s: Some(0.2),
+        txns: None,
+        ..quick()
+    };
+    let mut totals = vec![];
+    let out = run(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &settings,
+        dir.path(),
+        None,
+        &mut |p| {
+            totals.push(p.total);
+            true
+        },
+    )
+    .unwrap();
+    assert_eq!(out.info.stopped_by, "duration");
+    assert_eq!(totals[0], None);
+    assert_eq!(*totals.last().unwrap(), Some(out.commits.len() as u64));
+}
+
+#[test]
+fn a_kept_stop_ends_the_run_with_the_transactions_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = asked.clone();
+    // says stop from its fourth question on: between transactions, never inside one
+    let stop = Stop::new(move || counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 3)
+        .keep_measured();
+    let settings = RunSettings {
+        txns: Some(1_000_000),
+        think_time_ms: Some(60.0),
+        ..quick()
+    };
+    let out = run_with_stop(
+        &Scenario::builtin("kv-prefs").unwrap(),
+        &settings,
+        dir.path(),
+        None,
+        &mut |_| true,
+        &stop,
+    )
+    .unwrap();
+    assert_eq!(out.info.stopped_by, "interrupted");
+    let n = out.commits.len();
+    assert!(n > 0 && n < 100, "{n}");
+    assert_eq!(
+        out.commits.iter().map(|c| c.index).collect::<Vec<_>>(),
+        (0..n as u64).collect::<Vec<_>>()
+    );
 }
 
 #[test]

@@ -34,6 +34,11 @@ impl Raised {
         true
     }
 
+    /// The kept exception, taken out (None if nothing raised).
+    fn take(&self) -> Option<PyErr> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
     /// What to raise for the work's `result`: the kept exception first (also after work
     /// that finished: the Ctrl-C still counts), else the work's own error, mapped.
     fn result<T, E>(&self, result: Result<T, E>, map: impl FnOnce(E) -> PyErr) -> PyResult<T> {

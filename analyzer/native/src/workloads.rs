@@ -10,7 +10,7 @@ use sqlwa_workloads::engine::{self, Progress};
 use sqlwa_workloads::error::EngineError;
 use sqlwa_workloads::scenario::{self, Scenario};
 use sqlwa_workloads::settings::{
-    JournalMode, LockingMode, RunSettings, SyncMode, MAX_THINK_TIME_MS,
+    JournalMode, LockingMode, RunSettings, SyncMode, MAX_DURATION_S, MAX_THINK_TIME_MS,
 };
 use sqlwa_workloads::sqllog::{is_sql_log, SqlLog};
 use sqlwa_workloads::{replay, CommitRecord, FileKind, KindCounts, RunInfo, Stop};
@@ -237,11 +237,17 @@ fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bo
 
 /// Run a scenario. Returns {"info": {...}, "commits": {column: [values]}}.
 /// The GIL is released while SQL runs; `progress(done, total)` is called from time to
-/// time and Ctrl-C stops the run within a fraction of a second, inside a long statement
-/// too; its KeyboardInterrupt (or the exception the progress callback raised) is raised
-/// once the engine has unwound.
+/// time (`total` None when only a duration bounds the run; a `figures` dict attribute of
+/// the callback, if it has one, is first updated with the measured transactions so far
+/// and their VFS `syncs` and `write_bytes`) and Ctrl-C stops the run within a fraction of
+/// a second, inside a long statement too; its KeyboardInterrupt (or the exception the
+/// progress callback raised) is raised once the engine has unwound. With
+/// `keep_measured`, a Ctrl-C or SIGTERM between a scenario's measured transactions ends
+/// the run there instead: its result is returned with `info["stopped_by"]`
+/// "interrupted" and `info["interruption"]` the signal's message ("interrupted" for
+/// Ctrl-C), and the caller raises it once it has kept what was measured.
 #[pyfunction]
-#[pyo3(signature = (scenario, settings, dir, marker_path=None, progress=None))]
+#[pyo3(signature = (scenario, settings, dir, marker_path=None, progress=None, keep_measured=false))]
 fn run_workload<'py>(
     py: Python<'py>,
     scenario: &PyScenario,
@@ -249,14 +255,30 @@ fn run_workload<'py>(
     dir: PathBuf,
     marker_path: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
+    keep_measured: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let settings = settings_from_dict(settings)?;
     let raised = Raised::default();
     let stop = stop_hook(&raised);
+    let stop = if keep_measured {
+        stop.keep_measured()
+    } else {
+        stop
+    };
     let mut report = |p: Progress| -> bool {
         !stop.requested()
             && !raised.caught(|py| match &progress {
-                Some(cb) => cb.call1(py, (p.done, p.total)).map(drop),
+                Some(cb) => {
+                    let cb = cb.bind(py);
+                    if let Ok(figures) = cb.getattr("figures") {
+                        if let Ok(figures) = figures.cast::<PyDict>() {
+                            figures.set_item("measured", p.measured)?;
+                            figures.set_item("syncs", p.syncs)?;
+                            figures.set_item("write_bytes", p.write_bytes)?;
+                        }
+                    }
+                    cb.call1((p.done, p.total)).map(drop)
+                }
                 None => Ok(()),
             })
     };
@@ -280,8 +302,28 @@ fn run_workload<'py>(
         )
         .map(|out| (out.run, Some(out.replay))),
     });
+    let mut interruption = None;
+    if matches!(&ran, Ok((run, _)) if run.info.stopped_by == "interrupted") {
+        // kept: the signal that stopped it is the caller's to raise, any other error is not
+        if let Some(err) = raised.take() {
+            let signalled = err.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py)
+                || err.is_instance_of::<Interrupted>(py);
+            if !signalled {
+                return Err(err);
+            }
+            let message = err.value(py).str()?.to_string();
+            interruption = Some(if message.is_empty() {
+                "interrupted".to_string()
+            } else {
+                message
+            });
+        }
+    }
     let (output, replayed) = raised.result(ran, to_pyerr)?;
     let info = info_dict(py, &output.info)?;
+    if let Some(message) = interruption {
+        info.set_item("interruption", message)?;
+    }
     if let Some(summary) = replayed {
         let text =
             serde_json::to_string(&summary).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
@@ -313,6 +355,7 @@ fn info_dict<'py>(py: Python<'py>, i: &RunInfo) -> PyResult<Bound<'py, PyDict>> 
     info.set_item("db_path", i.db_path.to_string_lossy().to_string())?;
     info.set_item("pid", i.pid)?;
     info.set_item("tid", i.tid)?;
+    info.set_item("stopped_by", &i.stopped_by)?;
     Ok(info)
 }
 
@@ -337,6 +380,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let counters = KindCounts::default().fields().map(|(name, _)| name);
     m.add("VFS_COUNTERS", PyTuple::new(py, counters)?)?;
     m.add("MAX_THINK_TIME_MS", MAX_THINK_TIME_MS)?;
+    m.add("MAX_DURATION_S", MAX_DURATION_S)?;
     m.add_function(wrap_pyfunction!(default_settings, m)?)?;
     m.add_function(wrap_pyfunction!(check_settings, m)?)?;
     m.add_class::<PyScenario>()?;

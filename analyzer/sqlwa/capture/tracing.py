@@ -64,6 +64,7 @@ from sqlwa.errors import CaptureError, Interrupted, NeedsRoot, TraceLossError, h
 
 MOUNT_HINT = "mount tracefs: mount -t tracefs nodev /sys/kernel/tracing"
 INSTANCE_PREFIX = "sqlwa"
+EVENTS_RE = re.compile(r"^(?:entries|read events): (\d+)$", re.M)  # per_cpu/cpu*/stats
 INSTANCE_RE = re.compile(rf"^{INSTANCE_PREFIX}-(\d+)-([0-9a-f]+)$")
 TRACE_FILE = "trace.txt"
 TRACE_CLOCK = "mono"
@@ -225,6 +226,21 @@ class TraceCapture:
     def marker_path(self) -> str:
         """The file the engine writes its marker lines to (the instance's trace_marker)."""
         return str(self._instance / "trace_marker")
+
+    def events_so_far(self) -> int:
+        """The events the capture holds so far, as the kernel counts them in each CPU's
+        ``stats``: those the drain has read plus those still in the ring buffer (a
+        progress display's figure; 0 before the capture starts or after it ends)."""
+        if self.instance_dir is None:
+            return 0
+        total = 0
+        for stats in (self.instance_dir / "per_cpu").glob("cpu*/stats"):
+            try:
+                text = stats.read_text()
+            except OSError:
+                return 0  # the instance is being removed
+            total += sum(int(n) for n in EVENTS_RE.findall(text))
+        return total
 
     @property
     def _instance(self) -> Path:

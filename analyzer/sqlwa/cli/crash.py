@@ -32,7 +32,10 @@ def _with_default(param: click.Parameter, default: Any) -> click.Parameter:
 def _crash_params() -> list[click.Parameter]:
     """``sqlwa run``'s options, with smaller defaults for the run's size."""
     defaults = {"txns": CRASH_TXNS, "image_size": CRASH_IMAGE_SIZE}
-    return [_with_default(p, defaults[p.name]) if p.name in defaults else p for p in run_cli.run.params]
+    # not --duration: a crash run's untraced reference run repeats its transactions, one
+    # for one, which a time bound would not
+    params = [p for p in run_cli.run.params if p.name != "duration_s"]
+    return [_with_default(p, defaults[p.name]) if p.name in defaults else p for p in params]
 
 
 def crash(

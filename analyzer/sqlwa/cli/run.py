@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -33,39 +36,154 @@ def default_out_dir(scenario: str, journal: str, sync: str) -> Path:
     return Path("sqlwa-out") / f"{stem}-{journal}-{sync}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-class ProgressBar:
-    """A transient progress bar on stderr, shown only on a terminal."""
+class ProgressLine:
+    """The run's progress on stderr. On a terminal a transient live line: the commits (a
+    bar when their number is known), the time, and what was measured so far: the trace
+    events captured (a lab run), the disk the run's files use, the VFS syncs and bytes
+    written per measured commit. Elsewhere (a log file, a pipe) a long run prints that
+    line every ``LOG_EVERY_S`` seconds; a short one prints nothing.
 
-    def __init__(self, label: str) -> None:
+    The engine fills :attr:`figures`; the runner tells :meth:`watch` where the run writes
+    and which capture is running (:func:`sqlwa.measure.lab_capture.watch`)."""
+
+    LOG_EVERY_S = 10.0
+    DETAIL_EVERY_S = 1.0  # disk use and events are read at most this often
+
+    def __init__(self, label: str, duration_s: float | None = None, long_run: bool = False) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
-        self.enabled = sys.stderr.isatty()
+        self.label = label
+        self.duration_s = duration_s
+        self.tty = sys.stderr.isatty()
+        self.log = not self.tty and long_run
+        self.figures: dict[str, int] = {}
+        self.dirs: list[Path] = []
+        self.capture: tracing.TraceCapture | None = None
+        self.started = time.monotonic()
+        self.last_log = self.started
+        self.last_detail = 0.0
+        self.detail = ""
         self.progress = Progress(
             TextColumn(label),
             BarColumn(),
             MofNCompleteColumn(),
+            TimeElapsedColumn(),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[detail]}"),
             console=Console(stderr=True),
             transient=True,
         )
         self.task: TaskID | None = None
 
-    def __enter__(self) -> ProgressBar:
-        if self.enabled:
+    def __enter__(self) -> ProgressLine:
+        if self.tty:
             self.progress.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.enabled:
+        if self.tty:
             self.progress.stop()
 
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
+    def watch(self, directory: Path, capture: tracing.TraceCapture | None = None) -> None:
+        self.dirs.append(directory)
+        self.capture = capture or self.capture
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if not (self.tty or self.log):
             return
-        if self.task is None:
-            self.task = self.progress.add_task("txns", total=total)
-        self.progress.update(self.task, completed=done, total=total)
+        now = time.monotonic()
+        if now - self.last_detail >= self.DETAIL_EVERY_S:
+            self.last_detail = now
+            self.detail = self.measured_so_far()
+        if self.tty:
+            if self.task is None:
+                self.task = self.progress.add_task("txns", total=total, detail=self.detail)
+            self.progress.update(self.task, completed=done, total=total, detail=self.detail)
+        elif now - self.last_log >= self.LOG_EVERY_S:
+            self.last_log = now
+            print(f"sqlwa: {self.line(done, total, now)}", file=sys.stderr, flush=True)
+
+    def line(self, done: int, total: int | None, now: float) -> str:
+        """The plain line: ``LABEL: 1,234/10,000 commits, 0:01:10 of 0:10:00 · …``."""
+        elapsed = _clock(now - self.started)
+        of = f" of {_clock(self.duration_s)}" if self.duration_s else ""
+        count = f"{done:,}" + (f"/{total:,}" if total is not None else "")
+        return f"{self.label}: {count} commits, {elapsed}{of}" + (f" · {self.detail}" if self.detail else "")
+
+    def measured_so_far(self) -> str:
+        """Events captured, disk used, syncs and bytes written per measured commit: each
+        as the kernel or the engine's VFS counted it so far."""
+        parts = []
+        if self.capture is not None:
+            parts.append(f"{self.capture.events_so_far():,} events")
+        if self.dirs:
+            parts.append(f"{_size(sum(_disk_used(d) for d in self.dirs))} on disk")
+        measured = self.figures.get("measured", 0)
+        if measured:
+            parts.append(f"{self.figures['syncs'] / measured:.2f} syncs/commit")
+            parts.append(f"{_size(self.figures['write_bytes'] / measured)} written/commit")
+        return " · ".join(parts)
+
+
+def _disk_used(directory: Path) -> int:
+    """Bytes of disk the files under ``directory`` take (allocated blocks, as du counts)."""
+    used = 0
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):  # a part being renamed or removed meanwhile
+                used += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return used
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> float:
+    """``30s``, ``10m``, ``24h``, ``2d``, ``1h30m``, ``1.5h`` or plain seconds, in seconds;
+    a :class:`UsageError` for anything else, zero, or more than the engine takes."""
+    compact = text.strip()
+    parts = list(_DURATION_PART.finditer(compact))
+    if not compact or "".join(p.group(0) for p in parts).replace(" ", "") != compact.replace(" ", ""):
+        seconds = None
+    else:
+        seconds = sum(float(p.group(1)) * _DURATION_UNITS[(p.group(2) or "s").lower()] for p in parts)
+    if seconds is None or not 0 < seconds <= engine.MAX_DURATION_S:
+        raise UsageError(
+            f"--duration {text!r} is not a duration sqlwa runs for",
+            f"give a number with a unit, more than 0 and at most {engine.MAX_DURATION_S / 86400:g}d: 30s, 10m, 24h, 2d",
+        )
+    return seconds
+
+
+class Duration(click.ParamType):
+    """A human duration (:func:`parse_duration`): a bad one is sqlwa's one-line error."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return value if isinstance(value, float) else parse_duration(str(value))
 
 
 def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -103,7 +221,8 @@ def with_settings(callback: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(callback)
     def call(extra_pragmas: tuple[str, ...], no_vfs_count: bool, **values: Any) -> Any:
-        given = {name: values.pop(name) for name in setting_names()}
+        # a command may leave a setting out (sqlwa crash has no --duration): its default
+        given = {name: values.pop(name) for name in setting_names() if name in values}
         settings = engine.RunSettings(**given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
         if settings.from_db is not None:
             if not Path(settings.from_db).is_file():
@@ -118,6 +237,8 @@ def with_settings(callback: Callable[..., Any]) -> Callable[..., Any]:
 def _click_type(setting: dataclasses.Field[Any], option: engine.Option) -> click.ParamType:
     if option.choices:
         return click.Choice(option.choices, case_sensitive=False)
+    if option.metavar == "DURATION":
+        return Duration()
     if "float" in str(setting.type):
         return FiniteFloat(min=option.minimum, max=option.maximum)
     if str(setting.type).startswith("str"):
@@ -222,9 +343,11 @@ def run(
     Examples:
       sqlwa run                                        # mobibench-insert, DELETE, FULL
       sqlwa run -j wal --sync normal -n 2000
+      sqlwa run --duration 10m                         # as many transactions as fit in 10 minutes
       sqlwa run -s messenger --dir /data/tmp --out results/messenger
       sqlwa run -s ./my-app.toml --pragma temp_store=memory
       sudo sqlwa run --fs ext4 -j wal             # + syscall and block levels on a fresh ext4
+      sudo sqlwa run --fs ext4 -j wal --duration 24h  # a day's soak; Ctrl-C keeps what was measured
       sudo sqlwa run --fs xfs --fill 85 --mount-opts noatime
       sudo sqlwa run --fs ext4 --fuse passthrough # through a FUSE daemon, as on /sdcard
       sqlwa run --vm --fs f2fs -j wal             # in a qemu guest with Debian's kernel (no root needed)
@@ -237,6 +360,13 @@ def run(
     writes and syncs per file, counted by a shim inside the engine; no root needed.
     With --fs the syscall and block levels are traced too, and the raw trace is kept in
     OUT/trace.txt for re-analysis.
+
+    A long run (--duration, or -n 100000 and more) shows its progress on stderr: commits,
+    trace events, disk used, syncs and bytes written per commit so far (a line every 10 s
+    when stderr is not a terminal). Ctrl-C or SIGTERM during its transactions stops it
+    at the next commit boundary; what was measured is analysed and written, summary.json's
+    "stopped" says "interrupted after N of M commits", and sqlwa exits 130. A second
+    Ctrl-C aborts at once (nothing is written; the lab is still taken down).
     """
     from sqlwa.views import json_output, terminal
 
@@ -254,14 +384,17 @@ def run(
         keep_image=keep_image,
         allow_system_dir=allow_system_dir,
     )
+    request.keep_measured = True
     outcome = execute_with_bar(request)
     if as_json:
         click.echo(json_output.dumps(outcome.summary))
+        raise_if_partial(outcome)
         return
     terminal.print_summary(outcome.summary)
     click.echo(f"wrote {outcome.out_dir}/summary.json and commits.parquet")
     if outcome.kept_database is not None:
         click.echo(f"kept the database in {outcome.kept_database}")
+    raise_if_partial(outcome)
 
 
 def run_request(
@@ -321,11 +454,13 @@ def frame_budget_of(frame_budget_ms: float, frame_rate: str | None) -> float:
 
 
 def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:
-    """Execute ``request`` with a progress bar; an interruption says what was left unfinished."""
+    """Execute ``request`` with a progress line; an interruption says what was left unfinished."""
     from sqlwa.measure import runner
 
     settings = request.settings
-    with ProgressBar(f"{request.scenario} {settings.journal}/{settings.sync}") as bar:
+    long_run = settings.duration_s is not None or (settings.txns or 0) >= runner.LONG_RUN_TXNS
+    label = f"{request.scenario} {settings.journal}/{settings.sync}"
+    with ProgressLine(label, settings.duration_s, long_run) as bar:
         try:
             outcome = runner.execute(request, progress=bar)
         except (Interrupted, KeyboardInterrupt) as exc:
@@ -334,6 +469,14 @@ def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:
                 f"{reason}; {request.out_dir} holds no finished run (re-run the same command to measure it)"
             ) from None
     return outcome
+
+
+def raise_if_partial(outcome: runner.RunOutcome) -> None:
+    """A run a signal stopped between its commits has written what was measured: said
+    so, and exit 130 as for any interruption (summary.json's ``stopped`` tells the two
+    apart: a run with no summary.json did not finish)."""
+    if outcome.partial is not None:
+        raise Interrupted(f'{outcome.partial}; {outcome.out_dir} holds what was measured (summary.json: "stopped")')
 
 
 def given_options(names: tuple[str, ...]) -> tuple[str, ...]:

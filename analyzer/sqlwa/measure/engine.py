@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 JOURNAL_MODES = _native.JOURNAL_MODES
 SYNC_MODES = _native.SYNC_MODES
 LOCKING_MODES = _native.LOCKING_MODES
+MAX_DURATION_S = _native.MAX_DURATION_S  # the longest --duration (a year)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Option:
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
     flag: str | None = None  # the long option, when not the field's name
+    metavar: str | None = None  # a value the CLI parses itself (sqlwa.cli.run): DURATION
 
 
 def _setting(default: Any, option: Option) -> Any:
@@ -59,6 +61,15 @@ class RunSettings:
     journal: str = _setting("delete", Option("PRAGMA journal_mode.", short="-j", choices=JOURNAL_MODES))
     sync: str = _setting("full", Option("PRAGMA synchronous.", choices=SYNC_MODES))
     txns: int | None = _setting(None, Option("Measured transactions [default: the scenario's].", "-n", minimum=1))
+    duration_s: float | None = _setting(
+        None,
+        Option(
+            "Run for this long (30s, 10m, 24h, 2d; warm-up included); with -n, until either "
+            "is reached; alone, as many transactions as fit.",
+            flag="--duration",
+            metavar="DURATION",
+        ),
+    )
     warmup: int | None = _setting(
         None, Option("Warm-up transactions, run but not measured [default: the scenario's].", minimum=0)
     )
@@ -213,15 +224,24 @@ def check_settings(settings: RunSettings) -> None:
     _native.check_settings(settings.as_dict())
 
 
+#: ``progress(done, total)``: transactions done and in all (None: a duration alone bounds
+#: the run). A callable with a ``figures`` dict attribute has it updated by the engine
+#: first: ``measured``, ``syncs`` and ``write_bytes`` of the measured transactions so far.
+ProgressFn = Callable[[int, "int | None"], None]
+
+
 def run_workload(
     scenario: Scenario,
     settings: RunSettings,
     directory: Path,
     marker_path: Path | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
+    keep_measured: bool = False,
 ) -> WorkloadResult:
     """Run ``scenario`` in ``directory`` and return its per-commit records."""
-    return WorkloadResult.from_raw(run_workload_raw(scenario, settings, directory, marker_path, progress))
+    raw = run_workload_raw(scenario, settings, directory, marker_path, progress, keep_measured)
+    raise_if_nothing_measured(raw)
+    return WorkloadResult.from_raw(raw)
 
 
 def run_workload_raw(
@@ -229,17 +249,38 @@ def run_workload_raw(
     settings: RunSettings,
     directory: Path,
     marker_path: Path | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
+    keep_measured: bool = False,
 ) -> _native.WorkloadRun:
     """:func:`run_workload` as the engine returns it: ``{"info": {…}, "commits": {column:
-    [values]}}``, plain Python, JSON-able."""
+    [values]}}``, plain Python, JSON-able. With ``keep_measured`` a Ctrl-C or SIGTERM
+    between measured transactions ends the run there and returns it, ``info["stopped_by"]``
+    "interrupted" and ``info["interruption"]`` what the signal says; the caller raises it
+    (:func:`interruption_of`) once it has kept what was measured."""
     return _native.run_workload(
         scenario,
         settings.as_dict(),
         str(directory),
         str(marker_path) if marker_path else None,
         progress,
+        keep_measured,
     )
+
+
+def raise_if_nothing_measured(raw: Mapping[str, Any]) -> None:
+    """A run a signal stopped (``keep_measured``) before its first measured commit has
+    nothing to keep: the signal is raised now, as without ``keep_measured``."""
+    interruption = interruption_of(raw["info"])
+    if interruption is not None and all(raw["commits"]["warmup"]):
+        raise KeyboardInterrupt() if interruption == "interrupted" else _native.Interrupted(interruption)
+
+
+def interruption_of(info: Mapping[str, Any]) -> str | None:
+    """What stopped a run kept with ``keep_measured`` between its commits ("interrupted"
+    for Ctrl-C, "terminated by SIGTERM"), or None for a run that ran to its bound."""
+    if info.get("stopped_by") != "interrupted":
+        return None
+    return str(info.get("interruption") or "interrupted")
 
 
 def map_database_files(marker_path: Path, db_path: Path, at: str) -> None:

@@ -25,7 +25,15 @@ from sqlwa.errors import TraceLossError, hint_of
 from sqlwa.lab import filesystem, fslayout, scratch
 from sqlwa.measure import engine
 
-ProgressFn = Callable[[int, int], None]
+ProgressFn = engine.ProgressFn
+
+
+def watch(progress: ProgressFn | None, directory: Path, capture: tracing.TraceCapture | None = None) -> None:
+    """Tell a progress display that has a ``watch`` method (``sqlwa run``'s) where the run
+    writes (its disk use is shown) and, in a lab, the capture (its events so far)."""
+    told = getattr(progress, "watch", None)
+    if told is not None:
+        told(directory, capture)
 
 
 @dataclass
@@ -34,6 +42,7 @@ class CaptureOptions:
 
     allow_loss: bool = False
     buffer_kb: int = tracing.DEFAULT_BUFFER_KB
+    keep_measured: bool = False  # a signal between measured commits ends the workload, kept
 
 
 @dataclass
@@ -129,10 +138,17 @@ def capture_run(
             lower = fs.fuse.lower if fs.fuse else None
             settings = dataclasses.replace(settings, map_extents=mapped, extents_from=lower)
             daemon_before = fs.fuse.cpu_time() if fs.fuse else None
+            watch(progress, out_dir, cap)
             progress = mapping_lower_files(progress, fs, scenario, Path(cap.marker_path)) if mapped else progress
             raw = engine.run_workload_raw(
-                scenario, settings, Path(fs.data_dir), marker_path=Path(cap.marker_path), progress=progress
+                scenario,
+                settings,
+                Path(fs.data_dir),
+                marker_path=Path(cap.marker_path),
+                progress=progress,
+                keep_measured=options.keep_measured,
             )
+            engine.raise_if_nothing_measured(raw)
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
             if fs.fuse and daemon_before is not None:
@@ -174,7 +190,7 @@ def mapping_lower_files(
         return progress
     lower_dbs = [Path(fs.mappable_path(str(Path(fs.data_dir) / name))) for name in scenario.database_files]
 
-    def report(done: int, total: int) -> None:
+    def report(done: int, total: int | None) -> None:
         if done == total:
             for lower_db in lower_dbs:
                 engine.map_database_files(marker_path, lower_db, "end")

@@ -68,6 +68,9 @@ class RunRequest:
     keep_image: bool = False  # copy the lab's image into OUT/lab.img before it is removed (tests)
     crash: explore.CrashOptions | None = None  # sqlwa crash: log the writes, judge crash states
     allow_system_dir: bool = False  # --allow-system-dir: --out (and --dir) may be in /etc, /usr …
+    # sqlwa run: a Ctrl-C or SIGTERM between measured commits ends the workload there and
+    # what was measured is analysed and written, marked partial (RunOutcome.partial)
+    keep_measured: bool = False
 
 
 @dataclass
@@ -76,6 +79,9 @@ class RunOutcome:
     commits: pl.DataFrame
     out_dir: Path
     kept_database: Path | None = None  # where --keep-db left the database
+    # a run a signal stopped between its commits (RunRequest.keep_measured): what
+    # summary.json's "stopped" says, for the caller to report and exit 130 with
+    partial: str | None = None
 
 
 def check_out_dir(request: RunRequest, create: bool = False) -> Path:
@@ -167,6 +173,7 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
     KeyboardInterrupt, so the caller can say what was left unfinished. A ``--vm`` run
     uses ``guest`` when given (a matrix boots one for all its cells), else boots its own."""
     engine.check_settings(request.settings)  # refused before any directory or lab is made
+    refuse_duration_of_replay(request)
     check_out_dir(request)  # and where it writes, before anything is measured
     guard = _system.signals.SignalGuard()  # the lab and capture install their own inside this one
     guard.install()
@@ -180,15 +187,35 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
         guard.restore()
 
 
+def refuse_duration_of_replay(request: RunRequest) -> None:
+    """A replayed SQL log runs to its end (or -n): --duration is refused before anything
+    is made, as the engine would refuse it once the run had begun."""
+    scenario = Path(request.scenario)
+    if (
+        request.settings.duration_s is not None
+        and engine.looks_like_path(request.scenario)
+        and scenario.is_file()
+        and engine.has_log_header(scenario)
+    ):
+        raise UsageError(
+            f"--duration bounds a scenario's run, and {scenario} is a SQL log, replayed to its end",
+            "give -n to stop the replay after that many transactions, or leave --duration out",
+        )
+
+
 def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) -> RunOutcome:
     refuse_lab_options_without_lab(request)
     check_scratch_parent(request.dir, request.allow_system_dir)
     scenario = engine.load_scenario(request.scenario)
     with output_dir(request) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
-        result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
+        lab_capture.watch(progress, work_dir)
+        result = engine.run_workload(
+            scenario, request.settings, work_dir, progress=progress, keep_measured=request.keep_measured
+        )
         commits = metrics.with_waf(with_vfs_totals(result.commits))
         commits = phases.with_phases(commits, result.info["pragmas"]["journal_mode"])
         measured = commits.filter(~pl.col("warmup")).height
+        stopped = stop_section(result.info, request.settings, commits)
         config = run_config(request, result.info, work_dir, measured)
         summary = build_summary(
             config,
@@ -196,10 +223,42 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
             levels=["vfs"],
             frame_budget_ms=request.frame_budget_ms,
             device_not_measured=device_not_measured(config["dir_fs"]),
+            stopped=stopped,
         )
         write_outputs(out_dir, summary, commits)
     kept = work_dir if request.keep_db else None
-    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir, kept_database=kept)
+    return RunOutcome(
+        summary=summary, commits=commits, out_dir=out_dir, kept_database=kept, partial=stopped.get("partial")
+    )
+
+
+def measured_span_ns(measured: pl.DataFrame) -> int:
+    """From the first measured commit's start to the last one's end (0 for none)."""
+    if measured.height == 0:
+        return 0
+    return int(measured["end_ns"].cast(pl.Int64).max()) - int(measured["start_ns"].cast(pl.Int64).min())  # type: ignore[arg-type]
+
+
+def stop_section(info: dict, settings: engine.RunSettings, commits: pl.DataFrame) -> dict:
+    """summary.json's ``stopped``: what bounded the run's transactions (``by``: "txns",
+    "duration", "interrupted", a replay's "log"), what was asked, and for a run a signal
+    stopped between its commits ``partial``: "interrupted after N of M commits" (one so
+    stopped before its first measured commit was not kept: engine.raise_if_nothing_measured)."""
+    measured = commits.filter(~pl.col("warmup"))
+    section: dict[str, Any] = {
+        "by": info.get("stopped_by"),
+        "txns_asked": settings.txns,
+        "duration_s_asked": settings.duration_s,
+        "measured_s": round(measured_span_ns(measured) / 1e9, 3),
+    }
+    interruption = engine.interruption_of(info)
+    if interruption is None:
+        return section
+    what = f"{interruption} after {measured.height}" + (f" of {settings.txns}" if settings.txns else "") + " commits"
+    if settings.duration_s:
+        what += f" ({section['measured_s']:g} s of the {settings.duration_s:g} s asked)"
+    section["partial"] = what
+    return section
 
 
 def device_not_measured(dir_fs: str) -> str:
@@ -503,7 +562,9 @@ def measure_in_lab(
     progress: ProgressFn | None,
     crash_dir: Path | None = None,
 ) -> RunOutcome:
-    options = lab_capture.CaptureOptions(allow_loss=request.allow_loss, buffer_kb=request.buffer_kb)
+    options = lab_capture.CaptureOptions(
+        allow_loss=request.allow_loss, buffer_kb=request.buffer_kb, keep_measured=request.keep_measured
+    )
     if request.crash is not None and crash_dir is not None:
         capture = lab_capture.capture_with_crash(
             request.settings, scenario, lab, out_dir, options, request.crash, crash_dir, progress, progress
@@ -549,6 +610,7 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
         sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
+    sections["stopped"] = stopped = stop_section(capture.info, request.settings, commits)
     config = {**lab_config(request, capture.info, fs_facts, measured), **config_extra}
     trace = {
         **capture.trace,
@@ -577,7 +639,7 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     write_outputs(out_dir, summary, commits, analysis)
     if loss is not None:
         raise loss
-    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
+    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir, partial=stopped.get("partial"))
 
 
 def execute_in_vm(
@@ -627,6 +689,11 @@ def preflight_vm(request: RunRequest) -> None:
         raise UsageError(
             "--dir and --keep-db are for a VFS-only run on this host; a --vm run measures in the guest's lab",
             "leave --dir and --keep-db out",
+        )
+    if request.settings.duration_s is not None:
+        raise UsageError(
+            "--duration is for a run on this host; a --vm run's time limits follow its transactions",
+            "give -n instead, or leave --vm out",
         )
     if request.stack.device_delay_ms is not None:
         devmapper.check_delay_with(request.stack.device_delay_ms, request.stack.crypt)

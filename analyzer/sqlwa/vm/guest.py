@@ -84,7 +84,7 @@ class ConsoleProgress:
         self.last = 0.0
         self.what = f" {what}" if what else ""  # the host's bar shows the stage: commits, then crash states
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int | None) -> None:  # total: never None (no --duration in a guest)
         now = time.monotonic()
         if done == total or now - self.last >= PROGRESS_EVERY_S:
             self.last = now

@@ -117,7 +117,7 @@ def run_capture(
     ctl: Path,
     out_dir: Path,
     image_bytes: int,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> tuple[LabCapture, VmFacts]:
     """Boot a guest, take the one capture ``request`` describes, and power it off."""
     with Guest(kernel, ctl, out_dir, image_bytes, console_to=out_dir / CONSOLE_FILE) as guest:
@@ -288,7 +288,7 @@ class Guest:
         started init, whose first line says it did."""
         return not any(line.strip() for line in self.console.tail if not line.startswith(HOST_MARK))
 
-    def capture(self, request: dict, progress: Callable[[int, int], None] | None = None) -> LabCapture:
+    def capture(self, request: dict, progress: Callable[[int, int | None], None] | None = None) -> LabCapture:
         """Have the guest take one capture; its result, or its error raised here. A guest
         killed after a hang (:meth:`_lost`) is booted again first."""
         if self.proc is None:
@@ -302,7 +302,7 @@ class Guest:
         finally:
             self.console.to(self.guest_console)
 
-    def _serve(self, job: Path, request: dict, progress: Callable[[int, int], None] | None) -> LabCapture:
+    def _serve(self, job: Path, request: dict, progress: Callable[[int, int | None], None] | None) -> LabCapture:
         """Hand the guest ``request`` in ``job`` and follow it through its phases."""
         staged = job / f".{guest.REQUEST_FILE}"
         staged.write_text(json.dumps(request) + "\n")
