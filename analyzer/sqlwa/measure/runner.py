@@ -30,11 +30,12 @@ from sqlwa.analysis import (
     metrics,
     phases,
     remap,
+    stream,
     traceformat,
     traceparse,
     windows,
 )
-from sqlwa.analysis.summary import build_summary, with_vfs_totals
+from sqlwa.analysis.summary import ColumnFrame, build_summary, with_vfs_totals
 from sqlwa.capture import drain, tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.durability import explore
@@ -73,9 +74,14 @@ class RunRequest:
 @dataclass
 class RunOutcome:
     summary: dict
-    commits: pl.DataFrame
+    frame: pl.DataFrame | None  # None: the run's commits.parquet, read when asked for
     out_dir: Path
     kept_database: Path | None = None  # where --keep-db left the database
+
+    @property
+    def commits(self) -> pl.DataFrame:
+        """The per-commit table (a long lab run's is read from its file only when asked for)."""
+        return self.frame if self.frame is not None else rundir.commits(self.out_dir)
 
 
 def check_out_dir(request: RunRequest, create: bool = False) -> Path:
@@ -131,10 +137,14 @@ def replay_config(info: dict) -> dict:
     return {"replay": replayed}
 
 
-def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame, analysis: TraceAnalysis | None = None) -> None:
-    """The run's tables, then summary.json, which says the run is complete."""
+def write_outputs(
+    out_dir: Path, summary: dict, commits: pl.DataFrame | pl.LazyFrame, analysis: TraceAnalysis | None = None
+) -> None:
+    """The run's tables, then summary.json, which says the run is complete (a streamed
+    analysis wrote its commits.parquet and writes.parquet as it went)."""
     with writing(out_dir, "the run's results into"):
-        rundir.write_parquet(commits, out_dir / rundir.COMMITS_FILE)
+        if isinstance(commits, pl.DataFrame):
+            rundir.write_parquet(commits, out_dir / rundir.COMMITS_FILE)
         if analysis is not None:
             write_trace_tables(out_dir, analysis)
         rundir.finish(out_dir, summary)
@@ -199,7 +209,7 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
         )
         write_outputs(out_dir, summary, commits)
     kept = work_dir if request.keep_db else None
-    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir, kept_database=kept)
+    return RunOutcome(summary=summary, frame=commits, out_dir=out_dir, kept_database=kept)
 
 
 def device_not_measured(dir_fs: str) -> str:
@@ -279,12 +289,12 @@ class LabContext:
 
 @dataclass
 class TraceAnalysis:
-    commits: pl.DataFrame
+    commits: pl.DataFrame | pl.LazyFrame  # a scan of the written file when streamed
     parse_report: dict
     amortized: dict | None
     sections: dict
     events: pl.DataFrame | pl.LazyFrame  # a scan of events.parquet when written already
-    writes: pl.DataFrame | None  # block writes with their attribution category
+    writes: pl.DataFrame | pl.LazyFrame | None  # block writes with their attribution category
 
 
 def analyse_trace(
@@ -294,6 +304,8 @@ def analyse_trace(
     levels: list[str],
     context: LabContext | None = None,
     events_path: Path | None = None,
+    commits_path: Path | None = None,
+    phases_of: str | None = None,
 ) -> TraceAnalysis:
     """Per-commit syscall and block figures from the raw capture, joined onto ``commits``;
     with ``context`` also the block bytes by category and the checkpoints.
@@ -302,7 +314,12 @@ def analyse_trace(
     file (bounded memory) and analysed from a scan of it: each step reads only its rows'
     columns (the block requests of the device, the SQL thread's syscalls, the markers),
     never the whole event table; without, the whole table is parsed into memory. Both
-    give the same figures (tests/lab/test_streamed_analysis.py)."""
+    give the same figures (tests/lab/test_streamed_analysis.py).
+
+    With ``commits_path`` too, the analysis walks the commit windows and the events
+    together, chunk by chunk (:mod:`sqlwa.analysis.stream`), in memory that does not
+    grow with the run: the per-commit table goes into ``commits_path`` (with ``phases_of``,
+    the journal mode, its ``phase`` column too) and the attributed writes beside it."""
     # Lenient: a damaged line must not throw the run away; it is counted and, like lost
     # events, fails the run unless --allow-loss (see unparsed_loss).
     events: pl.DataFrame | pl.LazyFrame
@@ -312,7 +329,38 @@ def analyse_trace(
         with writing(events_path, "the run's event table to"):
             report = parse_capture(trace_path, events_path)
         events = pl.scan_parquet(events_path)
+        if commits_path is not None and stream.streamable(context):
+            try:
+                return analyse_streamed(events, report, commits, dev, levels, context, commits_path, phases_of)
+            except stream.MarkersOutOfOrder:
+                pass  # analysed whole, which says which markers
     return analyse_events(events, report, commits, dev, levels, context)
+
+
+def analyse_streamed(
+    events: pl.LazyFrame,
+    report: dict,
+    commits: pl.DataFrame,
+    dev,
+    levels: list[str],
+    context: LabContext | None,
+    commits_path: Path,
+    phases_of: str | None,
+) -> TraceAnalysis:
+    """:func:`analyse_events` chunk by chunk (:mod:`sqlwa.analysis.stream`)."""
+    with writing(commits_path, "the run's per-commit table to"):
+        done = stream.analyse(
+            events,
+            commits,
+            dev,
+            levels,
+            context,
+            commits_path.parent,
+            commits_path,
+            commits_path.parent / rundir.WRITES_FILE,
+            phases_of=phases_of,
+        )
+    return TraceAnalysis(done.commits, report, done.amortized, done.sections, events, done.writes)
 
 
 def parse_capture(trace_path: Path, events_path: Path) -> dict:
@@ -428,7 +476,7 @@ def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
     """Parsed events and attributed writes, so no reader parses or attributes again."""
     if isinstance(analysis.events, pl.DataFrame):  # else parsed into events.parquet already
         rundir.write_parquet(analysis.events, out_dir / rundir.EVENTS_FILE)
-    if analysis.writes is not None:
+    if isinstance(analysis.writes, pl.DataFrame):  # else written by the streamed analysis
         rundir.write_parquet(analysis.writes, out_dir / rundir.WRITES_FILE)
 
 
@@ -542,10 +590,16 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
         capture.levels,
         context,
         events_path=out_dir / rundir.EVENTS_FILE,
+        commits_path=out_dir / rundir.COMMITS_FILE,
+        phases_of=capture.info["pragmas"]["journal_mode"],
     )
+    del result  # the engine's table is in the analysed one (or its file) now
     analysis_s = time.perf_counter() - started
-    commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
-    commits = phases.with_phases(commits, capture.info["pragmas"]["journal_mode"])
+    amortized, sections = analysis.amortized, analysis.sections
+    frame: pl.DataFrame | None = None
+    if isinstance(analysis.commits, pl.DataFrame):
+        frame = phases.with_phases(analysis.commits, capture.info["pragmas"]["journal_mode"])
+    commits = frame if frame is not None else ColumnFrame(analysis.commits)
     if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
         sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
@@ -574,10 +628,10 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized
-    write_outputs(out_dir, summary, commits, analysis)
+    write_outputs(out_dir, summary, frame if frame is not None else analysis.commits, analysis)
     if loss is not None:
         raise loss
-    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
+    return RunOutcome(summary=summary, frame=frame, out_dir=out_dir)
 
 
 def execute_in_vm(
