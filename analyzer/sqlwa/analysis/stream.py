@@ -33,7 +33,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -42,8 +42,7 @@ from sqlwa.catalogue import DATABASE_FILE_KINDS
 
 #: Commit windows per chunk (``SQLWA_ANALYSIS_CHUNK_COMMITS``: tests make it a few, so that
 #: chunk edges are crossed many times in a short run).
-CHUNK_COMMITS = 20_000
-MARKER_NAMES = ("txn_begin", "txn_end", "run_begin", "extents", "sync_begin", "sync_end")
+CHUNK_COMMITS = 10_000
 
 
 def chunk_commits() -> int:
@@ -131,40 +130,46 @@ class Markers:
     checkpoints: pl.DataFrame
 
 
-def first_pass(events: pl.LazyFrame, context: Any, rows_per_slice: int) -> Markers:
-    """The markers read a slice of events at a time; the windows' markers kept as numbers
-    only (time, event, index, warm-up), the extents folded into ownership spans as they
+def first_pass(events: pl.LazyFrame, context: Any, size: int) -> Markers:
+    """The markers' figures, each read by a query that keeps only numbers (the windows'
+    time, index and warm-up flag) or few rows (the run's begin, the database's syncs in
+    WAL mode); the extents read a chunk at a time and folded into ownership spans as they
     come (consecutive markers of a span collapse: its first and last are kept)."""
-    total = events.select(pl.len()).collect().item()
-    txn: list[pl.DataFrame] = []
-    db_syncs: list[pl.DataFrame] = []
+    marker, name = pl.col("kind") == "marker", pl.col("name").cast(pl.String)
+    txn = (
+        events.filter(marker & name.is_in(["txn_begin", "txn_end"]))
+        .select(
+            "time_ns",
+            (name == "txn_begin").alias("begin"),
+            windows.marker_field("i").alias("index"),
+            (windows.marker_field("warmup") == 1).alias("warmup"),
+        )
+        .collect(engine="streaming")  # the whole run's markers' text never in memory at once
+    )
+    wins = windows_of(txn)
+    del txn
+    begin = (
+        events.filter(marker & (name == "run_begin"))
+        .select(windows.marker_field("tid"))
+        .head(1)
+        .collect(engine="streaming")
+    )
+    tid = begin.item(0, 0) if begin.height else None
+    db_syncs = pl.DataFrame(schema={"time_ns": pl.UInt64, "event": pl.String, "text": pl.String})
+    if context.journal == "wal":  # elsewhere every commit syncs the database, and none is a checkpoint
+        db = marker & name.is_in(["sync_begin", "sync_end"]) & pl.col("text").str.contains(r"\bkind=db\b")
+        db_syncs = events.filter(db).select("time_ns", name.alias("event"), "text").collect(engine="streaming")
+    found = checkpoints_of(db_syncs, context.journal)
     owners = pl.DataFrame(schema={"mark_ns": pl.Int64, "file": pl.String, "start": pl.Int64, "end": pl.Int64})
-    tid = None
-    for offset in range(0, max(total, 1), rows_per_slice):
-        marks = marker_rows(events.slice(offset, rows_per_slice), MARKER_NAMES)
-        if tid is None:
-            begin = marks.filter(pl.col("event") == "run_begin")
-            if begin.height:
-                tid = begin.select(windows.marker_field("tid")).item(0, 0)
-        txn.append(
-            marks.filter(pl.col("event").is_in(["txn_begin", "txn_end"])).select(
-                "time_ns",
-                pl.col("event"),
-                windows.marker_field("i").alias("index"),
-                (windows.marker_field("warmup") == 1).alias("warmup"),
-            )
-        )
-        db = marks.filter(
-            pl.col("event").is_in(["sync_begin", "sync_end"]) & pl.col("text").str.contains(r"\bkind=db\b")
-        )
-        db_syncs.append(db)
+    for chunk in chunks(wins, size):
+        rows = time_range(events, chunk.lo, chunk.hi)
+        marks = rows.filter(marker & (name == "extents")).select("time_ns", name.alias("event"), "text").collect()
         ranges = attribution.ranges_of_marks(marks)
         if context.fs_type == "btrfs":
             ranges = attribution.translate_chunks(ranges, context.layout.get("chunks", []))
         owners = span_rows(attribution.ownership_spans(pl.concat([owners, ranges.cast(owners.schema)])))
-    wins = windows_of(pl.concat(txn))
-    found = checkpoints_of(pl.concat(db_syncs), context.journal)
-    return Markers(wins, tid, attribution.ownership_spans(owners) if owners.height else owners_schema(), found)
+    spans = attribution.ownership_spans(owners) if owners.height else owners_schema()
+    return Markers(wins, tid, spans, found)
 
 
 def span_rows(spans: pl.DataFrame) -> pl.DataFrame:
@@ -185,14 +190,10 @@ def windows_of(txn: pl.DataFrame) -> pl.DataFrame:
     markers that fit no window raise its error (from the markers read again, with their text)."""
     txn = txn.with_row_index("row").sort("time_ns", "row")
     pairs = txn.with_columns(
-        pl.col("event").shift(-1).alias("next_event"),
+        pl.col("begin").shift(-1).alias("next_begin"),
         pl.col("index").shift(-1).alias("next_index"),
         pl.col("time_ns").shift(-1).alias("win_end_ns"),
-    ).filter(
-        (pl.col("event") == "txn_begin")
-        & (pl.col("next_event") == "txn_end")
-        & (pl.col("index") == pl.col("next_index"))
-    )
+    ).filter(pl.col("begin") & ~pl.col("next_begin") & (pl.col("index") == pl.col("next_index")))
     rising = pl.col("index") > pl.col("index").cum_max().shift(1).fill_null(-1)
     kept = pairs.filter(rising)
     if txn.height != 2 * kept.height:
@@ -278,10 +279,10 @@ def analyse(
     ``commits_path`` (and the attributed writes into ``writes_path``); with ``phases_of``
     (the journal mode) its ``phase`` column too (:func:`sqlwa.analysis.phases.with_phases`)."""
     size = size or chunk_commits()
-    marks = first_pass(events, context, max(size * 40, 1000))
+    marks = first_pass(events, context, size)
     wins, tid = marks.wins, marks.tid
     measured_wins = wins.filter(~pl.col("warmup"))
-    first = measured_wins["win_start_ns"].min() if measured_wins.height else None
+    first = int(cast(int, measured_wins["win_start_ns"].min())) if measured_wins.height else None
     carried, totals = Carried(), Totals()
     parts, write_parts, request_parts = [], [], []
     block = "block" in levels
@@ -350,8 +351,12 @@ def part(frame: pl.DataFrame, work_dir: Path, name: str, k: int) -> Path:
     return path
 
 
+#: Rows per row group of the files joined from parts (the sink buffers one: bounded).
+ROW_GROUP = 1 << 14
+
+
 def sink(paths: list[Path], target: Path) -> None:
-    pl.scan_parquet(paths).sink_parquet(target)
+    pl.scan_parquet(paths).sink_parquet(target, row_group_size=ROW_GROUP)
 
 
 def amortized_of(issued: pl.DataFrame, first: int) -> dict:

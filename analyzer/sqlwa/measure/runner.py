@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -51,6 +51,7 @@ from sqlwa.vm import machine
 ProgressFn = lab_capture.ProgressFn
 GUEST_STRACE_FILE = "guest.strace"  # --guest-strace: the guest program's syscalls, by strace
 KEPT_IMAGE_FILE = "lab.img"  # --keep-image: the lab's disk as the run left it
+ENGINE_COMMITS_FILE = ".engine-commits.parquet"  # a streamed analysis' input, removed after it
 CRASH_IMAGE_ROOM = 4  # the lab's image, its write log, the durable base and one crash state
 
 
@@ -299,7 +300,7 @@ class TraceAnalysis:
 
 def analyse_trace(
     trace_path: Path,
-    commits: pl.DataFrame,
+    commits: pl.DataFrame | pl.LazyFrame,
     dev,
     levels: list[str],
     context: LabContext | None = None,
@@ -334,13 +335,13 @@ def analyse_trace(
                 return analyse_streamed(events, report, commits, dev, levels, context, commits_path, phases_of)
             except stream.MarkersOutOfOrder:
                 pass  # analysed whole, which says which markers
-    return analyse_events(events, report, commits, dev, levels, context)
+    return analyse_events(events, report, commits.lazy().collect(), dev, levels, context)
 
 
 def analyse_streamed(
     events: pl.LazyFrame,
     report: dict,
-    commits: pl.DataFrame,
+    commits: pl.DataFrame | pl.LazyFrame,
     dev,
     levels: list[str],
     context: LabContext | None,
@@ -363,6 +364,10 @@ def analyse_streamed(
     return TraceAnalysis(done.commits, report, done.amortized, done.sections, events, done.writes)
 
 
+#: Rows per row group of events.parquet joined from the capture's parts.
+EVENTS_ROW_GROUP = 1 << 16
+
+
 def parse_capture(trace_path: Path, events_path: Path) -> dict:
     """The run's capture into the Parquet file ``events_path``, row group by row group;
     returns the parse report. A long run's capture is the parts its drain made as it went
@@ -380,7 +385,9 @@ def parse_capture(trace_path: Path, events_path: Path) -> dict:
     last = drain.part_path(trace_path, drain.part_number(parts[-1]) + 1)
     reports.append(drain.convert_segment(trace_path, last))
     try:
-        pl.scan_parquet([*parts, last]).sink_parquet(events_path)
+        # row groups of a bounded size: the sink buffers one, and the streamed analysis
+        # reads a chunk's time range by skipping the row groups outside it
+        pl.scan_parquet([*parts, last]).sink_parquet(events_path, row_group_size=EVENTS_ROW_GROUP)
     except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise UsageError(
@@ -582,10 +589,17 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     # The frame has them now: the engine's per-commit lists of Python ints (hundreds of
     # bytes a commit) are not kept through the analysis.
     capture.columns = {}
+    engine_commits: pl.DataFrame | pl.LazyFrame = with_vfs_totals(result.commits)
+    del result
+    spilled = out_dir / ENGINE_COMMITS_FILE
+    if stream.streamable(context):  # read a chunk at a time by the analysis, not held whole
+        with writing(spilled, "the engine's per-commit table to"):
+            rundir.write_parquet(cast(pl.DataFrame, engine_commits), spilled)
+        engine_commits = pl.scan_parquet(spilled)
     started = time.perf_counter()
     analysis = analyse_trace(
         Path(capture.trace_path),
-        with_vfs_totals(result.commits),
+        engine_commits,
         capture.dev,
         capture.levels,
         context,
@@ -593,13 +607,14 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
         commits_path=out_dir / rundir.COMMITS_FILE,
         phases_of=capture.info["pragmas"]["journal_mode"],
     )
-    del result  # the engine's table is in the analysed one (or its file) now
+    del engine_commits
+    spilled.unlink(missing_ok=True)
     analysis_s = time.perf_counter() - started
     amortized, sections = analysis.amortized, analysis.sections
     frame: pl.DataFrame | None = None
     if isinstance(analysis.commits, pl.DataFrame):
         frame = phases.with_phases(analysis.commits, capture.info["pragmas"]["journal_mode"])
-    commits = frame if frame is not None else ColumnFrame(analysis.commits)
+    commits = frame if frame is not None else ColumnFrame(analysis.commits.lazy())
     if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
         sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
