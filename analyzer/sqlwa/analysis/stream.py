@@ -622,11 +622,12 @@ def with_checkpoint_columns(commits: pl.DataFrame, found: pl.DataFrame) -> pl.Da
 
 def checkpoint_summary(found: pl.DataFrame, measured: pl.LazyFrame, journal: str, block: bool) -> dict:
     in_commits = found.filter(pl.col("commit") >= 0)
-    means = (
-        measured.select(pl.col("checkpoint_bytes").mean(), pl.col("checkpoint_spread_bytes").mean()).collect().row(0)
-        if block
-        else (None, None)
-    )
+    means: tuple = (None, None)
+    if block:  # each column whole, in one chunk, as the frame's: a float mean depends on the chunks
+        columns = [
+            measured.select(c).collect().to_series().rechunk() for c in ("checkpoint_bytes", "checkpoint_spread_bytes")
+        ]
+        means = tuple(column.mean() for column in columns)
     return {
         "applies": journal == "wal",
         "count": found.height,
