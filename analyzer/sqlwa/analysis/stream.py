@@ -38,6 +38,7 @@ from typing import Any, cast
 import polars as pl
 
 from sqlwa.analysis import attribution, device_time, metrics, phases, windows
+from sqlwa.analysis.summary import ColumnFrame
 from sqlwa.catalogue import DATABASE_FILE_KINDS
 
 #: Commit windows per chunk (``SQLWA_ANALYSIS_CHUNK_COMMITS``: tests make it a few, so that
@@ -82,13 +83,13 @@ def time_range(events: pl.LazyFrame, lo: int | None, hi: int | None) -> pl.LazyF
     return events
 
 
-def chunks(wins: pl.DataFrame, size: int) -> Iterator[Chunk]:
-    """The windows cut into chunks of ``size`` (one chunk, all events, without windows)."""
-    ordered = wins.sort("win_start_ns")
-    starts = ordered["win_start_ns"].to_list()[::size]
-    firsts = ordered["index"].to_list()[::size]
+def chunks(wins: pl.LazyFrame, size: int) -> Iterator[Chunk]:
+    """The windows (in time order) cut into chunks of ``size`` (one chunk, all events,
+    without windows); each chunk's windows read when it comes."""
+    edges = wins.select("win_start_ns", "index").gather_every(size).collect()
+    starts, firsts = edges["win_start_ns"].to_list(), edges["index"].to_list()
     if not starts:
-        yield Chunk(ordered, None, None, None, None, None)
+        yield Chunk(wins.collect(), None, None, None, None, None)
         return
     for k in range(len(starts)):
         lo = starts[k] if k else None
@@ -96,7 +97,7 @@ def chunks(wins: pl.DataFrame, size: int) -> Iterator[Chunk]:
         after = starts[k + 2] if k + 2 < len(starts) else None
         first = firsts[k] if k else None
         following = firsts[k + 1] if k + 1 < len(starts) else None
-        yield Chunk(ordered.slice(k * size, size), first, following, lo, hi, after)
+        yield Chunk(wins.slice(k * size, size).collect(), first, following, lo, hi, after)
 
 
 def commits_of(commits: pl.DataFrame | pl.LazyFrame, chunk: Chunk) -> pl.DataFrame:
@@ -124,30 +125,19 @@ class Markers:
     """What the whole run's markers give, gathered chunk by chunk: the windows, the SQL
     thread, the files' ownership spans and the checkpoints (their syncs of the database)."""
 
-    wins: pl.DataFrame
+    wins: pl.LazyFrame  # a scan of the windows' file, in time order
     tid: int | None
     owners: pl.DataFrame
     checkpoints: pl.DataFrame
 
 
-def first_pass(events: pl.LazyFrame, context: Any, size: int) -> Markers:
+def first_pass(events: pl.LazyFrame, context: Any, size: int, work_dir: Path) -> Markers:
     """The markers' figures, each read by a query that keeps only numbers (the windows'
     time, index and warm-up flag) or few rows (the run's begin, the database's syncs in
     WAL mode); the extents read a chunk at a time and folded into ownership spans as they
     come (consecutive markers of a span collapse: its first and last are kept)."""
     marker, name = pl.col("kind") == "marker", pl.col("name").cast(pl.String)
-    txn = (
-        events.filter(marker & name.is_in(["txn_begin", "txn_end"]))
-        .select(
-            "time_ns",
-            (name == "txn_begin").alias("begin"),
-            windows.marker_field("i").alias("index"),
-            (windows.marker_field("warmup") == 1).alias("warmup"),
-        )
-        .collect(engine="streaming")  # the whole run's markers' text never in memory at once
-    )
-    wins = windows_of(txn)
-    del txn
+    wins = windows_in_slices(events, size * EVENTS_PER_COMMIT, work_dir / WINDOWS_FILE)
     begin = (
         events.filter(marker & (name == "run_begin"))
         .select(windows.marker_field("tid"))
@@ -185,20 +175,64 @@ def owners_schema() -> pl.DataFrame:
     )
 
 
-def windows_of(txn: pl.DataFrame) -> pl.DataFrame:
-    """:func:`sqlwa.analysis.windows.checked_windows` of the transaction markers as numbers;
-    markers that fit no window raise its error (from the markers read again, with their text)."""
-    txn = txn.with_row_index("row").sort("time_ns", "row")
-    pairs = txn.with_columns(
-        pl.col("begin").shift(-1).alias("next_begin"),
-        pl.col("index").shift(-1).alias("next_index"),
-        pl.col("time_ns").shift(-1).alias("win_end_ns"),
-    ).filter(pl.col("begin") & ~pl.col("next_begin") & (pl.col("index") == pl.col("next_index")))
-    rising = pl.col("index") > pl.col("index").cum_max().shift(1).fill_null(-1)
-    kept = pairs.filter(rising)
-    if txn.height != 2 * kept.height:
+#: Events read at a time for the windows, per commit of a chunk (about 21 in WAL/FULL).
+EVENTS_PER_COMMIT = 25
+WINDOWS_FILE = ".windows.parquet"
+
+
+def windows_in_slices(events: pl.LazyFrame, rows: int, target: Path) -> pl.LazyFrame:
+    """:func:`sqlwa.analysis.windows.checked_windows` of the run's transaction markers,
+    read ``rows`` events at a time and kept as numbers, into the file ``target`` (a
+    ``txn_begin`` at a slice's end waits for its ``txn_end`` in the next); markers that
+    fit no window raise :class:`MarkersOutOfOrder` (analysed whole, which says where)."""
+    marker, name = pl.col("kind") == "marker", pl.col("name").cast(pl.String)
+    total = events.select(pl.len()).collect().item()
+    carry = pl.DataFrame(schema={"time_ns": pl.UInt64, "begin": pl.Boolean, "index": pl.Int64, "warmup": pl.Boolean})
+    highest, markers, kept, parts = -1, 0, 0, []
+    for k, offset in enumerate(range(0, max(total, 1), rows)):
+        txn = (
+            events.slice(offset, rows)
+            .filter(marker & name.is_in(["txn_begin", "txn_end"]))
+            .select(
+                "time_ns",
+                (name == "txn_begin").alias("begin"),
+                windows.marker_field("i").alias("index"),
+                (windows.marker_field("warmup") == 1).alias("warmup"),
+            )
+            .collect()
+        )
+        txn = pl.concat([carry, txn.cast(carry.schema)]).with_row_index("row").sort("time_ns", "row").drop("row")
+        last = offset + rows >= total
+        carry = txn.tail(1).filter(pl.col("begin")) if not last else carry.clear()
+        if carry.height:
+            txn = txn.head(txn.height - 1)
+        markers += txn.height
+        pairs = txn.with_columns(
+            pl.col("begin").shift(-1).alias("next_begin"),
+            pl.col("index").shift(-1).alias("next_index"),
+            pl.col("time_ns").shift(-1).alias("win_end_ns"),
+        ).filter(pl.col("begin") & ~pl.col("next_begin") & (pl.col("index") == pl.col("next_index")))
+        before = pl.max_horizontal(pl.col("index").cum_max().shift(1).fill_null(-1), pl.lit(highest))
+        found = pairs.filter(pl.col("index") > before)
+        if pairs.height:
+            highest = max(highest, int(cast(int, pairs["index"].max())))
+        kept += found.height
+        parts.append(
+            part(
+                found.select("index", "warmup", pl.col("time_ns").alias("win_start_ns"), "win_end_ns"),
+                target.parent,
+                "windows",
+                k,
+            )
+        )
+    if markers != 2 * kept:
+        for path in parts:
+            path.unlink()
         raise MarkersOutOfOrder
-    return kept.select("index", "warmup", pl.col("time_ns").alias("win_start_ns"), "win_end_ns")
+    sink(parts, target)
+    for path in parts:
+        path.unlink()
+    return pl.scan_parquet(target)
 
 
 class MarkersOutOfOrder(Exception):
@@ -279,10 +313,10 @@ def analyse(
     ``commits_path`` (and the attributed writes into ``writes_path``); with ``phases_of``
     (the journal mode) its ``phase`` column too (:func:`sqlwa.analysis.phases.with_phases`)."""
     size = size or chunk_commits()
-    marks = first_pass(events, context, size)
+    marks = first_pass(events, context, size, work_dir)
     wins, tid = marks.wins, marks.tid
-    measured_wins = wins.filter(~pl.col("warmup"))
-    first = int(cast(int, measured_wins["win_start_ns"].min())) if measured_wins.height else None
+    measured, start = wins.filter(~pl.col("warmup")).select(pl.len(), pl.col("win_start_ns").min()).collect().row(0)
+    first = int(start) if measured else None
     carried, totals = Carried(), Totals()
     parts, write_parts, request_parts = [], [], []
     block = "block" in levels
@@ -311,7 +345,7 @@ def analyse(
             write_parts.append(part(attributed, work_dir, "writes", k))
             per_commit = attribution.bytes_per_commit(attributed, cw)
             joined = joined.join(per_commit, on="index", how="left")
-            tally_attribution(totals, attributed, per_commit, measured_wins, first)
+            tally_attribution(totals, attributed, per_commit, cw.filter(~pl.col("warmup")), first)
             add(totals.checkpoint_bytes, checkpoint_bytes(attributed, marks.checkpoints))
         add(totals.covered, covered(joined, marks.checkpoints))
         parts.append(part(joined, work_dir, "commits", k))
@@ -323,10 +357,10 @@ def analyse(
     if block:
         amortized = {
             **{k: int(v) for k, v in totals.amortized.items()},
-            "commits": measured_wins.height,
+            "commits": measured,
         }
         sections["device_time"] = device_section(request_parts, result)
-        sections["bytes_by_category"] = attribution_section(totals, measured_wins.height)
+        sections["bytes_by_category"] = attribution_section(totals, measured)
     measured = result.filter(~pl.col("warmup"))
     sections["checkpoint"] = checkpoint_summary(found, measured, context.journal, block)
     sections["findings"] = findings(measured, context.sync)
@@ -334,7 +368,7 @@ def analyse(
     if block and writes_path is not None:
         sink(write_parts, writes_path)
         writes = pl.scan_parquet(writes_path)
-    for p in [*request_parts, *write_parts]:
+    for p in [*request_parts, *write_parts, work_dir / WINDOWS_FILE]:
         p.unlink(missing_ok=True)
     return Streamed(result, writes, amortized, sections)
 
@@ -641,22 +675,9 @@ def checkpoint_summary(found: pl.DataFrame, measured: pl.LazyFrame, journal: str
 
 
 def findings(measured: pl.LazyFrame, sync: str) -> list[dict]:
-    """:func:`sqlwa.analysis.metrics.consistency_findings` of the columns it reads."""
-    names = measured.collect_schema().names()
-    wanted = [
-        c
-        for c in (
-            "index",
-            "fsync_calls",
-            "vfs_sync_calls",
-            "flush_requests",
-            "vfs_journal_open_calls",
-            "vfs_wal_open_calls",
-            "vfs_journal_delete_calls",
-        )
-        if c in names
-    ]
-    return metrics.consistency_findings(measured.select(wanted).collect(), sync)
+    """:func:`sqlwa.analysis.metrics.consistency_findings` of the per-commit file, read a
+    column (and the commits each check hits) at a time."""
+    return metrics.consistency_findings(cast(pl.DataFrame, ColumnFrame(measured)), sync)
 
 
 __all__ = ["DATABASE_FILE_KINDS", "analyse", "streamable"]
