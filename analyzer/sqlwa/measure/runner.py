@@ -364,8 +364,38 @@ def analyse_streamed(
     return TraceAnalysis(done.commits, report, done.amortized, done.sections, events, done.writes)
 
 
-#: Rows per row group of events.parquet joined from the capture's parts.
+#: Rows per row group of events.parquet joined from the capture's parts (the streamed
+#: analysis reads a chunk's time range by skipping the row groups outside it).
 EVENTS_ROW_GROUP = 1 << 16
+JOIN_BATCH = 1 << 14
+
+
+def join_parts(parts: list[Path], target: Path) -> None:
+    """The capture's Parquet parts (one schema) into one file, a batch at a time, one
+    thread: bounded memory (Polars' sink of the same parts took some 300 MB at 10^5
+    commits, as much as the rest of the analysis). A part that is not Parquet, or not of
+    the first part's columns, raises :class:`PartsDamaged`; a failed write its OSError."""
+    import pyarrow as pa  # here: the CLI's start-up does not import pyarrow
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for part in parts:
+            try:
+                source = pq.ParquetFile(part, pre_buffer=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(target, source.schema_arrow)
+                for batch in source.iter_batches(batch_size=JOIN_BATCH, use_threads=False):
+                    writer.write_batch(batch, row_group_size=EVENTS_ROW_GROUP)
+            except (pa.ArrowException, ValueError) as exc:
+                raise PartsDamaged(f"{part.name}: {exc}") from None
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+class PartsDamaged(Exception):
+    """A capture part that cannot be joined into events.parquet."""
 
 
 def parse_capture(trace_path: Path, events_path: Path) -> dict:
@@ -385,10 +415,8 @@ def parse_capture(trace_path: Path, events_path: Path) -> dict:
     last = drain.part_path(trace_path, drain.part_number(parts[-1]) + 1)
     reports.append(drain.convert_segment(trace_path, last))
     try:
-        # row groups of a bounded size: the sink buffers one, and the streamed analysis
-        # reads a chunk's time range by skipping the row groups outside it
-        pl.scan_parquet([*parts, last]).sink_parquet(events_path, row_group_size=EVENTS_ROW_GROUP)
-    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+        join_parts([*parts, last], events_path)
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, PartsDamaged) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise UsageError(
             f"the capture's parts in {trace_path.parent} are damaged or not sqlwa's: {detail}",
