@@ -384,7 +384,7 @@ def join_parts(parts: list[Path], target: Path) -> None:
             try:
                 source = pq.ParquetFile(part, pre_buffer=False)
                 if writer is None:
-                    writer = pq.ParquetWriter(target, source.schema_arrow)
+                    writer = pq.ParquetWriter(target, source.schema_arrow, compression="zstd")
                 for batch in source.iter_batches(batch_size=JOIN_BATCH, use_threads=False):
                     writer.write_batch(batch, row_group_size=EVENTS_ROW_GROUP)
             except (pa.ArrowException, ValueError) as exc:
