@@ -8,6 +8,12 @@ attributed writes and the summary sections must be equal. The runs cover the ana
 branches: WAL and rollback journals, ext4, xfs and btrfs (its log tree, its chunk map),
 a FUSE layer (the daemon's syscalls) and dm-crypt (writes followed through remaps).
 ``SQLWA_STREAM_EQUALITY_COMMITS`` (e.g. 100000) adds a run of that many commits.
+
+The chunked analysis (:mod:`sqlwa.analysis.stream`, commit windows and events walked
+together a chunk at a time) is compared too, with chunks of a few commits so that their
+edges are crossed many times, and with the default; and lab runs made with such chunks
+are checked against strace and an independent tally of the raw trace (the truth
+tests/lab/test_run_lab.py checks the run against).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from sqlwa.analysis import phases
+from sqlwa.analysis.summary import ColumnFrame, build_summary
 from sqlwa.measure import runner
 from sqlwa.results import rundir
 
@@ -81,10 +89,10 @@ def context_of(out: Path) -> tuple[runner.LabContext, tuple[int, int], list[str]
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_streamed_analysis_equals_whole_table(case, tmp_path):
+def test_streamed_analysis_equals_whole_table(case, tmp_path, monkeypatch):
     out = tmp_path / case
     lab_run(out, CASES[case])
-    assert_streamed_equals_whole(out, tmp_path)
+    assert_streamed_equals_whole(out, tmp_path, monkeypatch)
 
 
 #: Run directories made earlier (with their trace.txt), os.pathsep between them: a 10^5-commit
@@ -94,14 +102,17 @@ EARLIER = [Path(p) for p in os.environ.get("SQLWA_STREAM_EQUALITY_RUNS", "").spl
 
 @pytest.mark.skipif(not EARLIER, reason="SQLWA_STREAM_EQUALITY_RUNS names no run directory")
 @pytest.mark.parametrize("out", EARLIER, ids=str)
-def test_streamed_analysis_of_an_earlier_run(out, tmp_path):
-    assert_streamed_equals_whole(out, tmp_path)
+def test_streamed_analysis_of_an_earlier_run(out, tmp_path, monkeypatch):
+    assert_streamed_equals_whole(out, tmp_path, monkeypatch)
 
 
-def assert_streamed_equals_whole(out: Path, tmp_path: Path) -> None:
+def assert_streamed_equals_whole(out: Path, tmp_path: Path, monkeypatch) -> None:
     context, dev, levels = context_of(out)
     commits = runner.with_vfs_totals(engine_commits(out))
     trace = out / rundir.TRACE_FILE
+    if not trace.exists():  # a run long enough to keep its capture in parts: its events.parquet
+        assert_chunked_equals_whole(out, tmp_path, monkeypatch, commits)
+        return
     whole = runner.analyse_trace(trace, commits, dev, levels, context)
     streamed = runner.analyse_trace(trace, commits, dev, levels, context, events_path=tmp_path / "events.parquet")
     assert isinstance(whole.events, pl.DataFrame) and isinstance(streamed.events, pl.LazyFrame)
@@ -122,6 +133,73 @@ def assert_streamed_equals_whole(out: Path, tmp_path: Path) -> None:
     recorded = pl.read_parquet(out / rundir.COMMITS_FILE)
     common = [c for c in streamed.commits.columns if c in recorded.columns]
     assert_frame_equal(streamed.commits.select(common), recorded.select(common))
+    assert_chunked_equals_whole(out, tmp_path, monkeypatch, commits)
+
+
+def assert_chunked_equals_whole(out: Path, tmp_path: Path, monkeypatch, commits: pl.DataFrame) -> None:
+    """The chunked analysis of the run's events.parquet equals the whole table's analysis,
+    with chunks of 3 commits (edges crossed all the time; 997 in a long run) and of the
+    default size; and so
+    does the summary read from its per-commit file a column at a time."""
+    context, dev, levels = context_of(out)
+    events = pl.read_parquet(out / rundir.EVENTS_FILE)
+    whole = runner.analyse_events(events, {}, commits, dev, levels, context)
+    assert isinstance(whole.commits, pl.DataFrame) and whole.commits.height == commits.height > 0
+    journal = json.loads((out / "summary.json").read_text())["config"]["pragmas"]["journal_mode"]
+    whole_summary = build_summary({}, phases.with_phases(whole.commits, journal), levels, **whole.sections)
+    tiny = "3" if commits.height <= 5000 else "997"  # a long run's chunk edges: a hundred of them
+    for size in (tiny, None):
+        work = tmp_path / f"chunks-{size}"
+        work.mkdir()
+        events.write_parquet(work / rundir.EVENTS_FILE, row_group_size=1000)
+        if size:
+            monkeypatch.setenv("SQLWA_ANALYSIS_CHUNK_COMMITS", size)
+        else:
+            monkeypatch.delenv("SQLWA_ANALYSIS_CHUNK_COMMITS", raising=False)
+        scan = pl.scan_parquet(work / rundir.EVENTS_FILE)
+        if not runner.stream.streamable(context):  # analysed whole (its test above)
+            return
+        chunked = runner.analyse_streamed(scan, {}, commits.lazy(), dev, levels, context, work / "c.parquet", None)
+        assert isinstance(chunked.commits, pl.LazyFrame)
+        assert_frame_equal(chunked.commits.collect(), whole.commits)
+        assert isinstance(chunked.writes, pl.LazyFrame) and whole.writes is not None
+        assert_frame_equal(chunked.writes.collect(), whole.writes)
+        assert chunked.sections == whole.sections
+        assert chunked.amortized == whole.amortized
+        with_phases = runner.analyse_streamed(scan, {}, commits, dev, levels, context, work / "p.parquet", journal)
+        assert isinstance(with_phases.commits, pl.LazyFrame)
+        summary = build_summary({}, ColumnFrame(with_phases.commits), levels, **with_phases.sections)
+        assert summary == whole_summary
+        # nothing of the chunks is left behind: the parts were joined and removed
+        assert sorted(p.name for p in work.iterdir()) == sorted(
+            [rundir.EVENTS_FILE, "c.parquet", "p.parquet", rundir.WRITES_FILE]
+        )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "test_syscalls_per_commit_equal_strace[wal-full]",
+        "test_syscalls_per_commit_equal_strace[delete-full]",
+        "test_block_per_commit_equals_independent_tally[ext4]",
+    ],
+)
+def test_tiny_chunks_against_independent_truth(name, tmp_path, monkeypatch):
+    """Lab runs analysed in chunks of 3 commits meet the independent truth the lab tests
+    check runs against: strace's syscalls per commit, and the raw trace's block requests
+    per commit tallied by regular expressions (tests/lab/test_run_lab.py)."""
+    from lab import test_run_lab
+
+    monkeypatch.setenv("SQLWA_ANALYSIS_CHUNK_COMMITS", "3")  # the run's own process inherits it
+    function, _, params = name.partition("[")
+    test = getattr(test_run_lab, function)
+    if function.startswith("test_syscalls"):
+        journal, sync = params.rstrip("]").split("-")
+        if test_run_lab.shutil.which("strace") is None:
+            pytest.skip("strace is not installed")
+        test(tmp_path, journal, sync)
+    else:
+        test(tmp_path, params.rstrip("]"))
 
 
 def test_a_long_capture_kept_in_parts(tmp_path):

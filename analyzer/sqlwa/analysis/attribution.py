@@ -42,7 +42,12 @@ CATEGORIES = (*DATABASE_FILE_KINDS, "checkpoint", "fs_journal", "fs_metadata", "
 def extents_ranges(events: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per range of every ``extents`` marker: ``mark_ns``, ``file``, ``start``,
     ``end`` (sectors, end exclusive)."""
-    marks = windows.markers(events).filter(pl.col("event") == "extents")
+    return ranges_of_marks(windows.markers(events))
+
+
+def ranges_of_marks(marks: pl.DataFrame) -> pl.DataFrame:
+    """:func:`extents_ranges` of marker rows (``time_ns``, ``event``, ``text``)."""
+    marks = marks.filter(pl.col("event") == "extents")
     ranges = (
         marks.select(
             pl.col("time_ns").alias("mark_ns"),
@@ -115,7 +120,13 @@ def file_of_writes(writes: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     20,000-commit WAL run), and the whole run's matches at once took 3 KB per trace event."""
     if ranges.height == 0:
         return pl.DataFrame(schema={"row": pl.UInt32, "file": pl.String})
-    owners = ownership_spans(ranges)
+    return files_of_owners(writes, ownership_spans(ranges))
+
+
+def files_of_owners(writes: pl.DataFrame, owners: pl.DataFrame) -> pl.DataFrame:
+    """:func:`file_of_writes` against the ownership spans (:func:`ownership_spans`)."""
+    if owners.height == 0:
+        return pl.DataFrame(schema={"row": pl.UInt32, "file": pl.String})
     located = writes.select("row", "time_ns", signed_sector())
     return pl.concat(
         [
@@ -170,7 +181,12 @@ def in_regions(ranges: list) -> pl.Expr:
 
 def spans(events: pl.DataFrame | pl.LazyFrame, begin: str, end: str) -> pl.DataFrame:
     """``[span_start, span_end]`` of every begin/end marker pair (they never nest)."""
-    marks = windows.markers(events).filter(pl.col("event").is_in([begin, end])).sort("time_ns")
+    return spans_of(windows.markers(events), begin, end)
+
+
+def spans_of(marks: pl.DataFrame, begin: str, end: str) -> pl.DataFrame:
+    """:func:`spans` of marker rows (``time_ns``, ``event``)."""
+    marks = marks.filter(pl.col("event").is_in([begin, end])).sort("time_ns")
     pairs = marks.with_columns(pl.col("time_ns").shift(-1).alias("span_end"), pl.col("event").shift(-1).alias("next"))
     return pairs.filter((pl.col("event") == begin) & (pl.col("next") == end)).select(
         pl.col("time_ns").alias("span_start"), "span_end"
@@ -191,12 +207,21 @@ def flag_inside(rows: pl.DataFrame, intervals: pl.DataFrame, name: str) -> pl.Da
 def with_submitter(writes: pl.DataFrame, events: pl.DataFrame | pl.LazyFrame, dev: tuple[int, int]) -> pl.DataFrame:
     """``submitter_pid`` / ``submitter``: who queued the request's first bio (the latest
     Q event on the same sector before the issue); the issuing thread when not traced."""
-    queued = windows.block_rows(events, dev, "Q", ["time_ns", "sector", "pid", "comm"]).select(
+    return with_queued_submitter(writes, queued_bios(events, dev))
+
+
+def queued_bios(events: pl.DataFrame | pl.LazyFrame, dev: tuple[int, int]) -> pl.DataFrame:
+    """The device's Q events as :func:`with_queued_submitter` reads them."""
+    return windows.block_rows(events, dev, "Q", ["time_ns", "sector", "pid", "comm"]).select(
         pl.col("time_ns").alias("q_ns"),
         "sector",
         pl.col("pid").alias("q_pid"),
         pl.col("comm").cast(pl.String).alias("q_comm"),
     )
+
+
+def with_queued_submitter(writes: pl.DataFrame, queued: pl.DataFrame) -> pl.DataFrame:
+    """:func:`with_submitter` from the device's Q events (:func:`queued_bios`)."""
     joined = writes.sort("time_ns").join_asof(
         queued.sort("q_ns"),
         left_on="time_ns",

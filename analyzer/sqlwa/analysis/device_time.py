@@ -48,9 +48,25 @@ def requests(events: Events, dev: tuple[int, int]) -> pl.DataFrame:
     """One row per request dispatched to ``dev``: ``operation``, ``sector``, ``sectors``,
     ``queue_ns`` (null without a Q), ``issue_ns``, ``complete_ns`` (null when the trace
     ended first), ``q2d_ns`` and ``d2c_ns``."""
-    issued = _keyed(windows.block_rows(events, dev, "D", REQUEST_COLUMNS), "issue_ns")
-    completed = _keyed(windows.block_rows(events, dev, "C", REQUEST_COLUMNS), "complete_ns")
-    queued = _keyed(windows.block_rows(events, dev, "Q", REQUEST_COLUMNS), "queue_ns").drop("sectors")
+    issued = keyed_rows(events, dev, "D")
+    completed = keyed_rows(events, dev, "C")
+    queued = keyed_rows(events, dev, "Q")
+    return matched_requests(issued, completed, queued)
+
+
+#: The time column each action's keyed rows carry (:func:`keyed_rows`).
+TIME_NAMES = {"D": "issue_ns", "C": "complete_ns", "Q": "queue_ns"}
+
+
+def keyed_rows(events: Events, dev: tuple[int, int], action: str) -> pl.DataFrame:
+    """The device's block rows of one action (D, C or Q), keyed and sorted by time."""
+    rows = _keyed(windows.block_rows(events, dev, action, REQUEST_COLUMNS), TIME_NAMES[action])
+    return rows.drop("sectors") if action == "Q" else rows
+
+
+def matched_requests(issued: pl.DataFrame, completed: pl.DataFrame, queued: pl.DataFrame) -> pl.DataFrame:
+    """:func:`requests` of the keyed D, C and Q rows (:func:`keyed_rows`): each D with the
+    first C after it and the latest Q at or before it."""
     out = issued.join_asof(
         completed,
         left_on="issue_ns",

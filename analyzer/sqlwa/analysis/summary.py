@@ -66,16 +66,44 @@ def vfs_by_file(measured: pl.DataFrame) -> dict[str, dict[str, float]]:
     return result
 
 
+class ColumnFrame:
+    """A per-commit table read one column at a time from a lazy frame (a scan of a long
+    lab run's commits.parquet, :mod:`sqlwa.analysis.stream`): the summary's functions read
+    it as they read a DataFrame (``height``, ``columns``, ``frame[column]``, ``filter``),
+    and only the column being read is in memory, never the whole table."""
+
+    def __init__(self, lazy: pl.LazyFrame) -> None:
+        self.lazy = lazy
+        self._height: int | None = None
+
+    @property
+    def height(self) -> int:
+        if self._height is None:
+            self._height = int(self.lazy.select(pl.len()).collect().item())
+        return self._height
+
+    @property
+    def columns(self) -> list[str]:
+        return self.lazy.collect_schema().names()
+
+    def __getitem__(self, name: str) -> pl.Series:
+        return self.lazy.select(name).collect().to_series().rechunk()  # one chunk, as a frame's column
+
+    def filter(self, *predicates: pl.Expr) -> ColumnFrame:
+        return ColumnFrame(self.lazy.filter(*predicates))
+
+
 def build_summary(
     config: dict,
-    commits: pl.DataFrame,
+    commits: pl.DataFrame | ColumnFrame,
     levels: list[str],
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS,
     amortized_bytes: int | None = None,
     **sections,
 ) -> dict:
-    """The summary.json document for one run; ``sections`` adds later stages' parts."""
-    measured = commits.filter(~pl.col("warmup"))
+    """The summary.json document for one run; ``sections`` adds later stages' parts.
+    ``commits`` may be a :class:`ColumnFrame`: what is read of it is read as of a frame."""
+    measured = cast(pl.DataFrame, commits.filter(~pl.col("warmup")))
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "config": config,
@@ -90,6 +118,6 @@ def build_summary(
         "waf": metrics.run_waf(measured, amortized_bytes),
     }
     if "phase" in commits.columns:
-        summary["phases"] = phases.phases_section(commits, levels)
+        summary["phases"] = phases.phases_section(cast(pl.DataFrame, commits), levels)
     summary.update(sections)
     return summary

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -30,11 +30,12 @@ from sqlwa.analysis import (
     metrics,
     phases,
     remap,
+    stream,
     traceformat,
     traceparse,
     windows,
 )
-from sqlwa.analysis.summary import build_summary, with_vfs_totals
+from sqlwa.analysis.summary import ColumnFrame, build_summary, with_vfs_totals
 from sqlwa.capture import drain, tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.durability import explore
@@ -50,6 +51,7 @@ from sqlwa.vm import machine
 ProgressFn = lab_capture.ProgressFn
 GUEST_STRACE_FILE = "guest.strace"  # --guest-strace: the guest program's syscalls, by strace
 KEPT_IMAGE_FILE = "lab.img"  # --keep-image: the lab's disk as the run left it
+ENGINE_COMMITS_FILE = ".engine-commits.parquet"  # a streamed analysis' input, removed after it
 CRASH_IMAGE_ROOM = 4  # the lab's image, its write log, the durable base and one crash state
 
 
@@ -76,12 +78,17 @@ class RunRequest:
 @dataclass
 class RunOutcome:
     summary: dict
-    commits: pl.DataFrame
+    frame: pl.DataFrame | None  # None: the run's commits.parquet, read when asked for
     out_dir: Path
     kept_database: Path | None = None  # where --keep-db left the database
     # a run a signal stopped between its commits (RunRequest.keep_measured): what
     # summary.json's "stopped" says, for the caller to report and exit 130 with
     partial: str | None = None
+
+    @property
+    def commits(self) -> pl.DataFrame:
+        """The per-commit table (a long lab run's is read from its file only when asked for)."""
+        return self.frame if self.frame is not None else rundir.commits(self.out_dir)
 
 
 def check_out_dir(request: RunRequest, create: bool = False) -> Path:
@@ -137,10 +144,14 @@ def replay_config(info: dict) -> dict:
     return {"replay": replayed}
 
 
-def write_outputs(out_dir: Path, summary: dict, commits: pl.DataFrame, analysis: TraceAnalysis | None = None) -> None:
-    """The run's tables, then summary.json, which says the run is complete."""
+def write_outputs(
+    out_dir: Path, summary: dict, commits: pl.DataFrame | pl.LazyFrame, analysis: TraceAnalysis | None = None
+) -> None:
+    """The run's tables, then summary.json, which says the run is complete (a streamed
+    analysis wrote its commits.parquet and writes.parquet as it went)."""
     with writing(out_dir, "the run's results into"):
-        rundir.write_parquet(commits, out_dir / rundir.COMMITS_FILE)
+        if isinstance(commits, pl.DataFrame):
+            rundir.write_parquet(commits, out_dir / rundir.COMMITS_FILE)
         if analysis is not None:
             write_trace_tables(out_dir, analysis)
         rundir.finish(out_dir, summary)
@@ -228,18 +239,18 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
         write_outputs(out_dir, summary, commits)
     kept = work_dir if request.keep_db else None
     return RunOutcome(
-        summary=summary, commits=commits, out_dir=out_dir, kept_database=kept, partial=stopped.get("partial")
+        summary=summary, frame=commits, out_dir=out_dir, kept_database=kept, partial=stopped.get("partial")
     )
 
 
-def measured_span_ns(measured: pl.DataFrame) -> int:
+def measured_span_ns(measured: pl.DataFrame | ColumnFrame) -> int:
     """From the first measured commit's start to the last one's end (0 for none)."""
     if measured.height == 0:
         return 0
     return int(measured["end_ns"].cast(pl.Int64).max()) - int(measured["start_ns"].cast(pl.Int64).min())  # type: ignore[arg-type]
 
 
-def stop_section(info: dict, settings: engine.RunSettings, commits: pl.DataFrame) -> dict:
+def stop_section(info: dict, settings: engine.RunSettings, commits: pl.DataFrame | ColumnFrame) -> dict:
     """summary.json's ``stopped``: what bounded the run's transactions (``by``: "txns",
     "duration", "interrupted", a replay's "log"), what was asked, and for a run a signal
     stopped between its commits ``partial``: "interrupted after N of M commits" (one so
@@ -338,21 +349,23 @@ class LabContext:
 
 @dataclass
 class TraceAnalysis:
-    commits: pl.DataFrame
+    commits: pl.DataFrame | pl.LazyFrame  # a scan of the written file when streamed
     parse_report: dict
     amortized: dict | None
     sections: dict
     events: pl.DataFrame | pl.LazyFrame  # a scan of events.parquet when written already
-    writes: pl.DataFrame | None  # block writes with their attribution category
+    writes: pl.DataFrame | pl.LazyFrame | None  # block writes with their attribution category
 
 
 def analyse_trace(
     trace_path: Path,
-    commits: pl.DataFrame,
+    commits: pl.DataFrame | pl.LazyFrame,
     dev,
     levels: list[str],
     context: LabContext | None = None,
     events_path: Path | None = None,
+    commits_path: Path | None = None,
+    phases_of: str | None = None,
 ) -> TraceAnalysis:
     """Per-commit syscall and block figures from the raw capture, joined onto ``commits``;
     with ``context`` also the block bytes by category and the checkpoints.
@@ -361,7 +374,12 @@ def analyse_trace(
     file (bounded memory) and analysed from a scan of it: each step reads only its rows'
     columns (the block requests of the device, the SQL thread's syscalls, the markers),
     never the whole event table; without, the whole table is parsed into memory. Both
-    give the same figures (tests/lab/test_streamed_analysis.py)."""
+    give the same figures (tests/lab/test_streamed_analysis.py).
+
+    With ``commits_path`` too, the analysis walks the commit windows and the events
+    together, chunk by chunk (:mod:`sqlwa.analysis.stream`), in memory that does not
+    grow with the run: the per-commit table goes into ``commits_path`` (with ``phases_of``,
+    the journal mode, its ``phase`` column too) and the attributed writes beside it."""
     # Lenient: a damaged line must not throw the run away; it is counted and, like lost
     # events, fails the run unless --allow-loss (see unparsed_loss).
     events: pl.DataFrame | pl.LazyFrame
@@ -371,7 +389,72 @@ def analyse_trace(
         with writing(events_path, "the run's event table to"):
             report = parse_capture(trace_path, events_path)
         events = pl.scan_parquet(events_path)
-    return analyse_events(events, report, commits, dev, levels, context)
+        if commits_path is not None and stream.streamable(context):
+            try:
+                return analyse_streamed(events, report, commits, dev, levels, context, commits_path, phases_of)
+            except stream.MarkersOutOfOrder:
+                pass  # analysed whole, which says which markers
+    return analyse_events(events, report, commits.lazy().collect(), dev, levels, context)
+
+
+def analyse_streamed(
+    events: pl.LazyFrame,
+    report: dict,
+    commits: pl.DataFrame | pl.LazyFrame,
+    dev,
+    levels: list[str],
+    context: LabContext | None,
+    commits_path: Path,
+    phases_of: str | None,
+) -> TraceAnalysis:
+    """:func:`analyse_events` chunk by chunk (:mod:`sqlwa.analysis.stream`)."""
+    with writing(commits_path, "the run's per-commit table to"):
+        done = stream.analyse(
+            events,
+            commits,
+            dev,
+            levels,
+            context,
+            commits_path.parent,
+            commits_path,
+            commits_path.parent / rundir.WRITES_FILE,
+            phases_of=phases_of,
+        )
+    return TraceAnalysis(done.commits, report, done.amortized, done.sections, events, done.writes)
+
+
+#: Rows per row group of events.parquet joined from the capture's parts (the streamed
+#: analysis reads a chunk's time range by skipping the row groups outside it).
+EVENTS_ROW_GROUP = 1 << 16
+JOIN_BATCH = 1 << 14
+
+
+def join_parts(parts: list[Path], target: Path) -> None:
+    """The capture's Parquet parts (one schema) into one file, a batch at a time, one
+    thread: bounded memory (Polars' sink of the same parts took some 300 MB at 10^5
+    commits, as much as the rest of the analysis). A part that is not Parquet, or not of
+    the first part's columns, raises :class:`PartsDamaged`; a failed write its OSError."""
+    import pyarrow as pa  # here: the CLI's start-up does not import pyarrow
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for part in parts:
+            try:
+                source = pq.ParquetFile(part, pre_buffer=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(target, source.schema_arrow, compression="zstd")
+                for batch in source.iter_batches(batch_size=JOIN_BATCH, use_threads=False):
+                    writer.write_batch(batch, row_group_size=EVENTS_ROW_GROUP)
+            except (pa.ArrowException, ValueError) as exc:
+                raise PartsDamaged(f"{part.name}: {exc}") from None
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+class PartsDamaged(Exception):
+    """A capture part that cannot be joined into events.parquet."""
 
 
 def parse_capture(trace_path: Path, events_path: Path) -> dict:
@@ -391,8 +474,8 @@ def parse_capture(trace_path: Path, events_path: Path) -> dict:
     last = drain.part_path(trace_path, drain.part_number(parts[-1]) + 1)
     reports.append(drain.convert_segment(trace_path, last))
     try:
-        pl.scan_parquet([*parts, last]).sink_parquet(events_path)
-    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+        join_parts([*parts, last], events_path)
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, PartsDamaged) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise UsageError(
             f"the capture's parts in {trace_path.parent} are damaged or not sqlwa's: {detail}",
@@ -487,7 +570,7 @@ def write_trace_tables(out_dir: Path, analysis: TraceAnalysis) -> None:
     """Parsed events and attributed writes, so no reader parses or attributes again."""
     if isinstance(analysis.events, pl.DataFrame):  # else parsed into events.parquet already
         rundir.write_parquet(analysis.events, out_dir / rundir.EVENTS_FILE)
-    if analysis.writes is not None:
+    if isinstance(analysis.writes, pl.DataFrame):  # else written by the streamed analysis
         rundir.write_parquet(analysis.writes, out_dir / rundir.WRITES_FILE)
 
 
@@ -595,18 +678,32 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     # The frame has them now: the engine's per-commit lists of Python ints (hundreds of
     # bytes a commit) are not kept through the analysis.
     capture.columns = {}
+    engine_commits: pl.DataFrame | pl.LazyFrame = with_vfs_totals(result.commits)
+    del result
+    spilled = out_dir / ENGINE_COMMITS_FILE
+    if stream.streamable(context):  # read a chunk at a time by the analysis, not held whole
+        with writing(spilled, "the engine's per-commit table to"):
+            rundir.write_parquet(cast(pl.DataFrame, engine_commits), spilled)
+        engine_commits = pl.scan_parquet(spilled)
     started = time.perf_counter()
     analysis = analyse_trace(
         Path(capture.trace_path),
-        with_vfs_totals(result.commits),
+        engine_commits,
         capture.dev,
         capture.levels,
         context,
         events_path=out_dir / rundir.EVENTS_FILE,
+        commits_path=out_dir / rundir.COMMITS_FILE,
+        phases_of=capture.info["pragmas"]["journal_mode"],
     )
+    del engine_commits
+    spilled.unlink(missing_ok=True)
     analysis_s = time.perf_counter() - started
-    commits, amortized, sections = analysis.commits, analysis.amortized, analysis.sections
-    commits = phases.with_phases(commits, capture.info["pragmas"]["journal_mode"])
+    amortized, sections = analysis.amortized, analysis.sections
+    frame: pl.DataFrame | None = None
+    if isinstance(analysis.commits, pl.DataFrame):
+        frame = phases.with_phases(analysis.commits, capture.info["pragmas"]["journal_mode"])
+    commits = frame if frame is not None else ColumnFrame(analysis.commits.lazy())
     if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
         sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
@@ -636,10 +733,10 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized
-    write_outputs(out_dir, summary, commits, analysis)
+    write_outputs(out_dir, summary, frame if frame is not None else analysis.commits, analysis)
     if loss is not None:
         raise loss
-    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir, partial=stopped.get("partial"))
+    return RunOutcome(summary=summary, frame=frame, out_dir=out_dir, partial=stopped.get("partial"))
 
 
 def execute_in_vm(
