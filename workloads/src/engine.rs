@@ -81,6 +81,24 @@ pub struct RunOutput {
     pub commits: Vec<CommitRecord>,
 }
 
+/// Where a run's commit records go, one at a time as each transaction ends, so a caller
+/// can hand them on in bounded chunks (written out as the run goes) instead of holding a
+/// run's every record: a long run's memory then does not grow with its length.
+pub trait CommitSink {
+    /// Takes the record of the transaction that just ended, which wrote the run's
+    /// database `database` (an index into a replay's databases; a scenario's is 0). An
+    /// error ends the run with it.
+    fn push(&mut self, commit: CommitRecord, database: u32) -> Result<(), EngineError>;
+}
+
+/// Keeps every record, in order (what [`run`] and [`run_with_stop`] return).
+impl CommitSink for Vec<CommitRecord> {
+    fn push(&mut self, commit: CommitRecord, _database: u32) -> Result<(), EngineError> {
+        Vec::push(self, commit);
+        Ok(())
+    }
+}
+
 /// How far a run is, handed to the progress callback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Progress {
@@ -142,6 +160,31 @@ pub fn run_with_stop(
     progress: &mut dyn FnMut(Progress) -> bool,
     stop: &Stop,
 ) -> Result<RunOutput, EngineError> {
+    let mut commits = Vec::new();
+    let info = run_into(
+        scenario,
+        settings,
+        dir,
+        markers,
+        progress,
+        stop,
+        &mut commits,
+    )?;
+    Ok(RunOutput { info, commits })
+}
+
+/// As [`run_with_stop`], each commit record handed to `commits` as its transaction ends
+/// instead of returned (bounded memory for a run of any length); returns the run's
+/// information.
+pub fn run_into(
+    scenario: &Scenario,
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+    stop: &Stop,
+    commits: &mut dyn CommitSink,
+) -> Result<RunInfo, EngineError> {
     if let Some(name) = settings.replay_only() {
         return Err(EngineError::BadSetting {
             name: name.into(),
@@ -152,7 +195,7 @@ pub fn run_with_stop(
         });
     }
     let create = || create_db_file(dir, &scenario.name).map(|path| vec![path]);
-    let ((commits, mut info), ran) = harness(settings, dir, markers, create, |h| {
+    let (mut info, ran) = harness(settings, dir, markers, create, |h| {
         let db_path = &h.db_paths[0];
         let mut conn = open(db_path, h.vfs.as_ref())?;
         let confinement = Confinement::install(&mut conn)?;
@@ -168,7 +211,7 @@ pub fn run_with_stop(
             sink: &h.sink,
             dm_marker: h.dm_marker.as_ref(),
         }
-        .run_all(progress);
+        .run_all(progress, commits);
         Ok(h.close(|| {
             let closed = conn.close().map_err(|(_, e)| {
                 let statement = "(closing the database)";
@@ -182,7 +225,7 @@ pub fn run_with_stop(
         }))
     })?;
     ran.stamp(&mut info, settings);
-    Ok(RunOutput { info, commits })
+    Ok(info)
 }
 
 /// What a run's SQL has to work with, set up by [`harness`] before it and taken down
@@ -386,15 +429,16 @@ impl Runner<'_> {
     fn run_all(
         &self,
         progress: &mut dyn FnMut(Progress) -> bool,
-    ) -> Result<(Vec<CommitRecord>, RunInfo), EngineError> {
+        commits: &mut dyn CommitSink,
+    ) -> Result<RunInfo, EngineError> {
         let seed = self.settings.seed.unwrap_or(self.scenario.seed);
         self.apply_pragmas()?;
         self.create_schema(seed)?;
         self.dm_mark("sqlwa-setup")?;
         self.snapshot("setup")?;
         let info = self.run_info(seed)?;
-        let commits = self.transactions(seed, progress)?;
-        Ok((commits, info))
+        self.transactions(seed, progress, commits)?;
+        Ok(info)
     }
 
     /// A mark in the log-writes target's log, when the run has one (`RunSettings::dm_mark`).
@@ -628,14 +672,14 @@ impl Runner<'_> {
         &self,
         seed: u64,
         progress: &mut dyn FnMut(Progress) -> bool,
-    ) -> Result<Vec<CommitRecord>, EngineError> {
+        commits: &mut dyn CommitSink,
+    ) -> Result<(), EngineError> {
         let (warmup, total) = (self.warmup_count(), self.total_txns());
         let think = self
             .settings
             .think_time_ms
             .unwrap_or(self.scenario.think_time_ms);
         let mut workload = Workload::new(self.scenario, seed);
-        let mut commits = Vec::with_capacity(total as usize);
         let mut last_report: Option<Instant> = None;
         for index in 0..total {
             if last_report.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL) {
@@ -651,10 +695,10 @@ impl Runner<'_> {
             let statements = workload.next_txn();
             let commit =
                 (self.stop).quietly(|| self.transaction(index, index < warmup, &statements));
-            commits.push(commit?);
+            commits.push(commit?, 0)?;
         }
         progress(Progress { done: total, total });
-        Ok(commits)
+        Ok(())
     }
 
     /// One transaction between its markers; VFS counts are the snapshot difference.

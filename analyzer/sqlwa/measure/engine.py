@@ -242,6 +242,31 @@ def run_workload_raw(
     )
 
 
+def run_workload_chunked(
+    scenario: Scenario,
+    settings: RunSettings,
+    directory: Path,
+    commits: Callable[[dict[str, list[int]]], None],
+    chunk_commits: int,
+    marker_path: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> _native.WorkloadInfo:
+    """:func:`run_workload_raw` whose commit records go to ``commits`` as the run goes,
+    ``chunk_commits`` at a time (the engine's columns, as ``run_workload_raw``'s
+    ``"commits"``), so the run's memory does not grow with its length; returns the run's
+    ``info``. An exception ``commits`` raises ends the run and is raised."""
+    ran = _native.run_workload(
+        scenario,
+        settings.as_dict(),
+        str(directory),
+        str(marker_path) if marker_path else None,
+        progress,
+        commits=commits,
+        chunk_commits=chunk_commits,
+    )
+    return ran["info"]
+
+
 def map_database_files(marker_path: Path, db_path: Path, at: str) -> None:
     """Append ``extents`` markers (``at=<at>``) for the database and the journal, WAL and
     -shm files beside it that exist to the marker file (``workloads/MARKERS.md``)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import time
@@ -42,7 +43,7 @@ from sqlwa.errors import ScenarioError, TraceLossError, UsageError, writing
 from sqlwa.lab import devmapper, filesystem, stack
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.lab.stack import StackSpec
-from sqlwa.measure import engine, environment, lab_capture
+from sqlwa.measure import commit_stream, engine, environment, lab_capture
 from sqlwa.results import rundir
 from sqlwa.vm import kernel as vm_kernel
 from sqlwa.vm import machine
@@ -73,9 +74,17 @@ class RunRequest:
 @dataclass
 class RunOutcome:
     summary: dict
-    commits: pl.DataFrame
+    commits_frame: pl.DataFrame | None  # None: a VFS-only run's, read from out_dir when asked
     out_dir: Path
     kept_database: Path | None = None  # where --keep-db left the database
+
+    @property
+    def commits(self) -> pl.DataFrame:
+        """The per-commit table; a VFS-only run's is read from its commits.parquet (the
+        run itself never held it whole)."""
+        if self.commits_frame is None:
+            return rundir.commits(self.out_dir)
+        return self.commits_frame
 
 
 def check_out_dir(request: RunRequest, create: bool = False) -> Path:
@@ -185,21 +194,36 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
     check_scratch_parent(request.dir, request.allow_system_dir)
     scenario = engine.load_scenario(request.scenario)
     with output_dir(request) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
-        result = engine.run_workload(scenario, request.settings, work_dir, progress=progress)
-        commits = metrics.with_waf(with_vfs_totals(result.commits))
-        commits = phases.with_phases(commits, result.info["pragmas"]["journal_mode"])
-        measured = commits.filter(~pl.col("warmup")).height
-        config = run_config(request, result.info, work_dir, measured)
-        summary = build_summary(
+        # The records leave the engine in chunks, written as they come (bounded memory);
+        # the parts are removed whatever happens, and only a finished run has its table.
+        journal = request.settings.journal
+        with commit_stream.CommitWriter(work_dir / commit_stream.PARTS_DIR, journal) as writer:
+            info = engine.run_workload_chunked(
+                scenario, request.settings, work_dir, writer.add, chunk_commits(), progress=progress
+            )
+            if info["pragmas"]["journal_mode"] != journal:  # the phases were given for `journal`
+                raise AssertionError(f"SQLite ran journal_mode {info['pragmas']['journal_mode']}, not {journal}")
+            commits_path = out_dir / rundir.COMMITS_FILE
+            with writing(out_dir, "the run's results into"):
+                writer.finish(commits_path)
+        config = run_config(request, dict(info), work_dir, writer.measured)
+        summary = commit_stream.summary_of(
             config,
-            commits,
+            commits_path,
             levels=["vfs"],
             frame_budget_ms=request.frame_budget_ms,
             device_not_measured=device_not_measured(config["dir_fs"]),
         )
-        write_outputs(out_dir, summary, commits)
+        with writing(out_dir, "the run's results into"):
+            rundir.finish(out_dir, summary)
     kept = work_dir if request.keep_db else None
-    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir, kept_database=kept)
+    return RunOutcome(summary=summary, commits_frame=None, out_dir=out_dir, kept_database=kept)
+
+
+def chunk_commits() -> int:
+    """Commit records per chunk the engine hands over; ``SQLWA_CHUNK_COMMITS`` sets it
+    (tests force tiny chunks)."""
+    return int(os.environ.get("SQLWA_CHUNK_COMMITS", commit_stream.CHUNK_COMMITS))
 
 
 def device_not_measured(dir_fs: str) -> str:
@@ -577,7 +601,7 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     write_outputs(out_dir, summary, commits, analysis)
     if loss is not None:
         raise loss
-    return RunOutcome(summary=summary, commits=commits, out_dir=out_dir)
+    return RunOutcome(summary=summary, commits_frame=commits, out_dir=out_dir)
 
 
 def execute_in_vm(
