@@ -7,12 +7,14 @@ Two pairs, each command in its own process (peak RSS from wait4, the smallest of
   * ``sqlwa run -s mobibench-insert -n N`` (no --fs) at --txns and ten times as many;
   * ``sqlwa run -s LOG --timing back-to-back``: a generated SQL log (format 1) of
     --statements and ten times as many statements (transactions of a BEGIN, 8 INSERTs
-    and a COMMIT: a tenth as many commits), replayed.
+    and a COMMIT: a tenth as many commits), replayed back to back.
+Both in WAL mode, synchronous NORMAL: no sync per commit, so the runs are about the
+engine and the tool, not the disk under --dir.
 Prints each run's wall time, commits, peak RSS and the pair's ratio, PASS or FAIL.
 Everything lives in a temporary directory under --dir (default /var/tmp), removed at the
 end (a 10^7-statement log is ~1.5 GB).
 
-Usage: bench/vfs_memory.py [--txns 1e5] [--statements 1e6] [--runs 1] [--dir DIR]
+Usage: bench/vfs_memory.py [--txns 1e5] [--statements 1e6] [--runs 1] [--dir DIR] [--only scenario|replay]
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def main() -> int:
     ap.add_argument("--statements", type=float, default=1e6, help="the shorter log, in statements")
     ap.add_argument("--runs", type=int, default=1, help="runs of each command; the smallest peak counts")
     ap.add_argument("--dir", type=Path, default=Path("/var/tmp"), help="where the runs and logs go")
-    ap.add_argument("--skip-replay", action="store_true", help="only the scenario runs")
+    ap.add_argument("--only", choices=("scenario", "replay"), help="only the scenario runs, or only the replays")
     args = ap.parse_args()
     sqlwa = sqlwa_script()
     ok = True
@@ -120,14 +122,20 @@ def main() -> int:
         work = Path(tmp)
         n = int(args.txns)
         scenario = [sqlwa, "run", "-s", "mobibench-insert", "-j", "wal", "--sync", "normal"]
-        ok &= pair("scenario", [(f"-n {k:,}", [*scenario, "-n", str(k)]) for k in (n, 10 * n)], work, args.runs)
-        if not args.skip_replay:
+        if args.only != "replay":
+            ok &= pair("scenario", [(f"-n {k:,}", [*scenario, "-n", str(k)]) for k in (n, 10 * n)], work, args.runs)
+        if args.only != "scenario":
             s = int(args.statements)
             commands = []
             for k in (s, 10 * s):
                 log = work / f"log{k}.jsonl"
                 write_log(log, k)
-                commands.append((f"{k:,}-statement log", [sqlwa, "run", "-s", str(log), "--timing", "back-to-back"]))
+                commands.append(
+                    (
+                        f"{k:,}-statement log",
+                        [sqlwa, "run", "-s", str(log), "--timing", "back-to-back", "-j", "wal", "--sync", "normal"],
+                    )
+                )
             ok &= pair("replay", commands, work, args.runs)
     return 0 if ok else 1
 

@@ -1,7 +1,7 @@
 """A VFS-only run's commit records leave the engine in chunks, written as they come
 (issues #34, #37: bounded memory). Forced down to a few commits a chunk, every commit's
 row still matches strace's count of the SQL thread's pwrite64 and fsync-family calls in
-that commit's window, and an interrupted run leaves none of its chunk files behind."""
+that commit's window, its summary is the whole table's, and an interrupted run leaves no partial file behind."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 from helpers import sqlwa
+from sqlwa.analysis.summary import build_summary
 from sqlwa.measure import commit_stream
 from sqlwa.results import rundir
 
@@ -90,7 +91,8 @@ def test_an_interrupted_run_leaves_no_chunk_files(tmp_path, signum):
     env = {**os.environ, "SQLWA_CHUNK_COMMITS": "50"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 60
-    while len(list(scratch.glob(f"*/{commit_stream.PARTS_DIR}/*.parquet"))) < 3:
+    partial = f"*/{commit_stream.PARTIAL_FILE}"
+    while not any(p.stat().st_size > 50_000 for p in scratch.glob(partial)):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "no chunk was written"
         time.sleep(0.05)
@@ -99,7 +101,7 @@ def test_an_interrupted_run_leaves_no_chunk_files(tmp_path, signum):
     assert proc.returncode != 0, stderr
     assert "Traceback" not in stderr.decode()
     # the kept database stays (--keep-db); the chunks of a run that did not finish do not
-    assert not list(scratch.glob(f"*/{commit_stream.PARTS_DIR}")), list(scratch.rglob("*"))
+    assert not list(scratch.glob(partial)), list(scratch.rglob("*"))
     assert list(scratch.glob("*/*.db"))
     assert not (out / rundir.COMMITS_FILE).exists()
     assert not (out / rundir.SUMMARY_FILE).exists()
@@ -119,3 +121,7 @@ def test_a_wal_run_over_many_chunks_has_the_phases_of_one(tmp_path):
     assert set(phase[:first]) == {"wal_growth"}
     expected = ["checkpoint" if w else "steady" for w in wrote_db.to_list()[first:]]
     assert phase[first:] == expected
+    # summary.json's figures, from running sums over 215 chunks, are the whole table's
+    summary = json.loads((out / "summary.json").read_text())
+    whole = build_summary(summary["config"], commits, ["vfs"], device_not_measured=summary["device_not_measured"])
+    assert json.loads(json.dumps(whole)) == summary

@@ -1,13 +1,13 @@
 """A run's commit records written as the engine hands them over, and its summary from
-the written file: the memory of a VFS-only run does not grow with its length.
+running aggregates: the memory of a VFS-only run does not grow with its length.
 
 The engine hands the records over in chunks (``_native.run_workload(commits=…)``); each
 chunk gets the per-commit columns a run's table has (latency, CPU, VFS totals, WAF,
-phase) and goes to a part file in a scratch directory; at the end the parts are joined,
-streamed, into the run's ``commits.parquet``, and :func:`summary_of` computes
-summary.json's figures from a scan of it (polars lazy: only the latency and CPU columns
-are held whole, for their exact quantiles), the same figures
-:func:`sqlwa.analysis.summary.build_summary` computes from a frame in memory.
+phase), is appended to the run's Parquet file as row groups (pyarrow's writer: nothing
+of it is kept) and added to running sums, from which :meth:`CommitWriter.summary`
+gives the figures :func:`sqlwa.analysis.summary.build_summary` computes from a whole
+frame. Only the measured commits' latency and CPU time are kept whole (16 bytes a
+commit), for their exact quantiles.
 """
 
 from __future__ import annotations
@@ -15,50 +15,57 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from sqlwa.analysis import metrics, phases
 from sqlwa.analysis.summary import KIND_FIELDS, SUMMARY_SCHEMA_VERSION, with_vfs_totals
-from sqlwa.catalogue import (
-    BLOCK_COMMIT_COLUMNS,
-    CPU_COMMIT_COLUMNS,
-    DATABASE_FILE_KINDS,
-    FILE_KINDS,
-    FUSE_SYSCALL_COMMIT_COLUMNS,
-    SYSCALL_COMMIT_COLUMNS,
-    VFS_COMMIT_COLUMNS,
-)
+from sqlwa.catalogue import CPU_COMMIT_COLUMNS, DATABASE_FILE_KINDS, FILE_KINDS, VFS_COMMIT_COLUMNS
 from sqlwa.measure import engine
-from sqlwa.results import rundir
 
 #: Commit records per chunk the engine hands over (~1 KB each while in Python).
 CHUNK_COMMITS = 8192
-PARTS_DIR = ".sqlwa-commit-parts"  # in the run's scratch directory
+PARTIAL_FILE = ".sqlwa-commits.parquet"  # in the run's scratch directory, until the run ends
+#: summary.json's per-commit means of a VFS-only run: its ``per_commit``, ``vfs_by_file``
+MEAN_COLUMNS = (
+    *VFS_COMMIT_COLUMNS,
+    *CPU_COMMIT_COLUMNS,
+    *(f"vfs_{kind}_{field}" for kind in FILE_KINDS for field in KIND_FIELDS),
+)
+PHASE_COLUMNS = tuple(dict.fromkeys(column for column, _, level in phases.PHASE_FIGURES.values() if level == "vfs"))
 
 
 class CommitWriter:
-    """Takes the engine's chunks (:meth:`add`), writes each with the table's per-commit
-    columns as a part file in ``parts_dir``, and joins the parts into the run's
-    commits.parquet (:meth:`finish`). Used as a context manager: the parts are removed
-    on the way out, whether the run ended well or not (Ctrl-C, SIGTERM, a failure)."""
+    """Takes the engine's chunks (:meth:`add`), appends each with the table's per-commit
+    columns to a Parquet file in the scratch directory ``work_dir`` and adds it to the
+    running sums; :meth:`finish` moves the file to the run's commits.parquet and
+    :meth:`summary` gives summary.json. Used as a context manager: the partial file is
+    removed on the way out when the run did not finish (Ctrl-C, SIGTERM, a failure)."""
 
-    def __init__(self, parts_dir: Path, journal: str) -> None:
-        self.parts_dir = parts_dir
+    def __init__(self, work_dir: Path, journal: str) -> None:
+        self.path = work_dir / PARTIAL_FILE
         self.journal = journal
-        self.parts: list[Path] = []
+        self.writer: pq.ParquetWriter | None = None
         self.commits = 0
         self.measured = 0
         # in WAL mode: a commit of an earlier chunk checkpointed (phases.with_phases)
         self.checkpointed = False
+        self.sums = dict.fromkeys(MEAN_COLUMNS, 0)
+        self.latency_total = 0  # the measured commits' latency_ns, summed
+        self.latency: list[pl.Series] = []  # measured commits' latency_ns and cpu_ns, chunk by chunk
+        self.cpu: list[pl.Series] = []
+        # phase -> [commits, first index, last index, sums of PHASE_COLUMNS]
+        self.phases: dict[str, list] = {}
 
     def __enter__(self) -> CommitWriter:
-        self.parts_dir.mkdir()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        shutil.rmtree(self.parts_dir, ignore_errors=True)
+        if self.writer is not None:
+            self.writer.close()
+        self.path.unlink(missing_ok=True)
 
     def add(self, columns: Mapping[str, Any]) -> None:
         """One chunk of records, as the engine's columns."""
@@ -75,177 +82,123 @@ class CommitWriter:
                     .alias("phase")
                 )
             self.checkpointed = self.checkpointed or bool(frame.select(phases.wrote_database().any()).item())
-        path = self.parts_dir / f"part-{len(self.parts):06d}.parquet"
-        rundir.write_parquet(frame, path)
-        self.parts.append(path)
+        table = frame.to_arrow()
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, table.schema, compression="zstd")
+        self.writer.write_table(table)
+        self.tally(frame)
+
+    def tally(self, frame: pl.DataFrame) -> None:
+        """The chunk's part of the run's sums."""
+        measured = frame.filter(~pl.col("warmup"))
         self.commits += frame.height
-        self.measured += frame.height - int(frame["warmup"].sum())
+        self.measured += measured.height
+        for name, value in measured.select([pl.col(c).sum() for c in MEAN_COLUMNS]).row(0, named=True).items():
+            self.sums[name] += value
+        self.latency_total += int(measured["latency_ns"].sum())
+        self.latency.append(measured["latency_ns"])
+        self.cpu.append(measured["cpu_ns"])
+        groups = frame.group_by("phase").agg(
+            pl.len().alias("commits"),
+            pl.col("index").min().alias("first"),
+            pl.col("index").max().alias("last"),
+            *[pl.col(c).sum() for c in PHASE_COLUMNS],
+        )
+        for row in groups.iter_rows(named=True):
+            seen = self.phases.get(row["phase"])
+            sums = [row[c] for c in PHASE_COLUMNS]
+            if seen is None:
+                self.phases[row["phase"]] = [row["commits"], row["first"], row["last"], sums]
+            else:
+                seen[0] += row["commits"]
+                seen[1], seen[2] = min(seen[1], row["first"]), max(seen[2], row["last"])
+                seen[3] = [a + b for a, b in zip(seen[3], sums, strict=True)]
 
     def finish(self, commits_path: Path) -> None:
-        """The parts joined, streamed, into ``commits_path``, in the engine's order."""
-        assert self.parts, "an engine run that returns has at least one commit"
-        pl.scan_parquet(self.parts).sink_parquet(commits_path)
+        """The run's table, whole, moved to ``commits_path``."""
+        assert self.writer is not None, "an engine run that returns has at least one commit"
+        self.writer.close()
+        self.writer = None
+        shutil.move(self.path, commits_path)
 
+    def summary(
+        self,
+        config: dict,
+        levels: list[str],
+        frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS,
+        **sections: Any,
+    ) -> dict:
+        """:func:`sqlwa.analysis.summary.build_summary` of the table written, from the
+        running sums (means: sums over counts) and the measured commits' latency and CPU
+        time (quantiles as :mod:`sqlwa.analysis.metrics` computes them)."""
+        count = self.measured
 
-def _mean(column: str) -> pl.Expr:
-    return pl.col(column).mean().alias(column)
+        def mean(name: str) -> float:
+            return self.sums[name] / count if count else 0.0
 
-
-def summary_of(
-    config: dict,
-    commits_path: Path,
-    levels: list[str],
-    frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS,
-    **sections: Any,
-) -> dict:
-    """:func:`sqlwa.analysis.summary.build_summary` of the per-commit table in
-    ``commits_path``, from a scan of it: running sums and means, the exact quantiles of
-    latency and CPU time (their columns alone held in memory)."""
-    scan = pl.scan_parquet(commits_path)
-    names = scan.collect_schema().names()
-    measured = scan.filter(~pl.col("warmup"))
-    captured = [
-        n
-        for n in (*CPU_COMMIT_COLUMNS, *SYSCALL_COMMIT_COLUMNS, *FUSE_SYSCALL_COMMIT_COLUMNS, *BLOCK_COMMIT_COLUMNS)
-        if n in names
-    ]
-    mean_names = [*VFS_COMMIT_COLUMNS, *captured]
-    kind_names = [f"vfs_{kind}_{field}" for kind in FILE_KINDS for field in KIND_FIELDS]
-    means = measured.select([_mean(n) for n in dict.fromkeys([*mean_names, *kind_names])]).collect(engine="streaming")
-    counts = scan.select(pl.len().alias("commits"), (~pl.col("warmup")).sum().alias("measured")).collect(
-        engine="streaming"
-    )
-    total, count = int(counts["commits"][0]), int(counts["measured"][0])
-
-    def mean(name: str) -> float:
-        value = means[name][0]
-        return 0.0 if count == 0 or value is None else float(value)
-
-    vfs_by_file: dict[str, dict[str, float]] = {}
-    for kind in FILE_KINDS:
-        figures = {field: mean(f"vfs_{kind}_{field}") for field in KIND_FIELDS}
-        if kind in DATABASE_FILE_KINDS or any(figures.values()):
-            vfs_by_file[kind] = figures
-    summary: dict = {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "config": config,
-        "levels": levels,
-        "commits": count,
-        "warmup_commits": total - count,
-        "per_commit": {name: mean(name) for name in mean_names},
-        "vfs_by_file": vfs_by_file,
-        "latency_ms": latency_ms(measured, count),
-        **({"cpu_ms": cpu_ms(measured, count)} if "cpu_ns" in names else {}),
-        "frame_budget_misses": frame_budget_misses(measured, count, frame_budget_ms),
-        "waf": run_waf(measured, names),
-    }
-    if "phase" in names:
-        summary["phases"] = phases_section(scan, levels, names)
-    summary.update(sections)
-    return summary
-
-
-def _quantiles(column: pl.Expr) -> list[pl.Expr]:
-    return [column.quantile(q, interpolation="linear").alias(name) for name, q in metrics.LATENCY_QUANTILES.items()]
-
-
-def latency_ms(measured: pl.LazyFrame, count: int) -> dict[str, float]:
-    """:func:`sqlwa.analysis.metrics.latency_ms` of a scan."""
-    if count == 0:
-        return {name: 0.0 for name in (*metrics.LATENCY_QUANTILES, "max")}
-    ms = pl.col("latency_ns").cast(pl.Float64) / 1e6
-    row = measured.select(*_quantiles(ms), ms.max().alias("max")).collect(engine="streaming").row(0, named=True)
-    return {name: float(value) for name, value in row.items()}
-
-
-def cpu_ms(measured: pl.LazyFrame, count: int) -> dict[str, float]:
-    """:func:`sqlwa.analysis.metrics.cpu_ms` of a scan."""
-    if count == 0:
-        return {name: 0.0 for name in (*metrics.LATENCY_QUANTILES, "max", "user_mean", "sys_mean", "share_of_latency")}
-    ms = pl.col("cpu_ns").cast(pl.Float64) / 1e6
-    row = (
-        measured.select(
-            *_quantiles(ms),
-            ms.max().alias("max"),
-            pl.col("latency_ns").sum().alias("latency"),
-            pl.col("cpu_ns").sum().alias("cpu"),
-            pl.col("cpu_user_ns").mean().alias("user_mean"),
-            pl.col("cpu_sys_ns").mean().alias("sys_mean"),
+        vfs_by_file: dict[str, dict[str, float]] = {}
+        for kind in FILE_KINDS:
+            figures = {field: mean(f"vfs_{kind}_{field}") for field in KIND_FIELDS}
+            if kind in DATABASE_FILE_KINDS or any(figures.values()):
+                vfs_by_file[kind] = figures
+        latency = pl.DataFrame({"latency_ns": pl.concat(self.latency)})
+        self.latency = [latency["latency_ns"]]
+        totals = pl.DataFrame(
+            {"logical_bytes": [self.sums["logical_bytes"]], "vfs_write_bytes": [self.sums["vfs_write_bytes"]]}
         )
-        .collect(engine="streaming")
-        .row(0, named=True)
-    )
-    latency = float(row["latency"])
-    figures = {name: float(row[name]) for name in metrics.LATENCY_QUANTILES}
-    return {
-        **figures,
-        "max": float(row["max"]),
-        "user_mean": float(row["user_mean"]) / 1e6,
-        "sys_mean": float(row["sys_mean"]) / 1e6,
-        "share_of_latency": float(row["cpu"]) / latency if latency else 0.0,
-    }
-
-
-def frame_budget_misses(measured: pl.LazyFrame, count: int, budget_ms: float) -> dict:
-    """:func:`sqlwa.analysis.metrics.frame_budget_misses` of a scan."""
-    if count == 0:
-        return metrics.frame_budget_misses(pl.DataFrame({"latency_ns": []}, schema={"latency_ns": pl.Int64}), budget_ms)
-    latency = pl.col("latency_ns").cast(pl.Float64)
-    frames = ((latency / (budget_ms * 1e6)).ceil() - 1).clip(lower_bound=0)
-    row = (
-        measured.select((latency > budget_ms * 1e6).sum().alias("misses"), frames.sum().alias("dropped"))
-        .collect(engine="streaming")
-        .row(0, named=True)
-    )
-    misses, dropped = int(row["misses"]), int(row["dropped"])
-    return {
-        "budget_ms": budget_ms,
-        "commits": misses,
-        "share": misses / count,
-        "dropped_frames": dropped,
-        "dropped_frames_per_1000_commits": dropped * 1000 / count,
-    }
-
-
-def run_waf(measured: pl.LazyFrame, names: list[str]) -> dict:
-    """:func:`sqlwa.analysis.metrics.run_waf` of a scan without amortized block bytes."""
-    sums = ["logical_bytes", "vfs_write_bytes", *(["write_bytes"] if "write_bytes" in names else [])]
-    row = measured.select([pl.col(n).sum() for n in sums]).collect(engine="streaming")
-    return metrics.run_waf(row, None)
-
-
-def phases_section(scan: pl.LazyFrame, levels: list[str], names: list[str]) -> dict:
-    """:func:`sqlwa.analysis.phases.phases_section` of a scan: one group per phase."""
-    figures = {
-        figure: (column, scale)
-        for figure, (column, scale, level) in phases.PHASE_FIGURES.items()
-        if level in levels and column in names
-    }
-    columns = dict.fromkeys(column for column, _ in figures.values())
-    groups = (
-        scan.group_by("phase")
-        .agg(
-            pl.len().alias("commits"),
-            pl.col("index").min().alias("first_index"),
-            pl.col("index").max().alias("last_index"),
-            *[pl.col(c).mean().alias(f"mean_{c}") for c in columns],
-        )
-        .collect(engine="streaming")
-    )
-    by_phase = {row["phase"]: row for row in groups.iter_rows(named=True)}
-    entries = []
-    for name in phases.PHASES:
-        row = by_phase.get(name)
-        if row is None or not row["commits"]:
-            continue
-        entry: dict = {
-            "phase": name,
-            "label": phases.PHASE_LABELS[name],
-            "commits": row["commits"],
-            "first_index": int(row["first_index"]),
-            "last_index": int(row["last_index"]),
+        summary: dict = {
+            "schema_version": SUMMARY_SCHEMA_VERSION,
+            "config": config,
+            "levels": levels,
+            "commits": count,
+            "warmup_commits": self.commits - count,
+            "per_commit": {name: mean(name) for name in (*VFS_COMMIT_COLUMNS, *CPU_COMMIT_COLUMNS)},
+            "vfs_by_file": vfs_by_file,
+            "latency_ms": metrics.latency_ms(latency),
+            "cpu_ms": self.cpu_ms(),
+            "frame_budget_misses": metrics.frame_budget_misses(latency, frame_budget_ms),
+            "waf": metrics.run_waf(totals, None),
+            "phases": self.phases_section(levels),
         }
-        for figure, (column, scale) in figures.items():
-            entry[figure] = float(row[f"mean_{column}"]) * scale
-        entries.append(entry)
-    return {"basis": "means over each phase's commits, inside their commit windows", "phases": entries}
+        summary.update(sections)
+        return summary
+
+    def cpu_ms(self) -> dict[str, float]:
+        """:func:`sqlwa.analysis.metrics.cpu_ms` from the sums and the CPU times kept."""
+        if self.measured == 0:
+            return metrics.cpu_ms(pl.DataFrame({"latency_ns": []}))
+        ms = pl.concat(self.cpu).cast(pl.Float64) / 1e6
+        figures = {
+            name: float(cast(float, ms.quantile(q, interpolation="linear")))
+            for name, q in metrics.LATENCY_QUANTILES.items()
+        }
+        latency = float(self.latency_total)
+        return {
+            **figures,
+            "max": float(cast(float, ms.max())),
+            "user_mean": self.sums["cpu_user_ns"] / self.measured / 1e6,
+            "sys_mean": self.sums["cpu_sys_ns"] / self.measured / 1e6,
+            "share_of_latency": float(self.sums["cpu_ns"]) / latency if latency else 0.0,
+        }
+
+    def phases_section(self, levels: list[str]) -> dict:
+        """:func:`sqlwa.analysis.phases.phases_section` from the sums by phase."""
+        entries = []
+        for name in phases.PHASES:
+            seen = self.phases.get(name)
+            if seen is None:
+                continue
+            commits, first, last, sums = seen
+            entry: dict = {
+                "phase": name,
+                "label": phases.PHASE_LABELS[name],
+                "commits": commits,
+                "first_index": int(first),
+                "last_index": int(last),
+            }
+            by_column = dict(zip(PHASE_COLUMNS, sums, strict=True))
+            for figure, (column, scale, level) in phases.PHASE_FIGURES.items():
+                if level in levels and column in by_column:
+                    entry[figure] = by_column[column] / commits * scale
+            entries.append(entry)
+        return {"basis": "means over each phase's commits, inside their commit windows", "phases": entries}

@@ -194,10 +194,10 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
     check_scratch_parent(request.dir, request.allow_system_dir)
     scenario = engine.load_scenario(request.scenario)
     with output_dir(request) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
-        # The records leave the engine in chunks, written as they come (bounded memory);
-        # the parts are removed whatever happens, and only a finished run has its table.
+        # The records leave the engine in chunks, written as they come (bounded memory)
+        # to a file in the scratch directory, which only a finished run moves to out_dir.
         journal = request.settings.journal
-        with commit_stream.CommitWriter(work_dir / commit_stream.PARTS_DIR, journal) as writer:
+        with commit_stream.CommitWriter(work_dir, journal) as writer:
             info = engine.run_workload_chunked(
                 scenario, request.settings, work_dir, writer.add, chunk_commits(), progress=progress
             )
@@ -207,9 +207,8 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
             with writing(out_dir, "the run's results into"):
                 writer.finish(commits_path)
         config = run_config(request, dict(info), work_dir, writer.measured)
-        summary = commit_stream.summary_of(
+        summary = writer.summary(
             config,
-            commits_path,
             levels=["vfs"],
             frame_budget_ms=request.frame_budget_ms,
             device_not_measured=device_not_measured(config["dir_fs"]),
