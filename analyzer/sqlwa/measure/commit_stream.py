@@ -44,7 +44,7 @@ class CommitWriter:
     :meth:`summary` gives summary.json. Used as a context manager: the partial file is
     removed on the way out when the run did not finish (Ctrl-C, SIGTERM, a failure)."""
 
-    def __init__(self, work_dir: Path, journal: str) -> None:
+    def __init__(self, work_dir: Path, journal: str, budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS) -> None:
         self.path = work_dir / PARTIAL_FILE
         self.journal = journal
         self.writer: pq.ParquetWriter | None = None
@@ -54,8 +54,11 @@ class CommitWriter:
         self.checkpointed = False
         self.sums = dict.fromkeys(MEAN_COLUMNS, 0)
         self.latency_total = 0  # the measured commits' latency_ns, summed
-        self.latency: list[pl.Series] = []  # measured commits' latency_ns and cpu_ns, chunk by chunk
+        # the measured commits' latency and CPU time in ms, chunk by chunk (for quantiles)
+        self.latency: list[pl.Series] = []
         self.cpu: list[pl.Series] = []
+        self.budget_ms = budget_ms  # the frame budget, whose misses are summed as the run goes
+        self.misses = self.dropped = 0
         # phase -> [commits, first index, last index, sums of PHASE_COLUMNS]
         self.phases: dict[str, list] = {}
 
@@ -96,8 +99,13 @@ class CommitWriter:
         for name, value in measured.select([pl.col(c).sum() for c in MEAN_COLUMNS]).row(0, named=True).items():
             self.sums[name] += value
         self.latency_total += int(measured["latency_ns"].sum())
-        self.latency.append(measured["latency_ns"])
-        self.cpu.append(measured["cpu_ns"])
+        # as sqlwa.analysis.metrics computes them: latency_ms, cpu_ms, frame_budget_misses
+        latency = measured["latency_ns"].cast(pl.Float64)
+        self.latency.append(latency / 1e6)
+        self.cpu.append(measured["cpu_ns"].cast(pl.Float64) / 1e6)
+        budget_ns = self.budget_ms * 1e6
+        self.misses += int((latency > budget_ns).sum())
+        self.dropped += int(((latency / budget_ns).ceil() - 1).clip(lower_bound=0).sum())
         groups = frame.group_by("phase").agg(
             pl.len().alias("commits"),
             pl.col("index").min().alias("first"),
@@ -121,13 +129,7 @@ class CommitWriter:
         self.writer = None
         shutil.move(self.path, commits_path)
 
-    def summary(
-        self,
-        config: dict,
-        levels: list[str],
-        frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS,
-        **sections: Any,
-    ) -> dict:
+    def summary(self, config: dict, levels: list[str], **sections: Any) -> dict:
         """:func:`sqlwa.analysis.summary.build_summary` of the table written, from the
         running sums (means: sums over counts) and the measured commits' latency and CPU
         time (quantiles as :mod:`sqlwa.analysis.metrics` computes them)."""
@@ -141,8 +143,6 @@ class CommitWriter:
             figures = {field: mean(f"vfs_{kind}_{field}") for field in KIND_FIELDS}
             if kind in DATABASE_FILE_KINDS or any(figures.values()):
                 vfs_by_file[kind] = figures
-        latency = pl.DataFrame({"latency_ns": pl.concat(self.latency)})
-        self.latency = [latency["latency_ns"]]
         totals = pl.DataFrame(
             {"logical_bytes": [self.sums["logical_bytes"]], "vfs_write_bytes": [self.sums["vfs_write_bytes"]]}
         )
@@ -154,27 +154,42 @@ class CommitWriter:
             "warmup_commits": self.commits - count,
             "per_commit": {name: mean(name) for name in (*VFS_COMMIT_COLUMNS, *CPU_COMMIT_COLUMNS)},
             "vfs_by_file": vfs_by_file,
-            "latency_ms": metrics.latency_ms(latency),
+            "latency_ms": self.latency_ms(),
             "cpu_ms": self.cpu_ms(),
-            "frame_budget_misses": metrics.frame_budget_misses(latency, frame_budget_ms),
+            "frame_budget_misses": self.frame_budget_misses(),
             "waf": metrics.run_waf(totals, None),
             "phases": self.phases_section(levels),
         }
         summary.update(sections)
         return summary
 
+    def latency_ms(self) -> dict[str, float]:
+        """:func:`sqlwa.analysis.metrics.latency_ms` of the latencies kept (freed after)."""
+        if self.measured == 0:
+            return metrics.latency_ms(pl.DataFrame({"latency_ns": []}))
+        ms, self.latency = pl.concat(self.latency), []
+        return {**quantiles(ms), "max": float(cast(float, ms.max()))}
+
+    def frame_budget_misses(self) -> dict:
+        """:func:`sqlwa.analysis.metrics.frame_budget_misses` from the sums."""
+        if self.measured == 0:
+            return metrics.frame_budget_misses(pl.DataFrame({"latency_ns": []}), self.budget_ms)
+        return {
+            "budget_ms": self.budget_ms,
+            "commits": self.misses,
+            "share": self.misses / self.measured,
+            "dropped_frames": self.dropped,
+            "dropped_frames_per_1000_commits": self.dropped * 1000 / self.measured,
+        }
+
     def cpu_ms(self) -> dict[str, float]:
         """:func:`sqlwa.analysis.metrics.cpu_ms` from the sums and the CPU times kept."""
         if self.measured == 0:
             return metrics.cpu_ms(pl.DataFrame({"latency_ns": []}))
-        ms = pl.concat(self.cpu).cast(pl.Float64) / 1e6
-        figures = {
-            name: float(cast(float, ms.quantile(q, interpolation="linear")))
-            for name, q in metrics.LATENCY_QUANTILES.items()
-        }
+        ms, self.cpu = pl.concat(self.cpu), []
         latency = float(self.latency_total)
         return {
-            **figures,
+            **quantiles(ms),
             "max": float(cast(float, ms.max())),
             "user_mean": self.sums["cpu_user_ns"] / self.measured / 1e6,
             "sys_mean": self.sums["cpu_sys_ns"] / self.measured / 1e6,
@@ -202,3 +217,11 @@ class CommitWriter:
                     entry[figure] = by_column[column] / commits * scale
             entries.append(entry)
         return {"basis": "means over each phase's commits, inside their commit windows", "phases": entries}
+
+
+def quantiles(ms: pl.Series) -> dict[str, float]:
+    """The quantiles :mod:`sqlwa.analysis.metrics` reports, of a series of milliseconds."""
+    return {
+        name: float(cast(float, ms.quantile(q, interpolation="linear")))
+        for name, q in metrics.LATENCY_QUANTILES.items()
+    }

@@ -197,7 +197,7 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
         # The records leave the engine in chunks, written as they come (bounded memory)
         # to a file in the scratch directory, which only a finished run moves to out_dir.
         journal = request.settings.journal
-        with commit_stream.CommitWriter(work_dir, journal) as writer:
+        with commit_stream.CommitWriter(work_dir, journal, request.frame_budget_ms) as writer:
             info = engine.run_workload_chunked(
                 scenario, request.settings, work_dir, writer.add, chunk_commits(), progress=progress
             )
@@ -210,7 +210,6 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
         summary = writer.summary(
             config,
             levels=["vfs"],
-            frame_budget_ms=request.frame_budget_ms,
             device_not_measured=device_not_measured(config["dir_fs"]),
         )
         with writing(out_dir, "the run's results into"):
