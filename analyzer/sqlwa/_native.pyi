@@ -7,7 +7,7 @@ Rust definitions at run time; this file only gives their types.
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, NotRequired, TypedDict, final, type_check_only
+from typing import Final, Literal, NotRequired, TypedDict, final, overload, type_check_only
 
 import pyarrow  # no type information published (pyproject: ignore_missing_imports); Table reads as Any
 
@@ -309,7 +309,8 @@ class ReplaySummary(TypedDict):
     first_failures: list[Failure]
     pragmas: list[LoggedPragma]
     databases: list[DatabaseFigures]
-    #: per commit, the index into ``databases`` of the database it wrote
+    #: per commit, the index into ``databases`` of the database it wrote (empty: the
+    #: engine hands the records out in chunks, ``run_workload(commits=…)``)
     commit_database: list[int]
     #: the run stopped after ``txns`` transactions before the log's end
     truncated: bool
@@ -322,6 +323,14 @@ class WorkloadRun(TypedDict):
     #: commit column → one value per transaction (``warmup``: bools; the rest: ints)
     commits: dict[str, list[int]]
 
+@type_check_only
+class WorkloadRunChunked(TypedDict):
+    """What :func:`run_workload` returns when its ``commits`` callable took the records."""
+
+    info: WorkloadInfo
+    commits: None
+
+@overload
 def run_workload(
     scenario: Scenario,
     settings: SettingsInput,
@@ -329,7 +338,21 @@ def run_workload(
     marker_path: _Path | None = None,
     progress: Callable[[int, int | None], object] | None = None,
     keep_measured: bool = False,
-) -> WorkloadRun:
+    commits: None = None,
+    chunk_commits: int = 8192,
+) -> WorkloadRun: ...
+@overload
+def run_workload(
+    scenario: Scenario,
+    settings: SettingsInput,
+    dir: _Path,
+    marker_path: _Path | None = None,
+    progress: Callable[[int, int | None], object] | None = None,
+    keep_measured: bool = False,
+    *,
+    commits: Callable[[dict[str, list[int]]], object],
+    chunk_commits: int = 8192,
+) -> WorkloadRunChunked:
     """Run ``scenario`` in ``dir``: ``{"info": {...}, "commits": {column: [values]}}``.
 
     ``progress(done, total)`` from time to time (``total`` None when a duration alone
@@ -337,6 +360,11 @@ def run_workload(
     ``syncs``, ``write_bytes`` of the measured transactions so far). With
     ``keep_measured`` a Ctrl-C or SIGTERM between measured transactions ends the run there
     and returns it (``info["stopped_by"]`` "interrupted", ``info["interruption"]``).
+
+    With ``commits`` (a callable) the records go to it, ``chunk_commits`` at a time as
+    the run goes (the last, shorter chunk once the run has ended: nothing of a run that
+    fails), each chunk the same columns; ``"commits"`` is then None and the run's memory
+    does not grow with its length. An exception it raises ends the run and is raised.
 
     The commit columns: ``index``, ``warmup``, ``start_ns``, ``end_ns``, ``logical_bytes``,
     ``statements``, ``cpu_user_ns`` and ``cpu_sys_ns`` (the SQL thread's CPU time inside

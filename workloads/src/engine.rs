@@ -85,6 +85,24 @@ pub struct RunOutput {
     pub commits: Vec<CommitRecord>,
 }
 
+/// Where a run's commit records go, one at a time as each transaction ends, so a caller
+/// can hand them on in bounded chunks (written out as the run goes) instead of holding a
+/// run's every record: a long run's memory then does not grow with its length.
+pub trait CommitSink {
+    /// Takes the record of the transaction that just ended, which wrote the run's
+    /// database `database` (an index into a replay's databases; a scenario's is 0). An
+    /// error ends the run with it.
+    fn push(&mut self, commit: CommitRecord, database: u32) -> Result<(), EngineError>;
+}
+
+/// Keeps every record, in order (what [`run`] and [`run_with_stop`] return).
+impl CommitSink for Vec<CommitRecord> {
+    fn push(&mut self, commit: CommitRecord, _database: u32) -> Result<(), EngineError> {
+        Vec::push(self, commit);
+        Ok(())
+    }
+}
+
 /// How far a run is, handed to the progress callback.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Progress {
@@ -161,6 +179,31 @@ pub fn run_with_stop(
     progress: &mut dyn FnMut(Progress) -> bool,
     stop: &Stop,
 ) -> Result<RunOutput, EngineError> {
+    let mut commits = Vec::new();
+    let info = run_into(
+        scenario,
+        settings,
+        dir,
+        markers,
+        progress,
+        stop,
+        &mut commits,
+    )?;
+    Ok(RunOutput { info, commits })
+}
+
+/// As [`run_with_stop`], each commit record handed to `commits` as its transaction ends
+/// instead of returned (bounded memory for a run of any length); returns the run's
+/// information.
+pub fn run_into(
+    scenario: &Scenario,
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+    stop: &Stop,
+    commits: &mut dyn CommitSink,
+) -> Result<RunInfo, EngineError> {
     if let Some(name) = settings.replay_only() {
         return Err(EngineError::BadSetting {
             name: name.into(),
@@ -171,7 +214,7 @@ pub fn run_with_stop(
         });
     }
     let create = || create_db_file(dir, &scenario.name).map(|path| vec![path]);
-    let ((commits, mut info), ran) = harness(settings, dir, markers, create, |h| {
+    let (mut info, ran) = harness(settings, dir, markers, create, |h| {
         let db_path = &h.db_paths[0];
         let mut conn = open(db_path, h.vfs.as_ref())?;
         let confinement = Confinement::install(&mut conn)?;
@@ -187,7 +230,7 @@ pub fn run_with_stop(
             sink: &h.sink,
             dm_marker: h.dm_marker.as_ref(),
         }
-        .run_all(progress);
+        .run_all(progress, commits);
         Ok(h.close(|| {
             let closed = conn.close().map_err(|(_, e)| {
                 let statement = "(closing the database)";
@@ -201,7 +244,7 @@ pub fn run_with_stop(
         }))
     })?;
     ran.stamp(&mut info, settings);
-    Ok(RunOutput { info, commits })
+    Ok(info)
 }
 
 /// What a run's SQL has to work with, set up by [`harness`] before it and taken down
@@ -405,16 +448,17 @@ impl Runner<'_> {
     fn run_all(
         &self,
         progress: &mut dyn FnMut(Progress) -> bool,
-    ) -> Result<(Vec<CommitRecord>, RunInfo), EngineError> {
+        commits: &mut dyn CommitSink,
+    ) -> Result<RunInfo, EngineError> {
         let seed = self.settings.seed.unwrap_or(self.scenario.seed);
         self.apply_pragmas()?;
         self.create_schema(seed)?;
         self.dm_mark("sqlwa-setup")?;
         self.snapshot("setup")?;
         let mut info = self.run_info(seed)?;
-        let (commits, stopped_by) = self.transactions(seed, progress)?;
+        let stopped_by = self.transactions(seed, progress, commits)?;
         info.stopped_by = stopped_by.to_string();
-        Ok((commits, info))
+        Ok(info)
     }
 
     /// A mark in the log-writes target's log, when the run has one (`RunSettings::dm_mark`).
@@ -649,7 +693,8 @@ impl Runner<'_> {
         &self,
         seed: u64,
         progress: &mut dyn FnMut(Progress) -> bool,
-    ) -> Result<(Vec<CommitRecord>, &'static str), EngineError> {
+        commits: &mut dyn CommitSink,
+    ) -> Result<&'static str, EngineError> {
         let warmup = self.warmup_count();
         // a duration alone leaves the number of transactions open
         let total = match (self.settings.duration_s, self.settings.txns) {
@@ -663,7 +708,6 @@ impl Runner<'_> {
         let deadline =
             (self.settings.duration_s).map(|s| Instant::now() + Duration::from_secs_f64(s));
         let mut workload = Workload::new(self.scenario, seed);
-        let mut commits = Vec::with_capacity(total.unwrap_or(0).min(1 << 20) as usize);
         let mut last_report: Option<Instant> = None;
         let mut now = Progress {
             total,
@@ -715,13 +759,13 @@ impl Runner<'_> {
                 now.syncs += vfs.sync_calls;
                 now.write_bytes += vfs.write_bytes;
             }
-            commits.push(commit);
+            commits.push(commit, 0)?;
             index += 1;
         }
         now.done = index;
         now.total = Some(index);
         progress(now);
-        Ok((commits, stopped_by))
+        Ok(stopped_by)
     }
 
     /// One transaction between its markers; VFS counts are the snapshot difference.

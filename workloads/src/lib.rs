@@ -137,9 +137,11 @@ pub mod vfs;
 
 pub use counts::{FileKind, KindCounts, VfsCounts};
 pub use cpu::CpuTime;
-pub use engine::{run, run_with_stop, CommitRecord, Progress, RunInfo, RunOutput};
+pub use engine::{
+    run, run_into, run_with_stop, CommitRecord, CommitSink, Progress, RunInfo, RunOutput,
+};
 pub use error::EngineError;
-pub use replay::{replay, ReplayOutput, ReplaySummary};
+pub use replay::{replay, replay_into, ReplayOutput, ReplaySummary};
 pub use scenario::{builtin_names, Scenario};
 pub use settings::{JournalMode, LockingMode, RunSettings, SyncMode};
 pub use sqllog::{is_sql_log, SqlLog};

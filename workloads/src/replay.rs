@@ -60,7 +60,9 @@ use crate::settings::{pragma_statement, Timing, REPORTED_PRAGMAS};
 use crate::sqllog::{pragma_of, Event, LogReader, SqlLog};
 use crate::stop::Stop;
 use crate::vfs::{CountingVfs, VfsShared};
-use crate::{CommitRecord, EngineError, Progress, RunInfo, RunOutput, RunSettings, VfsCounts};
+use crate::{
+    CommitRecord, CommitSink, EngineError, Progress, RunInfo, RunOutput, RunSettings, VfsCounts,
+};
 
 /// How many failed statements are shown (each kind is counted whatever their number).
 pub(crate) const FAILURES_SHOWN: usize = 5;
@@ -114,7 +116,8 @@ pub struct ReplaySummary {
     pub pragmas: Vec<LoggedPragma>,
     /// the run's figures per database file
     pub databases: Vec<DatabaseFigures>,
-    /// per commit record, the index into `databases` of the database it wrote
+    /// per commit record, the index into `databases` of the database it wrote ([`replay`]
+    /// only: empty from [`replay_into`], whose sink is told each record's database)
     pub commit_database: Vec<u32>,
     /// the run stopped after `txns` transactions (RunSettings::txns) before the log's end
     pub truncated: bool,
@@ -202,36 +205,67 @@ pub fn replay(
     progress: &mut dyn FnMut(Progress) -> bool,
     stop: &Stop,
 ) -> Result<ReplayOutput, EngineError> {
+    /// Every record, and the database each wrote.
+    #[derive(Default)]
+    struct Kept(Vec<CommitRecord>, Vec<u32>);
+    impl CommitSink for Kept {
+        fn push(&mut self, commit: CommitRecord, database: u32) -> Result<(), EngineError> {
+            self.0.push(commit);
+            self.1.push(database);
+            Ok(())
+        }
+    }
+    let mut kept = Kept::default();
+    let (info, mut summary) = replay_into(log, settings, dir, markers, progress, stop, &mut kept)?;
+    let Kept(commits, databases) = kept;
+    summary.commit_database = databases;
+    Ok(ReplayOutput {
+        run: RunOutput { info, commits },
+        replay: summary,
+    })
+}
+
+/// As [`replay`], each commit record handed to `commits` as its transaction ends instead
+/// of returned (bounded memory for a log of any length); the per-database figures are
+/// summed as the commits go, and `commit_database` is left empty (the sink is told each
+/// record's database).
+pub fn replay_into(
+    log: &SqlLog,
+    settings: &RunSettings,
+    dir: &Path,
+    markers: Option<&Path>,
+    progress: &mut dyn FnMut(Progress) -> bool,
+    stop: &Stop,
+    commits: &mut dyn CommitSink,
+) -> Result<(RunInfo, ReplaySummary), EngineError> {
     let timing = check_settings(log, settings)?;
     let create = || create_databases(log, settings, dir);
-    let ((commits, summary, info), ran) = harness(settings, dir, markers, create, |h| {
+    let ((counted, summary, info), ran) = harness(settings, dir, markers, create, |h| {
         let mut replayer =
             Replayer::new(log, settings, timing, &h.db_paths, stop, &h.shared, &h.sink);
+        replayer.out = Some(commits);
         replayer.vfs = h.vfs.as_ref();
         replayer.dm_marker = h.dm_marker.as_ref();
         let result = replayer.replay_all(progress);
         Ok(h.close(|| {
             let closed = replayer.close_all();
             let Replayer {
-                commits,
+                count,
+                measured,
                 summary,
                 info,
                 ..
             } = replayer;
             result?;
             closed?;
-            Ok((commits, summary, info))
+            Ok(((count, measured), summary, info))
         }))
     })?;
     let mut info = info.ok_or_else(|| EngineError::sql("(replay)", "no database was opened"))?;
     ran.stamp(&mut info, settings);
     info.stopped_by = (if summary.truncated { "txns" } else { "log" }).to_string();
-    let summary = with_database_figures(summary, log, &commits);
-    check_measured(log, &summary, &commits)?;
-    Ok(ReplayOutput {
-        run: RunOutput { info, commits },
-        replay: summary,
-    })
+    check_measured(log, &summary, counted)?;
+    Ok((info, summary))
 }
 
 /// The settings a replay cannot honour, refused before anything is made; the pacing.
@@ -370,7 +404,11 @@ struct Replayer<'a> {
     window: Option<Window>,
     /// (recorded time, when it was replayed) of the first paced statement
     anchor: Option<(u64, Instant)>,
-    commits: Vec<CommitRecord>,
+    /// where the commit records go (set before the replay runs)
+    out: Option<&'a mut dyn CommitSink>,
+    /// commit records handed out, and whether one of them was measured (not warm-up)
+    count: u64,
+    measured: bool,
     summary: ReplaySummary,
     info: Option<RunInfo>,
     /// transactions to run (warm-up included), when `txns` limits them
@@ -416,6 +454,16 @@ impl<'a> Replayer<'a> {
                 n => format!("the log's first {n} transactions, run but not measured"),
             },
             statements: log.statements,
+            databases: (log.databases.iter())
+                .map(|d| DatabaseFigures {
+                    recorded: d.recorded.clone(),
+                    file_name: d.file_name.clone(),
+                    commits: 0,
+                    statements: 0,
+                    logical_bytes: 0,
+                    vfs: VfsCounts::default(),
+                })
+                .collect(),
             ..ReplaySummary::default()
         };
         Replayer {
@@ -433,7 +481,9 @@ impl<'a> Replayer<'a> {
             opened: vec![false; db_paths.len()],
             window: None,
             anchor: None,
-            commits: Vec::new(),
+            out: None,
+            count: 0,
+            measured: false,
             summary,
             info: None,
             limit: settings.txns.map(|n| n + warmup),
@@ -477,7 +527,7 @@ impl<'a> Replayer<'a> {
                 }
                 Event::Close { conn } => self.close(conn)?,
             }
-            if self.limit.is_some_and(|n| self.commits.len() as u64 >= n) {
+            if self.limit.is_some_and(|n| self.count >= n) {
                 self.summary.truncated = done < total;
                 break;
             }
@@ -660,7 +710,7 @@ impl<'a> Replayer<'a> {
             Err(e) => return Ok(Err(e)),
         };
         if writes && self.window.is_none() {
-            let index = self.commits.len() as u64;
+            let index = self.count;
             let warmup = index < self.warmup;
             self.window = Some(open_window(
                 self.shared,
@@ -771,7 +821,7 @@ impl<'a> Replayer<'a> {
         }
         let vfs = self.shared.snapshot().since(&w.before);
         self.shared.set_current_txn(-1);
-        self.commits.push(CommitRecord {
+        let commit = CommitRecord {
             index: w.index,
             warmup: w.index < self.warmup,
             start_ns: w.start_ns,
@@ -780,9 +830,17 @@ impl<'a> Replayer<'a> {
             statements: w.statements,
             vfs,
             cpu,
-        });
-        self.summary.commit_database.push(w.db as u32);
-        Ok(())
+        };
+        // the per-database figures, summed as the commits go
+        let figures = &mut self.summary.databases[w.db];
+        figures.commits += 1;
+        figures.statements += commit.statements;
+        figures.logical_bytes += commit.logical_bytes;
+        figures.vfs = add_counts(&figures.vfs, &commit.vfs);
+        self.count += 1;
+        self.measured |= !commit.warmup;
+        let out = (self.out.as_mut()).expect("the replay's commit sink is set before it runs");
+        out.push(commit, w.db as u32)
     }
 
     fn dm_mark(&self, text: &str) -> Result<(), EngineError> {
@@ -992,12 +1050,12 @@ fn add_counts(a: &VfsCounts, b: &VfsCounts) -> VfsCounts {
 fn check_measured(
     log: &SqlLog,
     summary: &ReplaySummary,
-    commits: &[CommitRecord],
+    (count, measured): (u64, bool),
 ) -> Result<(), EngineError> {
-    if commits.iter().any(|c| !c.warmup) {
+    if measured {
         return Ok(());
     }
-    let why = match (commits.len(), summary.first_failures.first()) {
+    let why = match (count, summary.first_failures.first()) {
         (0, Some(f)) => format!(
             "no transaction of the log wrote anything on replay ({} statements failed; \
              line {}: {})",
@@ -1012,32 +1070,6 @@ fn check_measured(
         path: log.path.clone(),
         message: why,
     })
-}
-
-/// The per-database figures, from the commit records and the database each wrote.
-fn with_database_figures(
-    mut summary: ReplaySummary,
-    log: &SqlLog,
-    commits: &[CommitRecord],
-) -> ReplaySummary {
-    summary.databases = (log.databases.iter())
-        .map(|d| DatabaseFigures {
-            recorded: d.recorded.clone(),
-            file_name: d.file_name.clone(),
-            commits: 0,
-            statements: 0,
-            logical_bytes: 0,
-            vfs: VfsCounts::default(),
-        })
-        .collect();
-    for (commit, &db) in commits.iter().zip(&summary.commit_database) {
-        let figures = &mut summary.databases[db as usize];
-        figures.commits += 1;
-        figures.statements += commit.statements;
-        figures.logical_bytes += commit.logical_bytes;
-        figures.vfs = add_counts(&figures.vfs, &commit.vfs);
-    }
-    summary
 }
 
 /// Payload bytes of a write statement as logged (values expanded): the literals in its

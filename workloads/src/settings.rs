@@ -446,7 +446,7 @@ mod tests {
         for value in all_null.as_object_mut().unwrap().values_mut() {
             *value = serde_json::Value::Null;
         }
-        assert_eq!(all_null.as_object().unwrap().len(), 21);
+        assert_eq!(all_null.as_object().unwrap().len(), 22);
         assert_eq!(from_json(all_null).unwrap(), RunSettings::default());
     }
 

@@ -3,7 +3,7 @@
 //! one Polars frame from them without looping.
 use std::path::PathBuf;
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 use sqlwa_workloads::engine::{self, Progress};
@@ -13,7 +13,7 @@ use sqlwa_workloads::settings::{
     JournalMode, LockingMode, RunSettings, SyncMode, MAX_DURATION_S, MAX_THINK_TIME_MS,
 };
 use sqlwa_workloads::sqllog::{is_sql_log, SqlLog};
-use sqlwa_workloads::{replay, CommitRecord, FileKind, KindCounts, RunInfo, Stop};
+use sqlwa_workloads::{replay, CommitRecord, CommitSink, FileKind, KindCounts, RunInfo, Stop};
 
 use crate::{ConfigError, Interrupted, Raised, ScenarioError, WorkloadError};
 
@@ -235,7 +235,47 @@ fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bo
     Ok(cols)
 }
 
-/// Run a scenario. Returns {"info": {...}, "commits": {column: [values]}}.
+/// Hands a run's commit records to a Python callable, `chunk` at a time, as columns (the
+/// dict [`commit_columns`] makes): the run's memory does not grow with its length. An
+/// exception the callable raises ends the run and is raised once the engine has unwound.
+struct ChunkSink<'a> {
+    callback: &'a Py<PyAny>,
+    chunk: usize,
+    held: Vec<CommitRecord>,
+    raised: &'a Raised,
+}
+
+impl ChunkSink<'_> {
+    /// The records held so far, to the callable (none: nothing is called).
+    fn flush(&mut self) -> Result<(), EngineError> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let failed = self.raised.caught(|py| {
+            let columns = commit_columns(py, &self.held)?;
+            self.callback.call1(py, (columns,)).map(drop)
+        });
+        self.held.clear();
+        if failed {
+            return Err(EngineError::Interrupted);
+        }
+        Ok(())
+    }
+}
+
+impl CommitSink for ChunkSink<'_> {
+    fn push(&mut self, commit: CommitRecord, _database: u32) -> Result<(), EngineError> {
+        self.held.push(commit);
+        if self.held.len() >= self.chunk {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// Run a scenario. Returns {"info": {...}, "commits": {column: [values]}}; with
+/// `commits` (a callable) the records go to it instead, `chunk_commits` at a time as the
+/// run goes (the last, shorter chunk once the run has ended), and "commits" is None.
 /// The GIL is released while SQL runs; `progress(done, total)` is called from time to
 /// time (`total` None when only a duration bounds the run; a `figures` dict attribute of
 /// the callback, if it has one, is first updated with the measured transactions so far
@@ -247,7 +287,8 @@ fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bo
 /// "interrupted" and `info["interruption"]` the signal's message ("interrupted" for
 /// Ctrl-C), and the caller raises it once it has kept what was measured.
 #[pyfunction]
-#[pyo3(signature = (scenario, settings, dir, marker_path=None, progress=None, keep_measured=false))]
+#[pyo3(signature = (scenario, settings, dir, marker_path=None, progress=None, keep_measured=false, commits=None, chunk_commits=8192))]
+#[allow(clippy::too_many_arguments)]
 fn run_workload<'py>(
     py: Python<'py>,
     scenario: &PyScenario,
@@ -256,7 +297,12 @@ fn run_workload<'py>(
     marker_path: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
     keep_measured: bool,
+    commits: Option<Py<PyAny>>,
+    chunk_commits: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if chunk_commits == 0 {
+        return Err(PyValueError::new_err("chunk_commits must be at least 1"));
+    }
     let settings = settings_from_dict(settings)?;
     let raised = Raised::default();
     let stop = stop_hook(&raised);
@@ -282,28 +328,46 @@ fn run_workload<'py>(
                 None => Ok(()),
             })
     };
-    let ran = py.detach(|| match &scenario.inner {
-        Workload::Scenario(s) => engine::run_with_stop(
-            s,
-            &settings,
-            &dir,
-            marker_path.as_deref(),
-            &mut report,
-            &stop,
-        )
-        .map(|run| (run, None)),
-        Workload::Replay(log) => replay::replay(
-            log,
-            &settings,
-            &dir,
-            marker_path.as_deref(),
-            &mut report,
-            &stop,
-        )
-        .map(|out| (out.run, Some(out.replay))),
+    let mut kept: Vec<CommitRecord> = Vec::new();
+    let mut chunks = commits.as_ref().map(|callback| ChunkSink {
+        callback,
+        chunk: chunk_commits,
+        held: Vec::with_capacity(chunk_commits.min(1 << 16)),
+        raised: &raised,
+    });
+    let ran = py.detach(|| {
+        let sink: &mut dyn CommitSink = match chunks.as_mut() {
+            Some(chunks) => chunks,
+            None => &mut kept,
+        };
+        let ran = match &scenario.inner {
+            Workload::Scenario(s) => engine::run_into(
+                s,
+                &settings,
+                &dir,
+                marker_path.as_deref(),
+                &mut report,
+                &stop,
+                sink,
+            )
+            .map(|info| (info, None)),
+            Workload::Replay(log) => replay::replay_into(
+                log,
+                &settings,
+                &dir,
+                marker_path.as_deref(),
+                &mut report,
+                &stop,
+                sink,
+            )
+            .map(|(info, summary)| (info, Some(summary))),
+        }?;
+        // the last chunk, once the run has ended well (or was stopped and kept)
+        chunks.as_mut().map_or(Ok(()), ChunkSink::flush)?;
+        Ok(ran)
     });
     let mut interruption = None;
-    if matches!(&ran, Ok((run, _)) if run.info.stopped_by == "interrupted") {
+    if matches!(&ran, Ok((info, _)) if info.stopped_by == "interrupted") {
         // kept: the signal that stopped it is the caller's to raise, any other error is not
         if let Some(err) = raised.take() {
             let signalled = err.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py)
@@ -319,8 +383,8 @@ fn run_workload<'py>(
             });
         }
     }
-    let (output, replayed) = raised.result(ran, to_pyerr)?;
-    let info = info_dict(py, &output.info)?;
+    let (run_info, replayed) = raised.result(ran, to_pyerr)?;
+    let info = info_dict(py, &run_info)?;
     if let Some(message) = interruption {
         info.set_item("interruption", message)?;
     }
@@ -331,7 +395,11 @@ fn run_workload<'py>(
     }
     let out = PyDict::new(py);
     out.set_item("info", info)?;
-    out.set_item("commits", commit_columns(py, &output.commits)?)?;
+    if commits.is_some() {
+        out.set_item("commits", py.None())?;
+    } else {
+        out.set_item("commits", commit_columns(py, &kept)?)?;
+    }
     Ok(out)
 }
 

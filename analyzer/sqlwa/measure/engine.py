@@ -240,7 +240,7 @@ def run_workload(
 ) -> WorkloadResult:
     """Run ``scenario`` in ``directory`` and return its per-commit records."""
     raw = run_workload_raw(scenario, settings, directory, marker_path, progress, keep_measured)
-    raise_if_nothing_measured(raw)
+    raise_if_nothing_measured(raw["info"], sum(not warmup for warmup in raw["commits"]["warmup"]))
     return WorkloadResult.from_raw(raw)
 
 
@@ -267,11 +267,39 @@ def run_workload_raw(
     )
 
 
-def raise_if_nothing_measured(raw: Mapping[str, Any]) -> None:
-    """A run a signal stopped (``keep_measured``) before its first measured commit has
-    nothing to keep: the signal is raised now, as without ``keep_measured``."""
-    interruption = interruption_of(raw["info"])
-    if interruption is not None and all(raw["commits"]["warmup"]):
+def run_workload_chunked(
+    scenario: Scenario,
+    settings: RunSettings,
+    directory: Path,
+    commits: Callable[[dict[str, list[int]]], None],
+    chunk_commits: int,
+    marker_path: Path | None = None,
+    progress: ProgressFn | None = None,
+    keep_measured: bool = False,
+) -> _native.WorkloadInfo:
+    """:func:`run_workload_raw` whose commit records go to ``commits`` as the run goes,
+    ``chunk_commits`` at a time (the engine's columns, as ``run_workload_raw``'s
+    ``"commits"``), so the run's memory does not grow with its length; returns the run's
+    ``info``. An exception ``commits`` raises ends the run and is raised; ``keep_measured``
+    as for :func:`run_workload_raw`."""
+    ran = _native.run_workload(
+        scenario,
+        settings.as_dict(),
+        str(directory),
+        str(marker_path) if marker_path else None,
+        progress,
+        keep_measured,
+        commits=commits,
+        chunk_commits=chunk_commits,
+    )
+    return ran["info"]
+
+
+def raise_if_nothing_measured(info: Mapping[str, Any], measured: int) -> None:
+    """A run a signal stopped (``keep_measured``) before its first measured commit (of
+    ``measured``) has nothing to keep: the signal is raised now, as without ``keep_measured``."""
+    interruption = interruption_of(info)
+    if interruption is not None and measured == 0:
         raise KeyboardInterrupt() if interruption == "interrupted" else _native.Interrupted(interruption)
 
 

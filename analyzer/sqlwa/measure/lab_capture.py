@@ -148,7 +148,7 @@ def capture_run(
                 progress=progress,
                 keep_measured=options.keep_measured,
             )
-            engine.raise_if_nothing_measured(raw)
+            engine.raise_if_nothing_measured(raw["info"], sum(not warmup for warmup in raw["commits"]["warmup"]))
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
             if fs.fuse and daemon_before is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import time
@@ -43,7 +44,7 @@ from sqlwa.errors import ScenarioError, TraceLossError, UsageError, writing
 from sqlwa.lab import devmapper, filesystem, stack
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.lab.stack import StackSpec
-from sqlwa.measure import engine, environment, lab_capture
+from sqlwa.measure import commit_stream, engine, environment, lab_capture
 from sqlwa.results import rundir
 from sqlwa.vm import kernel as vm_kernel
 from sqlwa.vm import machine
@@ -87,7 +88,8 @@ class RunOutcome:
 
     @property
     def commits(self) -> pl.DataFrame:
-        """The per-commit table (a long lab run's is read from its file only when asked for)."""
+        """The per-commit table; a VFS-only run's, and a long lab run's, is read from its
+        commits.parquet when asked for (the run itself never held it whole)."""
         return self.frame if self.frame is not None else rundir.commits(self.out_dir)
 
 
@@ -220,27 +222,37 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
     scenario = engine.load_scenario(request.scenario)
     with output_dir(request) as out_dir, scratch_dir(request.dir, request.keep_db) as work_dir:
         lab_capture.watch(progress, work_dir)
-        result = engine.run_workload(
-            scenario, request.settings, work_dir, progress=progress, keep_measured=request.keep_measured
-        )
-        commits = metrics.with_waf(with_vfs_totals(result.commits))
-        commits = phases.with_phases(commits, result.info["pragmas"]["journal_mode"])
-        measured = commits.filter(~pl.col("warmup")).height
-        stopped = stop_section(result.info, request.settings, commits)
-        config = run_config(request, result.info, work_dir, measured)
-        summary = build_summary(
+        # The records leave the engine in chunks, written as they come (bounded memory)
+        # to a file in the scratch directory, which only a finished run moves to out_dir.
+        journal = request.settings.journal
+        with commit_stream.CommitWriter(work_dir, journal, request.frame_budget_ms) as writer:
+            info = engine.run_workload_chunked(
+                scenario,
+                request.settings,
+                work_dir,
+                writer.add,
+                chunk_commits(),
+                progress=progress,
+                keep_measured=request.keep_measured,
+            )
+            engine.raise_if_nothing_measured(info, writer.measured)
+            if info["pragmas"]["journal_mode"] != journal:  # the phases were given for `journal`
+                raise AssertionError(f"SQLite ran journal_mode {info['pragmas']['journal_mode']}, not {journal}")
+            commits_path = out_dir / rundir.COMMITS_FILE
+            with writing(out_dir, "the run's results into"):
+                writer.finish(commits_path)
+        stopped = stop_section(dict(info), request.settings, writer.measured, writer.measured_span_ns)
+        config = run_config(request, dict(info), work_dir, writer.measured)
+        summary = writer.summary(
             config,
-            commits,
             levels=["vfs"],
-            frame_budget_ms=request.frame_budget_ms,
             device_not_measured=device_not_measured(config["dir_fs"]),
             stopped=stopped,
         )
-        write_outputs(out_dir, summary, commits)
+        with writing(out_dir, "the run's results into"):
+            rundir.finish(out_dir, summary)
     kept = work_dir if request.keep_db else None
-    return RunOutcome(
-        summary=summary, frame=commits, out_dir=out_dir, kept_database=kept, partial=stopped.get("partial")
-    )
+    return RunOutcome(summary=summary, frame=None, out_dir=out_dir, kept_database=kept, partial=stopped.get("partial"))
 
 
 def measured_span_ns(measured: pl.DataFrame | ColumnFrame) -> int:
@@ -250,26 +262,32 @@ def measured_span_ns(measured: pl.DataFrame | ColumnFrame) -> int:
     return int(measured["end_ns"].cast(pl.Int64).max()) - int(measured["start_ns"].cast(pl.Int64).min())  # type: ignore[arg-type]
 
 
-def stop_section(info: dict, settings: engine.RunSettings, commits: pl.DataFrame | ColumnFrame) -> dict:
+def stop_section(info: dict, settings: engine.RunSettings, measured: int, measured_span_ns: int) -> dict:
     """summary.json's ``stopped``: what bounded the run's transactions (``by``: "txns",
-    "duration", "interrupted", a replay's "log"), what was asked, and for a run a signal
+    "duration", "interrupted", a replay's "log"), what was asked, how long the ``measured``
+    commits took (from the first's start to the last's end), and for a run a signal
     stopped between its commits ``partial``: "interrupted after N of M commits" (one so
     stopped before its first measured commit was not kept: engine.raise_if_nothing_measured)."""
-    measured = commits.filter(~pl.col("warmup"))
     section: dict[str, Any] = {
         "by": info.get("stopped_by"),
         "txns_asked": settings.txns,
         "duration_s_asked": settings.duration_s,
-        "measured_s": round(measured_span_ns(measured) / 1e9, 3),
+        "measured_s": round(measured_span_ns / 1e9, 3),
     }
     interruption = engine.interruption_of(info)
     if interruption is None:
         return section
-    what = f"{interruption} after {measured.height}" + (f" of {settings.txns}" if settings.txns else "") + " commits"
+    what = f"{interruption} after {measured}" + (f" of {settings.txns}" if settings.txns else "") + " commits"
     if settings.duration_s:
         what += f" ({section['measured_s']:g} s of the {settings.duration_s:g} s asked)"
     section["partial"] = what
     return section
+
+
+def chunk_commits() -> int:
+    """Commit records per chunk the engine hands over; ``SQLWA_CHUNK_COMMITS`` sets it
+    (tests force tiny chunks)."""
+    return int(os.environ.get("SQLWA_CHUNK_COMMITS", commit_stream.CHUNK_COMMITS))
 
 
 def device_not_measured(dir_fs: str) -> str:
@@ -707,7 +725,8 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
         sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
-    sections["stopped"] = stopped = stop_section(capture.info, request.settings, commits)
+    span_ns = measured_span_ns(commits.filter(~pl.col("warmup")))
+    sections["stopped"] = stopped = stop_section(capture.info, request.settings, measured, span_ns)
     config = {**lab_config(request, capture.info, fs_facts, measured), **config_extra}
     trace = {
         **capture.trace,

@@ -1,0 +1,240 @@
+"""A run's commit records written as the engine hands them over, and its summary from
+running aggregates: the memory of a VFS-only run does not grow with its length.
+
+The engine hands the records over in chunks (``_native.run_workload(commits=…)``); each
+chunk gets the per-commit columns a run's table has (latency, CPU, VFS totals, WAF,
+phase), is appended to the run's Parquet file as row groups (pyarrow's writer: nothing
+of it is kept) and added to running sums, from which :meth:`CommitWriter.summary`
+gives the figures :func:`sqlwa.analysis.summary.build_summary` computes from a whole
+frame. Only the measured commits' latency and CPU time are kept whole (16 bytes a
+commit), for their exact quantiles.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from sqlwa.analysis import metrics, phases
+from sqlwa.analysis.summary import KIND_FIELDS, SUMMARY_SCHEMA_VERSION, with_vfs_totals
+from sqlwa.catalogue import CPU_COMMIT_COLUMNS, DATABASE_FILE_KINDS, FILE_KINDS, VFS_COMMIT_COLUMNS
+from sqlwa.measure import engine
+
+#: Commit records per chunk the engine hands over (~1 KB each while in Python).
+CHUNK_COMMITS = 8192
+PARTIAL_FILE = ".sqlwa-commits.parquet"  # in the run's scratch directory, until the run ends
+#: summary.json's per-commit means of a VFS-only run: its ``per_commit``, ``vfs_by_file``
+MEAN_COLUMNS = (
+    *VFS_COMMIT_COLUMNS,
+    *CPU_COMMIT_COLUMNS,
+    *(f"vfs_{kind}_{field}" for kind in FILE_KINDS for field in KIND_FIELDS),
+)
+PHASE_COLUMNS = tuple(dict.fromkeys(column for column, _, level in phases.PHASE_FIGURES.values() if level == "vfs"))
+
+
+class CommitWriter:
+    """Takes the engine's chunks (:meth:`add`), appends each with the table's per-commit
+    columns to a Parquet file in the scratch directory ``work_dir`` and adds it to the
+    running sums; :meth:`finish` moves the file to the run's commits.parquet and
+    :meth:`summary` gives summary.json. Used as a context manager: the partial file is
+    removed on the way out when the run did not finish (Ctrl-C, SIGTERM, a failure)."""
+
+    def __init__(self, work_dir: Path, journal: str, budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS) -> None:
+        self.path = work_dir / PARTIAL_FILE
+        self.journal = journal
+        self.writer: pq.ParquetWriter | None = None
+        self.commits = 0
+        self.measured = 0
+        # in WAL mode: a commit of an earlier chunk checkpointed (phases.with_phases)
+        self.checkpointed = False
+        self.sums = dict.fromkeys(MEAN_COLUMNS, 0)
+        self.latency_total = 0  # the measured commits' latency_ns, summed
+        self.first_start_ns: int | None = None  # of the measured commits: the first's start
+        self.last_end_ns: int | None = None  # and the last's end
+        # the measured commits' latency and CPU time in ms, chunk by chunk (for quantiles)
+        self.latency: list[pl.Series] = []
+        self.cpu: list[pl.Series] = []
+        self.budget_ms = budget_ms  # the frame budget, whose misses are summed as the run goes
+        self.misses = self.dropped = 0
+        # phase -> [commits, first index, last index, sums of PHASE_COLUMNS]
+        self.phases: dict[str, list] = {}
+
+    def __enter__(self) -> CommitWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.path.unlink(missing_ok=True)
+
+    def add(self, columns: Mapping[str, Any]) -> None:
+        """One chunk of records, as the engine's columns."""
+        frame = with_vfs_totals(engine.WorkloadResult.from_raw({"info": {}, "commits": columns}).commits)
+        frame = phases.with_phases(metrics.with_waf(frame), self.journal)
+        if self.journal == "wal":
+            if self.checkpointed:  # the run's first checkpoint was in an earlier chunk
+                growth = pl.col("phase") == "wal_growth"
+                frame = frame.with_columns(
+                    pl.when(growth)
+                    .then(pl.lit("steady"))
+                    .otherwise(pl.col("phase"))
+                    .cast(phases.PHASE_TYPE)
+                    .alias("phase")
+                )
+            self.checkpointed = self.checkpointed or bool(frame.select(phases.wrote_database().any()).item())
+        table = frame.to_arrow()
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, table.schema, compression="zstd")
+        self.writer.write_table(table)
+        self.tally(frame)
+
+    def tally(self, frame: pl.DataFrame) -> None:
+        """The chunk's part of the run's sums."""
+        measured = frame.filter(~pl.col("warmup"))
+        self.commits += frame.height
+        self.measured += measured.height
+        for name, value in measured.select([pl.col(c).sum() for c in MEAN_COLUMNS]).row(0, named=True).items():
+            self.sums[name] += value
+        self.latency_total += int(measured["latency_ns"].sum())
+        if measured.height:
+            start, end = int(measured["start_ns"].min()), int(measured["end_ns"].max())  # type: ignore[arg-type]
+            self.first_start_ns = start if self.first_start_ns is None else min(self.first_start_ns, start)
+            self.last_end_ns = end if self.last_end_ns is None else max(self.last_end_ns, end)
+        # as sqlwa.analysis.metrics computes them: latency_ms, cpu_ms, frame_budget_misses
+        latency = measured["latency_ns"].cast(pl.Float64)
+        self.latency.append(latency / 1e6)
+        self.cpu.append(measured["cpu_ns"].cast(pl.Float64) / 1e6)
+        budget_ns = self.budget_ms * 1e6
+        self.misses += int((latency > budget_ns).sum())
+        self.dropped += int(((latency / budget_ns).ceil() - 1).clip(lower_bound=0).sum())
+        groups = frame.group_by("phase").agg(
+            pl.len().alias("commits"),
+            pl.col("index").min().alias("first"),
+            pl.col("index").max().alias("last"),
+            *[pl.col(c).sum() for c in PHASE_COLUMNS],
+        )
+        for row in groups.iter_rows(named=True):
+            seen = self.phases.get(row["phase"])
+            sums = [row[c] for c in PHASE_COLUMNS]
+            if seen is None:
+                self.phases[row["phase"]] = [row["commits"], row["first"], row["last"], sums]
+            else:
+                seen[0] += row["commits"]
+                seen[1], seen[2] = min(seen[1], row["first"]), max(seen[2], row["last"])
+                seen[3] = [a + b for a, b in zip(seen[3], sums, strict=True)]
+
+    @property
+    def measured_span_ns(self) -> int:
+        """From the first measured commit's start to the last one's end (0 for none)."""
+        if self.first_start_ns is None or self.last_end_ns is None:
+            return 0
+        return self.last_end_ns - self.first_start_ns
+
+    def finish(self, commits_path: Path) -> None:
+        """The run's table, whole, moved to ``commits_path``."""
+        assert self.writer is not None, "an engine run that returns has at least one commit"
+        self.writer.close()
+        self.writer = None
+        shutil.move(self.path, commits_path)
+
+    def summary(self, config: dict, levels: list[str], **sections: Any) -> dict:
+        """:func:`sqlwa.analysis.summary.build_summary` of the table written, from the
+        running sums (means: sums over counts) and the measured commits' latency and CPU
+        time (quantiles as :mod:`sqlwa.analysis.metrics` computes them)."""
+        count = self.measured
+
+        def mean(name: str) -> float:
+            return self.sums[name] / count if count else 0.0
+
+        vfs_by_file: dict[str, dict[str, float]] = {}
+        for kind in FILE_KINDS:
+            figures = {field: mean(f"vfs_{kind}_{field}") for field in KIND_FIELDS}
+            if kind in DATABASE_FILE_KINDS or any(figures.values()):
+                vfs_by_file[kind] = figures
+        totals = pl.DataFrame(
+            {"logical_bytes": [self.sums["logical_bytes"]], "vfs_write_bytes": [self.sums["vfs_write_bytes"]]}
+        )
+        summary: dict = {
+            "schema_version": SUMMARY_SCHEMA_VERSION,
+            "config": config,
+            "levels": levels,
+            "commits": count,
+            "warmup_commits": self.commits - count,
+            "per_commit": {name: mean(name) for name in (*VFS_COMMIT_COLUMNS, *CPU_COMMIT_COLUMNS)},
+            "vfs_by_file": vfs_by_file,
+            "latency_ms": self.latency_ms(),
+            "cpu_ms": self.cpu_ms(),
+            "frame_budget_misses": self.frame_budget_misses(),
+            "waf": metrics.run_waf(totals, None),
+            "phases": self.phases_section(levels),
+        }
+        summary.update(sections)
+        return summary
+
+    def latency_ms(self) -> dict[str, float]:
+        """:func:`sqlwa.analysis.metrics.latency_ms` of the latencies kept (freed after)."""
+        if self.measured == 0:
+            return metrics.latency_ms(pl.DataFrame({"latency_ns": []}))
+        ms, self.latency = pl.concat(self.latency), []
+        return {**quantiles(ms), "max": float(cast(float, ms.max()))}
+
+    def frame_budget_misses(self) -> dict:
+        """:func:`sqlwa.analysis.metrics.frame_budget_misses` from the sums."""
+        if self.measured == 0:
+            return metrics.frame_budget_misses(pl.DataFrame({"latency_ns": []}), self.budget_ms)
+        return {
+            "budget_ms": self.budget_ms,
+            "commits": self.misses,
+            "share": self.misses / self.measured,
+            "dropped_frames": self.dropped,
+            "dropped_frames_per_1000_commits": self.dropped * 1000 / self.measured,
+        }
+
+    def cpu_ms(self) -> dict[str, float]:
+        """:func:`sqlwa.analysis.metrics.cpu_ms` from the sums and the CPU times kept."""
+        if self.measured == 0:
+            return metrics.cpu_ms(pl.DataFrame({"latency_ns": []}))
+        ms, self.cpu = pl.concat(self.cpu), []
+        latency = float(self.latency_total)
+        return {
+            **quantiles(ms),
+            "max": float(cast(float, ms.max())),
+            "user_mean": self.sums["cpu_user_ns"] / self.measured / 1e6,
+            "sys_mean": self.sums["cpu_sys_ns"] / self.measured / 1e6,
+            "share_of_latency": float(self.sums["cpu_ns"]) / latency if latency else 0.0,
+        }
+
+    def phases_section(self, levels: list[str]) -> dict:
+        """:func:`sqlwa.analysis.phases.phases_section` from the sums by phase."""
+        entries = []
+        for name in phases.PHASES:
+            seen = self.phases.get(name)
+            if seen is None:
+                continue
+            commits, first, last, sums = seen
+            entry: dict = {
+                "phase": name,
+                "label": phases.PHASE_LABELS[name],
+                "commits": commits,
+                "first_index": int(first),
+                "last_index": int(last),
+            }
+            by_column = dict(zip(PHASE_COLUMNS, sums, strict=True))
+            for figure, (column, scale, level) in phases.PHASE_FIGURES.items():
+                if level in levels and column in by_column:
+                    entry[figure] = by_column[column] / commits * scale
+            entries.append(entry)
+        return {"basis": "means over each phase's commits, inside their commit windows", "phases": entries}
+
+
+def quantiles(ms: pl.Series) -> dict[str, float]:
+    """The quantiles :mod:`sqlwa.analysis.metrics` reports, of a series of milliseconds."""
+    return {
+        name: float(cast(float, ms.quantile(q, interpolation="linear")))
+        for name, q in metrics.LATENCY_QUANTILES.items()
+    }
