@@ -99,6 +99,7 @@ def by_uv_pip(uv: Path, wheel: Path, work: Path) -> float:
 
 def by_uv_tool(uv: Path, wheel: Path, work: Path) -> float:
     env = user_env(work) | {"UV_TOOL_DIR": str(work / "tools"), "UV_TOOL_BIN_DIR": str(work / "bin")}
+    env["UV_CACHE_DIR"] = str(work / "uv-tool-cache")  # empty: not the one `uv pip install` just filled
     start = time.monotonic()
     subprocess.run(
         [str(uv), "tool", "install", "-q", "--python", sys._base_executable, str(wheel)], check=True, env=env
