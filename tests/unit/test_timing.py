@@ -5,6 +5,7 @@ on hand-made runs."""
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 from itertools import combinations
 
@@ -130,3 +131,19 @@ def test_counts_stay_exact_rules():
     before = before.with_columns(pl.lit(1.0).alias("vfs_sync_calls_per_commit"))
     [finding] = check.check(check.Policy([rule]), now, before).findings
     assert finding.outcome == "violation" and "Mann–Whitney" not in finding.detail
+
+
+def test_without_scipy_the_timing_test_names_the_extra_that_brings_it(monkeypatch):
+    """scipy is the `stats` extra: a plain `pip install sqlwa` lacks it. The import system
+    itself says it is absent here (None in sys.modules makes `import scipy` fail)."""
+    from sqlwa.errors import UsageError, hint_of
+
+    for name in [m for m in sys.modules if m == "scipy" or m.startswith("scipy.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    with pytest.raises(ImportError):
+        import scipy  # noqa: F401
+    with pytest.raises(UsageError) as raised:
+        gate([1.5, 1.6, 1.7], [1.0, 1.1, 1.2])
+    assert str(raised.value) == "the timing test of sqlwa check (Mann-Whitney U) needs scipy, which is not installed"
+    assert hint_of(raised.value) == "pip install 'sqlwa[stats]' (or: pip install scipy)"

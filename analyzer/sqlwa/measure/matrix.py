@@ -133,6 +133,9 @@ class MatrixPlan:
     syncs: tuple[str, ...] = DEFAULT_SYNCS
     repeat: int = 1
     txns: int | None = None
+    # -n of the cells of these journal modes, instead of txns (sqlwa demo: WAL's cells run
+    # long enough to reach their first checkpoint, the rollback journals' repeat from the first)
+    journal_txns: tuple[tuple[str, int], ...] = ()
     warmup: int | None = None
     # replayed SQL logs only (engine.RunSettings' fields of the same names)
     from_db: str | None = None
@@ -158,6 +161,10 @@ class MatrixPlan:
         if not self.lab and not has_layers(stack):
             stack["fs"] = NO_LAB_FS
         return stack
+
+    def txns_of(self, journal: str) -> int | None:
+        """The measured transactions of a cell of this journal mode."""
+        return dict(self.journal_txns).get(journal, self.txns)
 
     def cells(self) -> list[Cell]:
         """The cells this sweep runs: all of them, or its shard's part."""
@@ -294,6 +301,7 @@ PLAN_OPTIONS = {
     "syncs": "--sync",
     "repeat": "--repeat",
     "txns": "-n",
+    "journal_txns": "-n of a journal mode",
     "warmup": "--warmup",
     "from_db": "--from",
     "timing": "--timing",
@@ -341,6 +349,7 @@ def plan_record(plan: MatrixPlan) -> dict:
     if record["profiles"] == [NO_LAYER]:
         record["profile_overrides"] = []  # nothing to override: the same plan whatever was given
     record["shard"] = str(plan.shard) if plan.shard else None
+    record["journal_txns"] = ",".join(f"{journal}={n}" for journal, n in plan.journal_txns) or None
     record["cell_keys"] = [cell.key for cell in plan.cells()]
     if plan.shard is not None:  # what `sqlwa merge` needs to know whether every shard is there
         record["matrix_cell_keys"] = [cell.key for cell in plan.all_cells()]
@@ -423,7 +432,7 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
     settings = engine.RunSettings(
         journal=cell.journal,
         sync=cell.sync,
-        txns=plan.txns,
+        txns=plan.txns_of(cell.journal),
         warmup=plan.warmup,
         # absolute: a --vm guest sees the host's files at the same paths, not the working directory
         from_db=str(Path(plan.from_db).resolve()) if plan.from_db else None,
@@ -488,7 +497,7 @@ def run_cell(
         crypt=cell.crypt,
         cell=cell.config_key,
         repeat=cell.repeat,
-        txns=plan.txns,
+        txns=plan.txns_of(cell.journal),
         run_dir=run_dir,
         started_at=time.time(),
     )

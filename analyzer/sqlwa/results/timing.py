@@ -87,7 +87,15 @@ class Significance:
 
 def slower(new: Spread, old: Spread) -> Significance:
     """Mann–Whitney U, one-sided (alternative: the new values are larger)."""
-    from scipy import stats  # here, not at the top: every sqlwa command imports this module's importers
+    try:
+        from scipy import stats  # here, not at the top: every sqlwa command imports this module's importers
+    except ImportError:
+        from sqlwa.errors import UsageError
+
+        raise UsageError(
+            "the timing test of sqlwa check (Mann-Whitney U) needs scipy, which is not installed",
+            "pip install 'sqlwa[stats]' (or: pip install scipy)",
+        ) from None
 
     splits = math.comb(len(new.values) + len(old.values), len(new.values))
     method: object = stats.PermutationMethod(n_resamples=math.inf) if splits <= EXACT_SPLITS else "asymptotic"
