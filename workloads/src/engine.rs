@@ -759,8 +759,14 @@ impl Runner<'_> {
                 now.syncs += vfs.sync_calls;
                 now.write_bytes += vfs.write_bytes;
             }
-            commits.push(commit, 0)?;
+            // A run that keeps what was measured ends here when the sink was stopped while
+            // taking this commit (it kept it: a Python sink holds a signal back until then).
+            let pushed = commits.push(commit, 0);
             index += 1;
+            if let Err(err) = pushed {
+                stopped_by = stopped(err)?;
+                break;
+            }
         }
         now.done = index;
         now.total = Some(index);

@@ -85,6 +85,20 @@ class SignalGuard:
 
 
 @contextmanager
+def held_back() -> Iterator[None]:
+    """SIGINT and SIGTERM held back while the block runs, so it runs whole; one that came
+    meanwhile is raised as its exception once the block is done (the previous handlers
+    back): a caller that keeps what was done up to a signal keeps all of the block's."""
+    guard = SignalGuard()
+    guard.install()
+    try:
+        with guard.critical():
+            yield
+    finally:
+        guard.restore()
+
+
+@contextmanager
 def signals_unwind() -> Iterator[None]:
     """SIGINT and SIGTERM as exceptions inside the block (a :class:`SignalGuard`), so the
     temporary files made in it are removed by their own ``with`` on the way out; the

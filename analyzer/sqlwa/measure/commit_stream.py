@@ -20,6 +20,7 @@ from typing import Any, cast
 import polars as pl
 import pyarrow.parquet as pq
 
+from sqlwa import _system
 from sqlwa.analysis import metrics, phases
 from sqlwa.analysis.summary import KIND_FIELDS, SUMMARY_SCHEMA_VERSION, with_vfs_totals
 from sqlwa.catalogue import CPU_COMMIT_COLUMNS, DATABASE_FILE_KINDS, FILE_KINDS, VFS_COMMIT_COLUMNS
@@ -73,20 +74,17 @@ class CommitWriter:
         self.path.unlink(missing_ok=True)
 
     def add(self, columns: Mapping[str, Any]) -> None:
-        """One chunk of records, as the engine's columns."""
+        """One chunk of records, as the engine's columns: written and counted whole, a
+        signal held back until it is (the engine then ends a run that keeps what was
+        measured at this chunk's last commit)."""
+        with _system.signals.held_back():
+            self.add_whole(columns)
+
+    def add_whole(self, columns: Mapping[str, Any]) -> None:
         frame = with_vfs_totals(engine.WorkloadResult.from_raw({"info": {}, "commits": columns}).commits)
-        frame = phases.with_phases(metrics.with_waf(frame), self.journal)
-        if self.journal == "wal":
-            if self.checkpointed:  # the run's first checkpoint was in an earlier chunk
-                growth = pl.col("phase") == "wal_growth"
-                frame = frame.with_columns(
-                    pl.when(growth)
-                    .then(pl.lit("steady"))
-                    .otherwise(pl.col("phase"))
-                    .cast(phases.PHASE_TYPE)
-                    .alias("phase")
-                )
-            self.checkpointed = self.checkpointed or bool(frame.select(phases.wrote_database().any()).item())
+        # in WAL mode the run's first checkpoint may have been in an earlier chunk
+        frame = phases.with_phases(metrics.with_waf(frame), self.journal, checkpointed_before=self.checkpointed)
+        self.checkpointed = self.checkpointed or (self.journal == "wal" and phases.checkpointed(frame))
         table = frame.to_arrow()
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.path, table.schema, compression="zstd")
