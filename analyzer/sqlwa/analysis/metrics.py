@@ -155,6 +155,15 @@ def checkpoints(
     )
     if attributed is None or found.height == 0:
         return found.with_columns(pl.lit(None, pl.Int64).alias("bytes"))
+    owner = checkpoint_bytes_by_start(attributed, found)
+    return found.join(owner.rename({"cp_start": "time_ns"}), on="time_ns", how="left").with_columns(
+        pl.col("bytes").fill_null(0).cast(pl.Int64)
+    )
+
+
+def checkpoint_bytes_by_start(attributed: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    """``cp_start``, ``bytes``: the checkpoint-category writes issued during each of the
+    checkpoints ``found`` (``time_ns`` to ``end_ns``), summed by the checkpoint's start."""
     cp = attributed.filter(pl.col("category") == "checkpoint").select("time_ns", "bytes").sort("time_ns")
     owner = cp.join_asof(
         found.select("time_ns", "end_ns").rename({"time_ns": "cp_start"}),
@@ -162,10 +171,7 @@ def checkpoints(
         right_on="cp_start",
         strategy="backward",
     )
-    owner = owner.filter(pl.col("time_ns") <= pl.col("end_ns")).group_by("cp_start").agg(pl.col("bytes").sum())
-    return found.join(owner.rename({"cp_start": "time_ns"}), on="time_ns", how="left").with_columns(
-        pl.col("bytes").fill_null(0).cast(pl.Int64)
-    )
+    return owner.filter(pl.col("time_ns") <= pl.col("end_ns")).group_by("cp_start").agg(pl.col("bytes").sum())
 
 
 def with_checkpoint_columns(commits: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:

@@ -54,15 +54,17 @@ def wrote_database() -> pl.Expr:
     return pl.col("vfs_db_write_calls") > 0
 
 
-def with_phases(commits: pl.DataFrame, journal: str) -> pl.DataFrame:
-    """``commits`` with a ``phase`` column (see the module's docstring)."""
+def with_phases(commits: pl.DataFrame, journal: str, checkpointed_before: bool = False) -> pl.DataFrame:
+    """``commits`` with a ``phase`` column (see the module's docstring);
+    ``checkpointed_before``: a commit before these (an earlier chunk of a run handed over
+    in chunks) checkpointed, so none of these is in the WAL's growth."""
     ordered = commits.sort("index")
     if journal != "wal":
         phase = pl.when(pl.col("warmup")).then(pl.lit("warmup")).otherwise(pl.lit("steady"))
         return ordered.with_columns(phase.cast(PHASE_TYPE).alias("phase"))
     checkpointed = wrote_database()
     # a checkpoint ran in an earlier commit (warm-up ones included: they reset the WAL too)
-    after_first = checkpointed.cast(pl.Int8).cum_max().shift(1).fill_null(0) > 0
+    after_first = (checkpointed.cast(pl.Int8).cum_max().shift(1).fill_null(0) > 0) | pl.lit(checkpointed_before)
     phase = (
         pl.when(pl.col("warmup"))
         .then(pl.lit("warmup"))
@@ -73,6 +75,11 @@ def with_phases(commits: pl.DataFrame, journal: str) -> pl.DataFrame:
         .otherwise(pl.lit("wal_growth"))
     )
     return ordered.with_columns(phase.cast(PHASE_TYPE).alias("phase"))
+
+
+def checkpointed(commits: pl.DataFrame) -> bool:
+    """Whether any of ``commits`` wrote the database file (a WAL checkpoint)."""
+    return bool(commits.select(wrote_database().any()).item())
 
 
 def phase_entry(name: str, rows: pl.DataFrame, levels: list[str]) -> dict:

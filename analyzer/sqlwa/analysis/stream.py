@@ -548,14 +548,7 @@ def checkpoint_bytes(attributed: pl.DataFrame, found: pl.DataFrame) -> dict:
     were issued in (:func:`sqlwa.analysis.metrics.checkpoints`)."""
     if found.height == 0:
         return {}
-    cp = attributed.filter(pl.col("category") == "checkpoint").select("time_ns", "bytes").sort("time_ns")
-    owner = cp.join_asof(
-        found.select("time_ns", "end_ns").rename({"time_ns": "cp_start"}),
-        left_on="time_ns",
-        right_on="cp_start",
-        strategy="backward",
-    )
-    owner = owner.filter(pl.col("time_ns") <= pl.col("end_ns")).group_by("cp_start").agg(pl.col("bytes").sum())
+    owner = metrics.checkpoint_bytes_by_start(attributed, found)
     return dict(zip(owner["cp_start"].to_list(), owner["bytes"].to_list()))
 
 
@@ -613,22 +606,8 @@ def finish_commits(
 def with_phases(commits: pl.DataFrame, journal: str, before: bool) -> tuple[pl.DataFrame, bool]:
     """:func:`sqlwa.analysis.phases.with_phases` of a chunk, the commits before it having
     checkpointed (``before``) or not; and whether any up to its end did."""
-    if journal != "wal":
-        return phases.with_phases(commits, journal), before
-    ordered = commits.sort("index")
-    checkpointed = phases.wrote_database()
-    after_first = (checkpointed.cast(pl.Int8).cum_max().shift(1).fill_null(0) > 0) | pl.lit(before)
-    phase = (
-        pl.when(pl.col("warmup"))
-        .then(pl.lit("warmup"))
-        .when(checkpointed)
-        .then(pl.lit("checkpoint"))
-        .when(after_first)
-        .then(pl.lit("steady"))
-        .otherwise(pl.lit("wal_growth"))
-    )
-    out = ordered.with_columns(phase.cast(phases.PHASE_TYPE).alias("phase"))
-    return out, before or bool(ordered.select(checkpointed.any()).item())
+    out = phases.with_phases(commits, journal, checkpointed_before=before)
+    return out, before or (journal == "wal" and phases.checkpointed(commits))
 
 
 def with_checkpoint_columns(commits: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
