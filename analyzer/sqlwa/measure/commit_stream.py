@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -49,6 +49,9 @@ class CommitWriter:
         self.path = work_dir / PARTIAL_FILE
         self.journal = journal
         self.writer: pq.ParquetWriter | None = None
+        # opened here, not named to pyarrow: it reads a path as a URI, in UTF-8, and --dir
+        # need not be
+        self.file: BinaryIO | None = None
         self.commits = 0
         self.measured = 0
         # in WAL mode: a commit of an earlier chunk checkpointed (phases.with_phases)
@@ -69,9 +72,17 @@ class CommitWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """The Parquet writer and its file, closed (the file is whole once both are)."""
         if self.writer is not None:
             self.writer.close()
-        self.path.unlink(missing_ok=True)
+            self.writer = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None
 
     def add(self, columns: Mapping[str, Any]) -> None:
         """One chunk of records, as the engine's columns: written and counted whole, a
@@ -87,7 +98,8 @@ class CommitWriter:
         self.checkpointed = self.checkpointed or (self.journal == "wal" and phases.checkpointed(frame))
         table = frame.to_arrow()
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, table.schema, compression="zstd")
+            self.file = open(self.path, "wb")  # closed by close(), at the run's end
+            self.writer = pq.ParquetWriter(self.file, table.schema, compression="zstd")
         self.writer.write_table(table)
         self.tally(frame)
 
@@ -136,8 +148,7 @@ class CommitWriter:
     def finish(self, commits_path: Path) -> None:
         """The run's table, whole, moved to ``commits_path``."""
         assert self.writer is not None, "an engine run that returns has at least one commit"
-        self.writer.close()
-        self.writer = None
+        self.close()
         shutil.move(self.path, commits_path)
 
     def summary(self, config: dict, levels: list[str], **sections: Any) -> dict:

@@ -456,19 +456,23 @@ def join_parts(parts: list[Path], target: Path) -> None:
     import pyarrow.parquet as pq
 
     writer = None
-    try:
-        for part in parts:
-            try:
-                source = pq.ParquetFile(part, pre_buffer=False)
-                if writer is None:
-                    writer = pq.ParquetWriter(target, source.schema_arrow, compression="zstd")
-                for batch in source.iter_batches(batch_size=JOIN_BATCH, use_threads=False):
-                    writer.write_batch(batch, row_group_size=EVENTS_ROW_GROUP)
-            except (pa.ArrowException, ValueError) as exc:
-                raise PartsDamaged(f"{part.name}: {exc}") from None
-    finally:
-        if writer is not None:
-            writer.close()
+    # Files opened here, not paths handed to pyarrow: it reads a path as a URI, in UTF-8,
+    # and a directory's name need not be.
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(open(target, "wb"))
+        try:
+            for part in parts:
+                try:
+                    source = pq.ParquetFile(files.enter_context(open(part, "rb")), pre_buffer=False)
+                    if writer is None:
+                        writer = pq.ParquetWriter(out, source.schema_arrow, compression="zstd")
+                    for batch in source.iter_batches(batch_size=JOIN_BATCH, use_threads=False):
+                        writer.write_batch(batch, row_group_size=EVENTS_ROW_GROUP)
+                except (pa.ArrowException, ValueError) as exc:
+                    raise PartsDamaged(f"{part.name}: {exc}") from None
+        finally:
+            if writer is not None:
+                writer.close()
 
 
 class PartsDamaged(Exception):
