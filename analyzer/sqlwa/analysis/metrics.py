@@ -174,15 +174,21 @@ def checkpoint_bytes_by_start(attributed: pl.DataFrame, found: pl.DataFrame) -> 
     return owner.filter(pl.col("time_ns") <= pl.col("end_ns")).group_by("cp_start").agg(pl.col("bytes").sum())
 
 
-def with_checkpoint_columns(commits: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
-    """``checkpoint_bytes``: charged to the commit that ran the checkpoint;
-    ``checkpoint_spread_bytes``: each checkpoint's bytes divided evenly over the commits
-    it covered (those since the previous checkpoint, up to and including its own)."""
+def with_charged_checkpoint_bytes(commits: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    """``commits`` with ``checkpoint_bytes``: each checkpoint of ``found`` charged to the
+    commit that ran it (0 for the others)."""
     charged = (
         found.filter(pl.col("commit") >= 0).group_by("commit").agg(pl.col("bytes").sum().alias("checkpoint_bytes"))
     )
     out = commits.join(charged.rename({"commit": "index"}), on="index", how="left")
-    out = out.with_columns(pl.col("checkpoint_bytes").fill_null(0).cast(pl.Int64))
+    return out.with_columns(pl.col("checkpoint_bytes").fill_null(0).cast(pl.Int64))
+
+
+def with_checkpoint_columns(commits: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    """``checkpoint_bytes``: charged to the commit that ran the checkpoint;
+    ``checkpoint_spread_bytes``: each checkpoint's bytes divided evenly over the commits
+    it covered (those since the previous checkpoint, up to and including its own)."""
+    out = with_charged_checkpoint_bytes(commits, found)
     if found.height == 0:
         return out.with_columns(pl.lit(0.0).alias("checkpoint_spread_bytes"))
     # each commit is covered by the first checkpoint that starts after it began

@@ -613,11 +613,7 @@ def with_phases(commits: pl.DataFrame, journal: str, before: bool) -> tuple[pl.D
 def with_checkpoint_columns(commits: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
     """:func:`sqlwa.analysis.metrics.with_checkpoint_columns` of a chunk, with the
     checkpoints' commit counts of the whole run (``found.covered``)."""
-    charged = (
-        found.filter(pl.col("commit") >= 0).group_by("commit").agg(pl.col("bytes").sum().alias("checkpoint_bytes"))
-    )
-    out = commits.join(charged.rename({"commit": "index"}), on="index", how="left")
-    out = out.with_columns(pl.col("checkpoint_bytes").fill_null(0).cast(pl.Int64))
+    out = metrics.with_charged_checkpoint_bytes(commits, found)
     if found.height == 0:
         return out.with_columns(pl.lit(0.0).alias("checkpoint_spread_bytes"))
     cps = found.select(pl.col("time_ns").alias("cp_ns"), pl.col("bytes").alias("cp_bytes"), "covered").sort("cp_ns")
