@@ -28,19 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from sql_log_stream import HEADER  # the generated log's header: a sibling script's
 from startup import sqlwa_script  # a sibling script: bench/ is on sys.path when run
 
 RSS_GROWTH = 1.2  # a run's peak RSS against one ten times shorter (issues #34, #37)
 PER_TXN = 8  # INSERTs per transaction of the generated log
-HEADER = {
-    "sqlwa_sql_log": 1,
-    "source": "record",
-    "program": ["bench"],
-    "sqlite_version": "3.40.1",
-    "started_unix_ns": 0,
-    "timed": True,
-    "redacted": False,
-}
 
 
 def write_log(path: Path, statements: int) -> None:
