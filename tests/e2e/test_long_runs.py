@@ -156,3 +156,22 @@ def test_a_signal_mid_workload_keeps_what_was_measured(tmp_path: Path, signum: i
     assert rows(kept_db(stdout)) == [summary["commits"] + summary["warmup_commits"]] * 3
     assert summary["commits"] > 0
     assert sqlwa_leftovers(proc.pid) == [], "only the database --keep-db asked for is left"
+    readers_say_it_is_partial(out, stopped["partial"], tmp_path)
+
+
+def readers_say_it_is_partial(out: Path, interrupted: str, tmp_path: Path) -> None:
+    """report and check read a kept run as partial, as they read a partial matrix; check
+    fails it unless --allow-partial."""
+    from helpers import REPO
+
+    said = f"{out} is a partial run: {interrupted}"
+    report = sqlwa("report", str(out), "-o", str(tmp_path / "r.html"))
+    assert said in report.stderr, report.stderr
+    assert f"Partial run: {interrupted}" in (tmp_path / "r.html").read_text()
+    policy = str(REPO / "examples" / "policy.toml")
+    gate = sqlwa("check", "--policy", policy, "--json", str(out), check=False)
+    assert gate.returncode == 1 and said in gate.stderr, gate.stderr
+    document = json.loads(gate.stdout)
+    assert document["partial"] == {"interrupted": interrupted} and document["passed"] is False
+    allowed = sqlwa("check", "--policy", policy, "--allow-partial", str(out), check=False)
+    assert f"{said} (allowed: --allow-partial)" in allowed.stderr, allowed.stderr

@@ -45,7 +45,8 @@ if TYPE_CHECKING:  # imported where a check runs: `sqlwa check --help` needs non
 @click.option(
     "--allow-partial",
     is_flag=True,
-    help="Check a partial matrix (a sweep stopped before all its cells ran) without failing for it.",
+    help="Check a partial matrix (a sweep stopped before all its cells ran) or partial run (one a signal "
+    "stopped, its measured commits kept) without failing for it.",
 )
 @click.option(
     "--use-emulated-timings",
@@ -99,9 +100,9 @@ def check_command(
     the limit and significant: one-sided Mann–Whitney U over the runs' values, p at most
     [options] significance_level (default 0.05); the line shows each side's mean ± sd
     (min … max) over its runs and p. Counts are exact rules. A partial matrix (its sweep
-    stopped before every cell ran: finish it with `sqlwa matrix ... --resume`) fails
-    unless --allow-partial.
-    Exit status: 0 every rule holds, 1 a violation or a partial matrix, 2 a usage error
+    stopped before every cell ran: finish it with `sqlwa matrix ... --resume`) or a partial
+    run (Ctrl-C kept the commits measured before it) fails unless --allow-partial.
+    Exit status: 0 every rule holds, 1 a violation or a partial matrix or run, 2 a usage error
     (also: no rule matched anything to check).
     """
     from sqlwa.results import check as checking
@@ -134,7 +135,7 @@ def check_command(
         click.echo(f"note: {note}", err=True)
     if partial is not None:
         allowed = " (allowed: --allow-partial)" if allow_partial else ": it fails the check unless --allow-partial"
-        click.echo(f"{partial} of {results}'s plan{allowed}", err=True)
+        click.echo(f"{results} is a {partial}{allowed}", err=True)
     click.echo(counts_line(result, policy), err=True)
     sys.exit(1 if failing or (partial is not None and not allow_partial) else 0)
 

@@ -556,14 +556,40 @@ class Partial:
     def __str__(self) -> str:
         return f"partial: {self.cells_run} of {self.cells_planned} cells"
 
+    @property
+    def what_to_do(self) -> str:
+        return "finish it with its sqlwa matrix command plus --resume"
 
-def partial_of(path: Path) -> Partial | None:
-    """How much of its plan the matrix in ``path`` has run, when not all of it; None for a
-    whole matrix, one run's directory, or a store whose plan does not list its cells (an
-    older sqlwa's). A failed or skipped cell counts as run: its row says what happened."""
+    def as_json(self) -> dict:
+        return {"cells_run": self.cells_run, "cells_planned": self.cells_planned}
+
+
+@dataclass(frozen=True)
+class PartialRun:
+    """A run a signal stopped between its commits, its measured commits kept: what its
+    summary.json's ``stopped.partial`` says ("interrupted after N of M commits")."""
+
+    interrupted: str
+
+    def __str__(self) -> str:
+        return f"partial run: {self.interrupted}"
+
+    @property
+    def what_to_do(self) -> str:
+        return "its figures are those of the commits measured before the signal; run it again for all"
+
+    def as_json(self) -> dict:
+        return {"interrupted": self.interrupted}
+
+
+def partial_of(path: Path) -> Partial | PartialRun | None:
+    """How much of its plan the matrix in ``path`` has run, when not all of it, or what
+    stopped the run in ``path`` before it finished; None for a whole matrix or run, or a
+    store whose plan does not list its cells (an older sqlwa's). A failed or skipped cell
+    counts as run: its row says what happened."""
     path = results_dir(path)
     if not (path / STORE_FILE).exists():
-        return None
+        return partial_run(path)
     with rundir.reading(path / STORE_FILE), connect_readonly(path / STORE_FILE) as conn:
         plan = recorded_plan(conn) if schema_version(conn) >= 4 else None
         run = {row[0] for row in conn.execute("SELECT run_key FROM runs")}
@@ -575,12 +601,21 @@ def partial_of(path: Path) -> Partial | None:
     return Partial(done, len(planned)) if done < len(planned) else None
 
 
+def partial_run(run_dir: Path) -> PartialRun | None:
+    """The run in ``run_dir`` when a signal stopped it and its measured commits were kept."""
+    if not (run_dir / rundir.SUMMARY_FILE).is_file():
+        return None
+    stopped = rundir.summary(run_dir).get("stopped")
+    interrupted = stopped.get("partial") if isinstance(stopped, dict) else None
+    return PartialRun(interrupted) if isinstance(interrupted, str) else None
+
+
 def say_if_partial(path: Path) -> None:
-    """A note on stderr when ``path`` is a partial matrix: the figures read from it are
-    those of the cells that ran."""
+    """A note on stderr when ``path`` is a partial matrix or run: the figures read from it
+    are those of the cells (or commits) that ran."""
     partial = partial_of(path)
     if partial is not None:
-        print(f"note: {path} is a {partial} (finish it with its sqlwa matrix command plus --resume)", file=sys.stderr)
+        print(f"note: {path} is a {partial} ({partial.what_to_do})", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- reading

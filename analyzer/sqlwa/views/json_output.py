@@ -146,9 +146,10 @@ def configuration_entry(row: dict, emulated_keys: set[tuple] | None = None) -> d
 # --------------------------------------------------------------------------- sqlwa check
 
 
-def partial_entry(partial: store.Partial | None) -> dict | None:
-    """A partial matrix's cells run and planned (None: the results are whole)."""
-    return None if partial is None else {"cells_run": partial.cells_run, "cells_planned": partial.cells_planned}
+def partial_entry(partial: store.Partial | store.PartialRun | None) -> dict | None:
+    """A partial matrix's cells run and planned, or what interrupted a partial run (None:
+    the results are whole)."""
+    return None if partial is None else partial.as_json()
 
 
 def check_document(

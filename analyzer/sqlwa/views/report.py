@@ -567,15 +567,20 @@ def durability_banner(runs: pl.DataFrame) -> str:
     )
 
 
-def partial_banner(partial: store.Partial | None) -> str:
-    """A matrix whose sweep stopped before every cell ran, said before any of its figures."""
+def partial_banner(partial: store.Partial | store.PartialRun | None) -> str:
+    """A matrix whose sweep stopped before every cell ran, or a run a signal stopped, said
+    before any of its figures."""
     if partial is None:
         return ""
-    return (
-        f'<p class="banner lost"><strong>{html.escape(str(partial).capitalize())}</strong>: the sweep stopped '
-        "before every cell of its plan ran; finish it with the same <code>sqlwa matrix</code> command plus "
-        "<code>--resume</code>.</p>"
-    )
+    if isinstance(partial, store.PartialRun):
+        why = "a signal stopped the run; its figures are those of the commits measured before it."
+    else:
+        why = (
+            "the sweep stopped before every cell of its plan ran; finish it with the same "
+            "<code>sqlwa matrix</code> command plus <code>--resume</code>."
+        )
+    said = str(partial)
+    return f'<p class="banner lost"><strong>{html.escape(said[:1].upper() + said[1:])}</strong>: {why}</p>'
 
 
 def metric_legend() -> str:
@@ -820,7 +825,7 @@ def render(
     source: Path,
     latencies: pl.DataFrame | None = None,
     predictions: list[DevicePrediction] | None = None,
-    partial: store.Partial | None = None,
+    partial: store.Partial | store.PartialRun | None = None,
     use_emulated_timings: bool = False,
 ) -> str:
     sections = build_sections(runs, latencies, predictions, use_emulated_timings)
