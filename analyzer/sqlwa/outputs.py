@@ -18,8 +18,8 @@ Both are checked before any work starts (:func:`check_file`, :func:`check_dir`).
 from __future__ import annotations
 
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,35 +112,63 @@ def check_file(path: Path, option: str, *, allow_system: bool = False, make_pare
     return target
 
 
+class Staged:
+    """An output being written: a temporary file beside its checked ``target``, which the
+    writer creates at ``part``, :meth:`sync` syncs and :meth:`put_in_place` renames onto
+    ``target``; :func:`staged` removes it otherwise."""
+
+    def __init__(self, target: Path, what: str) -> None:
+        self.target, self.what = target, what
+        # Named, not made: a writer that makes its file without a name until it is whole
+        # (the Rust parser's O_TMPFILE) leaves nothing if it is killed part-way.
+        self.part = target.parent / f".{target.name}.{secrets.token_hex(6)}.part"
+
+    def sync(self) -> None:
+        """The written ``part`` on disk, with the permissions of the file it replaces."""
+        with writing(self.target, self.what), open(self.part, "rb+") as written:
+            os.fchmod(written.fileno(), _mode_for(self.target))
+            os.fsync(written.fileno())
+
+    def put_in_place(self) -> None:
+        """``part``, synced by :meth:`sync`, renamed onto ``target``."""
+        with writing(self.target, self.what):
+            _refuse_swapped(self.target)
+            os.replace(self.part, self.target)
+
+
+@contextmanager
+def staged(target: Path, what: str) -> Iterator[Staged]:
+    """A :class:`Staged` output for ``target`` (a path :func:`check_file` returned), its
+    temporary file removed when the block ends unless put in place: ``target`` is then the
+    whole new file or what it was before. For a command that puts its outputs in place
+    only when all its work is done (``sqlwa parse``)."""
+    with writing(target, what):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    output = Staged(target, what)
+    try:
+        yield output
+    finally:
+        if os.path.lexists(output.part):
+            os.unlink(output.part)
+
+
 @contextmanager
 def replacing_path(target: Path, what: str) -> Iterator[Path]:
     """The path of a temporary file beside ``target`` (a path :func:`check_file` returned)
-    for a writer to fill; when the block ends without error it is synced and renamed onto
-    ``target``, else removed: ``target`` is then the whole new file or what it was before."""
-    with writing(target, what):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-        try:
-            os.fchmod(fd, _mode_for(target))
-        finally:
-            os.close(fd)
-    part = Path(name)
-    try:
+    for a writer to create and fill; when the block ends without error it is synced and
+    renamed onto ``target``, else removed: ``target`` is then the whole new file or what it
+    was before."""
+    with staged(target, what) as output:
         with writing(target, what):
-            yield part
-            with open(part, "rb+") as written:
-                os.fsync(written.fileno())
-            _refuse_swapped(target)
-            os.replace(part, target)
-    finally:
-        if os.path.lexists(part):
-            os.unlink(part)
+            yield output.part
+        output.sync()
+        output.put_in_place()
 
 
 @contextmanager
 def replacing(target: Path, what: str) -> Iterator[IO[bytes]]:
     """:func:`replacing_path`, opened for writing bytes."""
-    with replacing_path(target, what) as part, open(part, "wb") as f:
+    with replacing_path(target, what) as part, open(part, "xb") as f:
         yield f
 
 

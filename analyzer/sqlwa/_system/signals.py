@@ -99,6 +99,20 @@ def held_back() -> Iterator[None]:
 
 
 @contextmanager
+def too_late_to_stop() -> Iterator[None]:
+    """SIGINT and SIGTERM held back while the block runs and then dropped: for a command's
+    last step (putting its finished outputs in place), after which it has done what it
+    was asked, so a signal then is too late to stop it (and no output is left half-said)."""
+    guard = SignalGuard()
+    guard.install()
+    try:
+        guard.tearing_down = True  # remembered, never raised
+        yield
+    finally:
+        guard.restore()
+
+
+@contextmanager
 def signals_unwind() -> Iterator[None]:
     """SIGINT and SIGTERM as exceptions inside the block (a :class:`SignalGuard`), so the
     temporary files made in it are removed by their own ``with`` on the way out; the

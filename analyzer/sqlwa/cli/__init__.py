@@ -38,10 +38,14 @@ def main(argv: list[str] | None = None) -> None:
         _signals.obey_signals()
     try:
         run_group(argv, as_program=argv is None)
+        if argv is None:
+            _signals.too_late()
     except BaseException as exc:  # a signal while the CLI itself imports, before click can catch it
         from sqlwa._native import Interrupted  # not sqlwa.errors: the signal may have cut its import short
 
         if not isinstance(exc, (KeyboardInterrupt, Interrupted)):
+            if argv is None and isinstance(exc, SystemExit):
+                _signals.too_late()
             raise
         sys.stderr.write(f"sqlwa: {exc.args[0] if exc.args else 'interrupted'}\n")
         exit_interrupted(argv is None)

@@ -41,6 +41,15 @@ def obey_signals() -> None:
             signal.signal(signum, _on_signal)
 
 
+def too_late() -> None:
+    """SIGINT and SIGTERM ignored from now on: the command has ended and its exit status is
+    decided. Without this a signal in the interpreter's last milliseconds (CPython sets
+    the default handlers back as it finalises) would end the process by the signal, as
+    if the command had not finished."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def raise_if_signalled() -> None:
     """The first signal received so far, raised now: one an ignored callback swallowed."""
     if _received:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,7 +93,6 @@ def parse(
     from rich.console import Console
 
     from sqlwa.analysis import traceformat
-    from sqlwa.views.terminal import wide_console
 
     # Checked before the parse: neither may be a device, FIFO or directory (the parser's
     # rename would replace the node); a symlink's target is written, as a regular file.
@@ -107,74 +106,93 @@ def parse(
     # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
     status = Console(stderr=True)
     # SIGTERM, like Ctrl-C, unwinds: the parse stops at its next progress check and says
-    # so in one line (exit 130). Its temporary files have no names, so none outlives it.
-    with _system.signals.signals_unwind():
-        events, report = parsed_events(traces, fmt, lenient, output, status)
-    found = None
-    if events is not None:
-        from sqlwa.analysis import windows
-
-        found = windows.trace_commits(events, lenient)
-    if commits_output is not None:
-        if found is None:
-            raise UsageError(
-                "--commits: the trace marks no commit (no sqlwa markers, no Android SQLite slices)",
-                "record the atrace category 'database' with the app (see docs/guide/traces-and-perfetto.md, Recording on a phone)",
+    # so in one line (exit 130), its temporary files removed on the way out. The outputs
+    # are put in place only after all else is done, so one the signal stops leaves every
+    # output it was replacing as it was.
+    with _system.signals.signals_unwind(), ExitStack() as stack:
+        staged = {
+            option: stack.enter_context(outputs.staged(path, what))
+            for option, path, what in (
+                ("-o", output, "the event table"),
+                ("--commits", commits_output, "the per-commit table"),
             )
-        write_table(found[0], commits_output, "the per-commit table")
+            if path is not None
+        }
+        table = staged["-o"] if "-o" in staged else None
+        events, report = parsed_events(traces, fmt, lenient, table, status)
+        found = None
+        if events is not None:
+            from sqlwa.analysis import windows
+
+            found = windows.trace_commits(events, lenient)
+        if "--commits" in staged:
+            from sqlwa.results import rundir
+
+            if found is None:
+                raise UsageError(
+                    "--commits: the trace marks no commit (no sqlwa markers, no Android SQLite slices)",
+                    "record the atrace category 'database' with the app (see docs/guide/traces-and-perfetto.md, Recording on a phone)",
+                )
+            commits = staged["--commits"]
+            with writing(commits.target, commits.what):
+                rundir.write_parquet(found[0], commits.part)
+        for each in staged.values():
+            each.sync()
+        show(report, output, found, as_json)
+        with _system.signals.too_late_to_stop():
+            for each in staged.values():
+                each.put_in_place()
+
+
+def show(report: dict, output: Path | None, found: tuple[pl.DataFrame, str, int] | None, as_json: bool) -> None:
+    """The parse report: JSON, or the tables (and the per-commit figures, if marked)."""
     if as_json:
         from sqlwa.views import json_output
 
         click.echo(json_output.dumps(json_report(report, output, found)))
         return
+    from sqlwa.views.terminal import wide_console
+
     print_summary(report, output)
     if found is not None:
         wide_console().print(commit_table(*found))
 
 
 def parsed_events(
-    traces: tuple[Path, ...], fmt: str, lenient: bool, output: Path | None, status: Console
+    traces: tuple[Path, ...], fmt: str, lenient: bool, table: outputs.Staged | None, status: Console
 ) -> tuple[pl.DataFrame | pl.LazyFrame | None, dict]:
-    """The parse report, and the events where they are needed: written to ``output`` (if
+    """The parse report, and the events where they are needed: written to ``table`` (if
     given), and kept for the commit figures unless the trace marks no commit. With
-    ``output``, traces are streamed (parsed and written row group by row group, in
+    ``table``, traces are streamed (parsed and written row group by row group, in
     bounded memory; the Rust parser's formats with neither Polars nor pyarrow imported
     unless the trace marks commits, Perfetto traces through an external sort by time);
-    parses without ``output`` are read whole."""
+    parses without ``table`` are read whole."""
     from sqlwa.analysis import traceformat
 
     names = ", ".join(str(p) for p in traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
-    if output is not None:
-        doing = f"parsing {names} into {output.name}"
-        with status.status(doing) as live, writing_output(output):
+    if table is not None:
+        doing = f"parsing {names} into {table.target.name}"
+        with status.status(doing) as live, writing_output(table):
             if traceformat.is_perfetto(list(traces), fmt):
                 from sqlwa.analysis import perfetto
 
                 # A minute or more for a phone's long trace: the status line says how far.
                 report = perfetto.parse_to_parquet(
-                    traces[0], output, lenient=lenient, progress=lambda text: live.update(f"{doing}: {text}")
+                    traces[0], table.part, lenient=lenient, progress=lambda text: live.update(f"{doing}: {text}")
                 )
             else:
-                report = traceformat.parse_to_parquet(traces, output, format=fmt, lenient=lenient)
+                report = traceformat.parse_to_parquet(traces, table.part, format=fmt, lenient=lenient)
         if "marker" not in report["per_kind"]:
             return None, report
         from sqlwa.results import rundir
 
         # Scanned, not read: the commit figures read only the rows and columns they tally.
-        return rundir.scan_parquet(output), report
+        return rundir.scan_parquet(table.part), report
     from sqlwa.analysis import traceparse
 
     with status.status(f"parsing {names}"):
         events, report = traceparse.parse(traces, format=fmt, lenient=lenient)
     return events, report
-
-
-def write_table(table: pl.DataFrame, path: Path, what: str) -> None:
-    """``table`` to ``path`` (checked by :func:`sqlwa.outputs.check_file`), whole or not at all."""
-    from sqlwa.results import rundir
-
-    with outputs.replacing_path(path, what) as part:
-        rundir.write_parquet(table, part)
 
 
 #: The per-commit figures the summary shows, means over the measured commits.
@@ -220,15 +238,16 @@ def json_report(report: dict, output: Path | None, found: tuple[pl.DataFrame, st
 
 
 @contextmanager
-def writing_output(output: Path) -> Iterator[None]:
-    """The parser's failure to write ``output`` (a missing directory, a full disk) said as
-    :func:`sqlwa.errors.writing` says it; its errors reading the traces pass through."""
+def writing_output(table: outputs.Staged) -> Iterator[None]:
+    """The parser's failure to write ``table`` (a missing directory, a full disk) said as
+    :func:`sqlwa.errors.writing` says it, naming the output; its errors reading the traces
+    pass through."""
     try:
         yield
     except OSError as exc:
-        if exc.filename != str(output):
+        if exc.filename != str(table.part):
             raise
-        with writing(output, "the event table"):
+        with writing(table.target, table.what):
             raise
 
 
