@@ -6,6 +6,7 @@ tests/lab/test_long_lab_runs.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -175,3 +176,31 @@ def readers_say_it_is_partial(out: Path, interrupted: str, tmp_path: Path) -> No
     assert document["partial"] == {"interrupted": interrupted} and document["passed"] is False
     allowed = sqlwa("check", "--policy", policy, "--allow-partial", str(out), check=False)
     assert f"{said} (allowed: --allow-partial)" in allowed.stderr, allowed.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs: needs root")
+def test_a_duration_run_outgrowing_its_disk_is_warned_of(tmp_path: Path) -> None:
+    """A --duration run on a 32 MiB tmpfs: its files grow (the database, the chunk file)
+    faster than that holds for an hour, so the progress line warns once; the run then
+    stops by the full disk, in one line."""
+    work, out, err_path = tmp_path / "work", tmp_path / "out", tmp_path / "err.txt"
+    work.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "sqlwa-test-room", str(work)], check=True)
+    try:
+        argv = [sys.executable, "-m", "sqlwa", "run", "--duration", "1h", "--dir", str(work), "-o", str(out)]
+        with open(err_path, "w") as err:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
+            try:
+                proc.communicate(timeout=180)
+            finally:
+                proc.kill()
+                proc.wait()
+        stderr = err_path.read_text()
+    finally:
+        subprocess.run(["umount", str(work)], check=True)
+    warnings = [line for line in stderr.splitlines() if line.startswith("sqlwa: warning: at this rate")]
+    assert len(warnings) == 1, stderr
+    assert "it will stop when the disk fills" in warnings[0]
+    assert proc.returncode == 2 and "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("sqlwa: error:")]
+    assert len(errors) == 1 and ("no space left" in errors[0].lower()), stderr

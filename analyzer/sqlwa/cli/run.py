@@ -48,6 +48,7 @@ class ProgressLine:
 
     LOG_EVERY_S = 10.0
     DETAIL_EVERY_S = 1.0  # disk use and events are read at most this often
+    RATE_AFTER_S = 5.0  # the disk's growth rate is projected once the run has gone this long
 
     def __init__(self, label: str, duration_s: float | None = None, long_run: bool = False) -> None:
         from rich.console import Console
@@ -71,6 +72,7 @@ class ProgressLine:
         self.last_log = self.started
         self.last_detail = 0.0
         self.detail = ""
+        self.warned_of_room = False
         self.progress = Progress(
             TextColumn(label),
             BarColumn(),
@@ -125,12 +127,34 @@ class ProgressLine:
         if self.capture is not None:
             parts.append(f"{self.capture.events_so_far():,} events")
         if self.dirs:
-            parts.append(f"{_size(sum(_disk_used(d) for d in self.dirs))} on disk")
+            used = sum(_disk_used(d) for d in self.dirs)
+            parts.append(f"{_size(used)} on disk")
+            self.warn_if_room_runs_out(used)
         measured = self.figures.get("measured", 0)
         if measured:
             parts.append(f"{self.figures['syncs'] / measured:.2f} syncs/commit")
             parts.append(f"{_size(self.figures['write_bytes'] / measured)} written/commit")
         return " · ".join(parts)
+
+    def warn_if_room_runs_out(self, used: int) -> None:
+        """Once, when a ``--duration`` run's files, growing at the rate so far, would
+        outgrow the free space where they are before the run's end."""
+        elapsed = time.monotonic() - self.started
+        if self.warned_of_room or not self.duration_s or elapsed < self.RATE_AFTER_S:
+            return
+        from sqlwa import _system
+
+        free = min(_system.mounts.free_space(str(d))[0] for d in self.dirs)
+        more = used / elapsed * max(self.duration_s - elapsed, 0)
+        if more > free:
+            self.warned_of_room = True
+            self.progress.console.print(
+                f"sqlwa: warning: at this rate the run's files grow by ~{_size(more)} more before its end, "
+                f"and {_size(free)} are free where they are: it will stop when the disk fills "
+                "(a shorter --duration, or an --out with room, avoids that)",
+                markup=False,
+                highlight=False,
+            )
 
 
 def _disk_used(directory: Path) -> int:

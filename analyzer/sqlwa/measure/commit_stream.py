@@ -24,6 +24,7 @@ from sqlwa import _system
 from sqlwa.analysis import metrics, phases
 from sqlwa.analysis.summary import KIND_FIELDS, SUMMARY_SCHEMA_VERSION, with_vfs_totals
 from sqlwa.catalogue import CPU_COMMIT_COLUMNS, DATABASE_FILE_KINDS, FILE_KINDS, VFS_COMMIT_COLUMNS
+from sqlwa.errors import writing
 from sqlwa.measure import engine
 
 #: Commit records per chunk the engine hands over (~1 KB each while in Python).
@@ -88,7 +89,7 @@ class CommitWriter:
         """One chunk of records, as the engine's columns: written and counted whole, a
         signal held back until it is (the engine then ends a run that keeps what was
         measured at this chunk's last commit)."""
-        with _system.signals.held_back():
+        with _system.signals.held_back(), writing(self.path, "the run's per-commit records"):
             self.add_whole(columns)
 
     def add_whole(self, columns: Mapping[str, Any]) -> None:

@@ -603,7 +603,7 @@ def execute_in_lab(request: RunRequest, progress: ProgressFn | None = None) -> R
     # Made (and so its options and size checked) before the output directory: a refused
     # option leaves nothing behind.
     workspace = lab_capture.crash_workspace() if request.crash else contextlib.nullcontext(None)
-    check_capture_room(request.settings.txns, request.out_dir)
+    check_capture_room(request.settings.txns, request.out_dir, request.settings.duration_s)
     with workspace as crash_dir:
         lab = lab_in(request, crash_dir)
         with output_dir(request) as out_dir:
@@ -629,15 +629,25 @@ def capture_estimate(txns: int) -> tuple[int, int]:
     return events, text + 2 * events * PART_BYTES_PER_EVENT
 
 
-def check_capture_room(txns: int | None, out_dir: Path) -> None:
+def check_capture_room(txns: int | None, out_dir: Path, duration_s: float | None = None) -> None:
     """Before a long run: print its capture's estimated size, and refuse it when the
-    output's filesystem has less room than that."""
-    if txns is None or txns < LONG_RUN_TXNS:
+    output's filesystem has less room than that. A ``--duration`` run's commits are not
+    known before it runs: its capture's bytes a commit and how many commits the free space
+    holds are printed instead (the progress line then watches the disk as it fills)."""
+    if txns is None and duration_s is None or txns is not None and txns < LONG_RUN_TXNS:
         return
-    events, need = capture_estimate(txns)
     existing = next(p for p in [out_dir, *out_dir.absolute().parents] if p.exists())
     free, _ = _system.mounts.free_space(str(existing))
     mib = 2**20
+    if txns is None:
+        per_commit = capture_estimate(1_000_000)[1] / 1_000_000
+        print(
+            f"sqlwa: capture estimate: ~{EVENTS_PER_COMMIT} trace events, ~{per_commit:,.0f} B a commit in "
+            f"{out_dir}; its {free / mib:,.0f} MiB free hold ~{free / per_commit:,.0f} commits",
+            file=sys.stderr,
+        )
+        return
+    events, need = capture_estimate(txns)
     print(
         f"sqlwa: capture estimate: ~{events:,} trace events, ~{need / mib:,.0f} MiB in {out_dir} "
         f"({free / mib:,.0f} MiB free)",
