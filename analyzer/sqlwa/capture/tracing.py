@@ -405,8 +405,11 @@ class TraceCapture:
         self._write("events/enable", "0")
 
     def _stop_drain(self) -> None:
+        """The drain ended: one that still reads gives up on a second signal (held back by
+        the teardown) and on an output that takes no writes (OutputStuck)."""
         if self._drain is not None:
-            self._drain.stop(discard=self._discard)
+            probe = _system.writable.WriteProbe(self.out_dir)
+            self._drain.stop(discard=self._discard, stuck=probe.stuck, abort=lambda: self._guard.pending)
 
     def _read_losses(self) -> None:
         if not self._instance_exists():
