@@ -11,7 +11,7 @@ from pathlib import Path
 #: write returns in milliseconds on any filesystem that takes writes, also a busy one.
 PROBE_S = 2.0
 #: A new probe at most this often while an action goes on.
-PROBE_EVERY_S = 1.0
+PROBE_EVERY_S = 0.5
 #: The fix an :class:`~sqlwa.errors.OutputStuck` the probe found carries.
 STUCK_HINT = "thaw that filesystem (fsfreeze -u) or choose another --out, and re-run"
 
