@@ -84,6 +84,12 @@ class TraceLossError(CaptureError):
     """The trace lost events (ring-buffer overrun) and loss was not allowed."""
 
 
+class OutputStuck(SqlwaError):
+    """A directory sqlwa writes to takes no writes (a frozen filesystem, a dead hard
+    mount): the write was left behind in a thread of its own, not waited for, since nothing
+    can cancel it (:func:`sqlwa._system.files.WriteProbe`)."""
+
+
 @contextmanager
 def writing(path: str | os.PathLike[str], what: str) -> Iterator[None]:
     """Turns an OSError while writing ``path`` (a missing or read-only directory, /proc, a
@@ -131,6 +137,7 @@ __all__ = [
     "NeedsRoot",
     "CaptureError",
     "TraceLossError",
+    "OutputStuck",
     "hint_of",
     "interruption",
     "writing",

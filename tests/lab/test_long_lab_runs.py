@@ -1,21 +1,42 @@
-"""A long lab run (#37, item 2) stopped by a signal mid-workload: it shows its progress,
-ends unfinished with its lab taken down and nothing of sqlwa's left behind; a second
-Ctrl-C changes nothing of that."""
+"""A long lab run (#37, item 2) stopped by a signal mid-workload: the commits measured so
+far are analysed and written, as many as the rows of the database the lab's image kept
+(read out of the image by debugfs, counted by the sqlite3 shell), each commit's row whole
+(its block figures those of a tally of the raw trace), and nothing of sqlwa's is left
+behind; a second Ctrl-C still aborts at once. (An OUT that takes no writes meanwhile:
+tests/lab/test_frozen_out.py.)"""
 
 from __future__ import annotations
 
+import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from helpers import sqlwa_leftovers
 from sqlwa.results import rundir
+from trace_truth import marker_times_ns, tally_block_per_commit
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
+
+TABLES = ("tblMyList0", "tblMyList1", "tblMyList2")  # mobibench-insert: a row in each per commit
+SECOND_CTRL_C_WITHIN_S = 5  # from the second Ctrl-C to the exit (a lab's teardown may be under way)
+
+
+def rows_in_image(image: Path, tmp: Path) -> list[int]:
+    """Each table's rows in the lab image's mobibench-insert.db (the lab's data directory
+    is its root), by debugfs (no mount) and the sqlite3 shell."""
+    db = tmp / "from-image.db"
+    subprocess.run(["debugfs", "-R", f"dump /mobibench-insert.db {db}", str(image)], check=True, capture_output=True)
+    return [
+        int(subprocess.run(["sqlite3", str(db), f"SELECT count(*) FROM {t}"], capture_output=True, text=True).stdout)
+        for t in TABLES
+    ]
 
 
 def long_lab_run(out: Path, err_path: Path) -> subprocess.Popen:
@@ -33,39 +54,70 @@ def wait_for_progress(proc: subprocess.Popen, err_path: Path, lines: int = 1, ti
         time.sleep(0.1)
 
 
+@pytest.mark.skipif(not shutil.which("debugfs") or not shutil.which("sqlite3"), reason="needs debugfs and sqlite3")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_mid_workload_ends_a_lab_run_at_once(tmp_path: Path, signum: int) -> None:
-    """A lab run does not keep what it measured (keeping writes to OUT, which may not take
-    writes: tests/lab/test_frozen_out.py): it ends unfinished, its lab taken down, after
-    showing its progress with the trace events and syncs it measured."""
+def test_a_signal_mid_workload_keeps_the_commits_measured(tmp_path: Path, signum: int) -> None:
     out, err_path = tmp_path / "out", tmp_path / "err.txt"
     proc = long_lab_run(out, err_path)
     try:
         wait_for_progress(proc, err_path)
         proc.send_signal(signum)
-        proc.communicate(timeout=120)
+        proc.communicate(timeout=300)
     finally:
         proc.kill()
         proc.wait()
     stderr = err_path.read_text()
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    assert f"{out} holds no finished run" in stderr.strip().splitlines()[-1], stderr
+    assert f"{out} holds what was measured" in stderr.strip().splitlines()[-1], stderr
     progress = [line for line in stderr.splitlines() if "commits," in line]
     assert " events · " in progress[0] and "syncs/commit" in progress[0], progress[0]
-    assert not (out / rundir.SUMMARY_FILE).exists()
+    summary = json.loads((out / rundir.SUMMARY_FILE).read_text())
+    assert not (out / rundir.RUNNING_FILE).exists()
+    assert summary["stopped"]["by"] == "interrupted" and summary["commits"] > 0
+    assert f"after {summary['commits']} commits" in summary["stopped"]["partial"]
+    assert "block" in summary["levels"] and summary["trace"]["lost_events"] == 0
+    transactions = summary["commits"] + summary["warmup_commits"]
+    assert rows_in_image(out / "lab.img", tmp_path) == [transactions] * 3
+    # every commit the database holds has its row, whole: the last one's too
+    commits = pl.read_parquet(out / rundir.COMMITS_FILE).sort("index")
+    assert commits.height == transactions and commits.filter(~pl.col("warmup")).height == summary["commits"]
+    ended = sorted(i for kind, i in marker_times_ns(out / rundir.TRACE_FILE) if kind == "txn_end")
+    assert commits["index"].to_list() == ended
+    truth = tally_block_per_commit(out / rundir.TRACE_FILE, summary["config"]["lab"]["dev"].replace(":", ","))
+    for row in commits.iter_rows(named=True):
+        t = truth.get(row["index"], {})
+        figures = (row["write_bytes"], row["write_requests"], row["flush_requests"])
+        assert figures == (t.get("bytes", 0), t.get("writes", 0), t.get("flush", 0)), row["index"]
+        assert row["latency_ns"] > 0 and row["fsync_calls"] > 0, row
     assert sqlwa_leftovers(proc.pid) == []
 
 
-def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
+def wait_for_lab_gone(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Until the run's lab and capture are taken down: the trace is whole in OUT and the
+    analysis of what was measured is under way."""
+    deadline = time.monotonic() + timeout
+    while sqlwa_leftovers(proc.pid):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("phase", ["draining", "analysing"])
+def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path, phase: str) -> None:
+    """The second Ctrl-C while the trace's rest is drained or while what was measured is
+    analysed: the run ends unfinished at once, the keeping given up."""
     out, err_path = tmp_path / "out", tmp_path / "err.txt"
     proc = long_lab_run(out, err_path)
     try:
         wait_for_progress(proc, err_path)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)  # the workload has stopped; the analysis of what it measured begins
+        # the workload has stopped; keeping what it measured is under way
+        time.sleep(0.3) if phase == "draining" else wait_for_lab_gone(proc)
+        assert proc.poll() is None and not (out / rundir.SUMMARY_FILE).exists(), "kept before the second Ctrl-C"
+        second = time.monotonic()
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=120)
+        took = time.monotonic() - second
     finally:
         proc.kill()
         proc.wait()
@@ -73,5 +125,6 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert f"{out} holds no finished run" in stderr.strip().splitlines()[-1], stderr
-    assert not (out / rundir.SUMMARY_FILE).exists()
+    assert took < SECOND_CTRL_C_WITHIN_S, f"{took:.1f} s from the second Ctrl-C to the exit"
+    assert (out / rundir.RUNNING_FILE).exists() and not (out / rundir.SUMMARY_FILE).exists()
     assert sqlwa_leftovers(proc.pid) == []

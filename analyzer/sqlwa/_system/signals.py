@@ -6,8 +6,27 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar, cast
 
-from sqlwa.errors import LabError, interruption
+from sqlwa._system.writable import STUCK_HINT
+from sqlwa.errors import LabError, OutputStuck, interruption
+
+T = TypeVar("T")
+
+#: Every signal a :class:`SignalGuard`'s handler has seen in this process, in order: a run
+#: whose engine took a Ctrl-C as the end of its workload (``keep_measured``) swallowed the
+#: exception, and this says that it came (:func:`received_since`).
+_received: list[int] = []
+
+
+def received_count() -> int:
+    """How many signals the guards have seen so far (a mark for :func:`received_since`)."""
+    return len(_received)
+
+
+def received_since(mark: int) -> int | None:
+    """The first signal a guard has seen since ``mark`` (:func:`received_count`), or None."""
+    return _received[mark] if len(_received) > mark else None
 
 
 class SignalGuard:
@@ -41,6 +60,11 @@ class SignalGuard:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
         self._previous.clear()
+
+    @property
+    def pending(self) -> bool:
+        """Whether a signal came while the guard held signals back (and is not yet raised)."""
+        return self._pending is not None
 
     def take_pending(self) -> int | None:
         signum, self._pending = self._pending, None
@@ -78,6 +102,7 @@ class SignalGuard:
             raise interruption(pending)
 
     def _handle(self, signum: int, _frame: object) -> None:
+        _received.append(signum)
         if self._defer or self.tearing_down:
             self._pending = self._pending or signum
             return
@@ -146,3 +171,38 @@ def call_within(action: Callable[[], object], timeout_s: float, what: str) -> No
         raise LabError(f"{what} did not finish in {timeout_s:g} s and was abandoned")
     if outcome[0] is not None:
         raise outcome[0]
+
+
+#: How often :func:`call_watched` asks whether its action is stuck.
+WATCH_STEP_S = 0.2
+
+
+def call_watched(action: Callable[[], T], stuck: Callable[[], str | None], what: str) -> T:
+    """Run ``action`` in a daemon thread of its own and wait for it, asking ``stuck()``
+    every :data:`WATCH_STEP_S`: once that says why the action cannot go on (an output
+    that takes no writes), raise :class:`OutputStuck` with that and leave the thread
+    behind, as :func:`call_within` does. Unlike :func:`call_within` there is no deadline
+    for an action that goes on (a long analysis). A signal's exception (a second Ctrl-C)
+    is raised in the caller's thread at once, the thread left behind too: a caller that
+    must not have it finish its work after that tells it so itself."""
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, action()))
+        except BaseException as exc:  # handed to the caller, in its thread
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, name=f"sqlwa: {what}", daemon=True)
+    worker.start()
+    while True:
+        worker.join(WATCH_STEP_S)  # a signal's handler raises here, in the main thread
+        if not worker.is_alive():
+            break
+        reason = stuck()
+        if reason is not None:
+            raise OutputStuck(reason, STUCK_HINT)
+    done, result = outcome[0]
+    if not done:
+        raise cast(BaseException, result)
+    return cast(T, result)

@@ -7,11 +7,13 @@ import json
 import os
 import re
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.analysis import traceformat
-from sqlwa.errors import CaptureError
+from sqlwa.errors import CaptureError, OutputStuck
 
 DEFAULT_BUFFER_KB = 16384  # per CPU; drained from a quarter full on, so far more than a run needs
 POLL_MS = 100  # how often the drain looks at the ring buffer (default buffer size)
@@ -20,6 +22,7 @@ READ_SIZE = 1 << 16
 WRITE_BUFFER = 1 << 20  # trace.txt is written in 1 MiB chunks, not one write per page read
 COUNT_CHUNK = 8 << 20  # trace.txt is counted in chunks of this size after the run
 DISCARD_WAIT_S = 1  # how long an interrupted run waits for the drain to stop
+STOP_STEP_S = 0.1  # how often a stop looks at a second signal and at the output
 DRAIN_AT = 0.25  # drain once a CPU's ring buffer is this full (see Drain)
 BYTES_RE = re.compile(rb"^bytes: (\d+)$", re.M)
 LOST_RE = re.compile(rb"\[LOST (\d+) EVENTS\]")
@@ -153,7 +156,7 @@ class Drain(threading.Thread):
 
     def _read_available(self) -> None:
         read = os.read
-        while True:
+        while not self._discard:  # a stop that turned into a discard wants no more
             try:
                 data = read(self._fd, READ_SIZE)  # whole lines, at most one page per read
             except BlockingIOError:
@@ -232,18 +235,39 @@ class Drain(threading.Thread):
             self.lost_lines += sum(int(n) for n in lost)
             self.lines -= len(lost)
 
-    def stop(self, timeout: float = 30, discard: bool = False) -> None:
+    def stop(
+        self,
+        timeout: float = 30,
+        discard: bool = False,
+        stuck: Callable[[], str | None] | None = None,
+        abort: Callable[[], bool] | None = None,
+    ) -> None:
         """End the drain: with ``discard`` (an interrupted run) without reading the rest,
-        and waiting a second at most."""
+        and waiting a second at most. While it reads the rest, ``abort()`` turning true (a
+        second Ctrl-C, held back by the capture's teardown) makes it a discard, and
+        ``stuck()`` saying why the output cannot go on (it takes no writes:
+        :class:`~sqlwa._system.writable.WriteProbe`) ends the wait at once with
+        :class:`~sqlwa.errors.OutputStuck`: the thread, stuck in a write, is left behind."""
         if self.ident is None:  # never started (interrupted right after creation)
             self._close()
             return
         self._discard = discard
         self._stop_requested.set()
         self.recording.set()
-        self.join(DISCARD_WAIT_S if discard else timeout)
+        deadline = time.monotonic() + (DISCARD_WAIT_S if discard else timeout)
+        reason = None
+        while reason is None and (left := deadline - time.monotonic()) > 0:
+            self.join(min(STOP_STEP_S, left))
+            if not self.is_alive():
+                break
+            if abort is not None and not self._discard and abort():
+                self._discard = True  # what is still unread is not wanted now
+                deadline = min(deadline, time.monotonic() + DISCARD_WAIT_S)
+            reason = stuck() if stuck is not None else None
         if self.is_alive():
             self._let_go_of_trace_pipe()
+            if reason is not None:
+                raise OutputStuck(reason, _system.writable.STUCK_HINT)
             raise CaptureError(
                 f"the trace drain did not finish: writing {self._out_path} is stuck (a frozen or hung filesystem?)"
             )

@@ -60,7 +60,7 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.capture.drain import DEFAULT_BUFFER_KB, Drain
-from sqlwa.errors import CaptureError, Interrupted, NeedsRoot, TraceLossError, hint_of
+from sqlwa.errors import CaptureError, Interrupted, NeedsRoot, OutputStuck, TraceLossError, hint_of
 
 MOUNT_HINT = "mount tracefs: mount -t tracefs nodev /sys/kernel/tracing"
 INSTANCE_PREFIX = "sqlwa"
@@ -405,8 +405,17 @@ class TraceCapture:
         self._write("events/enable", "0")
 
     def _stop_drain(self) -> None:
+        """The drain ended: one that still reads gives up on a second signal (held back by
+        the teardown) and on an output that takes no writes (OutputStuck)."""
         if self._drain is not None:
-            self._drain.stop(discard=self._discard)
+            probe = _system.writable.WriteProbe(self.out_dir)
+            try:
+                self._drain.stop(discard=self._discard, stuck=probe.stuck, abort=lambda: self._guard.pending)
+            except (CaptureError, OutputStuck):
+                if not self._guard.pending:
+                    raise
+                # a signal came meanwhile: the run ends interrupted (raised after the
+                # teardown), and a drain stuck on the output is then no failure of its own
 
     def _read_losses(self) -> None:
         if not self._instance_exists():

@@ -371,7 +371,7 @@ def run(
       sqlwa run -s messenger --dir /data/tmp --out results/messenger
       sqlwa run -s ./my-app.toml --pragma temp_store=memory
       sudo sqlwa run --fs ext4 -j wal             # + syscall and block levels on a fresh ext4
-      sudo sqlwa run --fs ext4 -j wal --duration 24h  # a day's soak, its progress on stderr
+      sudo sqlwa run --fs ext4 -j wal --duration 24h  # a day's soak; Ctrl-C keeps what was measured
       sudo sqlwa run --fs xfs --fill 85 --mount-opts noatime
       sudo sqlwa run --fs ext4 --fuse passthrough # through a FUSE daemon, as on /sdcard
       sqlwa run --vm --fs f2fs -j wal             # in a qemu guest with Debian's kernel (no root needed)
@@ -408,10 +408,9 @@ def run(
         keep_image=keep_image,
         allow_system_dir=allow_system_dir,
     )
-    # A VFS-level run keeps what it measured on Ctrl-C. A lab run does not yet: keeping
-    # writes to OUT, and an OUT that cannot take writes (frozen, a dead mount) would hold
-    # the run in the kernel past every further Ctrl-C (tests/lab/test_frozen_out.py).
-    request.keep_measured = request.stack.fs is None
+    # Ctrl-C keeps what was measured, on this host: a lab run's keeping gives up on an OUT
+    # that takes no writes (runner.keep_what_was_measured). A run in the VM lab ends at once.
+    request.keep_measured = not request.stack.vm
     outcome = execute_with_bar(request)
     if as_json:
         click.echo(json_output.dumps(outcome.summary))

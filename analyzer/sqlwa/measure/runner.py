@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,7 +41,15 @@ from sqlwa.analysis.summary import ColumnFrame, build_summary, with_vfs_totals
 from sqlwa.capture import drain, tracing
 from sqlwa.catalogue import NO_LAB_FS
 from sqlwa.durability import explore
-from sqlwa.errors import ScenarioError, TraceLossError, UsageError, writing
+from sqlwa.errors import (
+    Interrupted,
+    OutputStuck,
+    ScenarioError,
+    TraceLossError,
+    UsageError,
+    interruption,
+    writing,
+)
 from sqlwa.lab import devmapper, filesystem, stack
 from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
 from sqlwa.lab.stack import StackSpec
@@ -147,15 +156,22 @@ def replay_config(info: dict) -> dict:
 
 
 def write_outputs(
-    out_dir: Path, summary: dict, commits: pl.DataFrame | pl.LazyFrame, analysis: TraceAnalysis | None = None
+    out_dir: Path,
+    summary: dict,
+    commits: pl.DataFrame | pl.LazyFrame,
+    analysis: TraceAnalysis | None = None,
+    abandoned: threading.Event | None = None,
 ) -> None:
     """The run's tables, then summary.json, which says the run is complete (a streamed
-    analysis wrote its commits.parquet and writes.parquet as it went)."""
+    analysis wrote its commits.parquet and writes.parquet as it went). A run given up
+    meanwhile (``abandoned``: :func:`keep_what_was_measured`) is not completed."""
     with writing(out_dir, "the run's results into"):
         if isinstance(commits, pl.DataFrame):
             rundir.write_parquet(commits, out_dir / rundir.COMMITS_FILE)
         if analysis is not None:
             write_trace_tables(out_dir, analysis)
+        if abandoned is not None and abandoned.is_set():
+            raise Interrupted("given up while its results were written")
         rundir.finish(out_dir, summary)
 
 
@@ -680,19 +696,70 @@ def measure_in_lab(
     options = lab_capture.CaptureOptions(
         allow_loss=request.allow_loss, buffer_kb=request.buffer_kb, keep_measured=request.keep_measured
     )
-    if request.crash is not None and crash_dir is not None:
-        capture = lab_capture.capture_with_crash(
-            request.settings, scenario, lab, out_dir, options, request.crash, crash_dir, progress, progress
-        )
-    else:
-        capture = lab_capture.capture_in_lab(request.settings, scenario, lab, out_dir, options, progress)
+    signalled = _system.signals.received_count()
+    try:
+        if request.crash is not None and crash_dir is not None:
+            capture = lab_capture.capture_with_crash(
+                request.settings, scenario, lab, out_dir, options, request.crash, crash_dir, progress, progress
+            )
+        else:
+            capture = lab_capture.capture_in_lab(request.settings, scenario, lab, out_dir, options, progress)
+    except OutputStuck as exc:
+        # the trace's last part could not be written: a run a signal ended (its engine took
+        # the first as the end of the workload) ends unfinished, as an interrupted one
+        signum = _system.signals.received_since(signalled)
+        if signum is None:
+            raise
+        raise not_kept(interruption_text(signum), exc) from None
+    if request.keep_measured and engine.interruption_of(capture.info) is not None:
+        return keep_what_was_measured(request, capture, out_dir)
     return analyse_capture(request, capture, out_dir)
 
 
-def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_dir: Path, **config_extra) -> RunOutcome:
+def keep_what_was_measured(request: RunRequest, capture: lab_capture.LabCapture, out_dir: Path) -> RunOutcome:
+    """A lab run a signal ended between its measured commits: what was measured, analysed
+    and written as a finished run's (summary.json's ``stopped.partial``), in a thread of
+    its own while this one watches OUT (:class:`~sqlwa._system.writable.WriteProbe`). An
+    OUT that takes no writes (a frozen filesystem) would hold the run in the kernel, past
+    every further Ctrl-C: the writing is then given up and the run ends unfinished, its
+    lab long taken down. A second Ctrl-C (or SIGTERM) gives it up at once, as well."""
+    abandoned = threading.Event()  # the run is over: the thread, if it ever goes on, finishes nothing
+    probe = _system.writable.WriteProbe(out_dir)
+    try:
+        return _system.signals.call_watched(
+            lambda: analyse_capture(request, capture, out_dir, abandoned=abandoned),
+            probe.stuck,
+            "keeping what was measured",
+        )
+    except OutputStuck as exc:
+        raise not_kept(str(engine.interruption_of(capture.info)), exc) from None
+    finally:
+        abandoned.set()
+
+
+def interruption_text(signum: int) -> str:
+    """What a signal's interruption says ("interrupted" for Ctrl-C, "terminated by SIGTERM")."""
+    exc = interruption(signum)
+    return str(exc.args[0]) if exc.args else "interrupted"
+
+
+def not_kept(interrupted: str, stuck: OutputStuck) -> Interrupted:
+    """A run a signal stopped whose outputs could not be written: it ends unfinished,
+    saying why in the one line (the CLI adds that OUT holds no finished run)."""
+    return Interrupted(f"{interrupted}; {stuck}, so what was measured is not kept")
+
+
+def analyse_capture(
+    request: RunRequest,
+    capture: lab_capture.LabCapture,
+    out_dir: Path,
+    abandoned: threading.Event | None = None,
+    **config_extra,
+) -> RunOutcome:
     """The analysing half of a lab run, on the host also for a run in the VM lab:
     summary.json, the commits and the trace tables from a :class:`LabCapture`.
-    ``config_extra`` goes into the summary's config (``vm`` for a guest's run)."""
+    ``config_extra`` goes into the summary's config (``vm`` for a guest's run);
+    ``abandoned`` as for :func:`write_outputs`."""
     with writing(out_dir, "the run's results into"):
         (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(capture.layout) + "\n")
     fs_facts = capture.fs
@@ -766,7 +833,7 @@ def analyse_capture(request: RunRequest, capture: lab_capture.LabCapture, out_di
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized
-    write_outputs(out_dir, summary, frame if frame is not None else analysis.commits, analysis)
+    write_outputs(out_dir, summary, frame if frame is not None else analysis.commits, analysis, abandoned)
     if loss is not None:
         raise loss
     return RunOutcome(summary=summary, frame=frame, out_dir=out_dir, partial=stopped.get("partial"))
