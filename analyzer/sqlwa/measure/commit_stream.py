@@ -8,6 +8,10 @@ of it is kept) and added to running sums, from which :meth:`CommitWriter.summary
 gives the figures :func:`sqlwa.analysis.summary.build_summary` computes from a whole
 frame. Only the measured commits' latency and CPU time are kept whole (16 bytes a
 commit), for their exact quantiles.
+
+A lab run's records go the same way into :class:`EngineCommits`: the engine's own table
+(what the trace's analysis joins its figures onto), appended a chunk at a time to a file
+that the analysis reads a chunk of commit windows at a time.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ from sqlwa import _system
 from sqlwa.analysis import metrics, phases
 from sqlwa.analysis.summary import KIND_FIELDS, SUMMARY_SCHEMA_VERSION, with_vfs_totals
 from sqlwa.catalogue import CPU_COMMIT_COLUMNS, DATABASE_FILE_KINDS, FILE_KINDS, VFS_COMMIT_COLUMNS
+from sqlwa.errors import writing
 from sqlwa.measure import engine
 
-#: Commit records per chunk the engine hands over (~1 KB each while in Python).
-CHUNK_COMMITS = 8192
+CHUNK_COMMITS = engine.CHUNK_COMMITS  # commit records per chunk the engine hands over
 PARTIAL_FILE = ".sqlwa-commits.parquet"  # in the run's scratch directory, until the run ends
 #: summary.json's per-commit means of a VFS-only run: its ``per_commit``, ``vfs_by_file``
 MEAN_COLUMNS = (
@@ -247,3 +251,49 @@ def quantiles(ms: pl.Series) -> dict[str, float]:
         name: float(cast(float, ms.quantile(q, interpolation="linear")))
         for name, q in metrics.LATENCY_QUANTILES.items()
     }
+
+
+class EngineCommits:
+    """A lab run's engine records as they come (:meth:`add`, the engine's chunks): the
+    table the trace's analysis is given (:meth:`sqlwa.measure.engine.WorkloadResult.commits`
+    with the VFS totals), appended to the Parquet file ``path`` a row group per chunk,
+    nothing of it kept. The file is opened here, before the capture begins: the SQL
+    thread, whose syscalls the capture traces, then only writes to it (``write(2)``, which
+    the capture leaves out). Used as a context manager, the file is removed on the way out
+    (the analysis has read it by then, or the run failed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: BinaryIO | None = open(path, "wb")  # opened here, not by pyarrow: see CommitWriter
+        self.writer: pq.ParquetWriter | None = None
+        self.commits = 0
+        self.measured = 0
+
+    def __enter__(self) -> EngineCommits:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def add(self, columns: Mapping[str, Any]) -> None:
+        """One chunk of the engine's columns, written whole (a signal held back until it is)."""
+        with _system.signals.held_back(), writing(self.path, "the engine's per-commit table to"):
+            frame = with_vfs_totals(engine.WorkloadResult.from_raw({"info": {}, "commits": columns}).commits)
+            table = frame.to_arrow()
+            if self.writer is None:
+                assert self.file is not None, "a chunk after the file was closed"
+                self.writer = pq.ParquetWriter(self.file, table.schema, compression="zstd")
+            self.writer.write_table(table)
+            self.commits += frame.height
+            self.measured += int((~frame["warmup"]).sum())
+
+    def close(self) -> None:
+        """The file made whole (its footer written) and closed; the table is then read
+        from ``path``."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None

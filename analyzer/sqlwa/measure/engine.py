@@ -7,6 +7,7 @@ the markers live in the Rust crate ``workloads/``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import Field, asdict, dataclass, field
 from pathlib import Path
@@ -265,6 +266,16 @@ def run_workload_raw(
         progress,
         keep_measured,
     )
+
+
+#: Commit records per chunk the engine hands over (~1 KB each while in Python).
+CHUNK_COMMITS = 8192
+
+
+def chunk_commits() -> int:
+    """Commit records per chunk the engine hands over; ``SQLWA_CHUNK_COMMITS`` sets it
+    (tests force tiny chunks)."""
+    return int(os.environ.get("SQLWA_CHUNK_COMMITS", CHUNK_COMMITS))
 
 
 def run_workload_chunked(
