@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sqlwa import _system
@@ -254,13 +255,16 @@ def quantiles(ms: pl.Series) -> dict[str, float]:
 
 
 class EngineCommits:
-    """A lab run's engine records as they come (:meth:`add`, the engine's chunks): the
-    table the trace's analysis is given (:meth:`sqlwa.measure.engine.WorkloadResult.commits`
-    with the VFS totals), appended to the Parquet file ``path`` a row group per chunk,
-    nothing of it kept. The file is opened here, before the capture begins: the SQL
+    """A lab run's engine records as they come (:meth:`add`, the engine's chunks),
+    appended as the engine's columns to the Parquet file ``path``, a row group per chunk,
+    nothing of them kept; :func:`engine_table` reads them back as the table the trace's
+    analysis is given. The file is opened here, before the capture begins: the SQL
     thread, whose syscalls the capture traces, then only writes to it (``write(2)``, which
-    the capture leaves out). Used as a context manager, the file is removed on the way out
-    (the analysis has read it by then, or the run failed)."""
+    the capture leaves out). A chunk is written by pyarrow alone, in the SQL thread: no
+    Polars, whose worker threads, still busy when the next transaction began, delayed its
+    first marker by more than 50 µs (measured: each first commit after a chunk of 3).
+    Used as a context manager, the file is removed on the way out (the analysis has read
+    it by then, or the run failed)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -279,21 +283,27 @@ class EngineCommits:
     def add(self, columns: Mapping[str, Any]) -> None:
         """One chunk of the engine's columns, written whole (a signal held back until it is)."""
         with _system.signals.held_back(), writing(self.path, "the engine's per-commit table to"):
-            frame = with_vfs_totals(engine.WorkloadResult.from_raw({"info": {}, "commits": columns}).commits)
-            table = frame.to_arrow()
+            table = pa.table(dict(columns))
             if self.writer is None:
                 assert self.file is not None, "a chunk after the file was closed"
                 self.writer = pq.ParquetWriter(self.file, table.schema, compression="zstd")
             self.writer.write_table(table)
-            self.commits += frame.height
-            self.measured += int((~frame["warmup"]).sum())
+            self.commits += table.num_rows
+            self.measured += table.num_rows - sum(columns["warmup"])
 
     def close(self) -> None:
-        """The file made whole (its footer written) and closed; the table is then read
-        from ``path``."""
+        """The file made whole (its footer written) and closed; :func:`engine_table` then
+        reads it."""
         if self.writer is not None:
             self.writer.close()
             self.writer = None
         if self.file is not None:
             self.file.close()
             self.file = None
+
+
+def engine_table(path: str | Path) -> pl.LazyFrame:
+    """The engine's records in :class:`EngineCommits`' file as the table the trace's
+    analysis is given (:meth:`sqlwa.measure.engine.WorkloadResult.from_raw`'s, with the
+    VFS totals), a scan: read a chunk of commits at a time."""
+    return with_vfs_totals(pl.scan_parquet(path).with_columns(engine.derived_columns()))

@@ -135,16 +135,23 @@ class WorkloadResult:
         # run_workload_raw, and importing polars takes it tens of seconds under TCG.
         import polars as pl
 
-        commits = pl.DataFrame(raw["commits"]).with_columns(
-            (pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"),
-            (pl.col("cpu_user_ns") + pl.col("cpu_sys_ns")).alias("cpu_ns"),
-        )
+        commits = pl.DataFrame(raw["commits"]).with_columns(derived_columns())
         return cls(info=raw["info"], commits=commits)
 
     @property
     def measured(self) -> pl.DataFrame:
         """The commits that count: warm-up transactions removed."""
         return self.commits.filter(~self.commits["warmup"])
+
+
+def derived_columns() -> list[pl.Expr]:
+    """The columns a run's table adds to the engine's own: latency and CPU time."""
+    import polars as pl  # here: see WorkloadResult.from_raw
+
+    return [
+        (pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"),
+        (pl.col("cpu_user_ns") + pl.col("cpu_sys_ns")).alias("cpu_ns"),
+    ]
 
 
 def looks_like_path(name_or_path: str) -> bool:

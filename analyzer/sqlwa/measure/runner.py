@@ -773,7 +773,7 @@ def engine_commits_of(capture: lab_capture.LabCapture, spilled: Path, streamable
     a streamed analysis; or, from a guest's records (``columns``), a frame, written to
     ``spilled`` and scanned for a streamed analysis."""
     if capture.commits_file is not None:
-        return pl.scan_parquet(capture.commits_file)
+        return commit_stream.engine_table(capture.commits_file)
     result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
     # The frame has them now: the engine's per-commit lists of Python ints (hundreds of
     # bytes a commit) are not kept through the analysis.
