@@ -290,6 +290,9 @@ class EngineCommits:
             self.writer.write_table(table)
             self.commits += table.num_rows
             self.measured += table.num_rows - sum(columns["warmup"])
+        # the earlier chunks' Python lists, freed: their pages go back, not kept in glibc's
+        # arenas through the run (this chunk's are freed when the engine lets it go)
+        _system.memory.release_freed()
 
     def close(self) -> None:
         """The file made whole (its footer written) and closed; :func:`engine_table` then
