@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,12 +186,14 @@ def assert_chunked_equals_whole(out: Path, tmp_path: Path, monkeypatch, commits:
     ],
 )
 def test_tiny_chunks_against_independent_truth(name, tmp_path, monkeypatch):
-    """Lab runs analysed in chunks of 3 commits meet the independent truth the lab tests
+    """Lab runs analysed in chunks of 3 commits, their engine records taken 3 at a
+    time, meet the independent truth the lab tests
     check runs against: strace's syscalls per commit, and the raw trace's block requests
     per commit tallied by regular expressions (tests/lab/test_run_lab.py)."""
     from lab import test_run_lab
 
     monkeypatch.setenv("SQLWA_ANALYSIS_CHUNK_COMMITS", "3")  # the run's own process inherits it
+    monkeypatch.setenv("SQLWA_CHUNK_COMMITS", "3")  # and the engine's records, 3 at a time
     function, _, params = name.partition("[")
     test = getattr(test_run_lab, function)
     if function.startswith("test_syscalls"):
@@ -242,3 +245,49 @@ def test_a_long_run_without_room_is_refused(tmp_path):
     refusal = [line for line in proc.stderr.splitlines() if "error" in line]
     assert len(refusal) == 1 and "MiB free, and this run's capture needs about" in refusal[0]
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_engine_chunks_of_three_against_strace(tmp_path):
+    """A lab run whose engine hands its records over 3 commits at a time (and whose
+    analysis walks 3 commit windows at a time) has every commit's row, the engine's VFS
+    counts and the trace's syscall figures alike, equal to strace's count of the SQL
+    thread's calls in that commit's marker window; its rows equal a run's with the
+    default chunks (the deterministic columns: counts, not times); and OUT keeps no
+    file of the chunks."""
+    from trace_truth import strace_per_commit
+
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    tiny = {**os.environ, "SQLWA_CHUNK_COMMITS": "3", "SQLWA_ANALYSIS_CHUNK_COMMITS": "3"}
+    default = {k: v for k, v in tiny.items() if k not in ("SQLWA_CHUNK_COMMITS", "SQLWA_ANALYSIS_CHUNK_COMMITS")}
+    args = ["run", "--fs", "ext4", "--image-size", "64M", "-j", "wal", "--sync", "full", "-n", "40", "--warmup", "4"]
+    log = tmp_path / "strace.log"
+    strace = ["strace", "-f", "-s", "64", "-o", str(log), "-e", "trace=write,pwrite64,fsync,fdatasync,sync_file_range"]
+    runs = {}
+    for name, env, prefix in (("tiny", tiny, strace), ("default", default, [])):
+        out = tmp_path / name
+        cmd = [*prefix, sys.executable, "-m", "sqlwa", *args, "--out", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [], "no chunk file left in OUT"
+        runs[name] = (json.loads((out / "summary.json").read_text()), pl.read_parquet(out / rundir.COMMITS_FILE))
+    summary, commits = runs["tiny"]
+    assert commits["index"].to_list() == list(range(44)), "every chunk, in order, none twice (44: 3 does not divide it)"
+    assert commits["warmup"].to_list() == [True] * 4 + [False] * 40
+    assert (summary["commits"], summary["warmup_commits"]) == (40, 4)
+    truth = strace_per_commit(log, summary["config"]["tid"])
+    assert sorted(truth) == list(range(44))
+    for row in commits.iter_rows(named=True):
+        seen = truth[row["index"]]
+        # the engine's own columns (its VFS shim: one pwrite64 per xWrite, a WAL has no
+        # directory syncs) and the trace's
+        assert (row["vfs_write_calls"], row["vfs_sync_calls"]) == (seen["pwrite_calls"], seen["fsync_calls"]), row
+        assert (row["pwrite_calls"], row["pwrite_bytes"], row["fsync_calls"]) == (
+            seen["pwrite_calls"],
+            seen["pwrite_bytes"],
+            seen["fsync_calls"],
+        ), row["index"]
+    counts = ["index", "warmup", "logical_bytes", "statements", "pwrite_calls", "pwrite_bytes", "fsync_calls", "phase"]
+    counts += [c for c in commits.columns if c.startswith("vfs_")]
+    assert_frame_equal(commits.select(counts), runs["default"][1].select(counts))
+    assert commits.columns == runs["default"][1].columns and commits.schema == runs["default"][1].schema

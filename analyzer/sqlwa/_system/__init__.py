@@ -4,7 +4,8 @@ run makes (:mod:`.ownership`), the output-directory lock (:mod:`.locks`), signal
 (:mod:`.signals`), the mount table, syncfs and free space (:mod:`.mounts`), loop devices
 (:mod:`.loops`), device-mapper (:mod:`.dm`), fscrypt's ioctls (:mod:`.fscrypt`), kernel
 keyrings (:mod:`.keyrings`), tracefs (:mod:`.tracefs`), sparse files (:mod:`.files`) and
-whether a directory takes writes (:mod:`.writable`).
+whether a directory takes writes (:mod:`.writable`) and the C library's freed memory
+(:mod:`.memory`).
 
 Every other module asks these when it needs the OS beyond plain file I/O, so there is
 one way to run a subprocess (:func:`.tools.run_tool`, raising
@@ -21,6 +22,7 @@ from sqlwa._system import (
     keyrings,
     locks,
     loops,
+    memory,
     mounts,
     ownership,
     processes,
@@ -37,6 +39,7 @@ __all__ = [
     "keyrings",
     "locks",
     "loops",
+    "memory",
     "mounts",
     "ownership",
     "processes",

@@ -6,7 +6,7 @@ section). Per-commit figures are means over measured (non-warm-up) commits.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TypeVar, cast
 
 import polars as pl
 
@@ -24,6 +24,7 @@ from sqlwa.catalogue import (
 #: The version of summary.json's layout (its ``schema_version`` key); not the results
 #: store's schema (:data:`sqlwa.results.store.STORE_SCHEMA_VERSION`).
 SUMMARY_SCHEMA_VERSION = 1
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 KIND_FIELDS = ("write_calls", "write_bytes", "sync_calls", "truncate_calls", "delete_calls")
 
 
@@ -32,7 +33,7 @@ def vfs_total(field: str) -> pl.Expr:
     return pl.sum_horizontal([pl.col(f"vfs_{kind}_{field}") for kind in FILE_KINDS])
 
 
-def with_vfs_totals(commits: pl.DataFrame) -> pl.DataFrame:
+def with_vfs_totals(commits: Frame) -> Frame:
     """Add vfs_write_calls / vfs_write_bytes / vfs_sync_calls columns (all file kinds)."""
     return commits.with_columns(
         vfs_total("write_calls").alias("vfs_write_calls"),

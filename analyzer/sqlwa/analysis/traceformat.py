@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from typing import IO, Any
 
-from sqlwa import _native, inputs
+from sqlwa import _native, _system, inputs
 from sqlwa.errors import UsageError
 
 
@@ -28,8 +28,13 @@ def parse_to_parquet(
     Traces are parsed and written row group by row group (2^18 rows), so a trace of any
     length takes the memory of a few row groups (about 200 MB here); only blktrace and
     text files given together are read whole first. The file reads back with ``parse``'s columns and dtypes.
-    On an error no file is left behind. (A Perfetto trace: ``parse``, then write it.)"""
-    return dict(_native.parse_trace_to_parquet([str(p) for p in as_list(paths)], str(output), format, lenient))
+    On an error no file is left behind. (A Perfetto trace: ``parse``, then write it.)
+    The parse's freed buffers go back to the system (:func:`sqlwa._system.memory.release_freed`):
+    a lab run parses its capture's segments while it runs, then analyses."""
+    try:
+        return dict(_native.parse_trace_to_parquet([str(p) for p in as_list(paths)], str(output), format, lenient))
+    finally:
+        _system.memory.release_freed()
 
 
 def refuse_overwriting_an_input(paths: Iterable[str | os.PathLike], output: str | os.PathLike) -> None:

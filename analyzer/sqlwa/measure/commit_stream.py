@@ -8,6 +8,10 @@ of it is kept) and added to running sums, from which :meth:`CommitWriter.summary
 gives the figures :func:`sqlwa.analysis.summary.build_summary` computes from a whole
 frame. Only the measured commits' latency and CPU time are kept whole (16 bytes a
 commit), for their exact quantiles.
+
+A lab run's records go the same way into :class:`EngineCommits`: the engine's own table
+(what the trace's analysis joins its figures onto), appended a chunk at a time to a file
+that the analysis reads a chunk of commit windows at a time.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sqlwa import _system
@@ -27,8 +32,7 @@ from sqlwa.catalogue import CPU_COMMIT_COLUMNS, DATABASE_FILE_KINDS, FILE_KINDS,
 from sqlwa.errors import writing
 from sqlwa.measure import engine
 
-#: Commit records per chunk the engine hands over (~1 KB each while in Python).
-CHUNK_COMMITS = 8192
+CHUNK_COMMITS = engine.CHUNK_COMMITS  # commit records per chunk the engine hands over
 PARTIAL_FILE = ".sqlwa-commits.parquet"  # in the run's scratch directory, until the run ends
 #: summary.json's per-commit means of a VFS-only run: its ``per_commit``, ``vfs_by_file``
 MEAN_COLUMNS = (
@@ -248,3 +252,61 @@ def quantiles(ms: pl.Series) -> dict[str, float]:
         name: float(cast(float, ms.quantile(q, interpolation="linear")))
         for name, q in metrics.LATENCY_QUANTILES.items()
     }
+
+
+class EngineCommits:
+    """A lab run's engine records as they come (:meth:`add`, the engine's chunks),
+    appended as the engine's columns to the Parquet file ``path``, a row group per chunk,
+    nothing of them kept; :func:`engine_table` reads them back as the table the trace's
+    analysis is given. The file is opened here, before the capture begins: the SQL
+    thread, whose syscalls the capture traces, then only writes to it (``write(2)``, which
+    the capture leaves out). A chunk is written by pyarrow alone, in the SQL thread: no
+    Polars, whose worker threads, still busy when the next transaction began, delayed its
+    first marker by more than 50 µs (measured: each first commit after a chunk of 3).
+    Used as a context manager, the file is removed on the way out (the analysis has read
+    it by then, or the run failed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: BinaryIO | None = open(path, "wb")  # opened here, not by pyarrow: see CommitWriter
+        self.writer: pq.ParquetWriter | None = None
+        self.commits = 0
+        self.measured = 0
+
+    def __enter__(self) -> EngineCommits:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def add(self, columns: Mapping[str, Any]) -> None:
+        """One chunk of the engine's columns, written whole (a signal held back until it is)."""
+        with _system.signals.held_back(), writing(self.path, "the engine's per-commit table to"):
+            table = pa.table(dict(columns))
+            if self.writer is None:
+                assert self.file is not None, "a chunk after the file was closed"
+                self.writer = pq.ParquetWriter(self.file, table.schema, compression="zstd")
+            self.writer.write_table(table)
+            self.commits += table.num_rows
+            self.measured += table.num_rows - sum(columns["warmup"])
+        # the earlier chunks' Python lists, freed: their pages go back, not kept in glibc's
+        # arenas through the run (this chunk's are freed when the engine lets it go)
+        _system.memory.release_freed()
+
+    def close(self) -> None:
+        """The file made whole (its footer written) and closed; :func:`engine_table` then
+        reads it."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+def engine_table(path: str | Path) -> pl.LazyFrame:
+    """The engine's records in :class:`EngineCommits`' file as the table the trace's
+    analysis is given (:meth:`sqlwa.measure.engine.WorkloadResult.from_raw`'s, with the
+    VFS totals), a scan: read a chunk of commits at a time."""
+    return with_vfs_totals(pl.scan_parquet(path).with_columns(engine.derived_columns()))

@@ -7,6 +7,7 @@ the markers live in the Rust crate ``workloads/``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import Field, asdict, dataclass, field
 from pathlib import Path
@@ -134,16 +135,23 @@ class WorkloadResult:
         # run_workload_raw, and importing polars takes it tens of seconds under TCG.
         import polars as pl
 
-        commits = pl.DataFrame(raw["commits"]).with_columns(
-            (pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"),
-            (pl.col("cpu_user_ns") + pl.col("cpu_sys_ns")).alias("cpu_ns"),
-        )
+        commits = pl.DataFrame(raw["commits"]).with_columns(derived_columns())
         return cls(info=raw["info"], commits=commits)
 
     @property
     def measured(self) -> pl.DataFrame:
         """The commits that count: warm-up transactions removed."""
         return self.commits.filter(~self.commits["warmup"])
+
+
+def derived_columns() -> list[pl.Expr]:
+    """The columns a run's table adds to the engine's own: latency and CPU time."""
+    import polars as pl  # here: see WorkloadResult.from_raw
+
+    return [
+        (pl.col("end_ns") - pl.col("start_ns")).alias("latency_ns"),
+        (pl.col("cpu_user_ns") + pl.col("cpu_sys_ns")).alias("cpu_ns"),
+    ]
 
 
 def looks_like_path(name_or_path: str) -> bool:
@@ -265,6 +273,16 @@ def run_workload_raw(
         progress,
         keep_measured,
     )
+
+
+#: Commit records per chunk the engine hands over (~1 KB each while in Python).
+CHUNK_COMMITS = 8192
+
+
+def chunk_commits() -> int:
+    """Commit records per chunk the engine hands over; ``SQLWA_CHUNK_COMMITS`` sets it
+    (tests force tiny chunks)."""
+    return int(os.environ.get("SQLWA_CHUNK_COMMITS", CHUNK_COMMITS))
 
 
 def run_workload_chunked(

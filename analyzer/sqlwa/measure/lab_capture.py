@@ -5,6 +5,11 @@ Kept apart from :mod:`sqlwa.measure.runner`, which analyses, because this half a
 inside the VM lab's guest (:mod:`sqlwa.vm.guest`): nothing here imports polars or
 pyarrow, which take tens of seconds to import in a guest under TCG. A
 :class:`LabCapture` goes from the guest to the host as JSON.
+
+On the host the engine's records leave it in chunks, into a :class:`CommitSink` (the
+runner's :class:`sqlwa.measure.commit_stream.EngineCommits`, a Parquet file the analysis
+reads a chunk at a time), so the run's memory does not grow with its length; the guest
+gives none and takes the records whole, into :attr:`LabCapture.columns`.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ import dataclasses
 import json
 import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
-from sqlwa import _native, _system
+from sqlwa import _system
 from sqlwa.capture import tracing
 from sqlwa.durability import explore, reference, verdict
 from sqlwa.errors import TraceLossError, hint_of
@@ -36,6 +42,19 @@ def watch(progress: ProgressFn | None, directory: Path, capture: tracing.TraceCa
         told(directory, capture)
 
 
+class CommitSink(Protocol):
+    """Where a lab run's engine records go as the run goes (a chunk of the engine's
+    columns at a time), and how many it took."""
+
+    path: Path  # the file they are in, once the run is done
+    commits: int  # records taken so far
+    measured: int  # of which not warm-up
+
+    def add(self, columns: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class CaptureOptions:
     """How the capture is taken (the rest of a run's options shape the lab or the report)."""
@@ -50,7 +69,7 @@ class LabCapture:
     """One lab run's raw measurement: the engine's records, the lab and the trace."""
 
     info: dict  # the engine's run information
-    columns: dict  # the engine's per-commit records, column by column
+    columns: dict  # the engine's per-commit records, column by column ({} with commits_file)
     fs: dict  # LabFilesystem.describe()
     layout: dict  # fslayout.probe(): where the filesystem keeps its own journal
     dev: tuple[int, int] | None  # the traced block device (major, minor)
@@ -61,6 +80,7 @@ class LabCapture:
     daemon_cpu: dict | None = None  # the FUSE daemon's CPU time over the workload (daemon_cpu_section)
     mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on (--crypt), traced beside dev
     durability: dict | None = None  # sqlwa crash: the crash states' verdicts (durability.explore)
+    commits_file: str | None = None  # the engine's records, in the CommitSink's Parquet file
 
     def loss_error(self) -> TraceLossError | None:
         return TraceLossError(self.loss["message"], self.loss["hint"]) if self.loss else None
@@ -83,18 +103,20 @@ def capture_in_lab(
     out_dir: Path,
     options: CaptureOptions,
     progress: ProgressFn | None = None,
+    commits: CommitSink | None = None,
 ) -> LabCapture:
-    """Make the lab, run the workload in it inside one capture, and take it down again."""
+    """Make the lab, run the workload in it inside one capture, and take it down again.
+    The engine's records go to ``commits`` as the run goes, when given."""
     with lab as fs:
-        raw, cap, loss, daemon_cpu = capture_run(settings, scenario, out_dir, fs, options, progress)
+        info, columns, cap, loss, daemon_cpu = capture_run(settings, scenario, out_dir, fs, options, progress, commits)
         fs_facts = fs.describe()
         dev, mapped_dev = fs.dev, fs.mapped_dev
         # read while still mounted: the fs's own journal/metadata location for attribution,
         # in the sectors of the device it is on (the dm-crypt target's with --crypt)
         layout = fslayout.probe(fs.spec.kernel_type, fs.fs_device)
     return LabCapture(
-        info=dict(raw["info"]),
-        columns=raw["commits"],
+        info=dict(info),
+        columns=columns,
         fs=fs_facts,
         layout=layout,
         dev=dev,
@@ -104,6 +126,7 @@ def capture_in_lab(
         trace_path=str(cap.trace_path),
         loss={"message": str(loss), "hint": hint_of(loss)} if loss else None,
         daemon_cpu=daemon_cpu,
+        commits_file=str(commits.path) if commits is not None else None,
     )
 
 
@@ -114,12 +137,16 @@ def capture_run(
     fs: filesystem.MountedLab,
     options: CaptureOptions,
     progress: ProgressFn | None,
-) -> tuple[_native.WorkloadRun, tracing.TraceCapture, TraceLossError | None, dict | None]:
-    """Run the workload inside one capture; returns (raw result, capture, loss error or
-    None, the FUSE daemon's CPU time over the workload or None)."""
+    commits: CommitSink | None = None,
+) -> tuple[dict, dict, tracing.TraceCapture, TraceLossError | None, dict | None]:
+    """Run the workload inside one capture; returns (the engine's run information, its
+    records' columns ({} when they went to ``commits``), capture, loss error or None, the
+    FUSE daemon's CPU time over the workload or None)."""
     dev = fs.dev
     loss = None
     daemon_cpu = None
+    info: dict = {}
+    columns: dict = {}
     cap = tracing.TraceCapture(
         out_dir,
         dev=dev,
@@ -140,28 +167,46 @@ def capture_run(
             daemon_before = fs.fuse.cpu_time() if fs.fuse else None
             watch(progress, out_dir, cap)
             progress = mapping_lower_files(progress, fs, scenario, Path(cap.marker_path)) if mapped else progress
-            raw = engine.run_workload_raw(
-                scenario,
-                settings,
-                Path(fs.data_dir),
-                marker_path=Path(cap.marker_path),
-                progress=progress,
-                keep_measured=options.keep_measured,
-            )
-            engine.raise_if_nothing_measured(raw["info"], sum(not warmup for warmup in raw["commits"]["warmup"]))
+            if commits is None:
+                raw = engine.run_workload_raw(
+                    scenario,
+                    settings,
+                    Path(fs.data_dir),
+                    marker_path=Path(cap.marker_path),
+                    progress=progress,
+                    keep_measured=options.keep_measured,
+                )
+                info, columns = dict(raw["info"]), raw["commits"]
+                del raw
+                transactions, measured = len(columns["index"]), sum(not warmup for warmup in columns["warmup"])
+            else:
+                info = dict(
+                    engine.run_workload_chunked(
+                        scenario,
+                        settings,
+                        Path(fs.data_dir),
+                        commits.add,
+                        engine.chunk_commits(),
+                        marker_path=Path(cap.marker_path),
+                        progress=progress,
+                        keep_measured=options.keep_measured,
+                    )
+                )
+                commits.close()  # whole now: the analysis reads it
+                transactions, measured = commits.commits, commits.measured
+            engine.raise_if_nothing_measured(info, measured)
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
             if fs.fuse and daemon_before is not None:
-                transactions = len(raw["commits"]["index"])
                 daemon_cpu = daemon_cpu_section(daemon_before, fs.fuse.cpu_time(), transactions)
             if mapped:
                 # FUSE's and eCryptfs's files have no extents: their lower files have
-                for db_path in engine.database_paths(raw["info"]):
+                for db_path in engine.database_paths(info):
                     lower_db = fs.fuse.lower_path(db_path) if fs.fuse else Path(fs.mappable_path(str(db_path)))
                     map_after_writeback(Path(cap.marker_path), lower_db)
     except TraceLossError as exc:
         loss = exc
-    return raw, cap, loss, daemon_cpu
+    return info, columns, cap, loss, daemon_cpu
 
 
 def daemon_cpu_section(before: _system.processes.CpuTime, after: _system.processes.CpuTime, transactions: int) -> dict:
@@ -246,6 +291,7 @@ def capture_with_crash(
     progress: ProgressFn | None = None,
     state_progress: ProgressFn | None = None,
     stage: Callable[[str], None] | None = None,
+    commits: CommitSink | None = None,
 ) -> LabCapture:
     """A lab capture whose device writes are logged (``lab`` made with ``write_log`` in
     ``workspace``), the engine marking the log at every commit; then every crash state
@@ -253,7 +299,7 @@ def capture_with_crash(
     ``explore`` when that begins, the lab gone)."""
     assert lab.log_writes is not None and lab.write_log is not None, "a crash run's lab logs its writes"
     marked = dataclasses.replace(settings, dm_mark=lab.log_writes.name)
-    capture = capture_in_lab(marked, scenario, lab, out_dir, options, progress)
+    capture = capture_in_lab(marked, scenario, lab, out_dir, options, progress, commits)
     db_path = Path(capture.info["db_path"])
     data_dir = Path(lab.fuse.lower_path(db_path)) if lab.fuse else db_path
     target = verdict.Target(

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import polars as pl
 
@@ -696,24 +696,40 @@ def measure_in_lab(
     options = lab_capture.CaptureOptions(
         allow_loss=request.allow_loss, buffer_kb=request.buffer_kb, keep_measured=request.keep_measured
     )
-    signalled = _system.signals.received_count()
-    try:
-        if request.crash is not None and crash_dir is not None:
-            capture = lab_capture.capture_with_crash(
-                request.settings, scenario, lab, out_dir, options, request.crash, crash_dir, progress, progress
-            )
-        else:
-            capture = lab_capture.capture_in_lab(request.settings, scenario, lab, out_dir, options, progress)
-    except OutputStuck as exc:
-        # the trace's last part could not be written: a run a signal ended (its engine took
-        # the first as the end of the workload) ends unfinished, as an interrupted one
-        signum = _system.signals.received_since(signalled)
-        if signum is None:
-            raise
-        raise not_kept(interruption_text(signum), exc) from None
-    if request.keep_measured and engine.interruption_of(capture.info) is not None:
-        return keep_what_was_measured(request, capture, out_dir)
-    return analyse_capture(request, capture, out_dir)
+    # The engine's records leave it in chunks into this file (opened before the capture
+    # begins), which the analysis reads a chunk at a time: none is held whole.
+    with writing(out_dir, "the engine's per-commit table into"):
+        commits = commit_stream.EngineCommits(out_dir / ENGINE_COMMITS_FILE)
+    with commits:
+        signalled = _system.signals.received_count()
+        try:
+            if request.crash is not None and crash_dir is not None:
+                capture = lab_capture.capture_with_crash(
+                    request.settings,
+                    scenario,
+                    lab,
+                    out_dir,
+                    options,
+                    request.crash,
+                    crash_dir,
+                    progress,
+                    progress,
+                    commits=commits,
+                )
+            else:
+                capture = lab_capture.capture_in_lab(
+                    request.settings, scenario, lab, out_dir, options, progress, commits
+                )
+        except OutputStuck as exc:
+            # the trace's last part could not be written: a run a signal ended (its engine
+            # took the first as the end of the workload) ends unfinished, as an interrupted one
+            signum = _system.signals.received_since(signalled)
+            if signum is None:
+                raise
+            raise not_kept(interruption_text(signum), exc) from None
+        if request.keep_measured and engine.interruption_of(capture.info) is not None:
+            return keep_what_was_measured(request, capture, out_dir)
+        return analyse_capture(request, capture, out_dir)
 
 
 def keep_what_was_measured(request: RunRequest, capture: lab_capture.LabCapture, out_dir: Path) -> RunOutcome:
@@ -773,17 +789,8 @@ def analyse_capture(
         mapped_offset=(fs_facts.get("delay") or {}).get("offset_sectors"),
         files_by_sync=fs_facts.get("ecryptfs") is not None,
     )
-    result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
-    # The frame has them now: the engine's per-commit lists of Python ints (hundreds of
-    # bytes a commit) are not kept through the analysis.
-    capture.columns = {}
-    engine_commits: pl.DataFrame | pl.LazyFrame = with_vfs_totals(result.commits)
-    del result
+    engine_commits = engine_commits_of(capture, out_dir / ENGINE_COMMITS_FILE, stream.streamable(context))
     spilled = out_dir / ENGINE_COMMITS_FILE
-    if stream.streamable(context):  # read a chunk at a time by the analysis, not held whole
-        with writing(spilled, "the engine's per-commit table to"):
-            rundir.write_parquet(cast(pl.DataFrame, engine_commits), spilled)
-        engine_commits = pl.scan_parquet(spilled)
     started = time.perf_counter()
     analysis = analyse_trace(
         Path(capture.trace_path),
@@ -837,6 +844,26 @@ def analyse_capture(
     if loss is not None:
         raise loss
     return RunOutcome(summary=summary, frame=frame, out_dir=out_dir, partial=stopped.get("partial"))
+
+
+def engine_commits_of(capture: lab_capture.LabCapture, spilled: Path, streamable: bool) -> pl.DataFrame | pl.LazyFrame:
+    """The engine's per-commit table the trace's analysis is given: a scan of the file its
+    chunks went to as the run went (``commits_file``), read a chunk of commits at a time by
+    a streamed analysis; or, from a guest's records (``columns``), a frame, written to
+    ``spilled`` and scanned for a streamed analysis."""
+    if capture.commits_file is not None:
+        return commit_stream.engine_table(capture.commits_file)
+    result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
+    # The frame has them now: the engine's per-commit lists of Python ints (hundreds of
+    # bytes a commit) are not kept through the analysis.
+    capture.columns = {}
+    engine_commits = with_vfs_totals(result.commits)
+    del result
+    if not streamable:
+        return engine_commits
+    with writing(spilled, "the engine's per-commit table to"):
+        rundir.write_parquet(engine_commits, spilled)
+    return pl.scan_parquet(spilled)
 
 
 def execute_in_vm(
