@@ -35,3 +35,15 @@ def test_a_short_run_says_nothing(tmp_path: Path, capsys) -> None:
     runner.check_capture_room(1000, tmp_path, None)
     runner.check_capture_room(1000, tmp_path, 60.0)  # -n bounds it: short
     assert capsys.readouterr().err == ""
+
+
+def test_the_room_warning_passes_over_a_directory_gone_meanwhile(tmp_path: Path) -> None:
+    """The progress line's room check on a run directory removed under it: no exception
+    out of the engine's progress callback (the run's own writes report the loss)."""
+    from sqlwa.cli.run import ProgressLine
+
+    line = ProgressLine("run", duration_s=3600.0, long_run=True)
+    line.watch(tmp_path / "gone")
+    line.started -= 60  # past the time the rate is projected from
+    line.warn_if_room_runs_out(10**9)
+    assert not line.warned_of_room

@@ -155,22 +155,36 @@ def call_within(action: Callable[[], object], timeout_s: float, what: str) -> No
     If it is not done by then, raise :class:`LabError` and leave it behind: a step stuck in
     the kernel (an unmount, a loop device's detach) can be abandoned, never cancelled.
     Signals still reach the caller's handlers, which run in the main thread."""
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            action()
-            outcome.append(None)
-        except BaseException as exc:  # handed to the caller, in its thread
-            outcome.append(exc)
-
-    worker = threading.Thread(target=run, name=f"sqlwa: {what}", daemon=True)
-    worker.start()
+    worker, outcome = _started(action, what)
     worker.join(timeout_s)
     if worker.is_alive():
         raise LabError(f"{what} did not finish in {timeout_s:g} s and was abandoned")
-    if outcome[0] is not None:
-        raise outcome[0]
+    _result(outcome)
+
+
+def _started(action: Callable[[], T], what: str) -> tuple[threading.Thread, list[tuple[bool, object]]]:
+    """``action`` running in a daemon thread named for ``what``, and where its outcome
+    will be: (True, its result) or (False, the exception it raised, for the caller's
+    thread to raise)."""
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, action()))
+        except BaseException as exc:  # handed to the caller, in its thread
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, name=f"sqlwa: {what}", daemon=True)
+    worker.start()
+    return worker, outcome
+
+
+def _result(outcome: list[tuple[bool, object]]) -> object:
+    """What the finished action returned, or its exception raised here."""
+    done, result = outcome[0]
+    if not done:
+        raise cast(BaseException, result)
+    return result
 
 
 #: How often :func:`call_watched` asks whether its action is stuck.
@@ -185,16 +199,7 @@ def call_watched(action: Callable[[], T], stuck: Callable[[], str | None], what:
     for an action that goes on (a long analysis). A signal's exception (a second Ctrl-C)
     is raised in the caller's thread at once, the thread left behind too: a caller that
     must not have it finish its work after that tells it so itself."""
-    outcome: list[tuple[bool, object]] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, action()))
-        except BaseException as exc:  # handed to the caller, in its thread
-            outcome.append((False, exc))
-
-    worker = threading.Thread(target=run, name=f"sqlwa: {what}", daemon=True)
-    worker.start()
+    worker, outcome = _started(action, what)
     while True:
         worker.join(WATCH_STEP_S)  # a signal's handler raises here, in the main thread
         if not worker.is_alive():
@@ -202,7 +207,4 @@ def call_watched(action: Callable[[], T], stuck: Callable[[], str | None], what:
         reason = stuck()
         if reason is not None:
             raise OutputStuck(reason, STUCK_HINT)
-    done, result = outcome[0]
-    if not done:
-        raise cast(BaseException, result)
-    return cast(T, result)
+    return cast(T, _result(outcome))

@@ -221,6 +221,7 @@ class TraceCapture:
         self._enabled: list[str] = []
         self._ownership: int | None = None
         self._discard = True  # until __exit__ decides: a set-up that failed has no trace to read
+        self._signals_before = _system.signals.received_count()  # see _stop_drain
 
     @property
     def marker_path(self) -> str:
@@ -406,11 +407,15 @@ class TraceCapture:
 
     def _stop_drain(self) -> None:
         """The drain ended: one that still reads gives up on a second signal (held back by
-        the teardown) and on an output that takes no writes (OutputStuck)."""
+        the teardown) and, once a signal has ended the run (it is keeping what was
+        measured), on an output that takes no writes (OutputStuck). A run no signal ended
+        waits for its drain as long as it must: a probe slow on a busy output (a TCG
+        guest's share, a slow disk under the drain's own writes) is no frozen one."""
         if self._drain is not None:
-            probe = _system.writable.WriteProbe(self.out_dir)
+            signalled = _system.signals.received_since(self._signals_before) is not None
+            stuck = _system.writable.WriteProbe(self.out_dir).stuck if signalled else None
             try:
-                self._drain.stop(discard=self._discard, stuck=probe.stuck, abort=lambda: self._guard.pending)
+                self._drain.stop(discard=self._discard, stuck=stuck, abort=lambda: self._guard.pending)
             except (CaptureError, OutputStuck):
                 if not self._guard.pending:
                     raise

@@ -144,7 +144,10 @@ class ProgressLine:
             return
         from sqlwa import _system
 
-        free = min(_system.mounts.free_space(str(d))[0] for d in self.dirs)
+        try:
+            free = min(_system.mounts.free_space(str(d))[0] for d in self.dirs)
+        except OSError:  # a directory gone meanwhile: the run's own writes say what is wrong
+            return
         more = used / elapsed * max(self.duration_s - elapsed, 0)
         if more > free:
             self.warned_of_room = True
