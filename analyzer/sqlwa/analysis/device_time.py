@@ -23,7 +23,7 @@ from typing import cast
 
 import polars as pl
 
-from sqlwa.analysis import windows
+from sqlwa.analysis import quantiles, windows
 from sqlwa.analysis.windows import Events
 
 #: btt's names for the two phases, as summary.json's keys use them.
@@ -121,18 +121,6 @@ def busy_per_commit(reqs: pl.DataFrame, wins: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.col("device_busy_ns").fill_null(0).cast(pl.Int64))
 
 
-def _ms_figures(values: pl.Series) -> dict[str, float | None]:
-    """Mean, quantiles and maximum of a ns series, in ms (None for no values)."""
-    ms = values.drop_nulls().cast(pl.Float64) / 1e6
-    if ms.len() == 0:
-        return {"mean": None, **dict.fromkeys(QUANTILES), "max": None}
-    return {
-        "mean": float(cast(float, ms.mean())),
-        **{name: float(cast(float, ms.quantile(q, interpolation="linear"))) for name, q in QUANTILES.items()},
-        "max": float(cast(float, ms.max())),
-    }
-
-
 def section(reqs: pl.DataFrame, wins: pl.DataFrame, commits: pl.DataFrame) -> dict:
     """summary.json's ``device_time``: Q2D and D2C of the requests issued inside measured
     commits, all and by operation, and the device's share of the commits' latency."""
@@ -157,9 +145,15 @@ def section(reqs: pl.DataFrame, wins: pl.DataFrame, commits: pl.DataFrame) -> di
     }
 
 
-def phase_figures(rows: pl.DataFrame) -> dict:
-    """The requests counted and each phase's figures in ms (``q2d_ms``, ``d2c_ms``)."""
-    return {"count": rows.height, **{f"{phase}_ms": _ms_figures(rows[f"{phase}_ns"]) for phase in PHASES}}
+def phase_figures(rows: pl.DataFrame | pl.LazyFrame) -> dict:
+    """The requests counted and each phase's figures in ms (``q2d_ms``, ``d2c_ms``),
+    each read by counting (:mod:`sqlwa.analysis.quantiles`): a streamed analysis gives
+    the same figures from its requests on disk."""
+    rows = rows.lazy()
+    return {
+        "count": rows.select(pl.len()).collect().item(),
+        **{f"{phase}_ms": quantiles.ns_figures_ms(rows, f"{phase}_ns", QUANTILES) for phase in PHASES},
+    }
 
 
 def _share_quantiles(shares: pl.Series) -> dict[str, float | None]:

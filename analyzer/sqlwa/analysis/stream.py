@@ -445,7 +445,7 @@ def device_section(request_parts: list[Path], commits: pl.LazyFrame) -> dict:
     inside = pl.scan_parquet(request_parts)
     count = inside.select(pl.len()).collect().item()
     operations = sorted(inside.select(pl.col("operation").unique()).collect()["operation"].to_list())
-    by_operation = {op: phase_figures(inside.filter(pl.col("operation") == op)) for op in operations}
+    by_operation = {op: device_time.phase_figures(inside.filter(pl.col("operation") == op)) for op in operations}
     measured = commits.filter(~pl.col("warmup") & pl.col("win_start_ns").is_not_null())
     length = (pl.col("win_end_ns").cast(pl.Int64) - pl.col("win_start_ns").cast(pl.Int64)).alias("length")
     shares = measured.select(length, "device_busy_ns").collect()
@@ -455,21 +455,13 @@ def device_section(request_parts: list[Path], commits: pl.LazyFrame) -> dict:
     total = int(shares["length"].sum())
     return {
         "requests": count,
-        **phase_figures(inside),
+        **device_time.phase_figures(inside),
         "by_operation": by_operation,
         "device_share": {
             "of_all_commits": int(shares["device_busy_ns"].sum()) / total if total else None,
             **device_time._share_quantiles(per_commit),
         },
     }
-
-
-def phase_figures(rows: pl.LazyFrame) -> dict:
-    out: dict[str, Any] = {"count": rows.select(pl.len()).collect().item()}
-    for phase in device_time.PHASES:
-        # one chunk of memory, as the whole table's column: a mean's float sum depends on it
-        out[f"{phase}_ms"] = device_time._ms_figures(rows.select(f"{phase}_ns").collect().to_series().rechunk())
-    return out
 
 
 # ------------------------------------------------------------------ attribution
