@@ -1,10 +1,11 @@
-"""Giving the C library's freed memory back to the system (:func:`release_freed`)."""
+"""Giving the C library's and Arrow's freed memory back to the system (:func:`release_freed`)."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import functools
+import sys
 
 
 @functools.cache
@@ -22,13 +23,20 @@ def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 
 
 def release_freed() -> None:
-    """Return the pages glibc's malloc holds free, in every arena, to the system.
+    """Return the pages glibc's malloc (in every arena) and pyarrow's pool hold free to
+    the system.
 
     The trace parser (the native module, glibc's malloc) builds a row group's columns in
     many growing buffers and frees them; glibc keeps most of that free memory in its
     arenas (their middle is returned only by ``malloc_trim``), measured at some 100 MB
     after a capture segment's parse, resident through the rest of the run and its
-    analysis. Called after each such parse; a no-op without glibc."""
+    analysis. Called after each such parse and after the parts' join; glibc's half is a
+    no-op without glibc, pyarrow's without pyarrow loaded."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+    # pyarrow's pool (mimalloc) keeps what it freed too: after the capture's parts were
+    # joined, some 60 MB (10^5 commits) to 85 MB (10^6) through the whole analysis
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()

@@ -513,6 +513,7 @@ def parse_capture(trace_path: Path, events_path: Path) -> dict:
     reports.append(drain.convert_segment(trace_path, last))
     try:
         join_parts([*parts, last], events_path)
+        _system.memory.release_freed()
     except (pl.exceptions.PolarsError, pl.exceptions.PanicException, PartsDamaged) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise UsageError(
