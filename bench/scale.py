@@ -32,7 +32,10 @@ event on disk (the raw capture the run keeps, and the whole run directory), and,
 past the first 2000 commits (the WAL's growth), the steady state's per-commit fsyncs,
 flushes, write requests and bytes, and how far the longest run's differ from the
 shortest's (the tool must not make them drift). Last, the longest run's peak RSS against
-the one ten times shorter (issue #37: bounded, within 1.2x). --lab-only skips the parse
+the one ten times shorter (issue #37: bounded, within 1.2x), its analysis time per event
+against the shortest's (linear: within 1.2x) and its capture on disk per event (at most
+40 B; a capture under 64 MiB of text, some 6·10^5 events, is kept as trace.txt, 112 B an
+event, so this is met from about 10^5 commits on). --lab-only skips the parse
 benchmarks (and needs no blkparse).
 
 Usage: bench/scale.py [--max 1e7] [--runs N] [--dir DIR] [--text-lines 8e6] [--perfetto-events 1e6]
@@ -60,6 +63,8 @@ TARGET_RATIO = 10.0
 RSS_GROWTH_LIMIT = 1.1  # the parse's peak RSS on twice the largest trace, against the largest's
 LAB_BYTES_PER_EVENT = 300
 LAB_RSS_GROWTH = 1.2  # a lab run's peak RSS against one ten times shorter (issue #37)
+LAB_CAPTURE_BYTES = 40  # the capture on disk per trace event at the longest run (issue #37)
+LAB_TIME_GROWTH = 1.2  # analysis time per event, the longest run's against the shortest's: linear
 DRIFT_FIGURES = ("fdatasync_calls", "fsync_calls", "flush_requests", "write_requests", "write_bytes")
 
 
@@ -256,6 +261,8 @@ def lab(sqlwa: str, work: Path, longest: int, shortest: int = 100) -> int:
     per_event = 0.0
     steady: dict[int, dict[str, float]] = {}
     peaks: dict[int, int] = {}
+    captured: dict[int, float] = {}  # the capture on disk per event
+    per_event_s: dict[int, float] = {}  # analysis seconds per event
     commits = shortest
     while commits <= longest:
         out = work / f"run{commits}"
@@ -265,6 +272,7 @@ def lab(sqlwa: str, work: Path, longest: int, shortest: int = 100) -> int:
         summary = json.loads((out / "summary.json").read_text())
         events, analysis_s = summary["trace"]["events"], summary["trace"]["analysis_s"]
         capture, whole = capture_bytes(out), sum(f.stat().st_size for f in out.iterdir() if f.is_file())
+        captured[commits], per_event_s[commits] = capture / events, analysis_s / events
         above = "(base)"
         if base_rss is None:
             base_rss = rss
@@ -284,19 +292,34 @@ def lab(sqlwa: str, work: Path, longest: int, shortest: int = 100) -> int:
         first, last = min(steady), max(steady)
         drift = max(abs(steady[last][k] / steady[first][k] - 1) for k in DRIFT_FIGURES if steady[first][k])
         print(f"steady state of {last:,} commits vs {first:,}: the figures differ by at most {drift:.1%}")
+    bounded = True
     if len(peaks) > 1:
         last, before = sorted(peaks)[-1], sorted(peaks)[-2]
         growth = peaks[last] / peaks[before]
+        bounded = growth <= LAB_RSS_GROWTH
         print(
             f"peak RSS of {last:,} commits against {before:,}: {growth:.2f}x (bounded: at most {LAB_RSS_GROWTH}x): "
-            + ("PASS" if growth <= LAB_RSS_GROWTH else "FAIL")
+            + ("PASS" if bounded else "FAIL")
         )
+        longest_run, shortest_run = max(per_event_s), min(per_event_s)
+        slower = per_event_s[longest_run] / per_event_s[shortest_run]
+        linear = slower <= LAB_TIME_GROWTH
+        print(
+            f"analysis time per event of {longest_run:,} commits against {shortest_run:,}: {slower:.2f}x "
+            f"(linear: at most {LAB_TIME_GROWTH}x): " + ("PASS" if linear else "FAIL")
+        )
+        bounded = bounded and linear
+    compact = captured[max(captured)] <= LAB_CAPTURE_BYTES
+    print(
+        f"capture on disk at the longest run: {captured[max(captured)]:.1f} B per trace event "
+        f"(target at most {LAB_CAPTURE_BYTES}): " + ("PASS" if compact else "FAIL")
+    )
     met = per_event <= LAB_BYTES_PER_EVENT
     print(
         f"lab analysis peak RSS above the base at the longest run: {per_event:.0f} B per trace event "
         f"(target {LAB_BYTES_PER_EVENT}): " + ("PASS" if met else "FAIL")
     )
-    return 0 if met else 1
+    return 0 if met and bounded and compact else 1
 
 
 def capture_bytes(run_dir: Path) -> int:
