@@ -18,11 +18,12 @@ from __future__ import annotations
 import importlib
 import os
 
-# Polars' allocator (its own jemalloc, configured once, when Polars loads) keeps freed
-# pages for 10 s by default: a lab run's analysis, query after query, then held the
-# garbage of each, its peak growing with the run. A background thread returns them after
-# a second (measured: a 10^5-commit run's peak 388 → 330 MB, its analysis faster). The
-# user's own setting wins.
+# Polars' allocator (its own jemalloc, configured once, when Polars loads; Polars puts
+# its defaults in front of this) returns freed pages only when it next allocates, having
+# no background thread: a lab run's analysis, query after query, held the garbage of
+# each, its peak growing with the run. A background thread returns them within a second
+# (measured: a 10^5-commit run's peak 388 -> 330 MB, its analysis faster). The user's
+# own setting wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0")
 
 # typing.TYPE_CHECKING without importing typing (most of what `import sqlwa` took, by
