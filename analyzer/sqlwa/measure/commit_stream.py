@@ -43,7 +43,43 @@ MEAN_COLUMNS = (
 PHASE_COLUMNS = tuple(dict.fromkeys(column for column, _, level in phases.PHASE_FIGURES.values() if level == "vfs"))
 
 
-class CommitWriter:
+class AppendedParquet:
+    """A Parquet file written a table at a time (:meth:`append`), through a file opened by
+    sqlwa, not named to pyarrow: it reads a path as a URI, in UTF-8, and --dir need not
+    be. Used as a context manager, the file is removed on the way out (what is kept of it
+    was moved or read by then)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: BinaryIO | None = None
+        self.writer: pq.ParquetWriter | None = None
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def open(self) -> None:
+        """The file made (empty) now, before the first table."""
+        self.file = open(self.path, "wb")  # closed by close()
+
+    def append(self, table: pa.Table) -> None:
+        if self.file is None:
+            self.open()
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.file, table.schema, compression="zstd")
+        self.writer.write_table(table)
+
+    def close(self) -> None:
+        """The Parquet writer and its file, closed (the file is whole once both are)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+class CommitWriter(AppendedParquet):
     """Takes the engine's chunks (:meth:`add`), appends each with the table's per-commit
     columns to a Parquet file in the scratch directory ``work_dir`` and adds it to the
     running sums; :meth:`finish` moves the file to the run's commits.parquet and
@@ -51,12 +87,8 @@ class CommitWriter:
     removed on the way out when the run did not finish (Ctrl-C, SIGTERM, a failure)."""
 
     def __init__(self, work_dir: Path, journal: str, budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS) -> None:
-        self.path = work_dir / PARTIAL_FILE
+        super().__init__(work_dir / PARTIAL_FILE)
         self.journal = journal
-        self.writer: pq.ParquetWriter | None = None
-        # opened here, not named to pyarrow: it reads a path as a URI, in UTF-8, and --dir
-        # need not be
-        self.file: BinaryIO | None = None
         self.commits = 0
         self.measured = 0
         # in WAL mode: a commit of an earlier chunk checkpointed (phases.with_phases)
@@ -76,19 +108,6 @@ class CommitWriter:
     def __enter__(self) -> CommitWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
-
-    def close(self) -> None:
-        """The Parquet writer and its file, closed (the file is whole once both are)."""
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-
     def add(self, columns: Mapping[str, Any]) -> None:
         """One chunk of records, as the engine's columns: written and counted whole, a
         signal held back until it is (the engine then ends a run that keeps what was
@@ -101,11 +120,7 @@ class CommitWriter:
         # in WAL mode the run's first checkpoint may have been in an earlier chunk
         frame = phases.with_phases(metrics.with_waf(frame), self.journal, checkpointed_before=self.checkpointed)
         self.checkpointed = self.checkpointed or (self.journal == "wal" and phases.checkpointed(frame))
-        table = frame.to_arrow()
-        if self.writer is None:
-            self.file = open(self.path, "wb")  # closed by close(), at the run's end
-            self.writer = pq.ParquetWriter(self.file, table.schema, compression="zstd")
-        self.writer.write_table(table)
+        self.append(frame.to_arrow())
         self.tally(frame)
 
     def tally(self, frame: pl.DataFrame) -> None:
@@ -254,7 +269,7 @@ def quantiles(ms: pl.Series) -> dict[str, float]:
     }
 
 
-class EngineCommits:
+class EngineCommits(AppendedParquet):
     """A lab run's engine records as they come (:meth:`add`, the engine's chunks),
     appended as the engine's columns to the Parquet file ``path``, a row group per chunk,
     nothing of them kept; :func:`engine_table` reads them back as the table the trace's
@@ -267,42 +282,24 @@ class EngineCommits:
     it by then, or the run failed)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.file: BinaryIO | None = open(path, "wb")  # opened here, not by pyarrow: see CommitWriter
-        self.writer: pq.ParquetWriter | None = None
+        super().__init__(path)
+        self.open()
         self.commits = 0
         self.measured = 0
 
     def __enter__(self) -> EngineCommits:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
-
     def add(self, columns: Mapping[str, Any]) -> None:
         """One chunk of the engine's columns, written whole (a signal held back until it is)."""
         with _system.signals.held_back(), writing(self.path, "the engine's per-commit table to"):
             table = pa.table(dict(columns))
-            if self.writer is None:
-                assert self.file is not None, "a chunk after the file was closed"
-                self.writer = pq.ParquetWriter(self.file, table.schema, compression="zstd")
-            self.writer.write_table(table)
+            self.append(table)
             self.commits += table.num_rows
             self.measured += table.num_rows - sum(columns["warmup"])
         # the earlier chunks' Python lists, freed: their pages go back, not kept in glibc's
         # arenas through the run (this chunk's are freed when the engine lets it go)
         _system.memory.release_freed()
-
-    def close(self) -> None:
-        """The file made whole (its footer written) and closed; :func:`engine_table` then
-        reads it."""
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-        if self.file is not None:
-            self.file.close()
-            self.file = None
 
 
 def engine_table(path: str | Path) -> pl.LazyFrame:
