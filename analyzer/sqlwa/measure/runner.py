@@ -51,7 +51,7 @@ from sqlwa.errors import (
     writing,
 )
 from sqlwa.lab import devmapper, filesystem, stack
-from sqlwa.lab.scratch import check_scratch_parent, scratch_dir
+from sqlwa.lab.scratch import SCRATCH_PREFIX, check_scratch_parent, make_owned_dir, scratch_dir
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import commit_stream, engine, environment, lab_capture
 from sqlwa.results import rundir
@@ -699,9 +699,7 @@ def measure_in_lab(
     )
     # The engine's records leave it in chunks into this file (opened before the capture
     # begins), which the analysis reads a chunk at a time: none is held whole.
-    with writing(out_dir, "the engine's per-commit table into"):
-        commits = commit_stream.EngineCommits(out_dir / ENGINE_COMMITS_FILE)
-    with commits:
+    with engine_records(lab) as commits:
         signalled = _system.signals.received_count()
         try:
             if request.crash is not None and crash_dir is not None:
@@ -731,6 +729,25 @@ def measure_in_lab(
         if request.keep_measured and engine.interruption_of(capture.info) is not None:
             return keep_what_was_measured(request, capture, out_dir)
         return analyse_capture(request, capture, out_dir)
+
+
+@contextmanager
+def engine_records(lab: filesystem.LabFilesystem) -> Iterator[commit_stream.EngineCommits]:
+    """The file a lab run's engine records go to as it runs, in a fresh sqlwa scratch
+    directory beside the lab's image (``sqlwa lab cleanup`` removes a killed run's), not
+    in OUT: the SQL thread writes it, and an OUT that fills up or stops taking writes
+    must stop the capture's drain, which says so, never the workload in mid-commit.
+    Removed with its directory afterwards."""
+    with _system.signals.held_back():  # made and locked as one step
+        directory, ownership = make_owned_dir(SCRATCH_PREFIX, Path(lab.workdir))
+    try:
+        with writing(directory, "the engine's per-commit table into"):
+            commits = commit_stream.EngineCommits(directory / ENGINE_COMMITS_FILE)
+        with commits:
+            yield commits
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        _system.ownership.release_ownership(ownership)
 
 
 def keep_what_was_measured(request: RunRequest, capture: lab_capture.LabCapture, out_dir: Path) -> RunOutcome:
