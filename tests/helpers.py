@@ -179,6 +179,13 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     return found
 
 
+def lab_leftovers(pid: int) -> list[str]:
+    """:func:`sqlwa_leftovers` of process ``pid`` but its scratch directories: its lab and
+    capture. A lab run's engine records live in a scratch directory until its analysis
+    has read them, so these are gone first, when the analysis begins."""
+    return [found for found in sqlwa_leftovers(pid) if not found.startswith("scratch: ")]
+
+
 def numbers_in(value: object) -> list[float]:
     """Every number in a JSON value (booleans are not numbers here)."""
     if isinstance(value, dict):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa_leftovers
+from helpers import lab_leftovers, sqlwa_leftovers
 from sqlwa.lab.filesystem import LabFilesystem
 from sqlwa.results import rundir
 
@@ -133,9 +133,7 @@ def test_keeping_gives_up_on_an_out_frozen_while_it_writes(tmp_path: Path) -> No
             wait_for_workload(out, 8)  # enough commits that their analysis takes a while
             proc.send_signal(signal.SIGINT)
             deadline = time.monotonic() + 60
-            # the lab and the capture, taken down (the scratch directory of the engine's
-            # records lives on through the analysis, which reads them)
-            while [x for x in sqlwa_leftovers(proc.pid) if not x.startswith("scratch: ")]:
+            while lab_leftovers(proc.pid):  # the lab and the capture, taken down
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.01)
             assert not (out / rundir.SUMMARY_FILE).exists(), "the analysis finished too soon to freeze it"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa_leftovers
+from helpers import lab_leftovers, sqlwa_leftovers
 from sqlwa.results import rundir
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
@@ -23,7 +23,7 @@ def wait_for_lab_then_its_end(proc: subprocess.Popen, timeout: float = 240) -> N
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        present = bool(sqlwa_leftovers(proc.pid))
+        present = bool(lab_leftovers(proc.pid))
         if seen and not present:
             return
         seen = seen or present

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import sqlwa_leftovers
+from helpers import lab_leftovers, sqlwa_leftovers
 from sqlwa.results import rundir
 from trace_truth import marker_times_ns, tally_block_per_commit
 
@@ -97,7 +97,7 @@ def wait_for_lab_gone(proc: subprocess.Popen, timeout: float = 60) -> None:
     """Until the run's lab and capture are taken down: the trace is whole in OUT and the
     analysis of what was measured is under way."""
     deadline = time.monotonic() + timeout
-    while sqlwa_leftovers(proc.pid):
+    while lab_leftovers(proc.pid):
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.01)
 
