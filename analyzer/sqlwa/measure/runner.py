@@ -738,12 +738,14 @@ def engine_records(lab: filesystem.LabFilesystem) -> Iterator[commit_stream.Engi
     in OUT: the SQL thread writes it, and an OUT that fills up or stops taking writes
     must stop the capture's drain, which says so, never the workload in mid-commit.
     Removed with its directory afterwards."""
-    with _system.signals.held_back():  # made and locked as one step
-        directory, ownership = make_owned_dir(SCRATCH_PREFIX, Path(lab.workdir))
+    workdir = Path(lab.workdir)
+    # made and locked as one step; a full or unwritable workdir said in one line
+    with _system.signals.held_back(), writing(workdir, "the engine's per-commit table into"):
+        directory, ownership = make_owned_dir(SCRATCH_PREFIX, workdir)
     try:
         with writing(directory, "the engine's per-commit table into"):
             commits = commit_stream.EngineCommits(directory / ENGINE_COMMITS_FILE)
-        with commits:
+        with commits:  # the file removed on the way out, its directory below
             yield commits
     finally:
         shutil.rmtree(directory, ignore_errors=True)
