@@ -219,10 +219,11 @@ def test_ipython_replayed_makes_its_transactions_syncs_and_database(tmp_path, or
     assert mismatches(original, replayed) == []
 
 
-def tampered(log: Path, into: Path, how: str) -> Path:
+def tampered(log: Path, into: Path, how: str) -> tuple[Path, int]:
     """The log with its last history transaction (BEGIN … INSERT … COMMIT) dropped or
-    played twice. (IPython's other transaction, the session's closing UPDATE, played
-    twice writes nothing: SQLite leaves a page alone when a cell is rewritten unchanged.)"""
+    played twice, and how many history rows that transaction inserts. (IPython's other
+    transaction, the session's closing UPDATE, played twice writes nothing: SQLite leaves
+    a page alone when a cell is rewritten unchanged.)"""
     lines = log.read_text().splitlines()
     events = [json.loads(line) for line in lines[1:]]
     last_insert = max(i for i, e in enumerate(events) if e.get("sql", "").startswith("INSERT INTO history"))
@@ -231,12 +232,15 @@ def tampered(log: Path, into: Path, how: str) -> Path:
     block = lines[1 + begin : 2 + end]
     kept = lines[: 1 + begin] + lines[2 + end :] if how == "dropped" else lines[: 2 + end] + block + lines[2 + end :]
     into.write_text("\n".join(kept) + "\n")
-    return into
+    # IPython's history thread batches the cells it has when it writes: one or more rows
+    rows = sum(1 for e in events[begin : end + 1] if e.get("sql", "").startswith("INSERT INTO history"))
+    return into, rows
 
 
 @pytest.mark.parametrize("how", ["dropped", "duplicated"])
 def test_a_transaction_dropped_or_duplicated_is_caught(tmp_path, later_session, how):
-    log = tampered(later_session.log, tmp_path / f"{how}.jsonl", how)
+    log, rows = tampered(later_session.log, tmp_path / f"{how}.jsonl", how)
     found = mismatches(later_session, replay_under_strace(tmp_path, later_session, log))
-    caught = {"dropped": "transactions in the program", "duplicated": "'constraint': 1"}[how]
+    # each row played again breaks the history table's primary key (session, line)
+    caught = {"dropped": "transactions in the program", "duplicated": f"'constraint': {rows}"}[how]
     assert any(caught in f for f in found), found
