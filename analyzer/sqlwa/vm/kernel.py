@@ -34,6 +34,21 @@ from sqlwa.errors import UsageError
 DEBIAN = DEBIAN_KERNEL
 DEBIAN_META_PACKAGE = "linux-image-amd64"
 KERNEL_FILE = "kernel.json"  # what a prepared kernel directory holds, beside boot/ and lib/
+DEBIAN_CHOICE_FILE = "debian.json"  # beside the prepared kernels: apt's answer and its state
+# What apt-cache's answer depends on (a directory: each file in it).
+APT_STATE_PATHS = tuple(
+    Path(p)
+    for p in (
+        "/var/lib/apt/lists",
+        "/var/lib/dpkg/status",
+        "/etc/apt/sources.list",
+        "/etc/apt/sources.list.d",
+        "/etc/apt/preferences",
+        "/etc/apt/preferences.d",
+        "/etc/apt/apt.conf",
+        "/etc/apt/apt.conf.d",
+    )
+)
 VMLINUX = "vmlinux"
 # Where a bzImage's compressed payload starts, by format (magic bytes).
 PAYLOAD_MAGIC = {b"\xfd7zXZ\x00": "xz", b"\x1f\x8b\x08": "gzip"}
@@ -113,7 +128,46 @@ def debian_kernel(announce) -> GuestKernel:
 
 
 def debian_kernel_package() -> tuple[str, str]:
-    """(package, version) that Debian's ``linux-image-amd64`` currently depends on."""
+    """(package, version) that Debian's ``linux-image-amd64`` currently depends on: asked
+    of apt once for each state of its package lists and settings, then remembered in the
+    cache (where apt keeps no binary cache, as Debian's container images have it, each
+    ``apt-cache show`` reads every list anew: three seconds before each VM lab run)."""
+    state = apt_state()
+    remembered = cache_dir() / "kernels" / DEBIAN_CHOICE_FILE
+    try:
+        saved = json.loads(remembered.read_text())
+        if saved["apt_state"] == state:
+            return saved["package"], saved["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or unreadable: apt is asked
+    package, version = ask_apt_for_debian_kernel()
+    try:
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        staged = remembered.with_name(f".{remembered.name}.{os.getpid()}")
+        staged.write_text(json.dumps({"apt_state": state, "package": package, "version": version}) + "\n")
+        staged.replace(remembered)  # whole or not there, whoever else writes it meanwhile
+    except OSError:
+        pass  # a cache that cannot be written costs the next run the question again
+    return package, version
+
+
+def apt_state() -> str:
+    """A digest of what ``apt-cache show`` answers from: the names, sizes and times of
+    change of apt's package lists, dpkg's status and apt's settings (an ``apt-get update``
+    or a new pin changes it)."""
+    entries = []
+    for place in APT_STATE_PATHS:
+        paths = sorted(place.iterdir()) if place.is_dir() else [place]
+        for path in paths:
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            entries.append(f"{path}\t{info.st_size}\t{info.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()
+
+
+def ask_apt_for_debian_kernel() -> tuple[str, str]:
     proc = _system.tools.run_tool(
         ["apt-cache", "show", "--no-all-versions", DEBIAN_META_PACKAGE],
         f"looking up {DEBIAN_META_PACKAGE}",
