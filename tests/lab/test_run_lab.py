@@ -85,8 +85,11 @@ def assert_latency_agrees_with_kernel(summary: dict, commits: pl.DataFrame, kern
     before its own marker was (one µs of slack for the printed truncation). Close, not
     exact: a reading and its marker write are apart by the write itself (under 1 µs
     measured here), unless the thread is preempted in between, which a loaded 2-core CI
-    machine does now and then (72 µs seen once) -- so most commits, and the summary's
-    middle quantiles, must match the kernel's latency within 50 µs."""
+    machine does now and then (72 µs seen once) -- so most commits must match the kernel's
+    latency within 50 µs, and the summary's middle quantiles the kernel's within 50 µs or
+    the largest gap of a measured commit, whichever is more (a quantile of latencies each
+    within d of the kernel's is within d of the kernel's quantile; one preempted commit at
+    the p90's rank moved it 50-plus µs once, on a machine running a long lab run beside)."""
     us = 1000
     previous_end = 0
     close = 0
@@ -100,8 +103,11 @@ def assert_latency_agrees_with_kernel(summary: dict, commits: pl.DataFrame, kern
     assert close >= 0.9 * commits.height, f"{close} of {commits.height} commits within 50 µs of the kernel's latency"
     measured = commits.filter(~pl.col("warmup"))
     kernel_ms = pl.Series([(kernel[("txn_end", i)] - kernel[("txn_begin", i)]) / 1e6 for i in measured["index"]])
+    widest_gap_ms = (measured["latency_ns"] / 1e6 - kernel_ms).abs().max()
     for name, q in (("p50", 0.5), ("p90", 0.9)):
-        assert summary["latency_ms"][name] == pytest.approx(kernel_ms.quantile(q, "linear"), abs=0.05), name
+        expected = kernel_ms.quantile(q, "linear")
+        assert summary["latency_ms"][name] == pytest.approx(expected, abs=max(0.05, widest_gap_ms)), name
+        assert summary["latency_ms"][name] == pytest.approx((measured["latency_ns"] / 1e6).quantile(q, "linear"))
     # The tail is where a preempted marker write lands, so it is checked against the
     # per-commit latencies (themselves bracketed by the kernel above).
     engine_ms = measured["latency_ns"] / 1e6
