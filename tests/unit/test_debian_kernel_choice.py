@@ -54,8 +54,9 @@ def test_the_kernel_is_the_one_apt_names_and_apt_is_asked_once(asked, tmp_path):
     assert len(asked) == 2  # the meta-package, then its kernel
     assert kernel.debian_kernel_package() == truth
     assert len(asked) == 2  # remembered
-    assert sorted(p.name for p in (tmp_path / "cache" / "sqlwa" / "kernels").iterdir()) == [
-        kernel.DEBIAN_CHOICE_FILE  # no staged file left
+    remembered = tmp_path / "cache" / "sqlwa" / kernel.DEBIAN_CHOICE_FILE
+    assert sorted(p.name for p in remembered.parent.iterdir()) == [
+        remembered.name  # no staged file left
     ]
     settings = tmp_path / "apt-settings"
     settings.write_text("two, as after an apt-get update\n")
@@ -80,7 +81,7 @@ def fake_apt(tmp_path, monkeypatch) -> list[str]:
 
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"apt_state": 3}', ""])
 def test_a_damaged_remembered_answer_is_asked_again(fake_apt, tmp_path, text):
-    remembered = tmp_path / "cache" / "sqlwa" / "kernels" / kernel.DEBIAN_CHOICE_FILE
+    remembered = tmp_path / "cache" / "sqlwa" / kernel.DEBIAN_CHOICE_FILE
     remembered.parent.mkdir(parents=True)
     remembered.write_text(text)
     assert kernel.debian_kernel_package() == ("linux-image-9.9.9-amd64", "9.9.9-1")
@@ -96,3 +97,21 @@ def test_an_unwritable_cache_costs_only_the_question(fake_apt, tmp_path, monkeyp
     assert kernel.debian_kernel_package() == kernel.debian_kernel_package() == ("linux-image-9.9.9-amd64", "9.9.9-1")
     assert len(fake_apt) == 2
     assert blocker.read_text() == ""
+
+
+def test_a_settings_directory_this_user_cannot_list_is_no_error(fake_apt, tmp_path, monkeypatch):
+    """Without root, a directory of apt's may be closed to listing: its own time of change
+    stands for its files (as root every directory can be listed, so the refusal is made)."""
+    closed = tmp_path / "apt.conf.d"
+    closed.mkdir()
+    monkeypatch.setattr(kernel, "APT_STATE_PATHS", (closed,))
+    real_iterdir = type(closed).iterdir
+
+    def refused(self):
+        if self == closed:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    monkeypatch.setattr(type(closed), "iterdir", refused)
+    assert kernel.debian_kernel_package() == kernel.debian_kernel_package()
+    assert len(fake_apt) == 1  # remembered: the state was read both times

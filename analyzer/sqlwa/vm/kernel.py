@@ -15,6 +15,7 @@ which take seconds under TCG.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import lzma
@@ -34,7 +35,7 @@ from sqlwa.errors import UsageError
 DEBIAN = DEBIAN_KERNEL
 DEBIAN_META_PACKAGE = "linux-image-amd64"
 KERNEL_FILE = "kernel.json"  # what a prepared kernel directory holds, beside boot/ and lib/
-DEBIAN_CHOICE_FILE = "debian.json"  # beside the prepared kernels: apt's answer and its state
+DEBIAN_CHOICE_FILE = "kernels/debian.json"  # in the cache, beside the prepared kernels: apt's answer and its state
 # What apt-cache's answer depends on (a directory: each file in it).
 APT_STATE_PATHS = tuple(
     Path(p)
@@ -75,6 +76,30 @@ def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/sqlwa`` or ``~/.cache/sqlwa``."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "sqlwa"
+
+
+def read_cached(name: str) -> object | None:
+    """The JSON document kept as ``name`` in the cache; None when it is not there or
+    cannot be read (a cache is never a reason to fail)."""
+    try:
+        return json.loads((cache_dir() / name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_cached(name: str, document: object) -> None:
+    """Keep ``document`` as ``name`` in the cache. Written whole (a rename), so runs at
+    once never read half a file; best effort: a cache that cannot be written costs the
+    next run the work again, and leaves nothing behind."""
+    path = cache_dir() / name
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_text(json.dumps(document, indent=1) + "\n")
+        staged.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            staged.unlink(missing_ok=True)
 
 
 def tell(message: str) -> None:
@@ -133,21 +158,13 @@ def debian_kernel_package() -> tuple[str, str]:
     cache (where apt keeps no binary cache, as Debian's container images have it, each
     ``apt-cache show`` reads every list anew: three seconds before each VM lab run)."""
     state = apt_state()
-    remembered = cache_dir() / "kernels" / DEBIAN_CHOICE_FILE
-    try:
-        saved = json.loads(remembered.read_text())
-        if saved["apt_state"] == state:
-            return saved["package"], saved["version"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or unreadable: apt is asked
+    saved = read_cached(DEBIAN_CHOICE_FILE)
+    if isinstance(saved, dict) and saved.get("apt_state") == state:
+        package, version = saved.get("package"), saved.get("version")
+        if isinstance(package, str) and isinstance(version, str):
+            return package, version
     package, version = ask_apt_for_debian_kernel()
-    try:
-        remembered.parent.mkdir(parents=True, exist_ok=True)
-        staged = remembered.with_name(f".{remembered.name}.{os.getpid()}")
-        staged.write_text(json.dumps({"apt_state": state, "package": package, "version": version}) + "\n")
-        staged.replace(remembered)  # whole or not there, whoever else writes it meanwhile
-    except OSError:
-        pass  # a cache that cannot be written costs the next run the question again
+    write_cached(DEBIAN_CHOICE_FILE, {"apt_state": state, "package": package, "version": version})
     return package, version
 
 
@@ -157,7 +174,10 @@ def apt_state() -> str:
     or a new pin changes it)."""
     entries = []
     for place in APT_STATE_PATHS:
-        paths = sorted(place.iterdir()) if place.is_dir() else [place]
+        try:
+            paths = sorted(place.iterdir()) if place.is_dir() else [place]
+        except OSError:  # a directory this user cannot list: its own time of change
+            paths = [place]
         for path in paths:
             try:
                 info = path.stat()

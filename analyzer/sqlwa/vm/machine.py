@@ -28,7 +28,6 @@ capture of a matrix. Every console line is kept in the run directory's console.l
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -48,7 +47,7 @@ from sqlwa.lab.scratch import GUEST_CONTROL_TAG
 from sqlwa.measure.lab_capture import LabCapture
 from sqlwa.results.rundir import CONSOLE_FILE
 from sqlwa.vm import guest, initramfs
-from sqlwa.vm.kernel import GuestKernel, cache_dir
+from sqlwa.vm.kernel import GuestKernel, read_cached, write_cached
 
 QEMU = "qemu-system-x86_64"
 QEMU_FIX = "install Debian's qemu-system-x86 (and busybox-static), then re-run"
@@ -405,10 +404,7 @@ def host_identity(qemu_version: str | None, kernel: GuestKernel) -> str:
 
 def kvm_verdicts() -> dict:
     """The remembered KVM failures, host identity → note; none when unreadable."""
-    try:
-        verdicts = json.loads((cache_dir() / KVM_VERDICTS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
+    verdicts = read_cached(KVM_VERDICTS_FILE)
     return verdicts if isinstance(verdicts, dict) else {}
 
 
@@ -422,16 +418,7 @@ def remember_kvm_failure(host: str, note: str) -> None:
     """Keep the verdict for the next guest. Best effort: an unwritable cache costs the
     next guest the KVM wait, nothing more. Written whole (a rename), so concurrent runs
     never read half a file."""
-    verdicts = {**kvm_verdicts(), host: note}
-    path = cache_dir() / KVM_VERDICTS_FILE
-    staged = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_text(json.dumps(verdicts, indent=1) + "\n")
-        staged.rename(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            staged.unlink(missing_ok=True)
+    write_cached(KVM_VERDICTS_FILE, {**kvm_verdicts(), host: note})
 
 
 def accelerators() -> list[str]:
