@@ -84,22 +84,26 @@ def vm_runs(share: Path, runs: dict[Any, tuple[str, list[str]]]) -> dict[Any, Pa
         assert requests[name].stack.vm, f"{name}: a run of the VM lab needs --vm"
     [kernel] = {request.stack.kernel for request in requests.values()}
     room = max(guest_bytes(request) for request in requests.values())
+    guest_kernel = runner.guest_kernel(kernel)
     done: dict[Any, Path] = {}
-    for attempt in (1, 2):
-        try:
-            with hang_limit(), runner.booted_guest(runner.guest_kernel(kernel), share, str(room)) as guest:
-                for name, request in requests.items():
-                    if name not in done:
-                        done[name] = runner.execute(request, guest=guest).out_dir
-            return done
-        except LabError as error:
-            # A TCG guest on a loaded 2-core host has hung now and then (twice in about six
-            # whole runs of the suite: once after "stage ready", once after the workload),
-            # never twice in a row; the error's own advice is to re-run. Once, in a fresh
-            # guest, from the run it lost; a second hang, or any other error, fails.
-            if attempt == 2 or "guest hung" not in str(error):
-                raise
-            lost = next(name for name in requests if name not in done)
-            print(f"\nvm_runs: {error}; re-running {lost} and those after it in a fresh guest", file=sys.stderr)
-            shutil.rmtree(Path(requests[lost].out_dir), ignore_errors=True)
-    raise AssertionError("unreachable")
+
+    def run_those_not_done() -> None:
+        with hang_limit(), runner.booted_guest(guest_kernel, share, str(room)) as guest:
+            for name, request in requests.items():
+                if name not in done:
+                    done[name] = runner.execute(request, guest=guest).out_dir
+
+    try:
+        run_those_not_done()
+    except LabError as error:
+        # A TCG guest on a loaded 2-core host has hung now and then (twice in about six
+        # whole runs of the suite: once after "stage ready", once after the workload),
+        # never twice in a row; the error's own advice is to re-run. Once, in a fresh
+        # guest, from the run it lost; a second hang, or any other error, fails.
+        if "guest hung" not in str(error):
+            raise
+        lost = next(name for name in requests if name not in done)
+        print(f"\nvm_runs: {error}; re-running {lost} and those after it in a fresh guest", file=sys.stderr)
+        shutil.rmtree(Path(requests[lost].out_dir), ignore_errors=True)
+        run_those_not_done()
+    return done
