@@ -162,17 +162,39 @@ def check(tmp_path: Path, policy: str, results: Path, baseline: Path):
     return sqlwa("check", "--policy", str(path), str(results), "--baseline", str(baseline), "--json", check=False)
 
 
+def block_kib(out: Path, phases: set[str]) -> float:
+    """The run's block KiB written per commit of ``phases``, tallied from its raw trace."""
+    summary = json.loads((out / "summary.json").read_text())
+    dev = summary["config"]["lab"]["dev"].replace(":", ",")
+    tallies, warmup, checkpoints = tally_trace(out / "trace.txt", summary["config"]["tid"])
+    members = [i for i, p in phases_from_trace(warmup, checkpoints).items() if p in phases]
+    return sum(tallies[i][f"{dev} bytes"] for i in members) / len(members) / 1024
+
+
 def test_baseline_check_of_another_length_gives_the_same_verdict(runs, tmp_path):
     """Nothing changed but -n: the gate passes as it does between runs of equal length
-    (it failed with 'flushes_per_commit: 1.624 → 2.000 = +23.2%')."""
-    equal = check(tmp_path, POLICY_COUNTS, runs["n500"], runs["n500b"])
-    other = check(tmp_path, POLICY_COUNTS, runs["n200"], runs["n500"])  # the issue's: baseline the longer run
-    assert equal.returncode == other.returncode == 0, other.stdout
-    assert json.loads(equal.stdout)["passed"] and json.loads(other.stdout)["passed"]
-    lines = [c["line"] for c in json.loads(other.stdout)["checks"]]
-    assert all("WAL growth" in line for line in lines), lines  # the phase both runs had
-    reverse = check(tmp_path, POLICY_COUNTS, runs["n500"], runs["n200"])
-    assert reverse.returncode == 0, reverse.stdout
+    (it failed with 'flushes_per_commit: 1.624 → 2.000 = +23.2%').
+
+    The fsyncs and flushes of a commit are the same in every run. Its block bytes are not
+    quite: a fresh ext4 journals 4 or 5 blocks per WAL-growth fsync, by where its files
+    landed (20 or 24 KiB: 36.7 or 40.7 KiB a commit, both seen at equal -n), so their
+    verdict is held to the trace's own per-phase figures rather than to 'pass'."""
+    pairs = {"equal": ("n500", "n500b"), "other": ("n200", "n500"), "reverse": ("n500", "n200")}
+    for name, (baseline, results) in pairs.items():
+        checked = check(tmp_path, POLICY_COUNTS, runs[results], runs[baseline])
+        by_metric = {c["metric"]: c for c in json.loads(checked.stdout)["checks"]}
+        assert by_metric["fsync_calls_per_commit"]["outcome"] == "pass", name
+        assert by_metric["flushes_per_commit"]["outcome"] == "pass", name
+        blocks = by_metric["block_write_kib_per_commit"]
+        # runs of other lengths: the figures of the phase both had; of equal length: the runs'
+        phases = {"wal_growth"} if name != "equal" else {"wal_growth", "checkpoint", "steady"}
+        before, now = block_kib(runs[baseline], phases), block_kib(runs[results], phases)
+        assert (blocks["baseline"], blocks["current"]) == (pytest.approx(before), pytest.approx(now)), name
+        if name != "equal":
+            assert all("WAL growth" in c["line"] for c in by_metric.values()), name
+        worse = (now - before) / before * 100 > 10
+        assert blocks["outcome"] == ("violation" if worse else "pass"), (name, blocks["line"])
+        assert checked.returncode == int(worse), (name, checked.stdout)
 
 
 def test_whole_run_figure_of_another_length_is_refused_with_the_reason(runs, tmp_path):
