@@ -98,9 +98,15 @@ def writing(path: str | os.PathLike[str], what: str) -> Iterator[None]:
         yield
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        fix = "make room on that filesystem, or choose another path" if full else "choose a writable path"
-        raise UsageError(f"cannot write {what} {path}: {reason}", fix) from None
+        raise UsageError(f"cannot write {what} {path}: {reason}", os_error_fix(exc, "choose a writable path")) from None
+
+
+def os_error_fix(exc: OSError, otherwise: str) -> str:
+    """The fix for a failed file operation: room, when the filesystem was full (or the
+    user's quota spent), else ``otherwise``."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "make room on that filesystem, or choose another path"
+    return otherwise
 
 
 def interruption(signum: int) -> BaseException:
@@ -141,4 +147,5 @@ __all__ = [
     "hint_of",
     "interruption",
     "writing",
+    "os_error_fix",
 ]

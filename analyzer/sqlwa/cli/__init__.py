@@ -64,7 +64,7 @@ def run_group(argv: list[str] | None, as_program: bool = False) -> None:
         sys.exit(2)
     except Exception as exc:
         # sqlwa.errors loads the native module: imported here, `sqlwa --help` never waits for it
-        from sqlwa.errors import Interrupted, SqlwaError, UsageError
+        from sqlwa.errors import Interrupted, SqlwaError, UsageError, os_error_fix
 
         if isinstance(exc, Interrupted):
             click.echo(f"sqlwa: {exc.args[0] if exc.args else 'interrupted'}", err=True)
@@ -74,7 +74,8 @@ def run_group(argv: list[str] | None, as_program: bool = False) -> None:
         elif isinstance(exc, OSError):
             # A path the system will not look at (a name too long, a directory this user may
             # not enter) fails wherever sqlwa first touches it: one line, not a traceback.
-            fail(UsageError(f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc), "check the path"))
+            said = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+            fail(UsageError(said, os_error_fix(exc, "check the path")))
         else:
             raise
 
