@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -105,6 +106,10 @@ def test_the_guest_ran_the_kernel_asked_for_and_says_its_timings_are_emulated(gu
     assert config["kernel"] != os.uname().release
     assert config["fs"] == fs and config["lab"]["fs_type"] == fs
     assert vm["timings_comparable"] == (vm["accelerator"] == "kvm")
+    # the CPUs the guest had, by its own trace: the CPU column of every event
+    trace = (guest_runs[fs, "wal"] / "trace.txt").read_text(errors="replace")
+    cpus = {int(m.group(1)) for m in re.finditer(r"^\s*\S.*?-\d+\s+\[(\d+)\]", trace, re.M)}
+    assert vm["cpus"] == {"kvm": 2, "tcg": 1}[vm["accelerator"]] and max(cpus) < vm["cpus"], cpus
 
 
 @pytest.mark.parametrize("fs", ["ext4", "f2fs"])
