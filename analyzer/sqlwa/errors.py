@@ -46,6 +46,12 @@ class LabError(SqlwaError):
     """Making, mounting or removing a lab filesystem failed."""
 
 
+class GuestHung(LabError):
+    """The VM lab's guest stopped answering within a phase's limit and was killed: the
+    run's measurement is lost, the guest's console kept. A re-run in a fresh guest may
+    well succeed (the error's hint says so)."""
+
+
 class ToolError(LabError):
     """A system tool the lab runs (mkfs, mount, losetup, dumpe2fs ...) failed.
 
@@ -138,6 +144,7 @@ __all__ = [
     "Interrupted",
     "UsageError",
     "LabError",
+    "GuestHung",
     "ToolError",
     "UnsupportedFilesystem",
     "NeedsRoot",

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sqlwa import _system, errors
-from sqlwa.errors import LabError, SqlwaError, UsageError
+from sqlwa.errors import GuestHung, LabError, SqlwaError, UsageError
 from sqlwa.lab import filesystem
 from sqlwa.lab.scratch import GUEST_CONTROL_TAG
 from sqlwa.measure.lab_capture import LabCapture
@@ -367,7 +367,7 @@ class Guest:
             self._kill()
             return LabError("the VM lab's guest stopped during a run", hint)
         self._kill()
-        return LabError(
+        return GuestHung(
             f"the VM lab's guest hung: {patience.what()}; qemu was killed and this run's measurement is lost; "
             f"its console is in {self.console.path}",
             f"re-run; if it recurs, report it with that file ({hint})",
