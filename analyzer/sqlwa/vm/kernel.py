@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sqlwa import _system
+from sqlwa import _system, inputs
 from sqlwa.catalogue import DEBIAN_KERNEL
 from sqlwa.errors import UsageError
 
@@ -78,12 +78,16 @@ def cache_dir() -> Path:
     return Path(base) / "sqlwa"
 
 
+CACHED_LIMIT = inputs.MiB  # a cache file holds a few remembered answers
+
+
 def read_cached(name: str) -> object | None:
     """The JSON document kept as ``name`` in the cache; None when it is not there or
-    cannot be read (a cache is never a reason to fail)."""
+    cannot be read: missing, damaged, not a regular file (a FIFO would block the read) or
+    too large. A cache is never a reason to fail."""
     try:
-        return json.loads((cache_dir() / name).read_text())
-    except (OSError, ValueError):
+        return inputs.parse_json(inputs.read_input(cache_dir() / name, "cache file", CACHED_LIMIT))
+    except (OSError, ValueError, UsageError):
         return None
 
 
