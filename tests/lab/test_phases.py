@@ -11,6 +11,7 @@ block requests from ``block_rq_issue`` lines and fsyncs from the SQL thread's
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter, defaultdict
@@ -95,12 +96,20 @@ def phases_from_trace(warmup: dict[int, bool], checkpoints: set[int]) -> dict[in
     return phases
 
 
-def test_phase_means_equal_a_tally_of_the_raw_trace(runs):
-    out = runs["n500"]
+@functools.cache
+def traced(out: Path) -> tuple[str, dict[int, Counter], dict[int, str]]:
+    """A run's device (as the trace names it), per-commit tallies and phases, from its raw
+    trace: read once however many tests ask."""
     summary = json.loads((out / "summary.json").read_text())
     dev = summary["config"]["lab"]["dev"].replace(":", ",")
     tallies, warmup, checkpoints = tally_trace(out / "trace.txt", summary["config"]["tid"])
-    truth = phases_from_trace(warmup, checkpoints)
+    return dev, tallies, phases_from_trace(warmup, checkpoints)
+
+
+def test_phase_means_equal_a_tally_of_the_raw_trace(runs):
+    out = runs["n500"]
+    summary = json.loads((out / "summary.json").read_text())
+    dev, tallies, truth = traced(out)
     reported = {e["phase"]: e for e in summary["phases"]["phases"]}
     # the run went through every phase: at least one checkpoint happened inside a commit
     assert set(reported) == {"warmup", "wal_growth", "checkpoint", "steady"}
@@ -164,10 +173,8 @@ def check(tmp_path: Path, policy: str, results: Path, baseline: Path):
 
 def block_kib(out: Path, phases: set[str]) -> float:
     """The run's block KiB written per commit of ``phases``, tallied from its raw trace."""
-    summary = json.loads((out / "summary.json").read_text())
-    dev = summary["config"]["lab"]["dev"].replace(":", ",")
-    tallies, warmup, checkpoints = tally_trace(out / "trace.txt", summary["config"]["tid"])
-    members = [i for i, p in phases_from_trace(warmup, checkpoints).items() if p in phases]
+    dev, tallies, truth = traced(out)
+    members = [i for i, p in truth.items() if p in phases]
     return sum(tallies[i][f"{dev} bytes"] for i in members) / len(members) / 1024
 
 
