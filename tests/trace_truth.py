@@ -27,7 +27,7 @@ def in_commit_windows(records: Iterable[tuple[str, str]], marker_in: Callable[[s
 
 
 TRACE_LINE = re.compile(
-    r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<event>\w+): (?P<body>.*)$"
+    r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<event>\w+): (?P<body>.*)$"
 )
 ISSUE_BODY = re.compile(r"^(?P<dev>\d+,\d+) (?P<rwbs>\S+) (?P<bytes>\d+) \(")
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sqlite3
 import stat
@@ -32,7 +31,7 @@ from helpers import DIRECTORY_SYNCS, VFS_SYNCS, sqlwa, sqlwa_as_nobody
 from sqlwa.results import store
 from sqlwa.vm import machine
 from sqlwa.vm.kernel import cache_dir as kernel_cache_dir
-from trace_truth import strace_per_commit, tally_block_per_commit
+from trace_truth import strace_per_commit, tally_block_per_commit, trace_records
 from vm_guest import vm_runs
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
@@ -107,8 +106,7 @@ def test_the_guest_ran_the_kernel_asked_for_and_says_its_timings_are_emulated(gu
     assert config["fs"] == fs and config["lab"]["fs_type"] == fs
     assert vm["timings_comparable"] == (vm["accelerator"] == "kvm")
     # the CPUs the guest had, by its own trace: the CPU column of every event
-    trace = (guest_runs[fs, "wal"] / "trace.txt").read_text(errors="replace")
-    cpus = {int(m.group(1)) for m in re.finditer(r"^\s*\S.*?-\d+\s+\[(\d+)\]", trace, re.M)}
+    cpus = {int(event["cpu"]) for event in trace_records(guest_runs[fs, "wal"] / "trace.txt")}
     assert vm["cpus"] == {"kvm": 2, "tcg": 1}[vm["accelerator"]] and max(cpus) < vm["cpus"], cpus
 
 
