@@ -5,7 +5,8 @@ run makes (:mod:`.ownership`), the output-directory lock (:mod:`.locks`), signal
 (:mod:`.loops`), device-mapper (:mod:`.dm`), fscrypt's ioctls (:mod:`.fscrypt`), kernel
 keyrings (:mod:`.keyrings`), tracefs (:mod:`.tracefs`), sparse files (:mod:`.files`) and
 whether a directory takes writes (:mod:`.writable`) and the C library's freed memory
-(:mod:`.memory`).
+(:mod:`.memory`), and the bounded wait for what the kernel releases asynchronously
+(:mod:`.settle`).
 
 Every other module asks these when it needs the OS beyond plain file I/O, so there is
 one way to run a subprocess (:func:`.tools.run_tool`, raising
@@ -26,6 +27,7 @@ from sqlwa._system import (
     mounts,
     ownership,
     processes,
+    settle,
     signals,
     tools,
     tracefs,
@@ -43,6 +45,7 @@ __all__ = [
     "mounts",
     "ownership",
     "processes",
+    "settle",
     "signals",
     "tools",
     "tracefs",

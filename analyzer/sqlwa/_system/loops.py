@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlwa._system import mounts, tools
+from sqlwa._system import mounts, settle, tools
 from sqlwa.errors import ToolError
 
 
@@ -97,12 +96,11 @@ def block_device_facts(path: str | os.PathLike[str]) -> dict[str, object]:
 
 def detach_loop(device: str) -> None:
     """losetup -d, then wait until sysfs shows the device free (detach is asynchronous
-    when something still holds the device: the kernel then auto-clears it on last close)."""
+    when something still holds the device: the kernel then auto-clears it on last close,
+    :mod:`.settle`)."""
     proc = tools.try_tool(["losetup", "-d", device])
-    for _ in range(50):
-        if loop_backing_file(device) is None:
-            return
-        time.sleep(0.05)
+    if settle.settled(lambda: loop_backing_file(device) is None):
+        return
     raise ToolError(
         f"loop device {device} is still attached after losetup -d (something holds it open)",
         argv=["losetup", "-d", device],

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
+
+from sqlwa._system import settle
 
 TRACEFS_MOUNTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
@@ -38,17 +39,21 @@ def tracefs_write(path: Path, value: str) -> None:
         f.write(value)
 
 
-def remove_tracefs_instance(instance_dir: Path, attempts: int = 20) -> None:
-    """rmdir a tracefs instance, retrying briefly: it is busy while any of its files (a
-    writer of trace_marker, a reader of trace_pipe) is still open. Raises the last
-    OSError if it stays busy."""
-    for attempt in range(attempts):
+def remove_tracefs_instance(instance_dir: Path, within: float = settle.KERNEL_RELEASE_S) -> None:
+    """rmdir a tracefs instance, retrying for up to ``within`` seconds: it is busy while any
+    of its files (a writer of trace_marker, a reader of trace_pipe) is still open, e.g. by
+    a process that is exiting. Raises the last OSError if it stays busy."""
+    failure: list[OSError] = []
+
+    def removed() -> bool:
         try:
             os.rmdir(instance_dir)
-            return
         except FileNotFoundError:
-            return
-        except OSError:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.1)
+            pass
+        except OSError as exc:
+            failure[:] = [exc]
+            return False
+        return True
+
+    if not settle.settled(removed, within):
+        raise failure[0]
