@@ -12,8 +12,8 @@ the example says otherwise) and are interrupted with SIGINT at the time limit. A
 some examples run as nobody (setpriv), for whom read-only directories exist.
 
 The number of examples per command is ``SQLWA_FUZZ_EXAMPLES`` (default: a CI-sized
-few, the same ones every time); setting it draws new ones each run. Counts per test:
-``pytest --hypothesis-show-statistics``.
+few). They are the same ones every run (conftest.py's profile "ci"); ``--hypothesis-profile
+explore`` draws new ones. Counts per test: ``pytest --hypothesis-show-statistics``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from helpers import REPO
+from helpers import REPO, leftovers_after_release
 from sqlwa import _native, _system
 
 EXAMPLES = int(os.environ.get("SQLWA_FUZZ_EXAMPLES", "8"))
@@ -41,7 +41,6 @@ TIME_LIMIT = float(os.environ.get("SQLWA_FUZZ_TIME_LIMIT", "20"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
-    derandomize="SQLWA_FUZZ_EXAMPLES" not in os.environ,
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],  # explaining costs minutes
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -282,9 +281,7 @@ def check_nothing_left(world: World, outcome: Outcome, before: dict[str, set[str
     assert not scratch, f"left in the temp dir: {scratch}"
     for path in UNWRITABLE + READABLE:
         assert path in EXISTING or not os.path.lexists(path), f"made {path}"
-    from helpers import sqlwa_leftovers
-
-    assert not sqlwa_leftovers(outcome.pid), sqlwa_leftovers(outcome.pid)
+    assert leftovers_after_release(outcome.pid) == []
 
 
 EXISTING = {p for p in UNWRITABLE + READABLE if os.path.lexists(p)}

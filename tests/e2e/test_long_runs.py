@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa, sqlwa_leftovers
+from helpers import leftovers_after_release, sqlwa
 from sqlwa.results import rundir
 
 TABLES = ("tblMyList0", "tblMyList1", "tblMyList2")  # mobibench-insert: a row in each per commit
@@ -156,7 +156,7 @@ def test_a_signal_mid_workload_keeps_what_was_measured(tmp_path: Path, signum: i
     assert f"after {summary['commits']} commits" in stopped["partial"]
     assert rows(kept_db(stdout)) == [summary["commits"] + summary["warmup_commits"]] * 3
     assert summary["commits"] > 0
-    assert sqlwa_leftovers(proc.pid) == [], "only the database --keep-db asked for is left"
+    assert leftovers_after_release(proc.pid) == [], "only the database --keep-db asked for is left"
     readers_say_it_is_partial(out, stopped["partial"], tmp_path)
 
 

@@ -202,7 +202,6 @@ def output_path(option: str, victim: Victim) -> Path:
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
-    derandomize="SQLWA_FUZZ_EXAMPLES" not in os.environ,
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa, sqlwa_leftovers
+from helpers import leftovers_after_release, sqlwa
 from sqlwa import _system
 from sqlwa.errors import UnsupportedFilesystem
 from sqlwa.lab.filesystem import LabFilesystem
@@ -60,7 +60,7 @@ def test_the_data_directory_is_encrypted_and_unreadable_without_its_key() -> Non
         lab.lab.encryption.remove_key()  # type: ignore[union-attr]
         names = os.listdir(data)
         assert len(names) == 1 and names[0] != "plain-name.db", names
-    assert sqlwa_leftovers(os.getpid()) == []
+    assert leftovers_after_release(os.getpid()) == []
 
 
 def test_an_encrypted_run_records_its_policy_and_counts_like_a_plain_one(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_a_missing_cipher_or_filesystem_is_one_line() -> None:
             pass
     except UnsupportedFilesystem as exc:
         assert "has no adiantum(xchacha12,aes)" in str(exc)
-    assert sqlwa_leftovers(os.getpid()) == []
+    assert leftovers_after_release(os.getpid()) == []
 
 
 def test_the_android_profile_applies_aosps_data_options_and_explicit_ones_win(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import lab_leftovers, sqlwa_leftovers
+from helpers import lab_leftovers, leftovers_after_release
 from sqlwa.lab.filesystem import LabFilesystem
 from sqlwa.results import rundir
 
@@ -112,7 +112,7 @@ def test_ctrl_c_with_a_frozen_out_cleans_up_at_once(tmp_path: Path, second_ctrl_
             assert line.startswith("sqlwa: interrupted"), err
             assert second_ctrl_c or (STUCK in line and "not kept" in line), err
             assert took < REPORTED_WITHIN_S, f"the interruption took {took:.1f} s to report"
-            assert sqlwa_leftovers(proc.pid) == []
+            assert leftovers_after_release(proc.pid) == []
             subprocess.run(["fsfreeze", "-u", outfs.mountpoint], check=True)
             frozen = False
             check_unfinished(proc, out, err, proc.stderr.read().decode(errors="replace"))  # type: ignore[union-attr]
@@ -146,7 +146,7 @@ def test_keeping_gives_up_on_an_out_frozen_while_it_writes(tmp_path: Path) -> No
             assert STUCK in line and UNFINISHED in line and "not kept" in line, err
             assert line.startswith("sqlwa: interrupted;"), line
             assert took < REPORTED_WITHIN_S, f"giving up took {took:.1f} s"
-            assert sqlwa_leftovers(proc.pid) == []
+            assert leftovers_after_release(proc.pid) == []
             subprocess.run(["fsfreeze", "-u", outfs.mountpoint], check=True)
             frozen = False
             check_unfinished(proc, out, err, proc.stderr.read().decode(errors="replace"))  # type: ignore[union-attr]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa_leftovers
+from helpers import leftovers_after_release
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
 
@@ -43,7 +43,7 @@ def test_a_full_out_during_a_lab_run_is_one_line(small_tmpfs: Path):
     assert "No space left on device" in errors[0] and str(out) in errors[0], errors[0]
     assert "close the marker file" not in proc.stderr
     assert "fix: make room" in proc.stderr
-    assert sqlwa_leftovers(pid) == []
+    assert leftovers_after_release(pid) == []
 
 
 @pytest.mark.parametrize("room", [0, 12 << 10], ids=["no-room-at-all", "room-for-the-lock-only"])
@@ -54,4 +54,4 @@ def test_a_full_out_in_a_vfs_only_run_is_one_line(small_tmpfs: Path, room: int):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith("sqlwa: error: cannot write the run's") and "No space left" in proc.stderr
     assert "fix: make room on that filesystem" in proc.stderr
-    assert sqlwa_leftovers(pid) == []
+    assert leftovers_after_release(pid) == []

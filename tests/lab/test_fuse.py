@@ -28,7 +28,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import filefrag_sectors, sqlwa, sqlwa_leftovers
+from helpers import filefrag_sectors, leftovers_after_release, sqlwa, sqlwa_leftovers
 from sqlwa import _system
 from sqlwa.analysis import attribution, traceparse, windows
 from sqlwa.analysis.fuse_effect import changes
@@ -137,7 +137,7 @@ def test_the_daemon_mirrors_the_lower_directory_and_reports_what_it_was_granted(
         threads = Path(f"/proc/{facts['pid']}/task")
         # fuser's event loop thread took the daemon's name back: the trace's filter sees it
         assert {(t / "comm").read_text().strip() for t in threads.iterdir()} == {facts["comm"]}
-    assert sqlwa_leftovers(os.getpid()) == []
+    assert leftovers_after_release(os.getpid()) == []
 
 
 @pytest.mark.root
@@ -168,7 +168,7 @@ def test_a_daemon_refusal_becomes_one_error_and_leaves_nothing(tmp_path: Path, m
     with pytest.raises(UnsupportedFilesystem, match=r"^--fuse passthrough-kernel: FUSE passthrough refused: test$"):
         with LabFilesystem("tmpfs", image_size="16M", fuse_layer="passthrough-kernel"):
             pass
-    assert sqlwa_leftovers(os.getpid()) == []
+    assert leftovers_after_release(os.getpid()) == []
 
 
 @pytest.mark.root
@@ -183,7 +183,7 @@ def test_an_exception_inside_leaves_no_daemon_and_no_mount() -> None:
     with pytest.raises(OSError, match="not connected"):  # its daemon is gone
         held.close()
     assert _system.processes.pid_is_dead(pid)
-    assert sqlwa_leftovers(os.getpid()) == []
+    assert leftovers_after_release(os.getpid()) == []
 
 
 # ----------------------------------------------------------------------------- a run through the layer
@@ -420,7 +420,7 @@ def test_a_signalled_run_leaves_no_daemon_and_no_mount(tmp_path: Path, signum: i
         assert any(x.startswith("mount:") and "/fuse " in x for x in left), left
         run.send_signal(signum)
         assert run.wait(timeout=120) == 130, run.communicate()[1]
-        assert sqlwa_leftovers(run.pid) == []
+        assert leftovers_after_release(run.pid) == []
     finally:
         _kill_and_clean(run)
 
@@ -440,7 +440,7 @@ def test_a_killed_runs_daemon_dies_with_it_and_cleanup_removes_the_mounts(tmp_pa
         assert [x for x in left if x.startswith("mount:") and "/fuse " in x], left
         proc = sqlwa("lab", "cleanup")
         assert f"sqlwa-lab-{run.pid}-" in proc.stdout
-        assert sqlwa_leftovers(run.pid) == []
+        assert leftovers_after_release(run.pid) == []
     finally:
         _kill_and_clean(run)
 
@@ -520,6 +520,6 @@ def test_a_signal_while_the_layer_is_set_up_leaves_nothing(tmp_path: Path, stage
             assert any(x.startswith("daemon:") for x in sqlwa_leftovers(child.pid))
         child.send_signal(signum)
         assert child.wait(timeout=60) != 0
-        assert sqlwa_leftovers(child.pid) == []
+        assert leftovers_after_release(child.pid) == []
     finally:
         _kill_and_clean(child)

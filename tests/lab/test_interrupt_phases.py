@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import lab_leftovers, sqlwa_leftovers
+from helpers import lab_leftovers, leftovers_after_release
 from sqlwa.results import rundir
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
@@ -48,4 +48,4 @@ def test_a_signal_in_the_analysis_phase_says_the_run_is_unfinished(tmp_path: Pat
     assert "Traceback" not in err, err
     assert f"{out} holds no finished run" in err.strip().splitlines()[-1], err
     assert (out / rundir.RUNNING_FILE).exists() and not (out / rundir.SUMMARY_FILE).exists()
-    assert sqlwa_leftovers(proc.pid) == []
+    assert leftovers_after_release(proc.pid) == []

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from helpers import sqlwa_leftovers
+from helpers import leftovers_after_release, sqlwa_leftovers
 from sqlwa._system.loops import loop_devices
 from sqlwa._system.mounts import mount_at
 from sqlwa.cli.lab import lab as lab_group
@@ -114,7 +114,7 @@ def kill_at_stage_and_check(tmp_path: Path, fs: str, stage: str, signum: int, pa
             child.kill()
             raise AssertionError(f"the child ignored the signal:\n{child.communicate()[1]}") from None
         stderr = child.stderr.read()  # type: ignore[union-attr]
-        assert sqlwa_leftovers(child.pid) == [], stderr
+        assert leftovers_after_release(child.pid) == [], stderr
         if pause:
             assert child.returncode != 0, "the signal should have stopped the run"
     finally:
@@ -327,7 +327,7 @@ def test_cleanup_removes_a_killed_runs_leftovers_and_nothing_else(tmp_path: Path
 
             result = CliRunner().invoke(lab_group, ["cleanup"])  # `sqlwa lab cleanup`
             assert result.exit_code == 0, result.output
-            assert sqlwa_leftovers(child.pid) == []
+            assert leftovers_after_release(child.pid) == []
             assert f"sqlwa-lab-{child.pid}-" in result.output
 
             assert mount_at(live_lab.mountpoint) is not None
@@ -396,7 +396,7 @@ def test_cleanup_in_another_pid_namespace_leaves_a_live_run_alone(tmp_path: Path
         child.wait(timeout=180)
         if sqlwa_leftovers(child.pid):
             cleanup_leftovers()
-    assert sqlwa_leftovers(child.pid) == []
+    assert leftovers_after_release(child.pid) == []
 
 
 @pytest.mark.root

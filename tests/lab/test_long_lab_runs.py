@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import lab_leftovers, sqlwa_leftovers
+from helpers import lab_leftovers, leftovers_after_release
 from sqlwa.results import rundir
 from trace_truth import marker_times_ns, tally_block_per_commit
 
@@ -96,7 +96,7 @@ def test_a_signal_mid_workload_keeps_the_commits_measured(tmp_path: Path, signum
         figures = (row["write_bytes"], row["write_requests"], row["flush_requests"])
         assert figures == (t.get("bytes", 0), t.get("writes", 0), t.get("flush", 0)), row["index"]
         assert row["latency_ns"] > 0 and row["fsync_calls"] > 0, row
-    assert sqlwa_leftovers(proc.pid) == []
+    assert leftovers_after_release(proc.pid) == []
 
 
 def wait_for_lab_gone(proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -133,4 +133,4 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path, phase: str) -> None:
     assert f"{out} holds no finished run" in stderr.strip().splitlines()[-1], stderr
     assert took < SECOND_CTRL_C_WITHIN_S, f"{took:.1f} s from the second Ctrl-C to the exit"
     assert (out / rundir.RUNNING_FILE).exists() and not (out / rundir.SUMMARY_FILE).exists()
-    assert sqlwa_leftovers(proc.pid) == []
+    assert leftovers_after_release(proc.pid) == []

@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 
 import sqlwa
-from helpers import sqlwa_leftovers
+from helpers import leftovers_after_release
 from sqlwa.catalogue import config_label
 from sqlwa.lab import fuse
 from sqlwa.measure import matrix
@@ -47,7 +47,7 @@ def sqlwa_owned(*args: str, timeout: float = 600) -> subprocess.CompletedProcess
         [sys.executable, "-m", "sqlwa", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     out, err = proc.communicate(timeout=timeout)
-    assert sqlwa_leftovers(proc.pid) == []
+    assert leftovers_after_release(proc.pid) == []
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -200,7 +200,7 @@ def test_a_missing_dev_fuse_is_a_skipped_cell_with_its_fix(tmp_path: Path, monke
     assert result.status == "skipped"
     assert result.reason == "--fuse passthrough: there is no /dev/fuse (fix: create it: mknod /dev/fuse c 10 229)"
     assert [row["status"] for row in stored_runs(tmp_path / "m").values()] == ["skipped"]
-    assert sqlwa_leftovers(os.getpid()) == []
+    assert leftovers_after_release(os.getpid()) == []
 
 
 def test_a_policy_scoped_to_a_fuse_layer_holds_only_its_configurations(layered: Path, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa_leftovers
+from helpers import leftovers_after_release
 from sqlwa import _system
 from sqlwa.results import rundir
 
@@ -52,7 +52,7 @@ def stalled_run(out: Path, phase: str, limit_s: float) -> tuple[subprocess.Compl
         proc.kill()
         proc.wait()
     assert not qemus_sharing(out)
-    assert sqlwa_leftovers(proc.pid) == []
+    assert leftovers_after_release(proc.pid) == []
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), time.monotonic() - started
 
 

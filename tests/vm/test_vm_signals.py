@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa_leftovers
+from helpers import leftovers_after_release
 from sqlwa import _system
 from sqlwa.results import rundir
 
@@ -66,7 +66,7 @@ def interrupted_in(tmp_path: Path, signum: int, seen, *args: str) -> tuple[str, 
     assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     assert not qemus_sharing(out)
-    assert sqlwa_leftovers(proc.pid) == []  # its control directory (a scratch directory) included
+    assert leftovers_after_release(proc.pid) == []  # its control directory (a scratch directory) included
     assert (out / rundir.RUNNING_FILE).exists() and not (out / rundir.SUMMARY_FILE).exists()
     return err, seconds
 

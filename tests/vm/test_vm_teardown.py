@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sqlwa_leftovers
+from helpers import leftovers_after_release
 from sqlwa import _system
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
@@ -37,7 +37,7 @@ def sqlwa_with(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedPro
         env={**os.environ, **env},
     )
     out, err = proc.communicate(timeout=900)
-    assert not sqlwa_leftovers(proc.pid), sqlwa_leftovers(proc.pid)
+    assert leftovers_after_release(proc.pid) == []
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - started
 
 
