@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import sqlwa
+from sqlwa import _system
 from sqlwa.lab.filesystem import LabFilesystem
 
 pytestmark = [
@@ -114,8 +115,10 @@ def test_after_a_kill_its_fio_dies_too_and_cleanup_removes_what_it_left(tmp_path
         proc.communicate(timeout=60)
         left = [p.name for p in Path(lab.mountpoint).glob("sqlwa-probe-*")]
         assert left, "a killed probe cannot remove its directory"
-        time.sleep(0.5)  # the kernel delivers the parent-death signal to fio
-        assert fios_in(lab.mountpoint) == []
+        # The kernel sends fio its parent-death signal at once, but fio is gone only once it
+        # is scheduled to die: on a loaded machine that can take seconds. Until then it holds
+        # its files, so the lab's unmount and loop device would be held too.
+        assert _system.settle.settled(lambda: fios_in(lab.mountpoint) == []), fios_in(lab.mountpoint)
         done = sqlwa("lab", "cleanup", "--workdir", lab.mountpoint)
         assert f"removed {lab.mountpoint}/{left[0]}" in done.stdout
         assert listing(lab.mountpoint) == before
