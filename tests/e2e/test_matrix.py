@@ -298,5 +298,12 @@ def test_the_findings_demo_figures_are_what_the_demo_measures(tmp_path):
         # the demo's default: 100 commits, 500 for WAL (its first checkpoint, about commit 317)
         assert row["txns"] == (500 if row["journal"] == "wal" else 100) and row["scenario"] == "mobibench-insert"
         assert round(row["fsync_calls_per_commit"], 2) == fsyncs
+        # Flushes come whole: 0.01 a commit is 1 of DELETE's 100 commits, 5 of WAL's 500
+        # (five runs of each here: 4.02 and 1.624 every time).
         assert row["flushes_per_commit"] == pytest.approx(flushes, abs=0.01)
-        assert row["write_kib_per_commit"] == pytest.approx(kib, rel=0.01)  # what the demo's "block KiB" shows
+        # What the demo's "block KiB" shows. Amortized over the run, a fresh filesystem's
+        # placement moves it by a few journal blocks: five runs of each on the demo's 1 GiB
+        # image gave 73.48 and 29.60-29.65 KiB. 1% is 0.3 KiB a commit, 37 4-KiB blocks
+        # over WAL's run; not test_phases's 64 MiB 4-or-5 blocks per WAL-growth fsync (+8%),
+        # which these images have not shown: if they do, the findings page must say so.
+        assert row["write_kib_per_commit"] == pytest.approx(kib, rel=0.01)

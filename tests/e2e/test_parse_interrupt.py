@@ -1,7 +1,7 @@
 """Ctrl-C or SIGTERM during a long ``sqlwa parse -o X`` (#32): the parse stops within a
-second, says so ("interrupted", "terminated by SIGTERM"; exit 130) and leaves X as it was, byte for byte, with no
-partial file beside it. Before, the Rust parse held on until the end, replaced X, and only
-then said it was interrupted."""
+row group, says so ("interrupted", "terminated by SIGTERM"; exit 130) and leaves X as it
+was, byte for byte, with no partial file beside it. Before, the Rust parse held on until
+the end, replaced X, and only then said it was interrupted."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,15 @@ import pytest
 # binary on an idle core): long enough to be stopped in the middle.
 TEXT_LINES = 6_000_000
 BLKTRACE_RECORDS = 10_000_000
-STOPPED_WITHIN_S = 1.0
+# Signals are looked at before each row group (2^18 rows: 0.13 s of the text's, 0.24 s of
+# the binary's on an idle core), then the unnamed table is dropped and the process exits:
+# ~0.35 s idle, 1 s on a core shared four ways (the other worker, the flake finder's hog).
+# 2 s allowed; the parse held on to its end (the fault of #32) for the rest of its 3-9 s,
+# slowed by the same load, so it still fails.
+STOPPED_WITHIN_S = 2.0
+# Without -o the answer comes from a check every 0.1 s; unwinding and the line take
+# 0.1-0.2 s more, four times that on a shared core: 1 s, against the whole parse's 4.4 s.
+ANSWERED_WITHIN_S = 1.0
 STARTUP_S = 1.5  # without -o nothing shows the parse has begun: Python's start-up is over by then
 
 
@@ -130,17 +139,28 @@ def test_ctrl_c_stops_a_parse_without_output_at_once(traces):
     # cores) before Python's start-up and a signal's delivery can tell them apart.
     proc = subprocess.Popen(
         [sys.executable, "-m", "sqlwa", "parse", str(traces["ftrace"])],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
+    said: list[tuple[float, str]] = []  # stderr's lines, each with the time it came
+
+    def read() -> None:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            said.append((time.monotonic(), line.rstrip("\n")))
+
+    reader = threading.Thread(target=read, daemon=True)
     time.sleep(STARTUP_S)
     assert proc.poll() is None, "the parse should still be going"
+    reader.start()
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
-    _, stderr = proc.communicate(timeout=60)
-    seconds = time.monotonic() - sent
-    assert proc.returncode == 130 and stderr.strip().splitlines()[-1] == "sqlwa: interrupted", stderr
-    # 2 s, not 1: the abandoned in-memory parse shares the two cores with the other test
-    # worker (1.23 s seen in a full run); it used to take the whole parse, 4.4 s
-    assert seconds < 2 * STOPPED_WITHIN_S, f"stopped {seconds:.2f} s after Ctrl-C"
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert proc.returncode == 130 and said and said[-1][1] == "sqlwa: interrupted", said
+    # Measured to the answer, as the parse's own checks (every 0.1 s) give it: the exit
+    # after it frees the table the abandoned parse is still building on both cores, beside
+    # the other worker (to the exit 1.23 s was seen in a full run, and the fault, the whole
+    # parse, took 4.4 s: no bound on the exit tells the two apart under load).
+    seconds = said[-1][0] - sent
+    assert seconds < ANSWERED_WITHIN_S, f"said 'interrupted' {seconds:.2f} s after Ctrl-C"

@@ -26,7 +26,14 @@ from trace_truth import marker_times_ns, tally_block_per_commit
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
 
 TABLES = ("tblMyList0", "tblMyList1", "tblMyList2")  # mobibench-insert: a row in each per commit
-SECOND_CTRL_C_WITHIN_S = 5  # from the second Ctrl-C to the exit (a lab's teardown may be under way)
+# From the second Ctrl-C to the exit. While analysing, the lab is gone already: only the
+# unwinding and the interpreter's exit are left (well under a second; 5 s on a loaded
+# core). While draining, the drain is given up (DISCARD_WAIT_S, 1 s) and the lab still
+# taken down: an unmount, a loop device and a tracefs instance that the kernel releases in
+# up to about 2 s each under a full CPU and disk load (sqlwa._system.settle): 5 + 1 + 6.
+# The keeping a second Ctrl-C must give up, 10 s of commits analysed, is what the
+# "holds no finished run" line, RUNNING and the missing summary.json check.
+SECOND_CTRL_C_WITHIN_S = {"analysing": 5.0, "draining": 5.0 + 1.0 + 3 * 2.0}
 
 
 def rows_in_image(image: Path, tmp: Path) -> list[int]:
@@ -131,6 +138,6 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path, phase: str) -> None:
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert f"{out} holds no finished run" in stderr.strip().splitlines()[-1], stderr
-    assert took < SECOND_CTRL_C_WITHIN_S, f"{took:.1f} s from the second Ctrl-C to the exit"
+    assert took < SECOND_CTRL_C_WITHIN_S[phase], f"{took:.1f} s from the second Ctrl-C to the exit"
     assert (out / rundir.RUNNING_FILE).exists() and not (out / rundir.SUMMARY_FILE).exists()
     assert leftovers_after_release(proc.pid) == []

@@ -122,7 +122,10 @@ def test_phase_means_equal_a_tally_of_the_raw_trace(runs):
         assert entry["flushes_per_commit"] == pytest.approx(sum(tallies[i][f"{dev} flushes"] for i in members) / n)
         block_kib = sum(tallies[i][f"{dev} bytes"] for i in members) / n / 1024
         assert entry["block_write_kib_per_commit"] == pytest.approx(block_kib), phase
-    # what the issue saw on ext4: the WAL grows (2 flushes a commit), then is reused (1)
+    # what the issue saw on ext4: the WAL grows (2 flushes a commit), then is reused (1).
+    # Flushes come whole: 0.1 a commit is 30 of ~300 WAL-growth commits (18 of ~180
+    # steady) for the one-offs, e.g. jbd2's 5 s timer committing inside a window; a
+    # commit flushing once more or less than SQLite's syncs say moves the mean by 1.
     assert reported["wal_growth"]["flushes_per_commit"] == pytest.approx(2.0, abs=0.1)
     assert reported["steady"]["flushes_per_commit"] == pytest.approx(1.0, abs=0.1)
     # the commits carry their phase too
@@ -178,6 +181,13 @@ def block_kib(out: Path, phases: set[str]) -> float:
     return sum(tallies[i][f"{dev} bytes"] for i in members) / len(members) / 1024
 
 
+def fsyncs_per_commit(out: Path, phases: set[str]) -> float:
+    """The SQL thread's fsyncs per commit of ``phases``, tallied from the run's raw trace."""
+    _, tallies, truth = traced(out)
+    members = [i for i, p in truth.items() if p in phases]
+    return sum(tallies[i]["fsyncs"] for i in members) / len(members)
+
+
 def test_baseline_check_of_another_length_gives_the_same_verdict(runs, tmp_path):
     """Nothing changed but -n: the gate passes as it does between runs of equal length
     (it failed with 'flushes_per_commit: 1.624 → 2.000 = +23.2%').
@@ -197,6 +207,12 @@ def test_baseline_check_of_another_length_gives_the_same_verdict(runs, tmp_path)
         phases = {"wal_growth"} if name != "equal" else {"wal_growth", "checkpoint", "steady"}
         before, now = block_kib(runs[baseline], phases), block_kib(runs[results], phases)
         assert (blocks["baseline"], blocks["current"]) == (pytest.approx(before), pytest.approx(now)), name
+        # The kernel's own bound on how far they may differ: one 4 KiB journal block
+        # (mkfs -b 4096) per fsync of a commit, the 4-or-5 of a fresh ext4's placement, and
+        # 0.1 KiB for a run's one-off blocks spread over 200 or 500 commits (36.74 against
+        # 36.72 seen); more is a commit that wrote more, which the gate must then catch.
+        fsyncs = max(fsyncs_per_commit(runs[baseline], phases), fsyncs_per_commit(runs[results], phases))
+        assert abs(now - before) <= 4 * fsyncs + 0.1, (name, before, now, fsyncs)
         if name != "equal":
             assert all("WAL growth" in c["line"] for c in by_metric.values()), name
         worse = (now - before) / before * 100 > 10
@@ -220,7 +236,8 @@ def test_compare_of_another_length_matches_phases(runs):
     metrics = document["configurations"][0]["metrics"]
     flushes = metrics["flushes_per_commit"]
     assert flushes["phase"] == "wal_growth" and flushes["verdict"] in ("unchanged", "better", "worse")
-    assert abs(flushes["change_pct"]) < 5  # both grow the WAL: 2 flushes a commit
+    # both grow the WAL: 2 flushes a commit (5% is 0.1 flush a commit, the one-offs above)
+    assert abs(flushes["change_pct"]) < 5
     assert metrics["write_kib_per_commit"]["verdict"] == "not_compared"
     table = sqlwa("compare", str(runs["n200"]), str(runs["n500"])).stdout
     assert "flushes_per_commit [WAL growth]" in table and "measure both with the same -n" in table

@@ -20,6 +20,10 @@ from sqlwa.results import rundir
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
+# The bound, and the mechanism's: qemu is SIGKILLed, not waited for, so what is
+# left is the kernel freeing the guest's memory (a few hundred MiB touched of its 1 GiB:
+# tens of ms), the control directory's removal and the interpreter's exit, a few tenths
+# of a second on a loaded core. A run that lets the guest finish or power off takes longer.
 EXIT_WITHIN_S = 2.0
 EXPLORING = "states"  # the third word of the guest's progress lines while crash states are tried
 COMMITTING = "sqlwa-vm: progress "
