@@ -36,7 +36,7 @@ os.environ.setdefault("COLUMNS", "300")
 # where a CI variable is set, so a local run used to draw fresh examples and CI others).
 # No example database: a local run replays nothing CI cannot. No deadline: a drawn case's
 # time on a loaded 2-core machine is no verdict. "explore" draws fresh examples each run,
-# by hand (tests/README.md, Exploring); what it finds is kept as an @example.
+# by hand (tests/README.md, Tests that hold under load); what it finds is kept as an @example.
 # Test modules make their settings when imported, after this, so they inherit it; the
 # option --hypothesis-profile (hypothesis' pytest plugin) replaces it before that too.
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
@@ -157,13 +157,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not is_controller(session.config) or BEFORE not in session.config.stash:
         return
     before = session.config.stash[BEFORE]
-    left: list[str] = []
-
-    def all_released() -> bool:  # the workers have just exited: the kernel may still be releasing
-        left[:] = sorted(x for x in set(sqlwa_leftovers()) - before if not of_a_live_stranger(x))
-        return not left
-
-    if _system.settle.settled(all_released):
+    new = lambda: sorted(x for x in set(sqlwa_leftovers()) - before if not of_a_live_stranger(x))  # noqa: E731
+    # the workers have just exited: the kernel may still be releasing what they used
+    left = _system.settle.polled(new, lambda found: not found)
+    if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     lines = ["the tests left these behind (a test does not clean up after itself):", *left]

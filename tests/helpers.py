@@ -179,23 +179,15 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     return found
 
 
-def leftovers_after_release(pid: int | None = None, within: float | None = None) -> list[str]:
+def leftovers_after_release(pid: int | None = None) -> list[str]:
     """:func:`sqlwa_leftovers` of process ``pid`` (or of any) once the kernel has had time
-    to release them: polled for up to ``within`` seconds (default
-    :data:`sqlwa._system.settle.KERNEL_RELEASE_S`), as a loop device auto-clears on its last
-    close, a lazy unmount completes when its last file closes and an exiting process closes
-    its tracefs files a moment after its parent saw it end. [] once all are gone; else what
-    stayed, so the failing assertion names it."""
+    to release them (:func:`sqlwa._system.settle.polled`): a loop device auto-clears on its
+    last close, a lazy unmount completes when its last file closes and an exiting process
+    closes its tracefs files a moment after its parent saw it end. [] once all are gone;
+    else what stayed, so the failing assertion names it."""
     from sqlwa._system import settle
 
-    left: list[str] = []
-
-    def gone() -> bool:
-        left[:] = sqlwa_leftovers(pid)
-        return not left
-
-    settle.settled(gone, settle.KERNEL_RELEASE_S if within is None else within)
-    return left
+    return settle.polled(lambda: sqlwa_leftovers(pid), lambda left: not left)
 
 
 def lab_leftovers(pid: int) -> list[str]:

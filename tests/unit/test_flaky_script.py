@@ -5,6 +5,7 @@ fails every second run (it counts its runs in a file), one skipped."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -76,4 +77,16 @@ def test_steady_tests_pass_and_the_load_is_gone_after(tmp_path: Path) -> None:
 )
 def test_a_mistake_is_one_line_and_exit_2(args: list[str], said: str) -> None:
     proc = flaky(*args)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"flaky: {said}"], proc.stderr
+
+
+def test_a_bad_worker_count_from_the_environment_is_one_line() -> None:
+    proc = subprocess.run(
+        [str(FLAKY), "tests/unit"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SQLWA_TEST_WORKERS": "two"},
+    )
+    said = "--workers (or SQLWA_TEST_WORKERS) 'two': give a whole number"
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"flaky: {said}"], proc.stderr

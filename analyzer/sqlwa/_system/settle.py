@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: How long to wait for the kernel to release a device, mount or tracefs instance. Ten
 #: seconds: far beyond a release on an idle machine (milliseconds) or on a 2-core one under
@@ -20,16 +23,21 @@ from collections.abc import Callable
 KERNEL_RELEASE_S = 10.0
 
 
-def settled(done: Callable[[], bool], within: float = KERNEL_RELEASE_S) -> bool:
-    """Call ``done`` until it returns True (then True) or ``within`` seconds have passed
-    (then False, after one last call). The pause between calls grows from 10 ms to 250 ms:
-    a quick release is seen at once, a slow one costs few calls."""
+def polled(probe: Callable[[], T], done: Callable[[T], bool], within: float = KERNEL_RELEASE_S) -> T:
+    """Call ``probe`` until ``done`` holds for what it returned or ``within`` seconds have
+    passed (after one last call), and return its last answer: what is still held, so the
+    caller can name it. The pause between calls grows from 10 ms to 250 ms: a quick
+    release is seen at once, a slow one costs few calls."""
     deadline = time.monotonic() + within
     pause = 0.01
     while True:
-        if done():
-            return True
-        if time.monotonic() >= deadline:
-            return False
+        answer = probe()
+        if done(answer) or time.monotonic() >= deadline:
+            return answer
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(pause * 2, 0.25)
+
+
+def settled(done: Callable[[], bool], within: float = KERNEL_RELEASE_S) -> bool:
+    """Whether ``done`` came true within ``within`` seconds (:func:`polled`)."""
+    return polled(done, bool, within)

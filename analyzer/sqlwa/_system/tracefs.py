@@ -43,17 +43,16 @@ def remove_tracefs_instance(instance_dir: Path, within: float = settle.KERNEL_RE
     """rmdir a tracefs instance, retrying for up to ``within`` seconds: it is busy while any
     of its files (a writer of trace_marker, a reader of trace_pipe) is still open, e.g. by
     a process that is exiting. Raises the last OSError if it stays busy."""
-    failure: list[OSError] = []
 
-    def removed() -> bool:
+    def removal_failure() -> OSError | None:
         try:
             os.rmdir(instance_dir)
         except FileNotFoundError:
-            pass
+            return None
         except OSError as exc:
-            failure[:] = [exc]
-            return False
-        return True
+            return exc
+        return None
 
-    if not settle.settled(removed, within):
-        raise failure[0]
+    failure = settle.polled(removal_failure, lambda exc: exc is None, within)
+    if failure is not None:
+        raise failure
