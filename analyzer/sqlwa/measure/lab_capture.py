@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -195,6 +196,9 @@ def capture_run(
                 commits.close()  # whole now: the analysis reads it
                 transactions, measured = commits.commits, commits.measured
             engine.raise_if_nothing_measured(info, measured)
+            interruption = engine.interruption_of(info)
+            if interruption is not None:
+                say_keeping(interruption, measured, out_dir)
             # Inside the capture: deferred writeback and journal commits are part of the bill.
             fs.sync()
             if fs.fuse and daemon_before is not None:
@@ -207,6 +211,18 @@ def capture_run(
     except TraceLossError as exc:
         loss = exc
     return info, columns, cap, loss, daemon_cpu
+
+
+def say_keeping(interruption: str, measured: int, out_dir: Path) -> None:
+    """Said the moment the engine took a signal as the end of its workload: ending the
+    trace and analysing what was measured take seconds more (minutes after a day-long
+    run), and whoever pressed Ctrl-C must know why sqlwa goes on and how to stop it now."""
+    print(
+        f"sqlwa: {interruption} after {measured:,} measured commits: ending the trace, then analysing them "
+        f"(Ctrl-C again stops at once, keeping the raw capture so far in {out_dir})",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def daemon_cpu_section(before: _system.processes.CpuTime, after: _system.processes.CpuTime, transactions: int) -> dict:

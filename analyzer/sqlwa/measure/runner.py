@@ -769,6 +769,9 @@ def keep_what_was_measured(request: RunRequest, capture: lab_capture.LabCapture,
         )
     except OutputStuck as exc:
         raise not_kept(str(engine.interruption_of(capture.info)), exc) from None
+    except (Interrupted, KeyboardInterrupt) as exc:
+        again = (exc.args[0] if exc.args else "") or "interrupted"
+        raise Interrupted(f"{again} again while analysing; the raw capture stays in {out_dir}") from None
     finally:
         abandoned.set()
 
