@@ -89,26 +89,42 @@ def run_p99(run: Path) -> float:
     return float(np.percentile([ns / 1e6 for ns, warm in zip(table["latency_ns"], table["warmup"]) if not warm], 99))
 
 
-def rows_scenario(path: Path, size: int) -> None:
+def rows_scenario(path: Path, scans: int) -> None:
+    """A 100-byte insert per commit into a table of 2,000 rows, and ``scans`` full scans of
+    that table in the same transaction: the slower side does more work per commit and
+    writes exactly what the other does (the scans write nothing), so both sides' WAL goes
+    through the same phases, which the gate requires before comparing a p99."""
+    scanning = f"""
+[[txn]]
+op = "select"
+table = "t"
+repeat = {scans}
+"""
     path.write_text(
-        f"""name = "rows"
+        """name = "rows"
 [[table]]
 name = "t"
 columns = ["id INTEGER PRIMARY KEY", "body TEXT NOT NULL"]
+[[setup]]
+op = "insert"
+table = "t"
+repeat = 2000
+values = { body = { kind = "text", size = 100 } }
 [[txn]]
 op = "insert"
 table = "t"
-values = {{ body = {{ kind = "text", size = {size} }} }}
+values = { body = { kind = "text", size = 100 } }
 """
+        + (scanning if scans else "")
     )
 
 
-def interleaved_sweeps(tmp_path: Path, scenario: Path, row_bytes: dict[str, int], repeats: int = 5) -> None:
-    """One sweep per side of ``row_bytes`` (name → row size), ``repeats`` runs each, made
-    one run at a time in turns (ABBA: a side goes first every other turn) as shards of one
-    sweep, then merged. Made side after side (load 20 here, scripts/flaky beside other
-    work), a busy spell fell on runs of the small rows only: their p99s rose among the
-    large rows', U's p passed 0.05 and the gate passed a real slowdown. In turns, both
+def interleaved_sweeps(tmp_path: Path, scenario: Path, scans: dict[str, int], repeats: int = 5) -> None:
+    """One sweep per side of ``scans`` (name → full scans per commit), ``repeats`` runs
+    each, made one run at a time in turns (ABBA: a side goes first every other turn) as
+    shards of one sweep, then merged. Made side after side (load 20 here, scripts/flaky
+    beside other work), a busy spell fell on runs of one side only: their p99s rose among
+    the other's, U's p passed 0.05 and the gate passed a real slowdown. In turns, both
     sides meet the same machine, as the identical sweeps above do by running side by side."""
     sweep = (
         "matrix",
@@ -124,30 +140,32 @@ def interleaved_sweeps(tmp_path: Path, scenario: Path, row_bytes: dict[str, int]
         "-n",
         "120",
     )
-    sides = list(row_bytes.items())
+    sides = list(scans.items())
     for k in range(1, repeats + 1):
-        for side, size in sides if k % 2 else sides[::-1]:
-            rows_scenario(scenario, size)
+        for side, side_scans in sides if k % 2 else sides[::-1]:
+            rows_scenario(scenario, side_scans)
             sqlwa(*sweep, "--shard", f"{k}/{repeats}", "--out", str(tmp_path / f"{side}-{k}"))
-    for side in row_bytes:
+    for side in scans:
         sqlwa("merge", str(tmp_path / side), *(str(tmp_path / f"{side}-{k}") for k in range(1, repeats + 1)))
 
 
 def test_a_real_slowdown_fails_with_its_significance(tmp_path):
-    scenario = tmp_path / "rows.toml"  # one path: the configuration is the same, the rows are not
-    # 5 runs a side: under load a run of the large rows can come out faster than one of the
-    # small rows; with 3 a side a single such pair left p at 0.10 (U's smallest p is 1/20)
+    scenario = tmp_path / "rows.toml"  # one path: the configuration is the same, the work is not
+    # 5 runs a side: under load a run of the slow side can come out faster than one of the
+    # fast side; with 3 a side a single such pair left p at 0.10 (U's smallest p is 1/20)
     # and the gate passed a real slowdown. With 5, p stays at most 0.05 for up to four.
-    # 1 MB rows against 100 B: 11 ms a commit against 0.035 ms here (p99 of 120). With
-    # 20 KB rows (0.13 ms) the slowdown was smaller than what the scheduler adds under load
-    # (a preempted commit waits a time slice, milliseconds, for each task ahead of it), and
-    # beside lab runs on the other worker two runs in three passed the gate (flaky, load ~2).
-    # A commit of 11 ms is preempted too, so under load the gap only grows.
-    interleaved_sweeps(tmp_path, scenario, {"small": 100, "large": 1_000_000})
+    # Five full scans of 2,000 rows a commit against none: p50 0.5 ms against 0.024 ms,
+    # p99 51 ms against 0.053 ms here at load 11. Rows of 20 KB against 100 B (0.13 ms
+    # against 0.035) were a slowdown smaller than what the scheduler adds under load (a
+    # preempted commit waits a time slice, milliseconds, per task ahead of it): beside lab
+    # runs on the other worker two runs in three passed the gate (flaky). Larger rows reach
+    # a WAL checkpoint in one side only, and the gate then refuses to compare. A scan that
+    # is preempted only takes longer, so under load the gap grows.
+    interleaved_sweeps(tmp_path, scenario, {"fast": 0, "slow": 5})
     cell = "rows-none-wal-off"
-    assert pooled_p99(tmp_path / "large", cell) > 1.15 * pooled_p99(tmp_path / "small", cell)
+    assert pooled_p99(tmp_path / "slow", cell) > 1.15 * pooled_p99(tmp_path / "fast", cell)
     proc = sqlwa(
-        "check", "-p", str(policy(tmp_path, 0.05)), str(tmp_path / "large"), "--baseline", str(tmp_path / "small"),
+        "check", "-p", str(policy(tmp_path, 0.05)), str(tmp_path / "slow"), "--baseline", str(tmp_path / "fast"),
         "-v", check=False,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -157,11 +175,11 @@ def test_a_real_slowdown_fails_with_its_significance(tmp_path):
     assert f"p = {match['p']} ≤ 0.05: significant (confidence {100 * (1 - p):.1f}%)" in proc.stdout
     # one run a side cannot tell a slowdown from noise: said, not passed
     # (the pair whose own p99s show the slowdown: on a loaded machine a single pair may not)
-    slowest_large = max((tmp_path / "large" / "runs").glob(f"{cell}-r*"), key=run_p99)
-    fastest_small = min((tmp_path / "small" / "runs").glob(f"{cell}-r*"), key=run_p99)
-    assert run_p99(slowest_large) > 1.15 * run_p99(fastest_small)
+    slowest_slow = max((tmp_path / "slow" / "runs").glob(f"{cell}-r*"), key=run_p99)
+    fastest_fast = min((tmp_path / "fast" / "runs").glob(f"{cell}-r*"), key=run_p99)
+    assert run_p99(slowest_slow) > 1.15 * run_p99(fastest_fast)
     one = sqlwa(
-        "check", "-p", str(policy(tmp_path, 0.05)), str(slowest_large), "--baseline", str(fastest_small), check=False,
+        "check", "-p", str(policy(tmp_path, 0.05)), str(slowest_slow), "--baseline", str(fastest_fast), check=False,
     )  # fmt: skip
     assert one.returncode == 1 and lines(one)[0]["tag"] == "NOT MEASURED"
     assert "measure both with --repeat 3 or more" in one.stdout
