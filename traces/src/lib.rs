@@ -9,7 +9,7 @@
 //! a [`ParseError`] naming the file and the line or byte offset.
 //!
 //! ```
-//! use blktrace_parse::{parse_paths, Action, Format, Operation};
+//! use blktrace_parse::{parse_paths, Action, Format, Operation, Tally};
 //!
 //! // Two lines of tracefs `trace` output: a 4 KiB synchronous write issued, then completed.
 //! let trace = "\
@@ -23,6 +23,10 @@
 //! let (table, report) = parse_paths(&[path], Format::Auto, false)?;
 //! assert_eq!(report.files[0].1, "ftrace");
 //! assert_eq!(report.per_action["D"], 1);
+//! // What device 7,0 completed, per operation; its stages (D, C) counted apart.
+//! let loop0 = &report.devices[&(7, 0)];
+//! assert_eq!(loop0.completed["write"], Tally { count: 1, bytes: 4096 });
+//! assert_eq!((loop0.stages["D"].count, loop0.stages["C"].count), (1, 1));
 //! assert_eq!(table.len(), 2);
 //! assert_eq!((table.action_at(0), table.operation_at(0)), (Action::Issue, Operation::Write));
 //! assert_eq!(table.comm_at(0), "sqlite");
@@ -61,7 +65,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub use error::{Location, ParseError};
-pub use report::ParseReport;
+pub use report::{DeviceTotals, ParseReport, Tally};
 pub use table::{flags, Action, Event, EventTable, Operation, RecordKind, TaskNames};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -46,8 +46,51 @@ pub struct ParseReport {
     pub per_kind: BTreeMap<String, u64>,
     /// Bytes of the block rows per action.
     pub bytes_per_action: BTreeMap<String, u64>,
-    /// Bytes of the block rows per operation.
+    /// Bytes of the block rows per operation. Every stage of a request adds its bytes
+    /// (queued, inserted, issued, completed): what completed is in [`ParseReport::devices`].
     pub bytes_per_operation: BTreeMap<String, u64>,
+    /// Per device (major, minor): the requests that completed and the events of each
+    /// stage. Block rows whose trace names no device (ftrace's `block_plug` and
+    /// `block_unplug`) are under (0, 0).
+    pub devices: BTreeMap<(u32, u32), DeviceTotals>,
+}
+
+/// A count of rows and the bytes they cover.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Rows: requests (completions) or events (stages).
+    pub count: u64,
+    /// Their bytes, added up.
+    pub bytes: u64,
+}
+
+/// What one device's block rows say: the requests it completed per operation, and its
+/// events per stage (action), as blkparse's per-device summary and btt count them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceTotals {
+    /// Completions (action `C`: blktrace's complete, ftrace's `block_rq_complete` and
+    /// `block_bio_complete`) per operation name (`"write"`, `"flush"`, …), each request
+    /// once, with the bytes it completed.
+    pub completed: BTreeMap<String, Tally>,
+    /// Events per action letter (`"Q"`, `"G"`, `"I"`, `"D"`, `"C"`, `"M"`, `"A"`, …)
+    /// with their bytes: the stages one request passes through, counted apart.
+    pub stages: BTreeMap<String, Tally>,
+}
+
+impl DeviceTotals {
+    /// Adds one (action, operation) cell of this device's rows.
+    fn add(&mut self, action: Action, op: Operation, cell: Tally) {
+        if action == Action::Complete {
+            tally(&mut self.completed, op.name(), cell);
+        }
+        tally(&mut self.stages, action.name(), cell);
+    }
+}
+
+fn tally(tallies: &mut BTreeMap<String, Tally>, name: &str, cell: Tally) {
+    let t = tallies.entry(name.to_string()).or_default();
+    t.count += cell.count;
+    t.bytes += cell.bytes;
 }
 
 impl ParseReport {
@@ -68,7 +111,8 @@ impl ParseReport {
     /// Adds a table's rows to the counts (a trace parsed in pieces).
     pub(crate) fn add_counts(&mut self, table: &EventTable) {
         self.events += table.len() as u64;
-        let (rows, bytes) = count_cells(table);
+        let (rows, bytes, devices) = count_cells(table);
+        self.add_devices(devices);
         for (cell, (n, b)) in rows.into_iter().zip(bytes).enumerate() {
             let (kind, action, op) = (
                 cell / (ACTIONS * OPERATIONS),
@@ -89,6 +133,23 @@ impl ParseReport {
         }
     }
 
+    /// Adds each device's (action, operation) cells to [`ParseReport::devices`].
+    fn add_devices(&mut self, devices: Vec<DeviceCells>) {
+        for (device, cells) in devices {
+            let totals = self.devices.entry(device).or_default();
+            for (cell, &[count, bytes]) in cells.iter().enumerate() {
+                if count > 0 {
+                    let (action, op) = (cell / OPERATIONS, cell % OPERATIONS);
+                    totals.add(
+                        Action::ALL[action],
+                        Operation::ALL[op],
+                        Tally { count, bytes },
+                    );
+                }
+            }
+        }
+    }
+
     /// Takes the event count and every count from `other`.
     pub(crate) fn take_counts(&mut self, other: ParseReport) {
         self.events = other.events;
@@ -97,6 +158,7 @@ impl ParseReport {
         self.per_kind = other.per_kind;
         self.bytes_per_action = other.bytes_per_action;
         self.bytes_per_operation = other.bytes_per_operation;
+        self.devices = other.devices;
     }
 }
 
@@ -109,9 +171,12 @@ const ACTIONS: usize = Action::ALL.len();
 const OPERATIONS: usize = Operation::ALL.len();
 const KINDS: usize = RecordKind::ALL.len();
 
-/// Rows and block bytes per (kind, action, operation) cell; big tables counted in slices
-/// on all cores.
-fn count_cells(table: &EventTable) -> (Vec<u64>, Vec<u64>) {
+/// One device's block rows and bytes per (action, operation) cell.
+type DeviceCells = ((u32, u32), Vec<[u64; 2]>);
+
+/// Rows and block bytes per (kind, action, operation) cell, and per device the block
+/// rows' cells; big tables counted in slices on all cores.
+fn count_cells(table: &EventTable) -> (Vec<u64>, Vec<u64>, Vec<DeviceCells>) {
     let n = table.len();
     let slices = if n < 1 << 20 {
         1
@@ -121,7 +186,7 @@ fn count_cells(table: &EventTable) -> (Vec<u64>, Vec<u64>) {
             .min(8)
     };
     let bounds: Vec<usize> = (0..=slices).map(|k| n * k / slices).collect();
-    let counted: Vec<(Vec<[u64; 4]>, Vec<u64>)> = std::thread::scope(|s| {
+    let counted: Vec<SliceCounts> = std::thread::scope(|s| {
         let handles: Vec<_> = bounds
             .windows(2)
             .skip(1)
@@ -137,29 +202,69 @@ fn count_cells(table: &EventTable) -> (Vec<u64>, Vec<u64>) {
     });
     let mut cells = vec![0u64; KINDS * ACTIONS * OPERATIONS];
     let mut bytes = vec![0u64; KINDS * ACTIONS * OPERATIONS];
-    for (part, part_bytes) in &counted {
-        for (total, lanes) in cells.iter_mut().zip(part) {
+    let mut devices = Vec::new();
+    for (part, part_bytes, part_devices) in counted {
+        for (total, lanes) in cells.iter_mut().zip(&part) {
             *total += lanes.iter().sum::<u64>();
         }
-        for (total, b) in bytes.iter_mut().zip(part_bytes) {
+        for (total, b) in bytes.iter_mut().zip(&part_bytes) {
             *total += b;
         }
+        devices.extend(part_devices);
     }
-    (cells, bytes)
+    (cells, bytes, devices)
+}
+
+/// One slice's cells (row counts in four lanes, bytes) and its devices' cells.
+type SliceCounts = (Vec<[u64; 4]>, Vec<u64>, Vec<DeviceCells>);
+
+/// The (action, operation) cells of each device a slice's block rows name. Consecutive
+/// rows mostly name the same device, and a trace names few: the last one is looked at
+/// first, then the others in turn.
+struct DeviceCounter {
+    devices: Vec<DeviceCells>,
+    last: usize,
+}
+
+impl DeviceCounter {
+    fn new() -> DeviceCounter {
+        DeviceCounter {
+            devices: Vec::new(),
+            last: 0,
+        }
+    }
+
+    fn add(&mut self, device: (u32, u32), cell: usize, bytes: u64) {
+        if self.devices.get(self.last).map(|d| d.0) != Some(device) {
+            self.last = match self.devices.iter().position(|d| d.0 == device) {
+                Some(found) => found,
+                None => {
+                    self.devices
+                        .push((device, vec![[0u64; 2]; ACTIONS * OPERATIONS]));
+                    self.devices.len() - 1
+                }
+            };
+        }
+        let counts = &mut self.devices[self.last].1[cell];
+        counts[0] += 1;
+        counts[1] += bytes;
+    }
 }
 
 /// The cells of one slice of rows, their row counts in four interleaved copies
 /// (consecutive rows mostly fall in the same cell, and one copy would make each increment
-/// wait for the one before), and their bytes.
-fn count_slice(table: &EventTable, rows: std::ops::Range<usize>) -> (Vec<[u64; 4]>, Vec<u64>) {
+/// wait for the one before), their bytes, and the block rows' cells per device.
+fn count_slice(table: &EventTable, rows: std::ops::Range<usize>) -> SliceCounts {
     let mut cells = vec![[0u64; 4]; KINDS * ACTIONS * OPERATIONS];
     let mut bytes = vec![0u64; KINDS * ACTIONS * OPERATIONS];
+    let mut devices = DeviceCounter::new();
     let (kinds, actions, ops, row_bytes) = (
         &table.kind[rows.clone()],
         &table.action[rows.clone()],
         &table.operation[rows.clone()],
-        &table.bytes[rows],
+        &table.bytes[rows.clone()],
     );
+    let (majors, minors) = (&table.dev_major[rows.clone()], &table.dev_minor[rows]);
     for (i, (((&kind, &action), &op), &b)) in kinds
         .iter()
         .zip(actions)
@@ -167,11 +272,15 @@ fn count_slice(table: &EventTable, rows: std::ops::Range<usize>) -> (Vec<[u64; 4
         .zip(row_bytes)
         .enumerate()
     {
-        let cell = (kind as usize * ACTIONS + action as usize) * OPERATIONS + op as usize;
+        let action_op = action as usize * OPERATIONS + op as usize;
+        let cell = kind as usize * ACTIONS * OPERATIONS + action_op;
         cells[cell][i % 4] += 1;
         bytes[cell] += b;
+        if kind == RecordKind::Block as u8 {
+            devices.add((majors[i], minors[i]), action_op, b);
+        }
     }
-    (cells, bytes)
+    (cells, bytes, devices.devices)
 }
 
 #[cfg(test)]
@@ -194,6 +303,9 @@ mod tests {
             t.operation
                 .push((x / 151 % Operation::ALL.len() as u32) as u8);
             t.bytes.push((x % 9) as u64 * 512);
+            // Three devices, in runs and interleaved, as dm over a disk traces.
+            t.dev_major.push([8, 8, 253][(x / 1013 % 3) as usize]);
+            t.dev_minor.push([0, 16, 0][(x / 1013 % 3) as usize]);
         }
         let mut want = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         let mut want_bytes = (BTreeMap::new(), BTreeMap::new());
@@ -219,9 +331,29 @@ mod tests {
                     .or_insert(0u64) += t.bytes[i];
             }
         }
+        let mut want_devices: BTreeMap<(u32, u32), DeviceTotals> = BTreeMap::new();
+        for i in 0..n {
+            if t.kind_at(i) != RecordKind::Block {
+                continue;
+            }
+            let device = want_devices
+                .entry((t.dev_major[i], t.dev_minor[i]))
+                .or_default();
+            let (action, op) = (t.action_at(i), t.operation_at(i));
+            let stage = device.stages.entry(action.name().to_string()).or_default();
+            stage.count += 1;
+            stage.bytes += t.bytes[i];
+            if action == Action::Complete {
+                let done = device.completed.entry(op.name().to_string()).or_default();
+                done.count += 1;
+                done.bytes += t.bytes[i];
+            }
+        }
         let mut r = ParseReport::default();
         r.count(&t);
         assert_eq!(r.events, n as u64);
+        assert_eq!(r.devices, want_devices);
+        assert_eq!(r.devices.len(), 3);
         assert_eq!(
             (&r.per_action, &r.per_operation, &r.per_kind),
             (&want.0, &want.1, &want.2)
@@ -238,5 +370,20 @@ mod tests {
             .bytes_per_action
             .iter()
             .all(|(k, &v)| v == 2 * want_bytes.0[k]));
+        let twice = |t: &Tally| Tally {
+            count: 2 * t.count,
+            bytes: 2 * t.bytes,
+        };
+        for (device, totals) in &r.devices {
+            let want = &want_devices[device];
+            assert!(totals
+                .completed
+                .iter()
+                .all(|(k, v)| *v == twice(&want.completed[k])));
+            assert!(totals
+                .stages
+                .iter()
+                .all(|(k, v)| *v == twice(&want.stages[k])));
+        }
     }
 }
