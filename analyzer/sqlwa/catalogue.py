@@ -61,6 +61,31 @@ DEFAULT_IMAGE_SIZE = "1G"
 DEBIAN_KERNEL = "debian"
 #: The trace formats ``sqlwa parse`` and :func:`sqlwa.parse` read (auto: detected).
 TRACE_FORMATS = ("auto", "blktrace", "blkparse", "ftrace", "perfetto")
+#: The block operations a parse names, in the order ``sqlwa parse`` lists what completed.
+BLOCK_OPERATIONS = ("write", "read", "flush", "discard", "secure_erase", "write_zeroes", "none")
+#: The stages of a block request (blkparse's action letters), in the order a request
+#: passes them, then the events of the queue itself: ``sqlwa parse`` lists each device's
+#: events per stage in this order, with these words.
+BLOCK_STAGES = {
+    "A": "remapped",
+    "Q": "queued",
+    "X": "split",
+    "B": "bounced",
+    "M": "back-merged",
+    "F": "front-merged",
+    "G": "got a request",
+    "S": "slept for a request",
+    "I": "inserted",
+    "D": "issued",
+    "R": "requeued",
+    "C": "completed",
+    "T": "aborted",
+    "P": "plug",
+    "U": "unplug",
+    "UT": "unplug (timer)",
+    "m": "message",
+    "?": "other block event",
+}
 
 # ------------------------------------------------------------------ cache flushes
 

@@ -150,7 +150,9 @@ def test_against_blkparse_live(tmp_path):
 BLKPARSE_EVENT = re.compile(
     r"^\s*\d+,\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+(?P<action>[A-Z]+)\s+\S+\s+(?:\d+ \+ (?P<sectors>\d+))?"
 )
-PRINTED_ROW = re.compile(r"│ (?P<key>\S+)\s+│\s+(?P<events>[\d,]+) │\s+(?P<bytes>[\d,]+) │")
+# A row of the stages table: "│ 259,0  │ Q queued   │    248 │ 1,181,696 │" (the device
+# on its first row only).
+PRINTED_STAGE = re.compile(r"│ (?:\d+,\d+)?\s+│ (?P<key>\S+)[^│]*│\s+(?P<events>[\d,]+) │\s+(?P<bytes>[\d,]+) │")
 
 
 def blkparse_line(seq: int, action: str, rwbs: str, body: str) -> str:
@@ -193,7 +195,7 @@ def test_an_old_emmc_trace_counts_its_barriers_and_bytes(tmp_path):
         assert len(sectors) == 2 and mix["flush"]["requests"] == len(flushes) > 0, path.name
 
 
-def test_cli_per_action_figures_equal_a_plain_tally_of_the_text():
+def test_cli_stage_figures_equal_a_plain_tally_of_the_text():
     # Independent truth: events and sectors x 512 per action, read from blkparse's own
     # text with one regular expression (summary blocks at the end do not match).
     truth: dict[str, list[int]] = {}
@@ -202,15 +204,15 @@ def test_cli_per_action_figures_equal_a_plain_tally_of_the_text():
             tally = truth.setdefault(m["action"], [0, 0])
             tally[0] += 1
             tally[1] += int(m["sectors"] or 0) * 512
-    printed = sqlwa("parse", str(NVME)).stdout.split("per operation")[0]
+    printed = sqlwa("parse", str(NVME)).stdout.split("stages per device")[1]
     rows = {
         m["key"]: [int(m["events"].replace(",", "")), int(m["bytes"].replace(",", ""))]
-        for m in PRINTED_ROW.finditer(printed)
+        for m in PRINTED_STAGE.finditer(printed)
     }
     assert len(truth) == 7 and rows == truth
 
 
-def test_cli_per_operation_figures_equal_a_plain_tally_of_the_text():
+def test_json_per_operation_figures_equal_a_plain_tally_of_the_text():
     # Independent truth, as above: events and sectors x 512 per operation, the operation
     # read from blkparse's RWBS column by the letters the kernel prints (W, R, D, a
     # leading F alone for a flush, N for none); a write with preflush and no data (the
@@ -229,11 +231,10 @@ def test_cli_per_operation_figures_equal_a_plain_tally_of_the_text():
             tally = truth.setdefault(operation(line.split()[6], m["sectors"]), [0, 0])
             tally[0] += 1
             tally[1] += int(m["sectors"] or 0) * 512
-    printed = sqlwa("parse", str(NVME)).stdout.split("per operation")[1]
-    rows = {
-        m["key"]: [int(m["events"].replace(",", "")), int(m["bytes"].replace(",", ""))]
-        for m in PRINTED_ROW.finditer(printed)
-    }
+    # Every stage's events added (what per_operation and bytes_per_operation count; what
+    # completed is the report's "completed", tests/e2e/test_parse_totals.py).
+    report = json.loads(sqlwa("parse", str(NVME), "--json").stdout)
+    rows = {op: [n, report["bytes_per_operation"][op]] for op, n in report["per_operation"].items()}
     assert set(truth) == {"write", "flush", "none"} and rows == truth
 
 

@@ -4,13 +4,13 @@
 //! Interface without copying the columns. `parse_trace_to_parquet(paths, output, ...)`
 //! writes the table to a Parquet file instead, in bounded memory, and returns the report.
 //! `render_perfetto(...)` prints a Perfetto trace's events as ftrace text for those two.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
 use blktrace_parse::parquet::{parse_to_parquet_until, ParquetOptions};
 use blktrace_parse::perfetto::{self, Output, Reading, SyscallTables, Tuning};
-use blktrace_parse::{parse_paths, Format, Location, ParseError, ParseReport, TaskNames};
+use blktrace_parse::{parse_paths, Format, Location, ParseError, ParseReport, Tally, TaskNames};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 use pyo3_arrow::PyTable;
@@ -295,5 +295,33 @@ fn report_dict<'py>(py: Python<'py>, r: &ParseReport) -> PyResult<Bound<'py, PyD
     d.set_item("per_kind", r.per_kind.clone())?;
     d.set_item("bytes_per_action", r.bytes_per_action.clone())?;
     d.set_item("bytes_per_operation", r.bytes_per_operation.clone())?;
+    let (completed, stages) = (PyDict::new(py), PyDict::new(py));
+    for (&(major, minor), totals) in &r.devices {
+        let device = format!("{major},{minor}");
+        // (0, 0) holds the rows that name no device (ftrace's plugs): none completes.
+        if (major, minor) != (0, 0) || !totals.completed.is_empty() {
+            completed.set_item(&device, tallies_dict(py, &totals.completed, "requests")?)?;
+        }
+        stages.set_item(&device, tallies_dict(py, &totals.stages, "events")?)?;
+    }
+    d.set_item("completed", completed)?;
+    d.set_item("stages", stages)?;
+    Ok(d)
+}
+
+/// `{name: {count_key: n, "bytes": b}}`: one device's completions per operation
+/// (`"requests"`) or events per stage (`"events"`).
+fn tallies_dict<'py>(
+    py: Python<'py>,
+    tallies: &BTreeMap<String, Tally>,
+    count_key: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, tally) in tallies {
+        let entry = PyDict::new(py);
+        entry.set_item(count_key, tally.count)?;
+        entry.set_item("bytes", tally.bytes)?;
+        d.set_item(name, entry)?;
+    }
     Ok(d)
 }

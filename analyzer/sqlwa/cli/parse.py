@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 import click
 
 from sqlwa import _system, outputs
-from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS, TRACE_FORMATS
+from sqlwa.catalogue import (
+    BLOCK_COMMIT_COLUMNS,
+    BLOCK_OPERATIONS,
+    BLOCK_STAGES,
+    SYSCALL_COMMIT_COLUMNS,
+    TRACE_FORMATS,
+)
 from sqlwa.errors import UsageError, writing
 from sqlwa.outputs import allow_system_option
 
@@ -52,9 +58,11 @@ if TYPE_CHECKING:  # imported where a parse runs: `sqlwa parse --help` needs non
     "--json",
     "as_json",
     is_flag=True,
-    help="Print the parse report as JSON instead of the tables: the files and their formats, event, "
-    "lost and bad-record counts, events per action/operation/kind, and block bytes per action and "
-    "operation (bytes_per_action, bytes_per_operation).",
+    help="Print the parse report as JSON instead of the tables: first, per device, the requests "
+    "completed and their bytes per operation (completed) and the events and bytes of each stage "
+    "(stages); then the files and their formats, event, lost and bad-record counts, events per "
+    "action/operation/kind, and block bytes per action and operation of every stage added "
+    "(bytes_per_action, bytes_per_operation).",
 )
 @allow_system_option
 def parse(
@@ -71,8 +79,10 @@ def parse(
     TRACE is a blktrace capture (the per-CPU files NAME.blktrace.N, or just NAME),
     blkparse's text output, ftrace text (block tracepoints, the blk tracer, or a
     sqlwa run's trace.txt), or a Perfetto trace (`adb shell perfetto` on a phone, or
-    `sqlwa export`). It prints what the trace holds per action and operation (reads,
-    writes, cache flushes, FUA) and, with -o, writes every event to Parquet for
+    `sqlwa export`). It prints, per device, the requests completed and their bytes per
+    operation (reads, writes, cache flushes, discards), as blkparse's summary counts
+    them, then each stage's events apart (queued, issued, completed …), and, with -o,
+    writes every event to Parquet for
     Polars, pandas or `sqlwa.scan()` in a notebook. With -o a trace of any length
     parses in bounded memory (a few hundred MB): use it for long phone traces; a
     Perfetto trace also needs about 110 bytes an event of temporary space beside the
@@ -229,7 +239,11 @@ def commit_table(commits: pl.DataFrame, source: str, skipped_markers: int) -> Ta
 
 
 def json_report(report: dict, output: Path | None, found: tuple[pl.DataFrame, str, int] | None = None) -> dict:
+    """The report as --json prints it: what each device completed first, then its stages,
+    then the rest of the parser's counts."""
     return {
+        "completed": report["completed"],
+        "stages": report["stages"],
         **report,
         "commits": None if found is None else commit_section(*found),
         "files": [{"path": str(path), "format": fmt} for path, fmt in report["files"]],
@@ -260,10 +274,14 @@ def print_summary(report: dict, output: Path | None) -> None:
         f"[bold]{report['events']:,}[/] events from {len(report['files'])} file(s) ({', '.join(formats)})"
         + (f" → {output}" if output else "")
     )
-    console.print(count_table("action", report["per_action"], report["bytes_per_action"]))
-    console.print(count_table("operation", report["per_operation"], report["bytes_per_operation"]))
+    # What each device completed comes first: it is what blkparse's summary and btt lead
+    # with, and the only per-operation total that counts each request once.
+    if report["completed"]:
+        console.print(completed_table(report["completed"]))
+    if report["stages"]:
+        console.print(stages_table(report["stages"]))
     if set(report["per_kind"]) - {"block"}:
-        console.print(count_table("kind", report["per_kind"], None))
+        console.print(count_table("kind", report["per_kind"]))
     if report["lost_events"]:
         console.print(f"[red]the tracer lost {report['lost_events']:,} events[/]")
     if report.get("unwrapped_times"):
@@ -277,18 +295,65 @@ def print_summary(report: dict, output: Path | None) -> None:
             console.print(f"  {message}", markup=False)
 
 
-def count_table(title: str, counts: dict, byte_sums: dict | None) -> Table:
-    """Events (and block bytes, where given) per value, the most frequent first."""
+def by_device(devices: dict) -> list[tuple[str, dict]]:
+    """The report's per-device entries (keyed "major,minor"), in device number order."""
+    return sorted(devices.items(), key=lambda kv: tuple(int(n) for n in kv[0].split(",")))
+
+
+def in_order(names: dict, order: tuple[str, ...] | dict) -> list[str]:
+    """``names``' keys in ``order``'s order, any others after them, alphabetically."""
+    known = [name for name in order if name in names]
+    return known + sorted(set(names) - set(known))
+
+
+def device_label(device: str) -> str:
+    return f"{device} (none named)" if device == "0,0" else device
+
+
+def device_table(title: str, what: str, count: str) -> Table:
+    """An empty table of device, ``what``, ``count`` and bytes (the numbers right-aligned)."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("device")
+    table.add_column(what)
+    table.add_column(count, justify="right")
+    table.add_column("bytes", justify="right")
+    return table
+
+
+def completed_table(completed: dict) -> Table:
+    """Per device and operation, the requests the device completed (action C, each
+    request once) and their bytes."""
+    table = device_table("completed per device (C: each request once)", "operation", "requests")
+    for device, per_op in by_device(completed):
+        if not per_op:
+            table.add_row(device, "(none completed)", "0", "0")
+        for n, op in enumerate(in_order(per_op, BLOCK_OPERATIONS)):
+            done = per_op[op]
+            table.add_row(device if n == 0 else "", op, f"{done['requests']:,}", f"{done['bytes']:,}")
+    return table
+
+
+def stages_table(stages: dict) -> Table:
+    """Per device, the events of each stage a request passes (one request is counted at
+    each of its stages), with their bytes, in the order a request passes them."""
+    table = device_table("stages per device (events; a request is counted at each)", "stage", "events")
+    for device, per_stage in by_device(stages):
+        for n, letter in enumerate(in_order(per_stage, BLOCK_STAGES)):
+            stage = per_stage[letter]
+            what = f"{letter} {BLOCK_STAGES[letter]}" if letter in BLOCK_STAGES else letter or "(none)"
+            table.add_row(device_label(device) if n == 0 else "", what, f"{stage['events']:,}", f"{stage['bytes']:,}")
+    return table
+
+
+def count_table(title: str, counts: dict) -> Table:
+    """Events per value, the most frequent first."""
     from rich.table import Table
 
     table = Table(title=f"per {title}", title_justify="left")
     table.add_column(title)
     table.add_column("events", justify="right")
-    if byte_sums is not None:
-        table.add_column("bytes", justify="right")
     for key, n in sorted(counts.items(), key=lambda kv: -kv[1]):
-        row = [key or "(none)", f"{n:,}"]
-        if byte_sums is not None:
-            row.append(f"{byte_sums.get(key, 0):,}")
-        table.add_row(*row)
+        table.add_row(key or "(none)", f"{n:,}")
     return table
