@@ -410,9 +410,29 @@ class ParseReport(TypedDict):
     per_action: dict[str, int]
     per_operation: dict[str, int]
     per_kind: dict[str, int]
-    #: bytes of the block rows per action letter / operation
+    #: bytes of the block rows per action letter / operation (every stage added)
     bytes_per_action: dict[str, int]
     bytes_per_operation: dict[str, int]
+    #: per device ("major,minor"): the requests completed (action C) per operation,
+    #: ``{"requests", "bytes"}`` each
+    completed: dict[str, dict[str, CompletedTally]]
+    #: per device: the events per action letter (stage), ``{"events", "bytes"}`` each;
+    #: "0,0" holds block rows that name no device (ftrace's plugs and unplugs)
+    stages: dict[str, dict[str, StageTally]]
+
+@type_check_only
+class CompletedTally(TypedDict):
+    """Requests one device completed of one operation, and their bytes."""
+
+    requests: int
+    bytes: int
+
+@type_check_only
+class StageTally(TypedDict):
+    """Events of one stage on one device, and their bytes."""
+
+    events: int
+    bytes: int
 
 def parse_trace(
     paths: Sequence[_Path],

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, sqlwa
+from helpers import REPO, sqlwa, sqlwa_in_process
 
 SAMPLES = REPO / "traces" / "samples"
 KEKS = SAMPLES / "blktrace-keks" / "keks"
@@ -41,7 +41,9 @@ BLKPARSE_READS = {"read", "flush", "none"}
 
 
 def parse_json(*args: str) -> dict:
-    return json.loads(sqlwa("parse", *args, "--json").stdout)
+    proc = sqlwa_in_process("parse", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 # --------------------------------------------------------------- blkparse's own summary
@@ -219,3 +221,12 @@ def test_terminal_leads_with_completed_per_device(tmp_path):
     assert rows[("8,52", "write")] == ["1,153", "13,058,048"]
     assert rows[("", "discard")] == ["5", "212,992"]
     assert (13_058_048 + 212_992) >> 10 == 12960
+
+
+@pytest.mark.parametrize("trace", [KEKS, NVME_TEXT, *FTRACE_SAMPLES[:2]], ids=lambda p: p.name)
+def test_streamed_parse_counts_what_the_whole_parse_counts(tmp_path, trace):
+    """With -o the trace is read and counted row group by row group (binary and text
+    readers of their own): the totals are those of the parse read whole."""
+    whole = parse_json(str(trace))
+    streamed = parse_json(str(trace), "-o", str(tmp_path / "events.parquet"))
+    assert (streamed["completed"], streamed["stages"]) == (whole["completed"], whole["stages"])
