@@ -128,7 +128,7 @@ def test_blkparse_text_sample_completed_per_device_equals_its_own_summary():
     assert sqlwa_as_blkparse(report["completed"]) == blkparse_totals(NVME_TEXT.read_text())
 
 
-def test_completed_bytes_are_not_every_stage_added(tmp_path):
+def test_completed_bytes_are_not_every_stage_added():
     """The headline of the report: on keks the completed writes are C's alone, where the
     per-operation bytes add D's (blkparse: 13208 KiB dispatched, 12960 KiB completed)."""
     report = parse_json(str(KEKS))
