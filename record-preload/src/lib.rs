@@ -32,11 +32,13 @@
 //! A trigger program's start is reported by SQLite as an SQL comment, `-- TRIGGER name`
 //! (vdbe.c, `OP_Init`): such a line carries that text and `"trigger":true`, and no `dur`.
 
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::fmt::Write as _;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 /// `SQLITE_TRACE_STMT`: a statement starts (sqlite3.h).
 const TRACE_STMT: c_uint = 0x01;
@@ -88,14 +90,92 @@ struct Recorder {
 }
 
 static NEXT_CONN: AtomicUsize = AtomicUsize::new(1);
-static RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
 
-fn recorder() -> MutexGuard<'static, Option<Recorder>> {
-    // A panic while the lock was held cannot be: nothing here panics; take it anyway.
-    RECORDER
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// One process's recorder behind a plain pthread mutex, so that `fork(2)` can take it
+/// (`pthread_atfork`, registered as this library loads): a program that forks while
+/// another of its threads is recording a statement would otherwise hand its child a lock
+/// held by a thread the child does not have, and the child's first statement would wait
+/// for it forever. The forking thread holds the lock across the fork, so the recorder is
+/// whole on both sides, and each side lets go of it after.
+struct Shared {
+    lock: UnsafeCell<libc::pthread_mutex_t>,
+    slot: UnsafeCell<Option<Recorder>>,
 }
+
+// SAFETY: `slot` is only reached through a `Guard`, which holds `lock`.
+unsafe impl Sync for Shared {}
+
+static RECORDER: Shared = Shared {
+    lock: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER),
+    slot: UnsafeCell::new(None),
+};
+
+/// The recorder, locked for as long as this lives.
+struct Guard(());
+
+impl Deref for Guard {
+    type Target = Option<Recorder>;
+    fn deref(&self) -> &Option<Recorder> {
+        // SAFETY: the lock is held (see `recorder`).
+        unsafe { &*RECORDER.slot.get() }
+    }
+}
+
+impl DerefMut for Guard {
+    fn deref_mut(&mut self) -> &mut Option<Recorder> {
+        // SAFETY: the lock is held, by this guard only.
+        unsafe { &mut *RECORDER.slot.get() }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // SAFETY: locked by this thread in `recorder`.
+        unsafe { libc::pthread_mutex_unlock(RECORDER.lock.get()) };
+    }
+}
+
+fn recorder() -> Guard {
+    // SAFETY: a valid mutex; nothing here locks it twice in one thread (the program's own
+    // hooks, which may run SQL, are called after the guard is dropped).
+    unsafe { libc::pthread_mutex_lock(RECORDER.lock.get()) };
+    Guard(())
+}
+
+extern "C" fn before_fork() {
+    // SAFETY: as in `recorder`; released by one of the two below, in each process.
+    unsafe { libc::pthread_mutex_lock(RECORDER.lock.get()) };
+}
+
+extern "C" fn after_fork_in_parent() {
+    // SAFETY: locked by this thread in `before_fork`.
+    unsafe { libc::pthread_mutex_unlock(RECORDER.lock.get()) };
+}
+
+extern "C" fn after_fork_in_child() {
+    // The child has one thread, this one; a fresh mutex owes nothing to the parent's.
+    // SAFETY: no other thread exists to hold or wait on it.
+    unsafe { *RECORDER.lock.get() = libc::PTHREAD_MUTEX_INITIALIZER };
+}
+
+/// Run as the library loads (before the program's `main`, so before its threads): the
+/// fork handlers, and the directory read once while no other thread can hold the
+/// environment's lock.
+extern "C" fn on_load() {
+    // SAFETY: plain function pointers with the signature pthread_atfork expects.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_in_parent),
+            Some(after_fork_in_child),
+        )
+    };
+    let _ = log_dir();
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;
 
 /// The directory to write into, from `SQLWA_RECORD_DIR`; None: record nothing.
 fn log_dir() -> Option<&'static CStr> {
@@ -288,10 +368,14 @@ impl Recorder {
                 }
                 if !self.warned {
                     self.warned = true;
-                    eprintln!(
-                        "sqlwa record: cannot write the SQL log: {}",
+                    // one write(2) to stderr: std's eprintln takes a lock of its own, which
+                    // a fork in another thread could leave held in a child
+                    let said = format!(
+                        "sqlwa record: cannot write the SQL log: {}\n",
                         std::io::Error::last_os_error()
                     );
+                    // SAFETY: said is a valid buffer of said.len() bytes.
+                    unsafe { libc::write(2, said.as_ptr() as *const c_void, said.len()) };
                 }
                 return;
             }
