@@ -11,6 +11,12 @@
 //! `set_trace_callback`, the shell's `.trace`) would otherwise cancel the recording; its
 //! callback is kept and called from this library's.
 //!
+//! It also defines `sqlite3_bind_text`, `sqlite3_bind_text64` and `sqlite3_finalize`, to
+//! keep a bound TEXT that holds a NUL byte whole: `sqlite3_expanded_sql` cuts it at the
+//! NUL, so such a value is written as `('a'||char(0)||'b')` (expand.rs). (A text with a
+//! NUL bound by `sqlite3_bind_text16` or `sqlite3_bind_value` is still written as SQLite
+//! expands it.)
+//!
 //! Nothing is written unless `SQLWA_RECORD_DIR` names a directory: each process writes its
 //! own file there, `PID.jsonl`, one JSON object per line and one `write(2)` per line on a
 //! file opened `O_APPEND`, so lines of several threads never mix and a process that ends
@@ -31,6 +37,8 @@
 //! SQLite reports at millisecond resolution only). `seq` pairs a statement with its `dur`.
 //! A trigger program's start is reported by SQLite as an SQL comment, `-- TRIGGER name`
 //! (vdbe.c, `OP_Init`): such a line carries that text and `"trigger":true`, and no `dur`.
+
+mod expand;
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -65,6 +73,11 @@ struct Sqlite {
     free: unsafe extern "C" fn(*mut c_void),
     db_filename: unsafe extern "C" fn(*mut c_void, *const c_char) -> *const c_char,
     libversion: unsafe extern "C" fn() -> *const c_char,
+    bind_text: unsafe extern "C" fn(*mut c_void, c_int, *const c_char, c_int, *mut c_void) -> c_int,
+    bind_text64:
+        unsafe extern "C" fn(*mut c_void, c_int, *const c_char, u64, *mut c_void, u8) -> c_int,
+    bind_parameter_index: unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int,
+    finalize: unsafe extern "C" fn(*mut c_void) -> c_int,
 }
 
 /// The hooks the program itself set on a connection, called from this library's.
@@ -87,7 +100,14 @@ struct Recorder {
     conns: HashMap<usize, usize>,
     hooks: HashMap<usize, ProgramHooks>,
     warned: bool,
+    /// Statement pointer -> parameter number -> a TEXT bound to it that holds a NUL
+    /// byte, whole (SQLite's expansion cuts it at the NUL: see expand.rs).
+    nul_texts: HashMap<usize, HashMap<i32, Vec<u8>>>,
 }
+
+/// How many statements have an entry in some process's `nul_texts`: while none has, a
+/// bind or a finalize need not take the lock.
+static NUL_TEXT_STATEMENTS: AtomicUsize = AtomicUsize::new(0);
 
 static NEXT_CONN: AtomicUsize = AtomicUsize::new(1);
 
@@ -282,6 +302,10 @@ fn sqlite() -> Option<&'static Sqlite> {
             free: get!("sqlite3_free"),
             db_filename: get!("sqlite3_db_filename"),
             libversion: get!("sqlite3_libversion"),
+            bind_text: get!("sqlite3_bind_text"),
+            bind_text64: get!("sqlite3_bind_text64"),
+            bind_parameter_index: get!("sqlite3_bind_parameter_index"),
+            finalize: get!("sqlite3_finalize"),
         })
     })
     .as_ref()
@@ -347,6 +371,10 @@ impl Recorder {
                 conns: inherited
                     .as_ref()
                     .map(|r| r.conns.clone())
+                    .unwrap_or_default(),
+                nul_texts: inherited
+                    .as_ref()
+                    .map(|r| r.nul_texts.clone())
                     .unwrap_or_default(),
                 hooks: inherited.map(|r| r.hooks).unwrap_or_default(),
                 warned: false,
@@ -483,7 +511,19 @@ unsafe fn record_start(
             );
             line.push_str(",\"unexpanded\":true");
         } else {
-            push_json_string(&mut line, c_bytes(expanded));
+            let whole = rec.nul_texts.get(&(stmt as usize)).and_then(|texts| {
+                let index_of = |name: &[u8]| {
+                    CString::new(name)
+                        .map_or(0, |name| (real.bind_parameter_index)(stmt, name.as_ptr()))
+                };
+                expand::with_whole_texts(
+                    c_bytes((real.sql)(stmt)),
+                    c_bytes(expanded),
+                    texts,
+                    index_of,
+                )
+            });
+            push_json_string(&mut line, whole.as_deref().unwrap_or(c_bytes(expanded)));
             (real.free)(expanded as *mut c_void);
         }
     }
@@ -683,4 +723,111 @@ unsafe fn as_function<F: Copy>(addr: *mut c_void) -> F {
 unsafe fn legacy<F: Copy>(name: &CStr) -> Option<F> {
     let addr = real_symbol(name);
     (!addr.is_null()).then(|| as_function(addr))
+}
+
+/// The bytes of a TEXT the program binds, when they hold a NUL within the length it gave
+/// (SQLite keeps such a text whole; its expansion does not).
+unsafe fn text_with_nul(text: *const c_char, len: Option<usize>) -> Option<Vec<u8>> {
+    let len = len.filter(|&n| n > 0 && !text.is_null())?;
+    let bytes = std::slice::from_raw_parts(text as *const u8, len);
+    bytes.contains(&0).then(|| bytes.to_vec())
+}
+
+/// After a bind to parameter `i` of `stmt`: remember a text with a NUL, forget what was
+/// remembered for the parameter otherwise.
+fn note_bound(stmt: *mut c_void, i: c_int, nul_text: Option<Vec<u8>>) {
+    if nul_text.is_none() && NUL_TEXT_STATEMENTS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let mut slot = recorder();
+    let Some(rec) = Recorder::for_this_process(&mut slot) else {
+        return;
+    };
+    match nul_text {
+        Some(text) => {
+            let texts = rec.nul_texts.entry(stmt as usize).or_insert_with(|| {
+                NUL_TEXT_STATEMENTS.fetch_add(1, Ordering::Relaxed);
+                HashMap::new()
+            });
+            texts.insert(i, text);
+        }
+        None => {
+            if let Some(texts) = rec.nul_texts.get_mut(&(stmt as usize)) {
+                texts.remove(&i);
+                if texts.is_empty() {
+                    rec.nul_texts.remove(&(stmt as usize));
+                    NUL_TEXT_STATEMENTS.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// The program's `sqlite3_bind_text`: the real one; a text with a NUL is remembered.
+///
+/// # Safety
+/// As `sqlite3_bind_text` (sqlite3.h); `destructor` is passed on as given.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_bind_text(
+    stmt: *mut c_void,
+    i: c_int,
+    text: *const c_char,
+    len: c_int,
+    destructor: *mut c_void,
+) -> c_int {
+    let Some(real) = sqlite() else { return 1 };
+    // copied first: SQLite may call the destructor on `text` before it returns
+    let nul_text = text_with_nul(text, usize::try_from(len).ok());
+    let rc = (real.bind_text)(stmt, i, text, len, destructor);
+    if rc == 0 && log_dir().is_some() {
+        note_bound(stmt, i, nul_text);
+    }
+    rc
+}
+
+/// The program's `sqlite3_bind_text64`: as [`sqlite3_bind_text`], for UTF-8 texts.
+///
+/// # Safety
+/// As `sqlite3_bind_text64` (sqlite3.h).
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_bind_text64(
+    stmt: *mut c_void,
+    i: c_int,
+    text: *const c_char,
+    len: u64,
+    destructor: *mut c_void,
+    encoding: u8,
+) -> c_int {
+    let Some(real) = sqlite() else { return 1 };
+    const SQLITE_UTF8: u8 = 1;
+    let utf8 = encoding == SQLITE_UTF8;
+    let nul_text = if utf8 {
+        text_with_nul(text, usize::try_from(len).ok())
+    } else {
+        None
+    };
+    let rc = (real.bind_text64)(stmt, i, text, len, destructor, encoding);
+    if rc == 0 && log_dir().is_some() {
+        note_bound(stmt, i, nul_text);
+    }
+    rc
+}
+
+/// The program's `sqlite3_finalize`: what was remembered of the statement is forgotten
+/// (its address may be a new statement's next).
+///
+/// # Safety
+/// As `sqlite3_finalize` (sqlite3.h).
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_finalize(stmt: *mut c_void) -> c_int {
+    let Some(real) = sqlite() else { return 1 };
+    if NUL_TEXT_STATEMENTS.load(Ordering::Relaxed) > 0 {
+        let mut slot = recorder();
+        if let Some(rec) = Recorder::for_this_process(&mut slot) {
+            if rec.nul_texts.remove(&(stmt as usize)).is_some() {
+                NUL_TEXT_STATEMENTS.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+    (real.finalize)(stmt)
 }
