@@ -282,7 +282,7 @@ def test_forked_children_of_a_threaded_program_do_not_deadlock(tmp_path: Path) -
 
 APP_USING_ITS_DB = """\
 import sqlite3, sys
-conn = sqlite3.connect(sys.argv[1])
+conn = sqlite3.connect(sys.argv[1] if len(sys.argv) > 1 else "app11.db")  # its own, named inside
 conn.execute("CREATE TABLE IF NOT EXISTS notes(id INTEGER PRIMARY KEY, body TEXT)")
 conn.execute("INSERT INTO notes(body) VALUES ('precious')")
 conn.commit()
@@ -292,9 +292,7 @@ conn.commit()
 def test_out_naming_the_programs_own_database_keeps_the_database(tmp_path: Path) -> None:
     prog, db = tmp_path / "app.py", tmp_path / "app11.db"
     prog.write_text(APP_USING_ITS_DB)
-    done = sqlwa(
-        "record", "--out", "app11.db", "--", sys.executable, str(prog), "app11.db", cwd=tmp_path, env=own_env(tmp_path)
-    )
+    done = sqlwa("record", "--out", "app11.db", "--", sys.executable, str(prog), cwd=tmp_path, env=own_env(tmp_path))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     conn = sqlite3.connect(db)

@@ -24,7 +24,9 @@ def cleanup(workdirs: tuple[str, ...]) -> None:
     Only things named by sqlwa itself are looked at: sqlwa-lab-<pid>-* images, their loop
     devices and mounts, sqlwa-<pid>-* tracefs instances (these need root), and the
     sqlwa-run-<pid>-* scratch directories of runs without --fs (the temp dir's and those
-    in each --workdir; a database kept with --keep-db stays). Each is removed only where
+    in each --workdir; a database kept with --keep-db stays), and the sqlwa-record-<pid>-*
+    spools of killed recordings (the program's SQL, unredacted) with the .part file of
+    the log they were writing. Each is removed only where
     its owner is gone: the pid is dead and nobody holds the lock its owner keeps on it,
     so a cleanup inside a container (another PID namespace) never touches a live run
     outside it, and the other way round. Nothing else is touched.

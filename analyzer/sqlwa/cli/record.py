@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sqlwa import outputs
 from sqlwa.errors import UsageError
 from sqlwa.outputs import allow_system_option
+
+if TYPE_CHECKING:
+    from sqlwa.record import child, program
 
 DEFAULT_LOG = Path("sql-log.jsonl")
 
@@ -57,6 +62,7 @@ def record_command(
             "sqlwa record -- python3 app.py, or sqlwa record --from logcat.txt",
         )
     target = outputs.check_file(out, "--out", allow_system=allow_system_dir)
+    program.check_out(target, out, list(command) if command else None)
     if source is not None:
         if source.resolve() == target:
             raise UsageError(f"--out {out} is the file being converted", "write the log to another file")
@@ -67,18 +73,56 @@ def record_command(
             + (f"; {converted.left_out} statements cut short by logcat left out" if converted.left_out else "")
         )
         return
-    with outputs.replacing(target, "the SQL log") as f:
-        recorded = program.record(list(command), f, redact)
-        if recorded.counts["open"] == 0:
-            raise UsageError(
-                f"{command[0]} opened no SQLite database through a shared libsqlite3 (its SQLite may be compiled in)",
-                program.ELSEWHERE,
-            )
+    recorded = program.record(list(command), target, redact, on_stop=lambda signum: said_stopping(signum, command[0]))
+    finish(recorded, out, command[0])
+
+
+def said_stopping(signum: int, name: str) -> None:
+    click.echo(
+        f"sqlwa record: {signal.Signals(signum).name}: waiting for {name} to end; what it ran is kept in the log",
+        err=True,
+    )
+
+
+def finish(recorded: program.Recorded, out: Path, name: str) -> None:
+    """Say what was recorded and where, and exit as the recording ended: the program's
+    status, 128+N for a program killed by signal N or a recording stopped by it."""
+    shown = out if recorded.beside is None else out.parent / recorded.written.name
+    ended = recorded.ended
     note = f"; {recorded.unpaired} statements on connections inherited over fork left out" if recorded.unpaired else ""
-    click.echo(f"{out}: {describe(recorded.counts, recorded.databases)}{note}", err=recorded.returncode != 0)
-    if recorded.returncode != 0:
-        click.echo(f"sqlwa record: {command[0]} exited with status {recorded.returncode}", err=True)
-        sys.exit(recorded.returncode if 0 < recorded.returncode < 256 else 1)
+    failed = ended.returncode != 0 or ended.interrupted is not None
+    click.echo(f"{shown}: {describe(recorded.counts, recorded.databases)}{note}", err=failed)
+    if recorded.skipped:
+        click.echo(f"sqlwa record: {recorded.skipped.describe()}", err=True)
+    if ended.interrupted is not None:
+        click.echo(
+            f"sqlwa record: interrupted by {signal.Signals(ended.interrupted).name}: the log holds what {name} ran until then",
+            err=True,
+        )
+    if recorded.beside is not None:
+        raise UsageError(
+            f"--out {out}: {recorded.beside}, so it was left as it is; the log was kept in {shown}",
+            "give --out a file of its own, one the program does not use",
+        )
+    status = exit_status(ended)
+    if ended.returncode != 0:
+        click.echo(f"sqlwa record: {name} {ended_as(ended.returncode)}", err=True)
+    if status:
+        sys.exit(status)
+
+
+def exit_status(ended: child.Ended) -> int:
+    if ended.returncode < 0:
+        return 128 - ended.returncode
+    if ended.returncode > 0:
+        return ended.returncode if ended.returncode < 256 else 1
+    return 0 if ended.interrupted is None else 128 + ended.interrupted
+
+
+def ended_as(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with status {returncode}"
 
 
 def describe(counts: dict[str, int], databases: set[str]) -> str:

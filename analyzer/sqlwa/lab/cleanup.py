@@ -20,7 +20,13 @@ from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
 from sqlwa.lab import fuse
 from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, LAB_TARGET_RE, remove_lab_dir
-from sqlwa.lab.scratch import GUEST_CONTROL_TAG, SCRATCH_NAME_RE, dead_scratch_dirs, has_scratch_mark
+from sqlwa.lab.scratch import (
+    GUEST_CONTROL_TAG,
+    RECORD_PREFIX,
+    SCRATCH_NAME_RE,
+    dead_scratch_dirs,
+    has_scratch_mark,
+)
 
 ROOT_ONLY = "lab mounts, loop devices and tracefs instances were not looked at: they need root (sudo sqlwa lab cleanup)"
 
@@ -48,10 +54,26 @@ def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
         _cleanup_labs(bases, report)
         report += remove_dead_instances()
     for scratch in dead_scratch_dirs(bases):
+        if scratch.name.startswith(f"{RECORD_PREFIX}-"):
+            _remove_partial_log(scratch, report)
         _attempt(report, f"removed {scratch}", lambda p: shutil.rmtree(p), str(scratch))
     if not is_root():
         report.append(ROOT_ONLY)
     return report
+
+
+def _remove_partial_log(spool_dir: Path, report: list[str]) -> None:
+    """The ``.part`` file a killed ``sqlwa record`` was writing its log to, if its spool
+    names one (sqlwa.record.spool checks it still is one)."""
+    from sqlwa.record import spool
+
+    try:
+        part = spool.remove_noted_part(spool_dir)
+    except OSError as exc:
+        report.append(f"failed to clean up the partial log of {spool_dir}: {exc}")
+        return
+    if part is not None:
+        report.append(f"removed {part} (a log a killed sqlwa record was writing)")
 
 
 def _stop_dead_daemons(report: list[str]) -> None:

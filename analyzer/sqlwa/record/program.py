@@ -10,23 +10,20 @@ files and made unique in the log."""
 from __future__ import annotations
 
 import heapq
-import json
 import os
 import shutil
+import signal
 import stat
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from sqlwa import _system
-from sqlwa.errors import UsageError
-from sqlwa.record import elf
-from sqlwa.record.log import Event, Header, InOrder, LogWriter
+from sqlwa import _system, outputs
+from sqlwa.errors import UsageError, writing
+from sqlwa.record import child, elf, spool
+from sqlwa.record.log import Header, InOrder, LogWriter, SqlLogError, parse_header
 from sqlwa.record.redact import Redactor
 
 LIBRARY = "libsqlwa_record_preload.so"
@@ -59,10 +56,11 @@ def check_reachable(command: list[str]) -> Path:
     if found is None:
         raise UsageError(f"{command[0]}: no such program", "give the command as you would run it")
     program = Path(found)
-    mode = program.stat().st_mode
+    mode = regular_file(program).st_mode
     if mode & (stat.S_ISUID | stat.S_ISGID):
         raise UsageError(f"{program} is set-user/group-ID: the loader ignores LD_PRELOAD for it", ELSEWHERE)
     binary = elf.script_interpreter(program) or program
+    regular_file(binary)
     info = elf.read(binary)
     if info is None:
         raise UsageError(f"{binary} is not an ELF program sqlwa can look into", ELSEWHERE)
@@ -77,67 +75,181 @@ def check_reachable(command: list[str]) -> Path:
     return program
 
 
-@dataclass
-class Recorded:
-    """What a recording run made: the program's exit status and the log's counts."""
-
-    returncode: int
-    counts: dict[str, int]
-    databases: set[str]
-    unpaired: int
-
-
-def record(command: list[str], out: IO[bytes], redact: bool) -> Recorded:
-    """Run ``command`` under the preload library and write its SQL log to ``out``."""
-    library = preload_library()
-    check_reachable(command)
-    with tempfile.TemporaryDirectory(prefix="sqlwa-record-") as spool:
-        env = dict(os.environ, SQLWA_RECORD_DIR=spool)
-        env["LD_PRELOAD"] = " ".join(filter(None, [str(library), os.environ.get("LD_PRELOAD", "")]))
-        started_unix_ns, started = time.time_ns(), time.monotonic_ns()
-        try:
-            returncode = subprocess.call(command, env=env)
-        except OSError as exc:
-            raise UsageError(f"{command[0]}: {exc.strerror}", "give the command as you would run it") from None
-        header = Header("record", program=command, started_unix_ns=started_unix_ns, timed=True, redacted=redact)
-        files = sorted(Path(spool).glob("*.jsonl"))
-        header.sqlite_version = first_version(files)
-        writer = LogWriter(out, header)
-        unpaired = merge(files, started, writer, Redactor() if redact else None)
-    return Recorded(returncode, writer.counts, writer.databases, unpaired)
+def regular_file(path: Path) -> os.stat_result:
+    """``path``'s status if it is a regular file; a program that is a FIFO or a device
+    would make the look into it wait or read forever."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror}", "give the command as you would run it") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file"
+        raise UsageError(f"{path} is {kind}, not a program", "give the command as you would run it")
+    return info
 
 
-def first_version(files: list[Path]) -> str | None:
-    """The SQLite version the first connection reported."""
-    for path in files:
-        with open(path, "rb") as f:
-            for raw in f:
-                event = json.loads(raw)
-                if event.get("ev") == "open":
-                    return event.get("sqlite_version")
+#: The most of a file's first line read to tell whether it is a SQL log (the header
+#: holds the program's argv, which may be long).
+HEADER_BYTES = 1 << 20
+
+
+def is_sql_log(path: Path) -> bool:
+    """Whether ``path`` is a regular file that begins with a SQL log's header."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        first = os.read(fd, HEADER_BYTES).split(b"\n", 1)[0]
+    finally:
+        os.close(fd)
+    try:
+        parse_header(path, first.decode("utf-8"))
+    except (SqlLogError, UnicodeDecodeError, RecursionError):
+        return False
+    return True
+
+
+def named_files(command: list[str]) -> list[Path]:
+    """The files the command line names: the program, its script's interpreter, and each
+    argument (``--opt=VALUE``'s value too) as a path from here."""
+    found = shutil.which(command[0])
+    paths = [Path(found)] if found else []
+    for arg in command[1:]:
+        paths += [Path(part) for part in {arg, arg.partition("=")[2]} if part]
+    return paths
+
+
+def same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_out(target: Path, shown: Path, command: list[str] | None) -> None:
+    """``--out`` (``target``, as checked by outputs.check_file) may be replaced only if it
+    does not exist or is a SQL log, and never when the command line names it."""
+    for named in named_files(command) if command else []:
+        if same_file(named, target):
+            raise UsageError(
+                f"--out {shown} is {named}, a file of the recorded program's own command line",
+                "write the log to a file of its own, e.g. --out sql-log.jsonl",
+            )
+    if os.path.lexists(target) and not is_sql_log(target):
+        raise UsageError(
+            f"--out {shown} exists and is not a sqlwa SQL log: sqlwa replaces only a log it wrote",
+            "choose a new file name for the log (or remove that file yourself if it is yours to lose)",
+        )
+
+
+def identity(path: Path) -> tuple[int, ...] | None:
+    """What tells a file apart from the same name's later content: inode, size, mtime."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+#: The files SQLite keeps beside a database.
+SIDE_FILES = ("", "-journal", "-wal", "-shm")
+
+
+def taken_over(target: Path, before: tuple[int, ...] | None, databases: set[str]) -> str | None:
+    """Why ``target`` is now the program's and must not be replaced, or None."""
+    for db in databases:
+        if db and db != ":memory:" and any(same_file(Path(db + side), target) for side in SIDE_FILES):
+            return f"the program opened it as a database ({db})"
+    if identity(target) != before:
+        return "the program wrote to it while it ran"
     return None
 
 
-def raw_events(path: Path) -> Iterator[tuple[int, int, Event]]:
-    """A process file's events keyed for merging: (t, order, event); a duration line
-    takes the time of the line before it so it stays behind its statement."""
-    last_t = 0
-    with open(path, "rb") as f:
-        for order, raw in enumerate(f):
-            if not raw.endswith(b"\n"):
-                break  # the process was killed in the middle of a write: that line is lost
-            event = json.loads(raw)
-            last_t = event.get("t", last_t)
-            yield last_t, order, event
+def beside(target: Path, databases: set[str]) -> Path:
+    """A new name beside ``target`` for the log: no file there, none the program opened."""
+    opened = {os.path.realpath(db + side) for db in databases for side in SIDE_FILES}
+    for n in range(1, 10_000):
+        candidate = target.with_name(f"{target.name}.sql-log{'' if n == 1 else f'-{n}'}.jsonl")
+        if not os.path.lexists(candidate) and str(candidate) not in opened:
+            return candidate
+    raise UsageError(f"no free name beside {target} for the log", "clear some of the .sql-log files there")
 
 
-def merge(files: list[Path], started: int, writer: LogWriter, redactor: Redactor | None) -> int:
+@dataclass
+class Recorded:
+    """What a recording run made: how the program ended, the log's counts, where the log
+    went (``beside`` when --out could not be written: the program opened that file) and
+    what of the spool was left out."""
+
+    ended: child.Ended
+    counts: dict[str, int]
+    databases: set[str]
+    unpaired: int
+    skipped: spool.Skipped
+    written: Path
+    beside: str | None = None  # why the log is not at --out
+
+
+def record(command: list[str], target: Path, redact: bool, on_stop: Callable[[int], None]) -> Recorded:
+    """Run ``command`` under the preload library and write its SQL log to ``target`` (a
+    path :func:`check_out` allowed), or beside it if the program made ``target`` its own."""
+    library = preload_library()
+    check_reachable(command)
+    before = identity(target)
+    with spool.spool_dir() as spool_path:
+        env = dict(os.environ, SQLWA_RECORD_DIR=str(spool_path))
+        env["LD_PRELOAD"] = " ".join(filter(None, [str(library), os.environ.get("LD_PRELOAD", "")]))
+        started_unix_ns, started = time.time_ns(), time.monotonic_ns()
+        ended = child.run(command, env, on_stop)
+        skipped = spool.Skipped()
+        files = spool.process_files(spool_path, skipped)
+        version, databases = opened(files)
+        why = taken_over(target, before, databases)
+        written = target if why is None else beside(target, databases)
+        header = Header("record", program=command, started_unix_ns=started_unix_ns, timed=True, redacted=redact)
+        header.sqlite_version = version
+        if ended.interrupted is not None:
+            header.extra["interrupted"] = signal.Signals(ended.interrupted).name
+        with outputs.staged(written, "the SQL log") as output:
+            spool.note_part(spool_path, output.part)
+            with writing(written, "the SQL log"), open(output.part, "xb") as f:
+                writer = LogWriter(f, header)
+                unpaired = merge(files, started, writer, Redactor() if redact else None, skipped)
+            if writer.counts["open"] == 0:
+                raise UsageError(
+                    f"{command[0]} opened no SQLite database through a shared libsqlite3 (its SQLite may be compiled in)",
+                    ELSEWHERE,
+                )
+            output.sync()
+            output.put_in_place()
+    return Recorded(ended, writer.counts, writer.databases, unpaired, skipped, written, why)
+
+
+def opened(files: list[Path]) -> tuple[str | None, set[str]]:
+    """The SQLite version the first connection reported, and every database file opened."""
+    version, databases = None, set()
+    ignored = spool.Skipped()  # counted by the merge, which reads the same lines
+    for path in files:
+        for _, _, event in spool.events(path, ignored):
+            if event["ev"] == "open":
+                databases.add(event["db"])
+                if version is None and isinstance(event.get("sqlite_version"), str):
+                    version = event["sqlite_version"]
+    return version, databases
+
+
+def merge(files: list[Path], started: int, writer: LogWriter, redactor: Redactor | None, skipped: spool.Skipped) -> int:
     """Merge the process files into the log; the number of statements on connections
-    whose opening was not seen (inherited over a fork), which are left out."""
+    whose opening was not seen (inherited over a fork), which are left out. Each file is
+    read a chunk at a time and closed in between (:func:`spool.events`)."""
     conns: dict[tuple[int, int], int] = {}
     pending = InOrder()
     unpaired = 0
-    streams = [raw_events(path) for path in files]
+    chunk = spool.chunk_for(len(files))
+    streams = [spool.events(path, skipped, chunk) for path in files]
     for _, _, event in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
         key = (event.pop("pid"), event["conn"])
         if event["ev"] == "dur":

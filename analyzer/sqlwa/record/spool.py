@@ -1,0 +1,195 @@
+"""The spool of a recording: the private directory each process of the recorded program
+writes its ``PID.jsonl`` into (record-preload/), until ``sqlwa record`` merges them.
+
+It holds the program's SQL, unredacted even with ``--redact``, so it is made as the run
+directories are (:func:`sqlwa.lab.scratch.make_owned_dir`): ``sqlwa-record-<pid>-<token>``,
+mode 0700, sqlwa's mark inside, an flock held by the recorder while it lives, so that
+``sqlwa lab cleanup`` removes one whose recorder was killed (and the ``.part`` file it was
+writing, named in :data:`PART_NOTE`) and never a live one.
+
+What is in it was written by the program's processes, which may write anything there (the
+directory is named in their environment): every file is read as untrusted input. A file
+that is no spool file, and a line that is no event of the preload's, is skipped and
+counted (:class:`Skipped`), never a traceback; nothing there is opened in a way that can
+block (a FIFO) or follow a link."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlwa import _system
+from sqlwa.lab import scratch
+
+PREFIX = scratch.RECORD_PREFIX
+#: The name the preload gives each process's file.
+SPOOL_FILE_RE = re.compile(r"^\d{1,10}\.jsonl$")
+#: Names the log's ``.part`` file (outputs.Staged) while it is written, for cleanup.
+PART_NOTE = ".sqlwa-part"
+PART_NAME_RE = re.compile(r"^\..+\.[0-9a-f]{12}\.part$")
+#: A merge reads this much of each file at a time, reopening it for the next: a program
+#: of thousands of processes leaves thousands of files, more than may be open at once.
+CHUNK_BYTES = 64 * 1024
+#: Bytes for the chunks of all files together; with many files each gets less.
+BUFFERS_BYTES = 32 * 1024 * 1024
+EVENT_KEYS: dict[str, dict[str, type]] = {
+    "open": {"pid": int, "conn": int, "t": int, "db": str},
+    "sql": {"pid": int, "conn": int, "t": int, "seq": int, "sql": str, "trigger": bool},
+    "dur": {"pid": int, "conn": int, "seq": int, "dur": int},
+    "close": {"pid": int, "conn": int, "t": int},
+}
+
+Event = dict
+
+
+@dataclass
+class Skipped:
+    """What of the spool was not the preload's and was left out of the log."""
+
+    files: list[str] = field(default_factory=list)
+    lines: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.lines)
+
+    def describe(self) -> str:
+        parts = []
+        if self.files:
+            shown = ", ".join(self.files[:3]) + (" …" if len(self.files) > 3 else "")
+            parts.append(f"{len(self.files)} files that are not the recording's ({shown})")
+        if self.lines:
+            parts.append(f"{self.lines} lines that are no event of the recording")
+        return "skipped " + " and ".join(parts) + " in the spool"
+
+
+@contextmanager
+def spool_dir() -> Iterator[Path]:
+    """A fresh spool, owned by this process while the block runs, removed after it."""
+    with _system.signals.held_back():  # made, marked and locked as one step
+        path, ownership = scratch.make_owned_dir(PREFIX, None)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        _system.ownership.release_ownership(ownership)
+
+
+def note_part(spool: Path, part: Path) -> None:
+    """Say in the spool which ``.part`` file the log is being written to (for cleanup)."""
+    (spool / PART_NOTE).write_text(str(part))
+
+
+def remove_noted_part(spool: Path) -> Path | None:
+    """The ``.part`` file a dead recorder named in ``spool``, removed if it still is one:
+    a regular file named as outputs.Staged names one, empty or beginning as a SQL log.
+    The note was in a directory the program could write to, so nothing else is removed."""
+    try:
+        part = Path(_read_small(spool / PART_NOTE, 4096).decode())
+        info = os.lstat(part)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not part.is_absolute() or not PART_NAME_RE.match(part.name) or not stat.S_ISREG(info.st_mode):
+        return None
+    try:
+        head = _read_small(part, 32)
+    except OSError:
+        return None
+    if head and not head.startswith(b'{"sqlwa_sql_log"'):
+        return None
+    part.unlink(missing_ok=True)
+    return part
+
+
+def _read_small(path: Path, limit: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def process_files(spool: Path, skipped: Skipped) -> list[Path]:
+    """The processes' files in the spool, in name order; anything else is skipped."""
+    files = []
+    for entry in sorted(os.scandir(spool), key=lambda e: e.name):
+        if entry.name in (scratch.SCRATCH_MARK, PART_NOTE):
+            continue
+        if SPOOL_FILE_RE.match(entry.name) and entry.is_file(follow_symlinks=False):
+            files.append(Path(entry.path))
+        else:
+            skipped.files.append(entry.name)
+    return files
+
+
+def checked(raw: bytes) -> Event | None:
+    """One line of a process file as the preload writes it, or None."""
+    try:
+        event = json.loads(raw)
+    except (ValueError, RecursionError):  # ValueError: JSON's and UTF-8's errors
+        return None
+    kind = event.get("ev") if isinstance(event, dict) else None
+    keys = EVENT_KEYS.get(kind) if isinstance(kind, str) else None
+    if keys is None:
+        return None
+    for key, kind in keys.items():
+        value = event.get(key)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return None
+    return event
+
+
+def lines(path: Path, chunk: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The whole lines of ``path``, read ``chunk`` bytes at a time with the file open only
+    while a chunk is read; a last line without its newline (the process was killed in
+    the middle of a write) is left out."""
+    offset, pending = 0, []  # the pieces of a line longer than a chunk, joined once
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
+            data = os.pread(fd, chunk, offset)
+        finally:
+            os.close(fd)
+        if not data:
+            return
+        offset += len(data)
+        parts = data.split(b"\n")
+        if len(parts) == 1:
+            pending.append(data)
+            continue
+        yield b"".join([*pending, parts[0]]) + b"\n"
+        for line in parts[1:-1]:
+            yield line + b"\n"
+        pending = [parts[-1]] if parts[-1] else []
+
+
+def events(path: Path, skipped: Skipped, chunk: int = CHUNK_BYTES) -> Iterator[tuple[int, int, Event]]:
+    """A process file's events keyed for merging: (t, order, event); a duration line
+    takes the time of the line before it so it stays behind its statement."""
+    last_t = 0
+    for order, raw in enumerate(lines(path, chunk)):
+        event = checked(raw)
+        if event is None:
+            skipped.lines += 1
+            continue
+        last_t = event.get("t", last_t)
+        yield last_t, order, event
+
+
+def chunk_for(files: int) -> int:
+    """How much of each file a merge of ``files`` files reads at a time."""
+    return max(4096, min(CHUNK_BYTES, BUFFERS_BYTES // max(files, 1)))
