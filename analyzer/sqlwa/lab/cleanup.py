@@ -20,13 +20,8 @@ from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
 from sqlwa.lab import fuse
 from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, LAB_TARGET_RE, remove_lab_dir
-from sqlwa.lab.scratch import (
-    GUEST_CONTROL_TAG,
-    RECORD_PREFIX,
-    SCRATCH_NAME_RE,
-    dead_scratch_dirs,
-    has_scratch_mark,
-)
+from sqlwa.lab.scratch import GUEST_CONTROL_TAG, SCRATCH_NAME_RE, dead_scratch_dirs, has_scratch_mark
+from sqlwa.record import spool
 
 ROOT_ONLY = "lab mounts, loop devices and tracefs instances were not looked at: they need root (sudo sqlwa lab cleanup)"
 
@@ -54,9 +49,10 @@ def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
         _cleanup_labs(bases, report)
         report += remove_dead_instances()
     for scratch in dead_scratch_dirs(bases):
-        if scratch.name.startswith(f"{RECORD_PREFIX}-"):
-            _remove_partial_log(scratch, report)
         _attempt(report, f"removed {scratch}", lambda p: shutil.rmtree(p), str(scratch))
+    for recording in spool.dead_spools(bases):
+        _remove_partial_log(recording, report)
+        _attempt(report, f"removed {recording} (the spool of a killed sqlwa record)", shutil.rmtree, str(recording))
     if not is_root():
         report.append(ROOT_ONLY)
     return report
@@ -65,8 +61,6 @@ def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
 def _remove_partial_log(spool_dir: Path, report: list[str]) -> None:
     """The ``.part`` file a killed ``sqlwa record`` was writing its log to, if its spool
     names one (sqlwa.record.spool checks it still is one)."""
-    from sqlwa.record import spool
-
     try:
         part = spool.remove_noted_part(spool_dir)
     except OSError as exc:

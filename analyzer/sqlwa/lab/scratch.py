@@ -20,9 +20,7 @@ SCRATCH_PREFIX = "sqlwa-run"
 # `sqlwa device probe DIR` works in a directory of the same kind inside DIR (fio's data
 # file and its filler files), so `sqlwa lab cleanup --workdir DIR` removes a killed one.
 PROBE_PREFIX = "sqlwa-probe"
-# `sqlwa record`'s spool (sqlwa.record.spool): the recorded program's SQL, unredacted.
-RECORD_PREFIX = "sqlwa-record"
-SCRATCH_NAME_RE = re.compile(rf"^(?:{SCRATCH_PREFIX}|{PROBE_PREFIX}|{RECORD_PREFIX})-(\d+)-[A-Za-z0-9_]+$")
+SCRATCH_NAME_RE = re.compile(rf"^(?:{SCRATCH_PREFIX}|{PROBE_PREFIX})-(\d+)-[A-Za-z0-9_]+$")
 # The VM lab's qemu shares the run's scratch directory with its guest under this 9p tag
 # (sqlwa.vm.machine; the guest's init.sh mounts it): how cleanup tells a guest's qemu.
 GUEST_CONTROL_TAG = "ctl"

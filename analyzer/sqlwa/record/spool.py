@@ -2,10 +2,10 @@
 writes its ``PID.jsonl`` into (record-preload/), until ``sqlwa record`` merges them.
 
 It holds the program's SQL, unredacted even with ``--redact``, so it is made as the run
-directories are (:func:`sqlwa.lab.scratch.make_owned_dir`): ``sqlwa-record-<pid>-<token>``,
-mode 0700, sqlwa's mark inside, an flock held by the recorder while it lives, so that
-``sqlwa lab cleanup`` removes one whose recorder was killed (and the ``.part`` file it was
-writing, named in :data:`PART_NOTE`) and never a live one.
+directories are (sqlwa.lab.scratch): ``sqlwa-record-<pid>-<token>``, mode 0700, sqlwa's
+mark inside, an flock held by the recorder while it lives (sqlwa._system.ownership), so
+that ``sqlwa lab cleanup`` removes one whose recorder was killed (:func:`dead_spools`, and
+the ``.part`` file it was writing, named in :data:`PART_NOTE`) and never a live one.
 
 What is in it was written by the program's processes, which may write anything there (the
 directory is named in their environment): every file is read as untrusted input. A file
@@ -21,15 +21,19 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlwa import _system
-from sqlwa.lab import scratch
 
-PREFIX = scratch.RECORD_PREFIX
+PREFIX = "sqlwa-record"
+NAME_RE = re.compile(rf"^{PREFIX}-(\d+)-[A-Za-z0-9_]+$")
+#: In every spool, written as it is made: what `lab cleanup` removes must carry it.
+MARK = ".sqlwa-record-spool"
+MARK_TEXT = "sqlwa record's spool (the recorded program's SQL), removed by it or `sqlwa lab cleanup`\n"
 #: The name the preload gives each process's file.
 SPOOL_FILE_RE = re.compile(r"^\d{1,10}\.jsonl$")
 #: Names the log's ``.part`` file (outputs.Staged) while it is written, for cleanup.
@@ -74,12 +78,50 @@ class Skipped:
 def spool_dir() -> Iterator[Path]:
     """A fresh spool, owned by this process while the block runs, removed after it."""
     with _system.signals.held_back():  # made, marked and locked as one step
-        path, ownership = scratch.make_owned_dir(PREFIX, None)
+        path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-"))  # mode 0700
+        ownership = _system.ownership.hold_ownership(path)
+        try:
+            (path / MARK).write_text(MARK_TEXT)
+        except BaseException:
+            _system.ownership.release_ownership(ownership)
+            shutil.rmtree(path, ignore_errors=True)
+            raise
     try:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
         _system.ownership.release_ownership(ownership)
+
+
+def dead_spools(bases: list[str]) -> list[Path]:
+    """The spools in ``bases`` whose recorder is gone: named and marked as sqlwa makes
+    them (or killed before the mark was whole), their pid dead and their lock free."""
+    found = []
+    for base in bases:
+        try:
+            entries = list(os.scandir(base))
+        except OSError:
+            continue
+        for entry in entries:
+            match = NAME_RE.match(entry.name)
+            if not match or not entry.is_dir(follow_symlinks=False) or not _marked(Path(entry.path)):
+                continue
+            if _system.ownership.owner_is_gone(entry.path, int(match.group(1))):
+                found.append(Path(entry.path))
+    return sorted(found)
+
+
+def _marked(directory: Path) -> bool:
+    """Whether ``directory`` has the mark, or is empty, or holds only a mark cut short
+    (its recorder killed as it made it)."""
+    try:
+        names = os.listdir(directory)
+        if MARK not in names:
+            return not names
+        text = _read_small(directory / MARK, len(MARK_TEXT) + 1)
+    except OSError:
+        return False
+    return text == MARK_TEXT.encode() or (names == [MARK] and MARK_TEXT.encode().startswith(text))
 
 
 def note_part(spool: Path, part: Path) -> None:
@@ -122,7 +164,7 @@ def process_files(spool: Path, skipped: Skipped) -> list[Path]:
     """The processes' files in the spool, in name order; anything else is skipped."""
     files = []
     for entry in sorted(os.scandir(spool), key=lambda e: e.name):
-        if entry.name in (scratch.SCRATCH_MARK, PART_NOTE):
+        if entry.name in (MARK, PART_NOTE):
             continue
         if SPOOL_FILE_RE.match(entry.name) and entry.is_file(follow_symlinks=False):
             files.append(Path(entry.path))
