@@ -87,11 +87,18 @@ def _wait(
         for signum, pass_on in arrived:
             if ended.interrupted is None:
                 ended.interrupted = signum
-                on_stop(signum)
+                _say(on_stop, signum)
             if pass_on:
                 _send(proc.pid, signum)
     ended.returncode = returncode
     return ended
+
+
+def _say(on_stop: Callable[[int], None], signum: int) -> None:
+    try:
+        on_stop(signum)
+    except OSError:
+        pass  # a terminal gone with the hang-up: what cannot be said must not end the recording
 
 
 def _send(pid: int, signum: int) -> None:
