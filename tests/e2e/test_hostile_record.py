@@ -379,6 +379,32 @@ def test_after_sigkill_the_program_dies_and_cleanup_removes_the_spool(tmp_path: 
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
 
 
+def test_cleanup_removes_the_part_a_dead_spool_names_and_nothing_else(tmp_path: Path) -> None:
+    """A killed recorder's spool names the ``.part`` of the log it was writing; the program
+    could write that note too, so only a file that still is such a part goes with it."""
+    from sqlwa.record import spool
+
+    env = own_env(tmp_path)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid nobody has now
+    part = tmp_path / ".log.jsonl.0123456789ab.part"
+    part.write_text('{"sqlwa_sql_log": 1, "source": "record"')
+    victim = tmp_path / ".notes.txt.0123456789ab.part"  # named like one, but the user's
+    victim.write_text("a user's own text\n")
+    for token, named in (("a", part), ("b", victim), ("c", tmp_path / "app.py")):
+        directory = tmp_path / "tmp" / f"sqlwa-record-{dead.pid}-{token}"
+        directory.mkdir(mode=0o700)
+        (directory / spool.MARK).write_text(spool.MARK_TEXT)
+        (directory / spool.PART_NOTE).write_text(str(named))
+    (tmp_path / "app.py").write_text("print('mine')\n")
+    done = sqlwa("lab", "cleanup", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert not part.exists() and f"removed {part}" in done.stdout
+    assert victim.read_text() == "a user's own text\n"
+    assert (tmp_path / "app.py").read_text() == "print('mine')\n"
+    assert spools(tmp_path) == []
+
+
 MANY_CHILDREN = """\
 import os, sqlite3, sys
 children, db = int(sys.argv[1]), sys.argv[2]
