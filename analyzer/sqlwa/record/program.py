@@ -229,12 +229,13 @@ def record(command: list[str], target: Path, redact: bool, on_stop: Callable[[in
 
 
 def opened(files: list[Path]) -> tuple[str | None, set[str]]:
-    """The SQLite version the first connection reported, and every database file opened."""
+    """The SQLite version the first connection reported, and every database file opened
+    (only the lines that begin as the preload begins an open event are parsed)."""
     version, databases = None, set()
-    ignored = spool.Skipped()  # counted by the merge, which reads the same lines
     for path in files:
-        for _, _, event in spool.events(path, ignored):
-            if event["ev"] == "open":
+        for raw in spool.lines(path):
+            event = spool.checked(raw) if raw.startswith(b'{"ev":"open"') else None
+            if event is not None and event["ev"] == "open":
                 databases.add(event["db"])
                 if version is None and isinstance(event.get("sqlite_version"), str):
                     version = event["sqlite_version"]
