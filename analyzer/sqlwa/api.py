@@ -128,8 +128,7 @@ def parse_to_parquet(
     if format not in traceparse.FORMATS:
         raise UsageError(f"unknown trace format {format!r}", f"choose from: {', '.join(traceparse.FORMATS)}")
     paths = traceformat.as_list(paths)
-    traceformat.refuse_overwriting_an_input(paths, output)
-    target = outputs.check_file(Path(output), "output")
+    target = outputs.check_file(Path(output), "output", reads=paths, what_read="the capture")
     if traceformat.is_perfetto(paths, format):
         return perfetto.parse_to_parquet(paths[0], target, lenient=lenient)
     return traceformat.parse_to_parquet(paths, target, format=format, lenient=lenient)

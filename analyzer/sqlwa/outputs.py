@@ -6,7 +6,9 @@ symlinks are followed; a device node, FIFO, socket or directory is refused, as i
 in a system directory (/etc, /usr, /dev …) unless ``--allow-system-dir`` is given. It is
 written to a temporary file in the same directory and renamed onto the checked target,
 so a failed or full write leaves the old file as it was and a rename never replaces a
-node the check did not see.
+node the check did not see. Nor may it be one of the files the command reads, or lie
+anywhere inside a run directory or a matrix's store directory (:func:`refuse_own_results`):
+a report named ``m/results.sqlite`` would replace the sweep it reports.
 
 A directory output (``run --out``, ``matrix --out``, ``demo``, ``crash``) must be new,
 empty, or hold sqlwa's own mark of the same kind (a run's, a matrix's): sqlwa never
@@ -20,7 +22,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -88,12 +90,23 @@ def refuse_system_dir(target: str, option: str, allow_system: bool, shown: str |
         )
 
 
-def check_file(path: Path, option: str, *, allow_system: bool = False, make_parents: bool = False) -> Path:
+def check_file(
+    path: Path,
+    option: str,
+    *,
+    allow_system: bool = False,
+    make_parents: bool = False,
+    reads: Iterable[str | os.PathLike] = (),
+    what_read: str = "it",
+) -> Path:
     """The regular file ``path`` names once its symlinks are followed (existing or not), if
     sqlwa may write it; else one :class:`UsageError` naming ``option``. With
-    ``make_parents`` its missing parent directories are allowed (the writer makes them)."""
+    ``make_parents`` its missing parent directories are allowed (the writer makes them).
+    ``reads``: the files the command reads, none of which it may be (``what_read``: what
+    the refusal says would be replaced); nor may it lie in a run's or a matrix's directory."""
     target = Path(os.path.realpath(path))
     refuse_system_dir(str(target), option, allow_system, shown=path)
+    refuse_own_results(target, option, path, reads, what_read)
     try:
         mode = os.stat(target).st_mode
     except FileNotFoundError:
@@ -110,6 +123,67 @@ def check_file(path: Path, option: str, *, allow_system: bool = False, make_pare
     if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write {option} {path}: {parent} is not writable", f"choose another {option}")
     return target
+
+
+def refuse_own_results(
+    target: Path, option: str, shown: str | os.PathLike, reads: Iterable[str | os.PathLike] = (), what: str = "it"
+) -> None:
+    """A UsageError when ``target`` (symlinks resolved) is one of ``reads`` (the same file,
+    by name or by inode) or inside one that is a directory (or is to be made), or lies in
+    a directory that holds a sqlwa run or a matrix's store, at any depth: sqlwa's own
+    results are never an output's place."""
+    for source in reads:
+        if _same_file(source, target):
+            raise UsageError(
+                f"{option} {shown} is {os.fsdecode(source)}, which this command reads: writing there would "
+                f"replace {what}",
+                f"give {option} another file",
+            )
+        if (os.path.isdir(source) or not os.path.lexists(source)) and _inside(target, source):
+            raise UsageError(
+                f"{option} {shown} is inside {os.fsdecode(source)}, which this command reads",
+                f"write {option} outside {os.fsdecode(source)}",
+            )
+    holder = results_directory_of(target)
+    if holder is not None:
+        kind, directory = holder
+        named = shown if str(target) == os.fsdecode(shown) else f"{os.fsdecode(shown)} (-> {target})"
+        raise UsageError(
+            f"{option} {named} is inside {directory}, which holds a sqlwa {kind}: sqlwa never writes among its results",
+            f"write {option} outside {directory}",
+        )
+
+
+def _same_file(source: str | os.PathLike, target: Path) -> bool:
+    if os.path.realpath(source) == str(target):
+        return True
+    try:
+        return os.path.samefile(source, target)
+    except OSError:  # either does not exist (yet): not the same file
+        return False
+
+
+def _inside(target: Path, directory: str | os.PathLike) -> bool:
+    return Path(os.path.realpath(directory)) in target.parents
+
+
+def results_directory_of(target: Path) -> tuple[str, Path] | None:
+    """The nearest directory above ``target`` (a resolved path) that holds a sqlwa run
+    (its RUNNING mark, or a finished run's summary.json) or a matrix's store, with which."""
+    # Imported here: both read Polars-backed result files; `sqlwa --help` needs neither.
+    from sqlwa.results import rundir, store
+
+    for directory in target.parents:
+        if not directory.is_dir():
+            continue  # a parent the writer is to make (make_parents)
+        try:
+            if store.holds_a_matrix(directory):
+                return "matrix", directory
+        except OSError:  # a store this user may not read: not one to judge, the writer's open says so
+            pass
+        if rundir.holds_a_run(directory):
+            return "run", directory
+    return None
 
 
 class Staged:

@@ -98,7 +98,9 @@ def test_a_symlink_to_a_runs_file_is_refused_as_the_file(world):
 def test_a_symlinked_directory_into_the_sweep_is_refused(world):
     (world / "view").symlink_to(world / "m", target_is_directory=True)
     before = state(world / "m")
-    proc = sqlwa_in_process("check", "-p", str(world / "policy.toml"), str(world / "r"), "--junit", str(world / "view" / "x.xml"))
+    proc = sqlwa_in_process(
+        "check", "-p", str(world / "policy.toml"), str(world / "r"), "--junit", str(world / "view" / "x.xml")
+    )
     assert_refused(proc)
     proc = sqlwa_in_process("export", "--format", "csv", str(world / "m"), "-o", str(world / "view" / "m.csv"))
     assert_refused(proc, str(world / "m"))

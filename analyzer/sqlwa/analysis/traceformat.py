@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from sqlwa import _native, _system, inputs
-from sqlwa.errors import UsageError
 
 
 def parse_to_parquet(
@@ -35,21 +34,6 @@ def parse_to_parquet(
         return dict(_native.parse_trace_to_parquet([str(p) for p in as_list(paths)], str(output), format, lenient))
     finally:
         _system.memory.release_freed()
-
-
-def refuse_overwriting_an_input(paths: Iterable[str | os.PathLike], output: str | os.PathLike) -> None:
-    """A UsageError when ``output`` is one of the traces: writing the table there would
-    replace the capture it was read from."""
-    for path in paths:
-        try:
-            same = os.path.samefile(path, output)
-        except OSError:  # either does not exist (yet): not the same file
-            continue
-        if same:
-            raise UsageError(
-                f"the output {output} is the trace {path}: writing there would replace the capture",
-                "name another file for the event table",
-            )
 
 
 def as_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str | os.PathLike]:

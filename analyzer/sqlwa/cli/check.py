@@ -111,7 +111,14 @@ def check_command(
 
     # Said before the checks run and print, not after (as the write would).
     junit_target = (
-        None if junit_path is None else outputs.check_file(junit_path, "--junit", allow_system=allow_system_dir)
+        None
+        if junit_path is None
+        else outputs.check_file(
+            junit_path,
+            "--junit",
+            allow_system=allow_system_dir,
+            reads=(policy_path, results, *filter(None, [baseline])),
+        )
     )
     policy = checking.load_policy(policy_path)
     policy.use_emulated_timings = use_emulated_timings

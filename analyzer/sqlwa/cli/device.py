@@ -54,9 +54,10 @@ def device() -> None:
     """
 
 
-def check_output(out: Path, allow_system: bool) -> Path:
-    """Where the profile goes, checked before minutes of measuring, not after."""
-    return outputs.check_file(out, "-o", allow_system=allow_system)
+def check_output(out: Path, allow_system: bool, reads: tuple[Path, ...] = ()) -> Path:
+    """Where the profile goes, checked before minutes of measuring, not after; never one
+    of the files it is made from (``reads``)."""
+    return outputs.check_file(out, "-o", allow_system=allow_system, reads=reads)
 
 
 def show(profile: Profile, written: Path | None = None) -> None:
@@ -154,7 +155,7 @@ def import_command(fio_json: tuple[Path, ...], out: Path, name: str, description
         raise UsageError(
             f"{len(fills)} --fill for {len(fio_json)} fio outputs", "give one --fill per file, in the same order"
         )
-    target = check_output(out, allow_system_dir)
+    target = check_output(out, allow_system_dir, reads=fio_json)
     levels, versions, disks = [], set(), set()
     for number, path in enumerate(fio_json):
         data = fio.read_json(read_text(path), str(path))

@@ -65,7 +65,7 @@ def export_command(run: Path, output: Path, output_format: str, allow_system_dir
         raise UsageError(
             f"{run} is not a run directory: no summary.json", "pass a directory written by `sqlwa run --out`"
         )
-    target = outputs.check_file(output, "-o", allow_system=allow_system_dir)
+    target = outputs.check_file(output, "-o", allow_system=allow_system_dir, reads=(run,))
     # Written beside the output and renamed into place: a failed export leaves no half trace.
     with outputs.replacing(target, "the Perfetto trace") as f:
         counts = perfetto_export.export(run, f)
@@ -83,7 +83,7 @@ def export_csv(source: Path, output: Path, allow_system_dir: bool) -> None:
     from sqlwa.views import csv_output
 
     table = store.load_results(source)  # refuses what is neither a matrix nor a finished run
-    target = outputs.check_file(output, "-o", allow_system=allow_system_dir)
+    target = outputs.check_file(output, "-o", allow_system=allow_system_dir, reads=(source,))
     if (store.results_dir(source) / store.STORE_FILE).exists():
         frame, what = csv_output.configurations(table, store.load_latencies(source)), "configurations"
     else:

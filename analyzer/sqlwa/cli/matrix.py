@@ -518,7 +518,11 @@ def demo_command(out_dir: Path | None, report_path: Path | None, **axes) -> None
     plan = plan_of(out_dir, {**axes, "txns": axes["txns"] or DEMO_TXNS, "journal_txns": per_journal})
     # Where the report goes is checked before the sweep, not after minutes of it.
     outputs.check_file(
-        report_path or Path("report.html"), "--report", allow_system=plan.allow_system_dir, make_parents=True
+        report_path or Path("report.html"),
+        "--report",
+        allow_system=plan.allow_system_dir,
+        make_parents=True,
+        reads=(out_dir,),
     )
     console = wide_console()
     outcome = run_and_report(plan, console)

@@ -102,17 +102,15 @@ def parse(
     otherwise the trace is analysed at the device level."""
     from rich.console import Console
 
-    from sqlwa.analysis import traceformat
-
     # Checked before the parse: neither may be a device, FIFO or directory (the parser's
-    # rename would replace the node); a symlink's target is written, as a regular file.
-    for path in (output, commits_output):
-        if path is not None:
-            traceformat.refuse_overwriting_an_input(traces, path)
+    # rename would replace the node), a trace, or a file of a run; a symlink's target is
+    # written, as a regular file.
     if output is not None:
-        output = outputs.check_file(output, "-o", allow_system=allow_system_dir)
+        output = outputs.check_file(output, "-o", allow_system=allow_system_dir, reads=traces, what_read="the capture")
     if commits_output is not None:
-        commits_output = outputs.check_file(commits_output, "--commits", allow_system=allow_system_dir)
+        commits_output = outputs.check_file(
+            commits_output, "--commits", allow_system=allow_system_dir, reads=traces, what_read="the capture"
+        )
     # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
     status = Console(stderr=True)
     # SIGTERM, like Ctrl-C, unwinds: the parse stops at its next progress check and says

@@ -61,11 +61,12 @@ def record_command(
             "give either a program to run (after --) or --from FILE",
             "sqlwa record -- python3 app.py, or sqlwa record --from logcat.txt",
         )
-    target = outputs.check_file(out, "--out", allow_system=allow_system_dir)
+    reads = () if source is None else (source,)
+    target = outputs.check_file(
+        out, "--out", allow_system=allow_system_dir, reads=reads, what_read="the log being converted"
+    )
     program.check_out(target, out, list(command) if command else None)
     if source is not None:
-        if source.resolve() == target:
-            raise UsageError(f"--out {out} is the file being converted", "write the log to another file")
         with outputs.replacing(target, "the SQL log") as f:
             converted = convert(source, f, redact)
         click.echo(
