@@ -37,7 +37,7 @@ from sqlwa.capture.tracing import checked_comm
 from sqlwa.errors import CaptureError, UnsupportedFilesystem, UsageError
 from sqlwa.lab import fslayout, fuse
 from sqlwa.lab.cleanup import cleanup_leftovers
-from sqlwa.lab.filesystem import LabFilesystem
+from sqlwa.lab.filesystem import LAB_MARK, LAB_MARK_TEXT, LabFilesystem
 from sqlwa.measure import engine
 from trace_truth import (
     ISSUE_BODY,
@@ -469,6 +469,7 @@ def test_cleanup_stops_a_daemon_whose_run_is_gone_and_nothing_else(tmp_path: Pat
     lab_dir = Path(tempfile.gettempdir()) / f"sqlwa-lab-{owner.pid}-{token}"
     (lab_dir / "mnt").mkdir(parents=True)
     (lab_dir / "fuse").mkdir()
+    (lab_dir / LAB_MARK).write_text(LAB_MARK_TEXT)  # what a lab writes into its directory
     binary = fuse.daemon_binary(fuse.SQLWA_DAEMON)
     (lab_dir / f"fuse-{token}").symlink_to(binary)  # type: ignore[arg-type]
     orphan = subprocess.Popen(

@@ -16,6 +16,7 @@ import tempfile
 
 from sqlwa import _system
 from sqlwa.lab import cleanup
+from sqlwa.lab.filesystem import LAB_MARK, LAB_MARK_TEXT
 from sqlwa.lab.scratch import SCRATCH_MARK, SCRATCH_MARK_TEXT
 
 
@@ -30,6 +31,7 @@ def test_cleanup_removes_the_dm_target_of_a_dead_lab_first_and_only_that(tmp_pat
     live = f"sqlwa-lab-{os.getpid()}-bb22"
     for name in (dead, live):
         (tmp_path / name).mkdir()
+        (tmp_path / name / LAB_MARK).write_text(LAB_MARK_TEXT)  # sqlwa's mark, which cleanup looks for
     ownership = _system.ownership.hold_ownership(tmp_path / live)
     loops = [
         _system.loops.LoopDevice("/dev/loop5", str(tmp_path / dead / f"{dead}.img"), 7, 5, True),
@@ -69,6 +71,7 @@ def test_cleanup_undoes_a_killed_crash_run(tmp_path, monkeypatch):
     live_scratch = f"sqlwa-run-{os.getpid()}-z9"
     for name in (lab, scratch, live_scratch):
         (tmp_path / name).mkdir()
+    (tmp_path / lab / LAB_MARK).write_text(LAB_MARK_TEXT)
     for name in (scratch, live_scratch):  # sqlwa's mark, which cleanup looks for
         (tmp_path / name / SCRATCH_MARK).write_text(SCRATCH_MARK_TEXT)
     (tmp_path / scratch / "mnt-1").mkdir()

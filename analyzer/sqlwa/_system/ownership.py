@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 
 from sqlwa._system import processes
 
@@ -48,3 +49,46 @@ def owner_is_gone(directory: str | os.PathLike, pid: int) -> bool:
     finally:
         os.close(fd)  # also drops our probe's own lock
     return True
+
+
+# What cleanup removes must also say it is sqlwa's: a mark file written into the directory
+# as it is made. A name alone proves nothing (a user's own directory may be named like
+# one), and a lock says only whether an owner lives.
+
+
+def write_mark(directory: str | os.PathLike, name: str, text: str) -> None:
+    """Mark ``directory`` (just made, and locked by :func:`hold_ownership`) as sqlwa's."""
+    fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as mark:
+        mark.write(text)
+
+
+def has_mark(directory: str | os.PathLike, name: str, text: str) -> bool:
+    """Whether ``directory`` holds the mark ``name`` with exactly ``text`` (a regular file,
+    not a symlink to one)."""
+    path = os.path.join(directory, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as mark:
+        if not stat.S_ISREG(os.fstat(mark.fileno()).st_mode):
+            return False
+        return mark.read(len(text) + 1) == text.encode()
+
+
+def killed_while_marking(directory: str | os.PathLike, name: str, text: str) -> bool:
+    """Whether ``directory`` holds nothing but a mark cut short: its owner killed between
+    making it and writing the mark's text (nothing at all, or the mark empty or a prefix
+    of its text). Such a directory holds nothing of anyone's."""
+    try:
+        entries = os.listdir(directory)
+        if entries != [name]:
+            return not entries
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as mark:
+        if not stat.S_ISREG(os.fstat(mark.fileno()).st_mode):
+            return False
+        return text.encode().startswith(mark.read(len(text) + 1))

@@ -29,7 +29,10 @@ def cleanup(workdirs: tuple[str, ...]) -> None:
     the log they were writing. Each is removed only where
     its owner is gone: the pid is dead and nobody holds the lock its owner keeps on it,
     so a cleanup inside a container (another PID namespace) never touches a live run
-    outside it, and the other way round. Nothing else is touched.
+    outside it, and the other way round. A lab or scratch directory must also carry the
+    mark sqlwa writes into it as it makes it (.sqlwa-lab, .sqlwa-scratch): one merely
+    named like it (a user's own, or an older sqlwa's) is left, with its loop devices and
+    mounts, and said so. Nothing else is touched.
 
     \b
       sudo sqlwa lab cleanup                  # after a kill -9 of a lab run

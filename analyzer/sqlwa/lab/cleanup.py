@@ -1,7 +1,10 @@
 """Removing what crashed runs left behind: FUSE daemons, mounts, device-mapper targets,
 loop devices, lab and scratch directories and tracefs instances, found by sqlwa's own
 naming only and only where their owner is gone (its pid dead here and its ownership lock free, which also holds across
-PID namespaces: :func:`sqlwa._system.ownership.owner_is_gone`)."""
+PID namespaces: :func:`sqlwa._system.ownership.owner_is_gone`). A lab or scratch
+directory must also carry sqlwa's mark, written as it was made: one merely named like
+a lab's (a user's own, or an older sqlwa's without the mark) is left, and said so, with
+its loop devices and mounts."""
 
 from __future__ import annotations
 
@@ -19,7 +22,14 @@ from sqlwa._system.processes import is_root, kill_process, processes
 from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
 from sqlwa.lab import fuse
-from sqlwa.lab.filesystem import LAB_IMAGE_RE, LAB_NAME_RE, LAB_TARGET_RE, remove_lab_dir
+from sqlwa.lab.filesystem import (
+    LAB_IMAGE_RE,
+    LAB_NAME_RE,
+    LAB_TARGET_RE,
+    has_lab_mark,
+    killed_while_marking,
+    remove_lab_dir,
+)
 from sqlwa.lab.scratch import GUEST_CONTROL_TAG, SCRATCH_NAME_RE, dead_scratch_dirs, has_scratch_mark
 from sqlwa.record import spool
 
@@ -46,7 +56,9 @@ def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
     report: list[str] = []
     _stop_dead_guests(report)
     if is_root():
-        _cleanup_labs(bases, report)
+        unmarked: set[str] = set()
+        _cleanup_labs(bases, report, unmarked)
+        report += [left_unmarked(lab_dir) for lab_dir in sorted(unmarked)]
         report += remove_dead_instances()
     for scratch in dead_scratch_dirs(bases):
         _attempt(report, f"removed {scratch}", lambda p: shutil.rmtree(p), str(scratch))
@@ -70,14 +82,22 @@ def _remove_partial_log(spool_dir: Path, report: list[str]) -> None:
         report.append(f"removed {part} (a log a killed sqlwa record was writing)")
 
 
-def _stop_dead_daemons(report: list[str]) -> None:
+def left_unmarked(lab_dir: str) -> str:
+    return (
+        f"left {lab_dir} alone: it is named like a lab but has no sqlwa mark ({os.path.basename(lab_dir)}"
+        "/.sqlwa-lab): a directory of someone else's, or of an sqlwa older than the mark; remove it by hand "
+        "if it is a lab's"
+    )
+
+
+def _stop_dead_daemons(report: list[str], unmarked: set[str]) -> None:
     """Kill the FUSE daemons of labs whose owner is gone: a daemon named fuse-<token>
     whose command line names a path in the lab directory of that token. First, as a
     daemon holds files of the lab filesystem open and serves the FUSE mount."""
     for proc in processes():
         match = fuse.COMM_RE.match(proc.comm)
         holder = next((d for d in map(_lab_dir_of, proc.argv[1:]) if d), None) if match else None
-        if match is None or holder is None or not holder.endswith(f"-{match.group(1)}") or not _gone(holder):
+        if match is None or holder is None or not holder.endswith(f"-{match.group(1)}") or not _gone(holder, unmarked):
             continue
         try:
             kill_process(proc.pid)
@@ -112,8 +132,8 @@ def _guest_control_dir(arg: str) -> str | None:
     return fields.get("path") if fields.get("mount_tag") == GUEST_CONTROL_TAG else None
 
 
-def _cleanup_labs(bases: list[str], report: list[str]) -> None:
-    _stop_dead_daemons(report)
+def _cleanup_labs(bases: list[str], report: list[str], unmarked: set[str]) -> None:
+    _stop_dead_daemons(report, unmarked)
     dead_loops, lab_dirs = [], set()
     for loop in loop_devices():
         lab_dir = os.path.dirname(loop.backing_file)
@@ -127,14 +147,14 @@ def _cleanup_labs(bases: list[str], report: list[str]) -> None:
                 f"left {loop.device} alone: its backing file {loop.backing_file} is not visible here "
                 "(another mount namespace?); run `sqlwa lab cleanup` where it was made"
             )
-        elif _gone(lab_dir):
+        elif _gone(lab_dir, unmarked):
             dead_loops.append(loop)
             lab_dirs.add(lab_dir)
     dead_devices = {d.device for d in dead_loops}
     for mount in reversed(current_mounts()):  # innermost first
         holder = _lab_dir_of(mount.mountpoint)
         in_dead_scratch = _dead_scratch(os.path.dirname(mount.mountpoint))
-        if mount.source in dead_devices or (holder and _gone(holder)) or in_dead_scratch:
+        if mount.source in dead_devices or (holder and _gone(holder, unmarked)) or in_dead_scratch:
             what = f"unmounted {mount.mountpoint} ({mount.fstype} on {mount.source})"
             _attempt(report, what, unmount, mount.mountpoint)
             if holder:
@@ -144,7 +164,8 @@ def _cleanup_labs(bases: list[str], report: list[str]) -> None:
         _attempt(report, f"detached {loop.device} (backing file {loop.backing_file})", detach_loop, loop.device)
     for base in bases:
         if os.path.isdir(base):
-            lab_dirs.update(str(p) for p in Path(base).iterdir() if p.is_dir() and _gone(str(p)))
+            found = (str(p) for p in Path(base).iterdir() if p.is_dir() and not p.is_symlink())
+            lab_dirs.update(p for p in found if _gone(p, unmarked))
     for lab_dir in sorted(lab_dirs):
         if LAB_NAME_RE.match(os.path.basename(lab_dir)) and os.path.isdir(lab_dir):
             _attempt(report, f"removed {lab_dir}", remove_lab_dir, lab_dir)
@@ -174,10 +195,17 @@ def _dead_scratch(directory: str) -> bool:
     return match is not None and has_scratch_mark(directory) and owner_is_gone(directory, int(match.group(1)))
 
 
-def _gone(lab_dir: str) -> bool:
-    """Whether ``lab_dir`` is a lab directory whose owner is gone."""
+def _gone(lab_dir: str, unmarked: set[str]) -> bool:
+    """Whether ``lab_dir`` is a lab directory whose owner is gone: named like one, carrying
+    sqlwa's mark (or holding nothing but a mark cut short), its owner dead. One named like
+    a lab whose owner is gone but without the mark is added to ``unmarked``, to be said."""
     match = LAB_NAME_RE.match(os.path.basename(lab_dir))
-    return match is not None and owner_is_gone(lab_dir, int(match.group(1)))
+    if match is None or not owner_is_gone(lab_dir, int(match.group(1))):
+        return False
+    if has_lab_mark(lab_dir) or killed_while_marking(lab_dir):
+        return True
+    unmarked.add(lab_dir)
+    return False
 
 
 def _attempt(report: list[str], done: str, action: Callable[[str], None], target: str) -> None:

@@ -17,8 +17,10 @@ object is made, before anything exists.
 
 Naming: everything the lab creates is named ``sqlwa-lab-<pid>-<token>`` (a directory in
 ``workdir`` holding ``<name>.img`` and ``mnt/``), so :func:`cleanup_leftovers` can find
-what a crashed run left behind and touch nothing else. The owner holds an flock on the
-lab directory while it lives; cleanup needs both the pid dead and the lock free
+what a crashed run left behind and touch nothing else. The directory carries sqlwa's
+mark (:data:`LAB_MARK`), written as it is made: a directory merely named like a lab (a
+user's own) is never cleaned up. The owner holds an flock on the lab directory while it
+lives; cleanup needs the mark, the pid dead and the lock free
 (:func:`sqlwa._system.ownership.owner_is_gone`), which also holds across PID namespaces.
 
 Loop device and the page cache: the loop device is attached with direct I/O
@@ -55,6 +57,9 @@ LAB_NAME_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)$")
 LAB_IMAGE_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)(\.img|\.writes\.log)$")
 # a lab's device-mapper targets: dm-crypt named like the lab, log-writes with "-log"
 LAB_TARGET_RE = re.compile(rf"^{LAB_PREFIX}-(\d+)-([0-9a-f]+)(-log)?$")
+#: In every lab directory, written as it is made: what `lab cleanup` removes must carry it.
+LAB_MARK = ".sqlwa-lab"
+LAB_MARK_TEXT = "sqlwa lab directory, removed by its run or `sqlwa lab cleanup`\n"
 DIR_HINT = "run with sudo, or use --dir PATH for a VFS-only run (no block or syscall level)"
 
 
@@ -438,6 +443,7 @@ class LabFilesystem:
     def _setup(self) -> None:
         os.mkdir(self.lab_dir, 0o700)
         self._ownership = _system.ownership.hold_ownership(self.lab_dir)
+        _system.ownership.write_mark(self.lab_dir, LAB_MARK, LAB_MARK_TEXT)
         if self.spec.mkfs_tool is None:
             os.mkdir(self.mountpoint, 0o700)
             self._mount_tmpfs()
@@ -826,4 +832,16 @@ def remove_lab_dir(lab_dir: str) -> None:
     mnt = os.path.join(lab_dir, "mnt")
     if os.path.isdir(mnt) and _system.mounts.mount_at(mnt) is None:
         os.rmdir(mnt)
+    if len(os.listdir(lab_dir)) == 1 and os.path.lexists(os.path.join(lab_dir, LAB_MARK)):
+        os.unlink(os.path.join(lab_dir, LAB_MARK))  # last: a directory left holding more stays marked
     os.rmdir(lab_dir)
+
+
+def has_lab_mark(lab_dir: str) -> bool:
+    """Whether ``lab_dir`` carries the mark a lab writes into its directory."""
+    return _system.ownership.has_mark(lab_dir, LAB_MARK, LAB_MARK_TEXT)
+
+
+def killed_while_marking(lab_dir: str) -> bool:
+    """Whether ``lab_dir`` holds nothing but a mark cut short (its run killed as it made it)."""
+    return _system.ownership.killed_while_marking(lab_dir, LAB_MARK, LAB_MARK_TEXT)

@@ -38,7 +38,7 @@ def make_owned_dir(prefix: str, parent: Path | None) -> tuple[Path, int]:
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent))
     ownership = _system.ownership.hold_ownership(path)
     try:
-        (path / SCRATCH_MARK).write_text(SCRATCH_MARK_TEXT)
+        _system.ownership.write_mark(path, SCRATCH_MARK, SCRATCH_MARK_TEXT)
     except BaseException:
         _system.ownership.release_ownership(ownership)
         shutil.rmtree(path, ignore_errors=True)
@@ -48,30 +48,13 @@ def make_owned_dir(prefix: str, parent: Path | None) -> tuple[Path, int]:
 
 def has_scratch_mark(directory: str | os.PathLike) -> bool:
     """Whether ``directory`` carries the mark sqlwa writes into its scratch directories."""
-    mark = Path(directory) / SCRATCH_MARK
-    try:
-        if mark.is_symlink() or not mark.is_file():
-            return False
-        with open(mark, "rb") as f:
-            return f.read(len(SCRATCH_MARK_TEXT) + 1) == SCRATCH_MARK_TEXT.encode()
-    except OSError:
-        return False
+    return _system.ownership.has_mark(directory, SCRATCH_MARK, SCRATCH_MARK_TEXT)
 
 
 def killed_while_marking(directory: Path) -> bool:
     """Whether ``directory`` holds nothing but a mark cut short: a run killed between
     creating the mark and writing its text (the file exists, empty or a prefix of it)."""
-    try:
-        entries = [entry.name for entry in directory.iterdir()]
-        if entries != [SCRATCH_MARK]:
-            return not entries  # an empty one: killed before it created the mark
-        mark = directory / SCRATCH_MARK
-        if mark.is_symlink() or not mark.is_file():
-            return False
-        with open(mark, "rb") as f:
-            return SCRATCH_MARK_TEXT.encode().startswith(f.read(len(SCRATCH_MARK_TEXT) + 1))
-    except OSError:
-        return False
+    return _system.ownership.killed_while_marking(directory, SCRATCH_MARK, SCRATCH_MARK_TEXT)
 
 
 def check_scratch_parent(parent: Path | None, allow_system: bool = False) -> None:
