@@ -29,6 +29,19 @@ def received_since(mark: int) -> int | None:
     return _received[mark] if len(_received) > mark else None
 
 
+def interruption_received(mark: int) -> BaseException:
+    """The exception of the signal that stopped a callback whose exception the library
+    calling it dropped (sqlite3's progress handler): the first a guard has seen since
+    ``mark`` (:func:`received_count`), else the first the command line's own handlers
+    have, else a plain interruption."""
+    signum = received_since(mark)
+    if signum is None:
+        from sqlwa.cli import _signals  # a leaf module: it imports nothing of sqlwa's
+
+        signum = _signals.first_received()
+    return interruption(signum) if signum is not None else KeyboardInterrupt()
+
+
 class SignalGuard:
     """Turns SIGINT and SIGTERM into exceptions while a lab or capture is active, so the
     ``with`` block unwinds and cleans up, and restores the previous handlers afterwards.

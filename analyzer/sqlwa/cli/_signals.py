@@ -50,6 +50,11 @@ def too_late() -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
+def first_received() -> int | None:
+    """The first signal these handlers have received, if any."""
+    return _received[0] if _received else None
+
+
 def raise_if_signalled() -> None:
     """The first signal received so far, raised now: one an ignored callback swallowed."""
     if _received:

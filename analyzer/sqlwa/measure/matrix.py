@@ -412,6 +412,8 @@ def open_store(plan: MatrixPlan):
     check_out_dir(plan, create=True)
     path = plan.out_dir / store.STORE_FILE
     existed = path.exists()
+    if existed:  # a store to continue may have come from elsewhere: read it as readers do first
+        store.check_foreign(path)
     conn = store.connect(path)
     try:
         if existed and conn.execute("SELECT count(*) FROM runs").fetchone()[0]:
@@ -420,7 +422,8 @@ def open_store(plan: MatrixPlan):
                     f"{plan.out_dir} already holds a matrix",
                     "add --resume to continue it (cells already done are skipped), or choose a new --out",
                 )
-            check_resumed_plan(conn, plan)
+            with rundir.reading(path):
+                check_resumed_plan(conn, plan)
         store.record_plan(conn, plan_record(plan))
     except BaseException:
         store.close(conn)

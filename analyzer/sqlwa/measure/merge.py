@@ -12,11 +12,19 @@ Everything is checked before anything is written, and each refusal is one line:
 * a cell present in two shards is taken once if both hold the same result (status and
   every count: per-run figures and per-commit counts; timings differ between any two
   runs), and refused otherwise;
-* every run directory a kept row names is there and complete.
+* every run directory a kept row names is there and complete;
+* a shard is read as a foreign file (:func:`sqlwa.results.store.connect_readonly`: no
+  views or triggers, bounded values and query time), every row checked as readers check
+  it, and every path a row names (its run directory, its event table) must lie inside
+  the shard, the event table inside the run's directory; a run directory may hold only
+  regular files and directories (a symlink or a device node is refused: copying it
+  would read what it leads to). A shard from a CI artifact can so name nothing of the
+  machine that merges it.
 
 Each run keeps its own row, environment included: the host it ran on (``hostname``), its
 kernel and the sqlwa version that measured it (``tool_version``), its timings and its
-per-commit rows; its directory is copied to ``OUT/runs/<name>/``. The merged store keeps
+per-commit rows; its directory is copied to ``OUT/runs/<name>/`` (a failed cell that
+left none keeps no path in OUT). The merged store keeps
 the plan without the shard, listing every cell of the matrix: a merge that lacks a shard
 is a partial matrix, as readers then say (and ``check`` fails it unless
 ``--allow-partial``).
@@ -24,8 +32,11 @@ is a partial matrix, as readers then say (and ``check`` fails it unless
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 import sqlite3
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,16 +79,21 @@ class Merged:
     shards: int
 
 
+SHARD_HINT = "give the --out directories of `sqlwa matrix --shard`"
+
+
 def read_shard(path: Path) -> ShardStore:
-    """A shard's store, read whole (read-only); one line for anything that is not one."""
+    """A shard's store, read whole (read-only, as a foreign file); one line for anything
+    that is not one."""
     database = Path(path) / store.STORE_FILE
+    refuse_loop(path, "shard")
     if not Path(path).is_dir():
         what = "is not a directory" if Path(path).exists() else "does not exist"
-        raise UsageError(f"shard {path} {what}", "give the --out directories of `sqlwa matrix --shard`")
+        raise UsageError(f"shard {path} {what}", SHARD_HINT)
     if not store.holds_a_matrix(Path(path)) or database.stat().st_size == 0:
         raise UsageError(
             f"shard {path} holds no sqlwa matrix ({store.STORE_FILE})",
-            "give the --out directories of `sqlwa matrix --shard`",
+            SHARD_HINT,
         )
     with rundir.reading(database), store.connect_readonly(database) as conn:
         version = store.schema_version(conn)
@@ -87,10 +103,22 @@ def read_shard(path: Path) -> ShardStore:
             return ShardStore(Path(path), version, None)  # refused by check_versions, with the others in view
         store.check_readable(conn)
         shard = ShardStore(Path(path), version, store.recorded_plan(conn))
+        declared = {r["name"]: r["type"] for r in conn.execute("PRAGMA table_info(runs)")}
         shard.runs = [dict(row) for row in conn.execute("SELECT * FROM runs ORDER BY id")]
+        for row in shard.runs:
+            store.check_row(row, declared)
         for row in conn.execute("SELECT * FROM commits ORDER BY run_id, idx"):
             shard.commits.setdefault(row["run_id"], []).append(dict(row))
     return shard
+
+
+def refuse_loop(path: Path, what: str) -> None:
+    """A path that is a symlink loop (or leads into one) is one line, not a traceback."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"{what} {path} is a symlink loop", SHARD_HINT) from None
 
 
 def check_versions(shards: list[ShardStore]) -> None:
@@ -130,7 +158,7 @@ def check_plans(shards: list[ShardStore]) -> dict:
         if not isinstance(shard.plan, dict):
             raise UsageError(
                 f"shard {shard.path} has no sweep plan in its store (not made by `sqlwa matrix`)",
-                "give the --out directories of `sqlwa matrix --shard`",
+                SHARD_HINT,
             )
     first = shards[0]
     ours = sweep_options(first.plan or {})
@@ -190,18 +218,63 @@ class Kept:
 
 
 def run_directory(shard: ShardStore, row: dict) -> Path | None:
-    """The run directory a shard's row names, checked to be there and complete; None if
-    there is none to copy (a failed cell may have left none)."""
+    """The run directory a shard's row names, checked to lie inside the shard, to hold
+    only regular files and directories, and (for a successful run) to be complete; None
+    if there is none to copy (a failed cell may have left none)."""
     if row.get("run_dir") is None:
+        inside_run(shard, row, None)
         return None
-    source = Path(row["run_dir"])
-    source = source if source.is_absolute() else shard.path / source
+    source = store.contained(shard.path, row["run_dir"])
+    if source is None:
+        raise outside_the_shard(shard, row, "run_dir")
     if row["status"] == "ok" and not rundir.is_complete(source):
         raise UsageError(
             f"shard {shard.path}: run {row['run_key']} has no complete directory {source}",
             "re-run that shard with its sqlwa matrix command plus --resume",
         )
-    return source if source.is_dir() else None
+    if not source.is_dir():
+        inside_run(shard, row, None)
+        return None
+    refuse_odd_files(shard, row, source)
+    inside_run(shard, row, source)
+    return source
+
+
+def outside_the_shard(shard: ShardStore, row: dict, column: str) -> UsageError:
+    return UsageError(
+        f"shard {shard.path}: run {row['run_key']} names {column} {row[column]}, outside the shard: sqlwa reads a "
+        "shard only inside its directory",
+        SHARD_HINT,
+    )
+
+
+def inside_run(shard: ShardStore, row: dict, source: Path | None) -> None:
+    """A row's event table lies in its run's directory, the only one copied."""
+    if row.get("events_path") is None:
+        return
+    found = store.contained(shard.path, row["events_path"])
+    if found is None or source is None or source not in found.parents:
+        raise outside_the_shard(shard, row, "events_path")
+
+
+def refuse_odd_files(shard: ShardStore, row: dict, source: Path) -> None:
+    """A run's directory holds what a run writes: regular files and directories. A
+    symlink, device node, FIFO or socket in it (a tarball unpacked as root makes any of
+    them) would be copied as what it leads to, or hang the copy."""
+    for parent, dirs, files in os.walk(source, onerror=_raise):
+        for name in (*dirs, *files):
+            mode = os.lstat(os.path.join(parent, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                odd = os.path.relpath(os.path.join(parent, name), shard.path)
+                raise UsageError(
+                    f"shard {shard.path}: run {row['run_key']}'s directory holds {odd}, which is no regular file: "
+                    "sqlwa copies only the files a run writes",
+                    SHARD_HINT,
+                )
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
 
 
 def choose_runs(shards: list[ShardStore]) -> tuple[list[Kept], int]:
@@ -240,9 +313,10 @@ def check_out(out: Path, shards: list[Path], allow_system: bool) -> None:
     outputs.check_dir(out, OUT_OPTION, store.holds_a_matrix, "matrix", allow_system=allow_system, create=False)
     if store.holds_a_matrix(out):
         raise UsageError(f"{OUT_OPTION} {out} already holds a matrix", "merge into a new or empty directory")
-    resolved = out.resolve()
+    resolved = os.path.realpath(out)
     for shard in shards:
-        if shard.resolve() == resolved:
+        refuse_loop(shard, "shard")
+        if os.path.realpath(shard) == resolved:
             raise UsageError(f"{OUT_OPTION} {out} is one of the shards", "merge into a new or empty directory")
 
 
@@ -303,19 +377,14 @@ def write(out: Path, plan: dict, runs: list[Kept]) -> None:
 
 def relocated(run: Kept, name: str) -> str | None:
     """A path column of the run's row (run_dir, events_path) as it is in OUT: inside the
-    copied run directory, else where it is (absolute: OUT is not the shard)."""
+    copied run directory (:func:`run_directory` checked it lies there), or None for a run
+    whose directory was not copied (nothing of it is in OUT)."""
     value = run.row.get(name)
-    if value is None:
-        return value
-    path = Path(value)
-    path = path if path.is_absolute() else run.shard.path / path
-    if run.source is None:
-        return str(path.resolve())
-    try:
-        inside = path.resolve().relative_to(run.source.resolve())
-    except ValueError:
-        return str(path.resolve())  # outside the run's directory: where it is
-    return str(Path("runs") / run.source.name / inside)
+    if value is None or run.source is None:
+        return None
+    found = store.contained(run.shard.path, value)
+    assert found is not None, "run_directory checked every path of a kept row"
+    return str(Path("runs") / run.source.name / found.relative_to(run.source))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,15 @@ Many processes may write at once (parallel sweeps into one store, ``sqlwa run --
 the file is in WAL mode, every connection waits up to :data:`BUSY_TIMEOUT_MS` for a
 lock, and every write is one ``BEGIN IMMEDIATE`` transaction, so a run appears whole or
 not at all.
+
+A store is also a file people pass around (a shard from a CI artifact, a sweep in a bug
+report), read by sqlwa running as root: readers open it as a foreign file
+(:func:`connect_readonly`). Its schema may hold tables and their indexes only (no view,
+trigger or virtual table runs code of the store's when a reader queries ``runs``), a
+value may be no larger than sqlwa writes, queries are bounded in time (and a signal
+still stops them), every JSON text is parsed without recursion limits being reached
+(:func:`check_row`), and a path a row names resolves inside the store's directory
+(:func:`contained`).
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from pathlib import Path
 
 import polars as pl
 
-from sqlwa import _system
+from sqlwa import _system, inputs
 from sqlwa.analysis import metrics
 from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAYER, config_values, layers_of
 from sqlwa.errors import UsageError
@@ -185,6 +194,7 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA trusted_schema = OFF")  # no function runs from the schema's text
         set_wal_mode(conn)
         migrate(conn)
     except sqlite3.Error as exc:
@@ -543,7 +553,23 @@ def record_plan(conn: sqlite3.Connection, plan: dict) -> None:
 def recorded_plan(conn: sqlite3.Connection) -> dict | None:
     """The plan :func:`record_plan` kept; None for a store an older sqlwa filled."""
     row = conn.execute("SELECT plan_json FROM matrix_plan WHERE id = 1").fetchone()
-    return None if row is None else json.loads(row[0])
+    if row is None:
+        return None
+    plan = parsed_json(row[0], "the sweep's plan (matrix_plan)")
+    if not isinstance(plan, dict):
+        raise rundir.Damaged("the sweep's plan (matrix_plan) is not a JSON object")
+    return plan
+
+
+def parsed_json(text: object, what: str) -> object:
+    """``text`` (a store's JSON column) parsed, or :class:`rundir.Damaged`: text that is
+    no JSON, nested too deeply for the parser, or with integers no column holds."""
+    if not isinstance(text, str):
+        raise rundir.Damaged(f"{what} is a {type(text).__name__}, not JSON text")
+    try:
+        return inputs.parse_json(text.encode())
+    except ValueError as exc:
+        raise rundir.Damaged(f"{what} is not JSON sqlwa can read: {str(exc)[:100]}") from None
 
 
 @dataclass(frozen=True)
@@ -639,10 +665,33 @@ def holds_a_matrix(directory: Path) -> bool:
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+#: The largest value a reader takes from a store: sqlwa writes none larger (a run's
+#: summary_json is a summary.json, within :data:`sqlwa.inputs.SUMMARY_LIMIT`); SQLite
+#: refuses to read one past it (SQLITE_LIMIT_LENGTH: "string or blob too big").
+VALUE_LIMIT = inputs.SUMMARY_LIMIT
+#: How long the queries of one reader's connection may take together. A store of the
+#: largest sweeps is read in seconds; what takes longer is no store of sqlwa's.
+QUERY_TIME_LIMIT_S = 120.0
+#: How often SQLite asks whether to go on (virtual machine instructions): about every
+#: millisecond, so a deadline or a signal is obeyed at once.
+PROGRESS_STEPS = 10_000
+#: What a store's schema may hold: sqlwa makes tables and indexes, nothing else.
+SCHEMA_KINDS = ("table", "index")
+
+
 @contextmanager
-def connect_readonly(path: Path) -> Iterator[sqlite3.Connection]:
-    """The store at ``path`` opened for reading only, closed after the block: readers never
-    create, migrate or write a store, nor create a file beside it.
+def connect_readonly(path: Path, *, time_limit_s: float = QUERY_TIME_LIMIT_S) -> Iterator[sqlite3.Connection]:
+    """The store at ``path`` opened for reading only, as a foreign file, closed after the
+    block: readers never create, migrate or write a store, nor create a file beside it,
+    and nothing in it can make a query run code of its own, for long, or into memory.
+
+    The store, and its -wal and -shm where present, must be regular files (symlinks are
+    followed: a reader's own copy may be a link). The connection is ``mode=ro`` and
+    ``query_only``, with ``trusted_schema`` off; a value larger than :data:`VALUE_LIMIT`
+    is refused; its queries together may take ``time_limit_s`` (a progress handler, which
+    also lets Ctrl-C and SIGTERM stop a query at once); the schema must hold only tables
+    and indexes (:func:`check_schema`). Each refusal is a :class:`rundir.Damaged` or
+    :class:`UsageError` naming the store, for :func:`rundir.reading`.
 
     A read-only SQLite URI (``mode=ro``) writes nothing into the database, but on a WAL
     database whose ``-shm`` or ``-wal`` is missing (a matrix that was killed, a copied
@@ -651,17 +700,20 @@ def connect_readonly(path: Path) -> Iterator[sqlite3.Connection]:
     There the store is read from a private copy of the database and its WAL, in a
     temporary directory, instead. A store in rollback mode, or a WAL store with both
     files (a matrix is writing it), is opened in place."""
-    path = Path(path).resolve()
+    path = Path(os.path.realpath(path))
     wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    for each in (path, wal, shm):
+        if each == path or os.path.lexists(each):
+            inputs.check_input(each, "results store")
     if not in_wal_mode(path) or (wal.exists() and shm.exists()):
-        yield from _opened(f"{path.as_uri()}?mode=ro")
+        yield from _opened(f"{path.as_uri()}?mode=ro", path, time_limit_s)
         return
     with tempfile.TemporaryDirectory(prefix="sqlwa-store-") as private:
         copy = Path(private) / path.name
         shutil.copyfile(path, copy)
         if wal.exists():
             shutil.copyfile(wal, f"{copy}-wal")
-        yield from _opened(f"{copy.as_uri()}?mode=ro")
+        yield from _opened(f"{copy.as_uri()}?mode=ro", path, time_limit_s)
 
 
 def in_wal_mode(path: Path) -> bool:
@@ -671,13 +723,77 @@ def in_wal_mode(path: Path) -> bool:
     return header.startswith(SQLITE_MAGIC) and header[18:20] == b"\x02\x02"
 
 
-def _opened(uri: str) -> Iterator[sqlite3.Connection]:
+class QueryDeadline:
+    """The progress handler of a reader's connection: stop once ``limit_s`` have passed.
+    A signal's handler runs inside it (the only Python code that runs while SQLite does)
+    and its exception is dropped by the sqlite3 module, which then stops the query as
+    "interrupted": :meth:`stopped` tells the two apart and gives what to raise."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.deadline = time.monotonic() + limit_s
+        self.signals_before = _system.signals.received_count()
+
+    def __call__(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def stopped(self, exc: sqlite3.OperationalError, store: Path) -> BaseException | None:
+        """What ``exc`` means when the handler stopped the query (None when it did not)."""
+        if str(exc) != "interrupted":
+            return None
+        if self():
+            return UsageError(
+                f"a query of the results store {store} ran past {self.limit_s:g} s: it is no store of sqlwa's",
+                "pass a store written by `sqlwa matrix` or `sqlwa merge`",
+            )
+        return _system.signals.interruption_received(self.signals_before)
+
+
+def _opened(uri: str, store: Path, time_limit_s: float) -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     conn.row_factory = sqlite3.Row
+    deadline = QueryDeadline(time_limit_s)
     try:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_LIMIT)
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA trusted_schema = OFF")
+        conn.set_progress_handler(deadline, PROGRESS_STEPS)
+        check_schema(conn)
         yield conn
+    except sqlite3.OperationalError as exc:
+        stopped = deadline.stopped(exc, store)
+        if stopped is None:
+            raise
+        raise stopped from None
+    except sqlite3.DataError as exc:
+        if "too big" not in str(exc):
+            raise
+        raise rundir.Damaged(f"it holds a value larger than the {inputs.size_text(VALUE_LIMIT)} sqlwa writes") from None
     finally:
         conn.close()
+
+
+def check_schema(conn: sqlite3.Connection) -> None:
+    """Refuse a schema with anything but tables and indexes: a view or a virtual table
+    named like sqlwa's tables would run its own query (a recursive one, for ever) where a
+    reader asks for rows, a trigger its own statements."""
+    for kind, name, rootpage in conn.execute("SELECT type, name, rootpage FROM sqlite_schema"):
+        if kind not in SCHEMA_KINDS:
+            raise rundir.Damaged(f"it holds a {kind} ({name}); a sqlwa store holds tables and indexes only")
+        if not rootpage:  # a table without pages of its own is a virtual one, whatever its text
+            raise rundir.Damaged(f"it holds a virtual table ({name}); a sqlwa store holds tables and indexes only")
+
+
+def check_foreign(path: Path) -> None:
+    """Read the store at ``path`` as a foreign one (:func:`connect_readonly`) before a
+    writer opens it (``sqlwa matrix --resume`` of a store that may have come from
+    elsewhere): its schema, its plan. Nothing for an empty file (a sweep just begun)."""
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        return
+    with rundir.reading(path), connect_readonly(path) as conn:
+        found = conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'matrix_plan'").fetchone()
+        if found is not None:
+            recorded_plan(conn)
 
 
 def check_readable(conn: sqlite3.Connection) -> None:
@@ -704,33 +820,65 @@ VALUE_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+#: The runs-table columns that hold JSON text.
+JSON_COLUMNS = ("levels", "summary_json", "config_json", "sqlite_compile_options", "mkfs_options")
+#: The runs-table columns that name a path (relative to the store's directory).
+PATH_COLUMNS = ("run_dir", "events_path")
+
+
 def check_row(row: dict, declared: dict[str, str]) -> None:
-    """A runs-table row holds what its columns declare, and readable ``levels``."""
+    """A runs-table row holds what its columns declare, JSON sqlwa can parse where it keeps
+    JSON (every reader after this parses it as it likes), and readable ``levels``."""
     for name, value in row.items():
         allowed = VALUE_TYPES.get(declared.get(name, ""), (object,))
         if not isinstance(value, allowed):
             raise rundir.Damaged(f"run {row.get('id')}: {name} holds a {type(value).__name__}")
+    for name in JSON_COLUMNS:
+        if row.get(name) is not None:
+            parsed_json(row[name], f"run {row.get('id')}'s {name}")
     findings.check_stored(row.get("summary_json"))
     levels = json.loads(row.get("levels") or "[]")
     if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
         raise rundir.Damaged(f"run {row.get('id')}: levels is not a list of names")
 
 
+def contained(base: Path, value: str) -> Path | None:
+    """Where the path ``value`` a store's row names is (relative to the store's directory
+    ``base``, or absolute), symlinks resolved, if that is strictly inside ``base``; None
+    if it is anywhere else (``base`` itself, above it, beside it, through a symlink out)."""
+    root = Path(os.path.realpath(base))
+    found = Path(os.path.realpath(root / value))
+    return found if root in found.parents else None
+
+
 def runs_frame(conn: sqlite3.Connection, base: Path) -> pl.DataFrame:
-    """Every run as a Polars frame; paths made absolute against ``base``."""
+    """Every run as a Polars frame; paths made absolute against ``base``. A successful
+    run's paths must lie inside ``base`` (readers open them); another's that do not are
+    left out (a failed cell's directory is never read)."""
     declared = {r["name"]: r["type"] for r in conn.execute("PRAGMA table_info(runs)")}
     rows = [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY id")]
     if not rows:
         return pl.DataFrame()
     for row in rows:
         check_row(row, declared)
-        for key in ("run_dir", "events_path"):
-            if row[key] is not None:
-                row[key] = str((base / row[key]).resolve())
+        for key in PATH_COLUMNS:
+            if row.get(key) is not None:
+                row[key] = inside_store(row, key, base)
         for name in METRICS:  # columns a newer schema added, read from an older store
             row.setdefault(name, None)
         older_layers(row)
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def inside_store(row: dict, key: str, base: Path) -> str | None:
+    """The row's path ``key``, absolute, where it is inside the store's directory."""
+    found = contained(base, row[key])
+    if found is None and row.get("status") == "ok":
+        raise rundir.Damaged(
+            f"run {row.get('run_key')}'s {key} is {row[key]}, outside the store's directory: sqlwa reads a "
+            "store's runs only inside it"
+        )
+    return None if found is None else str(found)
 
 
 def older_layers(row: dict) -> None:
