@@ -164,7 +164,11 @@ def test_a_device_node_in_a_shards_run_directory_is_refused(world):
     merged(world, "disk")
 
 
-def test_a_report_of_a_store_naming_a_foreign_run_directory_is_refused(world):
+def test_a_report_of_a_store_naming_a_foreign_directory_is_refused_before_reading_it(world):
+    """Readers take a run directory outside the store only where it holds a finished sqlwa
+    run (one saved into the store from elsewhere); a store naming any other directory is
+    refused as the store's fault, before anything in that directory is opened."""
+    (world.secret / "summary.json").unlink()
     world.change(0, "UPDATE runs SET run_dir = ?", params=(str(world.secret),))
     proc, took = bounded("report", world.shards[0], "-o", world.tmp / "page.html")
     assert_refused(proc, took, str(world.shards[0]))

@@ -822,8 +822,6 @@ VALUE_TYPES: dict[str, tuple[type, ...]] = {
 
 #: The runs-table columns that hold JSON text.
 JSON_COLUMNS = ("levels", "summary_json", "config_json", "sqlite_compile_options", "mkfs_options")
-#: The runs-table columns that name a path (relative to the store's directory).
-PATH_COLUMNS = ("run_dir", "events_path")
 
 
 def check_row(row: dict, declared: dict[str, str]) -> None:
@@ -852,33 +850,49 @@ def contained(base: Path, value: str) -> Path | None:
 
 
 def runs_frame(conn: sqlite3.Connection, base: Path) -> pl.DataFrame:
-    """Every run as a Polars frame; paths made absolute against ``base``. A successful
-    run's paths must lie inside ``base`` (readers open them); another's that do not are
-    left out (a failed cell's directory is never read)."""
+    """Every run as a Polars frame; paths made absolute against ``base`` and checked
+    (:func:`readable_paths`)."""
     declared = {r["name"]: r["type"] for r in conn.execute("PRAGMA table_info(runs)")}
     rows = [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY id")]
     if not rows:
         return pl.DataFrame()
     for row in rows:
         check_row(row, declared)
-        for key in PATH_COLUMNS:
-            if row.get(key) is not None:
-                row[key] = inside_store(row, key, base)
+        readable_paths(row, base)
         for name in METRICS:  # columns a newer schema added, read from an older store
             row.setdefault(name, None)
         older_layers(row)
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def inside_store(row: dict, key: str, base: Path) -> str | None:
-    """The row's path ``key``, absolute, where it is inside the store's directory."""
-    found = contained(base, row[key])
-    if found is None and row.get("status") == "ok":
-        raise rundir.Damaged(
-            f"run {row.get('run_key')}'s {key} is {row[key]}, outside the store's directory: sqlwa reads a "
-            "store's runs only inside it"
-        )
-    return None if found is None else str(found)
+def readable_paths(row: dict, base: Path) -> None:
+    """The row's run_dir and events_path, absolute, where readers may open them: a run
+    directory inside the store's directory ``base``, or outside it only where it holds a
+    finished sqlwa run (one saved into the store from elsewhere, :func:`save_run_dir`);
+    its event table inside the store's directory or the run's. A successful run naming
+    anything else is refused: a store from elsewhere names no directory of this machine
+    for readers to read. Another run's path that is not readable is left out (a failed
+    cell's directory is never read)."""
+    run_dir = None if row.get("run_dir") is None else _run_dir_to_read(base, row["run_dir"])
+    events = None if row.get("events_path") is None else contained(base, row["events_path"])
+    if events is None and run_dir is not None and row.get("events_path") is not None:
+        table = Path(os.path.realpath(Path(base) / row["events_path"]))
+        events = table if run_dir in table.parents else None
+    for key, found in (("run_dir", run_dir), ("events_path", events)):
+        if found is None and row.get(key) is not None and row.get("status") == "ok":
+            raise rundir.Damaged(
+                f"run {row.get('run_key')}'s {key} is {row[key]}, outside the store's directory and no sqlwa run's: "
+                "sqlwa reads a store's runs only there"
+            )
+        row[key] = None if found is None else str(found)
+
+
+def _run_dir_to_read(base: Path, value: str) -> Path | None:
+    inside = contained(base, value)
+    if inside is not None:
+        return inside
+    found = Path(os.path.realpath(Path(base) / value))
+    return found if rundir.holds_a_run(found) and rundir.is_complete(found) else None
 
 
 def older_layers(row: dict) -> None:
