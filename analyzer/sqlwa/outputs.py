@@ -10,9 +10,10 @@ node the check did not see. Nor may it be one of the files the command reads, or
 anywhere inside a run directory or a matrix's store directory (:func:`refuse_own_results`):
 a report named ``m/results.sqlite`` would replace the sweep it reports.
 
-A directory output (``run --out``, ``matrix --out``, ``demo``, ``crash``) must be new,
-empty, or hold sqlwa's own mark of the same kind (a run's, a matrix's): sqlwa never
-writes its files among a user's own.
+A directory output (``run --out``, ``matrix --out``, ``demo``, ``crash``, ``merge``) must
+be new, empty, or hold sqlwa's own mark of the same kind (a run's, a matrix's): sqlwa
+never writes its files among a user's own; nor inside another run's or matrix's
+directory (a matrix's cells aside, in their matrix).
 
 Both are checked before any work starts (:func:`check_file`, :func:`check_dir`).
 """
@@ -283,12 +284,21 @@ def check_dir(
     *,
     allow_system: bool = False,
     create: bool = True,
+    part_of: Path | None = None,
 ) -> Path:
     """``path`` as a directory sqlwa may write its ``kind`` into: new (made now when
     ``create``), empty, or ``owns`` (it holds sqlwa's own mark of that kind); never a
-    file, device or other node, a kernel interface, or (unless ``allow_system``) a
-    system directory."""
+    file, device or other node, a kernel interface, (unless ``allow_system``) a system
+    directory, or inside another run's or matrix's directory (but ``part_of``: the
+    matrix whose cell it is)."""
     refuse_system_dir(os.path.realpath(path), option, allow_system, shown=path)
+    holder = results_directory_of(Path(os.path.realpath(path)))
+    if holder is not None and (part_of is None or str(holder[1]) != os.path.realpath(part_of)):
+        raise UsageError(
+            f"{option} {path} is inside {holder[1]}, which holds a sqlwa {holder[0]}: sqlwa never writes among "
+            "its results",
+            f"choose an {option} outside {holder[1]}",
+        )
     if os.path.lexists(path) and not os.path.isdir(path):
         what = (_kind_of(os.stat(path).st_mode) or "a regular file") if os.path.exists(path) else "a dangling symlink"
         raise UsageError(f"{option} {path} is {what}, not a directory", f"give {option} a new or empty directory")

@@ -107,6 +107,17 @@ def test_a_symlinked_directory_into_the_sweep_is_refused(world):
     assert state(world / "m") == before
 
 
+@pytest.mark.parametrize("where", ["a cell of the sweep", "inside the run"])
+def test_a_run_into_a_directory_inside_results_is_refused(world, where):
+    """`run --out m/runs/CELL` would replace a cell of the sweep behind its store's back."""
+    cell = next((world / "m" / "runs").iterdir())
+    out, victim = (cell, world / "m") if where == "a cell of the sweep" else (world / "r" / "again", world / "r")
+    before = state(victim)
+    proc = sqlwa("run", "-n", "3", "--warmup", "0", "--out", str(out), check=False)
+    assert_refused(proc, str(victim))
+    assert state(victim) == before and (where == "a cell of the sweep" or not out.exists())
+
+
 def test_outputs_beside_the_results_are_written(world):
     """The rule is about where the results are, not about writing near them."""
     page = world / "page.html"

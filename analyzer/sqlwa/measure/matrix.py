@@ -460,6 +460,7 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
         stack=stack.with_profile(),
         frame_budget_ms=FRAME_RATES[plan.frame_rate] if plan.frame_rate else DEFAULT_FRAME_BUDGET_MS,
         allow_system_dir=plan.allow_system_dir,
+        part_of=plan.out_dir,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
         # unless the policy allows loss. Throwing the measurement away helps nobody.
         allow_loss=True,

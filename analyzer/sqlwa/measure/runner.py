@@ -80,6 +80,7 @@ class RunRequest:
     keep_image: bool = False  # copy the lab's image into OUT/lab.img before it is removed (tests)
     crash: explore.CrashOptions | None = None  # sqlwa crash: log the writes, judge crash states
     allow_system_dir: bool = False  # --allow-system-dir: --out (and --dir) may be in /etc, /usr …
+    part_of: Path | None = None  # a matrix's cell: the matrix directory its out_dir lies in
     # sqlwa run: a Ctrl-C or SIGTERM between measured commits ends the workload there and
     # what was measured is analysed and written, marked partial (RunOutcome.partial)
     keep_measured: bool = False
@@ -112,6 +113,7 @@ def check_out_dir(request: RunRequest, create: bool = False) -> Path:
         "run",
         allow_system=request.allow_system_dir,
         create=create,
+        part_of=request.part_of,
     )
 
 
