@@ -34,11 +34,26 @@ DEFAULT_LOG = Path("sql-log.jsonl")
     help="Convert a log made elsewhere instead of running a program: Android's logcat "
     "(SQLiteStatements), a .sql file of statements ending in ';', or a SQL log (validated).",
 )
-@click.option("--redact", is_flag=True, help="Replace literal values with made-up ones of the same type and size.")
+@click.option(
+    "--redact",
+    is_flag=True,
+    help="Replace every literal value (and comment) with a made-up one of the same type and size, "
+    "and leave the program's command line out (docs/sql-log-format.md, Redaction).",
+)
+@click.option(
+    "--keep-argv",
+    is_flag=True,
+    help="With --redact: keep the program's command line in the log's header (it may hold secrets).",
+)
 @allow_system_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def record_command(
-    out: Path, source: Path | None, redact: bool, allow_system_dir: bool, command: tuple[str, ...]
+    out: Path,
+    source: Path | None,
+    redact: bool,
+    keep_argv: bool,
+    allow_system_dir: bool,
+    command: tuple[str, ...],
 ) -> None:
     """Record the SQL a program runs, as a SQL log to replay.
 
@@ -68,13 +83,15 @@ def record_command(
     program.check_out(target, out, list(command) if command else None)
     if source is not None:
         with outputs.replacing(target, "the SQL log") as f:
-            converted = convert(source, f, redact)
+            converted = convert(source, f, redact, keep_argv)
         click.echo(
             f"{out}: {describe(converted.counts, converted.databases)} from {source} ({converted.source})"
             + (f"; {converted.left_out} statements cut short by logcat left out" if converted.left_out else "")
         )
         return
-    recorded = program.record(list(command), target, redact, on_stop=lambda signum: said_stopping(signum, command[0]))
+    recorded = program.record(
+        list(command), target, redact, on_stop=lambda signum: said_stopping(signum, command[0]), keep_argv=keep_argv
+    )
     finish(recorded, out, command[0])
 
 

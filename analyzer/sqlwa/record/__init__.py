@@ -56,17 +56,19 @@ class Converted:
     left_out: int  # statements the source did not hold whole (logcat's cut messages)
 
 
-def convert(path: Path, out: IO[bytes], redact: bool = False) -> Converted:
+def convert(path: Path, out: IO[bytes], redact: bool = False, keep_argv: bool = False) -> Converted:
     """Write ``path`` (any format :func:`detect` knows) to ``out`` as a format-1 log; a log
-    already in format 1 is validated and copied (redacted if asked)."""
+    already in format 1 is validated and copied (redacted if asked: again if it says it
+    was, as an older sqlwa redacted less; its header's command line kept only with
+    ``keep_argv``, keys format 1 does not know dropped)."""
     kind = detect(path)
     redactor = Redactor() if redact else None
     left_out = 0
     if kind == "sql-log":
         header, events = read_log(path)
-        if redact and header.redacted:
-            redactor = None  # already
-        header.redacted = header.redacted or redact
+        if redact:
+            header.redacted, header.extra = True, {}
+            header.program = header.program if keep_argv else None
         source = header.source
     elif kind == "android-logcat":
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -91,10 +93,16 @@ def convert(path: Path, out: IO[bytes], redact: bool = False) -> Converted:
     return Converted(source, writer.counts, writer.databases, left_out)
 
 
+#: the keys of an event sqlwa writes (docs/sql-log-format.md); a redacted log has no other
+EVENT_KEYS = frozenset({"ev", "conn", "t", "db", "sql", "dur", "trigger", "unexpanded"})
+
+
 def _redacted(events: Iterator[Event], redactor: Redactor | None) -> Iterator[Event]:
     for event in events:
-        if redactor is not None and event["ev"] == "sql":
-            event["sql"] = redactor.redact(event["sql"])
+        if redactor is not None:
+            event = {key: value for key, value in event.items() if key in EVENT_KEYS}
+            if event["ev"] == "sql":
+                event["sql"] = redactor.redact(event["sql"], trigger=event.get("trigger") is True)
         yield event
 
 

@@ -193,7 +193,9 @@ class Recorded:
     beside: str | None = None  # why the log is not at --out
 
 
-def record(command: list[str], target: Path, redact: bool, on_stop: Callable[[int], None]) -> Recorded:
+def record(
+    command: list[str], target: Path, redact: bool, on_stop: Callable[[int], None], keep_argv: bool = False
+) -> Recorded:
     """Run ``command`` under the preload library and write its SQL log to ``target`` (a
     path :func:`check_out` allowed), or beside it if the program made ``target`` its own."""
     library = preload_library()
@@ -209,7 +211,8 @@ def record(command: list[str], target: Path, redact: bool, on_stop: Callable[[in
         version, databases = opened(files)
         why = taken_over(target, before, databases)
         written = target if why is None else beside(target, databases)
-        header = Header("record", program=command, started_unix_ns=started_unix_ns, timed=True, redacted=redact)
+        argv = None if redact and not keep_argv else command  # a redacted log names no command line unless asked
+        header = Header("record", program=argv, started_unix_ns=started_unix_ns, timed=True, redacted=redact)
         header.sqlite_version = version
         if ended.interrupted is not None:
             header.extra["interrupted"] = signal.Signals(ended.interrupted).name
@@ -269,7 +272,7 @@ def merge(files: list[Path], started: int, writer: LogWriter, redactor: Redactor
                 waits = None if event["trigger"] else (key[0], event["seq"])
                 del event["seq"]
                 if redactor is not None:
-                    event["sql"] = redactor.redact(event["sql"])
+                    event["sql"] = redactor.redact(event["sql"], trigger=event["trigger"])
             ready = pending.put(event, waits)
         for done in ready:
             writer.write(done)
