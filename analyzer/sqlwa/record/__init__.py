@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from sqlwa.record import logcat, sqlfile
-from sqlwa.record.log import Event, Header, LogWriter, SqlLogError, parse_header, read_log, validate
+from sqlwa.record.log import Event, Header, LogWriter, SqlLogError, open_regular, parse_header, read_log, validate
 from sqlwa.record.redact import Redactor
 
 __all__ = ["Converted", "SqlLogError", "convert", "detect", "read_log", "to_sql_log", "validate"]
@@ -27,11 +27,8 @@ HEAD_BYTES = 64 * 1024
 def detect(path: Path) -> str:
     """What a file is, from its content: "sql-log" (format 1), "android-logcat" or
     "sql-file"; a :class:`SqlLogError` (file and line) when it is none of them."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(HEAD_BYTES)
-    except IsADirectoryError:
-        raise SqlLogError(path, 0, "a directory, not a SQL log") from None
+    with open_regular(path) as f:
+        head = f.read(HEAD_BYTES)
     if not head.strip():
         raise SqlLogError(path, 1, "empty: no SQL log, logcat or .sql file")
     first = head.lstrip().split(b"\n", 1)[0]
@@ -71,7 +68,7 @@ def convert(path: Path, out: IO[bytes], redact: bool = False, keep_argv: bool = 
             header.program = header.program if keep_argv else None
         source = header.source
     elif kind == "android-logcat":
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open_regular(path, "r", encoding="utf-8", errors="replace") as f:
             head = [f.readline() for _ in range(200)]
         reader = logcat.Reader(path, timed=logcat.is_timed(head))
         header = Header("android-logcat", timed=reader.timed, redacted=redact)

@@ -5,6 +5,8 @@ connections), and every error names the file and line."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,16 +58,52 @@ class Header:
         )
 
 
+#: what a file that is not a regular one is, for the one line that refuses it
+FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def open_regular(path: Path | str, mode: str = "rb", **kwargs: Any) -> IO[Any]:
+    """``path`` opened for reading if it is a regular file, else a :class:`SqlLogError`
+    saying what it is. Opened without blocking first: a FIFO with no writer would
+    otherwise hang the open (and its reads) for ever; fstat of what was opened, so the
+    file checked is the file read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode_bits = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode_bits):
+            what = next((name for test, name in FILE_KINDS if test(mode_bits)), "not a regular file")
+            raise SqlLogError(path, 0, f"{what}, not a SQL log: sqlwa reads logs from regular files only")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, mode, **kwargs)
+
+
+def loads(path: Path | str, number: int, text: str, what: str) -> Any:
+    """One line's JSON; a :class:`SqlLogError` naming the line when it is not JSON, or
+    nested deeper than Python's parser recurses (a RecursionError otherwise)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise SqlLogError(path, number, "JSON nested too deeply to read (the logs sqlwa writes are flat)") from None
+    except ValueError:
+        raise SqlLogError(path, number, what) from None
+
+
 def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def parse_header(path: Path | str, text: str) -> Header:
     """The header from the first line's text, or a :class:`SqlLogError` for line 1."""
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        raise SqlLogError(path, 1, "not a sqlwa SQL log: the first line is not JSON") from None
+    obj = loads(path, 1, text, "not a sqlwa SQL log: the first line is not JSON")
     if not isinstance(obj, dict) or "sqlwa_sql_log" not in obj:
         raise SqlLogError(path, 1, 'not a sqlwa SQL log: no "sqlwa_sql_log" header')
     if obj["sqlwa_sql_log"] != FORMAT:
@@ -114,7 +152,7 @@ def check_event(path: Path | str, number: int, event: object, timed: bool, open_
 def read_log(path: Path) -> tuple[Header, Iterator[Event]]:
     """The header, and the events streamed (validated as they are read; a truncated or
     garbled line raises :class:`SqlLogError` when the iteration reaches it)."""
-    f = open(path, "rb")  # closed by the events generator, or here on a bad header
+    f = open_regular(path)  # closed by the events generator, or here on a bad header
     try:
         first = _decoded(path, 1, f.readline())
         header = parse_header(path, first)
@@ -140,10 +178,7 @@ def _events(path: Path, f: IO[bytes], timed: bool) -> Iterator[Event]:
             text = _decoded(path, number, raw)
             if not text.strip():
                 continue
-            try:
-                event = json.loads(text)
-            except ValueError:
-                raise SqlLogError(path, number, "not a JSON object: a garbled line") from None
+            event = loads(path, number, text, "not a JSON object: a garbled line")
             yield check_event(path, number, event, timed, open_conns)
 
 

@@ -29,25 +29,31 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from sqlwa.record.log import Event, InOrder, SqlLogError
+from sqlwa.record.log import Event, InOrder, SqlLogError, open_regular
 
 STATEMENTS_TAG, TIME_TAG = "SQLiteStatements", "SQLiteTime"
 _LEVEL = r"[VDIWEFA]"
-#: threadtime (logcat's default), with -v year, -v uid or -v epoch
+# The patterns never try a run of characters two ways (possessive ++ and *+, and the tag
+# and message split in Python): a line of any length, of spaces or colons, is read in
+# time linear in its length.
+#: threadtime (logcat's default), with -v year, -v uid or -v epoch; the tag and message
+#: follow in "rest" ("TAG   : MESSAGE", split by split_tag)
 THREADTIME = re.compile(
-    r"^(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)|(?P<epoch>\d+))\.(?P<frac>\d{3,9})"
-    r"\s+(?:\S+\s+)??(?P<pid>\d+)\s+(?P<tid>\d+)\s+" + _LEVEL + r" (?P<tag>.*?)\s*:(?: (?P<msg>.*))?$"
+    r"(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)|(?P<epoch>\d++))\.(?P<frac>\d{3,9})"
+    r"\s++(?:\S++\s++)??(?P<pid>\d++)\s++(?P<tid>\d++)\s++" + _LEVEL + r" (?P<rest>.*)"
 )
 #: -v time and -v brief
 TIME_BRIEF = re.compile(
-    r"^(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)\.(?P<frac>\d{3,9})\s+)?"
+    r"(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)\.(?P<frac>\d{3,9})\s++)?"
     + _LEVEL
-    + r"/(?P<tag>[^(]*?)\((?:[^)\s]*:)?\s*(?P<pid>\d+)\):(?: (?P<msg>.*))?$"
+    + r"/(?P<tag>[^(]*+)\((?:[^)\s:]*+:)*+\s*+(?P<pid>\d++)\):(?: (?P<msg>.*))?"
 )
 BANNER = re.compile(r"^-+ beginning of \w+$")
-STATEMENT = re.compile(r'^(?P<label>.*?): "(?P<sql>.*)"$', re.DOTALL)
-TIMING = re.compile(r'^(?P<label>.*?): "(?P<sql>.*)" took (?P<ms>\d+(?:\.\d+)?) ms$', re.DOTALL)
-MESSAGE_START = re.compile(r'^.*?: "')
+#: where a tag ends: the first colon followed by a space or the end of the line
+TAG_END = re.compile(r":(?= |$)")
+MESSAGE_START = ': "'  # a message's label ends here: "LABEL: \"SQL\"…"
+TOOK = '" took '
+MILLISECONDS = re.compile(r"\d+(?:\.\d+)?")
 
 
 @dataclass
@@ -61,12 +67,48 @@ class Line:
 
 def parse_line(text: str) -> Line | None:
     """One logcat line, or None when it is not one (or a banner)."""
-    match = THREADTIME.match(text) or TIME_BRIEF.match(text)
-    if match is None:
-        return None
+    match = THREADTIME.fullmatch(text)
+    if match is not None:
+        tag_msg = split_tag(match["rest"])
+        if tag_msg is None:
+            return None
+        tag, msg = tag_msg
+    else:
+        match = TIME_BRIEF.fullmatch(text)
+        if match is None:
+            return None
+        tag, msg = match["tag"], match["msg"] or ""
     parts = match.groupdict()
     tid = parts.get("tid")
-    return Line(timestamp_ns(parts), int(parts["pid"]), int(tid) if tid else None, parts["tag"], parts["msg"] or "")
+    return Line(timestamp_ns(parts), int(parts["pid"]), int(tid) if tid else None, tag, msg)
+
+
+def split_tag(rest: str) -> tuple[str, str] | None:
+    """threadtime's "TAG   : MESSAGE" (logprint.cpp pads the tag to 8): the tag without
+    its padding and the message, or None without the colon."""
+    end = TAG_END.search(rest)
+    if end is None:
+        return None
+    return rest[: end.start()].rstrip(), rest[end.start() + 2 :]
+
+
+def message_parts(msg: str, tag: str) -> tuple[str, str, str | None] | None:
+    """A whole message's (label, sql, milliseconds or None), or None while it is not whole
+    (its closing quote, or ``" took N ms``, still to come): ``LABEL: "SQL"`` for
+    SQLiteStatements, ``LABEL: "SQL" took N ms`` for SQLiteTime; the label ends at the
+    first ``: "``."""
+    start = msg.find(MESSAGE_START)
+    if start < 0:
+        return None
+    sql_from = start + len(MESSAGE_START)
+    if tag != TIME_TAG:
+        if len(msg) > sql_from and msg.endswith('"'):
+            return msg[:start], msg[sql_from:-1], None
+        return None
+    took = msg.rfind(TOOK)
+    if took >= sql_from and msg.endswith(" ms") and MILLISECONDS.fullmatch(msg, took + len(TOOK), len(msg) - 3):
+        return msg[:start], msg[sql_from:took], msg[took + len(TOOK) : -3]
+    return None
 
 
 def timestamp_ns(parts: dict[str, str | None]) -> int | None:
@@ -104,7 +146,9 @@ class Reader:
 
     path: Path
     conns: dict[tuple[int, str], int] = field(default_factory=dict)
-    partial: dict[tuple[int, int | None, str], tuple[int, Line]] = field(default_factory=dict)
+    #: per (pid, tid, tag): a message still arriving, as (its first line's number, that
+    #: line, the message's lines so far); joined once, when its last line has come
+    partial: dict[tuple[int, int | None, str], tuple[int, Line, list[str]]] = field(default_factory=dict)
     running: dict[tuple[int, str], list[int]] = field(default_factory=dict)
     order: InOrder = field(default_factory=InOrder)
     first_t: int | None = None
@@ -122,31 +166,46 @@ class Reader:
             raise SqlLogError(self.path, number, "a line without a timestamp in a log whose first lines have them")
         key = (line.pid, line.tid, line.tag)
         held = self.partial.pop(key, None)
-        if held is not None and not MESSAGE_START.match(line.msg):
-            start, first = held
-            first.msg += "\n" + line.msg
-            return self._message(start, first)
+        if held is not None and MESSAGE_START not in line.msg:
+            start, first, lines = held
+            lines.append(line.msg)
+            if not self._may_end(line.tag, line.msg):
+                self.partial[key] = held
+                return []
+            first.msg = "\n".join(lines)
+            return self._message(start, first, lines)
         if held is not None:
             self.truncated += 1  # its end never came: cut at liblog's limit
         if not line.msg:
             return []  # the empty line after a message's own trailing newline
         return self._message(number, line)
 
-    def _message(self, number: int, line: Line) -> list[Event]:
-        shape = TIMING if line.tag == TIME_TAG else STATEMENT
-        match = shape.match(line.msg)
-        if match is None:
-            if not MESSAGE_START.match(line.msg):
+    @staticmethod
+    def _may_end(tag: str, last: str) -> bool:
+        """Whether a message's newest line may be its last (looked at alone: joining the
+        lines to look again at each one would cost the square of their number)."""
+        if tag != TIME_TAG:
+            return last.endswith('"')
+        took = last.rfind(TOOK)
+        return (
+            took >= 0 and last.endswith(" ms") and bool(MILLISECONDS.fullmatch(last, took + len(TOOK), len(last) - 3))
+        )
+
+    def _message(self, number: int, line: Line, lines: list[str] | None = None) -> list[Event]:
+        parts = message_parts(line.msg, line.tag)
+        if parts is None:
+            if MESSAGE_START not in line.msg:
                 raise SqlLogError(self.path, number, f"a {line.tag} line that is not Android's: {line.msg[:60]!r}")
-            self.partial[(line.pid, line.tid, line.tag)] = (number, line)  # more lines to come
+            self.partial[(line.pid, line.tid, line.tag)] = (number, line, lines or [line.msg])  # more to come
             return []
-        conn_key = (line.pid, match["label"])
-        if line.tag == TIME_TAG:
+        label, sql, ms = parts
+        conn_key = (line.pid, label)
+        if ms is not None:
             queue = self.running.get(conn_key)
             if not queue:
                 return []  # a statement whose start was not logged (SQLiteStatements off)
-            return self.order.complete(queue.pop(0), round(float(match["ms"]) * 1_000_000))
-        return self._statement(line, conn_key, match["sql"])
+            return self.order.complete(queue.pop(0), round(float(ms) * 1_000_000))
+        return self._statement(line, conn_key, sql)
 
     def _statement(self, line: Line, conn_key: tuple[int, str], sql: str) -> list[Event]:
         ready: list[Event] = []
@@ -179,7 +238,7 @@ def _timed(event: Event, t: int | None) -> Event:
 
 def events(path: Path, reader: Reader) -> Iterator[Event]:
     """The log's statements as format-1 events (``reader`` keeps the counts)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_regular(path, "r", encoding="utf-8", errors="replace") as f:
         for number, text in enumerate(f, start=1):
             yield from reader.feed(number, text.rstrip("\r\n"))
     yield from reader.finish()

@@ -1,0 +1,154 @@
+"""`sqlwa record --from FILE` on files a hostile user hands it (#43, item 5): a FIFO,
+logcat messages and .sql statements that never end, JSON nested 200,000 deep, an
+integer of 5,000 digits, Unicode digits. Each ends in one `sqlwa: error:` line and exit
+2, or in a correct log; never a hang, a traceback, or time that grows with the square of
+the input."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HEADER = {
+    "sqlwa_sql_log": 1,
+    "source": "record",
+    "program": None,
+    "sqlite_version": None,
+    "started_unix_ns": None,
+    "timed": False,
+    "redacted": False,
+}
+DEEP = 200_000
+
+
+def record_from(source: Path, out: Path, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "sqlwa", "record", "--from", str(source), "--out", str(out), *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("sqlwa: error:")]
+    assert len(errors) == 1, proc.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+
+
+def test_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "statements.sql"
+    os.mkfifo(fifo)
+    # no writer ever opens it: reading it would block for ever
+    done = record_from(fifo, tmp_path / "log.jsonl", timeout=30)
+    assert_one_line_error(done, "FIFO", str(fifo))
+    assert not (tmp_path / "log.jsonl").exists()
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("where", ["header", "event"])
+def test_json_nested_200000_deep_is_one_line(tmp_path: Path, where: str) -> None:
+    log = tmp_path / "deep.jsonl"
+    header = json.dumps(HEADER)
+    event = '{"ev": "open", "conn": 1, "db": "a.db"}'
+    if where == "header":
+        header = header[:-1] + f', "x": {nested(DEEP)}}}'
+    else:
+        event = event[:-1] + f', "x": {nested(DEEP)}}}'
+    log.write_text(f'{header}\n{event}\n{{"ev": "sql", "conn": 1, "sql": "SELECT 1"}}\n')
+    done = record_from(log, tmp_path / "out.jsonl")
+    assert_one_line_error(done, f"deep.jsonl:{1 if where == 'header' else 2}:", "nested")
+
+
+def sql_events(log: Path) -> list[dict]:
+    return [e for e in map(json.loads, log.read_text().splitlines()[1:]) if e["ev"] == "sql"]
+
+
+def test_an_integer_of_5000_digits_is_redacted(tmp_path: Path) -> None:
+    digits = "7" * 5000  # Python's int() refuses past 4,300 digits
+    source = tmp_path / "big.sql"
+    source.write_text(f"CREATE TABLE t(v);\nINSERT INTO t VALUES({digits});\n")
+    out = tmp_path / "out.jsonl"
+    done = record_from(source, out, "--redact")
+    assert done.returncode == 0, done.stderr
+    (_, insert) = sql_events(out)
+    value = insert["sql"].removeprefix("INSERT INTO t VALUES(").removesuffix(")")
+    assert value != digits and len(value) == 5000 and value.isdigit() and value[0] != "0"
+    # SQLite takes both as the same kind of value: a real, infinite at this size
+    conn = sqlite3.connect(":memory:")
+    assert conn.execute(f"SELECT typeof({digits}), typeof({value}), {value} = {digits}").fetchone() == (
+        "real",
+        "real",
+        1,
+    )
+
+
+def test_unicode_digits_are_an_identifier_as_sqlite_reads_them(tmp_path: Path) -> None:
+    arabic = "\u0661\u0662"  # ARABIC-INDIC DIGIT ONE, TWO: str.isdigit() says True
+    source = tmp_path / "digits.sql"
+    source.write_text(f"CREATE TABLE t(v);\nINSERT INTO t VALUES({arabic});\n")
+    out = tmp_path / "out.jsonl"
+    done = record_from(source, out, "--redact")
+    assert done.returncode == 0, done.stderr
+    assert sql_events(out)[1]["sql"] == f"INSERT INTO t VALUES({arabic})"
+    # SQLite's tokenizer: a character past ASCII is an identifier character, no digit
+    with pytest.raises(sqlite3.OperationalError, match=f"no such column: {arabic}"):
+        sqlite3.connect(":memory:").execute(f"SELECT {arabic}")
+
+
+# --- time linear in the input --------------------------------------------------------
+LOGCAT_HEAD = '01-01 00:00:00.000  100  100 V SQLiteStatements: /data/app.db: "'
+SHAPES = {
+    # a statement whose closing quote never comes, its lines of spaces, then of colons
+    "logcat-spaces": (LOGCAT_HEAD + "SELECT\n", LOGCAT_HEAD[: LOGCAT_HEAD.index("/data")] + " " * 200 + "\n"),
+    "logcat-colons": (LOGCAT_HEAD + "SELECT\n", LOGCAT_HEAD[: LOGCAT_HEAD.index("/data")] + ":" * 200 + "\n"),
+    # a .sql statement whose string is never closed: every ';' inside it ends nothing
+    "sql-unterminated": ("INSERT INTO t VALUES('\n", "x; " * 60 + "\n"),
+}
+TIMER = textwrap.dedent(
+    """\
+    import io, sys, time
+    from pathlib import Path
+    from sqlwa.record import convert
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        try:
+            convert(Path(sys.argv[1]), io.BytesIO())
+        except Exception:
+            pass  # a logcat that never completes a statement is refused at its end
+        times.append(time.perf_counter() - started)
+    print(min(times))
+    """
+)
+
+
+def conversion_seconds(path: Path) -> float:
+    """The best of three conversions' time, in a fresh process (sqlwa's own code only)."""
+    done = subprocess.run(
+        [sys.executable, "-c", TIMER, str(path)], capture_output=True, text=True, timeout=240, check=True
+    )
+    return float(done.stdout)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_time_grows_linearly_with_the_lines(tmp_path: Path, shape: str) -> None:
+    first, line = SHAPES[shape]
+    seconds = {}
+    for lines in (5_000, 20_000):
+        path = tmp_path / f"{lines}.txt"
+        path.write_text(first + line * lines)
+        seconds[lines] = conversion_seconds(path)
+    # 4x the lines: linear time takes 4x, quadratic 16x. The bound 6x leaves 50% for a
+    # loaded 2-core machine (the best of three runs each) and still catches any growth
+    # of n^1.3 or more (4^1.3 = 6.1).
+    assert seconds[20_000] < 6 * seconds[5_000], seconds
