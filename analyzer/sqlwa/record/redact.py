@@ -8,8 +8,9 @@ never by keywords, and every token that is a literal is replaced, in every state
 (CREATE, trigger bodies, CREATE TABLE … AS SELECT and the trigger steps SQLite reports
 included):
 
-- a string: the same number of UTF-8 bytes, of ASCII letters and digits; one that SQLite
-  would read as a number (``'42'``, ``' -1.5e3'``) stays one of the same form;
+- a string: the same number of UTF-8 bytes, of ASCII letters and digits (and as many
+  ``'`` as it had, at its end, so the statement's text keeps its length too); one that
+  SQLite would read as a number (``'42'``, ``' -1.5e3'``) stays one of the same form;
 - a blob ``X'…'``: the same number of bytes;
 - an integer: one of the same storage class (SQLite stores 0 and 1 in no bytes, then 1,
   2, 3, 4, 6 or 8 bytes by magnitude: fileformat2.html, "Record Format") and the same
@@ -236,12 +237,12 @@ class Redactor:
         if context.starts("PRAGMA") and self._setting(kind, text):
             return None
         if kind == "dq":
-            return None if j in kept_dq or fold(unquote(text)) in self.names else "'" + self.string(unquote(text)) + "'"
+            return None if j in kept_dq or fold(unquote(text)) in self.names else quoted(self.string(unquote(text)))
         if kind == "string":
             inner = unquote(text)
             if context.function() in DATE_FUNCTIONS and DATE_TEXT.fullmatch(inner):
                 return None
-            return "'" + self.string(inner) + "'"
+            return quoted(self.string(inner))
         if kind == "blob":
             return text[:2] + self.blob_hex(text[2:-1]) + "'"
         if kind == "number":
@@ -292,8 +293,9 @@ class Redactor:
                 numeric["lead"] + (self.decimal(num) if is_int else self.real(num, keep_length=True)) + numeric["trail"]
             )
         raw = text.encode("utf-8", "surrogatepass")
-        noise = self._stream(b"str", raw, len(raw))
-        return bytes(ALPHABET[b % len(ALPHABET)] for b in noise).decode()
+        quotes = raw.count(b"'")  # kept as many (at the end): a CREATE's text keeps its length
+        noise = self._stream(b"str", raw, len(raw) - quotes)
+        return bytes(ALPHABET[b % len(ALPHABET)] for b in noise).decode() + "'" * quotes
 
     def word_like(self, text: str) -> str:
         """A bare word of the same UTF-8 length that is no keyword (it has a digit)."""
@@ -414,6 +416,11 @@ class Redactor:
             ):
                 return candidate
         return candidate
+
+
+def quoted(text: str) -> str:
+    """``text`` as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def negative_class(magnitude: int) -> tuple[int, int]:
