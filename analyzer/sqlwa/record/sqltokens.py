@@ -81,34 +81,46 @@ def unquote(text: str) -> str:
 
 
 class Statement:
-    """One statement's tokens, with what the redaction needs to know of each one's place."""
+    """One statement's tokens, with what the redaction needs to know of each one's place.
+    Significant tokens (not space, not comment) are numbered from 0; a number past
+    either end (by up to PAD) reads as an empty token."""
+
+    PAD = 8
 
     def __init__(self, sql: str) -> None:
         self.tokens: list[Token] = list(tokens(sql))
         self.sig = [i for i, (kind, _) in enumerate(self.tokens) if kind not in ("space", "comment")]
-        self.closing, self.opener = self._matching_parens()
+        pad = [""] * self.PAD
+        kinds = [self.tokens[i][0] for i in self.sig]
+        texts = [self.tokens[i][1] for i in self.sig]
+        self._kinds = pad + kinds + pad
+        self._texts = pad + texts + pad
+        self._words = pad + [t.upper() if k == "word" else "" for k, t in zip(kinds, texts, strict=True)] + pad
+        self.closing, self.opener = self._matching_parens(texts)
 
     def kind(self, j: int) -> str:
         """The kind of the j-th significant token ("" past either end)."""
-        return self.tokens[self.sig[j]][0] if 0 <= j < len(self.sig) else ""
+        return self._kinds[j + self.PAD] if j >= -self.PAD else ""
 
     def text(self, j: int) -> str:
-        return self.tokens[self.sig[j]][1] if 0 <= j < len(self.sig) else ""
+        return self._texts[j + self.PAD] if j >= -self.PAD else ""
 
     def word(self, j: int) -> str:
         """The j-th significant token upper-cased if it is a bare word, else ""."""
-        return self.text(j).upper() if self.kind(j) == "word" else ""
+        return self._words[j + self.PAD] if j >= -self.PAD else ""
 
-    def _matching_parens(self) -> tuple[dict[int, int], list[int]]:
-        """Each "(" -> its ")"; and per token, its innermost open "(" (-1: none)."""
+    @staticmethod
+    def _matching_parens(texts: list[str]) -> tuple[dict[int, int], list[int]]:
+        """Each "(" -> its ")"; and per token, its innermost open "(" (-1: none). Only an
+        operator's text is a bare parenthesis."""
         closing: dict[int, int] = {}
         opener: list[int] = []
         open_at: list[int] = []
-        for j in range(len(self.sig)):
+        for j, text in enumerate(texts):
             opener.append(open_at[-1] if open_at else -1)
-            if self.text(j) == "(" and self.kind(j) == "op":
+            if text == "(":
                 open_at.append(j)
-            elif self.text(j) == ")" and self.kind(j) == "op" and open_at:
+            elif text == ")" and open_at:
                 closing[open_at.pop()] = j
         return closing, opener
 
