@@ -15,6 +15,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sqlwa.record.sqltokens import Splitter
 
 HEADER = {
     "sqlwa_sql_log": 1,
@@ -153,3 +157,24 @@ def test_time_grows_linearly_with_the_lines(tmp_path: Path, shape: str) -> None:
     # noise (CPU time, the best of three runs each: caches, the allocator) and still
     # catches any growth of n^1.3 or more (4^1.3 = 6.1).
     assert seconds[20_000] < 6 * seconds[5_000], seconds
+
+
+# --- statement ends as SQLite's own sqlite3_complete says --------------------------
+PIECES = ["'", '"', "`", "[", "]", "/*", "*/", "*", "/", "--", "-", "\n", ";", " ", "x", "12", "é", "(", ")"]
+PIECES += ["CREATE", "temp", "TRIGGER", "tr", "BEGIN", "END", "end", "EXPLAIN", "SELECT", "\t", "\r"]
+
+
+@settings(max_examples=400)
+@given(pieces=st.lists(st.sampled_from(PIECES), max_size=40))
+def test_statements_end_where_sqlite_says_they_are_complete(pieces: list[str]) -> None:
+    """The one-pass splitter against SQLite's own sqlite3_complete, run on each prefix up
+    to a ';' (what the .sql reader did before, in time growing with the square)."""
+    text = " ".join(pieces)
+    expected, cut = [], 0
+    for at, ch in enumerate(text):
+        if ch == ";" and sqlite3.complete_statement(text[cut : at + 1]):
+            expected.append(text[cut : at + 1])
+            cut = at + 1
+    splitter = Splitter()
+    got = [statement for line in text.splitlines(keepends=True) for statement in splitter.feed(line)]
+    assert (got, splitter.rest()) == (expected, text[cut:])
