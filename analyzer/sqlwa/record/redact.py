@@ -22,8 +22,10 @@ included):
   integral if it was (SQLite stores those in REAL columns as integers);
 - a comment: its text becomes spaces (the same bytes: a CREATE statement's text is
   stored in the schema);
-- a double-quoted token that SQLite may take as a string (:meth:`Redactor._dq_kept`):
-  replaced like a string, and single-quoted, so it is a string on replay too;
+- a double-quoted token that SQLite may take as a string: replaced like a string, and
+  single-quoted, so it is a string on replay too. It is kept only where SQLite reads a
+  name alone (:meth:`Redactor._name_position`) or when its name is one the log shows as
+  a name anyway (:attr:`Redactor.names`): kept, it adds no text the log lacks;
 - an unterminated quote or other token SQLite refuses: its letters and digits blanked.
 
 The same literal gets the same replacement throughout a log (a row inserted and later
@@ -32,7 +34,8 @@ Kept as written, because they are no data of the app's users but settings or siz
 replay needs: PRAGMA arguments that are numbers or SQLite's setting words; the numbers
 given to ``zeroblob()`` and ``randomblob()`` (the size of a value, which redaction keeps
 anyway); SQLite's own date words and formats given to its date functions (``'now'``,
-``'%Y-%m-%d'``); a virtual table's module arguments (its schema)."""
+``'%Y-%m-%d'``); a virtual table's module arguments (its schema); row keys SQLite chose
+(:mod:`sqlwa.record.rowkeys`), so the replay updates the rows it inserted."""
 
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ import hmac
 import math
 import os
 import re
+from collections.abc import Callable
 
 from sqlwa.record.rowkeys import RowKeys
 from sqlwa.record.sqltokens import Statement, fold, unquote
@@ -270,13 +274,13 @@ class Redactor:
             counter += 1
         return out[:size]
 
-    def _cached(self, kind: str, value: str, make: object) -> str:
+    def _cached(self, kind: str, value: str, make: Callable[[str], str]) -> str:
         key = (kind, value)
         found = self._cache.get(key)
         if found is None:
             if len(self._cache) > 200_000:
-                self._cache.clear()  # bounded memory; the mapping itself is a function of the key
-            found = self._cache[key] = make(value)  # type: ignore[operator]
+                self._cache.clear()  # bounded memory; each replacement is a function of the key alone
+            found = self._cache[key] = make(value)
         return found
 
     def string(self, text: str) -> str:
