@@ -1,11 +1,21 @@
-//! Confines a scenario's SQL to the run's own database.
+//! Confines a scenario's SQL, and a replayed log's, to the run's own database.
 //!
-//! Scenarios are shared TOML files and sqlwa often runs as root, so the SQL a scenario
-//! brings (its schema, setup and transactions) must not open or write other files, load
-//! code, or change the settings the run chose behind its back. SQLite's authorizer checks
-//! each statement as it is prepared (and the statements VACUUM runs itself, its ATTACH
-//! among them); the engine's own statements (its PRAGMA set-up, BEGIN and COMMIT, the
-//! read-backs) run unconfined. Extension loading is switched off on every connection.
+//! Scenarios and SQL logs are shared files and sqlwa often runs as root, so the SQL they
+//! bring must not open or write other files, load code, or change the settings the run
+//! chose behind its back. SQLite's authorizer checks each statement as it is prepared
+//! (and the statements VACUUM and the `pragma_*` table-valued functions prepare while
+//! they run, VACUUM INTO's ATTACH among them): what it judges is what SQLite parsed —
+//! a PRAGMA's name unquoted, whatever the spelling — never the statement's text. The
+//! engine's own statements (its PRAGMA set-up, BEGIN and COMMIT, the read-backs) run
+//! unconfined. Extension loading is switched off on every connection. (The VFS shim
+//! refuses, besides, any file outside the run: `vfs::RunFiles`.)
+//!
+//! A scenario may run no PRAGMA (its `[pragmas]` table sets them). A replayed log's
+//! PRAGMAs ([`Policy::Replay`]) are decided by the name SQLite parsed: one the run sets
+//! (journal_mode, synchronous, the run's other settings) is ignored when it assigns
+//! (SQLITE_IGNORE: SQLite makes it a statement that does nothing) and read when it
+//! reads; one of [`REPLAYED_PRAGMAS`], which act on the connection's own database only,
+//! is run; any other is refused.
 //!
 //! The statements SQLite's own virtual-table modules prepare while a scenario's statement
 //! runs pass the same authorizer: their DDL and DML on their shadow tables are allowed as
@@ -44,12 +54,69 @@ pub(crate) const SCHEMA_LIMIT_WHY: &str = "a scenario's schema may create at mos
 /// on CREATE VIRTUAL TABLE, fts3.c fts3DatabasePageSize: the node size to use).
 const MODULE_PRAGMAS: [&str; 2] = ["data_version", "page_size"];
 
+/// The PRAGMAs a replayed log may run (SQLite 3.54's documented ones that act on the
+/// connection and its own database only). Left out: those that name files or
+/// directories (temp_store_directory, data_store_directory, lock_proxy_file), that are
+/// process-wide (soft/hard_heap_limit), that load code (activate_extensions), that let
+/// SQL rewrite the schema SQLite trusts (writable_schema), and the debugging ones.
+pub(crate) const REPLAYED_PRAGMAS: &[&str] = &[
+    "analysis_limit", "application_id", "auto_vacuum", "automatic_index", "busy_timeout",
+    "cache_size", "cache_spill", "case_sensitive_like", "cell_size_check",
+    "checkpoint_fullfsync", "collation_list", "compile_options", "count_changes",
+    "data_version", "database_list", "default_cache_size", "defer_foreign_keys",
+    "empty_result_callbacks", "encoding", "foreign_key_check", "foreign_key_list",
+    "foreign_keys", "freelist_count", "full_column_names", "fullfsync", "function_list",
+    "ignore_check_constraints", "incremental_vacuum", "index_info", "index_list",
+    "index_xinfo", "integrity_check", "journal_mode", "journal_size_limit",
+    "legacy_alter_table", "locking_mode", "max_page_count", "mmap_size", "module_list",
+    "optimize", "page_count", "page_size", "pragma_list", "query_only", "quick_check",
+    "read_uncommitted", "recursive_triggers", "reverse_unordered_selects", "schema_version",
+    "secure_delete", "short_column_names", "shrink_memory", "synchronous",
+    "table_info", "table_list", "table_xinfo", "temp_store", "threads", "trusted_schema",
+    "user_version", "wal_autocheckpoint", "wal_checkpoint",
+];
+
+/// What the authorizer lets a connection's SQL do.
+#[derive(Clone, Debug)]
+pub(crate) enum Policy {
+    /// a scenario's SQL: no PRAGMA at all
+    Scenario,
+    /// a replayed log's: PRAGMAs by name; `run_sets` are the PRAGMAs the run's own
+    /// settings set (lower case), whose assignments are ignored
+    Replay { run_sets: Vec<String> },
+}
+
+/// What the authorizer did with the PRAGMAs of a statement (the strongest, when several).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum PragmaSeen {
+    /// run as logged
+    Kept,
+    /// ignored: the run sets it
+    Overridden,
+    /// refused
+    Refused,
+}
+
+impl PragmaSeen {
+    /// The word `config.replay.pragmas` lists it with.
+    pub fn label(self) -> &'static str {
+        match self {
+            PragmaSeen::Kept => "kept",
+            PragmaSeen::Overridden => "overridden",
+            PragmaSeen::Refused => "refused",
+        }
+    }
+}
+
 struct State {
+    policy: Policy,
     on: AtomicBool,
     /// the connection's handle (as an address: the hook must be Send), to see whether a
     /// statement is running while another is prepared
     db: usize,
     refusal: Mutex<Option<String>>,
+    /// the PRAGMAs seen since the last [`Confinement::take_pragma`]
+    pragma: Mutex<Option<PragmaSeen>>,
     /// schema objects created so far, and how many may be
     created: AtomicUsize,
     max_created: usize,
@@ -59,10 +126,22 @@ impl Confinement {
     /// Installs the authorizer on `conn`, which confines only inside [`Self::confined`],
     /// and switches extension loading off.
     pub(crate) fn install(conn: &mut Connection) -> Result<Self, EngineError> {
-        Self::install_with_limit(conn, MAX_SCHEMA_OBJECTS)
+        Self::install_with(conn, Policy::Scenario, MAX_SCHEMA_OBJECTS)
     }
 
-    fn install_with_limit(conn: &mut Connection, max_created: usize) -> Result<Self, EngineError> {
+    /// As [`Self::install`], for a replayed log's statements ([`Policy::Replay`]).
+    pub(crate) fn install_for_replay(
+        conn: &mut Connection,
+        run_sets: Vec<String>,
+    ) -> Result<Self, EngineError> {
+        Self::install_with(conn, Policy::Replay { run_sets }, MAX_SCHEMA_OBJECTS)
+    }
+
+    fn install_with(
+        conn: &mut Connection,
+        policy: Policy,
+        max_created: usize,
+    ) -> Result<Self, EngineError> {
         if extension_loading(conn, Some(false)) != Some(false) {
             return Err(EngineError::sql(
                 "(switching extension loading off)",
@@ -73,9 +152,11 @@ impl Confinement {
         // removed with the connection (sqlite3_close), so it never outlives the handle.
         let db = unsafe { conn.handle() } as usize;
         let state = Arc::new(State {
+            policy,
             on: AtomicBool::new(false),
             db,
             refusal: Mutex::new(None),
+            pragma: Mutex::new(None),
             created: AtomicUsize::new(0),
             max_created,
         });
@@ -104,20 +185,61 @@ impl Confinement {
             .unwrap_or_else(|e| e.into_inner())
             .take()
     }
+
+    /// What was done with the PRAGMAs SQLite parsed since the last call (None: none).
+    pub(crate) fn take_pragma(&self) -> Option<PragmaSeen> {
+        self.state
+            .pragma
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
 }
 
 impl State {
     fn authorize(&self, action: &AuthAction<'_>) -> Authorization {
-        if !self.on.load(Ordering::SeqCst) || self.is_a_modules_pragma(action) {
+        if !self.on.load(Ordering::SeqCst) {
             return Authorization::Allow;
         }
-        match refusal(action).or_else(|| self.too_many_objects(action)) {
+        let verdict = match &self.policy {
+            Policy::Scenario if self.is_a_modules_pragma(action) => return Authorization::Allow,
+            Policy::Scenario => refusal(action, "a scenario").map(Verdict::Deny),
+            Policy::Replay { run_sets } => self.replay_verdict(action, run_sets),
+        };
+        match verdict.or_else(|| self.too_many_objects(action).map(Verdict::Deny)) {
             None => Authorization::Allow,
-            Some(reason) => {
+            Some(Verdict::Ignore) => Authorization::Ignore,
+            Some(Verdict::Deny(reason)) => {
                 let mut slot = self.refusal.lock().unwrap_or_else(|e| e.into_inner());
                 slot.get_or_insert(reason);
                 Authorization::Deny
             }
+        }
+    }
+
+    /// A replayed log's statement: its PRAGMAs by name (noted for
+    /// [`Confinement::take_pragma`]), VACUUM's own temporary database, the rest as a
+    /// scenario's. None: allowed.
+    fn replay_verdict(&self, action: &AuthAction<'_>, run_sets: &[String]) -> Option<Verdict> {
+        match action {
+            AuthAction::Pragma {
+                pragma_name,
+                pragma_value,
+            } => {
+                let (seen, verdict) = replay_pragma(pragma_name, pragma_value.is_some(), run_sets);
+                let mut slot = self.pragma.lock().unwrap_or_else(|e| e.into_inner());
+                *slot = (*slot).max(Some(seen));
+                verdict
+            }
+            // VACUUM attaches its temporary copy by the empty name while it runs; an
+            // ATTACH '' of the log's own is refused
+            AuthAction::Attach { filename: "" } if a_statement_runs(self.db as *mut ffi::sqlite3) => {
+                None
+            }
+            AuthAction::Attach { filename: "" } => Some(Verdict::Deny(
+                "ATTACH: a replayed log works in the run's database only".into(),
+            )),
+            _ => refusal(action, "a replayed log").map(Verdict::Deny),
         }
     }
 
@@ -177,15 +299,43 @@ fn a_statement_runs(db: *mut ffi::sqlite3) -> bool {
     false
 }
 
-/// Why a scenario's SQL may not do `action`; None when it may.
-fn refusal(action: &AuthAction<'_>) -> Option<String> {
+/// What the authorizer answers to an action it does not allow.
+enum Verdict {
+    /// SQLITE_IGNORE: for a PRAGMA, SQLite makes the statement one that does nothing
+    Ignore,
+    /// SQLITE_DENY, and why
+    Deny(String),
+}
+
+/// What a replayed log's PRAGMA `name` (as SQLite parsed it), assigning a value or not,
+/// becomes: ignored when it assigns one the run sets, run when it is replayed, else refused.
+fn replay_pragma(name: &str, assigns: bool, run_sets: &[String]) -> (PragmaSeen, Option<Verdict>) {
+    let lower = name.to_ascii_lowercase();
+    if run_sets.contains(&lower) {
+        return match assigns {
+            true => (PragmaSeen::Overridden, Some(Verdict::Ignore)),
+            false => (PragmaSeen::Kept, None),
+        };
+    }
+    let why = match pragma_refusal(&lower) {
+        Some(why) => why,
+        None if REPLAYED_PRAGMAS.contains(&lower.as_str()) => return (PragmaSeen::Kept, None),
+        None if lower == "writable_schema" => "it lets SQL rewrite the schema SQLite trusts",
+        None => "it is not one sqlwa replays (those that act on the run's own database)",
+    };
+    let refused = Verdict::Deny(format!("PRAGMA {name}: {why}"));
+    (PragmaSeen::Refused, Some(refused))
+}
+
+/// Why `who`'s SQL ("a scenario") may not do `action`; None when it may.
+fn refusal(action: &AuthAction<'_>, who: &str) -> Option<String> {
     Some(match action {
         // VACUUM of the run's database attaches a temporary one by the empty name
         AuthAction::Attach { filename: "" } => return None,
         AuthAction::Attach { filename } => format!(
             "ATTACH and VACUUM INTO would open the file '{filename}', outside the run's database"
         ),
-        AuthAction::Detach { .. } => "DETACH: a scenario works in the run's database only".into(),
+        AuthAction::Detach { .. } => format!("DETACH: {who} works in the run's database only"),
         AuthAction::Pragma { pragma_name, .. } => format!(
             "PRAGMA {pragma_name}: a scenario's SQL may not run PRAGMAs; set them in its \
              [pragmas] table, which the engine applies and checks"
@@ -195,14 +345,20 @@ fn refusal(action: &AuthAction<'_>) -> Option<String> {
         {
             "load_extension(): sqlwa never loads SQLite extensions".into()
         }
+        // its two-argument form installs a tokenizer from a pointer (off by default)
+        AuthAction::Function { function_name }
+            if function_name.eq_ignore_ascii_case("fts3_tokenizer") =>
+        {
+            "fts3_tokenizer(): it can install code from a pointer".into()
+        }
         // e.g. ATTACH of a computed file name: the authorizer gets no name to check
-        AuthAction::Unknown { code, .. } => unknown_refusal(*code)?,
+        AuthAction::Unknown { code, .. } => unknown_refusal(*code, who)?,
         _ => return None,
     })
 }
 
 /// The refusal of an action the authorizer could not decode (its arguments missing).
-fn unknown_refusal(code: i32) -> Option<String> {
+fn unknown_refusal(code: i32, who: &str) -> Option<String> {
     let what = match code {
         ffi::SQLITE_ATTACH => "ATTACH or VACUUM INTO of a computed file name",
         ffi::SQLITE_DETACH => "DETACH",
@@ -213,7 +369,7 @@ fn unknown_refusal(code: i32) -> Option<String> {
             ))
         }
     };
-    Some(format!("{what} may not be used in a scenario"))
+    Some(format!("{what} may not be used in {who}"))
 }
 
 /// Sets SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION when `set` is given and returns the setting
@@ -297,7 +453,7 @@ mod tests {
     #[test]
     fn creates_beyond_the_limit_are_refused_whatever_the_statements() {
         let mut conn = Connection::open_in_memory().unwrap();
-        let confinement = Confinement::install_with_limit(&mut conn, 3).unwrap();
+        let confinement = Confinement::install_with(&mut conn, Policy::Scenario, 3).unwrap();
         let schema =
             "CREATE TABLE a (v); CREATE INDEX ai ON a (v); CREATE VIEW av AS SELECT v FROM a";
         confinement.confined(|| conn.execute_batch(schema)).unwrap();

@@ -19,7 +19,7 @@ use crate::markers::{current_tid, monotonic_ns, MarkerSink};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
 use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
 use crate::stop::Stop;
-use crate::vfs::{CountingVfs, LowerDir, VfsShared};
+use crate::vfs::{CountingVfs, LowerDir, RunFiles, VfsShared};
 use crate::{EngineError, FileKind, RunSettings, VfsCounts};
 
 /// One transaction of a run: its window, what it stored, the VFS calls and CPU time in it.
@@ -216,7 +216,7 @@ pub fn run_into(
     let create = || create_db_file(dir, &scenario.name).map(|path| vec![path]);
     let (mut info, ran) = harness(settings, dir, markers, create, |h| {
         let db_path = &h.db_paths[0];
-        let mut conn = open(db_path, h.vfs.as_ref())?;
+        let mut conn = open(db_path, &h.vfs)?;
         let confinement = Confinement::install(&mut conn)?;
         stop.install(&mut conn)?;
         let result = Runner {
@@ -252,8 +252,9 @@ pub fn run_into(
 pub(crate) struct Harness {
     pub(crate) sink: Option<Arc<MarkerSink>>,
     pub(crate) shared: Arc<VfsShared>,
-    /// the counting VFS, registered (None when counting is off)
-    pub(crate) vfs: Option<CountingVfs>,
+    /// the VFS shim every connection of the run opens through: it confines them to the
+    /// run's files, and counts their calls unless counting is off
+    pub(crate) vfs: CountingVfs,
     pub(crate) dm_marker: Option<DmMarker>,
     /// the run's database files, as the harness's `create_files` made them
     pub(crate) db_paths: Vec<PathBuf>,
@@ -322,11 +323,11 @@ pub(crate) fn harness<T>(
         .transpose()?;
     let db_paths = create_files()?;
     let lower = lower.map(|lower| LowerDir::new(dir, lower));
-    let shared = VfsShared::with_extents_from(sink.clone(), settings.map_extents, lower);
-    let vfs = settings
-        .count_vfs
-        .then(|| CountingVfs::register(shared.clone()))
-        .transpose()?;
+    // Every connection of the run goes through the shim, which confines it to these files
+    // whether it counts or not.
+    let run_files = RunFiles::new(&db_paths, settings.snapshot_dir.as_deref());
+    let shared = VfsShared::confined(sink.clone(), settings.map_extents, lower, Some(run_files));
+    let vfs = CountingVfs::register_counting(shared.clone(), settings.count_vfs)?;
     let (pid, tid) = (std::process::id(), current_tid());
     mark(&sink, |m| m.run_begin(pid, tid))?;
     let h = Harness {
@@ -420,15 +421,12 @@ pub(crate) fn create_new_file(path: &Path) -> Result<(), EngineError> {
     Ok(())
 }
 
-pub(crate) fn open(path: &Path, vfs: Option<&CountingVfs>) -> Result<Connection, EngineError> {
+pub(crate) fn open(path: &Path, vfs: &CountingVfs) -> Result<Connection, EngineError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = match vfs {
-        Some(v) => Connection::open_with_flags_and_vfs(path, flags, v.name()),
-        None => Connection::open_with_flags(path, flags),
-    };
-    conn.map_err(|e| EngineError::io(path, format!("cannot open database: {e}")))
+    Connection::open_with_flags_and_vfs(path, flags, vfs.name())
+        .map_err(|e| EngineError::io(path, format!("cannot open database: {e}")))
 }
 
 struct Runner<'a> {
@@ -594,7 +592,8 @@ impl Runner<'_> {
         if self.stop.stopped() {
             return EngineError::Interrupted;
         }
-        if let Some(reason) = self.confinement.take_refusal() {
+        let refused = (self.shared.take_refusal()).or_else(|| self.confinement.take_refusal());
+        if let Some(reason) = refused {
             return EngineError::refused(&self.scenario.origin, sql, &reason);
         }
         if let Some(pages) = self.page_limit(&err) {

@@ -155,6 +155,23 @@ pub enum EngineError {
         statement: String,
     },
 
+    /// A logged statement reached past the replay's confinement where SQLite's
+    /// authorizer alone does not stop it: the VFS shim refused a file outside the run's
+    /// directory, or journal_mode or synchronous read back changed under the run. Whatever
+    /// `strict`: the run would otherwise write elsewhere or measure another setting than
+    /// it reports.
+    #[error("SQL log {}, line {line}: {message} (statement: {statement})", path.display())]
+    ReplayConfined {
+        /// the log
+        path: PathBuf,
+        /// the statement's line, 1-based
+        line: u64,
+        /// what the statement did
+        message: String,
+        /// the statement
+        statement: String,
+    },
+
     /// A replay that measured no commit: the log wrote nothing (or only in warm-up).
     #[error("SQL log {}: {message}", path.display())]
     NothingReplayed {
@@ -218,6 +235,10 @@ impl EngineError {
                 .into(),
             EngineError::ReplayFailed { .. } => "replay from a snapshot of the app's database \
                 (--from DB), or leave --strict out to count such failures and go on"
+                .into(),
+            EngineError::ReplayConfined { .. } => "a replay works on the run's own database \
+                files with the journal_mode and synchronous the run chose: remove that \
+                statement from the log (or choose the setting with -j/--sync)"
                 .into(),
             EngineError::NothingReplayed { .. } => "replay from a snapshot of the app's \
                 database (--from DB) when its tables predate the log, record a stretch in \

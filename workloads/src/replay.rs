@@ -45,10 +45,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
+use rusqlite::fallible_iterator::FallibleIterator;
+use rusqlite::{Batch, Connection, Statement};
 use serde::Serialize;
 
-use crate::confine::{pragma_refusal, Confinement};
+use crate::confine::{pragma_refusal, Confinement, PragmaSeen};
 use crate::cpu::CpuTime;
 use crate::dmmark::DmMarker;
 use crate::engine::{
@@ -244,7 +245,7 @@ pub fn replay_into(
         let mut replayer =
             Replayer::new(log, settings, timing, &h.db_paths, stop, &h.shared, &h.sink);
         replayer.out = Some(commits);
-        replayer.vfs = h.vfs.as_ref();
+        replayer.vfs = Some(&h.vfs);
         replayer.dm_marker = h.dm_marker.as_ref();
         let result = replayer.replay_all(progress);
         Ok(h.close(|| {
@@ -373,6 +374,58 @@ struct Live {
     conn: Connection,
     confinement: Confinement,
     db: usize,
+    /// journal_mode and synchronous as the run set them
+    held: Held,
+}
+
+/// The two settings a run reports and a log may never change under it, as the
+/// connection reads them back (synchronous as SQLite's number, 0 to 3).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Held {
+    journal_mode: String,
+    synchronous: String,
+}
+
+impl Held {
+    fn read(conn: &Connection) -> rusqlite::Result<Held> {
+        let read = |sql: &str| {
+            let mut stmt = conn.prepare_cached(sql)?;
+            stmt.query_row([], |row| row.get::<_, rusqlite::types::Value>(0).map(value_text))
+        };
+        Ok(Held {
+            journal_mode: read("PRAGMA main.journal_mode")?,
+            synchronous: read("PRAGMA main.synchronous")?,
+        })
+    }
+
+    /// What changed from `self` to `now`, in words; None when nothing did.
+    fn changed_to(&self, now: &Held) -> Option<String> {
+        const SYNC: [&str; 4] = ["off", "normal", "full", "extra"];
+        let sync = |n: &str| {
+            let name = n.parse::<usize>().ok().and_then(|i| SYNC.get(i));
+            name.map_or_else(|| n.to_string(), |s| s.to_string())
+        };
+        let (name, was, is) = if self.journal_mode != now.journal_mode {
+            ("journal_mode", self.journal_mode.clone(), now.journal_mode.clone())
+        } else if self.synchronous != now.synchronous {
+            ("synchronous", sync(&self.synchronous), sync(&now.synchronous))
+        } else {
+            return None;
+        };
+        Some(format!(
+            "{name} changed from {was} to {is} under the run, which measures and reports \
+             the {name} it was asked for"
+        ))
+    }
+}
+
+/// What became of an event's statements.
+#[derive(Default)]
+struct Outcome {
+    /// one of them ran to completion
+    ran: bool,
+    /// one of them failed (the rest of the event was not run)
+    failed: bool,
 }
 
 /// The open commit window.
@@ -547,17 +600,23 @@ impl<'a> Replayer<'a> {
             return Ok(());
         };
         let path = &self.db_paths[db];
-        let mut conn = open(path, self.vfs)?;
-        let confinement = Confinement::install(&mut conn)?;
+        let vfs = (self.vfs).expect("the replay's VFS is set before it runs");
+        let mut conn = open(path, vfs)?;
+        let run_sets = (run_pragmas(self.settings).iter())
+            .map(|(name, ..)| name.to_string())
+            .collect();
+        let confinement = Confinement::install_for_replay(&mut conn, run_sets)?;
         self.stop.install(&mut conn)?;
-        let live = Live {
+        let mut live = Live {
             conn,
             confinement,
             db,
+            held: Held::default(),
         };
         let first = !self.opened[db];
         self.opened[db] = true;
         self.apply_pragmas(&live, first)?;
+        live.held = Held::read(&live.conn).map_err(|e| self.failure("PRAGMA journal_mode", e))?;
         if self.info.is_none() {
             self.info = Some(run_info(&live.conn, self.log, self.settings)?);
             self.dm_mark("sqlwa-setup")?;
@@ -568,21 +627,31 @@ impl<'a> Replayer<'a> {
     }
 
     /// On a database's first connection, the log's early page_size/auto_vacuum (unless
-    /// the run sets page_size or starts from a snapshot); on every connection the run's
-    /// settings, then its extra PRAGMAs; then the journal mode is checked.
+    /// the run sets page_size or starts from a snapshot), confined; on every connection
+    /// the run's settings, then its extra PRAGMAs; then the journal mode is checked.
     fn apply_pragmas(&self, live: &Live, first: bool) -> Result<(), EngineError> {
         let run = run_pragmas(self.settings);
         let run_sets = |name: &str| run.iter().any(|(n, ..)| *n == name);
-        let mut statements = Vec::new();
         if first && self.settings.from_db.is_none() {
             let early = &self.log.databases[live.db].initial_pragmas;
             let kept = early.iter().filter(|sql| {
                 pragma_of(sql)
                     .is_some_and(|p| !run_sets(&p.name) && pragma_refusal(&p.name).is_none())
             });
-            statements.extend(kept.cloned());
+            for sql in kept {
+                // Chosen by their text, judged by SQLite: one that is not a single PRAGMA
+                // the replay runs fails here and does nothing; it runs again in its place
+                // in the log, where its failure is counted.
+                let _ = live.confinement.confined(|| query_all(&live.conn, sql));
+                live.confinement.take_refusal();
+                live.confinement.take_pragma();
+                if let Some(why) = self.shared.take_refusal() {
+                    return Err(self.confinement_error(why, sql));
+                }
+            }
         }
-        statements.extend(run.iter().map(|(name, _, v)| format!("PRAGMA {name}={v}")));
+        let mut statements: Vec<String> =
+            (run.iter()).map(|(name, _, v)| format!("PRAGMA {name}={v}")).collect();
         for spec in &self.settings.extra_pragmas {
             statements.push(pragma_statement(spec)?);
         }
@@ -603,10 +672,11 @@ impl<'a> Replayer<'a> {
 
     fn close(&mut self, id: u64) -> Result<(), EngineError> {
         self.temporary.retain(|&t| t != id);
+        let live = self.conns.remove(&id);
         if self.window.as_ref().is_some_and(|w| w.owner == id) {
-            self.close_window()?;
+            self.close_window(live.as_ref().map(|l| &l.conn))?;
         }
-        match self.conns.remove(&id) {
+        match live {
             Some(live) => close_connection(live, &self.db_paths[0]),
             None => Ok(()),
         }
@@ -614,10 +684,14 @@ impl<'a> Replayer<'a> {
 
     /// Closes every connection still open (in id order), the first failure reported.
     fn close_all(&mut self) -> Result<(), EngineError> {
-        let mut result = match self.window.is_some() {
-            true => self.close_window(),
-            false => Ok(()),
-        };
+        let mut result = Ok(());
+        if let Some(owner) = self.window.as_ref().map(|w| w.owner) {
+            let live = self.conns.remove(&owner);
+            result = self.close_window(live.as_ref().map(|l| &l.conn));
+            if let Some(live) = live {
+                self.conns.insert(owner, live);
+            }
+        }
         let mut ids: Vec<u64> = self.conns.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
@@ -644,7 +718,8 @@ impl<'a> Replayer<'a> {
             self.summary.skipped.trigger += 1;
             return Ok(());
         }
-        let Some(live) = self.conns.get(&id) else {
+        // out of the map while it runs, so the replay's own state stays mutable
+        let Some(live) = self.conns.remove(&id) else {
             // the checking pass saw it opened; a close in between is the log's
             return Err(EngineError::LogParse {
                 path: self.log.path.clone(),
@@ -652,92 +727,148 @@ impl<'a> Replayer<'a> {
                 message: format!("a statement on connection {id}, closed before it"),
             });
         };
-        let (db, autocommit) = (live.db, live.conn.is_autocommit());
-        if self.window.is_none() && autocommit {
+        let result = self.event(id, &live, sql, t);
+        self.conns.insert(id, live);
+        result
+    }
+
+    /// Runs one `sql` event: each statement SQLite's parser finds in it, one at a time,
+    /// each judged by the authorizer as it is prepared. The outer error ends the replay;
+    /// a statement's own failure is counted (or, `strict`, ends it) and ends the event.
+    fn event(
+        &mut self,
+        id: u64,
+        live: &Live,
+        sql: &str,
+        t: Option<u64>,
+    ) -> Result<(), EngineError> {
+        if self.window.is_none() && live.conn.is_autocommit() {
             self.pace(t)?;
         }
-        let confined = match self.pragma_action(db, sql) {
-            Some(PragmaAction::Skip) => return Ok(()),
-            Some(PragmaAction::Refused(why)) => {
-                self.record_failure("refused", &why, sql)?;
-                return Ok(());
+        let mut outcome = Outcome::default();
+        // The common case, one statement, goes through the connection's statement cache.
+        match live.confinement.confined(|| live.conn.prepare_cached(sql)) {
+            Ok(mut stmt) => {
+                let prepared = self.run_one(id, live, &mut stmt, sql, &mut outcome)?;
+                // judged a PRAGMA: prepared (and judged) afresh each time it comes again
+                if prepared.is_some() {
+                    stmt.discard();
+                }
             }
-            Some(PragmaAction::Run) => false,
-            None => true,
-        };
-        let outcome = self.execute(id, sql, confined)?;
-        if let Err(err) = outcome {
-            let (kind, message) = self.classify(id, &err);
-            self.storage_or_stop(sql, &err)?;
-            self.record_failure(&kind, &message, sql)?;
-        } else {
-            self.summary.replayed += 1;
+            // Several statements, or one that does not prepare (rusqlite prepares what
+            // follows a first statement to refuse it): SQLite's parser takes them one at
+            // a time, each prepared once the one before has run.
+            Err(_) => {
+                live.confinement.take_refusal();
+                live.confinement.take_pragma();
+                self.batch(id, live, sql, &mut outcome)?;
+            }
         }
-        let back_in_autocommit = self.conns.get(&id).is_some_and(|l| l.conn.is_autocommit());
-        if back_in_autocommit && self.window.as_ref().is_some_and(|w| w.owner == id) {
-            self.close_window()?;
+        if outcome.ran && !outcome.failed {
+            self.summary.replayed += 1;
         }
         Ok(())
     }
 
-    /// Prepares and runs one statement, opening a commit window before it when it writes
-    /// and none is open; a read outside a window is counted apart.
-    /// The outer error ends the replay (the markers or the clock failed), the inner one is
-    /// the statement's.
-    fn execute(
+    /// The statements of an event that holds several, one after the other.
+    fn batch(
         &mut self,
         id: u64,
+        live: &Live,
         sql: &str,
-        confined: bool,
-    ) -> Result<rusqlite::Result<()>, EngineError> {
-        let live = &self.conns[&id];
-        let run_confined = |f: &mut dyn FnMut() -> rusqlite::Result<()>| {
-            if confined {
-                live.confinement.confined(f)
-            } else {
-                f()
+        outcome: &mut Outcome,
+    ) -> Result<(), EngineError> {
+        let mut statements = Batch::new(&live.conn, sql);
+        loop {
+            match live.confinement.confined(|| statements.next()) {
+                Ok(None) => return Ok(()),
+                Ok(Some(mut stmt)) => {
+                    let text = stmt.expanded_sql().unwrap_or_else(|| sql.to_string());
+                    self.run_one(id, live, &mut stmt, &text, outcome)?;
+                }
+                Err(err) => {
+                    if let Some(seen) = live.confinement.take_pragma() {
+                        self.list_pragma(live.db, sql, seen);
+                    }
+                    self.failed(live, sql, &err, outcome)?;
+                }
             }
-        };
-        let mut prepared = None;
-        let mut prepare = || {
-            prepared = Some(live.conn.prepare_cached(sql)?);
-            Ok(())
-        };
-        let writes = match run_confined(&mut prepare) {
-            Ok(()) => prepared.as_ref().is_none_or(|s| !s.readonly()),
-            // several statements in one event: run as a batch, as a write
-            Err(rusqlite::Error::MultipleStatement) => true,
-            Err(e) => return Ok(Err(e)),
-        };
+            if outcome.failed {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs one prepared statement (`text`) of an event: a commit window opens before it
+    /// when it writes and none is open; a read outside a window is counted apart; the
+    /// window closes when the connection is back in autocommit. A file the shim refused,
+    /// or journal_mode or synchronous changed (read back after any statement a PRAGMA was
+    /// seen in, and after each commit), ends the replay. Returns what the authorizer saw
+    /// of PRAGMAs while the statement was prepared.
+    fn run_one(
+        &mut self,
+        id: u64,
+        live: &Live,
+        stmt: &mut Statement<'_>,
+        text: &str,
+        outcome: &mut Outcome,
+    ) -> Result<Option<PragmaSeen>, EngineError> {
+        let prepared = live.confinement.take_pragma();
+        if prepared == Some(PragmaSeen::Overridden) {
+            // the run sets it: SQLite made it a statement that does nothing
+            self.summary.skipped.overridden_pragmas += 1;
+            self.list_pragma(live.db, text, PragmaSeen::Overridden);
+            return Ok(prepared);
+        }
+        let writes = !stmt.readonly();
         if writes && self.window.is_none() {
             let index = self.count;
             let warmup = index < self.warmup;
-            self.window = Some(open_window(
-                self.shared,
-                self.sink,
-                index,
-                warmup,
-                id,
-                live.db,
-            )?);
+            let window = open_window(self.shared, self.sink, index, warmup, id, live.db)?;
+            self.window = Some(window);
         }
-        let in_window = self.window.is_some();
-        let read_start = (!in_window).then(|| (self.shared.snapshot(), Instant::now()));
-        let mut step = || match prepared.as_mut() {
-            Some(stmt) => {
-                let mut rows = stmt.raw_query();
-                while rows.next()?.is_some() {}
-                Ok(())
-            }
-            None => live.conn.execute_batch(sql),
+        let read_start = (self.window.is_none()).then(|| (self.shared.snapshot(), Instant::now()));
+        let step = || {
+            let mut rows = stmt.raw_query();
+            while rows.next()?.is_some() {}
+            Ok(())
         };
-        let result = self.stop.quietly(|| run_confined(&mut step));
-        drop(prepared);
+        let result: rusqlite::Result<()> =
+            self.stop.quietly(|| live.confinement.confined(step));
+        self.count_statement(writes, text, read_start);
+        let seen = prepared.max(live.confinement.take_pragma());
+        if let Some(seen) = seen {
+            self.list_pragma(live.db, text, seen);
+        }
+        if let Some(why) = self.shared.take_refusal() {
+            return Err(self.confinement_error(why, text));
+        }
+        if seen.is_some() {
+            self.check_held(live, text)?;
+        }
+        match result {
+            Ok(()) => outcome.ran = true,
+            Err(err) => self.failed(live, text, &err, outcome)?,
+        }
+        if live.conn.is_autocommit() && self.window.as_ref().is_some_and(|w| w.owner == id) {
+            self.close_window(Some(&live.conn))?;
+            self.check_held(live, text)?;
+        }
+        Ok(prepared)
+    }
+
+    /// Counts a statement that ran in the open window, or as a read outside any.
+    fn count_statement(
+        &mut self,
+        writes: bool,
+        text: &str,
+        read_start: Option<(VfsCounts, Instant)>,
+    ) {
         match (&mut self.window, read_start) {
             (Some(window), _) => {
                 window.statements += 1;
                 if writes {
-                    window.logical_bytes += literal_bytes(sql);
+                    window.logical_bytes += literal_bytes(text);
                 }
             }
             (None, Some((before, started))) => {
@@ -748,31 +879,42 @@ impl<'a> Replayer<'a> {
             }
             (None, None) => {}
         }
-        Ok(result)
     }
 
-    /// What to do with a PRAGMA of the log (None: not a PRAGMA).
-    fn pragma_action(&mut self, db: usize, sql: &str) -> Option<PragmaAction> {
-        let pragma = pragma_of(sql)?;
-        let run_sets = run_pragmas(self.settings)
-            .iter()
-            .any(|(name, ..)| *name == pragma.name);
-        let (action, label) = match pragma_refusal(&pragma.name) {
-            _ if pragma.value.is_some() && run_sets => (PragmaAction::Skip, "overridden"),
-            Some(why) if pragma.value.is_some() || !run_sets => (
-                PragmaAction::Refused(format!("PRAGMA {}: {why}", pragma.name)),
-                "refused",
-            ),
-            _ => (PragmaAction::Run, "kept"),
-        };
-        if matches!(action, PragmaAction::Skip) {
-            self.summary.skipped.overridden_pragmas += 1;
+    /// A statement of the log failed: counted by kind, unless it ends the replay.
+    fn failed(
+        &mut self,
+        live: &Live,
+        text: &str,
+        err: &rusqlite::Error,
+        outcome: &mut Outcome,
+    ) -> Result<(), EngineError> {
+        outcome.failed = true;
+        let (kind, message) = classify(live, err);
+        self.storage_or_stop(text, err)?;
+        self.record_failure(&kind, &message, text)
+    }
+
+    /// The error that ends a replay whose statement (`text`) left its confinement.
+    fn confinement_error(&self, message: String, text: &str) -> EngineError {
+        EngineError::ReplayConfined {
+            path: self.log.path.clone(),
+            line: self.line,
+            message,
+            statement: shortened(text),
         }
-        self.list_pragma(db, sql, label);
-        Some(action)
     }
 
-    fn list_pragma(&mut self, db: usize, sql: &str, action: &str) {
+    /// journal_mode and synchronous must read as the run set them on this connection.
+    fn check_held(&self, live: &Live, text: &str) -> Result<(), EngineError> {
+        let now = Held::read(&live.conn).map_err(|e| self.failure("PRAGMA journal_mode", e))?;
+        match live.held.changed_to(&now) {
+            None => Ok(()),
+            Some(why) => Err(self.confinement_error(why, text)),
+        }
+    }
+
+    fn list_pragma(&mut self, db: usize, sql: &str, seen: PragmaSeen) {
         let log = self.log;
         let database = &log.databases[db].file_name;
         let statement = sql.trim();
@@ -784,7 +926,7 @@ impl<'a> Replayer<'a> {
             None if pragmas.len() < PRAGMAS_LISTED => pragmas.push(LoggedPragma {
                 database: database.clone(),
                 statement: statement.into(),
-                action: action.into(),
+                action: seen.label().into(),
                 count: 1,
             }),
             None => {}
@@ -808,7 +950,8 @@ impl<'a> Replayer<'a> {
         Ok(())
     }
 
-    fn close_window(&mut self) -> Result<(), EngineError> {
+    /// Closes the open window; `owner` is its connection (for the snapshot), when open.
+    fn close_window(&mut self, owner: Option<&Connection>) -> Result<(), EngineError> {
         let Some(w) = self.window.take() else {
             return Ok(());
         };
@@ -816,8 +959,8 @@ impl<'a> Replayer<'a> {
         let end_ns = monotonic_ns();
         mark(self.sink, |m| m.txn_end(w.index, end_ns))?;
         self.dm_mark(&format!("sqlwa-txn-{}", w.index))?;
-        if let Some(live) = self.conns.get(&w.owner) {
-            self.snapshot(&live.conn, &format!("txn-{}", w.index))?;
+        if let Some(conn) = owner {
+            self.snapshot(conn, &format!("txn-{}", w.index))?;
         }
         let vfs = self.shared.snapshot().since(&w.before);
         self.shared.set_current_txn(-1);
@@ -859,20 +1002,6 @@ impl<'a> Replayer<'a> {
         conn.execute("VACUUM INTO ?1", [target])
             .map(drop)
             .map_err(|e| EngineError::sql("VACUUM INTO", e))
-    }
-
-    /// (kind, message) of a failed statement.
-    fn classify(&self, id: u64, err: &rusqlite::Error) -> (String, String) {
-        let refusal = self
-            .conns
-            .get(&id)
-            .and_then(|l| l.confinement.take_refusal());
-        if let Some(why) = refusal {
-            return ("refused".into(), why);
-        }
-        let message = err.to_string();
-        let kind = failure_kind(err, &message);
-        (kind, message)
     }
 
     /// A stop, or the filesystem failing under the run, ends the replay whatever `strict`.
@@ -917,13 +1046,6 @@ impl<'a> Replayer<'a> {
     }
 }
 
-enum PragmaAction {
-    /// the run chooses it
-    Skip,
-    Refused(String),
-    /// run unconfined (the authorizer refuses every PRAGMA)
-    Run,
-}
 
 /// Opens commit window `index` for a statement of connection `owner` on database `db`:
 /// its markers, clock, CPU time and VFS counts start here.
@@ -951,6 +1073,16 @@ fn open_window(
         statements: 0,
         logical_bytes: 0,
     })
+}
+
+/// (kind, message) of a failed statement: a refusal's reason first.
+fn classify(live: &Live, err: &rusqlite::Error) -> (String, String) {
+    if let Some(why) = live.confinement.take_refusal() {
+        return ("refused".into(), why);
+    }
+    let message = err.to_string();
+    let kind = failure_kind(err, &message);
+    (kind, message)
 }
 
 fn close_connection(live: Live, any_db: &Path) -> Result<(), EngineError> {

@@ -1,5 +1,12 @@
 //! The counting VFS shim: the only module with `unsafe` code.
 //!
+//! It also confines a run (`RunFiles`): its xOpen and xDelete refuse any named file but
+//! the run's database files, their `-journal`, `-wal` and `-shm`, and the files of the
+//! snapshots' directory, whatever statement asked; temporary files (xOpen without a name)
+//! are SQLite's own. Every connection of a run is opened through it; with counting off
+//! (`RunSettings::count_vfs` false) it only confines: xOpen hands back the real file
+//! with its own io methods, so no I/O call passes through the shim.
+//!
 //! Like SQLite's `ext/misc/vfsstat.c`, it registers a new `sqlite3_vfs` whose xOpen
 //! calls the default (unix) VFS's xOpen into the tail of a larger `sqlite3_file`
 //! (`ShimFile` + the real file) and installs wrapping io methods of the same iVersion.
@@ -32,8 +39,9 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rusqlite::ffi;
 
@@ -97,6 +105,58 @@ pub(crate) struct VfsShared {
     map_extents: bool,
     /// where a file's extents are taken when not from the file itself (a FUSE layer)
     lower: Option<LowerDir>,
+    /// the files SQLite may open (None: any, the tests' shims)
+    run_files: Option<RunFiles>,
+    /// why the shim last refused to open or delete a file (SQLite only sees an error code)
+    refused: Mutex<Option<String>>,
+}
+
+/// The files a run's SQL may open: its database files with their `-journal`, `-wal` and
+/// `-shm`, and any file directly in the snapshots' directory. Each is known by every name
+/// SQLite may give it: as given, made absolute, and with its directory's symbolic links
+/// resolved (SQLite's unix VFS resolves them in xFullPathname).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RunFiles {
+    databases: Vec<Vec<u8>>,
+    dirs: Vec<Vec<u8>>,
+}
+
+/// The files SQLite keeps beside a database: the rollback journal, the WAL, its index.
+const COMPANIONS: [&[u8]; 3] = [b"-journal", b"-wal", b"-shm"];
+
+impl RunFiles {
+    /// The run's `databases` (existing files) and, when given, the snapshots' directory.
+    pub fn new(databases: &[PathBuf], snapshot_dir: Option<&Path>) -> RunFiles {
+        let names = |path: &Path| -> Vec<Vec<u8>> {
+            let mut forms = vec![path.to_path_buf()];
+            forms.extend(std::path::absolute(path).ok());
+            forms.extend(std::fs::canonicalize(path).ok());
+            let mut bytes: Vec<Vec<u8>> = (forms.iter())
+                .map(|p| p.as_os_str().as_bytes().to_vec())
+                .collect();
+            bytes.sort();
+            bytes.dedup();
+            bytes
+        };
+        RunFiles {
+            databases: databases.iter().flat_map(|p| names(p)).collect(),
+            dirs: snapshot_dir.map(names).unwrap_or_default(),
+        }
+    }
+
+    /// Whether SQLite may open or delete the file it names `name` (a full pathname).
+    pub fn allows(&self, name: &[u8]) -> bool {
+        let of_a_database = self.databases.iter().any(|db| {
+            name.strip_prefix(db.as_slice())
+                .is_some_and(|rest| rest.is_empty() || COMPANIONS.contains(&rest))
+        });
+        let in_a_dir = self.dirs.iter().any(|dir| {
+            name.strip_prefix(dir.as_slice())
+                .and_then(|rest| rest.strip_prefix(b"/"))
+                .is_some_and(|file| !file.is_empty() && !file.contains(&b'/'))
+        });
+        of_a_database || in_a_dir
+    }
 }
 
 /// The directory a FUSE layer mirrors at the run's directory: FIEMAP through the FUSE
@@ -147,6 +207,16 @@ impl VfsShared {
         map_extents: bool,
         lower: Option<LowerDir>,
     ) -> Arc<VfsShared> {
+        VfsShared::confined(markers, map_extents, lower, None)
+    }
+
+    /// Like `with_extents_from`; SQLite may open only `run_files` (when given).
+    pub fn confined(
+        markers: Option<Arc<MarkerSink>>,
+        map_extents: bool,
+        lower: Option<LowerDir>,
+        run_files: Option<RunFiles>,
+    ) -> Arc<VfsShared> {
         Arc::new(VfsShared {
             counts: Default::default(),
             current_txn: AtomicI64::new(-1),
@@ -154,7 +224,37 @@ impl VfsShared {
             markers,
             marker_errors: AtomicU64::new(0),
             lower,
+            run_files,
+            refused: Mutex::new(None),
         })
+    }
+
+    /// Why the shim refused a file since the last call, if it did.
+    pub fn take_refusal(&self) -> Option<String> {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Whether SQLite may `verb` ("open", "delete") the file `name` (NULL, a temporary
+    /// file of SQLite's own: always); a refusal is kept for [`Self::take_refusal`].
+    unsafe fn may(&self, verb: &str, name: *const c_char) -> bool {
+        let Some(files) = &self.run_files else {
+            return true;
+        };
+        if name.is_null() {
+            return true;
+        }
+        let name = CStr::from_ptr(name).to_bytes();
+        if files.allows(name) {
+            return true;
+        }
+        let why = format!(
+            "SQLite was made to {verb} the file '{}', outside the run's directory: \
+             a replayed log or a scenario works on the run's own database files only",
+            String::from_utf8_lossy(name)
+        );
+        let mut slot = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert(why);
+        false
     }
 
     /// Writes an `extents` marker for `path` (when extents mapping is on), taken from its
@@ -383,6 +483,8 @@ pub(crate) fn kind_from_name(name: &str) -> FileKind {
 struct ShimContext {
     real: *mut ffi::sqlite3_vfs,
     shared: Arc<VfsShared>,
+    /// whether files are wrapped to count their calls (else only confined)
+    count: bool,
 }
 
 /// A registered counting VFS; unregisters itself on drop. Every connection opened with
@@ -397,8 +499,17 @@ pub(crate) struct CountingVfs {
 }
 
 impl CountingVfs {
-    /// Registers a new shim around the default VFS under a process-unique name.
+    /// Registers a new counting shim around the default VFS under a process-unique name.
+    #[cfg(test)]
     pub fn register(shared: Arc<VfsShared>) -> Result<CountingVfs, EngineError> {
+        CountingVfs::register_counting(shared, true)
+    }
+
+    /// As `register`; with `count` false the shim only confines (see the module doc).
+    pub fn register_counting(
+        shared: Arc<VfsShared>,
+        count: bool,
+    ) -> Result<CountingVfs, EngineError> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let name = format!(
             "sqlwa-count-{}-{}",
@@ -412,7 +523,11 @@ impl CountingVfs {
         if real.is_null() {
             return Err(EngineError::sql("sqlite3_vfs_find(NULL)", "no default VFS"));
         }
-        let context = Box::new(ShimContext { real, shared });
+        let context = Box::new(ShimContext {
+            real,
+            shared,
+            count,
+        });
         // SAFETY: `real` is valid (above); we only read two integer fields.
         let (real_sz, max_path) = unsafe { ((*real).szOsFile, (*real).mxPathname) };
         let vfs = Box::new(ffi::sqlite3_vfs {
@@ -512,6 +627,14 @@ unsafe extern "C" fn shim_open(
     out_flags: *mut c_int,
 ) -> c_int {
     let ctx = context(vfs);
+    (*file).pMethods = ptr::null();
+    if !ctx.shared.may("open", name) {
+        return ffi::SQLITE_PERM;
+    }
+    if !ctx.count {
+        // the real file in our place, with its own methods: SQLite calls them directly
+        return ((*ctx.real).xOpen.unwrap())(ctx.real, name, file, flags, out_flags);
+    }
     let shim = file as *mut ShimFile;
     let real = real_file(file);
     (*shim).base.pMethods = ptr::null();
@@ -538,6 +661,12 @@ unsafe extern "C" fn shim_delete(
     sync_dir: c_int,
 ) -> c_int {
     let ctx = context(vfs);
+    if !ctx.shared.may("delete", name) {
+        return ffi::SQLITE_IOERR_DELETE;
+    }
+    if !ctx.count {
+        return ((*ctx.real).xDelete.unwrap())(ctx.real, name, sync_dir);
+    }
     let kind = if name.is_null() {
         FileKind::Other
     } else {

@@ -82,6 +82,7 @@ fn to_pyerr(err: EngineError) -> PyErr {
         | EngineError::UnreadableScenario { .. }
         | EngineError::LogParse { .. }
         | EngineError::ReplayFailed { .. }
+        | EngineError::ReplayConfined { .. }
         | EngineError::NothingReplayed { .. } => ScenarioError::new_err(args),
         EngineError::InvalidSetting { .. }
         | EngineError::BadSetting { .. }
