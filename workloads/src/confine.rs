@@ -60,20 +60,68 @@ const MODULE_PRAGMAS: [&str; 2] = ["data_version", "page_size"];
 /// process-wide (soft/hard_heap_limit), that load code (activate_extensions), that let
 /// SQL rewrite the schema SQLite trusts (writable_schema), and the debugging ones.
 pub(crate) const REPLAYED_PRAGMAS: &[&str] = &[
-    "analysis_limit", "application_id", "auto_vacuum", "automatic_index", "busy_timeout",
-    "cache_size", "cache_spill", "case_sensitive_like", "cell_size_check",
-    "checkpoint_fullfsync", "collation_list", "compile_options", "count_changes",
-    "data_version", "database_list", "default_cache_size", "defer_foreign_keys",
-    "empty_result_callbacks", "encoding", "foreign_key_check", "foreign_key_list",
-    "foreign_keys", "freelist_count", "full_column_names", "fullfsync", "function_list",
-    "ignore_check_constraints", "incremental_vacuum", "index_info", "index_list",
-    "index_xinfo", "integrity_check", "journal_mode", "journal_size_limit",
-    "legacy_alter_table", "locking_mode", "max_page_count", "mmap_size", "module_list",
-    "optimize", "page_count", "page_size", "pragma_list", "query_only", "quick_check",
-    "read_uncommitted", "recursive_triggers", "reverse_unordered_selects", "schema_version",
-    "secure_delete", "short_column_names", "shrink_memory", "synchronous",
-    "table_info", "table_list", "table_xinfo", "temp_store", "threads", "trusted_schema",
-    "user_version", "wal_autocheckpoint", "wal_checkpoint",
+    "analysis_limit",
+    "application_id",
+    "auto_vacuum",
+    "automatic_index",
+    "busy_timeout",
+    "cache_size",
+    "cache_spill",
+    "case_sensitive_like",
+    "cell_size_check",
+    "checkpoint_fullfsync",
+    "collation_list",
+    "compile_options",
+    "count_changes",
+    "data_version",
+    "database_list",
+    "default_cache_size",
+    "defer_foreign_keys",
+    "empty_result_callbacks",
+    "encoding",
+    "foreign_key_check",
+    "foreign_key_list",
+    "foreign_keys",
+    "freelist_count",
+    "full_column_names",
+    "fullfsync",
+    "function_list",
+    "ignore_check_constraints",
+    "incremental_vacuum",
+    "index_info",
+    "index_list",
+    "index_xinfo",
+    "integrity_check",
+    "journal_mode",
+    "journal_size_limit",
+    "legacy_alter_table",
+    "locking_mode",
+    "max_page_count",
+    "mmap_size",
+    "module_list",
+    "optimize",
+    "page_count",
+    "page_size",
+    "pragma_list",
+    "query_only",
+    "quick_check",
+    "read_uncommitted",
+    "recursive_triggers",
+    "reverse_unordered_selects",
+    "schema_version",
+    "secure_delete",
+    "short_column_names",
+    "shrink_memory",
+    "synchronous",
+    "table_info",
+    "table_list",
+    "table_xinfo",
+    "temp_store",
+    "threads",
+    "trusted_schema",
+    "user_version",
+    "wal_autocheckpoint",
+    "wal_checkpoint",
 ];
 
 /// What the authorizer lets a connection's SQL do.
@@ -233,7 +281,9 @@ impl State {
             }
             // VACUUM attaches its temporary copy by the empty name while it runs; an
             // ATTACH '' of the log's own is refused
-            AuthAction::Attach { filename: "" } if a_statement_runs(self.db as *mut ffi::sqlite3) => {
+            AuthAction::Attach { filename: "" }
+                if a_statement_runs(self.db as *mut ffi::sqlite3) =>
+            {
                 None
             }
             AuthAction::Attach { filename: "" } => Some(Verdict::Deny(
@@ -495,6 +545,126 @@ mod tests {
                 "{reason}"
             );
         }
+    }
+
+    fn replay_connection(path: &std::path::Path) -> (Connection, Confinement) {
+        let mut conn = Connection::open(path).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; CREATE TABLE t (v)",
+        )
+        .unwrap();
+        let run_sets = vec!["journal_mode".to_string(), "synchronous".to_string()];
+        let confinement = Confinement::install_for_replay(&mut conn, run_sets).unwrap();
+        (conn, confinement)
+    }
+
+    fn read(conn: &Connection, sql: &str) -> String {
+        conn.query_row(sql, [], |r| r.get::<_, rusqlite::types::Value>(0))
+            .map(crate::engine::value_text)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_replayed_pragma_is_judged_by_the_name_sqlite_parsed_whatever_its_spelling() {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, confinement) = replay_connection(&dir.path().join("a.db"));
+        for spelling in [
+            r#"PRAGMA "synchronous"=OFF"#,
+            "PRAGMA [synchronous] = 0",
+            "PRAGMA `SYNCHRONOUS`('off')",
+            r#"PRAGMA main."journal_mode"=OFF"#,
+            "PRAGMA /* a */ main /* b */ . /* c */ journal_mode /* d */ = /* e */ 'off'",
+            "PRAGMA temp.journal_mode=OFF",
+        ] {
+            confinement
+                .confined(|| conn.execute_batch(spelling))
+                .unwrap();
+            let seen = confinement.take_pragma();
+            assert_eq!(seen, Some(PragmaSeen::Overridden), "{spelling}");
+            assert_eq!(read(&conn, "PRAGMA main.synchronous"), "2", "{spelling}");
+            assert_eq!(
+                read(&conn, "PRAGMA main.journal_mode"),
+                "delete",
+                "{spelling}"
+            );
+        }
+        // reading them is kept, and so is a PRAGMA on the run's own database
+        for kept in [
+            r#"PRAGMA "journal_mode""#,
+            "PRAGMA user_version = 3",
+            "SELECT * FROM pragma_table_info('t')",
+        ] {
+            confinement.confined(|| conn.execute_batch(kept)).unwrap();
+            assert_eq!(confinement.take_pragma(), Some(PragmaSeen::Kept), "{kept}");
+        }
+        assert_eq!(confinement.take_refusal(), None);
+    }
+
+    #[test]
+    fn a_replayed_pragma_that_reaches_outside_is_refused_quoted_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, confinement) = replay_connection(&dir.path().join("a.db"));
+        let outside = dir.path().display();
+        for (sql, why) in [
+            (
+                format!(r#"PRAGMA "temp_store_directory"='{outside}'"#),
+                "outside the run's directory",
+            ),
+            (
+                format!("PRAGMA [data_store_directory]='{outside}'"),
+                "outside the run's directory",
+            ),
+            ("PRAGMA `hard_heap_limit`=1".into(), "process-wide"),
+            ("PRAGMA writable_schema=ON".into(), "rewrite the schema"),
+            (
+                "PRAGMA activate_extensions='x'".into(),
+                "not one sqlwa replays",
+            ),
+            ("PRAGMA no_such_pragma".into(), "not one sqlwa replays"),
+        ] {
+            let err = confinement
+                .confined(|| conn.execute_batch(&sql))
+                .unwrap_err();
+            assert!(err.to_string().contains("not authorized"), "{sql}: {err}");
+            let reason = confinement.take_refusal().unwrap();
+            assert!(reason.contains(why), "{sql}: {reason}");
+            assert_eq!(
+                confinement.take_pragma(),
+                Some(PragmaSeen::Refused),
+                "{sql}"
+            );
+        }
+        // the directory SQLite would make its temporary files in is still unset (no row)
+        let mut set = conn.prepare("PRAGMA temp_store_directory").unwrap();
+        assert!(set.query([]).unwrap().next().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_replayed_log_cannot_attach_vacuum_into_or_load_code_but_may_vacuum() {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, confinement) = replay_connection(&dir.path().join("a.db"));
+        let escaped = dir.path().join("ESCAPED.db");
+        for sql in [
+            format!("ATTACH '{}' AS e", escaped.display()),
+            format!("ATTACH DATABASE 'file:{}?vfs=unix' AS e", escaped.display()),
+            "ATTACH '' AS e".into(),
+            format!("VACUUM INTO '{}'", escaped.display()),
+            format!("VACUUM main INTO '{}' || ''", escaped.display()),
+            "SELECT load_extension('/nonexistent.so')".into(),
+            "SELECT fts3_tokenizer('simple')".into(),
+            "DETACH main".into(),
+        ] {
+            assert!(
+                confinement.confined(|| conn.execute_batch(&sql)).is_err(),
+                "{sql}"
+            );
+            assert!(confinement.take_refusal().is_some(), "{sql}");
+        }
+        assert!(!escaped.exists());
+        confinement
+            .confined(|| conn.execute_batch("VACUUM"))
+            .unwrap();
+        assert_eq!(confinement.take_refusal(), None);
     }
 
     #[test]

@@ -151,7 +151,10 @@ pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 /// ATTACH/DETACH, VACUUM INTO, PRAGMAs and `load_extension()` are refused, when the
 /// scenario is loaded and again here, as [`EngineError::InvalidScenario`] whose message
 /// is `statement refused: <why> (statement: <sql>)`. The engine's own statements are not
-/// confined; extension loading is switched off on every connection.
+/// confined; extension loading is switched off on every connection. Every connection
+/// opens through the VFS shim, counting or not, which refuses to open or delete any named
+/// file but the run's database, its journal, WAL and -shm, and the snapshots' (a refusal
+/// is `statement refused: SQLite was made to open the file …`).
 ///
 /// With counting off ([`RunSettings::count_vfs`] false) the commits carry all-zero
 /// [`VfsCounts`], and only the run and transaction markers are written (the others come

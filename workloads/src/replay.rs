@@ -22,15 +22,27 @@
 //!   while one is open is counted in it. [`CommitRecord::logical_bytes`] is the bytes of
 //!   the literals in a writing statement's text (values are expanded in the log): strings
 //!   and blobs by length, numbers 8.
-//! - The log's `journal_mode` and `synchronous` PRAGMAs, and those the run's own settings
-//!   set, are skipped (the run chooses them); the others are replayed as recorded, except
-//!   those confinement refuses (failures of kind "refused"); those kept run unconfined. A
-//!   database's `page_size`/`auto_vacuum` set before its first other statement are applied
-//!   at its first open, before the run's journal_mode. The first 100 distinct PRAGMA
-//!   statements are listed with what the run did and how often. Statements a trigger ran,
-//!   and those of temporary (":memory:") connections, are skipped and counted.
-//! - Other statements run confined (no ATTACH, no extensions). A statement that fails is
-//!   counted by kind, the first five kept; `strict` makes it [`EngineError::ReplayFailed`].
+//! - Confinement (`crate::confine`, `crate::vfs::RunFiles`): an event's `sql` holding
+//!   several statements is split by SQLite's own parser, each statement prepared once the
+//!   one before has run, and every statement is judged by SQLite's authorizer as SQLite
+//!   parsed it — no ATTACH, DETACH, VACUUM INTO, extension loading, and PRAGMAs by their
+//!   unquoted name, whatever the spelling (`PRAGMA main."journal_mode"`). Every
+//!   connection opens through the VFS shim, which refuses any named file but the run's
+//!   databases, their journals and the snapshots; a file it refused is
+//!   [`EngineError::ReplayConfined`]. So is a journal_mode or synchronous that reads
+//!   back changed (read after every statement a PRAGMA was seen in, and after each
+//!   commit, outside its window): the run never measures another setting than it reports.
+//! - PRAGMAs: those the run's own settings set (journal_mode, synchronous, and the others
+//!   given) are skipped when the log assigns them (the run chooses them; SQLite's
+//!   authorizer makes them do nothing) and read when it reads them; those that act on the
+//!   run's own database (`confine::REPLAYED_PRAGMAS`) are replayed as recorded; others
+//!   are refused (failures of kind "refused"). A database's `page_size`/`auto_vacuum` set
+//!   before its first other statement are applied, confined, at its first open, before
+//!   the run's journal_mode. The first 100 distinct PRAGMA statements are listed with what
+//!   the run did and how often. Statements a trigger ran, and those of temporary
+//!   (":memory:") connections, are skipped and counted.
+//! - A statement that fails (a refused one too) is counted by kind, the first five kept,
+//!   and the rest of its event is not run; `strict` makes it [`EngineError::ReplayFailed`].
 //!   A run that measured no commit is [`EngineError::NothingReplayed`].
 //! - Settings only a replay takes (a scenario refuses them as [`EngineError::BadSetting`]):
 //!   `from_db`, `timing`, `strict`. A replay refuses `think_time_ms`; `warmup` defaults
@@ -390,7 +402,9 @@ impl Held {
     fn read(conn: &Connection) -> rusqlite::Result<Held> {
         let read = |sql: &str| {
             let mut stmt = conn.prepare_cached(sql)?;
-            stmt.query_row([], |row| row.get::<_, rusqlite::types::Value>(0).map(value_text))
+            stmt.query_row([], |row| {
+                row.get::<_, rusqlite::types::Value>(0).map(value_text)
+            })
         };
         Ok(Held {
             journal_mode: read("PRAGMA main.journal_mode")?,
@@ -406,9 +420,17 @@ impl Held {
             name.map_or_else(|| n.to_string(), |s| s.to_string())
         };
         let (name, was, is) = if self.journal_mode != now.journal_mode {
-            ("journal_mode", self.journal_mode.clone(), now.journal_mode.clone())
+            (
+                "journal_mode",
+                self.journal_mode.clone(),
+                now.journal_mode.clone(),
+            )
         } else if self.synchronous != now.synchronous {
-            ("synchronous", sync(&self.synchronous), sync(&now.synchronous))
+            (
+                "synchronous",
+                sync(&self.synchronous),
+                sync(&now.synchronous),
+            )
         } else {
             return None;
         };
@@ -650,8 +672,9 @@ impl<'a> Replayer<'a> {
                 }
             }
         }
-        let mut statements: Vec<String> =
-            (run.iter()).map(|(name, _, v)| format!("PRAGMA {name}={v}")).collect();
+        let mut statements: Vec<String> = (run.iter())
+            .map(|(name, _, v)| format!("PRAGMA {name}={v}"))
+            .collect();
         for spec in &self.settings.extra_pragmas {
             statements.push(pragma_statement(spec)?);
         }
@@ -833,8 +856,7 @@ impl<'a> Replayer<'a> {
             while rows.next()?.is_some() {}
             Ok(())
         };
-        let result: rusqlite::Result<()> =
-            self.stop.quietly(|| live.confinement.confined(step));
+        let result: rusqlite::Result<()> = self.stop.quietly(|| live.confinement.confined(step));
         self.count_statement(writes, text, read_start);
         let seen = prepared.max(live.confinement.take_pragma());
         if let Some(seen) = seen {
@@ -1045,7 +1067,6 @@ impl<'a> Replayer<'a> {
         storage_failure(&self.db_paths[0], sql, &err).unwrap_or_else(|| EngineError::sql(sql, err))
     }
 }
-
 
 /// Opens commit window `index` for a statement of connection `owner` on database `db`:
 /// its markers, clock, CPU time and VFS counts start here.
@@ -1274,6 +1295,31 @@ fn skip_to(bytes: &[u8], from: usize, end: u8) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_setting_changed_under_the_run_is_read_back_and_named() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=FULL")
+            .unwrap();
+        let held = Held::read(&conn).unwrap();
+        assert_eq!(
+            (held.journal_mode.as_str(), held.synchronous.as_str()),
+            ("memory", "2")
+        );
+        assert_eq!(held.changed_to(&Held::read(&conn).unwrap()), None);
+        conn.execute_batch("PRAGMA synchronous=OFF").unwrap();
+        let why = held.changed_to(&Held::read(&conn).unwrap()).unwrap();
+        assert!(
+            why.starts_with("synchronous changed from full to off under the run"),
+            "{why}"
+        );
+        conn.execute_batch("PRAGMA journal_mode=OFF").unwrap();
+        let why = held.changed_to(&Held::read(&conn).unwrap()).unwrap();
+        assert!(
+            why.starts_with("journal_mode changed from memory to off"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn literal_bytes_counts_values_not_names() {

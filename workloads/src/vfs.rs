@@ -37,9 +37,9 @@
 //! VFS on drop; the engine drops the connection before the guard.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::ptr;
-use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
@@ -231,7 +231,10 @@ impl VfsShared {
 
     /// Why the shim refused a file since the last call, if it did.
     pub fn take_refusal(&self) -> Option<String> {
-        self.refused.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// Whether SQLite may `verb` ("open", "delete") the file `name` (NULL, a temporary
@@ -1182,6 +1185,99 @@ mod tests {
             ]
         );
         assert_eq!(shared.marker_errors(), 0);
+    }
+
+    #[test]
+    fn run_files_are_the_databases_their_journals_and_the_snapshots_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, snaps) = (dir.path().join("run/a.db"), dir.path().join("snaps"));
+        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+        std::fs::create_dir(&snaps).unwrap();
+        std::fs::write(&db, b"").unwrap();
+        // the directory as SQLite names it: through a symbolic link, resolved
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(db.parent().unwrap(), &link).unwrap();
+        let files = RunFiles::new(&[link.join("a.db")], Some(&snaps));
+        let real = std::fs::canonicalize(&db).unwrap();
+        let allows = |p: &Path| files.allows(p.as_os_str().as_bytes());
+        let with = |p: &Path, s: &str| PathBuf::from(format!("{}{s}", p.display()));
+        for ok in [
+            &real,
+            &link.join("a.db"),
+            &with(&real, "-journal"),
+            &with(&real, "-wal"),
+        ] {
+            assert!(allows(ok), "{ok:?}");
+        }
+        assert!(allows(&with(&real, "-shm")) && allows(&snaps.join("txn-3.db")));
+        for refused in [
+            with(&real, "-journalx"),
+            with(&real, "x"),
+            real.parent().unwrap().join("b.db"),
+            real.parent().unwrap().join("summary.json"),
+            dir.path().join("a.db"),
+            snaps.join("sub/x.db"),
+            snaps.clone(),
+            PathBuf::from("/etc/passwd"),
+        ] {
+            assert!(!allows(&refused), "{refused:?}");
+        }
+    }
+
+    /// A shim confined to `db`, counting or not, and a connection on `db` through it
+    /// whose SQL is not confined otherwise (no authorizer).
+    fn confined(db: &Path, count: bool) -> (Arc<VfsShared>, CountingVfs, Connection) {
+        std::fs::write(db, b"").unwrap();
+        let files = RunFiles::new(&[db.to_path_buf()], None);
+        let shared = VfsShared::confined(None, false, None, Some(files));
+        let vfs = CountingVfs::register_counting(shared.clone(), count).unwrap();
+        let conn = open(&vfs, db);
+        (shared, vfs, conn)
+    }
+
+    #[test]
+    fn the_shim_refuses_any_file_outside_the_run_counting_or_not() {
+        for count in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let (shared, _vfs, conn) = confined(&dir.path().join("a.db"), count);
+            conn.execute_batch(
+                "PRAGMA journal_mode=DELETE; CREATE TABLE t (v); INSERT INTO t VALUES (1)",
+            )
+            .unwrap();
+            let victim = dir.path().join("victim.db");
+            rusqlite::Connection::open(&victim)
+                .unwrap()
+                .execute_batch("CREATE TABLE secrets (s); INSERT INTO secrets VALUES ('x')")
+                .unwrap();
+            let before = std::fs::read(&victim).unwrap();
+            let escaped = dir.path().join("ESCAPED.db");
+            for sql in [
+                format!("ATTACH '{}' AS e", victim.display()),
+                format!("VACUUM INTO '{}'", escaped.display()),
+            ] {
+                let err = conn.execute_batch(&sql).unwrap_err();
+                let why = shared
+                    .take_refusal()
+                    .unwrap_or_else(|| panic!("{sql}: {err}"));
+                assert!(why.contains("outside the run's directory"), "{why}");
+            }
+            assert_eq!(std::fs::read(&victim).unwrap(), before);
+            assert!(!escaped.exists() && !dir.path().join("ESCAPED.db-journal").exists());
+            // SQLite's own temporary files (no name) stay allowed, and the database works
+            conn.execute_batch(
+                "PRAGMA temp_store=FILE; CREATE TEMP TABLE big(x); PRAGMA temp.cache_size=2;
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 2000)
+                 INSERT INTO big SELECT randomblob(200) FROM n; VACUUM",
+            )
+            .unwrap();
+            assert_eq!(shared.take_refusal(), None);
+            let counted = shared.snapshot();
+            assert_eq!(
+                counted.db.write_calls > 0 && counted.temp.open_calls > 0,
+                count,
+                "{counted:?}"
+            );
+        }
     }
 
     #[test]
