@@ -20,7 +20,9 @@ Both are checked before any work starts (:func:`check_file`, :func:`check_dir`).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator
@@ -28,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from sqlwa import _system
+from sqlwa import _system, inputs
 from sqlwa.errors import UsageError, writing
 
 #: Directories of the system, never a place for sqlwa's outputs unless asked explicitly.
@@ -172,17 +174,15 @@ def results_directory_of(target: Path) -> tuple[str, Path] | None:
     """The nearest directory above ``target`` (a resolved path) that holds a sqlwa run
     (its RUNNING mark, or a finished run's summary.json) or a matrix's store, with which."""
     # Imported here: both read Polars-backed result files; `sqlwa --help` needs neither.
-    from sqlwa.results import rundir, store
-
     for directory in target.parents:
         if not directory.is_dir():
             continue  # a parent the writer is to make (make_parents)
         try:
-            if store.holds_a_matrix(directory):
+            if holds_a_matrix(directory):
                 return "matrix", directory
         except OSError:  # a store this user may not read: not one to judge, the writer's open says so
             pass
-        if rundir.holds_a_run(directory):
+        if holds_a_run(directory):
             return "run", directory
     return None
 
@@ -322,3 +322,91 @@ def check_dir(
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {path} is not a writable directory", f"choose a writable {option}")
     return Path(path)
+
+
+# ----------------------------------------------------------------- sqlwa's results on disk
+# What a run directory and a matrix's store directory look like, here at the bottom so that
+# refuse_own_results can tell them (sqlwa.results.rundir and .store use these too).
+
+SUMMARY_FILE = "summary.json"
+COMMITS_FILE = "commits.parquet"
+TRACE_FILE = "trace.txt"
+EVENTS_FILE = "events.parquet"
+WRITES_FILE = "writes.parquet"
+LAYOUT_FILE = "layout.json"
+CONSOLE_FILE = "console.log"  # a --vm run's guest console (sqlwa.vm.machine writes it)
+RUNNING_FILE = "RUNNING"  # a run is being written here, or was and did not finish
+SUMMARY_PART = ".summary.json.part"  # summary.json before its atomic rename into place
+#: Every file a run writes into its directory, summary.json first: what a new run into the
+#: same directory removes before it starts (nothing else there is sqlwa's to touch).
+RUN_FILES = (
+    SUMMARY_FILE,
+    SUMMARY_PART,
+    COMMITS_FILE,
+    TRACE_FILE,
+    EVENTS_FILE,
+    WRITES_FILE,
+    LAYOUT_FILE,
+    CONSOLE_FILE,
+)
+
+
+RUN_MARK_KIND = "run"
+# The mark sqlwa wrote before it was JSON: still a run of sqlwa's.
+_OLD_MARK_RE = re.compile(r"sqlwa run \(pid \d+\) started [\d: -]+ and has not finished\n")
+
+
+def run_mark(run_dir: Path) -> dict | None:
+    """The RUNNING mark in ``run_dir`` if sqlwa wrote it (its content says so), else None:
+    a file of that name that is not sqlwa's marks nothing."""
+    path = Path(run_dir) / RUNNING_FILE
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            text = f.read(MAX_MARK_BYTES + 1).decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if _OLD_MARK_RE.fullmatch(text):
+        return {"sqlwa": RUN_MARK_KIND, "files": list(RUN_FILES)}
+    try:
+        mark = json.loads(text)
+    except ValueError:
+        return None
+    files = mark.get("files") if isinstance(mark, dict) else None
+    if mark.get("sqlwa") != RUN_MARK_KIND or not isinstance(files, list):
+        return None
+    return mark
+
+
+MAX_MARK_BYTES = 4096
+
+
+def holds_a_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a sqlwa run, finished (a summary.json of sqlwa's shape) or
+    not (a RUNNING mark sqlwa wrote)."""
+    run_dir = Path(run_dir)
+    if run_mark(run_dir) is not None:
+        return True
+    if not (run_dir / SUMMARY_FILE).is_file():  # not a FIFO, whose read would wait for ever
+        return False
+    try:
+        summary = inputs.parse_json(inputs.read_input(run_dir / SUMMARY_FILE, "result file", inputs.SUMMARY_LIMIT))
+    except (OSError, ValueError, UsageError):
+        return False
+    return isinstance(summary, dict) and "schema_version" in summary and "config" in summary
+
+
+STORE_FILE = "results.sqlite"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def holds_a_matrix(directory: Path) -> bool:
+    """Whether ``directory`` holds a matrix's store: a results.sqlite that is an SQLite
+    database (or still empty, as sqlwa matrix creates it)."""
+    path = Path(directory) / STORE_FILE
+    if not path.is_file() or path.is_symlink():
+        return False
+    with open(path, "rb") as f:
+        header = f.read(len(SQLITE_MAGIC))
+    return header in (b"", SQLITE_MAGIC)

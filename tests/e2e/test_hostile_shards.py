@@ -272,9 +272,11 @@ def test_a_query_past_its_time_is_stopped(world):
 
 def test_sigterm_stops_a_long_query(world):
     script = textwrap.dedent(f"""
+        from sqlwa._system import signals
         from sqlwa.cli import _signals
         from sqlwa.results import store
-        _signals.obey_signals()
+        _signals.obey_signals()  # as sqlwa.cli.main does
+        signals.also_ask(_signals.first_received)
         with store.connect_readonly({str(world.shards[0] / store.STORE_FILE)!r}) as conn:
             print("querying", flush=True)
             conn.execute({ENDLESS!r}).fetchone()

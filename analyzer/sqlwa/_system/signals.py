@@ -29,6 +29,16 @@ def received_since(mark: int) -> int | None:
     return _received[mark] if len(_received) > mark else None
 
 
+#: Where else a signal may have been taken (the command line's own handlers register
+#: theirs, :func:`also_ask`): asked by :func:`interruption_received`, from the bottom up.
+_also_received: list[Callable[[], int | None]] = []
+
+
+def also_ask(first_received: Callable[[], int | None]) -> None:
+    """Have :func:`interruption_received` also ask ``first_received`` (the CLI's handlers)."""
+    _also_received.append(first_received)
+
+
 def interruption_received(mark: int) -> BaseException:
     """The exception of the signal that stopped a callback whose exception the library
     calling it dropped (sqlite3's progress handler): the first a guard has seen since
@@ -36,9 +46,7 @@ def interruption_received(mark: int) -> BaseException:
     have, else a plain interruption."""
     signum = received_since(mark)
     if signum is None:
-        from sqlwa.cli import _signals  # a leaf module: it imports nothing of sqlwa's
-
-        signum = _signals.first_received()
+        signum = next((s for s in (ask() for ask in _also_received) if s is not None), None)
     return interruption(signum) if signum is not None else KeyboardInterrupt()
 
 

@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None:  # the program, not a test calling main() in its own process
         _signals.obey_signals()
     try:
+        from sqlwa._system import signals as system_signals
+
+        system_signals.also_ask(_signals.first_received)  # a signal a library's callback dropped
         run_group(argv, as_program=argv is None)
         if argv is None:
             _signals.too_late()

@@ -33,7 +33,6 @@ import json
 import os
 import re
 import sqlite3
-import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,29 +44,22 @@ from sqlwa import _system, inputs
 from sqlwa.analysis import attribution, traceparse, windows
 from sqlwa.capture import drain
 from sqlwa.errors import UsageError
-
-SUMMARY_FILE = "summary.json"
-COMMITS_FILE = "commits.parquet"
-TRACE_FILE = "trace.txt"
-EVENTS_FILE = "events.parquet"
-WRITES_FILE = "writes.parquet"
-LAYOUT_FILE = "layout.json"
-CONSOLE_FILE = "console.log"  # a --vm run's guest console (sqlwa.vm.machine writes it)
-RUNNING_FILE = "RUNNING"  # a run is being written here, or was and did not finish
-SUMMARY_PART = ".summary.json.part"  # summary.json before its atomic rename into place
-#: Every file a run writes into its directory, summary.json first: what a new run into the
-#: same directory removes before it starts (nothing else there is sqlwa's to touch).
-RUN_FILES = (
+from sqlwa.outputs import (  # what a run directory looks like: outputs refuses to write into one
+    COMMITS_FILE,
+    CONSOLE_FILE,
+    EVENTS_FILE,
+    LAYOUT_FILE,
+    RUN_FILES,
+    RUN_MARK_KIND,
+    RUNNING_FILE,
     SUMMARY_FILE,
     SUMMARY_PART,
-    COMMITS_FILE,
     TRACE_FILE,
-    EVENTS_FILE,
     WRITES_FILE,
-    LAYOUT_FILE,
-    CONSOLE_FILE,
+    holds_a_run,
+    run_mark,
 )
-
+from sqlwa.outputs import MAX_MARK_BYTES as MAX_MARK_BYTES  # re-exported for rundir's readers
 
 # Polars reports a failed write as a ComputeError ending in Rust's "(os error N)".
 _OS_ERROR_RE = re.compile(r"\(os error (\d+)\)")
@@ -183,37 +175,6 @@ def refuse_foreign_files(run_dir: Path) -> None:
 
 
 #: What the RUNNING mark says it is: ``{"sqlwa": "run", "pid": …, "started": …, "files": […]}``.
-RUN_MARK_KIND = "run"
-# The mark sqlwa wrote before it was JSON: still a run of sqlwa's.
-_OLD_MARK_RE = re.compile(r"sqlwa run \(pid \d+\) started [\d: -]+ and has not finished\n")
-
-
-def run_mark(run_dir: Path) -> dict | None:
-    """The RUNNING mark in ``run_dir`` if sqlwa wrote it (its content says so), else None:
-    a file of that name that is not sqlwa's marks nothing."""
-    path = Path(run_dir) / RUNNING_FILE
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
-        with open(path, "rb") as f:
-            text = f.read(MAX_MARK_BYTES + 1).decode()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if _OLD_MARK_RE.fullmatch(text):
-        return {"sqlwa": RUN_MARK_KIND, "files": list(RUN_FILES)}
-    try:
-        mark = json.loads(text)
-    except ValueError:
-        return None
-    files = mark.get("files") if isinstance(mark, dict) else None
-    if mark.get("sqlwa") != RUN_MARK_KIND or not isinstance(files, list):
-        return None
-    return mark
-
-
-MAX_MARK_BYTES = 4096
-
-
 def files_of_earlier_run(run_dir: Path) -> list[str]:
     """The files a new run may remove from ``run_dir``: those a sqlwa RUNNING mark lists
     (only names a run writes), or a finished sqlwa run's; none else."""
@@ -221,21 +182,6 @@ def files_of_earlier_run(run_dir: Path) -> list[str]:
     if mark is not None:
         return [name for name in RUN_FILES if name in mark["files"]]
     return list(RUN_FILES) if holds_a_run(run_dir) else []
-
-
-def holds_a_run(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a sqlwa run, finished (a summary.json of sqlwa's shape) or
-    not (a RUNNING mark sqlwa wrote)."""
-    run_dir = Path(run_dir)
-    if run_mark(run_dir) is not None:
-        return True
-    if not (run_dir / SUMMARY_FILE).is_file():  # not a FIFO, whose read would wait for ever
-        return False
-    try:
-        summary = read_json(run_dir / SUMMARY_FILE)
-    except (OSError, ValueError, UsageError):
-        return False
-    return isinstance(summary, dict) and "schema_version" in summary and "config" in summary
 
 
 def finish(run_dir: Path, summary: dict) -> None:

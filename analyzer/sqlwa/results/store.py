@@ -47,9 +47,10 @@ from sqlwa import _system, inputs
 from sqlwa.analysis import metrics
 from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAYER, config_values, layers_of
 from sqlwa.errors import UsageError
+from sqlwa.outputs import SQLITE_MAGIC, STORE_FILE  # what a store directory looks like
+from sqlwa.outputs import holds_a_matrix as holds_a_matrix  # re-exported: its callers know it as the store's
 from sqlwa.results import findings, rundir
 
-STORE_FILE = "results.sqlite"
 BUSY_TIMEOUT_MS = 60_000
 
 # Per-commit columns kept in the store (names from sqlwa.catalogue's per-commit columns),
@@ -649,20 +650,6 @@ def say_if_partial(path: Path) -> None:
 
 def done_keys(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT run_key FROM runs WHERE status = 'ok'")}
-
-
-def holds_a_matrix(directory: Path) -> bool:
-    """Whether ``directory`` holds a matrix's store: a results.sqlite that is an SQLite
-    database (or still empty, as sqlwa matrix creates it)."""
-    path = Path(directory) / STORE_FILE
-    if not path.is_file() or path.is_symlink():
-        return False
-    with open(path, "rb") as f:
-        header = f.read(len(SQLITE_MAGIC))
-    return header in (b"", SQLITE_MAGIC)
-
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 #: The largest value a reader takes from a store: sqlwa writes none larger (a run's
