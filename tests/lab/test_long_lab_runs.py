@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -88,13 +89,16 @@ def test_a_signal_mid_workload_keeps_the_commits_measured(tmp_path: Path, signum
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert f"{out} holds what was measured" in stderr.strip().splitlines()[-1], stderr
-    assert "measured commits: ending the trace, then analysing them" in stderr, stderr
+    said = re.search(r"after ([\d,]+) measured commits: ending the trace, then analysing them", stderr)
+    assert said is not None, stderr
     progress = [line for line in stderr.splitlines() if "commits," in line]
     assert " events · " in progress[0] and "syncs/commit" in progress[0], progress[0]
     summary = json.loads((out / rundir.SUMMARY_FILE).read_text())
     assert not (out / rundir.RUNNING_FILE).exists()
     assert summary["stopped"]["by"] == "interrupted" and summary["commits"] > 0
     assert f"after {summary['commits']} commits" in summary["stopped"]["partial"]
+    # the count said at the stop is the one kept (and the image's rows confirm below)
+    assert int(said.group(1).replace(",", "")) == summary["commits"], said.group(0)
     assert "block" in summary["levels"] and summary["trace"]["lost_events"] == 0
     transactions = summary["commits"] + summary["warmup_commits"]
     assert rows_in_image(out / "lab.img", tmp_path) == [transactions] * 3
