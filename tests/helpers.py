@@ -26,6 +26,17 @@ def sqlwa(*args: str, check: bool = True, timeout: float = 600, **kw) -> subproc
     return proc
 
 
+def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
+    """A user mistake as the CLI must report it: exit 2, no traceback, exactly one
+    ``sqlwa: error:`` line, holding each of ``words``."""
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("sqlwa: error:")]
+    assert len(errors) == 1, proc.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+
+
 def sqlwa_vm_run(out: Path, *args: str) -> dict:
     """``sqlwa run --vm ARGS --out OUT`` (a guest of its own), and the run's summary.json."""
     sqlwa("run", "--vm", *args, "--out", str(out), timeout=900)

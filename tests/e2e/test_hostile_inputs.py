@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from helpers import REPO
+from helpers import REPO, assert_one_line_error
 from helpers import sqlwa as sqlwa_cli
 
 ONE_GIB = 1 << 30
@@ -33,15 +33,6 @@ def bounded_sqlwa(*args: str | os.PathLike[str], timeout: float = 60) -> subproc
     """``sqlwa ARGS`` under a 1 GiB address-space limit, stdin closed."""
     argv = ["prlimit", f"--as={ONE_GIB}", sys.executable, "-m", "sqlwa", *map(str, args)]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("sqlwa: error:")]
-    assert len(errors) == 1, proc.stderr
-    for word in words:
-        assert word in errors[0], errors[0]
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import assert_one_line_error
 from sqlwa.record.sqltokens import Splitter
 
 HEADER = {
@@ -35,15 +36,6 @@ DEEP = 200_000
 def record_from(source: Path, out: Path, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "sqlwa", "record", "--from", str(source), "--out", str(out), *extra]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("sqlwa: error:")]
-    assert len(errors) == 1, proc.stderr
-    for word in words:
-        assert word in errors[0], errors[0]
 
 
 def test_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
