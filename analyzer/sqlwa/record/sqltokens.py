@@ -132,11 +132,6 @@ class Statement:
         return fold(unquote(self.text(j))) if kind in ("dq", "id") else ""
 
 
-def significant(sql: str) -> list[Token]:
-    """The tokens that are not space or comment."""
-    return [token for token in tokens(sql) if token[0] not in ("space", "comment")]
-
-
 def first_word(sql: str) -> str:
     """The statement's first keyword, upper-cased ("" when it starts otherwise)."""
     for kind, text in tokens(sql):
