@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sql_log_truth import dump, log_events, replay
+from sql_log_truth import dump, log_events, payload_by_table, replay
 
 from helpers import have_record_preload
 
@@ -513,6 +513,10 @@ def test_garbage_in_the_spool_is_skipped_and_said(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert "skipped" in done.stderr
+    # as the program wrote them: notes.txt and the FIFO; three lines of 999999999.jsonl
+    # and one of its own file
+    assert "skipped 2 files that are not the recording's" in done.stderr, done.stderr
+    assert "and 4 lines that are no event of the recording" in done.stderr, done.stderr
     (replayed,) = replay(log, tmp_path / "replay").values()
     assert dump(replayed) == dump(db)
     assert spools(tmp_path) == []
@@ -531,4 +535,72 @@ def test_a_fifo_as_the_program_is_one_line_at_once(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "FIFO" in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 2
+    assert spools(tmp_path) == []
+
+
+# Lines well formed as JSON and as the preload's events, but with what the preload never
+# writes (push_json_string writes its text as UTF-8, lossily, and SQLite's names have no
+# NUL): a lone surrogate, a NUL in a database's name, keys of its own, a statement on a
+# connection after its close.
+FOREIGN_LINES = [
+    '{"ev":"open","pid":1,"conn":1,"t":1,"db":"\\ud800.db"}',
+    '{"ev":"open","pid":1,"conn":2,"t":1,"db":"a\\u0000b.db"}',
+    '{"ev":"open","pid":2,"conn":1,"t":1,"db":":memory:","secret":"s3cret-open"}',
+    '{"ev":"sql","pid":2,"conn":1,"t":2,"seq":1,"sql":"SELECT \'\\udcff\'","trigger":false}',
+    '{"ev":"sql","pid":2,"conn":1,"t":3,"seq":2,"sql":"SELECT 1","trigger":false,"secret":"s3cret-sql"}',
+    '{"ev":"dur","pid":2,"conn":1,"seq":2,"dur":5,"secret":"s3cret-dur"}',
+    '{"ev":"close","pid":2,"conn":1,"t":4}',
+    '{"ev":"sql","pid":2,"conn":1,"t":5,"seq":3,"sql":"SELECT 2","trigger":false}',
+]
+WRITES_FOREIGN_LINES = """\
+import os, sqlite3, sys
+spool = os.environ["SQLWA_RECORD_DIR"]
+with open(os.path.join(spool, "%d.jsonl" % os.getpid()), "a") as own:
+    own.write(open(sys.argv[2]).read())
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("CREATE TABLE t(v)")
+conn.execute("INSERT INTO t VALUES ('kept')")
+conn.close()
+"""
+
+
+def format_1_errors(log: Path) -> list[str]:
+    """What breaks docs/sql-log-format.md's rules, read here without sqlwa: UTF-8 JSON
+    lines; events only on an open connection; no keys but the format's."""
+    keys = {"ev", "conn", "t", "db", "sql", "dur", "trigger", "unexpanded"}
+    errors, open_conns = [], set()
+    for number, raw in enumerate(log.read_bytes().splitlines()[1:], start=2):
+        event = json.loads(raw.decode("utf-8"))  # strict: a lone surrogate cannot be encoded
+        if set(event) - keys:
+            errors.append(f"{number}: keys {sorted(set(event) - keys)}")
+        if event["ev"] == "open":
+            open_conns.add(event["conn"])
+        elif event["conn"] not in open_conns:
+            errors.append(f"{number}: {event['ev']} on connection {event['conn']}, not open")
+        elif event["ev"] == "close":
+            open_conns.discard(event["conn"])
+    return errors
+
+
+@pytest.mark.parametrize("redact", [False, True])
+def test_lines_the_preload_never_writes_are_left_out(tmp_path: Path, redact: bool) -> None:
+    prog, db, log = tmp_path / "foreign.py", tmp_path / "app.db", tmp_path / "log.jsonl"
+    prog.write_text(WRITES_FOREIGN_LINES)
+    lines = tmp_path / "lines.jsonl"  # a file: the command line is in the log's header
+    lines.write_text("".join(line + "\n" for line in FOREIGN_LINES))
+    args = ["record", "--out", str(log), *(["--redact"] if redact else []), "--"]
+    done = sqlwa(*args, sys.executable, str(prog), str(db), str(lines), cwd=tmp_path, env=own_env(tmp_path), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    # the two opens and the statement the preload could not have written
+    assert "skipped 3 lines that are no event of the recording" in done.stderr, done.stderr
+    assert b"s3cret" not in log.read_bytes()
+    assert format_1_errors(log) == []
+    sql = [e["sql"] for e in log_events(log) if e["ev"] == "sql"]
+    assert "SELECT 2" not in sql  # ran after its connection's close
+    (replayed,) = replay(log, tmp_path / "replay").values()
+    if redact:  # other values, stored in as many bytes
+        assert payload_by_table(replayed) == payload_by_table(db)
+    else:
+        assert dump(replayed) == dump(db)
     assert spools(tmp_path) == []

@@ -10,6 +10,7 @@ files and made unique in the log."""
 from __future__ import annotations
 
 import heapq
+import itertools
 import os
 import shutil
 import signal
@@ -247,9 +248,11 @@ def opened(files: list[Path]) -> tuple[str | None, set[str]]:
 
 def merge(files: list[Path], started: int, writer: LogWriter, redactor: Redactor | None, skipped: spool.Skipped) -> int:
     """Merge the process files into the log; the number of statements on connections
-    whose opening was not seen (inherited over a fork), which are left out. Each file is
+    whose opening was not seen (inherited over a fork) or that were closed, which are
+    left out. Each file is
     read a chunk at a time and closed in between (:func:`spool.events`)."""
-    conns: dict[tuple[int, int], int] = {}
+    conns: dict[tuple[int, int], int] = {}  # (pid, its conn) -> the log's, while open
+    numbers = itertools.count(1)  # the log's connection numbers, each used once
     pending = InOrder()
     unpaired = 0
     chunk = spool.chunk_for(len(files))
@@ -260,12 +263,13 @@ def merge(files: list[Path], started: int, writer: LogWriter, redactor: Redactor
             ready = pending.complete((key[0], event["seq"]), event["dur"])
         else:
             if event["ev"] == "open":
-                conns[key] = len(conns) + 1
+                conns[key] = next(numbers)
                 event.pop("sqlite_version", None)
             elif key not in conns:
                 unpaired += 1
                 continue
-            event["conn"] = conns[key]
+            # a closed connection's number runs nothing more (format 1: not open)
+            event["conn"] = conns.pop(key) if event["ev"] == "close" else conns[key]
             event["t"] = max(0, event["t"] - started)
             waits = None
             if event["ev"] == "sql":

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlwa import _system
+from sqlwa.record.log import Event
 
 PREFIX = "sqlwa-record"
 NAME_RE = re.compile(rf"^{PREFIX}-(\d+)-[A-Za-z0-9_]+$")
@@ -50,8 +51,8 @@ EVENT_KEYS: dict[str, dict[str, type]] = {
     "dur": {"pid": int, "conn": int, "seq": int, "dur": int},
     "close": {"pid": int, "conn": int, "t": int},
 }
-
-Event = dict
+#: Keys the preload adds to some events; kept when of their type, like the required ones.
+OPTIONAL_KEYS: dict[str, dict[str, type]] = {"open": {"sqlite_version": str}, "sql": {"unexpanded": bool}}
 
 
 @dataclass
@@ -174,20 +175,44 @@ def process_files(spool: Path, skipped: Skipped) -> list[Path]:
 
 
 def checked(raw: bytes) -> Event | None:
-    """One line of a process file as the preload writes it, or None."""
+    """One line of a process file as the preload writes it, or None; only the preload's
+    keys are kept (what else is there would go into a redacted log unredacted)."""
     try:
         event = json.loads(raw)
     except (ValueError, RecursionError):  # ValueError: JSON's and UTF-8's errors
         return None
     kind = event.get("ev") if isinstance(event, dict) else None
-    keys = EVENT_KEYS.get(kind) if isinstance(kind, str) else None
-    if keys is None:
+    if not isinstance(kind, str) or kind not in EVENT_KEYS:
         return None
-    for key, kind in keys.items():
+    keys = EVENT_KEYS[kind]
+    out: Event = {"ev": kind}
+    for key, of_type in keys.items():
         value = event.get(key)
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        if not _is(value, of_type):
             return None
-    return event
+        out[key] = value
+    for key, of_type in OPTIONAL_KEYS.get(kind, {}).items():
+        if _is(event.get(key), of_type):
+            out[key] = event[key]
+    return None if "\0" in out.get("db", "") else out
+
+
+def _is(value: object, of_type: type) -> bool:
+    """``value`` is of the type, as the preload writes it: an int no bool, a str of UTF-8
+    (no lone surrogate, which only a ``\\u`` escape of another writer makes)."""
+    if of_type is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if of_type is str:
+        return isinstance(value, str) and _encodable(value)
+    return isinstance(value, of_type)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def lines(path: Path, chunk: int = CHUNK_BYTES) -> Iterator[bytes]:
