@@ -170,3 +170,23 @@ def test_statements_end_where_sqlite_says_they_are_complete(pieces: list[str]) -
     splitter = Splitter()
     got = [statement for line in text.splitlines(keepends=True) for statement in splitter.feed(line)]
     assert (got, splitter.rest()) == (expected, text[cut:])
+
+
+# --- text that is no UTF-8 ----------------------------------------------------------
+def test_bytes_that_are_no_utf8_become_u_fffd(tmp_path: Path) -> None:
+    """docs/sql-log-format.md: a log is UTF-8, text that is not becomes U+FFFD; a .sql
+    file's stray bytes and a log's lone-surrogate escape alike."""
+    source = tmp_path / "latin1.sql"
+    insert = b"INSERT INTO t VALUES('caf\xe9 \xff')"
+    source.write_bytes(b"CREATE TABLE t(v);\n" + insert + b";\n")
+    log = tmp_path / "surrogate.jsonl"
+    open_db = '{"ev": "open", "conn": 1, "db": "a.db"}'
+    log.write_text(json.dumps(HEADER) + "\n" + open_db + '\n{"ev": "sql", "conn": 1, "sql": "SELECT \'\\ud800\'"}\n')
+    expected = {source: insert.decode("utf-8", "replace"), log: "SELECT '\ufffd'"}  # Python's own decoder
+    for given_file, statement in expected.items():
+        out = tmp_path / f"{given_file.stem}.out.jsonl"
+        done = record_from(given_file, out)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        events = [json.loads(line) for line in out.read_bytes().decode("utf-8").splitlines()[1:]]  # strict
+        assert [e["sql"] for e in events if e["ev"] == "sql"][-1] == statement

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections import deque
 from collections.abc import Iterator
@@ -202,7 +203,21 @@ class LogWriter:
         self.counts["trigger" if kind == "sql" and event.get("trigger") else kind] += 1
         if kind == "open":
             self.databases.add(event["db"])
-        self.f.write(json.dumps(event, ensure_ascii=False).encode() + b"\n")
+        self.f.write(utf8(json.dumps(event, ensure_ascii=False)) + b"\n")
+
+
+#: what Python's str holds but UTF-8 cannot: a byte a reader kept as a surrogate
+#: (surrogateescape), a lone surrogate of a JSON ``\\u`` escape
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as UTF-8, each character that is none U+FFFD (docs/sql-log-format.md: text
+    that is not UTF-8 becomes U+FFFD, as the preload writes it)."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return SURROGATE.sub("\ufffd", text).encode()
 
 
 class InOrder:
