@@ -137,36 +137,44 @@ class Redactor:
             lead = len(body) - len(body.lstrip(" "))
             return "--" + body[:lead] + self.redact(body[lead:])
         statement = Statement(sql)
-        kept_dq = self._learn_names(statement)
         kept_keys = self.rows.kept(statement)
         out = [text for _, text in statement.tokens]
+        #: replacements kept back until every name of the statement is known: a name
+        #: the statement shows as one (further on, too) keeps its quoted token
+        unless_named: list[tuple[int, str, str]] = []
         context = Context()
         for j, i in enumerate(statement.sig):
             self._step(statement, j, context)
-            replacement = None if j in kept_keys else self._replacement(statement, j, context, kept_dq)
-            if replacement is not None:
+            kind, text = statement.kind(j), statement.text(j)
+            if self._learn_name(statement, j, context):
+                continue
+            replacement = None if j in kept_keys else self._replacement(statement, j, context)
+            if replacement is None:
+                continue
+            if kind == "dq" or (kind == "string" and context.starts("PRAGMA")):
+                unless_named.append((i, replacement, fold(unquote(text))))
+            else:
+                out[i] = replacement
+        for i, replacement, name in unless_named:
+            if name not in self.names:
                 out[i] = replacement
         for i, (kind, text) in enumerate(statement.tokens):
             if kind == "comment":
                 out[i] = blank_comment(text)
         return "".join(out)
 
-    def _learn_names(self, statement: Statement) -> set[int]:
-        """Add the statement's names to those known; the significant positions of its
-        double-quoted tokens that stand where only a name can."""
-        kept: set[int] = set()
-        context = Context()
-        for j in range(len(statement.sig)):
-            self._step(statement, j, context)
-            kind, text = statement.kind(j), statement.text(j)
-            if kind == "word" and not self._default_text(statement, j):
-                self.names.add(fold(text))
-            elif kind == "id":
-                self.names.add(fold(unquote(text)))
-            elif kind == "dq" and self._name_position(statement, j, context):
-                kept.add(j)
-                self.names.add(fold(unquote(text)))
-        return kept
+    def _learn_name(self, statement: Statement, j: int, context: Context) -> bool:
+        """Add the j-th token to the names known if it is one; whether it is a
+        double-quoted token that stands where only a name can (then it is kept)."""
+        kind, text = statement.kind(j), statement.text(j)
+        if kind == "word" and not self._default_text(statement, j):
+            self.names.add(fold(text))
+        elif kind == "id":
+            self.names.add(fold(unquote(text)))
+        elif kind == "dq" and self._name_position(statement, j, context):
+            self.names.add(fold(unquote(text)))
+            return True
+        return False
 
     def _step(self, statement: Statement, j: int, context: Context) -> None:
         """Move ``context`` onto the j-th significant token."""
@@ -231,8 +239,10 @@ class Redactor:
         """A bare word SQLite takes as a column's default text (DEFAULT word)."""
         return statement.word(j - 1) == "DEFAULT" and statement.word(j) not in DEFAULT_KEYWORDS | {"VALUES", ""}
 
-    def _replacement(self, statement: Statement, j: int, context: Context, kept_dq: set[int]) -> str | None:
-        """The j-th significant token's replacement, None to keep it."""
+    def _replacement(self, statement: Statement, j: int, context: Context) -> str | None:
+        """The j-th significant token's replacement, None to keep it; for a double-quoted
+        token or a PRAGMA's string, unless its name is one the log knows (:meth:`redact`
+        looks once the statement's names are all known)."""
         kind, text = statement.kind(j), statement.text(j)
         if kind in KEPT_KINDS:
             return self.word_like(text) if kind == "word" and self._default_text(statement, j) else None
@@ -241,7 +251,7 @@ class Redactor:
         if context.starts("PRAGMA") and self._setting(kind, text):
             return None
         if kind == "dq":
-            return None if j in kept_dq or fold(unquote(text)) in self.names else quoted(self.string(unquote(text)))
+            return quoted(self.string(unquote(text)))
         if kind == "string":
             inner = unquote(text)
             if context.function() in DATE_FUNCTIONS and DATE_TEXT.fullmatch(inner):
@@ -256,12 +266,13 @@ class Redactor:
         return blank_illegal(text)
 
     def _setting(self, kind: str, text: str) -> bool:
-        """Whether a PRAGMA's argument is a setting: a number, or a setting word or name."""
+        """Whether a PRAGMA's argument is a setting: a number or a setting word (or a
+        name: :meth:`redact` keeps those)."""
         if kind == "number":
             return True
         if kind in ("string", "dq"):
             inner = fold(unquote(text))
-            return inner in SETTING_WORDS or inner in self.names or inner.lstrip("+-").isdigit()
+            return inner in SETTING_WORDS or inner.lstrip("+-").isdigit()
         return False
 
     # --- values ----------------------------------------------------------------------
