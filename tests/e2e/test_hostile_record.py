@@ -604,3 +604,30 @@ def test_lines_the_preload_never_writes_are_left_out(tmp_path: Path, redact: boo
     else:
         assert dump(replayed) == dump(db)
     assert spools(tmp_path) == []
+
+
+# The spool is the program's to write in: a name sqlwa writes there later may already be
+# the program's link to a file of the user's.
+PLANTS_A_LINK = """\
+import os, sqlite3, sys
+spool = os.environ["SQLWA_RECORD_DIR"]
+os.symlink(sys.argv[2], os.path.join(spool, ".sqlwa-part"))
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("CREATE TABLE t(v)")
+conn.close()
+"""
+
+
+def test_a_link_the_program_leaves_in_the_spool_is_not_written_through(tmp_path: Path) -> None:
+    prog, db, log, victim = tmp_path / "link.py", tmp_path / "app.db", tmp_path / "log.jsonl", tmp_path / "mine.txt"
+    prog.write_text(PLANTS_A_LINK)
+    victim.write_text("the user's own text\n")
+    done = sqlwa(
+        "record", "--out", str(log), "--", sys.executable, str(prog), str(db), str(victim),
+        cwd=tmp_path, env=own_env(tmp_path), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert victim.read_text() == "the user's own text\n"
+    assert [e["sql"] for e in log_events(log) if e["ev"] == "sql"] == ["CREATE TABLE t(v)"]
+    assert spools(tmp_path) == []

@@ -126,8 +126,19 @@ def _marked(directory: Path) -> bool:
 
 
 def note_part(spool: Path, part: Path) -> None:
-    """Say in the spool which ``.part`` file the log is being written to (for cleanup)."""
-    (spool / PART_NOTE).write_text(str(part))
+    """Say in the spool which ``.part`` file the log is being written to (for cleanup).
+    The program may have put something of its own under the note's name (a link to a
+    file of the user's): that name is unlinked and the note made anew, never written
+    through; if it cannot be (a process still running makes it again), there is no note
+    and cleanup leaves the part."""
+    note = spool / PART_NOTE
+    try:
+        note.unlink(missing_ok=True)
+        fd = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    with open(fd, "w") as f:
+        f.write(str(part))
 
 
 def remove_noted_part(spool: Path) -> Path | None:
