@@ -20,7 +20,6 @@ Both are checked before any work starts (:func:`check_file`, :func:`check_dir`).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -369,13 +368,12 @@ def run_mark(run_dir: Path) -> dict | None:
         return None
     if _OLD_MARK_RE.fullmatch(text):
         return {"sqlwa": RUN_MARK_KIND, "files": list(RUN_FILES)}
-    try:
-        mark = json.loads(text)
+    try:  # parse_json: a mark nested past the parser's recursion limit is no mark either
+        mark = inputs.parse_json(text.encode())
     except ValueError:
         return None
-    files = mark.get("files") if isinstance(mark, dict) else None
-    if mark.get("sqlwa") != RUN_MARK_KIND or not isinstance(files, list):
-        return None
+    if not isinstance(mark, dict) or mark.get("sqlwa") != RUN_MARK_KIND or not isinstance(mark.get("files"), list):
+        return None  # JSON of another shape (a list, a number): a file of someone else's
     return mark
 
 
