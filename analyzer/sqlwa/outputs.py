@@ -172,7 +172,6 @@ def _inside(target: Path, directory: str | os.PathLike) -> bool:
 def results_directory_of(target: Path) -> tuple[str, Path] | None:
     """The nearest directory above ``target`` (a resolved path) that holds a sqlwa run
     (its RUNNING mark, or a finished run's summary.json) or a matrix's store, with which."""
-    # Imported here: both read Polars-backed result files; `sqlwa --help` needs neither.
     for directory in target.parents:
         if not directory.is_dir():
             continue  # a parent the writer is to make (make_parents)
@@ -325,7 +324,8 @@ def check_dir(
 
 # ----------------------------------------------------------------- sqlwa's results on disk
 # What a run directory and a matrix's store directory look like, here at the bottom so that
-# refuse_own_results can tell them (sqlwa.results.rundir and .store use these too).
+# refuse_own_results can tell them (sqlwa.results.rundir and .store name them from here;
+# whoever asks whether a directory holds a run or a matrix asks here too).
 
 SUMMARY_FILE = "summary.json"
 COMMITS_FILE = "commits.parquet"

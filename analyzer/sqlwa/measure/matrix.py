@@ -391,7 +391,7 @@ def check_resumed_plan(conn, plan: MatrixPlan) -> None:
 def check_out_dir(plan: MatrixPlan, create: bool = False) -> Path:
     """The matrix directory, if sqlwa may write a matrix there: new, empty, or holding a
     matrix's store; never a run directory (readers would then show the matrix, not the run)."""
-    if rundir.holds_a_run(plan.out_dir):
+    if outputs.holds_a_run(plan.out_dir):
         raise UsageError(
             f"--out directory {plan.out_dir} holds a sqlwa run, not a matrix: readers would show the matrix instead",
             "choose a new or empty --out directory",
@@ -399,7 +399,7 @@ def check_out_dir(plan: MatrixPlan, create: bool = False) -> Path:
     return outputs.check_dir(
         plan.out_dir,
         "--out directory",
-        store.holds_a_matrix,
+        outputs.holds_a_matrix,
         "matrix",
         allow_system=plan.allow_system_dir,
         create=create,

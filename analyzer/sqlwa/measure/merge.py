@@ -90,7 +90,7 @@ def read_shard(path: Path) -> ShardStore:
     if not Path(path).is_dir():
         what = "is not a directory" if Path(path).exists() else "does not exist"
         raise UsageError(f"shard {path} {what}", SHARD_HINT)
-    if not store.holds_a_matrix(Path(path)) or database.stat().st_size == 0:
+    if not outputs.holds_a_matrix(Path(path)) or database.stat().st_size == 0:
         raise UsageError(
             f"shard {path} holds no sqlwa matrix ({store.STORE_FILE})",
             SHARD_HINT,
@@ -310,8 +310,8 @@ def choose_runs(shards: list[ShardStore]) -> tuple[list[Kept], int]:
 
 def check_out(out: Path, shards: list[Path], allow_system: bool) -> None:
     """OUT new or empty (or sqlwa's own lock file alone), and none of the shards."""
-    outputs.check_dir(out, OUT_OPTION, store.holds_a_matrix, "matrix", allow_system=allow_system, create=False)
-    if store.holds_a_matrix(out):
+    outputs.check_dir(out, OUT_OPTION, outputs.holds_a_matrix, "matrix", allow_system=allow_system, create=False)
+    if outputs.holds_a_matrix(out):
         raise UsageError(f"{OUT_OPTION} {out} already holds a matrix", "merge into a new or empty directory")
     resolved = os.path.realpath(out)
     for shard in shards:
@@ -331,7 +331,7 @@ def merge(out: Path, shard_dirs: list[Path], allow_system: bool = False) -> Merg
     # In the sweep's own order, as one machine would have stored them (readers list runs by id).
     order = {key: index for index, key in enumerate(plan["cell_keys"])}
     runs.sort(key=lambda run: order.get(run.row["run_key"], len(order)))
-    outputs.check_dir(out, OUT_OPTION, store.holds_a_matrix, "matrix", allow_system=allow_system, create=True)
+    outputs.check_dir(out, OUT_OPTION, outputs.holds_a_matrix, "matrix", allow_system=allow_system, create=True)
     with _system.locks.directory_lock(out, "sqlwa merge"):
         write(out, plan, runs)
     hosts: dict[str, int] = {}

@@ -109,7 +109,7 @@ def check_out_dir(request: RunRequest, create: bool = False) -> Path:
     return outputs.check_dir(
         request.out_dir,
         "output directory",
-        rundir.holds_a_run,
+        outputs.holds_a_run,
         "run",
         allow_system=request.allow_system_dir,
         create=create,

@@ -59,7 +59,6 @@ from sqlwa.outputs import (  # what a run directory looks like: outputs refuses 
     holds_a_run,
     run_mark,
 )
-from sqlwa.outputs import MAX_MARK_BYTES as MAX_MARK_BYTES  # re-exported for rundir's readers
 
 # Polars reports a failed write as a ComputeError ending in Rust's "(os error N)".
 _OS_ERROR_RE = re.compile(r"\(os error (\d+)\)")

@@ -43,12 +43,11 @@ from pathlib import Path
 
 import polars as pl
 
-from sqlwa import _system, inputs
+from sqlwa import _system, inputs, outputs
 from sqlwa.analysis import metrics
 from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAYER, config_values, layers_of
 from sqlwa.errors import UsageError
 from sqlwa.outputs import SQLITE_MAGIC, STORE_FILE  # what a store directory looks like
-from sqlwa.outputs import holds_a_matrix as holds_a_matrix  # re-exported: its callers know it as the store's
 from sqlwa.results import findings, rundir
 
 BUSY_TIMEOUT_MS = 60_000
@@ -879,7 +878,7 @@ def _run_dir_to_read(base: Path, value: str) -> Path | None:
     if inside is not None:
         return inside
     found = Path(os.path.realpath(Path(base) / value))
-    return found if rundir.holds_a_run(found) and rundir.is_complete(found) else None
+    return found if outputs.holds_a_run(found) and rundir.is_complete(found) else None
 
 
 def older_layers(row: dict) -> None:
