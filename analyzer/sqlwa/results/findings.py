@@ -91,9 +91,9 @@ def run_durability(row: dict) -> dict | None:
     return durability if isinstance(durability, dict) else None
 
 
-def check_stored(summary_json: str | None) -> None:
-    """Raise :class:`rundir.Damaged` unless a stored summary's findings are readable."""
-    summary = json.loads(summary_json or "{}")
+def check_stored(summary: object) -> None:
+    """Raise :class:`rundir.Damaged` unless a stored summary (its summary_json, parsed)
+    has findings readers can read."""
     found = summary.get("findings") if isinstance(summary, dict) else []
     if not isinstance(summary, dict) or not (
         found is None

@@ -817,11 +817,14 @@ def check_row(row: dict, declared: dict[str, str]) -> None:
         allowed = VALUE_TYPES.get(declared.get(name, ""), (object,))
         if not isinstance(value, allowed):
             raise rundir.Damaged(f"run {row.get('id')}: {name} holds a {type(value).__name__}")
-    for name in JSON_COLUMNS:
-        if row.get(name) is not None:
-            parsed_json(row[name], f"run {row.get('id')}'s {name}")
-    findings.check_stored(row.get("summary_json"))
-    levels = json.loads(row.get("levels") or "[]")
+    parsed = {
+        name: parsed_json(row[name], f"run {row.get('id')}'s {name}")
+        for name in JSON_COLUMNS
+        if row.get(name) is not None
+    }
+    # The shapes are checked on what was parsed above: a summary may be megabytes of JSON.
+    findings.check_stored(parsed.get("summary_json", {}))
+    levels = parsed.get("levels", [])
     if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
         raise rundir.Damaged(f"run {row.get('id')}: levels is not a list of names")
 
