@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import stat
+import tempfile
+from pathlib import Path
 
 from sqlwa._system import processes
 
@@ -56,6 +59,22 @@ def owner_is_gone(directory: str | os.PathLike, pid: int) -> bool:
 # one), and a lock says only whether an owner lives.
 
 
+def make_owned_dir(prefix: str, parent: str | os.PathLike | None, mark: str, text: str) -> tuple[Path, int]:
+    """A fresh ``PREFIX-<pid>-<token>`` directory (mode 0700) in ``parent`` (the temp dir
+    if None), locked as this process's and carrying the mark ``mark`` with ``text``;
+    returns it and the lock to release. Nothing is left if marking fails. Call it where a
+    signal cannot cut it short (a SignalGuard's critical section, signals.held_back)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent))
+    ownership = hold_ownership(path)
+    try:
+        write_mark(path, mark, text)
+    except BaseException:
+        release_ownership(ownership)
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return path, ownership
+
+
 def write_mark(directory: str | os.PathLike, name: str, text: str) -> None:
     """Mark ``directory`` (just made, and locked by :func:`hold_ownership`) as sqlwa's."""
     fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -75,6 +94,12 @@ def has_mark(directory: str | os.PathLike, name: str, text: str) -> bool:
         if not stat.S_ISREG(os.fstat(mark.fileno()).st_mode):
             return False
         return mark.read(len(text) + 1) == text.encode()
+
+
+def is_marked(directory: str | os.PathLike, name: str, text: str) -> bool:
+    """Whether ``directory`` is sqlwa's by its mark: it carries it whole
+    (:func:`has_mark`), or holds nothing but a mark cut short (:func:`killed_while_marking`)."""
+    return has_mark(directory, name, text) or killed_while_marking(directory, name, text)
 
 
 def killed_while_marking(directory: str | os.PathLike, name: str, text: str) -> bool:

@@ -26,8 +26,7 @@ from sqlwa.lab.filesystem import (
     LAB_IMAGE_RE,
     LAB_NAME_RE,
     LAB_TARGET_RE,
-    has_lab_mark,
-    killed_while_marking,
+    is_lab_marked,
     remove_lab_dir,
 )
 from sqlwa.lab.scratch import GUEST_CONTROL_TAG, SCRATCH_NAME_RE, dead_scratch_dirs, has_scratch_mark
@@ -202,7 +201,7 @@ def _gone(lab_dir: str, unmarked: set[str]) -> bool:
     match = LAB_NAME_RE.match(os.path.basename(lab_dir))
     if match is None or not owner_is_gone(lab_dir, int(match.group(1))):
         return False
-    if has_lab_mark(lab_dir) or killed_while_marking(lab_dir):
+    if is_lab_marked(lab_dir):
         return True
     unmarked.add(lab_dir)
     return False

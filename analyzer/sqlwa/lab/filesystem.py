@@ -837,11 +837,7 @@ def remove_lab_dir(lab_dir: str) -> None:
     os.rmdir(lab_dir)
 
 
-def has_lab_mark(lab_dir: str) -> bool:
-    """Whether ``lab_dir`` carries the mark a lab writes into its directory."""
-    return _system.ownership.has_mark(lab_dir, LAB_MARK, LAB_MARK_TEXT)
-
-
-def killed_while_marking(lab_dir: str) -> bool:
-    """Whether ``lab_dir`` holds nothing but a mark cut short (its run killed as it made it)."""
-    return _system.ownership.killed_while_marking(lab_dir, LAB_MARK, LAB_MARK_TEXT)
+def is_lab_marked(lab_dir: str) -> bool:
+    """Whether ``lab_dir`` carries the mark a lab writes into its directory, or holds
+    nothing but a mark cut short (its run killed as it made it)."""
+    return _system.ownership.is_marked(lab_dir, LAB_MARK, LAB_MARK_TEXT)

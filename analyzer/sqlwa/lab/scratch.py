@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,26 +34,12 @@ def make_owned_dir(prefix: str, parent: Path | None) -> tuple[Path, int]:
     """A fresh ``PREFIX-<pid>-<token>`` directory in ``parent`` (the temp dir if None),
     marked as sqlwa's and locked as this process's; returns it and the lock to release.
     Call it where a signal cannot cut it short (a SignalGuard's critical section)."""
-    path = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent))
-    ownership = _system.ownership.hold_ownership(path)
-    try:
-        _system.ownership.write_mark(path, SCRATCH_MARK, SCRATCH_MARK_TEXT)
-    except BaseException:
-        _system.ownership.release_ownership(ownership)
-        shutil.rmtree(path, ignore_errors=True)
-        raise
-    return path, ownership
+    return _system.ownership.make_owned_dir(prefix, parent, SCRATCH_MARK, SCRATCH_MARK_TEXT)
 
 
 def has_scratch_mark(directory: str | os.PathLike) -> bool:
     """Whether ``directory`` carries the mark sqlwa writes into its scratch directories."""
     return _system.ownership.has_mark(directory, SCRATCH_MARK, SCRATCH_MARK_TEXT)
-
-
-def killed_while_marking(directory: Path) -> bool:
-    """Whether ``directory`` holds nothing but a mark cut short: a run killed between
-    creating the mark and writing its text (the file exists, empty or a prefix of it)."""
-    return _system.ownership.killed_while_marking(directory, SCRATCH_MARK, SCRATCH_MARK_TEXT)
 
 
 def check_scratch_parent(parent: Path | None, allow_system: bool = False) -> None:
@@ -107,7 +92,7 @@ def dead_scratch_dirs(bases: list[str]) -> list[Path]:
             match = SCRATCH_NAME_RE.match(entry.name)
             if not match or not entry.is_dir() or entry.is_symlink() or (entry / KEEP_MARK).exists():
                 continue
-            if not has_scratch_mark(entry) and not killed_while_marking(entry):
+            if not _system.ownership.is_marked(entry, SCRATCH_MARK, SCRATCH_MARK_TEXT):
                 continue
             if _system.ownership.owner_is_gone(entry, int(match.group(1))):
                 found.append(entry)

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -79,14 +78,7 @@ class Skipped:
 def spool_dir() -> Iterator[Path]:
     """A fresh spool, owned by this process while the block runs, removed after it."""
     with _system.signals.held_back():  # made, marked and locked as one step
-        path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-"))  # mode 0700
-        ownership = _system.ownership.hold_ownership(path)
-        try:
-            (path / MARK).write_text(MARK_TEXT)
-        except BaseException:
-            _system.ownership.release_ownership(ownership)
-            shutil.rmtree(path, ignore_errors=True)
-            raise
+        path, ownership = _system.ownership.make_owned_dir(PREFIX, None, MARK, MARK_TEXT)
     try:
         yield path
     finally:
@@ -105,24 +97,13 @@ def dead_spools(bases: list[str]) -> list[Path]:
             continue
         for entry in entries:
             match = NAME_RE.match(entry.name)
-            if not match or not entry.is_dir(follow_symlinks=False) or not _marked(Path(entry.path)):
+            if not match or not entry.is_dir(follow_symlinks=False):
+                continue
+            if not _system.ownership.is_marked(entry.path, MARK, MARK_TEXT):
                 continue
             if _system.ownership.owner_is_gone(entry.path, int(match.group(1))):
                 found.append(Path(entry.path))
     return sorted(found)
-
-
-def _marked(directory: Path) -> bool:
-    """Whether ``directory`` has the mark, or is empty, or holds only a mark cut short
-    (its recorder killed as it made it)."""
-    try:
-        names = os.listdir(directory)
-        if MARK not in names:
-            return not names
-        text = _read_small(directory / MARK, len(MARK_TEXT) + 1)
-    except OSError:
-        return False
-    return text == MARK_TEXT.encode() or (names == [MARK] and MARK_TEXT.encode().startswith(text))
 
 
 def note_part(spool: Path, part: Path) -> None:
