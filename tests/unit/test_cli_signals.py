@@ -74,3 +74,15 @@ def test_a_signal_during_the_import_of_sqlwa_errors_interrupts(cli_handlers, mon
     monkeypatch.setitem(sys.modules, "sqlwa.errors", half_made)
     with pytest.raises(raised):
         signal.raise_signal(signum)
+
+
+def test_each_call_of_main_leaves_its_handlers_registered_once(capsys):
+    """sqlwa.cli.main registers its first-received signal with _system.signals on every
+    call (a notebook or a test calls it many times in one process): once is enough."""
+    from sqlwa import cli
+    from sqlwa._system import signals
+
+    for _ in range(3):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.count("sqlwa") == 3
+    assert signals._also_received.count(_signals.first_received) == 1

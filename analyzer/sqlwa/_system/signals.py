@@ -35,8 +35,10 @@ _also_received: list[Callable[[], int | None]] = []
 
 
 def also_ask(first_received: Callable[[], int | None]) -> None:
-    """Have :func:`interruption_received` also ask ``first_received`` (the CLI's handlers)."""
-    _also_received.append(first_received)
+    """Have :func:`interruption_received` also ask ``first_received`` (the CLI's handlers),
+    once however often it is registered: ``sqlwa.cli.main`` does so on every call."""
+    if first_received not in _also_received:
+        _also_received.append(first_received)
 
 
 def interruption_received(mark: int) -> BaseException:
