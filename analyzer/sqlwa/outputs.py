@@ -135,7 +135,7 @@ def refuse_own_results(
     a directory that holds a sqlwa run or a matrix's store, at any depth: sqlwa's own
     results are never an output's place."""
     for source in reads:
-        if _same_file(source, target):
+        if same_file(source, target):
             raise UsageError(
                 f"{option} {shown} is {os.fsdecode(source)}, which this command reads: writing there would "
                 f"replace {what}",
@@ -156,7 +156,8 @@ def refuse_own_results(
         )
 
 
-def _same_file(source: str | os.PathLike, target: Path) -> bool:
+def same_file(source: str | os.PathLike, target: Path) -> bool:
+    """Whether ``source`` is the file ``target`` (resolved) names, by name or by inode."""
     if os.path.realpath(source) == str(target):
         return True
     try:

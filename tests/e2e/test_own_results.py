@@ -125,3 +125,19 @@ def test_outputs_beside_the_results_are_written(world):
     table = world / "commits.csv"
     assert sqlwa_in_process("export", "--format", "csv", str(world / "r"), "-o", str(table)).returncode == 0
     assert page.stat().st_size > 0 and table.read_text().startswith("index,")
+
+
+@pytest.mark.parametrize("spelling", ["the same name", "a hard link"])
+def test_parse_with_its_two_outputs_on_one_file_is_refused(tmp_path, spelling):
+    """`parse -o X --commits X` wrote the event table, then the commit table over it."""
+    events = tmp_path / "x.parquet"
+    commits = events
+    if spelling == "a hard link":
+        events.write_bytes(b"mine")
+        commits = tmp_path / "link.parquet"
+        commits.hardlink_to(events)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    proc = sqlwa_in_process("parse", str(TRACE), "-o", str(events), "--commits", str(commits))
+    assert_refused(proc, "--commits")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert spelling == "the same name" or events.read_bytes() == b"mine"

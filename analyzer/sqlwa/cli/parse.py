@@ -111,6 +111,11 @@ def parse(
         commits_output = outputs.check_file(
             commits_output, "--commits", allow_system=allow_system_dir, reads=traces, what_read="the capture"
         )
+    if output is not None and commits_output is not None and outputs.same_file(output, commits_output):
+        raise UsageError(
+            f"-o and --commits both name {commits_output}: the commit table would replace the event table",
+            "give --commits another file",
+        )
     # A spinner on stderr (a terminal only): big traces take seconds to parse and write.
     status = Console(stderr=True)
     # SIGTERM, like Ctrl-C, unwinds: the parse stops at its next progress check and says
