@@ -66,7 +66,7 @@ use crate::cpu::CpuTime;
 use crate::dmmark::DmMarker;
 use crate::engine::{
     create_new_file, harness, mark, open, run_pragmas, sql_thread_cpu, storage_failure, value_text,
-    PROGRESS_INTERVAL,
+    Harness, PROGRESS_INTERVAL,
 };
 use crate::markers::{monotonic_ns, MarkerSink};
 use crate::settings::{pragma_statement, Timing, REPORTED_PRAGMAS};
@@ -254,11 +254,7 @@ pub fn replay_into(
     let timing = check_settings(log, settings)?;
     let create = || create_databases(log, settings, dir);
     let ((counted, summary, info), ran) = harness(settings, dir, markers, create, |h| {
-        let mut replayer =
-            Replayer::new(log, settings, timing, &h.db_paths, stop, &h.shared, &h.sink);
-        replayer.out = Some(commits);
-        replayer.vfs = Some(&h.vfs);
-        replayer.dm_marker = h.dm_marker.as_ref();
+        let mut replayer = Replayer::new(log, settings, timing, h, stop, commits);
         let result = replayer.replay_all(progress);
         Ok(h.close(|| {
             let closed = replayer.close_all();
@@ -470,7 +466,8 @@ struct Replayer<'a> {
     stop: &'a Stop,
     shared: &'a VfsShared,
     sink: &'a Option<Arc<MarkerSink>>,
-    vfs: Option<&'a CountingVfs>,
+    /// the run's VFS shim, which every connection opens through
+    vfs: &'a CountingVfs,
     dm_marker: Option<&'a DmMarker>,
     /// live connections by the log's id; temporary ones are not opened
     conns: HashMap<u64, Live>,
@@ -479,8 +476,8 @@ struct Replayer<'a> {
     window: Option<Window>,
     /// (recorded time, when it was replayed) of the first paced statement
     anchor: Option<(u64, Instant)>,
-    /// where the commit records go (set before the replay runs)
-    out: Option<&'a mut dyn CommitSink>,
+    /// where the commit records go
+    out: &'a mut dyn CommitSink,
     /// commit records handed out, and whether one of them was measured (not warm-up)
     count: u64,
     measured: bool,
@@ -498,11 +495,11 @@ impl<'a> Replayer<'a> {
         log: &'a SqlLog,
         settings: &'a RunSettings,
         timing: Timing,
-        db_paths: &'a [PathBuf],
+        h: &'a Harness,
         stop: &'a Stop,
-        shared: &'a VfsShared,
-        sink: &'a Option<Arc<MarkerSink>>,
+        out: &'a mut dyn CommitSink,
     ) -> Self {
+        let db_paths = &h.db_paths;
         let warmup = settings.warmup.unwrap_or(0);
         let timing = if log.header.timed {
             timing
@@ -547,16 +544,16 @@ impl<'a> Replayer<'a> {
             timing,
             db_paths,
             stop,
-            shared,
-            sink,
-            vfs: None,
-            dm_marker: None,
+            shared: &h.shared,
+            sink: &h.sink,
+            vfs: &h.vfs,
+            dm_marker: h.dm_marker.as_ref(),
             conns: HashMap::new(),
             temporary: Vec::new(),
             opened: vec![false; db_paths.len()],
             window: None,
             anchor: None,
-            out: None,
+            out,
             count: 0,
             measured: false,
             summary,
@@ -622,8 +619,7 @@ impl<'a> Replayer<'a> {
             return Ok(());
         };
         let path = &self.db_paths[db];
-        let vfs = (self.vfs).expect("the replay's VFS is set before it runs");
-        let mut conn = open(path, vfs)?;
+        let mut conn = open(path, self.vfs)?;
         let run_sets = (run_pragmas(self.settings).iter())
             .map(|(name, ..)| name.to_string())
             .collect();
@@ -1004,8 +1000,7 @@ impl<'a> Replayer<'a> {
         figures.vfs = add_counts(&figures.vfs, &commit.vfs);
         self.count += 1;
         self.measured |= !commit.warmup;
-        let out = (self.out.as_mut()).expect("the replay's commit sink is set before it runs");
-        out.push(commit, w.db as u32)
+        self.out.push(commit, w.db as u32)
     }
 
     fn dm_mark(&self, text: &str) -> Result<(), EngineError> {
