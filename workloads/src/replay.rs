@@ -31,7 +31,8 @@
 //!   databases, their journals and the snapshots; a file it refused is
 //!   [`EngineError::ReplayConfined`]. So is a journal_mode or synchronous that reads
 //!   back changed (read after every statement a PRAGMA was seen in, and after each
-//!   commit, outside its window): the run never measures another setting than it reports.
+//!   commit, never inside a commit window: a PRAGMA seen in one is read back once it has
+//!   closed): the run never measures another setting than it reports.
 //! - PRAGMAs: those the run's own settings set (journal_mode, synchronous, and the others
 //!   given) are skipped when the log assigns them (the run chooses them; SQLite's
 //!   authorizer makes them do nothing) and read when it reads them; those that act on the
@@ -456,6 +457,17 @@ struct Window {
     before: VfsCounts,
     statements: u64,
     logical_bytes: u64,
+    /// the statements PRAGMAs were seen in while it was open, one a connection: their
+    /// connections' settings are read back once it has closed, outside what it measures
+    pragmas: Vec<PragmaInWindow>,
+}
+
+/// A statement of connection `conn` (at `line` of the log) in which the authorizer saw a
+/// PRAGMA while a commit window was open.
+struct PragmaInWindow {
+    conn: u64,
+    line: u64,
+    text: String,
 }
 
 struct Replayer<'a> {
@@ -633,8 +645,7 @@ impl<'a> Replayer<'a> {
         };
         let first = !self.opened[db];
         self.opened[db] = true;
-        self.apply_pragmas(&live, first)?;
-        live.held = Held::read(&live.conn).map_err(|e| self.failure("PRAGMA journal_mode", e))?;
+        live.held = self.apply_pragmas(&live, first)?;
         if self.info.is_none() {
             self.info = Some(run_info(&live.conn, self.log, self.settings)?);
             self.dm_mark("sqlwa-setup")?;
@@ -647,7 +658,8 @@ impl<'a> Replayer<'a> {
     /// On a database's first connection, the log's early page_size/auto_vacuum (unless
     /// the run sets page_size or starts from a snapshot), confined; on every connection
     /// the run's settings, then its extra PRAGMAs; then the journal mode is checked.
-    fn apply_pragmas(&self, live: &Live, first: bool) -> Result<(), EngineError> {
+    /// Returns the settings the run holds the connection to, as read back.
+    fn apply_pragmas(&self, live: &Live, first: bool) -> Result<Held, EngineError> {
         let run = run_pragmas(self.settings);
         let run_sets = |name: &str| run.iter().any(|(n, ..)| *n == name);
         if first && self.settings.from_db.is_none() {
@@ -677,23 +689,25 @@ impl<'a> Replayer<'a> {
         for sql in &statements {
             query_all(&live.conn, sql).map_err(|e| self.failure(sql, e))?;
         }
+        let held = Held::read(&live.conn).map_err(|e| self.failure("PRAGMA journal_mode", e))?;
         let wanted = self.settings.journal.as_str();
-        let mode = pragma_value(&live.conn, "journal_mode")?;
-        if mode != wanted {
+        if held.journal_mode != wanted {
+            let mode = &held.journal_mode;
             let message = format!("SQLite kept journal_mode '{mode}' for this database");
             return Err(EngineError::sql(
                 format!("PRAGMA journal_mode={wanted}"),
                 message,
             ));
         }
-        Ok(())
+        Ok(held)
     }
 
     fn close(&mut self, id: u64) -> Result<(), EngineError> {
         self.temporary.retain(|&t| t != id);
         let live = self.conns.remove(&id);
         if self.window.as_ref().is_some_and(|w| w.owner == id) {
-            self.close_window(live.as_ref().map(|l| &l.conn))?;
+            let seen = self.close_window(live.as_ref().map(|l| &l.conn))?;
+            self.check_held_after(live.as_ref().map(|l| (id, l)), &seen)?;
         }
         match live {
             Some(live) => close_connection(live, &self.db_paths[0]),
@@ -706,10 +720,11 @@ impl<'a> Replayer<'a> {
         let mut result = Ok(());
         if let Some(owner) = self.window.as_ref().map(|w| w.owner) {
             let live = self.conns.remove(&owner);
-            result = self.close_window(live.as_ref().map(|l| &l.conn));
+            let seen = self.close_window(live.as_ref().map(|l| &l.conn));
             if let Some(live) = live {
                 self.conns.insert(owner, live);
             }
+            result = seen.and_then(|seen| self.check_held_after(None, &seen));
         }
         let mut ids: Vec<u64> = self.conns.keys().copied().collect();
         ids.sort_unstable();
@@ -822,8 +837,9 @@ impl<'a> Replayer<'a> {
     /// when it writes and none is open; a read outside a window is counted apart; the
     /// window closes when the connection is back in autocommit. A file the shim refused,
     /// or journal_mode or synchronous changed (read back after any statement a PRAGMA was
-    /// seen in, and after each commit), ends the replay. Returns what the authorizer saw
-    /// of PRAGMAs while the statement was prepared.
+    /// seen in — once its window has closed, when one is open — and after each commit),
+    /// ends the replay. Returns what the authorizer saw of PRAGMAs while the statement was
+    /// prepared.
     fn run_one(
         &mut self,
         id: u64,
@@ -862,17 +878,57 @@ impl<'a> Replayer<'a> {
             return Err(self.confinement_error(why, text));
         }
         if seen.is_some() {
-            self.check_held(live, text)?;
+            self.held_after_pragma(id, live, text)?;
         }
         match result {
             Ok(()) => outcome.ran = true,
             Err(err) => self.failed(live, text, &err, outcome)?,
         }
         if live.conn.is_autocommit() && self.window.as_ref().is_some_and(|w| w.owner == id) {
-            self.close_window(Some(&live.conn))?;
-            self.check_held(live, text)?;
+            let seen = self.close_window(Some(&live.conn))?;
+            self.check_held_after(Some((id, live)), &seen)?;
+            if !seen.iter().any(|p| p.conn == id) {
+                self.check_held(live, self.line, text)?;
+            }
         }
         Ok(prepared)
+    }
+
+    /// A PRAGMA was seen in statement `text` of connection `id`: its settings are read
+    /// back now, or once the open commit window has closed (nothing but the log's
+    /// statements runs inside a window).
+    fn held_after_pragma(&mut self, id: u64, live: &Live, text: &str) -> Result<(), EngineError> {
+        let Some(window) = self.window.as_mut() else {
+            return self.check_held(live, self.line, text);
+        };
+        if !window.pragmas.iter().any(|p| p.conn == id) {
+            window.pragmas.push(PragmaInWindow {
+                conn: id,
+                line: self.line,
+                text: text.into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The settings of each connection a PRAGMA was `seen` on in a window now closed, each
+    /// error naming the PRAGMA's statement; `owner` is the window's connection when it is
+    /// out of the map. A connection closed since is not read.
+    fn check_held_after(
+        &self,
+        owner: Option<(u64, &Live)>,
+        seen: &[PragmaInWindow],
+    ) -> Result<(), EngineError> {
+        for pragma in seen {
+            let live = match owner {
+                Some((id, live)) if id == pragma.conn => Some(live),
+                _ => self.conns.get(&pragma.conn),
+            };
+            if let Some(live) = live {
+                self.check_held(live, pragma.line, &pragma.text)?;
+            }
+        }
+        Ok(())
     }
 
     /// Counts a statement that ran in the open window, or as a read outside any.
@@ -915,20 +971,26 @@ impl<'a> Replayer<'a> {
 
     /// The error that ends a replay whose statement (`text`) left its confinement.
     fn confinement_error(&self, message: String, text: &str) -> EngineError {
+        self.confinement_error_at(self.line, message, text)
+    }
+
+    /// As [`Self::confinement_error`], for the statement at `line` of the log.
+    fn confinement_error_at(&self, line: u64, message: String, text: &str) -> EngineError {
         EngineError::ReplayConfined {
             path: self.log.path.clone(),
-            line: self.line,
+            line,
             message,
             statement: shortened(text),
         }
     }
 
-    /// journal_mode and synchronous must read as the run set them on this connection.
-    fn check_held(&self, live: &Live, text: &str) -> Result<(), EngineError> {
+    /// journal_mode and synchronous must read as the run set them on this connection;
+    /// a change is named by the statement (`text`, at `line`) after which it was read.
+    fn check_held(&self, live: &Live, line: u64, text: &str) -> Result<(), EngineError> {
         let now = Held::read(&live.conn).map_err(|e| self.failure("PRAGMA journal_mode", e))?;
         match live.held.changed_to(&now) {
             None => Ok(()),
-            Some(why) => Err(self.confinement_error(why, text)),
+            Some(why) => Err(self.confinement_error_at(line, why, text)),
         }
     }
 
@@ -969,9 +1031,13 @@ impl<'a> Replayer<'a> {
     }
 
     /// Closes the open window; `owner` is its connection (for the snapshot), when open.
-    fn close_window(&mut self, owner: Option<&Connection>) -> Result<(), EngineError> {
+    /// Returns the statements PRAGMAs were seen in while it was open.
+    fn close_window(
+        &mut self,
+        owner: Option<&Connection>,
+    ) -> Result<Vec<PragmaInWindow>, EngineError> {
         let Some(w) = self.window.take() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let cpu = sql_thread_cpu()?.since(&w.cpu_start);
         let end_ns = monotonic_ns();
@@ -1000,7 +1066,8 @@ impl<'a> Replayer<'a> {
         figures.vfs = add_counts(&figures.vfs, &commit.vfs);
         self.count += 1;
         self.measured |= !commit.warmup;
-        self.out.push(commit, w.db as u32)
+        self.out.push(commit, w.db as u32)?;
+        Ok(w.pragmas)
     }
 
     fn dm_mark(&self, text: &str) -> Result<(), EngineError> {
@@ -1088,6 +1155,7 @@ fn open_window(
         before,
         statements: 0,
         logical_bytes: 0,
+        pragmas: Vec::new(),
     })
 }
 
