@@ -62,7 +62,7 @@ use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::{Batch, Connection, Statement};
 use serde::Serialize;
 
-use crate::confine::{pragma_refusal, Confinement, PragmaSeen};
+use crate::confine::{Confinement, PragmaSeen};
 use crate::cpu::CpuTime;
 use crate::dmmark::DmMarker;
 use crate::engine::{
@@ -664,10 +664,10 @@ impl<'a> Replayer<'a> {
         let run_sets = |name: &str| run.iter().any(|(n, ..)| *n == name);
         if first && self.settings.from_db.is_none() {
             let early = &self.log.databases[live.db].initial_pragmas;
-            let kept = early.iter().filter(|sql| {
-                pragma_of(sql)
-                    .is_some_and(|p| !run_sets(&p.name) && pragma_refusal(&p.name).is_none())
-            });
+            // (only page_size and auto_vacuum are kept early: sqllog.rs early_pragma)
+            let kept = early
+                .iter()
+                .filter(|sql| pragma_of(sql).is_some_and(|p| !run_sets(&p.name)));
             for sql in kept {
                 // Chosen by their text, judged by SQLite: one that is not a single PRAGMA
                 // the replay runs fails here and does nothing; it runs again in its place
