@@ -2,46 +2,15 @@
 //! (docs/reference/sqlite-commit-syncs.md), transactions as SQLite delimits them, the
 //! log's PRAGMAs, several databases, and bad logs named by file and line.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::sqllog::{open, query_int, run, sql, write_log};
 use serde_json::json;
 use sqlwa_workloads::{
-    replay, CommitRecord, EngineError, JournalMode, ReplayOutput, RunSettings, SqlLog, Stop,
-    SyncMode,
+    CommitRecord, JournalMode, ReplayOutput, RunSettings, SqlLog, Stop, SyncMode,
 };
-
-/// Writes a log: the header, then one line per event (already JSON values).
-fn write_log(dir: &Path, events: &[serde_json::Value], timed: bool) -> PathBuf {
-    let path = dir.join("app.sqllog");
-    let header = json!({"sqlwa_sql_log": 1, "source": "record", "program": null,
-        "sqlite_version": null, "started_unix_ns": null, "timed": timed, "redacted": false});
-    let mut text = format!("{header}\n");
-    for e in events {
-        text += &format!("{e}\n");
-    }
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn open(conn: u64, db: &str) -> serde_json::Value {
-    json!({"ev": "open", "conn": conn, "db": db})
-}
-
-fn sql(conn: u64, text: &str) -> serde_json::Value {
-    json!({"ev": "sql", "conn": conn, "sql": text})
-}
-
-fn run(log: &Path, settings: &RunSettings, dir: &Path) -> Result<ReplayOutput, EngineError> {
-    let log = SqlLog::load(log, &Stop::never())?;
-    replay(
-        &log,
-        settings,
-        &dir.join("run"),
-        None,
-        &mut |_| true,
-        &Stop::never(),
-    )
-}
 
 /// CREATE TABLE, then `n` single-row inserts: autocommit, or each in BEGIN…COMMIT with
 /// a read before its write, and autocommit reads between them.
@@ -182,10 +151,7 @@ fn savepoints_and_rollbacks_delimit_commits_as_sqlite_does() {
     // rolled-back one. The read-only transaction is no commit.
     assert_eq!(statements, [1, 7, 2]);
     assert_eq!(out.replay.reads.statements, 2 + 3);
-    let db = rusqlite::Connection::open(dir.path().join("run/a.db")).unwrap();
-    let sum: i64 = db
-        .query_row("SELECT sum(v) FROM t", [], |r| r.get(0))
-        .unwrap();
+    let sum = query_int(&dir.path().join("run/a.db"), "SELECT sum(v) FROM t");
     assert_eq!(sum, 4);
 }
 
@@ -229,10 +195,7 @@ fn the_runs_pragmas_override_the_logs_and_the_others_are_kept() {
         ]
     );
     assert_eq!(out.replay.failed["refused"], 1);
-    let db = rusqlite::Connection::open(dir.path().join("run/a.db")).unwrap();
-    let version: i64 = db
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
+    let version = query_int(&dir.path().join("run/a.db"), "PRAGMA user_version");
     assert_eq!(version, 7);
 }
 
@@ -270,10 +233,11 @@ fn databases_are_kept_apart_and_temporary_and_trigger_statements_skipped() {
     assert_eq!(out.replay.skipped.trigger, 1);
     assert_eq!(out.replay.failed["refused"], 1);
     assert!(!Path::new("/etc/passwd.db").exists());
-    let count = |file: &str, table: &str| -> i64 {
-        let db = rusqlite::Connection::open(dir.path().join("run").join(file)).unwrap();
-        db.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-            .unwrap()
+    let count = |file: &str, table: &str| {
+        query_int(
+            &dir.path().join("run").join(file),
+            &format!("SELECT count(*) FROM {table}"),
+        )
     };
     assert_eq!((count("app.db", "t"), count("app-2.db", "u")), (1, 2));
 }

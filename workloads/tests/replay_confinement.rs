@@ -3,38 +3,18 @@
 //! the name SQLite parsed, however quoted; no statement reaches a file outside the run.
 //! Victim databases beside and outside the run are compared byte for byte before and after.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
-use sqlwa_workloads::{
-    replay, EngineError, JournalMode, ReplayOutput, RunSettings, SqlLog, Stop, SyncMode,
-};
+use common::sqllog::{open, query_int, run, sql};
+use sqlwa_workloads::{JournalMode, RunSettings, SyncMode};
 
+/// A log of connection 1 on one database running `sqls`, one event each.
 fn write_log(dir: &Path, sqls: &[String]) -> PathBuf {
-    let path = dir.join("app.sqllog");
-    let header = json!({"sqlwa_sql_log": 1, "source": "record", "program": null,
-        "sqlite_version": null, "started_unix_ns": null, "timed": false, "redacted": false});
-    let mut text = format!(
-        "{header}\n{}\n",
-        json!({"ev": "open", "conn": 1, "db": "/d/app.db"})
-    );
-    for sql in sqls {
-        text += &format!("{}\n", json!({"ev": "sql", "conn": 1, "sql": sql}));
-    }
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn run(log: &Path, settings: &RunSettings, dir: &Path) -> Result<ReplayOutput, EngineError> {
-    let log = SqlLog::load(log, &Stop::never())?;
-    replay(
-        &log,
-        settings,
-        &dir.join("run"),
-        None,
-        &mut |_| true,
-        &Stop::never(),
-    )
+    let mut events = vec![open(1, "/d/app.db")];
+    events.extend(sqls.iter().map(|text| sql(1, text)));
+    common::sqllog::write_log(dir, &events, false)
 }
 
 /// A database with a `secrets` table of one row; its bytes.
@@ -47,9 +27,7 @@ fn victim(path: &Path) -> Vec<u8> {
 }
 
 fn count(db: &Path, table: &str) -> i64 {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-        .unwrap()
+    query_int(db, &format!("SELECT count(*) FROM {table}"))
 }
 
 #[test]
@@ -98,11 +76,7 @@ fn a_batch_that_starts_with_a_pragma_cannot_attach_another_database() {
         "{first:?}"
     );
     // each statement ran alone: the PRAGMA before the refused ATTACH did
-    let conn = rusqlite::Connection::open(&run_db).unwrap();
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(query_int(&run_db, "PRAGMA user_version"), 5);
 }
 
 #[test]

@@ -2,21 +2,11 @@
 //! binary of its own, so no heavier test of the same binary competes for the CPU while
 //! it measures milliseconds.
 
-use std::path::Path;
+mod common;
 
+use common::sqllog::write_log;
 use serde_json::json;
 use sqlwa_workloads::{replay, JournalMode, RunSettings, SqlLog, Stop, SyncMode};
-
-fn write_log(dir: &Path, events: &[serde_json::Value]) -> std::path::PathBuf {
-    let path = dir.join("app.sqllog");
-    let header = json!({"sqlwa_sql_log": 1, "source": "record", "timed": true});
-    let lines: Vec<String> = std::iter::once(&header)
-        .chain(events)
-        .map(|e| e.to_string())
-        .collect();
-    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    path
-}
 
 #[test]
 fn recorded_gaps_are_kept_and_scaled() {
@@ -29,7 +19,7 @@ fn recorded_gaps_are_kept_and_scaled() {
         t += gap * 1_000_000;
         events.push(json!({"ev": "sql", "conn": 1, "sql": "INSERT INTO t VALUES (1)", "t": t}));
     }
-    let log = write_log(dir.path(), &events);
+    let log = write_log(dir.path(), &events, true);
     let log = SqlLog::load(&log, &Stop::never()).unwrap();
     for (timing, factor) in [("recorded", 1.0), ("0.5", 0.5)] {
         let settings = RunSettings {

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests (each test binary uses some of them).
 #![allow(dead_code)]
 
+pub mod sqllog;
+
 use std::path::Path;
 
 use sqlwa_workloads::{run, EngineError, RunOutput, RunSettings, Scenario};
