@@ -47,6 +47,7 @@ import pytest
 from sql_log_truth import dump, log_events
 
 from helpers import sqlwa_in_process
+from sqlwa.record import detect
 
 TRACE_FORMAT = '%s: "%s"\n'  # sqliteTraceCallback
 PROFILE_FORMAT = '%s: "%s" took %0.3f ms\n'  # sqliteProfileCallback
@@ -478,3 +479,15 @@ def test_a_double_quote_in_sql_round_trips(tmp_path: Path) -> None:
     conn = sqlite3.connect(":memory:")
     conn.execute('CREATE TABLE "t"("a", b)')
     assert [conn.execute(sql).fetchall() for sql in reversed(sqls)] == [[], [('x: "',)]]
+
+
+def test_a_sql_file_with_dashed_rules_is_still_a_sql_file(tmp_path: Path) -> None:
+    """Lines of dashes are logcat's banners only as logcat prints them."""
+    script = tmp_path / "schema.sql"
+    script.write_text(
+        "-------- Schema --------\nCREATE TABLE t(a);\n---------- data ----------\nINSERT INTO t VALUES(1);\n"
+    )
+    assert detect(script) == "sql-file"
+    banner = tmp_path / "banner.txt"
+    banner.write_text("--------- beginning of main\n" + render_logcat("brief", entries(["SELECT 1"])[0]))
+    assert detect(banner) == "android-logcat"

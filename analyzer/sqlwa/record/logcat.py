@@ -98,8 +98,9 @@ STUDIO = re.compile(
 )
 #: "[TAG  [PACKAGE  ]]L  MESSAGE" (the level's letter stands alone)
 STUDIO_COLUMNS = re.compile(r"(?:(?P<tag>\S++) ++(?:\S++ ++)?)?" + _L + r" ++(?P<msg>.*)", re.ASCII)
-#: logcat's own lines (and Studio's "---- PROCESS STARTED ... ----")
-BANNER = re.compile(r"-{8,}+ ")
+#: logcat's own lines ("--------- beginning of main") and Studio's ("---- PROCESS STARTED
+#: (PID) for package P ----"); not a .sql file's "-------- Schema --------"
+BANNER = re.compile(r"-++ (?:beginning of|switch to) \S++$|-++ PROCESS (?:STARTED|ENDED) .*-$")
 #: where a tag ends: the first colon followed by a space or the end of the line, or the
 #: full-width colon Studio 1 printed
 TAG_END = re.compile(r":(?= |$)|\ufe55")
