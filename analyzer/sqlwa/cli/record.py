@@ -32,7 +32,9 @@ DEFAULT_LOG = Path("sql-log.jsonl")
     "source",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Convert a log made elsewhere instead of running a program: Android's logcat "
-    "(SQLiteStatements), a .sql file of statements ending in ';', or a SQL log (validated).",
+    "(SQLiteStatements lines in any `adb logcat -v` format or Android Studio copy, pasted "
+    "excerpts too; lines of other tags skipped and counted), a .sql file of statements "
+    "ending in ';', or a SQL log (validated).",
 )
 @click.option(
     "--redact",
