@@ -92,7 +92,11 @@ def message_lines(message: str) -> list[str]:
     return pieces[:-1] if message.endswith("\n") else pieces
 
 
-def render_logcat(mode: str, entry: Entry) -> str:
+COLOR_PREFIX, COLOR_SUFFIX = "\x1b[38;5;%dm", "\x1b[0m"  # -v color: colorFromPri, the reset
+COLORS = {"V": 231, "D": 75, "I": 40, "W": 166, "E": 196}  # ANDROID_COLOR_DEFAULT, _BLUE, ...
+
+
+def render_logcat(mode: str, entry: Entry, color: bool = False) -> str:
     """What ``adb logcat -v MODE`` prints for the entry (logprint.cpp's format strings)."""
     tag, level = entry.tag, entry.level
     arguments = {
@@ -105,10 +109,11 @@ def render_logcat(mode: str, entry: Entry) -> str:
         "threadtime": (entry.stamp(), "", entry.pid, entry.tid, level, len(tag), tag),
         "long": (entry.stamp(), "", entry.pid, entry.tid, level, len(tag), tag),
     }[mode]
-    prefix = PREFIX[mode] % arguments
+    prefix = (COLOR_PREFIX % COLORS[level] if color else "") + PREFIX[mode] % arguments
+    reset = COLOR_SUFFIX if color else ""
     if mode == "long":
-        return prefix + entry.message + "\n\n"
-    suffix = (PROCESS_SUFFIX % (len(tag), tag) if mode == "process" else "") + "\n"
+        return prefix + entry.message + reset + "\n\n"
+    suffix = (PROCESS_SUFFIX % (len(tag), tag) if mode == "process" else "") + reset + "\n"
     return "".join(prefix + line + suffix for line in message_lines(entry.message))
 
 
@@ -127,14 +132,19 @@ def render_studio_old(entry: Entry, colon: str = ":", package: str = "com.exampl
     return line.replace(f"/{entry.tag}: ", f"/{entry.tag}{colon} ", 1) + "\n"
 
 
-def render_studio(entry: Entry, package: str = "com.example.tasks") -> str:
-    """Android Studio since 2022 (MessageFormatter.formatMessages, default options)."""
+def render_studio(entry: Entry, columns: str = "date pid-tid tag app", package: str = "com.example.tasks") -> str:
+    """Android Studio since 2022 (MessageFormatter.formatMessages): the columns asked
+    for (the default: all; the "compact" preset: the time alone), then the level and the
+    message, its later lines indented to headerWidth."""
+    shown = columns.split()
+    stamp = entry.stamp(year=True) if "date" in shown else entry.stamp()[6:]  # TIME: "04:00:01.000"
     header = (
-        entry.stamp(year=True)
+        stamp
         + " "
-        + STUDIO_PID_TID % (entry.pid, entry.tid)
-        + entry.tag.ljust(23 + 1)
-        + package.ljust(35 + 1)
+        + (STUDIO_PID_TID % (entry.pid, entry.tid) if "pid-tid" in shown else "")
+        + (f"{entry.pid:<5d} " if "pid" in shown else "")  # ProcessThreadFormat.Style.PID
+        + (entry.tag.ljust(23 + 1) if "tag" in shown else "")
+        + (package.ljust(35 + 1) if "app" in shown else "")
     )
     newline = "\n".ljust(len(header) + 1)  # headerWidth: timestamp, pid-tid, tag, app
     return header + f" {entry.level} " + " " + entry.message.rstrip("\n").replace("\n", newline) + "\n"
@@ -276,6 +286,15 @@ def test_each_logcat_mode_converts_and_replays(tmp_path: Path, traced, mode: str
     ]
 
 
+@pytest.mark.parametrize("mode", ["threadtime", "brief", "long"])
+def test_colored_logcat_converts_and_replays(tmp_path: Path, traced, mode: str) -> None:
+    """-v color: each line's colour escape and reset (-v long's around the message)."""
+    statements, truth = traced
+    text = "".join(render_logcat(mode, e, color=True) for e in entries(statements))
+    assert text.startswith("\x1b[38;5;")
+    assert_converted_and_replayed(tmp_path, text, statements, truth)
+
+
 @pytest.mark.parametrize("mode", list(PREFIX))
 def test_other_tags_lines_are_counted_in_the_summary_line(tmp_path: Path, traced, mode: str) -> None:
     statements, _ = traced
@@ -313,18 +332,25 @@ def test_threadtime_as_it_arrives_pasted(tmp_path: Path, traced, variant: str) -
 
 
 # --- Android Studio ------------------------------------------------------------------
-@pytest.mark.parametrize("layout", ["studio", "studio-old", "studio-1"])
+STUDIO_LAYOUTS = {
+    "studio": render_studio,
+    "studio-no-app": lambda e: render_studio(e, "date pid-tid tag"),
+    "studio-pid": lambda e: render_studio(e, "date pid tag app"),
+    "studio-compact": lambda e: render_studio(e, "time"),
+    "studio-old": render_studio_old,
+    "studio-1": lambda e: render_studio_old(e, colon="\ufe55"),
+}
+
+
+@pytest.mark.parametrize("layout", list(STUDIO_LAYOUTS))
 def test_android_studio_copies_convert_and_replay(tmp_path: Path, traced, layout: str) -> None:
-    """Both layouts, each message's later lines indented without a header."""
+    """Both layouts (the newer one with some of its columns left out, the compact view
+    without a tag), each message's later lines indented without a header."""
     statements, truth = traced
-    render = {
-        "studio": render_studio,
-        "studio-old": render_studio_old,
-        "studio-1": lambda e: render_studio_old(e, colon="\ufe55"),
-    }[layout]
-    text = "".join(render(e) for e in entries(statements))
-    assert "\n    line two" in text or layout == "studio"
+    text = "".join(STUDIO_LAYOUTS[layout](e) for e in entries(statements))
+    assert "\n    line two" in text or not layout.startswith("studio-old")
     sql, _ = assert_converted_and_replayed(tmp_path, text, statements, truth)
+    # the compact view's time has no date: the same day, as the workload's times are
     assert [e["t"] for e in sql] == [40_000_000 * n for n in range(len(statements))]
 
 
@@ -491,3 +517,26 @@ def test_a_sql_file_with_dashed_rules_is_still_a_sql_file(tmp_path: Path) -> Non
     banner = tmp_path / "banner.txt"
     banner.write_text("--------- beginning of main\n" + render_logcat("brief", entries(["SELECT 1"])[0]))
     assert detect(banner) == "android-logcat"
+
+
+def test_lines_of_no_logcat_form_are_counted_and_leave_statements_whole(tmp_path: Path) -> None:
+    """A post's elisions ("[...]") and remarks between the lines: counted, skipped, and
+    the statement before each one kept whole."""
+    head = "12-03 09:00:00.000  4100  4127 V SQLiteStatements: " + LABEL
+    text = textwrap.dedent(
+        f"""\
+        {head}: "CREATE TABLE t(a TEXT)"
+        [...]
+        {head}: "INSERT INTO t VALUES('a "b"')"
+        (a few hundred lines later)
+
+        {head}: "SELECT a FROM t"
+        """
+    )
+    log, said = convert(tmp_path, text)
+    assert [e["sql"] for e in log_events(log) if e["ev"] == "sql"] == [
+        "CREATE TABLE t(a TEXT)",
+        "INSERT INTO t VALUES('a \"b\"')",
+        "SELECT a FROM t",
+    ]
+    assert said.rstrip().endswith("; 2 lines that are no logcat line skipped"), said

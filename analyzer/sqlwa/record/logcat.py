@@ -24,9 +24,10 @@ one line per line of the message, each with the same prefix): ``brief``
 message, ``tag`` ``"%c/%-8.*s: "``, ``thread`` ``"%c(%s%5d:%5d) "`` (no tag), ``raw``
 (nothing), ``time`` ``"%s %c/%-8.*s(%s%5d): "``, ``threadtime`` ``"%s %s%5d %5d %c %-8.*s: "``,
 ``long`` ``"[ %s %s%5d:%5d %c/%-8.*s ]\\n"`` with the message on the lines below it and a
-blank line after; or Android Studio's: before 2022 ``DATE TIME PID-TID/PACKAGE L/TAG: ``
-(``﹕``, U+FE55, for the colon in Studio 1; a message's later lines indented 4 and without
-a header: AndroidLogcatFormatter.java), since then columns (logcat/messages/
+blank line after; ``-v color`` puts ``"\\x1B[38;5;%dm"`` before each line and
+``"\\x1B[0m"`` after it. Or Android Studio's: before 2022 ``DATE TIME PID-TID/PACKAGE
+L/TAG: `` (``﹕``, U+FE55, for the colon in Studio 1; a message's later lines indented 4
+and without a header: AndroidLogcatFormatter.java), since then columns (logcat/messages/
 MessageFormatter.kt: ``DATE TIME  PID-TID  TAG  PACKAGE  L  ``, the tag padded to 24, the
 package to 36, a message's later lines indented to the level's column and without a
 header). Lines may have lost their padding, or gained leading spaces (pasted into a post).
@@ -98,6 +99,8 @@ STUDIO = re.compile(
 )
 #: "[TAG  [PACKAGE  ]]L  MESSAGE" (the level's letter stands alone)
 STUDIO_COLUMNS = re.compile(r"(?:(?P<tag>\S++) ++(?:\S++ ++)?)?" + _L + r" ++(?P<msg>.*)", re.ASCII)
+#: -v color's escapes around each line: "\x1B[38;5;%dm" before, "\x1B[0m" after
+COLOR_START, COLOR_END = re.compile(r"\x1b\[38;5;\d{1,3}m", re.ASCII), "\x1b[0m"
 #: logcat's own lines ("--------- beginning of main") and Studio's ("---- PROCESS STARTED
 #: (PID) for package P ----"); not a .sql file's "-------- Schema --------"
 BANNER = re.compile(r"-++ (?:beginning of|switch to) \S++$|-++ PROCESS (?:STARTED|ENDED) .*-$")
@@ -209,6 +212,14 @@ def _studio(text: str) -> Line | None:
     return _line(match.groupdict(), columns["tag"], columns["msg"], max(0, indent))
 
 
+def uncolored(text: str) -> str:
+    """The line without -v color's escapes (logprint.cpp: colorFromPri's prefix, the
+    reset after the line)."""
+    start = COLOR_START.match(text)
+    # -v long colours its header's line and resets after the message's last line
+    return text[start.end() if start else 0 :].removesuffix(COLOR_END)
+
+
 def split_tag(rest: str) -> tuple[str, str] | None:
     """threadtime's "TAG   : MESSAGE" (logprint.cpp pads the tag to 8): the tag without
     its padding and the message, or None without the colon."""
@@ -251,14 +262,14 @@ def starts_message(msg: str, labels: set[str] | frozenset[str] = frozenset()) ->
 
 def is_logcat(head: list[str]) -> bool:
     """Whether the first lines of a file are logcat's."""
-    lines = [line for line in head if line.strip()][:50]
+    lines = [uncolored(line) for line in head if line.strip()][:50]
     return any(BANNER.match(line) or parse_line(line) or starts_message(line.strip()) for line in lines)
 
 
 def is_timed(head: list[str]) -> bool:
     """Whether the log's lines carry timestamps (its first line with a header does)."""
     for text in head:
-        line = parse_line(text.rstrip("\r\n"))
+        line = parse_line(uncolored(text.rstrip("\r\n")))
         if line is not None:
             return line.t_ns is not None
     return False
@@ -312,6 +323,7 @@ class Reader:
     timed: bool = True
 
     def feed(self, number: int, text: str) -> list[Event]:
+        text = uncolored(text)
         line = parse_line(text)
         if line is None:
             return self._bare(number, text)
