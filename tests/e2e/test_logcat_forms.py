@@ -540,3 +540,14 @@ def test_lines_of_no_logcat_form_are_counted_and_leave_statements_whole(tmp_path
         "SELECT a FROM t",
     ]
     assert said.rstrip().endswith("; 2 lines that are no logcat line skipped"), said
+
+
+def test_two_messages_under_one_header_are_two_statements(tmp_path: Path) -> None:
+    """One thread's two statements in one millisecond share their header: the second
+    starts with the label again, even one that is no absolute path."""
+    head = "12-03 09:00:00.000  4100  4127 V SQLiteStatements: "
+    text = f'{head}notes.db: "BEGIN;"\n{head}notes.db: "CREATE TABLE t(a)"\n{head}:memory:: "SELECT 1"\n'
+    log, _ = convert(tmp_path, text)
+    events = log_events(log)
+    assert [e["sql"] for e in events if e["ev"] == "sql"] == ["BEGIN;", "CREATE TABLE t(a)", "SELECT 1"]
+    assert [e["db"] for e in events if e["ev"] == "open"] == ["notes.db", ":memory:"]

@@ -333,7 +333,7 @@ class Reader:
             return []
         out = self._finish()
         ours = line.tag in OUR_TAGS or (line.tag is None and line.msg is not None and self._starts(line.msg))
-        self.held = Held(number, line, [] if line.msg is None else [line.msg], ours)
+        self._hold(Held(number, line, [] if line.msg is None else [line.msg], ours))
         return out
 
     def _bare(self, number: int, text: str) -> list[Event]:
@@ -350,10 +350,18 @@ class Reader:
         out = self._finish()
         if self._starts(stripped):
             msg = text.lstrip()
-            self.held = Held(number, Line(None, None, None, None, msg, len(text) - len(msg)), [msg], True)
+            self._hold(Held(number, Line(None, None, None, None, msg, len(text) - len(msg)), [msg], True))
         elif stripped:
             self.other_lines += 1
         return out
+
+    def _hold(self, held: Held) -> None:
+        """A message begins; its label, once seen, starts a message wherever it stands
+        (the next message of the same thread in the same millisecond, a relative path)."""
+        self.held = held
+        label = label_of(held.lines[0]) if held.ours and held.lines else None
+        if label is not None:
+            self.labels.add(label)
 
     def _starts(self, msg: str) -> bool:
         return starts_message(msg, self.labels)
@@ -403,7 +411,6 @@ class Reader:
         end = statement_end[0]
         self.other_lines += len(lines) - end - 1
         sql = "\n".join(lines[: end + 1])[sql_from:-1]
-        self.labels.add(label)
         return self._statement(held.line, (held.line.pid, label), label, sql)
 
     @staticmethod
