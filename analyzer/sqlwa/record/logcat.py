@@ -374,8 +374,9 @@ class Reader:
         lines = held.lines
         while lines and not lines[-1].strip():
             lines.pop()
-        tag = held.line.tag or (OLD_TAG if lines and lines[0].startswith((OLD_STATEMENT, OLD_TIME)) else None)
-        if not held.ours or (tag == OLD_TAG and not (lines and lines[0].startswith((OLD_STATEMENT, OLD_TIME)))):
+        old_format = bool(lines) and lines[0].startswith((OLD_STATEMENT, OLD_TIME))
+        tag = held.line.tag or (OLD_TAG if old_format else None)
+        if not held.ours or (tag == OLD_TAG and not old_format):
             self.other_tags += held.count  # the old tag "Database" logs other messages too
             return []
         if not lines:
@@ -398,10 +399,8 @@ class Reader:
         timed_end = self._last(lines, sql_from, took=True) if tag in (TIME_TAG, None) else None
         if timed_end is not None:
             end, took = timed_end
-            self.other_lines += len(lines) - end - 1
-            text = "\n".join(lines[: end + 1])
-            cut = took - len(lines[end]) + len(text)
-            return self._duration(held.line.pid, label, text[cut + len(TOOK) : -3])
+            self._count_after(lines, end)
+            return self._duration(held.line.pid, label, lines[end][took + len(TOOK) : -3])
         if tag == TIME_TAG:
             return []  # a time cut short: its statement stays, without its duration
         statement_end = self._last(lines, sql_from, took=False)
@@ -409,9 +408,13 @@ class Reader:
             self.truncated += 1  # its end never came: cut at liblog's limit
             return []
         end = statement_end[0]
-        self.other_lines += len(lines) - end - 1
+        self._count_after(lines, end)
         sql = "\n".join(lines[: end + 1])[sql_from:-1]
         return self._statement(held.line, (held.line.pid, label), label, sql)
+
+    def _count_after(self, lines: list[str], end: int) -> None:
+        """Lines taken as the message's after its end: no logcat line's (a post's "[...]")."""
+        self.other_lines += sum(1 for line in lines[end + 1 :] if line.strip())
 
     @staticmethod
     def _last(lines: list[str], sql_from: int, took: bool) -> tuple[int, int] | None:
