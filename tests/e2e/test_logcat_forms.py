@@ -306,7 +306,7 @@ def test_other_tags_lines_are_counted_in_the_summary_line(tmp_path: Path, traced
     steps = sum(s.startswith("-- ") for s in statements)
     assert f"{len(statements) - steps} statements ({steps} trigger steps besides)" in said
     # -v raw prints no header: there another tag's lines are lines of no logcat's kind
-    what = "lines that are no logcat line skipped" if mode == "raw" else "lines of other tags skipped"
+    what = "lines of no logcat form skipped" if mode == "raw" else "lines of other tags skipped"
     assert f"; {lines} {what}" in said, said
 
 
@@ -539,7 +539,7 @@ def test_lines_of_no_logcat_form_are_counted_and_leave_statements_whole(tmp_path
         "INSERT INTO t VALUES('a \"b\"')",
         "SELECT a FROM t",
     ]
-    assert said.rstrip().endswith("; 2 lines that are no logcat line skipped"), said
+    assert said.rstrip().endswith("; 2 lines of no logcat form skipped"), said
 
 
 def test_two_messages_under_one_header_are_two_statements(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ def skipped(converted: Converted) -> str:
     parts = [
         (converted.left_out, "statements cut short by logcat left out"),
         (converted.other_tags, "lines of other tags skipped"),
-        (converted.other_lines, "lines that are no logcat line skipped"),
+        (converted.other_lines, "lines of no logcat form skipped"),
     ]
     return "".join(f"; {count} {what}" for count, what in parts if count)
 

@@ -52,7 +52,7 @@ class Converted:
     databases: set[str]
     left_out: int  # statements the source did not hold whole (logcat's cut messages)
     other_tags: int = 0  # logcat's lines of other tags, skipped
-    other_lines: int = 0  # lines that are no logcat line nor part of a message, skipped
+    other_lines: int = 0  # lines of no logcat form, nor part of a message: skipped
 
 
 def convert(path: Path, out: IO[bytes], redact: bool = False, keep_argv: bool = False) -> Converted:

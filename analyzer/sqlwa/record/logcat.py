@@ -413,7 +413,7 @@ class Reader:
         return self._statement(held.line, (held.line.pid, label), label, sql)
 
     def _count_after(self, lines: list[str], end: int) -> None:
-        """Lines taken as the message's after its end: no logcat line's (a post's "[...]")."""
+        """Lines taken in after the message's end: of no logcat form (a post's "[...]")."""
         self.other_lines += sum(1 for line in lines[end + 1 :] if line.strip())
 
     @staticmethod
