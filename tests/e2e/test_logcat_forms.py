@@ -132,11 +132,17 @@ def render_studio_old(entry: Entry, colon: str = ":", package: str = "com.exampl
     return line.replace(f"/{entry.tag}: ", f"/{entry.tag}{colon} ", 1) + "\n"
 
 
-def render_studio(entry: Entry, columns: str = "date pid-tid tag app", package: str = "com.example.tasks") -> str:
+def render_studio(
+    entry: Entry, columns: str = "date pid-tid tag app", package: str = "com.example.tasks", before: str = ""
+) -> str:
     """Android Studio since 2022 (MessageFormatter.formatMessages): the columns asked
     for (the default: all; the "compact" preset: the time alone), then the level and the
-    message, its later lines indented to headerWidth."""
+    message, its later lines indented to headerWidth. With "same-tag" (TagFormat's
+    hideDuplicates) a tag the line before had (``before``) is printed as spaces."""
     shown = columns.split()
+    if "same-tag" in shown and entry.tag == before:
+        shown.remove("tag")
+        shown.append("blank-tag")
     stamp = entry.stamp(year=True) if "date" in shown else entry.stamp()[6:]  # TIME: "04:00:01.000"
     header = (
         stamp
@@ -144,6 +150,7 @@ def render_studio(entry: Entry, columns: str = "date pid-tid tag app", package: 
         + (STUDIO_PID_TID % (entry.pid, entry.tid) if "pid-tid" in shown else "")
         + (f"{entry.pid:<5d} " if "pid" in shown else "")  # ProcessThreadFormat.Style.PID
         + (entry.tag.ljust(23 + 1) if "tag" in shown else "")
+        + ("".ljust(23 + 1) if "blank-tag" in shown else "")
         + (package.ljust(35 + 1) if "app" in shown else "")
     )
     newline = "\n".ljust(len(header) + 1)  # headerWidth: timestamp, pid-tid, tag, app
@@ -342,12 +349,18 @@ STUDIO_LAYOUTS = {
 }
 
 
-@pytest.mark.parametrize("layout", list(STUDIO_LAYOUTS))
+@pytest.mark.parametrize("layout", [*STUDIO_LAYOUTS, "studio-same-tags"])
 def test_android_studio_copies_convert_and_replay(tmp_path: Path, traced, layout: str) -> None:
     """Both layouts (the newer one with some of its columns left out, the compact view
     without a tag), each message's later lines indented without a header."""
     statements, truth = traced
-    text = "".join(STUDIO_LAYOUTS[layout](e) for e in entries(statements))
+    if layout == "studio-same-tags":
+        log_entries = [e for e in entries(statements) if e.tag != "Choreographer"]  # tags in runs
+        before = [""] + [e.tag for e in log_entries]
+        text = "".join(render_studio(e, "date pid-tid tag app same-tag", before=b) for e, b in zip(log_entries, before))
+        assert re.search(r"\n\S+ \S+ +\d+-\d+ {26}com\.example", text)  # a blank tag column
+    else:
+        text = "".join(STUDIO_LAYOUTS[layout](e) for e in entries(statements))
     assert "\n    line two" in text or not layout.startswith("studio-old")
     sql, _ = assert_converted_and_replayed(tmp_path, text, statements, truth)
     # the compact view's time has no date: the same day, as the workload's times are

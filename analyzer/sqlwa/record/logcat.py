@@ -97,6 +97,7 @@ STUDIO = re.compile(
     r" ++(?:(?P<pid>\d++)(?:-(?P<tid>\d++))? ++)?(?P<rest>.*)",
     re.ASCII,
 )
+STUDIO_TAG_WIDTH = 23 + 1  # TagFormat: DEFAULT_LENGTH, and the space after it
 #: "[TAG  [PACKAGE  ]]L  MESSAGE" (the level's letter stands alone)
 STUDIO_COLUMNS = re.compile(r"(?:(?P<tag>\S++) ++(?:\S++ ++)?)?" + _L + r" ++(?P<msg>.*)", re.ASCII)
 #: -v color's escapes around each line: "\x1B[38;5;%dm" before, "\x1B[0m" after
@@ -128,6 +129,8 @@ class Line:
     msg: str | None
     #: leading characters to take off the message's later lines that have no header
     indent: int = 0
+    #: Studio's tag column left blank: the tag is the line before's ("hide duplicates")
+    same_tag: bool = False
 
 
 def parse_line(text: str) -> Line | None:
@@ -209,7 +212,13 @@ def _studio(text: str) -> Line | None:
         return None
     # a message's later lines are indented to the level's column (MessageFormatter.kt)
     indent = match.start("rest") + columns.start("level") - 1
-    return _line(match.groupdict(), columns["tag"], columns["msg"], max(0, indent))
+    line = _line(match.groupdict(), columns["tag"], columns["msg"], max(0, indent))
+    # TagFormat prints a tag the line before had as padEnd(23 + 1) spaces: the column
+    # after the time or the pid-tid is then blank (else at most "%-5d "'s padding)
+    before = match.end("tid") if match["tid"] else match.end("pid") if match["pid"] else match.end("frac")
+    if match.start("rest") - before > STUDIO_TAG_WIDTH - 4:
+        line.same_tag = True
+    return line
 
 
 def uncolored(text: str) -> str:
@@ -321,12 +330,16 @@ class Reader:
     other_lines: int = 0
     #: whether the lines have timestamps, from the first ones (is_timed)
     timed: bool = True
+    last_tag: str | None = None
 
     def feed(self, number: int, text: str) -> list[Event]:
         text = uncolored(text)
         line = parse_line(text)
         if line is None:
             return self._bare(number, text)
+        if line.same_tag:
+            line.tag = self.last_tag
+        self.last_tag = line.tag
         held = self.held
         if held is not None and line.msg is not None and held.continues(line) and not self._starts(line.msg):
             held.add(line.msg)
