@@ -37,12 +37,16 @@ SWEEP = ("--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "5", "--warmu
 DEEP = 200_000
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("shards")
+def sweep_in_two_shards(base: Path) -> Path:
+    """The two shards of one small sweep, made by sqlwa, in ``base``: s1 and s2."""
     for k in (1, 2):
         sqlwa("matrix", *SWEEP, "--shard", f"{k}/2", "--out", str(base / f"s{k}"))
     return base
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    return sweep_in_two_shards(tmp_path_factory.mktemp("shards"))
 
 
 class World:
