@@ -867,6 +867,8 @@ def readable_paths(row: dict, base: Path) -> None:
     if events is None and run_dir is not None and row.get("events_path") is not None:
         table = Path(os.path.realpath(Path(base) / row["events_path"]))
         events = table if run_dir in table.parents else None
+    if run_dir is not None:
+        refuse_links_out(run_dir, row)
     for key, found in (("run_dir", run_dir), ("events_path", events)):
         if found is None and row.get(key) is not None and row.get("status") == "ok":
             raise rundir.Damaged(
@@ -874,6 +876,21 @@ def readable_paths(row: dict, base: Path) -> None:
                 "sqlwa reads a store's runs only there"
             )
         row[key] = None if found is None else str(found)
+
+
+def refuse_links_out(run_dir: Path, row: dict) -> None:
+    """A run's directory whose files lead nowhere else: a symlink in it to a file
+    outside (a crafted store's ``commits.parquet`` -> another database) would have its
+    readers read that file."""
+    try:
+        entries = [entry.name for entry in os.scandir(run_dir) if entry.is_symlink()]
+    except OSError:
+        return  # no directory to read (a failed cell's): its readers say so, if they read it
+    for name in entries:
+        if contained(run_dir, name) is None:
+            raise rundir.Damaged(
+                f"run {row.get('run_key')}'s {name} is a symlink out of its directory: sqlwa reads a run's own files only"
+            )
 
 
 def _run_dir_to_read(base: Path, value: str) -> Path | None:
