@@ -1,6 +1,13 @@
 """The hostile user's table of #32, re-run as a bounded fuzz: signals at any moment,
 SIGKILL then ``lab cleanup``, damaged inputs under a memory limit, resource faults (a full
-filesystem, few file descriptors, a file size limit) and runs as nobody.
+filesystem, few file descriptors, a file size limit) and runs as nobody; and #43's files
+nobody here wrote: SQL logs (hostile statements replayed by ``run -s``, ``matrix -s``
+and ``record --from``), ``record --redact`` of a program full of secrets, and crafted
+shard stores given to ``merge``, ``report`` and ``matrix --resume``. In each of those
+three a victim database lies beside the command's outputs and one in a temp dir of its
+own: their bytes (SHA-256) and their directories' listings must be as they were, and
+where the input names files (logs, shards) strace must show the command opened neither;
+#43's own cases are explicit examples (``@example``), so every run tries them.
 
 Each category is one hypothesis test that draws a command, a moment and a fault, runs the
 real ``sqlwa`` process in a world of its own (test_cli_fuzz's) and checks what a user would:
