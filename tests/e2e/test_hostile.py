@@ -483,7 +483,7 @@ def test_as_nobody_every_command_ends_in_one_line(args):
 # An SQL log, a recorded program's SQL and a shard's store are files people pass around
 # (#43). In each example a victim database lies beside the command's outputs and one in a
 # temp dir of its own; their bytes and their directories' listings are the same after,
-# and the kernel (strace) saw the command open none of them.
+# and where the input names files the kernel (strace) saw the command open none of them.
 
 
 @dataclasses.dataclass
