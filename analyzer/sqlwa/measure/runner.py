@@ -861,7 +861,7 @@ def analyse_capture(
         **sections,
     )
     if capture.durability is not None:
-        summary["durability"] = capture.durability
+        summary["durability"] = with_checkpoint_reach(capture.durability, summary)
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized
@@ -869,6 +869,19 @@ def analyse_capture(
     if loss is not None:
         raise loss
     return RunOutcome(summary=summary, frame=frame, out_dir=out_dir, partial=stopped.get("partial"))
+
+
+def with_checkpoint_reach(durability: dict, summary: dict) -> dict:
+    """A crash run's ``durability`` with ``wal_checkpoint``: in WAL mode, whether its
+    commits reached SQLite's first checkpoint (before one, synchronous=NORMAL has synced
+    nothing, so every commit is at risk whatever the filesystem does) and the ``-n``
+    that would (:func:`sqlwa.analysis.phases.wal_checkpoint_reach`)."""
+    reach = phases.wal_checkpoint_reach(summary)
+    if reach is None:
+        return durability
+    outside = (summary.get("checkpoint") or {}).get("outside_commits")
+    reach.update(sync=summary["config"].get("sync"), outside_commits=outside)
+    return {**durability, "wal_checkpoint": reach}
 
 
 def engine_commits_of(capture: lab_capture.LabCapture, spilled: Path, streamable: bool) -> pl.DataFrame | pl.LazyFrame:

@@ -405,6 +405,30 @@ def durability_verdict(durability: dict) -> str:
     return "[red]not durable: " + "; ".join(parts) + "[/red]"
 
 
+def no_checkpoint_text(reach: dict) -> str:
+    """What a WAL crash run none of whose commits ran a checkpoint could not show, and
+    how long a run would (``durability.wal_checkpoint``)."""
+    limit = reach["wal_autocheckpoint"]
+    if limit <= 0:
+        said = "no commit ran a WAL checkpoint: wal_autocheckpoint is off, so SQLite never runs one on its own"
+    else:
+        said = (
+            f"no commit ran a WAL checkpoint: SQLite runs the first once the WAL holds {limit:,} pages "
+            f"(wal_autocheckpoint), and the run's commits left {reach['wal_pages']:,.0f}"
+        )
+    at_close = " (here only at close)" if reach.get("outside_commits") else ""
+    if reach.get("sync") == "normal":
+        said += f"; under synchronous=NORMAL SQLite syncs the WAL only at a checkpoint{at_close}"
+        said += ", so every commit before it was at risk"
+    elif reach.get("sync") == "off":
+        said += "; under synchronous=OFF SQLite syncs nothing, so every commit was at risk"
+    else:
+        said += "; no crash state had a checkpoint's writes in flight"
+    if "txns_to_first" in reach:
+        said += f"; at {reach['pages_per_commit']:.1f} pages a commit, about -n {reach['txns_to_first']:,} reaches one"
+    return said
+
+
 def print_durability(durability: dict, console: Console | None = None) -> None:
     """``sqlwa crash``'s verdict: states tried, and what the worst of them lost."""
     console = console or wide_console()
@@ -428,6 +452,9 @@ def print_durability(durability: dict, console: Console | None = None) -> None:
         highlight=False,
     )
     console.print(durability_verdict(durability), highlight=False)
+    reach = durability.get("wal_checkpoint")
+    if reach and not reach["reached"]:
+        console.print(no_checkpoint_text(reach), style="yellow", highlight=False)
     for outcome, first in durability["first"].items():
         console.print(
             f"first {outcome.replace('_', ' ')}: {first['kind']} state before log entry {first['before_entry']}: "
