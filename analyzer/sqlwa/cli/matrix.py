@@ -18,6 +18,7 @@ from sqlwa.catalogue import (
     DEFAULT_SYNCS,
     FRAME_RATES,
     METRICS,
+    config_key,
     config_label,
 )
 from sqlwa.cli._stack import split_list, stack_option
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # imported where a sweep runs: `sqlwa matrix --help` needs no
     from rich.table import Table
 
     from sqlwa.measure import matrix, shard
+    from sqlwa.results import phasematch
 
 
 def split_scenarios(_ctx, _param, value: str) -> tuple[str, ...]:
@@ -142,20 +144,30 @@ TABLE_METRICS = (
 )
 
 
+MATRIX_CAPTION = (
+    "per commit, mean over measured commits (and repeats; p99 over their commits pooled); "
+    "± = sample standard deviation of the runs' own values (p99: of each run's p99); "
+    "— = level not measured; "
+    "block KiB amortized: all block bytes from the first commit to the end / commits"
+)
+PHASES_CAPTION = (
+    "; a configuration whose runs went through phases (WAL: growth until the first checkpoint, the "
+    "checkpoint commits, the steady state after) has a row per phase below its whole-run row, the runs' "
+    "commits in that phase pooled (blank: a figure of the whole run only)"
+)
+
+
 def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None = None) -> Table:
-    """Means per configuration; '—' marks a layer that was not measured (never 0)."""
+    """Means per configuration; '—' marks a layer that was not measured (never 0). A
+    configuration whose commits went through phases (:mod:`sqlwa.analysis.phases`) has
+    a row per phase under it: a whole-run mean of a WAL run depends on its length."""
     from rich.table import Table
 
-    from sqlwa.results import store
+    from sqlwa.results import phasematch, store
 
-    table = Table(
-        title=title,
-        title_justify="left",
-        caption="per commit, mean over measured commits (and repeats; p99 over their commits pooled); "
-        "± = sample standard deviation of the runs' own values (p99: of each run's p99); "
-        "— = level not measured; "
-        "block KiB amortized: all block bytes from the first commit to the end / commits",
-    )
+    mixes = phasematch.config_mixes(runs)
+    phased = any(mix.phased() for mix in mixes.values())
+    table = Table(title=title, title_justify="left", caption=MATRIX_CAPTION + (PHASES_CAPTION if phased else ""))
     table.add_column("configuration")
     table.add_column("runs", justify="right")
     table.add_column("commits", justify="right")
@@ -168,7 +180,29 @@ def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None
             f"{row['commits']:,}",
             *(with_spread(row, name) for name in TABLE_METRICS),
         )
+        mix = mixes.get(config_key(row))
+        if mix is not None and mix.phased():
+            for cells in phase_rows(mix):
+                table.add_row(*cells)
     return table
+
+
+def phase_rows(mix: phasematch.PhaseMix) -> list[list[str]]:
+    """One row per phase of a configuration's runs: its commits and, for each column the
+    phase has a figure of, its mean over those commits ± the runs' spread."""
+    from sqlwa.analysis.phases import PHASE_FIGURES, PHASE_SHORT
+
+    rows = []
+    for phase, commits in mix.commits.items():
+        cells = []
+        for name in TABLE_METRICS:
+            mean = mix.mean(phase, name) if name in PHASE_FIGURES else None
+            digits = METRICS[name].digits
+            sd = mix.spread(phase, name)
+            text = "" if mean is None else fmt(mean, digits)
+            cells.append(text if sd is None or mean is None else f"{text} ± {fmt(sd, digits)}")
+        rows.append([f"  {PHASE_SHORT[phase]}", "", f"{commits:,}", *cells])
+    return rows
 
 
 def with_spread(row: dict, name: str) -> str:
