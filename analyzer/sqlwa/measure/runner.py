@@ -144,6 +144,8 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
         "vfs_counting": info["vfs_counting"],
         "pid": info["pid"],
         "tid": info["tid"],
+        # other sqlwa runs measuring at the same time, and the load (None: not known)
+        "host_sharing": info.get("host_sharing"),
         **environment.machine_facts(),
     }
 
@@ -244,15 +246,17 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
         # to a file in the scratch directory, which only a finished run moves to out_dir.
         journal = request.settings.journal
         with commit_stream.CommitWriter(work_dir, journal, request.frame_budget_ms) as writer:
-            info = engine.run_workload_chunked(
-                scenario,
-                request.settings,
-                work_dir,
-                writer.add,
-                chunk_commits(),
-                progress=progress,
-                keep_measured=request.keep_measured,
-            )
+            with _system.sharing.measuring() as shared:
+                info = engine.run_workload_chunked(
+                    scenario,
+                    request.settings,
+                    work_dir,
+                    writer.add,
+                    chunk_commits(),
+                    progress=progress,
+                    keep_measured=request.keep_measured,
+                )
+                sharing = shared()
             engine.raise_if_nothing_measured(info, writer.measured)
             if info["pragmas"]["journal_mode"] != journal:  # the phases were given for `journal`
                 raise AssertionError(f"SQLite ran journal_mode {info['pragmas']['journal_mode']}, not {journal}")
@@ -260,7 +264,7 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
             with writing(out_dir, "the run's results into"):
                 writer.finish(commits_path)
         stopped = stop_section(dict(info), request.settings, writer.measured, writer.measured_span_ns)
-        config = run_config(request, dict(info), work_dir, writer.measured)
+        config = run_config(request, {**dict(info), "host_sharing": sharing}, work_dir, writer.measured)
         summary = writer.summary(
             config,
             levels=["vfs"],
@@ -704,23 +708,9 @@ def measure_in_lab(
     with engine_records(lab) as commits:
         signalled = _system.signals.received_count()
         try:
-            if request.crash is not None and crash_dir is not None:
-                capture = lab_capture.capture_with_crash(
-                    request.settings,
-                    scenario,
-                    lab,
-                    out_dir,
-                    options,
-                    request.crash,
-                    crash_dir,
-                    progress,
-                    progress,
-                    commits=commits,
-                )
-            else:
-                capture = lab_capture.capture_in_lab(
-                    request.settings, scenario, lab, out_dir, options, progress, commits
-                )
+            with _system.sharing.measuring() as shared:
+                capture = capture_of(request, scenario, lab, out_dir, options, progress, commits, crash_dir)
+                capture.info["host_sharing"] = shared()
         except OutputStuck as exc:
             # the trace's last part could not be written: a run a signal ended (its engine
             # took the first as the end of the workload) ends unfinished, as an interrupted one
@@ -731,6 +721,33 @@ def measure_in_lab(
         if request.keep_measured and engine.interruption_of(capture.info) is not None:
             return keep_what_was_measured(request, capture, out_dir)
         return analyse_capture(request, capture, out_dir)
+
+
+def capture_of(
+    request: RunRequest,
+    scenario,
+    lab: filesystem.LabFilesystem,
+    out_dir: Path,
+    options: lab_capture.CaptureOptions,
+    progress: ProgressFn | None,
+    commits: commit_stream.EngineCommits,
+    crash_dir: Path | None,
+) -> lab_capture.LabCapture:
+    """The lab's capture of the run: with its device's writes logged for ``sqlwa crash``."""
+    if request.crash is not None and crash_dir is not None:
+        return lab_capture.capture_with_crash(
+            request.settings,
+            scenario,
+            lab,
+            out_dir,
+            options,
+            request.crash,
+            crash_dir,
+            progress,
+            progress,
+            commits=commits,
+        )
+    return lab_capture.capture_in_lab(request.settings, scenario, lab, out_dir, options, progress, commits)
 
 
 @contextmanager
@@ -919,10 +936,14 @@ def execute_in_vm(
             # a crash run keeps its write log and a state's images beside the lab's in guest RAM
             room = CRASH_IMAGE_ROOM if request.crash else 1
             with booted_guest(kernel, out_dir, request.stack.image_size, strace_to, room) as own:
-                capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
+                with _system.sharing.measuring() as shared:  # on the host: the guest's CPUs are its
+                    capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
+                    capture.info["host_sharing"] = shared()
         else:
             assert guest is not None
-            capture, facts = guest.capture(guest_request(request, out_dir), progress), guest.facts
+            with _system.sharing.measuring() as shared:
+                capture, facts = guest.capture(guest_request(request, out_dir), progress), guest.facts
+                capture.info["host_sharing"] = shared()
         guest_facts = {"kernel": capture.fs["kernel"], "cpus": facts.cpus}
         return analyse_capture(request, capture, out_dir, vm=facts.describe(), **guest_facts)
 

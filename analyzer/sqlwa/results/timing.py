@@ -23,6 +23,7 @@ guessing.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -112,3 +113,27 @@ def runs_needed(level: float) -> int:
     while 1 / math.comb(2 * runs, runs) > level:
         runs += 1
     return runs
+
+
+def shared_host(summary: dict) -> bool | None:
+    """Whether another sqlwa run measured on the host while this run did (shards of a
+    sweep side by side: their latencies were 2 to 4 times the cells' alone); None where
+    the run did not record it (one analysed by an earlier version)."""
+    sharing = (summary.get("config") or {}).get("host_sharing")
+    return None if not isinstance(sharing, dict) else bool(sharing.get("other_runs"))
+
+
+def shared_runs(runs: pl.DataFrame) -> dict[tuple, tuple[int, int]]:
+    """Per configuration: (runs that shared the host, runs that recorded whether they did)."""
+    counts: dict[tuple, tuple[int, int]] = {}
+    if runs.height == 0 or "summary_json" not in runs.columns:
+        return counts
+    for row in runs.filter(pl.col("status") == "ok").iter_rows(named=True):
+        shared = shared_host(json.loads(row["summary_json"] or "{}"))
+        key = tuple(row[k] for k in CONFIG_KEYS)
+        was, known = counts.get(key, (0, 0))
+        if shared is not None:
+            counts[key] = (was + shared, known + 1)
+        else:
+            counts[key] = (was, known)
+    return counts
