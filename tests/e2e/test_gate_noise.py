@@ -182,4 +182,4 @@ def test_a_real_slowdown_fails_with_its_significance(tmp_path):
         "check", "-p", str(policy(tmp_path, 0.05)), str(slowest_slow), "--baseline", str(fastest_fast), check=False,
     )  # fmt: skip
     assert one.returncode == 1 and lines(one)[0]["tag"] == "NOT MEASURED"
-    assert "measure both with --repeat 3 or more" in one.stdout
+    assert "too few runs: 1 vs 1; need 4 vs 4" in one.stdout and "measure both with --repeat 4 or more" in one.stdout
