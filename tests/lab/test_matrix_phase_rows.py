@@ -46,8 +46,9 @@ def matrix(tmp_path_factory) -> tuple[Path, str]:
 
 
 def table_rows(stdout: str) -> tuple[list[str], dict[str, list[str]]]:
-    """The table's header (its column labels' words joined) and rows by their first cell."""
-    lines = [line for line in stdout.splitlines() if line.startswith(("│", "┃"))]
+    """The first table's header (its column labels' words joined) and rows by their first cell."""
+    first = stdout.split("└", 1)[0]
+    lines = [line for line in first.splitlines() if line.startswith(("│", "┃"))]
     split = [[cell.strip() for cell in re.split("[│┃]", line)[1:-1]] for line in lines]
     heads = [row for row, line in zip(split, lines) if line.startswith("┃")]
     header = [" ".join(part for part in parts if part) for parts in zip(*heads)]
