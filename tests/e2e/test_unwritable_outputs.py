@@ -105,7 +105,11 @@ def test_a_file_in_dev_off_its_tmpfs_is_still_refused(target):
     assert Path(target).exists() == existed
 
 
-def test_a_device_node_a_tmpfs_in_dev_holds_is_refused():
+@pytest.mark.parametrize(
+    "kind, device, said",
+    [("char", (1, 3), "a character device"), ("block", (7, 0), "a block device")],  # /dev/null, /dev/loop0
+)
+def test_a_device_node_a_tmpfs_in_dev_holds_is_refused(kind, device, said):
     """On /dev/shm a regular file may be written, a device node made there may not."""
     import os
     import stat
@@ -116,9 +120,10 @@ def test_a_device_node_a_tmpfs_in_dev_holds_is_refused():
     if os.geteuid() != 0 or _filesystem_type("/dev/shm") != "tmpfs":
         pytest.skip("needs root and a tmpfs at /dev/shm")
     node = f"/dev/shm/sqlwa-test-{uuid.uuid4().hex}"
-    os.mknod(node, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # another /dev/null
+    os.mknod(node, (stat.S_IFCHR if kind == "char" else stat.S_IFBLK) | 0o600, os.makedev(*device))
     try:
         proc = sqlwa("report", str(RUN), "-o", node, check=False)
-        assert_one_line_error(proc, "a character device")
+        assert_one_line_error(proc, said)
+        assert stat.S_ISCHR(os.stat(node).st_mode) if kind == "char" else stat.S_ISBLK(os.stat(node).st_mode)
     finally:
         os.unlink(node)
