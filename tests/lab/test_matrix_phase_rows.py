@@ -65,6 +65,7 @@ def test_each_phase_row_is_its_commits_pooled_over_the_runs(matrix):
         assert cells[header.index("commits")] == f"{of_phase.height:,}"
         for label, column in FIGURES.items():
             assert cells[header.index(label)].split(" ± ")[0] == f"{of_phase[column].mean():,.2f}", (phase, label)
+
     # SQLite's WAL/FULL on ext4: a growing WAL costs a flush more a commit (its size changes)
     # (and the journal's own commits now and then: a few hundredths more)
     def flushes(phase: str) -> float:
