@@ -125,3 +125,21 @@ def test_predict_progress_is_one_line_rewritten_on_a_terminal_and_none_piped(mon
     assert "\n" not in terminal.getvalue() and terminal.getvalue().endswith("\r\033[K")
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     assert progress_line() is None
+
+
+def test_a_run_that_shared_its_host_says_so_beside_its_latency():
+    """#44 item 7: shards side by side had 2-4x the latency of the cells alone."""
+    from sqlwa.views.terminal import print_summary
+
+    summary = json.loads((LAB_RUN / "summary.json").read_text())
+
+    def printed(sharing: dict | None) -> str:
+        console = Console(width=400, record=True, file=open("/dev/null", "w"))
+        print_summary({**summary, "config": {**summary["config"], "host_sharing": sharing}}, console)
+        return console.export_text()
+
+    assert "shared host: 2 other sqlwa run(s) measured on this host meanwhile (pid 41, 42)" in printed(
+        {"other_runs": [41, 42], "load_average_1m": [1.0, 2.0], "cpus": 2}
+    )
+    assert "shared host" not in printed({"other_runs": [], "load_average_1m": [1.0, 1.0], "cpus": 2})
+    assert "shared host" not in printed(None)

@@ -335,6 +335,9 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     unmeasured = summary.get("device_not_measured")
     if unmeasured:  # beside the latency and frame misses it qualifies
         console.print(f"[yellow]{unmeasured}[/yellow]", highlight=False)
+    shared = shared_host_text(summary["config"].get("host_sharing"))
+    if shared:
+        console.print(f"[yellow]{shared}[/yellow]", highlight=False)
     console.print(summary_caption(summary), style="dim", highlight=False)
     phases = phase_table(summary)
     if phases is not None:
@@ -354,6 +357,18 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
             "[dim]block and syscall levels were not measured: they need a lab filesystem "
             "(--fs ext4 …), root and tracefs.[/dim]"
         )
+
+
+def shared_host_text(sharing: dict | None) -> str:
+    """A line when other sqlwa runs measured on the host during this one; else ''."""
+    others = (sharing or {}).get("other_runs") or []
+    if not others:
+        return ""
+    pids = ", ".join(str(pid) for pid in others[:5]) + (" …" if len(others) > 5 else "")
+    return (
+        f"shared host: {len(others)} other sqlwa run(s) measured on this host meanwhile (pid {pids}): "
+        "the latencies are a shared machine's, not this run's alone"
+    )
 
 
 def phases_text(phases: dict[str, int]) -> str:
