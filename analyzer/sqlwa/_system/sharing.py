@@ -48,7 +48,7 @@ def _markers(directory: Path) -> Iterator[tuple[Path, Marker]]:
 def _is_live(path: Path) -> bool:
     """Its run still holds its lock (it is measuring)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO put there: no wait
     except OSError:
         return False
     try:
