@@ -14,7 +14,7 @@ import pytest
 
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
-from trace_truth import unattributed_write_bytes
+from trace_truth import tally_in_close_windows, unattributed_write_bytes
 
 pytestmark = pytest.mark.root
 
@@ -60,3 +60,32 @@ def test_a_replayed_log_is_attributed_as_a_scenario(tmp_path, journal):
     assert summary["per_commit"]["fsync_calls"] == pytest.approx({"delete": 4, "wal": 1}[journal], abs=0.05)
     # each BEGIN (before its transaction's first write) and each SELECT: counted apart
     assert summary["config"]["replay"]["reads"]["statements"] == 2 * 25
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_the_close_checkpoint_is_measured_in_its_own_window(tmp_path, journal):
+    """The log's connection closes after its last commit: in WAL mode SQLite checkpoints
+    then (sqlite3WalClose: the WAL synced, the database written and synced, the WAL
+    deleted). Its syscalls and block requests, counted from the raw trace between the
+    close markers, are summary.json's ``close``; a rollback journal's close syncs nothing."""
+    log = small_log(tmp_path)
+    out = tmp_path / f"ext4-{journal}"
+    settings = engine.RunSettings(journal=journal, sync="full", warmup=3, timing="back-to-back", wal_autocheckpoint=0)
+    request = runner.RunRequest(
+        scenario=str(log), settings=settings, out_dir=out, stack=StackSpec(fs="ext4", image_size="64M")
+    )
+    summary = runner.execute(request).summary
+    close = summary["close"]
+    dev = summary["config"]["lab"]["dev"].replace(":", ",")
+    truth = tally_in_close_windows(out / "trace.txt", dev, summary["config"]["tid"])
+    assert close["connections"] == 1
+    assert close["syscalls"]["fsync_calls"] == truth["fsync_calls"] == close["vfs_sync_calls"]
+    assert close["block"]["write_requests"] == truth["writes"]
+    assert close["block"]["flush_requests"] == truth["flushes"]
+    if journal == "wal":
+        assert close["vfs_sync_calls"] == 2 and close["by_file"]["wal"]["delete_calls"] == 1
+        assert truth["writes"] > 0 and truth["flushes"] > 0
+    else:
+        assert close["vfs_sync_calls"] == 0 and truth["fsync_calls"] == 0
+    # no commit's figures hold the close's syncs (no checkpoint ran in a commit)
+    assert summary["per_commit"]["fsync_calls"] == pytest.approx({"delete": 4, "wal": 1}[journal], abs=0.05)

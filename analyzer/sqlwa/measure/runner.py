@@ -27,6 +27,7 @@ import polars as pl
 from sqlwa import _system, outputs
 from sqlwa.analysis import (
     attribution,
+    closing,
     device_time,
     fuse_effect,
     metrics,
@@ -270,11 +271,18 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
             levels=["vfs"],
             device_not_measured=device_not_measured(config["dir_fs"]),
             stopped=stopped,
+            **engine_sections(dict(info)),
         )
         with writing(out_dir, "the run's results into"):
             rundir.finish(out_dir, summary)
     kept = work_dir if request.keep_db else None
     return RunOutcome(summary=summary, frame=None, out_dir=out_dir, kept_database=kept, partial=stopped.get("partial"))
+
+
+def engine_sections(info: dict, traced: dict | None = None) -> dict:
+    """summary.json's ``wrote_nothing`` and ``close`` (:mod:`sqlwa.analysis.closing`):
+    the engine's figures, with the trace's of the closing (``traced``) in a lab run."""
+    return {"wrote_nothing": closing.wrote_nothing_section(info), "close": closing.close_section(info, traced)}
 
 
 def measured_span_ns(measured: pl.DataFrame | ColumnFrame) -> int:
@@ -395,6 +403,8 @@ class TraceAnalysis:
     sections: dict
     events: pl.DataFrame | pl.LazyFrame  # a scan of events.parquet when written already
     writes: pl.DataFrame | pl.LazyFrame | None  # block writes with their attribution category
+    # the syscalls and block requests of the connections' closing (closing.trace_figures)
+    close: dict | None = None
 
 
 def analyse_trace(
@@ -431,10 +441,12 @@ def analyse_trace(
         events = pl.scan_parquet(events_path)
         if commits_path is not None and stream.streamable(context):
             try:
-                return analyse_streamed(events, report, commits, dev, levels, context, commits_path, phases_of)
+                done = analyse_streamed(events, report, commits, dev, levels, context, commits_path, phases_of)
+                return dataclasses.replace(done, close=closing.trace_figures(events, dev, levels))
             except stream.MarkersOutOfOrder:
                 pass  # analysed whole, which says which markers
-    return analyse_events(events, report, commits.lazy().collect(), dev, levels, context)
+    done = analyse_events(events, report, commits.lazy().collect(), dev, levels, context)
+    return dataclasses.replace(done, close=closing.trace_figures(events, dev, levels))
 
 
 def analyse_streamed(
@@ -857,6 +869,7 @@ def analyse_capture(
     measured = commits.filter(~pl.col("warmup")).height
     span_ns = measured_span_ns(commits.filter(~pl.col("warmup")))
     sections["stopped"] = stopped = stop_section(capture.info, request.settings, measured, span_ns)
+    sections.update(engine_sections(capture.info, analysis.close))
     config = {**lab_config(request, capture.info, fs_facts, measured), **config_extra}
     trace = {
         **capture.trace,

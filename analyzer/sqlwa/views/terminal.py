@@ -328,6 +328,59 @@ def wide_console(stderr: bool = False) -> Console:
     return console if console.is_terminal else PipedConsole(stderr=stderr, width=piped_width(), soft_wrap=True)
 
 
+def outside_commits_table(summary: dict) -> Table | None:
+    """Totals of what the run did that is no commit (:mod:`sqlwa.analysis.closing`): the
+    transactions that wrote nothing and the close checkpoint; None when it did neither
+    (or was analysed before they were reported)."""
+    empty, close = summary.get("wrote_nothing") or {}, summary.get("close") or {}
+    rows = []
+    if empty.get("transactions"):
+        rows.append(("transactions that wrote nothing", empty["transactions"], empty))
+    if close.get("connections"):
+        rows.append(("close checkpoint (connections closed)", close["connections"], close))
+    if not rows:
+        return None
+    table = Table(title="outside the commits (totals, in no per-commit figure)", title_justify="left")
+    for heading in ("", "count", "VFS xSync", "VFS written"):
+        table.add_column(heading, style="bold" if not heading else None, justify="left" if not heading else "right")
+    traced = [level for level in ("syscall", "block") if level in summary["levels"]]
+    if "syscall" in traced:
+        table.add_column("fsync/fdatasync", justify="right")
+    if "block" in traced:
+        table.add_column("block writes", justify="right")
+        table.add_column("cache flushes", justify="right")
+    for label, count, figures in rows:
+        cells = [
+            label,
+            f"{count:,}",
+            f"{figures.get('vfs_sync_calls', 0):,}",
+            fmt_bytes(figures.get("vfs_write_bytes", 0)),
+        ]
+        syscalls, block = figures.get("syscalls"), figures.get("block")
+        if "syscall" in traced:
+            cells.append(f"{syscalls['fsync_calls']:,}" if syscalls else "—")
+        if "block" in traced:
+            cells.append(f"{block['write_requests']:,} ({fmt_bytes(block['write_bytes'])})" if block else "—")
+            cells.append(f"{block['flush_requests']:,}" if block else "—")
+        table.add_row(*cells)
+    return table
+
+
+def wrote_nothing_line(summary: dict) -> str | None:
+    """What the transactions that wrote nothing were, by the first of them."""
+    empty = summary.get("wrote_nothing") or {}
+    if not empty.get("transactions"):
+        return None
+    first = (empty.get("first") or [{}])[0]
+    where = f"line {first['line']}: " if first.get("line") else ""
+    n = empty["transactions"]
+    return (
+        f"{n:,} transaction{'s' if n != 1 else ''} changed no database file ({empty['statements']:,} statements, "
+        f"the first {where}{first.get('statement', '')}): not commits, so every per-commit figure is of the "
+        f"{summary['commits'] + summary.get('warmup_commits', 0):,} that wrote"
+    )
+
+
 def print_summary(summary: dict, console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(summary_title(summary), style="italic", highlight=False)  # not the table's
@@ -342,6 +395,12 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     phases = phase_table(summary)
     if phases is not None:
         console.print(phases)
+    outside = outside_commits_table(summary)
+    if outside is not None:
+        console.print(outside)
+    empty = wrote_nothing_line(summary)
+    if empty is not None:
+        console.print(empty, style="dim", highlight=False)
     levels = ", ".join(LEVEL_NOTES.get(level, level) for level in summary["levels"])
     console.print(f"measured levels: {levels}")
     vm = summary["config"].get("vm")
