@@ -18,7 +18,13 @@
 //!   SQLite itself delimits them. Statements that only read — autocommit reads, read-only
 //!   transactions and the reads of a transaction before its first write — are replayed and
 //!   counted apart ([`ReadFigures`]), never as commits, so per-commit means are those of
-//!   the transactions that wrote. Windows never overlap: a statement of another connection
+//!   the transactions that wrote. So are transactions that changed no database file (an
+//!   UPDATE or DELETE matching no row, a write only to a TEMP table: the VFS saw no write,
+//!   truncate or sync of the database, its journal or WAL): `txn_void` ends their window,
+//!   they make no [`CommitRecord`] and are counted in [`RunInfo::wrote_nothing`] (and per
+//!   database). Closing a connection outside every window is measured between the
+//!   `close_begin`/`close_end` markers ([`RunInfo::close`], and per database): in WAL mode
+//!   the last to close checkpoints. Windows never overlap: a statement of another connection
 //!   while one is open is counted in it. [`CommitRecord::logical_bytes`] is the bytes of
 //!   the literals in a writing statement's text (values are expanded in the log): strings
 //!   and blobs by length, numbers 8.
