@@ -372,7 +372,7 @@ def wrote_nothing_line(summary: dict) -> str | None:
     if not empty.get("transactions"):
         return None
     first = (empty.get("first") or [{}])[0]
-    where = f"line {first['line']}: " if first.get("line") else ""
+    where = f"at line {first['line']}: " if first.get("line") else ""
     n = empty["transactions"]
     return (
         f"{n:,} transaction{'s' if n != 1 else ''} changed no database file ({empty['statements']:,} statements, "
