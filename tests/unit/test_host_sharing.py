@@ -1,54 +1,180 @@
-"""Which other runs measured on the host during a run (sqlwa._system.sharing): markers
-made here by hand, each case's truth its own span against the run's."""
+"""Which other runs measured on the host during a run (sqlwa._system.sharing), each case
+in a marker directory of its own: runs nested in this process, killed runs in child
+processes, and what a user (or another user) may put in the directory. After every run
+nothing of it is left: the directory is gone once no run measures."""
 
 from __future__ import annotations
 
-import fcntl
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
 
 from sqlwa._system import sharing
 
-S = 1_000_000_000
+HOLD = """
+import sys, time
+from pathlib import Path
+from sqlwa._system import sharing
+with sharing.measuring(Path(sys.argv[1])) as shared:
+    print("measuring", flush=True)
+    time.sleep(60)
+"""
 
 
-def marker(directory, pid: int, start: int, end: int | None = None, live: bool = False) -> int | None:
-    name = f"{pid}-{start * S}" + ("" if end is None else f"-{end * S}")
-    fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o644)
-    if live:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another open file: the check's shared lock conflicts
-        return fd
-    os.close(fd)
-    return None
+@pytest.fixture(autouse=True)
+def no_wait_forever():
+    """A FIFO opened without O_NONBLOCK waits for a reader: fail the test instead."""
+
+    def stuck(signum, frame):
+        raise AssertionError("blocked (on a FIFO?)")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
 
 
-def test_only_runs_whose_span_meets_this_one_count(tmp_path):
-    own = tmp_path / f"1-{100 * S}"
-    own.touch()
-    marker(tmp_path, 2, 50, 90)  # ended before this run began
-    marker(tmp_path, 3, 50, 110)  # ended during it
-    marker(tmp_path, 4, 120, 130)  # began and ended inside it
-    marker(tmp_path, 5, 300, 310)  # began after it ended
-    held = marker(tmp_path, 6, 40, live=True)  # still measuring
-    marker(tmp_path, 7, 40)  # killed before this run began: no lock, no end
-    marker(tmp_path, 8, 150)  # killed while this run measured
-    (tmp_path / "not-a-marker").touch()
+def held_then_killed(directory: Path) -> int:
+    """The pid of a process that made its marker in ``directory`` and was SIGKILLed."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "measuring\n"
+    proc.kill()
+    proc.wait()
+    return proc.pid
+
+
+def test_a_run_alone_counts_none_and_leaves_nothing(tmp_path):
+    place = tmp_path / "measuring"
+    with sharing.measuring(place) as shared:
+        [marker] = os.listdir(place)
+        assert marker == f"{os.getpid()}-{marker.split('-')[1]}"
+        found = shared()
+    assert found is not None and found["other_runs"] == [] and found["cpus"] == os.cpu_count()
+    assert not place.exists()
+
+
+def test_a_new_directory_is_shared_by_all_users(tmp_path):
+    place = tmp_path / "measuring"
+    old = os.umask(0o022)
     try:
-        assert sharing.overlapping(tmp_path, own, 100 * S, 200 * S) == [3, 4, 6, 8]
+        with sharing.measuring(place):
+            assert place.stat().st_mode & 0o7777 == 0o1777
     finally:
-        assert held is not None
-        os.close(held)
+        os.umask(old)
 
 
-def test_a_run_alone_counts_none_and_leaves_its_span(tmp_path):
-    with sharing.measuring(tmp_path) as shared:
+def test_runs_that_began_before_and_during_a_run_count_it_and_it_them(tmp_path):
+    """Outer measures throughout; before ended inside it, inner began and ended inside it."""
+    place = tmp_path / "measuring"
+    with sharing.measuring(place) as outer:
+        with sharing.measuring(place) as inner:
+            inner_found = inner()
+        outer_found = outer()
+        assert len(os.listdir(place)) == 1  # the inner run's marker is gone at its end
+    me = os.getpid()
+    assert inner_found is not None and inner_found["other_runs"] == [me]  # outer began before it
+    assert outer_found is not None and outer_found["other_runs"] == [me]  # inner began during it
+    assert not place.exists()
+
+
+def test_a_run_that_ended_before_this_one_began_is_not_counted(tmp_path):
+    place = tmp_path / "measuring"
+    with sharing.measuring(place) as first:
+        first()
+    with sharing.measuring(place) as second:
+        found = second()
+    assert found is not None and found["other_runs"] == []
+    assert not place.exists()
+
+
+def test_a_killed_runs_marker_is_removed_by_the_next_run_and_not_counted(tmp_path):
+    place = tmp_path / "measuring"
+    killed = held_then_killed(place)
+    assert [name.split("-")[0] for name in os.listdir(place)] == [str(killed)]
+    with sharing.measuring(place) as shared:
         found = shared()
     assert found is not None and found["other_runs"] == []
-    [left] = os.listdir(tmp_path)
-    pid, start, end = map(int, left.split("-"))
-    assert pid == os.getpid() and start < end
+    assert not place.exists()
 
 
-def test_an_unusable_directory_leaves_the_run_unmarked(tmp_path):
-    (tmp_path / "file").touch()
-    with sharing.measuring(tmp_path / "file") as shared:
+def test_a_run_killed_while_this_one_measured_is_counted(tmp_path):
+    place = tmp_path / "measuring"
+    with sharing.measuring(place) as shared:
+        killed = held_then_killed(place)
+        found = shared()
+    assert found is not None and found["other_runs"] == [killed]
+    [left] = os.listdir(place)  # for the next run, or the cleanup
+    assert left.split("-")[0] == str(killed)
+    assert sharing.remove_dead_markers(place) == [
+        f"removed {place / left} (the host-sharing marker of a killed run)",
+        f"removed {place} (empty)",
+    ]
+    assert not place.exists()
+
+
+def test_cleanup_leaves_a_live_runs_marker(tmp_path):
+    place = tmp_path / "measuring"
+    with sharing.measuring(place) as shared:
+        assert sharing.remove_dead_markers(place) == []
+        assert len(os.listdir(place)) == 1
+        shared()
+    assert sharing.remove_dead_markers(place) == [] and not place.exists()
+
+
+def test_garbage_in_a_marker_names_no_run(tmp_path):
+    place = tmp_path / "measuring"
+    with sharing.measuring(place) as shared:
+        [marker] = os.listdir(place)
+        with open(place / marker, "ab") as f:
+            f.write(b"not a line\n\xff\xfe\n12 x\n" + b"7" * (2 * sharing.VISITS_READ) + b"\n99 1\n")
+        found = shared()
+    assert found is not None and found["other_runs"] == []  # 99 lies past what is read
+    assert not place.exists()
+
+
+def test_a_fifo_and_links_planted_there_are_neither_followed_nor_waited_on(tmp_path):
+    place = tmp_path / "measuring"
+    place.mkdir()
+    target = tmp_path / "someones-file"
+    target.write_bytes(b"theirs\n")
+    os.mkfifo(place / "4242-1")  # named like a live marker
+    os.symlink(target, place / "4243-2")
+    os.symlink(place / "4242-1", place / "4244-3")
+    started = time.monotonic()
+    with sharing.measuring(place) as shared:
+        found = shared()
+    assert time.monotonic() - started < 10
+    assert found is not None and found["other_runs"] == []
+    assert target.read_bytes() == b"theirs\n"
+    assert sorted(os.listdir(place)) == ["4242-1", "4243-2", "4244-3"]  # not ours: left
+    assert sharing.remove_dead_markers(place) == [] and target.exists()
+
+
+@pytest.mark.parametrize("what", ["a file", "a link to a directory", "a dangling link"])
+def test_no_directory_at_the_path_leaves_the_run_unmarked(tmp_path, what):
+    place, elsewhere = tmp_path / "measuring", tmp_path / "elsewhere"
+    if what == "a file":
+        place.write_bytes(b"a user's\n")
+    else:
+        if what == "a link to a directory":
+            elsewhere.mkdir()
+        place.symlink_to(elsewhere)
+    with sharing.measuring(place) as shared:
         assert shared() is None
+    assert place.is_symlink() or place.read_bytes() == b"a user's\n"
+    assert not elsewhere.exists() or list(elsewhere.iterdir()) == []
+    assert sharing.remove_dead_markers(place) == []
+
+
+def test_the_environment_names_another_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv(sharing.DIR_ENV, str(tmp_path / "measuring"))
+    with sharing.measuring() as shared:
+        assert len(os.listdir(tmp_path / "measuring")) == 1
+        shared()
+    assert not (tmp_path / "measuring").exists()
