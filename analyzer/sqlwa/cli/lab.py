@@ -26,7 +26,8 @@ def cleanup(workdirs: tuple[str, ...]) -> None:
     sqlwa-run-<pid>-* scratch directories of runs without --fs (the temp dir's and those
     in each --workdir; a database kept with --keep-db stays), and the sqlwa-record-<pid>-*
     spools of killed recordings (the program's SQL, unredacted) with the .part file of
-    the log they were writing. Each is removed only where
+    the log they were writing, and the markers killed runs left in /tmp/sqlwa-measuring
+    (the directory goes once empty). Each is removed only where
     its owner is gone: the pid is dead and nobody holds the lock its owner keeps on it,
     so a cleanup inside a container (another PID namespace) never touches a live run
     outside it, and the other way round. A lab or scratch directory must also carry the

@@ -1,5 +1,5 @@
 """Removing what crashed runs left behind: FUSE daemons, mounts, device-mapper targets,
-loop devices, lab and scratch directories and tracefs instances, found by sqlwa's own
+loop devices, lab and scratch directories, tracefs instances and host-sharing markers, found by sqlwa's own
 naming only and only where their owner is gone (its pid dead here and its ownership lock free, which also holds across
 PID namespaces: :func:`sqlwa._system.ownership.owner_is_gone`). A lab or scratch
 directory must also carry sqlwa's mark, written as it was made: one merely named like
@@ -19,6 +19,7 @@ from sqlwa._system.loops import detach_loop, loop_devices
 from sqlwa._system.mounts import current_mounts, unmount
 from sqlwa._system.ownership import owner_is_gone
 from sqlwa._system.processes import is_root, kill_process, processes
+from sqlwa._system.sharing import remove_dead_markers
 from sqlwa.capture.tracing import remove_dead_instances
 from sqlwa.errors import LabError
 from sqlwa.lab import fuse
@@ -48,7 +49,7 @@ def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
     where the owner is gone: mounts of sqlwa loop devices or under sqlwa lab directories,
     device-mapper targets named like a lab over such loop devices, loop devices backed by
     sqlwa images, sqlwa tracefs instances, lab directories and scratch directories in
-    ``workdirs`` and the temp dir. Returns one line per thing
+    ``workdirs`` and the temp dir, and the host-sharing markers nobody holds locked. Returns one line per thing
     removed or left alone; nothing else is ever touched. Without root only scratch
     directories (the user's own) are looked at, and the last line says so."""
     bases = sorted({os.path.realpath(d) for d in (*workdirs, tempfile.gettempdir())})
@@ -64,6 +65,7 @@ def cleanup_leftovers(workdirs: Iterable[str] = ()) -> list[str]:
     for recording in spool.dead_spools(bases):
         _remove_partial_log(recording, report)
         _attempt(report, f"removed {recording} (the spool of a killed sqlwa record)", shutil.rmtree, str(recording))
+    report += remove_dead_markers()  # a killed run's host-sharing marker (sqlwa._system.sharing)
     if not is_root():
         report.append(ROOT_ONLY)
     return report
