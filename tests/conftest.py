@@ -138,7 +138,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         session.config.stash[BEFORE] = set(sqlwa_leftovers())
 
 
-OWNER = re.compile(r"sqlwa-(?:lab-|run-)?(\d+)-")  # the owner's pid in every name sqlwa gives
+OWNER = re.compile(r"sqlwa-(?:lab-|run-|measuring/\.?)?(\d+)-")  # the owner's pid in every name sqlwa gives
 
 
 def of_a_live_stranger(leftover: str) -> bool:

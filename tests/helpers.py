@@ -148,8 +148,9 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     (as `losetup -l` lists them), device-mapper targets (--crypt), mounts (/proc/mounts, FUSE mounts included), FUSE
     daemons (named fuse-<token>, their command line in a lab directory), tracefs
     instances, lab directories and VFS-only runs' scratch directories in the temp dir,
-    and VM lab guests (qemu serving such a scratch directory as its control directory),
-    each found by the name sqlwa gives it."""
+    host-sharing markers (:func:`measuring_leftovers`), and VM lab guests (qemu serving
+    such a scratch directory as its control directory), each found by the name sqlwa
+    gives it."""
     import os
     import re
     import tempfile
@@ -181,6 +182,7 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if lab_name.fullmatch(n)]
     scratch_name = re.compile(rf"{SCRATCH_PREFIX}-{owner}-\w+")
     found += [f"scratch: {n}" for n in os.listdir(tempfile.gettempdir()) if scratch_name.fullmatch(n)]
+    found += measuring_leftovers(pid)
     # a VM lab guest: qemu sharing a control directory of sqlwa's (a scratch directory)
     found += [
         f"qemu: {p.pid} {' '.join(p.argv)}"
@@ -188,6 +190,26 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
         if p.comm.startswith("qemu-system") and any(scratch_name.search(arg) for arg in p.argv)
     ]
     return found
+
+
+def measuring_leftovers(pid: int | None = None) -> list[str]:
+    """The host-sharing markers of process ``pid`` (or of any) in the directory runs mark
+    their measuring in, and that directory when it is empty: a run removes both at its end."""
+    import os
+    import re
+
+    from sqlwa._system import sharing
+
+    place = sharing.marker_dir()
+    owner = str(pid) if pid is not None else r"\d+"
+    name = re.compile(rf"\.?{owner}-\d+(?:-\d+|\.new)?")
+    try:
+        names = os.listdir(place) if place.is_dir() and not place.is_symlink() else []
+    except OSError:
+        return []
+    if not names and pid is None and place.is_dir() and not place.is_symlink():
+        return [f"dir: {place} (empty)"]
+    return [f"marker: {place}/{n}" for n in sorted(names) if name.fullmatch(n)]
 
 
 def leftovers_after_release(pid: int | None = None) -> list[str]:
