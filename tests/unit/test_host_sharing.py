@@ -178,3 +178,36 @@ def test_the_environment_names_another_directory(tmp_path, monkeypatch):
         assert len(os.listdir(tmp_path / "measuring")) == 1
         shared()
     assert not (tmp_path / "measuring").exists()
+
+
+def test_a_marker_left_half_made_goes_with_the_next_run(tmp_path):
+    """A run killed between making its marker and renaming it: the temporary name, unlocked."""
+    place = tmp_path / "measuring"
+    place.mkdir()
+    (place / ".999999-1.new").touch()
+    (place / "999999-1-2").touch()  # an earlier sqlwa's finished marker, kept a day
+    with sharing.measuring(place) as shared:
+        found = shared()
+    assert found is not None and found["other_runs"] == []
+    assert not place.exists()
+
+
+def test_a_directory_removed_as_a_run_makes_its_marker_is_made_again(tmp_path, monkeypatch):
+    """The last run ending removes the empty directory just after a starting run opened it."""
+    place = tmp_path / "measuring"
+    opened = sharing._open_dir
+    removed = []
+
+    def opened_then_removed(directory, create):
+        fd = opened(directory, create)
+        if not removed:
+            os.rmdir(directory)
+            removed.append(directory)
+        return fd
+
+    monkeypatch.setattr(sharing, "_open_dir", opened_then_removed)
+    with sharing.measuring(place) as shared:
+        assert removed == [place] and len(os.listdir(place)) == 1
+        found = shared()
+    assert found is not None and found["other_runs"] == []
+    assert not place.exists()
