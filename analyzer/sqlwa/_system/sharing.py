@@ -11,7 +11,9 @@ appends a line naming itself to each; at its end it reads the lines in its own (
 that began during it, ended or not), then deletes its marker and the directory once
 empty: nothing stays on the machine. A marker nobody holds locked is a killed run's:
 the next run that looks, or ``sqlwa lab cleanup`` (:func:`remove_dead_markers`),
-removes it. Markers name no files and hold nothing but those lines; nothing there is
+removes it (in the sticky directory, a user's runs remove their own user's; root's all).
+Markers are writable by all, for other users' runs' lines: they name no files and hold
+nothing but those lines, read only as far as :data:`VISITS_READ`; nothing there is
 followed (a symlink) or waited on (a FIFO); a directory that cannot be used leaves the
 run unmarked (None: not known).
 """
@@ -115,6 +117,13 @@ def _remove_if_same(dir_fd: int, name: str, fd: int) -> bool:
     return True
 
 
+def _names(dir_fd: int) -> list[str]:
+    try:
+        return sorted(os.listdir(dir_fd))
+    except OSError:
+        return []
+
+
 def _is_marker_name(name: str) -> bool:
     return any(pattern.match(name) for pattern in (_LIVE_NAME, _NEW_NAME, _OLD_NAME))
 
@@ -124,7 +133,7 @@ def _visit(dir_fd: int, own: str, line: bytes) -> list[int]:
     remove the markers of killed runs. The line is written before the lock is looked at:
     a run this one counts reads it at its end (it unlocks before it reads)."""
     live = []
-    for name in os.listdir(dir_fd):
+    for name in _names(dir_fd):
         found = _LIVE_NAME.match(name)
         if name == own or not _is_marker_name(name):
             continue
@@ -208,7 +217,7 @@ def remove_dead_markers(directory: Path | None = None) -> list[str]:
         return []
     removed = []
     try:
-        for name in sorted(os.listdir(dir_fd)):
+        for name in _names(dir_fd):
             fd = _open_entry(dir_fd, name, os.O_RDONLY) if _is_marker_name(name) else None
             if fd is None:
                 continue
