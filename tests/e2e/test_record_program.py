@@ -287,3 +287,33 @@ def test_a_program_s_own_function_and_its_sqlite_are_named_in_the_replay(tmp_pat
     assert f"SQLite {_native.__sqlite_version__} replayed a log recorded with SQLite {truth['sqlite_version']}" in html
     assert "app-defined functions now() ×2" in html
 
+
+FOREIGN_KEY_PROGRAM = """\
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)  # foreign keys as SQLite starts them
+conn.execute("CREATE TABLE p(id INTEGER PRIMARY KEY)")
+conn.execute("CREATE TABLE c(pid INTEGER REFERENCES p(id) ON DELETE CASCADE, v)")
+conn.execute("INSERT INTO p VALUES(1)")
+conn.execute("INSERT INTO c VALUES(1, 'child')")
+conn.execute("INSERT INTO c VALUES(7, 'orphan')")
+conn.execute("DELETE FROM p WHERE id = 1")
+"""
+
+
+def test_a_replay_keeps_foreign_keys_as_the_program_s_sqlite_had_them(tmp_path: Path) -> None:
+    """The program's SQLite starts each connection without foreign key constraints (as
+    SQLite documents); the bundled one is built with them on. Replayed, the program's
+    orphan row and its child stay: the final database dumps as the program's."""
+    script, db, log = tmp_path / "fk.py", tmp_path / "fk.db", tmp_path / "fk.jsonl"
+    script.write_text(FOREIGN_KEY_PROGRAM)
+    done = sqlwa("record", "--out", str(log), "--", sys.executable, str(script), str(db), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = sqlwa("run", "-s", str(log), "--dir", str(work), "--keep-db", "--out", "o", "--json", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["config"]["replay"]["failed"] == {}
+    (kept,) = work.glob("*/fk.db")
+    shell_dump = lambda path: subprocess.run(["sqlite3", str(path), ".dump"], capture_output=True, text=True).stdout  # noqa: E731
+    assert shell_dump(kept) == shell_dump(db)
+    assert "'orphan'" in shell_dump(db)

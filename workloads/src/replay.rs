@@ -41,7 +41,9 @@
 //!   before its first other statement are applied, confined, at its first open, before
 //!   the run's journal_mode. The first 100 distinct PRAGMA statements are listed with what
 //!   the run did and how often. Statements a trigger ran, and those of temporary
-//!   (":memory:") connections, are skipped and counted.
+//!   (":memory:") connections, are skipped and counted. Each connection starts with
+//!   foreign keys off, as SQLite documents and the programs recorded had them (the
+//!   bundled build turns them on: `DOCUMENTED_DEFAULTS`).
 //! - A statement calling a function the replay's SQLite lacks (the program's own, or one
 //!   of SQLite's this build left out) fails at prepare and is counted by function
 //!   ([`MissingFunctions`]); the summary names the SQLite that recorded the log and the
@@ -81,6 +83,13 @@ use crate::vfs::{CountingVfs, VfsShared};
 use crate::{
     CommitRecord, CommitSink, EngineError, Progress, RunInfo, RunOutput, RunSettings, VfsCounts,
 };
+
+/// What a new connection of the recorded program started with and the bundled SQLite's
+/// build changes: foreign key constraints are off by default (foreignkeys.html §2; so in
+/// Debian's SQLite), and libsqlite3-sys builds with
+/// SQLITE_DEFAULT_FOREIGN_KEYS=1. Each replayed connection is set back before the log's
+/// statements, which turn them on where the program did (`PRAGMA foreign_keys = ON`).
+pub(crate) const DOCUMENTED_DEFAULTS: &[&str] = &["PRAGMA foreign_keys=OFF"];
 
 /// How many failed statements are shown (each kind is counted whatever their number).
 pub(crate) const FAILURES_SHOWN: usize = 5;
@@ -743,8 +752,10 @@ impl<'a> Replayer<'a> {
 
     /// On a database's first connection, the log's early page_size/auto_vacuum (unless
     /// the run sets page_size or starts from a snapshot), confined; on every connection
-    /// the run's settings, then its extra PRAGMAs; then the journal mode is checked.
-    /// Returns the settings the run holds the connection to, as read back.
+    /// SQLite's documented defaults where the bundled build differs
+    /// ([`DOCUMENTED_DEFAULTS`]), the run's settings, then its extra PRAGMAs; then the
+    /// journal mode is checked. Returns the settings the run holds the connection to, as
+    /// read back.
     fn apply_pragmas(&self, live: &Live, first: bool) -> Result<Held, EngineError> {
         let run = run_pragmas(self.settings);
         let run_sets = |name: &str| run.iter().any(|(n, ..)| *n == name);
@@ -766,9 +777,9 @@ impl<'a> Replayer<'a> {
                 }
             }
         }
-        let mut statements: Vec<String> = (run.iter())
-            .map(|(name, _, v)| format!("PRAGMA {name}={v}"))
-            .collect();
+        let mut statements: Vec<String> =
+            DOCUMENTED_DEFAULTS.iter().map(|s| s.to_string()).collect();
+        statements.extend((run.iter()).map(|(name, _, v)| format!("PRAGMA {name}={v}")));
         for spec in &self.settings.extra_pragmas {
             statements.push(pragma_statement(spec)?);
         }

@@ -429,3 +429,45 @@ fn the_sqlite_that_recorded_and_the_one_that_replayed_are_named() {
     );
     assert_eq!(with_version(&bundled).sqlite_note, None);
 }
+
+/// Foreign key constraints are off on a new connection as SQLite documents them
+/// (foreignkeys.html §2: "disabled by default", enabled per connection with PRAGMA
+/// foreign_keys = ON), and so they are in the programs recorded (Debian's SQLite:
+/// tests/e2e/test_record_program.py); the bundled SQLite is built with SQLITE_DEFAULT_FOREIGN_KEYS=1. A replayed
+/// connection starts as the program's did: without them, unless the log turns them on.
+#[test]
+fn foreign_keys_are_off_as_sqlite_documents_unless_the_log_turns_them_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let replayed = |turned_on: bool| {
+        let mut events = vec![open(1, "/d/a.db")];
+        if turned_on {
+            events.push(sql(1, "PRAGMA foreign_keys = ON"));
+        }
+        for text in [
+            "CREATE TABLE p (id INTEGER PRIMARY KEY)",
+            "CREATE TABLE c (pid INTEGER REFERENCES p(id) ON DELETE CASCADE, v)",
+            "INSERT INTO p VALUES (1)",
+            "INSERT INTO c VALUES (1, 'child')",
+            "INSERT INTO c VALUES (7, 'orphan')",
+            "DELETE FROM p WHERE id = 1",
+        ] {
+            events.push(sql(1, text));
+        }
+        let at = dir.path().join(if turned_on { "on" } else { "off" });
+        std::fs::create_dir(&at).unwrap();
+        let out = run(
+            &write_log(&at, &events, false),
+            &RunSettings::default(),
+            &at,
+        )
+        .unwrap();
+        let rows = query_int(&at.join("run").join("a.db"), "SELECT count(*) FROM c");
+        (out.replay.failed, rows)
+    };
+    let (failed, rows) = replayed(false);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(rows, 2); // the orphan kept, no cascade: as the program's SQLite did
+    let (failed, rows) = replayed(true);
+    assert_eq!(failed["constraint"], 1); // the orphan
+    assert_eq!(rows, 0); // the child deleted by the cascade
+}
