@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-MARKER = re.compile(r"sqlwa (txn_begin|txn_end) i=(\d+)")
+MARKER = re.compile(r"sqlwa (txn_begin|txn_end|txn_void) i=(\d+)")  # txn_void: wrote nothing, no window
 
 
 def in_commit_windows(records: Iterable[tuple[str, str]], marker_in: Callable[[str, str], re.Match | None]):
@@ -190,7 +190,7 @@ ANY_LINE = re.compile(r"^\s*.+?-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+\d+\.\d+: (?P<wha
 SYNC_ENTER = re.compile(r"^sys_(?:fsync|fdatasync|sync_file_range)\(")
 SYNC_EXIT = re.compile(r"^sys_(?:fsync|fdatasync|sync_file_range) -> ")
 ISSUE_LINE = re.compile(r"^block_rq_issue: (?P<dev>\d+,\d+) (?P<rwbs>\S+) ")
-MARKER_LINE = re.compile(r"^tracing_mark_write: sqlwa (txn_begin|txn_end) i=(\d+)")
+MARKER_LINE = re.compile(r"^tracing_mark_write: sqlwa (txn_begin|txn_end|txn_void) i=(\d+)")
 
 
 def requests_issued_in_syncs(trace: Path, dev: str, tid: int) -> dict[int, Counter]:
@@ -292,3 +292,28 @@ def syncs_with_uncovered_writes(trace: Path, dev: str) -> list[tuple[int, str]]:
             elif int(rq["sector"]) in issued:
                 completed.append((int(rq["sector"]), float(rq["ts"])))
     return found
+
+
+CLOSE_LINE = re.compile(r"^tracing_mark_write: sqlwa (close_begin|close_end) ")
+
+
+def tally_in_close_windows(trace: Path, dev: str, tid: int) -> Counter:
+    """Between each ``close_begin`` and its ``close_end`` marker: the sync syscalls
+    (``fsync_calls``) thread ``tid`` entered, and the write requests (``writes``) and
+    cache flushes (``flushes``, FF or a preflush) issued on ``dev``."""
+    tally: Counter = Counter()
+    inside = False
+    for line in trace.read_text(errors="replace").splitlines():
+        m = ANY_LINE.match(line)
+        if not m:
+            continue
+        what = m["what"]
+        if close := CLOSE_LINE.match(what):
+            inside = close.group(1) == "close_begin"
+        elif inside and int(m["pid"]) == tid and SYNC_ENTER.match(what):
+            tally["fsync_calls"] += 1
+        elif inside and (rq := ISSUE_LINE.match(what)) and rq["dev"] == dev:
+            rwbs = rq["rwbs"]
+            tally["flushes"] += rwbs.startswith("F")
+            tally["writes"] += "W" in rwbs
+    return tally

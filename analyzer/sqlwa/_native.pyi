@@ -199,6 +199,10 @@ class WorkloadInfo(TypedDict):
     stopped_by: str
     #: with stopped_by "interrupted": the signal's message ("interrupted" for Ctrl-C)
     interruption: NotRequired[str]
+    #: the transactions that changed no database file: run, counted apart, no commits
+    wrote_nothing: WroteNothing
+    #: the closing of the run's connections (in WAL mode, the checkpoint at the last)
+    close: Closing
     #: a replayed SQL log only: what was replayed, skipped, overridden and failed, per
     #: database file (workloads' ReplaySummary, as JSON)
     replay: NotRequired[ReplaySummary]
@@ -228,6 +232,34 @@ class VfsCounts(TypedDict):
     shm: KindCounts
     temp: KindCounts
     other: KindCounts
+
+@type_check_only
+class EmptyTransaction(TypedDict):
+    """A transaction that wrote nothing, by its first statement."""
+
+    #: a replay's: the log's line of its first statement (a scenario's: None)
+    line: int | None
+    statement: str
+    statements: int
+
+@type_check_only
+class WroteNothing(TypedDict):
+    """The transactions that changed no page of a database file (workloads' ``WroteNothing``)."""
+
+    transactions: int
+    statements: int
+    time_ns: int
+    vfs: VfsCounts
+    #: the first five
+    first: list[EmptyTransaction]
+
+@type_check_only
+class Closing(TypedDict):
+    """The closing of a run's connections outside every transaction (workloads' ``Closing``)."""
+
+    connections: int
+    time_ns: int
+    vfs: VfsCounts
 
 @type_check_only
 class ReadFigures(TypedDict):
@@ -304,6 +336,10 @@ class DatabaseFigures(TypedDict):
     recorded: str
     file_name: str
     commits: int
+    #: transactions on it that changed no database file (not commits)
+    wrote_nothing: int
+    #: the closing of its connections (in WAL mode, the checkpoint at the last close)
+    close: Closing
     statements: int
     logical_bytes: int
     vfs: VfsCounts

@@ -47,7 +47,15 @@ from sqlwa.results import rundir, store
 from sqlwa.views import figures
 
 PathArg = str | PathLike
-MARKER_EVENTS = ("run_begin", "run_end", "txn_begin", "txn_end")  # the rest are VFS-call markers
+MARKER_EVENTS = (  # the rest are VFS-call markers
+    "run_begin",
+    "run_end",
+    "txn_begin",
+    "txn_end",
+    "txn_void",
+    "close_begin",
+    "close_end",
+)
 #: Where requests are counted, in order of preference: issued to the device, queued, completed.
 REQUEST_ACTIONS = {"D": "issue", "Q": "queue", "C": "completion"}
 

@@ -3,7 +3,8 @@
 A file output (``report -o``, ``parse -o``/``--commits``, ``check --junit``, ``export -o``,
 ``device probe -o``/``import -o``) must name a regular file or nothing yet, after its
 symlinks are followed; a device node, FIFO, socket or directory is refused, as is a file
-in a system directory (/etc, /usr, /dev …) unless ``--allow-system-dir`` is given. It is
+in a system directory (/etc, /usr …) unless ``--allow-system-dir`` is given, and one in
+/dev, /proc or /sys always (a tmpfs mounted there, /dev/shm, aside). It is
 written to a temporary file in the same directory and renamed onto the checked target,
 so a failed or full write leaves the old file as it was and a rename never replaces a
 node the check did not see. Nor may it be one of the files the command reads, or lie
@@ -34,7 +35,8 @@ from sqlwa.errors import UsageError, writing
 
 #: Directories of the system, never a place for sqlwa's outputs unless asked explicitly.
 SYSTEM_DIRS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/var/lib")
-#: Kernel interfaces: refused however sqlwa is asked.
+#: Kernel interfaces: refused however sqlwa is asked, but for a tmpfs mounted below one
+#: (/dev/shm): that is memory, and its device nodes are refused as anywhere else.
 KERNEL_DIRS = ("/dev", "/proc", "/sys")
 ALLOW_SYSTEM_FLAG = "--allow-system-dir"
 #: Files sqlwa keeps in a directory it writes into that do not make it anyone else's.
@@ -49,7 +51,7 @@ def allow_system_option(command: Callable) -> Callable:
         ALLOW_SYSTEM_FLAG,
         "allow_system_dir",
         is_flag=True,
-        help="Allow writing the output into a system directory (/etc, /usr, /var/lib …); never /dev, /proc, /sys.",
+        help="Allow writing the output into a system directory (/etc, /usr, /var/lib …); never /dev (a tmpfs there aside), /proc, /sys.",
     )(command)
 
 
@@ -82,7 +84,7 @@ def refuse_system_dir(target: str, option: str, allow_system: bool, shown: str |
             "write the output to a directory on a disk filesystem",
         )
     kernel = _under(target, KERNEL_DIRS)
-    if kernel is not None:
+    if kernel is not None and _system.mounts.memory_filesystem_below(target, kernel) is None:
         raise UsageError(f"{option} {shown} is in {kernel}: sqlwa never writes there", f"choose another {option}")
     system = _under(target, SYSTEM_DIRS)
     if system is not None and not allow_system:

@@ -1,6 +1,13 @@
 """The hostile user's table of #32, re-run as a bounded fuzz: signals at any moment,
 SIGKILL then ``lab cleanup``, damaged inputs under a memory limit, resource faults (a full
-filesystem, few file descriptors, a file size limit) and runs as nobody.
+filesystem, few file descriptors, a file size limit) and runs as nobody; and #43's files
+nobody here wrote: SQL logs (hostile statements replayed by ``run -s``, ``matrix -s``
+and ``record --from``), ``record --redact`` of a program full of secrets, and crafted
+shard stores given to ``merge``, ``report`` and ``matrix --resume``. In each of those
+three a victim database lies beside the command's outputs and one in a temp dir of its
+own: their bytes (SHA-256) and their directories' listings must be as they were, and
+where the input names files (logs, shards) strace must show the command opened neither;
+#43's own cases are explicit examples (``@example``), so every run tries them.
 
 Each category is one hypothesis test that draws a command, a moment and a fault, runs the
 real ``sqlwa`` process in a world of its own (test_cli_fuzz's) and checks what a user would:
@@ -25,6 +32,7 @@ import re
 import resource
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -34,8 +42,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hostile_statements import batches
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
+from sql_log_truth import log_events
 from test_cli_fuzz import (
     KV_PREFS,
     NOBODY,
@@ -50,9 +60,22 @@ from test_cli_fuzz import (
     outside_state,
     remove_world,
 )
+from test_hostile_redact import INT_SLOTS, PROGRAM, TEXT_SLOTS, Secrets, secrets, statements
+from test_hostile_shards import (
+    BOUNDED_S,
+    DEEP,
+    RECURSIVE_RUNS,
+    SWEEP,
+    nothing_of_the_secret_in,
+    sweep_in_two_shards,
+)
+from test_hostile_shards import World as ShardWorld
+from test_hostile_sqllog import TRACED, Traced, check_settings_held, hostile_log, logcat
 
-from helpers import leftovers_after_release
+from helpers import have_record_preload, leftovers_after_release
 from sqlwa import _system
+from sqlwa.results import store
+from sqlwa.views.json_output import CELL_STATUSES
 
 EXAMPLES = int(os.environ.get("SQLWA_HOSTILE_EXAMPLES", "3"))
 HOSTILE = settings(
@@ -122,13 +145,18 @@ def environment(world: World) -> dict[str, str]:
     return {**os.environ, "TMPDIR": str(world.tmp), "COLUMNS": "100", "PYTHONIOENCODING": "utf-8:strict"}
 
 
-def start(world: World, args: list[str], limits: dict[int, int] | None = None) -> subprocess.Popen[bytes]:
+def start(
+    world: World, args: list[str], limits: dict[int, int] | None = None, under: list[str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``sqlwa ARGS`` in the world, with resource ``limits``, run by the tool ``under``
+    (strace) when given."""
+
     def set_limits() -> None:
         for which, value in (limits or {}).items():
             resource.setrlimit(which, (value, value))
 
     return subprocess.Popen(
-        command_line(world, args),
+        [*(under or []), *command_line(world, args)],
         cwd=world.cwd,
         env=environment(world),
         stdout=subprocess.PIPE,
@@ -347,9 +375,13 @@ WRITERS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
-def without_sweep_header(outcome: Outcome) -> Outcome:
-    """A sweep that filled the disk after it began: its "N cell(s) into OUT" line came first."""
-    lines = [line for line in outcome.stderr.splitlines(keepends=True) if not re.match(r"\d+ cell\(s\) into ", line)]
+SWEEP_PROGRESS = re.compile(rf"\d+ cell\(s\) into |({'|'.join(CELL_STATUSES)}) ")
+
+
+def without_sweep_progress(outcome: Outcome) -> Outcome:
+    """A sweep that failed after it began (it filled the disk, a resumed store is found
+    damaged): its "N cell(s) into OUT" line and a line per cell came first."""
+    lines = [line for line in outcome.stderr.splitlines(keepends=True) if not SWEEP_PROGRESS.match(line)]
     return dataclasses.replace(outcome, stderr="".join(lines))
 
 
@@ -367,7 +399,7 @@ def test_a_full_filesystem_is_one_line_and_no_partial_output(writer, size_kib):
         try:
             args = WRITERS[writer](full)
             outcome = outcome_of(start(world, args), args, FINISH_WITHIN_S)
-            check_exit(without_sweep_header(outcome))
+            check_exit(without_sweep_progress(outcome))
             if outcome.returncode == 2:
                 files = [p for p in full.rglob("*") if p.is_file()]
                 partial = [
@@ -445,3 +477,488 @@ def test_as_nobody_every_command_ends_in_one_line(args):
             assert not made, f"refused, yet made {made}"
 
     in_world("nobody", body)
+
+
+# ------------------------------------------------------------------ files nobody here wrote
+# An SQL log, a recorded program's SQL and a shard's store are files people pass around
+# (#43). In each example a victim database lies beside the command's outputs and one in a
+# temp dir of its own; their bytes and their directories' listings are the same after,
+# and where the input names files the kernel (strace) saw the command open none of them.
+
+
+@dataclasses.dataclass
+class Victims:
+    """A victim database beside a command's outputs (in ``runs``, the directory its run
+    or outputs are made in) and one outside, in a temp dir of its own that also holds a
+    library for load_extension and an empty directory a PRAGMA may point temporary files
+    at; with their SHA-256 and their directories' listings when planted."""
+
+    beside: Path
+    outside: Path
+    sums: dict[Path, str | None]
+    listings: dict[Path, set[str]]
+
+    @property
+    def runs(self) -> Path:
+        return self.beside.parent
+
+    @property
+    def temp_target(self) -> Path:
+        return self.outside.parent / "tempdir"
+
+    @property
+    def library(self) -> Path:
+        return self.outside.parent / "evil.so"
+
+    def names(self) -> dict[str, Path]:
+        """What a known case's SQL names, by the placeholders it may use."""
+        return {
+            "beside": self.beside,
+            "outside": self.outside,
+            "escaped": self.outside.parent / "ESCAPED.db",
+            "temp": self.temp_target,
+            "library": self.library,
+        }
+
+
+def plant_victims(runs: Path) -> Victims:
+    elsewhere = Path(tempfile.mkdtemp(prefix="sqlwa-hostile-victim-"))
+    (elsewhere / "tempdir").mkdir()
+    (elsewhere / "evil.so").write_bytes(b"")  # opened at all: the kernel's trace shows it
+    beside, outside = runs / "victim.db", elsewhere / "victim.db"
+    for db in (beside, outside):
+        conn = sqlite3.connect(db)
+        with conn:
+            conn.execute("CREATE TABLE secrets (s TEXT)")
+            conn.execute("INSERT INTO secrets VALUES ('hunter2')")
+        conn.close()
+    listings = {d: set(os.listdir(d)) for d in (runs, elsewhere, elsewhere / "tempdir")}
+    return Victims(beside, outside, {db: digest(db) for db in (beside, outside)}, listings)
+
+
+def check_victims(victims: Victims, made: set[str]) -> None:
+    """The victims' bytes as planted; nothing new beside them but the command's own
+    outputs ``made`` (names in ``runs``) and nothing at all in the temp dir outside."""
+    assert {db: digest(db) for db in victims.sums} == victims.sums, "a victim database changed"
+    for directory, names in victims.listings.items():
+        new = set(os.listdir(directory)) - names - (made if directory == victims.runs else set())
+        assert not new, f"{directory} gained {sorted(new)}"
+
+
+def remove_victims(victims: Victims) -> None:
+    shutil.rmtree(victims.outside.parent, ignore_errors=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Touch:
+    """A path a file syscall named, as strace printed it (relative: to the working
+    directory), and whether the call asked to change the file system there."""
+
+    call: str
+    path: Path
+    changes: bool
+    directory: bool  # opened as a directory (listed or synced), not read
+
+
+TRACED_CALLS = f"{TRACED},symlink,symlinkat,link,linkat"
+CHANGING_CALLS = {"creat", "truncate", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat"}
+CHANGING_CALLS |= {"symlink", "symlinkat", "link", "linkat"}
+CHANGING_FLAGS = re.compile(r"O_(?:WRONLY|RDWR|CREAT|TRUNC|TMPFILE)")
+STRACE_LINE = re.compile(r"^(?P<pid>\d+) +(?P<call>\w+)\((?P<rest>.*)$")
+
+
+def touches(trace: str, cwd: Path) -> tuple[list[Touch], int, int | None]:
+    """The paths the traced process tree opened, made, changed or looked at, its syncs,
+    and the pid of sqlwa (strace's first child). Failed calls are left out: they reached
+    nothing."""
+    found: list[Touch] = []
+    syncs, first = 0, None
+    for line in trace.splitlines():
+        m = STRACE_LINE.match(line)
+        if m is None:
+            continue
+        first = first if first is not None else int(m["pid"])
+        call, rest = m["call"], m["rest"]
+        if call in ("fsync", "fdatasync"):
+            syncs += 1
+        if re.search(r"\) += -1 ", rest):
+            continue
+        changes = call in CHANGING_CALLS or (call.startswith("open") and bool(CHANGING_FLAGS.search(rest)))
+        found += [Touch(call, path, changes, "O_DIRECTORY" in rest) for path in named(rest, cwd)]
+    return found, syncs, first
+
+
+ARGUMENT = re.compile(r'AT_FDCWD|\d+<(?P<fd>(?:[^>\\]|\\.)*)>|"(?P<name>(?:[^"\\]|\\.)*)"')
+
+
+def named(arguments: str, cwd: Path) -> list[Path]:
+    """The paths a call's arguments name (strace -y), each relative name joined to the
+    directory descriptor before it (an *at call's), else to the working directory."""
+    paths, base = [], cwd
+    for m in ARGUMENT.finditer(arguments):
+        if m["name"] is not None:
+            paths.append(base / m["name"])
+            base = cwd
+        else:
+            base = Path(m["fd"]) if m["fd"] is not None else cwd
+    return paths
+
+
+def traced_outcome(
+    world: World, args: list[str], limits: dict[int, int] | None = None
+) -> tuple[Outcome, list[Touch], int]:
+    """``sqlwa ARGS`` run under ``strace -f``: its outcome (with sqlwa's own pid), the
+    paths it touched and the syncs it made."""
+    trace = world.root / "strace.txt"  # neither the working directory nor the temp dir
+    strace = ["strace", "-f", "-qq", "-y", "-s", "4096", "-e", f"trace={TRACED_CALLS}", "-o", str(trace)]
+    outcome = outcome_of(start(world, args, limits, under=strace), args, FINISH_WITHIN_S)
+    found, syncs, pid = touches(trace.read_text(errors="replace"), world.cwd)
+    trace.unlink()
+    return dataclasses.replace(outcome, pid=pid or outcome.pid), found, syncs
+
+
+def reached(found: list[Touch], forbidden: Callable[[Touch], bool]) -> list[str]:
+    """The touches ``forbidden`` names, by the path given or where its symlinks lead."""
+    resolved = (dataclasses.replace(t, path=Path(os.path.realpath(t.path))) for t in found)
+    return sorted({f"{t.call} {t.path}" for t in (*found, *resolved) if forbidden(t)})
+
+
+needs_strace = pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (Debian package strace)")
+
+# ------------------------------------------------------------------ SQL logs
+
+
+def sql_log_args(world: World, route: str, hostile: str) -> tuple[list[str], Path]:
+    """The hostile event in a log (hostile_log: a table, the event on line 4, statements
+    that make SQLite use temporary files, single-row commits) and the command that
+    replays it by ``route``: (its arguments, where its outputs go)."""
+    log = hostile_log(world.cwd / "app.sqllog", hostile)
+    replay = ["-s", str(log), "-j", "delete", "--sync", "full", "--timing", "back-to-back"]
+    if route == "matrix":
+        return ["matrix", *replay, "--vfs-only", "-o", str(world.cwd / "m")], world.cwd / "m"
+    if route == "record --from":
+        # the log's statements as Android's logcat prints them, converted by sqlwa itself
+        sqls = [event["sql"] for event in log_events(log) if event["ev"] == "sql"]
+        converted = world.cwd / "converted.sqllog"
+        args = ["record", "--from", str(logcat(world.cwd / "logcat.txt", sqls)), "--out", str(converted)]
+        outcome = outcome_of(start(world, args), args, FINISH_WITHIN_S)
+        check_exit(outcome)
+        assert outcome.returncode == 0, outcome
+        replay[1] = str(converted)
+    return ["run", *replay, "--dir", str(world.cwd), "-o", str(world.cwd / "out")], world.cwd / "out"
+
+
+def sql_forbidden(victims: Victims) -> Callable[[Touch], bool]:
+    """What a replay has no business with: the victims (or their journals), anything in
+    the temp dir outside, an ESCAPED file, a change beside its run directory other than
+    making its own directory and outputs."""
+    own = re.compile(r"^(sqlwa-run-.*|out|m|app\.sqllog|converted\.sqllog|logcat\.txt)$")
+
+    def forbidden(t: Touch) -> bool:
+        return (
+            "victim.db" in t.path.name
+            or "ESCAPED" in t.path.name
+            or t.path.is_relative_to(victims.outside.parent)
+            or (t.path.parent == victims.runs and t.changes and not own.match(t.path.name))
+        )
+
+    return forbidden
+
+
+#: #43's own cases, which every run draws: placeholders as Victims.names
+KNOWN_LOGS = {
+    "attach after a pragma, then delete": (
+        "PRAGMA user_version=1; ATTACH '{outside}' AS e; PRAGMA user_version=2; DELETE FROM e.secrets"
+    ),
+    "attach beside, then copy in": "PRAGMA user_version=1; ATTACH '{beside}' AS e; INSERT INTO t SELECT * FROM e.secrets",
+    "vacuum into": "PRAGMA cache_size=10; VACUUM INTO '{escaped}'",
+    "quoted temp_store_directory": "PRAGMA \"temp_store_directory\"='{temp}'",
+    "quoted journal_mode and synchronous": 'PRAGMA "journal_mode"=OFF; PRAGMA "synchronous"=OFF',
+    "load_extension": "PRAGMA user_version=1; SELECT load_extension('{library}')",
+}
+
+
+@needs_strace
+@HOSTILE
+@given(route=st.sampled_from(["run", "matrix", "record --from"]), known=st.none(), data=st.data())
+@example(route="run", known=KNOWN_LOGS["attach after a pragma, then delete"], data=None)
+@example(route="run", known=KNOWN_LOGS["attach beside, then copy in"], data=None)
+@example(route="run", known=KNOWN_LOGS["vacuum into"], data=None)
+@example(route="matrix", known=KNOWN_LOGS["vacuum into"], data=None)
+@example(route="record --from", known=KNOWN_LOGS["vacuum into"], data=None)
+@example(route="run", known=KNOWN_LOGS["quoted temp_store_directory"], data=None)
+@example(route="run", known=KNOWN_LOGS["quoted journal_mode and synchronous"], data=None)
+@example(route="run", known=KNOWN_LOGS["load_extension"], data=None)
+def test_a_hostile_sql_log_stays_in_its_run(route, known, data):
+    """A log event drawn from every way SQLite can name another file or change the run's
+    settings (hostile_statements.py), replayed by ``run -s``, ``matrix -s`` or a logcat
+    converted by ``record --from``: exit 0 with the DELETE/FULL the run states measured
+    (its summary and the kernel's syncs), or exit 2 in one line naming the event's line;
+    never a traceback; and the victims, the temp dir outside and the files beside the
+    run as they were, none of them opened."""
+
+    def body(world: World) -> None:
+        victims = plant_victims(world.cwd)
+        try:
+            hostile = known.format(**victims.names()) if known else data.draw(batches(victims), label="hostile")
+            before = outside_state()
+            args, out = sql_log_args(world, route, hostile)
+            outcome, found, syncs = traced_outcome(world, args)
+            check_exit(outcome)
+            assert not reached(found, sql_forbidden(victims)), reached(found, sql_forbidden(victims))
+            check_victims(victims, made={"app.sqllog", "converted.sqllog", "logcat.txt", out.name})
+            check_nothing_left(world, outcome, before)
+            if route != "matrix":
+                traced = Traced(
+                    subprocess.CompletedProcess(args, outcome.returncode, outcome.stdout, outcome.stderr), [], syncs
+                )
+                if outcome.returncode == 0:
+                    check_settings_held(traced, out)
+                else:
+                    refusal = traced.one_line_refusal()
+                    assert route != "run" or "line 4" in refusal, refusal  # the hostile event's
+        finally:
+            remove_victims(victims)
+
+    in_world("self", body)
+
+
+# ------------------------------------------------------------------ redaction
+
+#: #43's case: a password on the program's command line, with a literal of each kind
+#: in each place (test_hostile_redact's slots)
+KNOWN_SECRETS = Secrets(
+    texts={slot: (f"Qtext{slot}Secret", f"'; -- Qtext{slot}Secret */") for slot in TEXT_SLOTS},
+    ints={slot: 4_000_000_001 + n for n, slot in enumerate(INT_SLOTS)},
+    huge="31415926535897932384626",
+    real="2718281.83",
+    blobs={slot: f"blob-{slot}".encode() for slot in ("insert", "bound", "ctas")},
+    comments=[f"Qcomment{n}Secret" for n in range(4)],
+    argv="SECRET_ARGV_password=hunter2",
+)
+
+
+def planted(s: Secrets) -> list[str]:
+    """Every secret the program holds, the argv's value also alone."""
+    return [*s.markers(), s.argv.split("=", 1)[1]]
+
+
+@pytest.mark.skipif(not have_record_preload(), reason="run ./scripts/setup (it builds record-preload/)")
+@HOSTILE
+@given(s=secrets())
+@example(s=KNOWN_SECRETS)
+def test_a_redacted_recording_holds_no_secret_and_still_replays(s):
+    """``sqlwa record --redact -- python3 prog.py …`` of a program that puts drawn secrets
+    everywhere SQL takes a literal and on its command line (test_hostile_redact's
+    statements): the log's raw bytes hold none of them, its header no argv; ``sqlwa run
+    -s`` replays every statement of it; and neither the recording nor the replay touches
+    the victims."""
+
+    def body(world: World) -> None:
+        (world.cwd / "statements.json").write_text(json.dumps(statements(s)))
+        (world.cwd / "prog.py").write_text(PROGRAM)
+        victims = plant_victims(world.cwd)
+        try:
+            log = world.cwd / "app.sqllog"
+            program = [sys.executable, str(world.cwd / "prog.py"), "statements.json", "app.db", s.argv]
+            before = outside_state()
+            args = ["record", "--redact", "--out", str(log), "--", *program]
+            recorded = outcome_of(start(world, args), args, FINISH_WITHIN_S)
+            check_exit(recorded)
+            assert recorded.returncode == 0, recorded
+            raw = log.read_bytes()
+            found = [secret for secret in planted(s) if secret.encode() in raw]
+            assert not found, f"the redacted log holds {found}"
+            assert json.loads(raw.split(b"\n", 1)[0])["program"] is None
+            args = ["run", "-s", str(log), "--timing", "back-to-back", "--dir", str(world.cwd), "-o", "out"]
+            replayed = outcome_of(start(world, args), args, FINISH_WITHIN_S)
+            check_exit(replayed)
+            assert replayed.returncode == 0, replayed
+            replay = json.loads((world.cwd / "out" / "summary.json").read_text())["config"]["replay"]
+            # every statement run, but the trigger steps the log shows (the triggers run again)
+            assert replay["failed"] == {}, replay["first_failures"]
+            assert replay["replayed"] + sum(replay["skipped"].values()) == replay["statements"], replay
+            check_victims(victims, made={"app.sqllog", "app.db", "out"})
+            check_nothing_left(world, recorded, before)
+            check_nothing_left(world, replayed, before)
+        finally:
+            remove_victims(victims)
+
+    in_world("self", body)
+
+
+# ------------------------------------------------------------------ shard stores
+
+
+def set_run_dir(value: Callable[[ShardWorld, Victims], str], failed: bool = False) -> Callable[..., None]:
+    def tamper(w: ShardWorld, v: Victims) -> None:
+        status = ", status = 'failed'" if failed else ""
+        w.change(0, f"UPDATE runs SET run_dir = ?{status} WHERE id = (SELECT min(id) FROM runs)", params=(value(w, v),))
+
+    return tamper
+
+
+def through_a_symlink(w: ShardWorld, v: Victims) -> str:
+    (w.shards[0] / "runs" / "link").symlink_to(w.secret)
+    return "runs/link"
+
+
+def replace_with_symlink(path: Path, target: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    path.symlink_to(target)
+
+
+STORE_LINK = "the store: a symlink to the outside victim"
+
+#: Ways a crafted shard names what is not its own, each given the shard world and the victims
+TAMPERINGS: dict[str, Callable[[ShardWorld, Victims], None]] = {
+    "run_dir: the secret directory": set_run_dir(lambda w, v: str(w.secret)),
+    "run_dir: the outside victim's directory": set_run_dir(lambda w, v: str(v.outside.parent)),
+    "run_dir: the shards' parent": set_run_dir(lambda w, v: ".."),
+    "run_dir: ../ out to the secret": set_run_dir(lambda w, v: os.path.relpath(w.secret, w.shards[0])),
+    "run_dir: runs/ and 40 ../": set_run_dir(lambda w, v: "runs/" + "../" * 40 + str(w.secret).lstrip("/")),
+    "run_dir: /": set_run_dir(lambda w, v: "/"),
+    "run_dir: a symlink in runs/": set_run_dir(through_a_symlink),
+    "failed run_dir: the outside victim's directory": set_run_dir(lambda w, v: str(v.outside.parent), failed=True),
+    "failed run_dir: the secret directory": set_run_dir(lambda w, v: str(w.secret), failed=True),
+    "events_path: the outside victim": lambda w, v: w.change(
+        0, "UPDATE runs SET events_path = ?", params=(str(v.outside),)
+    ),
+    "events_path: the private key": lambda w, v: w.change(0, "UPDATE runs SET events_path = ?", params=(str(w.key),)),
+    "a run's file: a symlink to the victim": lambda w, v: replace_with_symlink(
+        w.first_run_dir() / "commits.parquet", v.outside
+    ),
+    "a run's new file: a symlink to the key": lambda w, v: (w.first_run_dir() / "stolen").symlink_to(w.key),
+    "runs/: a symlink to the secret's parent": lambda w, v: replace_with_symlink(w.shards[0] / "runs", w.secret.parent),
+    STORE_LINK: lambda w, v: replace_with_symlink(w.shards[0] / store.STORE_FILE, v.outside),
+    "runs: a view of a recursive CTE": lambda w, v: w.change(0, *RECURSIVE_RUNS),
+    "matrix_plan: a view of a recursive CTE": lambda w, v: w.change(
+        0,
+        "ALTER TABLE matrix_plan RENAME TO plan_kept",
+        "CREATE VIEW matrix_plan AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+        "SELECT plan_kept.* FROM n, plan_kept",
+    ),
+    "a trigger": lambda w, v: w.change(0, "CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM commits; END"),
+    "plan_json: 200,000 deep": lambda w, v: w.change(
+        0, "UPDATE matrix_plan SET plan_json = ?", params=("[" * DEEP + "]" * DEEP,)
+    ),
+    "plan_json: 40 MB": lambda w, v: w.change(
+        0, "UPDATE matrix_plan SET plan_json = '[\"' || printf('%.*c', 40000000, 'x') || '\"]'"
+    ),
+    "summary_json: 200,000 deep": lambda w, v: w.change(
+        0, "UPDATE runs SET summary_json = ?", params=('{"a":' * DEEP + "1" + "}" * DEEP,)
+    ),
+}
+
+
+def in_order(tampered: list[str]) -> list[str]:
+    """Rows changed first, then the store's triggers and views (a view's rows cannot be
+    changed), then its files, the store and its runs/ replaced last (a change through
+    a store that is a symlink to the victim would be the test's own)."""
+
+    def rank(name: str) -> int:
+        kinds = ("run_dir", "failed", "events_path", "plan_json", "summary_json", "a trigger", "runs:", "matrix_plan:")
+        return next((n for n, kind in enumerate(kinds) if name.startswith(kind)), len(kinds))
+
+    return sorted(tampered, key=lambda name: (rank(name), name))
+
+
+#: The readers of a shard, given the shard world: their arguments
+SHARD_READERS: dict[str, Callable[[ShardWorld], list[str]]] = {
+    "merge": lambda w: ["merge", str(w.out), *map(str, w.shards)],
+    "report": lambda w: ["report", str(w.shards[0]), "-o", str(w.tmp / "page.html")],
+    "matrix --resume": lambda w: ["matrix", *SWEEP, "--shard", "1/2", "--out", str(w.shards[0]), "--resume"],
+}
+
+
+def own_output(name: str, outputs: set[str]) -> bool:
+    """An output, or the part file it is written to first (``.NAME.<random>.part``)."""
+    return name in outputs or any(name.startswith(f".{output}.") for output in outputs)
+
+
+def shard_forbidden(w: ShardWorld, victims: Victims, tampered: list[str]) -> Callable[[Touch], bool]:
+    """What a reader of the shards has no business with: the private key, the victims,
+    any file in the temp dir outside (a listing of a directory a row names is how it
+    finds that no run is there), a change to the secret directory, to the temp dir
+    outside or beside the shards other than its own outputs. A store that is itself a
+    symlink is followed (store.connect_readonly: a reader's own copy may be a link), so
+    where the store leads to the outside victim, that is opened to be read (and refused
+    as no store of sqlwa's), never written."""
+    outputs = {w.out.name, "page.html", *(s.name for s in w.shards)}
+
+    def forbidden(t: Touch) -> bool:
+        path = t.path
+        if STORE_LINK in tampered and path == victims.outside and not t.changes:
+            return False
+        outside = path.is_relative_to(victims.outside.parent)
+        return (
+            path == w.key
+            or "victim.db" in path.name
+            or (outside and not t.directory)
+            or (t.changes and (outside or path.is_relative_to(w.secret)))
+            or (t.changes and path.parent == w.tmp and not own_output(path.name, outputs))
+        )
+
+    return forbidden
+
+
+def holds_the_secrets(path: Path, w: ShardWorld) -> bool:
+    data = path.read_bytes()
+    return b"hunter2" in data or w.key.read_bytes() in data
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    return sweep_in_two_shards(tmp_path_factory.mktemp("shards"))
+
+
+@needs_strace
+@HOSTILE
+@given(
+    reader=st.sampled_from(sorted(SHARD_READERS)),
+    tampered=st.lists(st.sampled_from(sorted(TAMPERINGS)), min_size=1, max_size=2, unique=True),
+)
+# #43's cases, in the reader that copies
+@example(reader="merge", tampered=["run_dir: the secret directory"])
+@example(reader="merge", tampered=["run_dir: ../ out to the secret"])
+@example(reader="merge", tampered=["failed run_dir: the outside victim's directory"])
+@example(reader="report", tampered=["runs: a view of a recursive CTE"])
+@example(reader="matrix --resume", tampered=["plan_json: 200,000 deep"])
+def test_a_crafted_shard_is_read_only_inside_itself(pristine, reader, tampered):
+    """A shard's store (made with Python's sqlite3, test_hostile_shards's sweep) tampered
+    in drawn ways, given to merge, report or ``matrix --resume`` under a 1 GB
+    address-space limit: exit 0, 1 or 2 (2 in one line), never a traceback, within
+    test_hostile_shards's bound; no file the command made holds the private key or a
+    victim's row, none leads into the secret directory; the kernel saw it open neither,
+    nor anything outside; the victims and the secret directory as they were."""
+
+    def body(world: World) -> None:
+        (world.cwd / "store").mkdir()
+        w = ShardWorld(pristine, world.cwd / "store")
+        victims = plant_victims(w.tmp)
+        try:
+            secret = {p: digest(p) for p in w.secret.iterdir()}
+            for name in in_order(tampered):
+                TAMPERINGS[name](w, victims)
+            before = outside_state()
+            args = SHARD_READERS[reader](w)
+            started = time.monotonic()
+            outcome, found, _ = traced_outcome(world, args, {resource.RLIMIT_AS: MEMORY_LIMIT})
+            took = time.monotonic() - started
+            check_exit(without_sweep_progress(outcome))
+            assert took < BOUNDED_S, f"{reader} took {took:.1f} s"
+            forbidden = shard_forbidden(w, victims, tampered)
+            assert not reached(found, forbidden), reached(found, forbidden)
+            nothing_of_the_secret_in(w, w.out)
+            made = [p for p in (*w.out.rglob("*"), w.tmp / "page.html") if p.is_file() and not p.is_symlink()]
+            assert not [p for p in made if holds_the_secrets(p, w)]
+            assert {p: digest(p) for p in w.secret.iterdir()} == secret, "the secret directory changed"
+            check_victims(victims, made={w.out.name, "page.html"})
+            check_nothing_left(world, outcome, before)
+        finally:
+            remove_victims(victims)
+
+    in_world("self", body)

@@ -103,10 +103,19 @@ def test_unicode_digits_are_an_identifier_as_sqlite_reads_them(tmp_path: Path) -
 
 # --- time linear in the input --------------------------------------------------------
 LOGCAT_HEAD = '01-01 00:00:00.000  100  100 V SQLiteStatements: /data/app.db: "'
+STUDIO_HEAD = '2024-05-02 18:41:07.301  7311-7360  SQLiteStatements        com.example.app  V  /data/app.db: "'
 SHAPES = {
     # a statement whose closing quote never comes, its lines of spaces, then of colons
     "logcat-spaces": (LOGCAT_HEAD + "SELECT\n", LOGCAT_HEAD[: LOGCAT_HEAD.index("/data")] + " " * 1000 + "\n"),
     "logcat-colons": (LOGCAT_HEAD + "SELECT\n", LOGCAT_HEAD[: LOGCAT_HEAD.index("/data")] + ":" * 1000 + "\n"),
+    # Android Studio's columns, each line's message of spaces; lines of no header, of
+    # colons and of quotes (-v raw: each one a message's start, or a message's next line)
+    "studio-spaces": (
+        STUDIO_HEAD + "SELECT\n",
+        STUDIO_HEAD[: STUDIO_HEAD.index("SQLiteStatements")] + " " * 1000 + "\n",
+    ),
+    "bare-colons": (LOGCAT_HEAD + "SELECT\n", ":" * 1000 + "\n"),
+    "raw-quotes": ('/data/app.db: "SELECT\n', '/data/app.db: "' + '"' * 1000 + "\n"),
     # a .sql statement whose string is never closed: every ';' inside it ends nothing
     "sql-unterminated": ("INSERT INTO t VALUES('\n", "x; " * 300 + "\n"),
 }

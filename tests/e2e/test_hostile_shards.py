@@ -37,12 +37,16 @@ SWEEP = ("--vfs-only", "-j", "delete,wal", "--sync", "full", "-n", "5", "--warmu
 DEEP = 200_000
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("shards")
+def sweep_in_two_shards(base: Path) -> Path:
+    """The two shards of one small sweep, made by sqlwa, in ``base``: s1 and s2."""
     for k in (1, 2):
         sqlwa("matrix", *SWEEP, "--shard", f"{k}/2", "--out", str(base / f"s{k}"))
     return base
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    return sweep_in_two_shards(tmp_path_factory.mktemp("shards"))
 
 
 class World:
@@ -155,6 +159,36 @@ def test_an_events_path_outside_the_run_is_refused(world):
 def test_a_symlink_in_a_shards_run_directory_is_refused(world):
     (world.first_run_dir() / "stolen").symlink_to(world.key)
     merged(world, "stolen")
+
+
+@pytest.mark.parametrize("reader", ["report", "matrix --resume"])
+def test_a_runs_file_that_is_a_symlink_out_is_refused_by_readers(world, reader):
+    """Found by test_hostile's fuzz: a report of a shard whose commits.parquet was a
+    symlink to a database elsewhere opened that database."""
+    commits = world.first_run_dir() / "commits.parquet"
+    commits.unlink()
+    commits.symlink_to(world.key)
+    proc, took = READERS[reader](world)
+    assert_refused(proc, took, "commits.parquet", "symlink")
+    assert not (world.tmp / "page.html").exists()
+
+
+@pytest.mark.parametrize("linked", ["runs", "a cell's directory"])
+def test_a_resumed_shard_writes_no_cell_through_a_symlink(world, linked):
+    """Found by test_hostile's fuzz: `matrix --resume` of a shard whose runs/ was a
+    symlink made its cells' directories wherever that led (here the secret directory)."""
+    if linked == "runs":
+        shutil.rmtree(world.shards[0] / "runs")
+        (world.shards[0] / "runs").symlink_to(world.secret)
+    else:
+        cell = world.first_run_dir()
+        world.change(0, "UPDATE runs SET status = 'failed'")  # a cell to run again
+        shutil.rmtree(cell)
+        cell.symlink_to(world.secret)
+    before = sorted(p.name for p in world.secret.iterdir())
+    proc, took = resumed(world)
+    assert_refused(proc, took, "symlink")
+    assert sorted(p.name for p in world.secret.iterdir()) == before
 
 
 @pytest.mark.root

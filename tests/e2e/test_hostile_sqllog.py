@@ -17,10 +17,10 @@ its own, and checks what a user would, against independent truth:
 - one line on stderr and exit 2 when the run refuses, never a traceback.
 
 The generated case draws every way SQLite lets a statement name another file or change
-the run's settings: ATTACH spellings (a URI, a computed name, an identifier),
-VACUUM INTO, PRAGMA names quoted, bracketed, backticked, single-quoted or with a schema,
-comments between tokens, after a harmless PRAGMA in one batch. Its examples are the same
-every run (conftest.py's profile "ci").
+the run's settings (hostile_statements.py: ATTACH spellings, VACUUM INTO, load_extension,
+PRAGMA names quoted, bracketed, backticked, single-quoted or with a schema, comments
+between tokens, after a harmless PRAGMA in one batch). Its examples are the same every
+run (conftest.py's profile "ci").
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hostile_statements import batches
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
@@ -278,68 +279,6 @@ def test_load_extension_after_a_pragma_is_refused(world: World) -> None:
 
 
 # ------------------------------------------------------------------ generated hostile statements
-
-GAP = st.sampled_from([" ", "  ", "\n", "\t", " /* x */ ", " -- x\n", "/**/"])
-
-
-def quoted(name: str) -> st.SearchStrategy[str]:
-    """Every way SQLite's grammar lets an identifier be written."""
-    return st.sampled_from([name, name.upper(), f'"{name}"', f"[{name}]", f"`{name}`", f"'{name}'"])
-
-
-@st.composite
-def spaced(draw: st.DrawFn, *parts: str | st.SearchStrategy[str]) -> str:
-    """The tokens, each drawn when a strategy, with drawn whitespace or comments between."""
-    tokens = [draw(p) if isinstance(p, st.SearchStrategy) else p for p in parts]
-    text = tokens[0]
-    for token in tokens[1:]:
-        text += draw(GAP) + token
-    return text
-
-
-def file_names(world: World) -> st.SearchStrategy[str]:
-    """A file another than the run's, as an ATTACH or VACUUM INTO may name it."""
-    escaped = world.outside.parent / "ESCAPED.db"
-    plain = st.sampled_from([str(world.beside), str(world.outside), str(escaped), str(world.runs / "ESCAPED2.db")])
-    return st.one_of(
-        plain.map(lambda p: f"'{p}'"),
-        plain.map(lambda p: f'"{p}"'),  # an identifier, which ATTACH takes as a name
-        plain.map(lambda p: f"'file:{p}?mode=rwc'"),
-        plain.map(lambda p: f"'file:{p}?vfs=unix-none'"),
-        plain.map(lambda p: f"'file://localhost{p}'"),
-        plain.map(lambda p: f"'{p[:5]}' || '{p[5:]}'"),
-    )
-
-
-def attacks(world: World) -> st.SearchStrategy[str]:
-    name = file_names(world)
-    attach = spaced(st.sampled_from(["ATTACH", "attach", "ATTACH DATABASE"]), name, "AS", quoted("e"))
-    after_attach = st.sampled_from(
-        ["", "; DELETE FROM e.secrets", "; INSERT INTO t SELECT * FROM e.secrets", "; CREATE TABLE e.z (a)"]
-    )
-    vacuum = spaced("VACUUM", st.sampled_from(["", "main", '"main"']), "INTO", name)
-    schema = st.sampled_from(["", "main.", '"main".', "main /**/ . ", "temp."])
-    value = st.sampled_from(["=OFF", "= 0", "='off'", '="OFF"', "(0)", "= 'MEMORY'", "=-1"])
-    setting = st.builds(
-        lambda s, n, v: f"PRAGMA {s}{n}{v}", schema, st.one_of(quoted("journal_mode"), quoted("synchronous")), value
-    )
-    directory = st.builds(
-        lambda s, n: f"PRAGMA {s}{n}='{world.temp_target}'",
-        schema,
-        st.one_of(quoted("temp_store_directory"), quoted("data_store_directory")),
-    )
-    return st.one_of(st.builds(str.__add__, attach, after_attach), vacuum, setting, directory)
-
-
-def batches(world: World) -> st.SearchStrategy[str]:
-    """An attack alone, or after a harmless PRAGMA in one event (the text checks read only
-    the first keyword), or before one."""
-    lead = st.sampled_from(
-        ["", "PRAGMA user_version=1; ", "PRAGMA cache_size=10;", "pragma /* x */ user_version = 3 ;\n"]
-    )
-    tail = st.sampled_from(["", "; PRAGMA user_version=2", ";"])
-    return st.builds(lambda a, b, c: a + b + c, lead, attacks(world), tail)
-
 
 HOSTILE = settings(
     max_examples=EXAMPLES,

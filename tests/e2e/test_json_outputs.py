@@ -411,7 +411,7 @@ def test_check_json_regressions_hold_both_sides_and_the_significance_of_timing(c
     p99 = checks[(name, "p99_ms")]
     runs = lambda matrix: [row["p99_ms"] for row in store_rows(matrix, "journal = 'wal' AND sync = 'full'")]  # noqa: E731
     assert p99["p_value"] == pytest.approx(mann_whitney_p(runs(results), runs(baseline)))
-    # 2 runs against 1 cannot reach p <= 0.05 (the smallest p is 1 / C(3, 2)): never called a regression
+    # 2 runs against 1 are too few (the two-sided smallest p is 2 / C(3, 2)): never called a regression
     assert p99["outcome"] == ("pass" if p99["measured"] <= 10 else "unmeasured")
     assert proc.returncode == 1  # the unmeasured configuration fails the gate
 

@@ -36,6 +36,17 @@ def test_skipped():
 """
 
 
+def made_tests(directory: Path, tests: str = TESTS) -> Path:
+    """The made tests in `directory`, with a pytest.ini of their own: pytest looks for its
+    ini file upward from the paths it is given, so without one a pytest.ini, tox.ini,
+    setup.cfg or pyproject.toml that another program put in /tmp meanwhile becomes the
+    rootdir, and the tests' names start with "pytest-of-root.pytest-0…" (seen in a full
+    run beside other work)."""
+    (directory / "pytest.ini").write_text("[pytest]\n")
+    (directory / "test_made.py").write_text(tests)
+    return directory
+
+
 def flaky(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(FLAKY), *args], capture_output=True, text=True, timeout=300)
 
@@ -45,7 +56,7 @@ def stress_processes() -> list[str]:
 
 
 def test_a_test_failing_in_one_run_of_two_is_named_with_its_count(tmp_path: Path) -> None:
-    (tmp_path / "test_made.py").write_text(TESTS)
+    made_tests(tmp_path)
     proc = flaky("-n", "2", "--workers", "0", "--cpu-load", "0", "--no-disk-load", str(tmp_path))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = proc.stdout
@@ -59,7 +70,7 @@ def test_a_test_failing_in_one_run_of_two_is_named_with_its_count(tmp_path: Path
 def test_steady_tests_pass_and_the_load_is_gone_after(tmp_path: Path) -> None:
     if shutil.which("stress-ng") is None:
         pytest.skip("needs stress-ng (./scripts/system-deps installs it)")
-    (tmp_path / "test_made.py").write_text(TESTS.split("def test_every")[0])
+    made_tests(tmp_path, TESTS.split("def test_every")[0])
     before = stress_processes(), set(Path(tempfile.gettempdir()).glob("sqlwa-flaky-*"))  # an outer flaky's
     proc = flaky("-n", "2", "--workers", "0", "--cpu-load", "10", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -262,6 +262,8 @@ def test_the_stubs_settings_and_replay_dicts_have_the_keys_the_module_returns(tm
     assert set(pragma) == stub_keys("LoggedPragma") and pragma["action"] == "kept"
     (database,) = summary["databases"]
     assert set(database) == stub_keys("DatabaseFigures")
+    assert set(database["close"]) == stub_keys("Closing") == set(run["info"]["close"])
+    assert set(run["info"]["wrote_nothing"]) == stub_keys("WroteNothing")
 
 
 def test_an_errors_text_is_its_message_not_the_message_and_hint(tmp_path):

@@ -125,3 +125,53 @@ def test_predict_progress_is_one_line_rewritten_on_a_terminal_and_none_piped(mon
     assert "\n" not in terminal.getvalue() and terminal.getvalue().endswith("\r\033[K")
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     assert progress_line() is None
+
+
+def test_a_run_that_shared_its_host_says_so_beside_its_latency():
+    """#44 item 7: shards side by side had 2-4x the latency of the cells alone."""
+    from sqlwa.views.terminal import print_summary
+
+    summary = json.loads((LAB_RUN / "summary.json").read_text())
+
+    def printed(sharing: dict | None) -> str:
+        console = Console(width=400, record=True, file=open("/dev/null", "w"))
+        print_summary({**summary, "config": {**summary["config"], "host_sharing": sharing}}, console)
+        return console.export_text()
+
+    assert "shared host: 2 other sqlwa run(s) measured on this host meanwhile (pid 41, 42)" in printed(
+        {"other_runs": [41, 42], "load_average_1m": [1.0, 2.0], "cpus": 2}
+    )
+    assert "shared host" not in printed({"other_runs": [], "load_average_1m": [1.0, 1.0], "cpus": 2})
+    assert "shared host" not in printed(None)
+
+
+def test_what_is_no_commit_is_shown_apart_and_an_old_summary_shows_none():
+    from sqlwa.views.terminal import print_summary
+
+    summary = json.loads((LAB_RUN / "summary.json").read_text())
+
+    def printed(s: dict) -> str:
+        console = Console(width=200, record=True, file=open("/dev/null", "w"))
+        print_summary(s, console)
+        return " ".join(console.export_text().split())
+
+    old = printed(summary)  # written before wrote_nothing and close existed
+    assert "outside the commits" not in old and "wrote nothing" not in old
+    summary["wrote_nothing"] = {
+        "transactions": 2,
+        "statements": 3,
+        "vfs_sync_calls": 0,
+        "vfs_write_bytes": 0,
+        "first": [{"line": 7, "statement": "UPDATE t SET v = 1 WHERE id = 99", "statements": 2}],
+    }
+    summary["close"] = {
+        "connections": 1,
+        "vfs_sync_calls": 2,
+        "vfs_write_bytes": 8192,
+        "syscalls": {"fsync_calls": 2},
+        "block": {"write_requests": 3, "write_bytes": 12288, "flush_requests": 2},
+    }
+    text = printed(summary)
+    assert "│ transactions that wrote nothing │ 2 │ 0 │ 0 B │ — │ — │ — │" in text
+    assert "│ close checkpoint (connections closed) │ 1 │ 2 │ 8.0 KiB │ 2 │ 3 (12.0 KiB) │ 2 │" in text
+    assert "2 transactions changed no database file (3 statements, the first at line 7: UPDATE t SET" in text

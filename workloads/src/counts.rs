@@ -169,6 +169,29 @@ impl VfsCounts {
             .fold(KindCounts::default(), |acc, k| acc.add(self.get(*k)))
     }
 
+    /// Whether these calls changed a database file: an xWrite, xTruncate or xSync of the
+    /// database, its rollback journal or its WAL, or the deletion of a journal or WAL.
+    /// What a transaction that changed no page makes none of (SQLite opens no journal and
+    /// writes no WAL frame for it), whatever its statements: an UPDATE or DELETE matching
+    /// no row, a write only to a TEMP table (whose pages live in the `temp` files), a row
+    /// rewritten unchanged. Reads, `-shm` (WAL index) and `temp` calls do not count.
+    pub fn wrote_database(&self) -> bool {
+        let changed = |k: &KindCounts| k.write_calls + k.truncate_calls + k.sync_calls > 0;
+        changed(&self.db)
+            || changed(&self.journal)
+            || changed(&self.wal)
+            || self.journal.delete_calls + self.wal.delete_calls > 0
+    }
+
+    /// `self + other`, per kind.
+    pub fn add(&self, other: &VfsCounts) -> VfsCounts {
+        let mut sum = *self;
+        for kind in FileKind::ALL {
+            *sum.get_mut(kind) = self.get(kind).add(other.get(kind));
+        }
+        sum
+    }
+
     /// `self - earlier`, per kind.
     pub fn since(&self, earlier: &VfsCounts) -> VfsCounts {
         let mut out = VfsCounts::default();

@@ -45,6 +45,99 @@ pub struct CommitRecord {
     pub cpu: CpuTime,
 }
 
+/// The transactions that changed no page of a database file (an UPDATE or DELETE that
+/// matched no row, a write only to a TEMP table, a row rewritten unchanged): the VFS saw
+/// no write, truncate or sync of the database, its journal or its WAL in them
+/// ([`VfsCounts::wrote_database`]). They are run and measured here, never as commits:
+/// no [`CommitRecord`], and `txn_void` instead of `txn_end` (MARKERS.md). With the VFS
+/// not counting (`RunSettings::count_vfs` false) the engine cannot tell, and every
+/// transaction is a commit.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WroteNothing {
+    /// how many
+    pub transactions: u64,
+    /// their statements (a scenario's, BEGIN and COMMIT not counted; a replay's, from the
+    /// first that could write to the one that ended the transaction)
+    pub statements: u64,
+    /// the time they took, in all
+    pub time_ns: u64,
+    /// the VFS calls they made (reads; temp files)
+    pub vfs: VfsCounts,
+    /// the first few, by the statement that opened each
+    pub first: Vec<EmptyTransaction>,
+}
+
+/// How many of the transactions that wrote nothing [`WroteNothing::first`] lists.
+pub(crate) const EMPTY_LISTED: usize = 5;
+
+/// One transaction that wrote nothing, by its first statement.
+#[derive(Clone, Debug, Serialize)]
+pub struct EmptyTransaction {
+    /// a replay's: the line of the log of its first statement (a scenario's: None)
+    pub line: Option<u64>,
+    /// its first statement, as run (at most 200 characters)
+    pub statement: String,
+    /// its statements
+    pub statements: u64,
+}
+
+impl WroteNothing {
+    /// Counts one transaction that wrote nothing.
+    pub(crate) fn add(&mut self, time_ns: u64, vfs: &VfsCounts, first: EmptyTransaction) {
+        self.transactions += 1;
+        self.statements += first.statements;
+        self.time_ns += time_ns;
+        self.vfs = self.vfs.add(vfs);
+        if self.first.len() < EMPTY_LISTED {
+            self.first.push(first);
+        }
+    }
+}
+
+/// The closing of a run's connections, measured apart from every commit, between the
+/// `close_begin` and `close_end` markers: in WAL mode the last connection to close a
+/// database checkpoints the WAL into it and deletes the WAL (SQLite's `sqlite3WalClose`),
+/// syncing both; a rollback journal's close writes nothing. A connection closed while
+/// another's transaction is open is counted in that transaction.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Closing {
+    /// connections closed
+    pub connections: u64,
+    /// the time closing them took, in all
+    pub time_ns: u64,
+    /// the VFS calls closing them made
+    pub vfs: VfsCounts,
+}
+
+impl Closing {
+    pub(crate) fn add(&mut self, other: &Closing) {
+        self.connections += other.connections;
+        self.time_ns += other.time_ns;
+        self.vfs = self.vfs.add(&other.vfs);
+    }
+}
+
+/// Closes a connection (`close`) between the `close_begin` and `close_end` markers,
+/// measuring it; `close`'s own result is returned beside the figures.
+pub(crate) fn measured_close<T>(
+    shared: &VfsShared,
+    sink: &Option<Arc<MarkerSink>>,
+    close: impl FnOnce() -> T,
+) -> Result<(T, Closing), EngineError> {
+    let before = shared.snapshot();
+    let start_ns = monotonic_ns();
+    mark(sink, |m| m.close_begin(start_ns))?;
+    let out = close();
+    let end_ns = monotonic_ns();
+    mark(sink, |m| m.close_end(end_ns))?;
+    let closing = Closing {
+        connections: 1,
+        time_ns: end_ns.saturating_sub(start_ns),
+        vfs: shared.snapshot().since(&before),
+    };
+    Ok((out, closing))
+}
+
 /// What ran, and where: the scenario, SQLite, the settings as SQLite reports them.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunInfo {
@@ -74,6 +167,10 @@ pub struct RunInfo {
     /// ([`RunSettings::duration_s`] ran out) or "interrupted" (a stop between commits, with
     /// [`Stop::keep_measured`]); a replay: "txns" or "log" (its end)
     pub stopped_by: String,
+    /// the transactions that changed no database file, counted apart from the commits
+    pub wrote_nothing: WroteNothing,
+    /// the closing of the run's connections (in WAL mode, the checkpoint at the last)
+    pub close: Closing,
 }
 
 /// A run's results.
@@ -235,15 +332,19 @@ pub fn run_into(
         }
         .run_all(progress, commits);
         Ok(h.close(|| {
-            let closed = conn.close().map_err(|(_, e)| {
-                let statement = "(closing the database)";
-                storage_failure(db_path, statement, &e)
-                    .unwrap_or_else(|| EngineError::sql(statement, e))
+            let measured = measured_close(&h.shared, &h.sink, || {
+                conn.close().map_err(|(_, e)| {
+                    let statement = "(closing the database)";
+                    storage_failure(db_path, statement, &e)
+                        .unwrap_or_else(|| EngineError::sql(statement, e))
+                })
             });
             // The first failure is the one to report.
-            let out = result?;
+            let mut info = result?;
+            let (closed, closing) = measured?;
             closed?;
-            Ok(out)
+            info.close = closing;
+            Ok(info)
         }))
     })?;
     ran.stamp(&mut info, settings);
@@ -457,8 +558,9 @@ impl Runner<'_> {
         self.dm_mark("sqlwa-setup")?;
         self.snapshot("setup")?;
         let mut info = self.run_info(seed)?;
-        let stopped_by = self.transactions(seed, progress, commits)?;
+        let (stopped_by, wrote_nothing) = self.transactions(seed, progress, commits)?;
         info.stopped_by = stopped_by.to_string();
+        info.wrote_nothing = wrote_nothing;
         Ok(info)
     }
 
@@ -688,6 +790,8 @@ impl Runner<'_> {
             pid: 0,
             tid: 0,
             stopped_by: String::new(),
+            wrote_nothing: WroteNothing::default(),
+            close: Closing::default(),
         })
     }
 
@@ -696,8 +800,11 @@ impl Runner<'_> {
         seed: u64,
         progress: &mut dyn FnMut(Progress) -> bool,
         commits: &mut dyn CommitSink,
-    ) -> Result<&'static str, EngineError> {
+    ) -> Result<(&'static str, WroteNothing), EngineError> {
         let warmup = self.warmup_count();
+        let mut wrote_nothing = WroteNothing::default();
+        // commits so far: the index of the next (a transaction that wrote nothing takes none)
+        let mut committed = 0;
         // a duration alone leaves the number of transactions open
         let total = match (self.settings.duration_s, self.settings.txns) {
             (Some(_), None) => None,
@@ -753,8 +860,24 @@ impl Runner<'_> {
                 }
             }
             let statements = workload.next_txn();
-            let commit =
-                (self.stop).quietly(|| self.transaction(index, index < warmup, &statements))?;
+            let ended =
+                (self.stop).quietly(|| self.transaction(committed, index < warmup, &statements))?;
+            let commit = match ended {
+                Ended::Commit(commit) => commit,
+                Ended::WroteNothing { time_ns, vfs } => {
+                    index += 1;
+                    let first = EmptyTransaction {
+                        line: None,
+                        statement: crate::replay::shortened(
+                            (statements.first()).map_or("", |s| &self.scenario.txn[s.op].sql),
+                        ),
+                        statements: statements.len() as u64,
+                    };
+                    wrote_nothing.add(time_ns, &vfs, first);
+                    continue;
+                }
+            };
+            committed += 1;
             if !commit.warmup {
                 let vfs = commit.vfs.total();
                 now.measured += 1;
@@ -773,16 +896,17 @@ impl Runner<'_> {
         now.done = index;
         now.total = Some(index);
         progress(now);
-        Ok(stopped_by)
+        Ok((stopped_by, wrote_nothing))
     }
 
-    /// One transaction between its markers; VFS counts are the snapshot difference.
+    /// One transaction between its markers; VFS counts are the snapshot difference. One
+    /// that changed no database file ends with `txn_void` and is no commit.
     fn transaction(
         &self,
         index: u64,
         warmup: bool,
         statements: &[Statement],
-    ) -> Result<CommitRecord, EngineError> {
+    ) -> Result<Ended, EngineError> {
         self.shared.set_current_txn(index as i64);
         let before = self.shared.snapshot();
         let start_ns = monotonic_ns();
@@ -801,12 +925,21 @@ impl Runner<'_> {
         }
         let cpu = sql_thread_cpu()?.since(&cpu_start);
         let end_ns = monotonic_ns();
+        if self.settings.count_vfs {
+            let vfs = self.shared.snapshot().since(&before);
+            if !vfs.wrote_database() {
+                mark(self.sink, |m| m.txn_void(index, end_ns))?;
+                self.shared.set_current_txn(-1);
+                let time_ns = end_ns.saturating_sub(start_ns);
+                return Ok(Ended::WroteNothing { time_ns, vfs });
+            }
+        }
         mark(self.sink, |m| m.txn_end(index, end_ns))?;
         self.dm_mark(&format!("sqlwa-txn-{index}"))?;
         self.snapshot(&format!("txn-{index}"))?;
         let vfs = self.shared.snapshot().since(&before);
         self.shared.set_current_txn(-1);
-        Ok(CommitRecord {
+        Ok(Ended::Commit(CommitRecord {
             index,
             warmup,
             start_ns,
@@ -815,8 +948,14 @@ impl Runner<'_> {
             statements: statements.len() as u64,
             vfs,
             cpu,
-        })
+        }))
     }
+}
+
+/// How a scenario's transaction ended: a commit, or one that changed no database file.
+enum Ended {
+    Commit(CommitRecord),
+    WroteNothing { time_ns: u64, vfs: VfsCounts },
 }
 
 /// The PRAGMAs a run's own settings set: (pragma, setting, value), page_size first.

@@ -138,7 +138,8 @@ pub mod vfs;
 pub use counts::{FileKind, KindCounts, VfsCounts};
 pub use cpu::CpuTime;
 pub use engine::{
-    run, run_into, run_with_stop, CommitRecord, CommitSink, Progress, RunInfo, RunOutput,
+    run, run_into, run_with_stop, Closing, CommitRecord, CommitSink, EmptyTransaction, Progress,
+    RunInfo, RunOutput, WroteNothing,
 };
 pub use error::EngineError;
 pub use replay::{

@@ -99,6 +99,24 @@ impl MarkerSink {
         self.emit(format!("sqlwa txn_end i={index} t={t}\n"))
     }
 
+    /// Written instead of `txn_end` when the transaction changed no page of a database
+    /// file (`VfsCounts::wrote_database`): it is no commit, and its index is the next
+    /// transaction's.
+    pub fn txn_void(&self, index: u64, t: u64) -> std::io::Result<()> {
+        self.emit(format!("sqlwa txn_void i={index} t={t}\n"))
+    }
+
+    /// Written just before a connection of the run is closed, outside every transaction.
+    pub fn close_begin(&self, t: u64) -> std::io::Result<()> {
+        self.emit(format!("sqlwa close_begin t={t}\n"))
+    }
+
+    /// Written just after the connection is closed (in WAL mode, the last to close a
+    /// database checkpoints it then).
+    pub fn close_end(&self, t: u64) -> std::io::Result<()> {
+        self.emit(format!("sqlwa close_end t={t}\n"))
+    }
+
     pub fn sync_begin(&self, txn: i64, kind: FileKind, flags: i32) -> std::io::Result<()> {
         let (k, f, t) = (kind.as_str(), sync_flags_label(flags), monotonic_ns());
         self.emit(format!(

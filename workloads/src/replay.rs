@@ -18,7 +18,13 @@
 //!   SQLite itself delimits them. Statements that only read — autocommit reads, read-only
 //!   transactions and the reads of a transaction before its first write — are replayed and
 //!   counted apart ([`ReadFigures`]), never as commits, so per-commit means are those of
-//!   the transactions that wrote. Windows never overlap: a statement of another connection
+//!   the transactions that wrote. So are transactions that changed no database file (an
+//!   UPDATE or DELETE matching no row, a write only to a TEMP table: the VFS saw no write,
+//!   truncate or sync of the database, its journal or WAL): `txn_void` ends their window,
+//!   they make no [`CommitRecord`] and are counted in [`RunInfo::wrote_nothing`] (and per
+//!   database). Closing a connection outside every window is measured between the
+//!   `close_begin`/`close_end` markers ([`RunInfo::close`], and per database): in WAL mode
+//!   the last to close checkpoints. Windows never overlap: a statement of another connection
 //!   while one is open is counted in it. [`CommitRecord::logical_bytes`] is the bytes of
 //!   the literals in a writing statement's text (values are expanded in the log): strings
 //!   and blobs by length, numbers 8.
@@ -72,8 +78,9 @@ use crate::confine::{Confinement, PragmaSeen};
 use crate::cpu::CpuTime;
 use crate::dmmark::DmMarker;
 use crate::engine::{
-    create_new_file, harness, mark, open, run_pragmas, sql_thread_cpu, storage_failure, value_text,
-    Harness, PROGRESS_INTERVAL,
+    create_new_file, harness, mark, measured_close, open, run_pragmas, sql_thread_cpu,
+    storage_failure, value_text, Closing, EmptyTransaction, Harness, WroteNothing,
+    PROGRESS_INTERVAL,
 };
 use crate::markers::{monotonic_ns, MarkerSink};
 use crate::settings::{pragma_statement, Timing, REPORTED_PRAGMAS};
@@ -281,6 +288,10 @@ pub struct DatabaseFigures {
     pub file_name: String,
     /// measured commits that wrote it
     pub commits: u64,
+    /// transactions on it that changed no database file (not commits: `RunInfo::wrote_nothing`)
+    pub wrote_nothing: u64,
+    /// the closing of its connections (in WAL mode, the checkpoint at the last close)
+    pub close: Closing,
     /// statements in those commits
     pub statements: u64,
     /// payload bytes of those commits
@@ -351,17 +362,24 @@ pub fn replay_into(
                 measured,
                 summary,
                 info,
+                wrote_nothing,
+                closing,
                 ..
             } = replayer;
             result?;
             closed?;
+            let info = info.map(|info| RunInfo {
+                wrote_nothing,
+                close: closing,
+                ..info
+            });
             Ok(((count, measured), summary, info))
         }))
     })?;
     let mut info = info.ok_or_else(|| EngineError::sql("(replay)", "no database was opened"))?;
     ran.stamp(&mut info, settings);
     info.stopped_by = (if summary.truncated { "txns" } else { "log" }).to_string();
-    check_measured(log, &summary, counted)?;
+    check_measured(log, &summary, &info.wrote_nothing, counted)?;
     Ok((info, summary))
 }
 
@@ -539,6 +557,9 @@ struct Window {
     owner: u64,
     db: usize,
     index: u64,
+    /// the line of the log, and the text, of the statement that opened it
+    line: u64,
+    first: String,
     start_ns: u64,
     cpu_start: CpuTime,
     before: VfsCounts,
@@ -584,6 +605,10 @@ struct Replayer<'a> {
     measured: bool,
     summary: ReplaySummary,
     info: Option<RunInfo>,
+    /// the transactions that changed no database file, counted apart
+    wrote_nothing: WroteNothing,
+    /// the closing of connections outside every transaction
+    closing: Closing,
     /// transactions to run (warm-up included), when `txns` limits them
     limit: Option<u64>,
     warmup: u64,
@@ -637,6 +662,8 @@ impl<'a> Replayer<'a> {
                     recorded: d.recorded.clone(),
                     file_name: d.file_name.clone(),
                     commits: 0,
+                    wrote_nothing: 0,
+                    close: Closing::default(),
                     statements: 0,
                     logical_bytes: 0,
                     vfs: VfsCounts::default(),
@@ -664,6 +691,8 @@ impl<'a> Replayer<'a> {
             measured: false,
             summary,
             info: None,
+            wrote_nothing: WroteNothing::default(),
+            closing: Closing::default(),
             limit: settings.txns.map(|n| n + warmup),
             warmup,
             line: 0,
@@ -808,9 +837,25 @@ impl<'a> Replayer<'a> {
             self.check_held_after(live.as_ref().map(|l| (id, l)), &seen)?;
         }
         match live {
-            Some(live) => close_connection(live, &self.db_paths[0]),
+            Some(live) => self.close_live(live),
             None => Ok(()),
         }
+    }
+
+    /// Closes a connection: measured apart ([`Closing`]) outside every transaction, else
+    /// in the open one, as any of its statements would be.
+    fn close_live(&mut self, live: Live) -> Result<(), EngineError> {
+        let db_paths = self.db_paths;
+        if self.window.is_some() {
+            return close_connection(live, &db_paths[0]);
+        }
+        let db = live.db;
+        let (closed, closing) = measured_close(self.shared, self.sink, || {
+            close_connection(live, &db_paths[0])
+        })?;
+        self.closing.add(&closing);
+        self.summary.databases[db].close.add(&closing);
+        closed
     }
 
     /// Closes every connection still open (in id order), the first failure reported.
@@ -828,7 +873,7 @@ impl<'a> Replayer<'a> {
         ids.sort_unstable();
         for id in ids {
             if let Some(live) = self.conns.remove(&id) {
-                let closed = close_connection(live, &self.db_paths[0]);
+                let closed = self.close_live(live);
                 result = result.and(closed);
             }
         }
@@ -957,7 +1002,8 @@ impl<'a> Replayer<'a> {
         if writes && self.window.is_none() {
             let index = self.count;
             let warmup = index < self.warmup;
-            let mut window = open_window(self.shared, self.sink, index, warmup, id, live.db)?;
+            let opened = (index, warmup, id, live.db, self.line, text);
+            let mut window = open_window(self.shared, self.sink, opened)?;
             window.without_app_statement = self.lost_app_statement.contains(&id);
             self.window = Some(window);
         }
@@ -1178,6 +1224,12 @@ impl<'a> Replayer<'a> {
         };
         let cpu = sql_thread_cpu()?.since(&w.cpu_start);
         let end_ns = monotonic_ns();
+        if self.settings.count_vfs {
+            let vfs = self.shared.snapshot().since(&w.before);
+            if !vfs.wrote_database() {
+                return self.wrote_nothing(w, end_ns, &vfs);
+            }
+        }
         mark(self.sink, |m| m.txn_end(w.index, end_ns))?;
         self.dm_mark(&format!("sqlwa-txn-{}", w.index))?;
         if let Some(conn) = owner {
@@ -1195,10 +1247,10 @@ impl<'a> Replayer<'a> {
             vfs,
             cpu,
         };
-        // the per-database figures, summed as the commits go
         if w.without_app_statement {
             self.summary.missing_functions.commits_without_them += 1;
         }
+        // the per-database figures, summed as the commits go
         let figures = &mut self.summary.databases[w.db];
         figures.commits += 1;
         figures.statements += commit.statements;
@@ -1207,6 +1259,26 @@ impl<'a> Replayer<'a> {
         self.count += 1;
         self.measured |= !commit.warmup;
         self.out.push(commit, w.db as u32)?;
+        Ok(w.pragmas)
+    }
+
+    /// Ends window `w`, whose transaction changed no database file (`vfs`: its calls):
+    /// counted apart, no commit, its index left to the next.
+    fn wrote_nothing(
+        &mut self,
+        w: Window,
+        end_ns: u64,
+        vfs: &VfsCounts,
+    ) -> Result<Vec<PragmaInWindow>, EngineError> {
+        mark(self.sink, |m| m.txn_void(w.index, end_ns))?;
+        self.shared.set_current_txn(-1);
+        let first = EmptyTransaction {
+            line: Some(w.line),
+            statement: w.first,
+            statements: w.statements,
+        };
+        (self.wrote_nothing).add(end_ns.saturating_sub(w.start_ns), vfs, first);
+        self.summary.databases[w.db].wrote_nothing += 1;
         Ok(w.pragmas)
     }
 
@@ -1270,15 +1342,12 @@ impl<'a> Replayer<'a> {
     }
 }
 
-/// Opens commit window `index` for a statement of connection `owner` on database `db`:
-/// its markers, clock, CPU time and VFS counts start here.
+/// Opens commit window `index` for statement `text` (at `line` of the log) of connection
+/// `owner` on database `db`: its markers, clock, CPU time and VFS counts start here.
 fn open_window(
     shared: &VfsShared,
     sink: &Option<Arc<MarkerSink>>,
-    index: u64,
-    warmup: bool,
-    owner: u64,
-    db: usize,
+    (index, warmup, owner, db, line, text): (u64, bool, u64, usize, u64, &str),
 ) -> Result<Window, EngineError> {
     shared.set_current_txn(index as i64);
     let before = shared.snapshot();
@@ -1290,6 +1359,8 @@ fn open_window(
         owner,
         db,
         index,
+        line,
+        first: shortened(text),
         start_ns,
         cpu_start,
         before,
@@ -1382,6 +1453,8 @@ fn run_info(
         pid: 0,
         tid: 0,
         stopped_by: String::new(),
+        wrote_nothing: WroteNothing::default(),
+        close: Closing::default(),
     })
 }
 
@@ -1439,7 +1512,7 @@ fn failure_kind(err: &rusqlite::Error, message: &str) -> String {
     }
 }
 
-fn shortened(sql: &str) -> String {
+pub(crate) fn shortened(sql: &str) -> String {
     const SHOWN: usize = 200;
     let sql = sql.trim();
     match sql.char_indices().nth(SHOWN) {
@@ -1460,6 +1533,7 @@ fn add_counts(a: &VfsCounts, b: &VfsCounts) -> VfsCounts {
 fn check_measured(
     log: &SqlLog,
     summary: &ReplaySummary,
+    wrote_nothing: &WroteNothing,
     (count, measured): (u64, bool),
 ) -> Result<(), EngineError> {
     if measured {
@@ -1472,6 +1546,11 @@ fn check_measured(
             summary.failed.values().sum::<u64>(),
             f.line,
             f.message
+        ),
+        (0, None) if wrote_nothing.transactions > 0 => format!(
+            "no transaction of the log changed a database file on replay ({} wrote nothing: \
+             no row matched, or only TEMP tables changed): nothing to measure per commit",
+            wrote_nothing.transactions
         ),
         (0, None) => "no transaction of the log writes: nothing to measure per commit".into(),
         (n, _) => format!("all {n} transactions of the log were warm-up (--warmup)"),

@@ -93,3 +93,35 @@ fn mobibench_logical_bytes_are_the_100_byte_values() {
         .iter()
         .all(|c| c.logical_bytes == 300 && c.statements == 3));
 }
+
+/// mobibench-delete deletes each of its 1010 rows once a round: a second round's DELETEs
+/// match no row, and SQLite changes no page for them (no journal is opened). They are
+/// counted apart, not as commits, and take no commit index.
+#[test]
+fn mobibench_delete_past_its_rows_writes_nothing_and_makes_no_commit() {
+    let scenario = Scenario::builtin("mobibench-delete").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = RunSettings {
+        txns: Some(1015),
+        warmup: Some(0),
+        sync: SyncMode::Off,
+        ..Default::default()
+    };
+    let out = common::run_quiet(&scenario, &settings, dir.path()).unwrap();
+    assert_eq!(out.commits.len(), 1010);
+    assert!(out.commits.iter().all(|c| c.vfs.wrote_database()));
+    let indices: Vec<u64> = out.commits.iter().map(|c| c.index).collect();
+    assert_eq!(indices, (0..1010).collect::<Vec<u64>>());
+    let empty = &out.info.wrote_nothing;
+    assert_eq!((empty.transactions, empty.statements), (5, 15));
+    assert!(
+        empty.first[0]
+            .statement
+            .starts_with("DELETE FROM tblMyList0"),
+        "{empty:?}"
+    );
+    assert_eq!(empty.first[0].line, None);
+    // the closing of a rollback journal's connection writes nothing
+    assert_eq!(out.info.close.connections, 1);
+    assert!(!out.info.close.vfs.wrote_database(), "{:?}", out.info.close);
+}

@@ -87,6 +87,8 @@ fn markers_frame_every_transaction_and_vfs_call() {
                 current = -1;
             }
             "run_begin" | "run_end" => {}
+            // the connection's closing, outside every transaction, its VFS markers i=-1
+            "close_begin" | "close_end" => assert_eq!(current, -1, "{line}"),
             event => {
                 assert_eq!(m.num("i"), current, "{line}");
                 assert!(
@@ -126,6 +128,9 @@ fn markers_frame_every_transaction_and_vfs_call() {
     }
     let txn_begins = markers.iter().filter(|m| m.event == "txn_begin").count();
     assert_eq!(txn_begins, 8);
+    let at = |event: &str| markers.iter().position(|m| m.event == event).unwrap();
+    let last_end = markers.iter().rposition(|m| m.event == "txn_end").unwrap();
+    assert!(last_end < at("close_begin") && at("close_begin") < at("close_end"));
     // DELETE mode: the journal is unlinked within each commit
     let deletes = lines
         .iter()
@@ -149,7 +154,8 @@ fn truncate_markers_in_truncate_mode() {
 fn without_counting_only_run_and_txn_markers() {
     let (out, lines) = run_with_markers(JournalMode::Wal, SyncMode::Full, false);
     assert!(!out.info.vfs_counting);
-    assert_eq!(lines.len(), 2 + 2 * 8, "{lines:#?}");
+    // run_begin/run_end, txn_begin/txn_end each transaction, close_begin/close_end
+    assert_eq!(lines.len(), 2 + 2 * 8 + 2, "{lines:#?}");
     assert!(out
         .commits
         .iter()

@@ -471,3 +471,157 @@ fn foreign_keys_are_off_as_sqlite_documents_unless_the_log_turns_them_on() {
     assert_eq!(failed["constraint"], 1); // the orphan
     assert_eq!(rows, 0); // the child deleted by the cascade
 }
+
+/// A log whose transactions SQLite runs without changing a page of the database: an
+/// UPDATE and a DELETE that match no row, a TEMP table made and written (its pages live
+/// in the temp file), then one transaction that does change a row.
+fn empty_transactions_log(dir: &Path) -> PathBuf {
+    write_log(
+        dir,
+        &[
+            open(1, "/d/a.db"),
+            sql(1, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"),
+            sql(1, "INSERT INTO t VALUES (1, 'a')"),
+            sql(1, "UPDATE t SET v = 'b' WHERE id = 99"),
+            sql(1, "DELETE FROM t WHERE id = 99"),
+            sql(1, "CREATE TEMP TABLE tt (a)"),
+            sql(1, "INSERT INTO tt VALUES (1)"),
+            sql(1, "BEGIN"),
+            sql(1, "INSERT INTO tt VALUES (2)"),
+            sql(1, "UPDATE t SET v = 'c' WHERE id = 1"),
+            sql(1, "COMMIT"),
+            json!({"ev": "close", "conn": 1}),
+        ],
+        false,
+    )
+}
+
+#[test]
+fn transactions_that_changed_no_database_file_are_counted_apart_not_as_commits() {
+    for journal in [JournalMode::Delete, JournalMode::Wal] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SqlLog::load(&empty_transactions_log(dir.path()), &Stop::never()).unwrap();
+        let markers = dir.path().join("markers");
+        let settings = RunSettings {
+            journal,
+            ..Default::default()
+        };
+        let run_dir = dir.path().join("run");
+        let out = sqlwa_workloads::replay(
+            &log,
+            &settings,
+            &run_dir,
+            Some(&markers),
+            &mut |_| true,
+            &Stop::never(),
+        )
+        .unwrap();
+        // CREATE, the first INSERT, and BEGIN…COMMIT with its UPDATE of a row that exists
+        let statements: Vec<u64> = out.run.commits.iter().map(|c| c.statements).collect();
+        assert_eq!(statements, [1, 1, 3], "{journal}");
+        let indices: Vec<u64> = out.run.commits.iter().map(|c| c.index).collect();
+        assert_eq!(
+            indices,
+            [0, 1, 2],
+            "{journal}: an empty transaction takes no index"
+        );
+        // every commit synced its journal or WAL (synchronous FULL); none wrote nothing
+        assert!(out.run.commits.iter().all(|c| c.vfs.wrote_database()));
+        let empty = &out.run.info.wrote_nothing;
+        assert_eq!((empty.transactions, empty.statements), (4, 4), "{journal}");
+        let first: Vec<(Option<u64>, &str)> = (empty.first.iter())
+            .map(|e| (e.line, e.statement.as_str()))
+            .collect();
+        assert_eq!(
+            first,
+            [
+                (Some(5), "UPDATE t SET v = 'b' WHERE id = 99"),
+                (Some(6), "DELETE FROM t WHERE id = 99"),
+                (Some(7), "CREATE TEMP TABLE tt (a)"),
+                (Some(8), "INSERT INTO tt VALUES (1)"),
+            ]
+        );
+        let quiet = &empty.vfs;
+        let none = |k: &sqlwa_workloads::KindCounts| k.write_calls + k.sync_calls == 0;
+        assert!(
+            none(&quiet.db) && none(&quiet.journal) && none(&quiet.wal),
+            "{quiet:?}"
+        );
+        assert_eq!(out.replay.databases[0].wrote_nothing, 4);
+        assert_eq!(out.replay.databases[0].commits, 3);
+        // the markers: txn_void in place of txn_end, the next transaction taking its index
+        let text = std::fs::read_to_string(&markers).unwrap();
+        let txn: Vec<String> = (text.lines())
+            .filter(|l| l.starts_with("sqlwa txn_"))
+            .map(|l| l.rsplit_once(" t=").unwrap().0.replace(" warmup=0", ""))
+            .collect();
+        let mut want = vec!["sqlwa txn_begin i=0", "sqlwa txn_end i=0"];
+        want.extend(["sqlwa txn_begin i=1", "sqlwa txn_end i=1"]);
+        for _ in 0..4 {
+            want.extend(["sqlwa txn_begin i=2", "sqlwa txn_void i=2"]);
+        }
+        want.extend(["sqlwa txn_begin i=2", "sqlwa txn_end i=2"]);
+        assert_eq!(txn, want, "{journal}");
+        assert_eq!(
+            query_int(
+                &run_dir.join("a.db"),
+                "SELECT count(*) FROM t WHERE v = 'c'"
+            ),
+            1
+        );
+    }
+}
+
+#[test]
+fn closing_is_measured_apart_and_in_wal_mode_checkpoints() {
+    for journal in [JournalMode::Delete, JournalMode::Wal] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SqlLog::load(&insert_log(dir.path(), 5, false), &Stop::never()).unwrap();
+        let markers = dir.path().join("markers");
+        let settings = RunSettings {
+            journal,
+            wal_autocheckpoint: Some(0),
+            ..Default::default()
+        };
+        let out = sqlwa_workloads::replay(
+            &log,
+            &settings,
+            &dir.path().join("run"),
+            Some(&markers),
+            &mut |_| true,
+            &Stop::never(),
+        )
+        .unwrap();
+        let close = &out.run.info.close;
+        assert_eq!(close.connections, 1);
+        assert_eq!(out.replay.databases[0].close.vfs, close.vfs);
+        let v = &close.vfs;
+        match journal {
+            // sqlite3WalClose: the checkpoint syncs the WAL, copies its pages into the
+            // database and syncs it, then deletes the WAL
+            JournalMode::Wal => {
+                assert_eq!((v.wal.sync_calls, v.db.sync_calls), (1, 1), "{v:?}");
+                assert!(v.db.write_calls > 0 && v.wal.delete_calls == 1, "{v:?}");
+            }
+            // a rollback journal's close writes nothing
+            _ => assert!(!v.wrote_database(), "{v:?}"),
+        }
+        // no commit counted the checkpoint (wal_autocheckpoint=0: none ran in one)
+        assert!(
+            out.run.commits.iter().all(|c| c.vfs.db.sync_calls == 0) || journal != JournalMode::Wal
+        );
+        let text = std::fs::read_to_string(&markers).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = |word: &str| lines.iter().position(|l| l.starts_with(word)).unwrap();
+        let (begin, end) = (at("sqlwa close_begin t="), at("sqlwa close_end t="));
+        let last_txn = lines
+            .iter()
+            .rposition(|l| l.starts_with("sqlwa txn_end"))
+            .unwrap();
+        assert!(last_txn < begin && begin < end && end < at("sqlwa run_end"));
+        let syncs = lines[begin..end]
+            .iter()
+            .filter(|l| l.starts_with("sqlwa sync_begin i=-1"));
+        assert_eq!(syncs.count() as u64, v.total().sync_calls, "{journal}");
+    }
+}

@@ -2,6 +2,14 @@
 //! binary of its own, so no heavier test of the same binary competes for the CPU while
 //! it measures milliseconds.
 
+/// How late a paced transaction may start: the thread sleeps until its offset, then waits
+/// for a CPU. On a 2-core machine under a full load (the flake finder's, or `./scripts/test`
+/// beside other work: load average 6 to 11) the woken thread queues behind the runnable
+/// tasks' slices (EEVDF's base slice is 0.75 ms × (1 + log2 CPUs) = 1.5 ms here), measured
+/// at up to 4.4 ms late, median 2.1 ms; 20 ms is a dozen slices. A pacing that ignored the
+/// factor is late by 25 to 250 ms at these gaps.
+const LATE_BY_AT_MOST_MS: f64 = 20.0;
+
 mod common;
 
 use common::sqllog::write_log;
@@ -12,7 +20,8 @@ use sqlwa_workloads::{replay, JournalMode, RunSettings, SqlLog, Stop, SyncMode};
 fn recorded_gaps_are_kept_and_scaled() {
     let dir = tempfile::tempdir().unwrap();
     let mut events = vec![json!({"ev": "open", "conn": 1, "db": "/d/a.db"})];
-    let gaps_ms = [0u64, 30, 5, 50, 20];
+    // Long against the scheduler's noise (LATE_BY_AT_MOST_MS), so each gap's scaling shows.
+    let gaps_ms = [0u64, 300, 50, 500, 200];
     let mut t = 1_000_000u64;
     events.push(json!({"ev": "sql", "conn": 1, "sql": "CREATE TABLE t (v)", "t": t}));
     for gap in gaps_ms {
@@ -39,7 +48,7 @@ fn recorded_gaps_are_kept_and_scaled() {
         )
         .unwrap();
         // Each transaction starts at its recorded offset from the first (times the
-        // factor): never early; late only by scheduling noise (median under 1 ms).
+        // factor): never early; late only by scheduling noise.
         let commits = &out.run.commits;
         let mut late = Vec::new();
         let mut want = 0.0;
@@ -54,6 +63,9 @@ fn recorded_gaps_are_kept_and_scaled() {
             late.push(got - want);
         }
         late.sort_by(f64::total_cmp);
-        assert!(late[late.len() / 2] < 1.0, "{timing}: late by {late:?} ms");
+        assert!(
+            late[late.len() / 2] < LATE_BY_AT_MOST_MS,
+            "{timing}: late by {late:?} ms"
+        );
     }
 }

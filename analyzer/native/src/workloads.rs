@@ -390,9 +390,7 @@ fn run_workload<'py>(
         info.set_item("interruption", message)?;
     }
     if let Some(summary) = replayed {
-        let text =
-            serde_json::to_string(&summary).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-        info.set_item("replay", py.import("json")?.call_method1("loads", (text,))?)?;
+        info.set_item("replay", json_value(py, &summary)?)?;
     }
     let out = PyDict::new(py);
     out.set_item("info", info)?;
@@ -425,7 +423,15 @@ fn info_dict<'py>(py: Python<'py>, i: &RunInfo) -> PyResult<Bound<'py, PyDict>> 
     info.set_item("pid", i.pid)?;
     info.set_item("tid", i.tid)?;
     info.set_item("stopped_by", &i.stopped_by)?;
+    info.set_item("wrote_nothing", json_value(py, &i.wrote_nothing)?)?;
+    info.set_item("close", json_value(py, &i.close)?)?;
     Ok(info)
+}
+
+/// A serialisable value as Python's `json` reads it.
+fn json_value<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(value).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    py.import("json")?.call_method1("loads", (text,))
 }
 
 /// Appends `extents` markers (`at=<at>`) for the database at `db_path` and its journal,

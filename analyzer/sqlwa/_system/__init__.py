@@ -5,7 +5,7 @@ run makes (:mod:`.ownership`), the output-directory lock (:mod:`.locks`), signal
 (:mod:`.loops`), device-mapper (:mod:`.dm`), fscrypt's ioctls (:mod:`.fscrypt`), kernel
 keyrings (:mod:`.keyrings`), tracefs (:mod:`.tracefs`), sparse files (:mod:`.files`) and
 whether a directory takes writes (:mod:`.writable`) and the C library's freed memory
-(:mod:`.memory`), and the bounded wait for what the kernel releases asynchronously
+(:mod:`.memory`), other runs measuring beside this one (:mod:`.sharing`), and the bounded wait for what the kernel releases asynchronously
 (:mod:`.settle`).
 
 Every other module asks these when it needs the OS beyond plain file I/O, so there is
@@ -28,6 +28,7 @@ from sqlwa._system import (
     ownership,
     processes,
     settle,
+    sharing,
     signals,
     tools,
     tracefs,
@@ -46,6 +47,7 @@ __all__ = [
     "ownership",
     "processes",
     "settle",
+    "sharing",
     "signals",
     "tools",
     "tracefs",

@@ -101,6 +101,19 @@ def kernel_interface_at(path: str | os.PathLike[str]) -> str | None:
     return mount.fstype if mount is not None and mount.fstype in KERNEL_INTERFACE_FILESYSTEMS else None
 
 
+#: Filesystems that keep their files in memory: a tmpfs mounted in /dev (/dev/shm) is storage.
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+
+
+def memory_filesystem_below(path: str | os.PathLike[str], root: str) -> str | None:
+    """The mount point of the memory filesystem (tmpfs, ramfs) that holds ``path``, when it
+    is mounted strictly below ``root`` (/dev/shm below /dev); else None."""
+    mount = mount_holding(path)
+    if mount is None or mount.fstype not in MEMORY_FILESYSTEMS:
+        return None
+    return mount.mountpoint if mount.mountpoint.startswith(root.rstrip("/") + "/") else None
+
+
 def unmount(mountpoint: str) -> None:
     """umount, retrying briefly (udev or a just-closed file can hold it a moment); a lazy
     unmount is the last resort so the loop device can still be released."""

@@ -21,6 +21,7 @@ commit (deferred writeback, the final syncfs) belong to no phase.
 
 from __future__ import annotations
 
+import math
 from typing import cast
 
 import polars as pl
@@ -120,3 +121,48 @@ def measured_mix(summary: dict) -> dict[str, float]:
     measured = {name: e["commits"] for name, e in phase_figures(summary).items() if name != "warmup"}
     total = sum(measured.values())
     return {name: count / total for name, count in measured.items()} if total else {}
+
+
+#: A WAL frame's header (https://www.sqlite.org/fileformat.html#the_write_ahead_log):
+#: each page SQLite appends to the WAL is this many bytes more.
+WAL_FRAME_HEADER = 24
+#: SQLite's default PRAGMA wal_autocheckpoint, in pages.
+DEFAULT_WAL_AUTOCHECKPOINT = 1000
+
+
+def _pragma_int(summary: dict, name: str, default: int) -> int:
+    value = ((summary.get("config") or {}).get("pragmas") or {}).get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def wal_checkpoint_reach(summary: dict) -> dict | None:
+    """Whether a WAL run's commits reached SQLite's first automatic checkpoint (a commit
+    that leaves the WAL at ``wal_autocheckpoint`` pages or more runs one), and when they
+    did not, how far off it was: the pages its commits appended to the WAL (their VFS
+    bytes over the frame size: before a checkpoint SQLite writes no other file), the
+    measured commits' pages per commit, and ``txns_to_first``, the ``-n`` that would
+    reach it at that rate (an estimate: the setup's frames are not counted, and a
+    B-tree's growth moves the rate a little). None for a rollback journal, or a run
+    without phases or VFS figures."""
+    if (summary.get("config") or {}).get("journal") != "wal":
+        return None
+    found = phase_figures(summary)
+    if not found or any("vfs_write_kib_per_commit" not in entry for entry in found.values()):
+        return None
+    limit = _pragma_int(summary, "wal_autocheckpoint", DEFAULT_WAL_AUTOCHECKPOINT)
+    reach: dict = {"reached": "checkpoint" in found or "steady" in found, "wal_autocheckpoint": limit}
+    if reach["reached"] or "wal_growth" not in found:
+        return reach
+    frame = _pragma_int(summary, "page_size", 4096) + WAL_FRAME_HEADER
+    pages = sum(entry["vfs_write_kib_per_commit"] * 1024 * entry["commits"] for entry in found.values()) / frame
+    growth = found["wal_growth"]
+    per_commit = growth["vfs_write_kib_per_commit"] * 1024 / frame
+    reach.update(wal_pages=round(pages, 1), pages_per_commit=round(per_commit, 3))
+    if limit > 0 and per_commit > 0:
+        reach["txns_to_first"] = growth["commits"] + max(1, math.ceil((limit - pages) / per_commit))
+    return reach

@@ -187,15 +187,18 @@ def windows_in_slices(events: pl.LazyFrame, rows: int, target: Path) -> pl.LazyF
     fit no window raise :class:`MarkersOutOfOrder` (analysed whole, which says where)."""
     marker, name = pl.col("kind") == "marker", pl.col("name").cast(pl.String)
     total = events.select(pl.len()).collect().item()
-    carry = pl.DataFrame(schema={"time_ns": pl.UInt64, "begin": pl.Boolean, "index": pl.Int64, "warmup": pl.Boolean})
+    carry = pl.DataFrame(
+        schema={"time_ns": pl.UInt64, "begin": pl.Boolean, "void": pl.Boolean, "index": pl.Int64, "warmup": pl.Boolean}
+    )
     highest, markers, kept, parts = -1, 0, 0, []
     for k, offset in enumerate(range(0, max(total, 1), rows)):
         txn = (
             events.slice(offset, rows)
-            .filter(marker & name.is_in(["txn_begin", "txn_end"]))
+            .filter(marker & name.is_in(windows.TXN_MARKERS))
             .select(
                 "time_ns",
                 (name == "txn_begin").alias("begin"),
+                (name == "txn_void").alias("void"),
                 windows.marker_field("i").alias("index"),
                 (windows.marker_field("warmup") == 1).alias("warmup"),
             )
@@ -207,11 +210,16 @@ def windows_in_slices(events: pl.LazyFrame, rows: int, target: Path) -> pl.LazyF
         if carry.height:
             txn = txn.head(txn.height - 1)
         markers += txn.height
-        pairs = txn.with_columns(
+        followed = txn.with_columns(
             pl.col("begin").shift(-1).alias("next_begin"),
+            pl.col("void").shift(-1).alias("next_void"),
             pl.col("index").shift(-1).alias("next_index"),
             pl.col("time_ns").shift(-1).alias("win_end_ns"),
-        ).filter(pl.col("begin") & ~pl.col("next_begin") & (pl.col("index") == pl.col("next_index")))
+        )
+        ended = pl.col("begin") & ~pl.col("next_begin") & (pl.col("index") == pl.col("next_index"))
+        pairs = followed.filter(ended & ~pl.col("next_void"))
+        # a transaction that wrote nothing (txn_void) is no window, its markers in order
+        markers -= 2 * followed.filter(ended & pl.col("next_void")).height
         before = pl.max_horizontal(pl.col("index").cum_max().shift(1).fill_null(-1), pl.lit(highest))
         found = pairs.filter(pl.col("index") > before)
         if pairs.height:

@@ -17,6 +17,9 @@ from sqlwa.errors import UsageError
 SYNC_SYSCALLS = ("fsync", "fdatasync", "sync_file_range")
 WRITE_SYSCALLS = ("pwrite64", "write")
 UNLINK_SYSCALLS = ("unlink", "unlinkat")
+#: The markers that delimit transactions: ``txn_void`` ends one that wrote no database
+#: file (workloads/MARKERS.md), which is no commit window.
+TXN_MARKERS = ("txn_begin", "txn_end", "txn_void")
 
 #: An event table in memory, or a lazy frame over one (a Parquet scan: each filter below
 #: then reads only its rows' columns from the file).
@@ -50,28 +53,29 @@ def checked_windows(marks: pl.DataFrame, lenient: bool) -> tuple[pl.DataFrame, i
     markers fit none. The engine writes, in time order, ``txn_begin i=N`` then
     ``txn_end i=N`` with N rising: a window is such a pair with an index above every
     earlier window's. Markers that repeat or run backwards (two runs' traces joined into
-    one) fit none; they are an error, or with ``lenient`` skipped and counted. (Joining
+    one) fit none; they are an error, or with ``lenient`` skipped and counted. A
+    transaction that wrote no database file ends with ``txn_void i=N`` instead, and is no
+    window (the next transaction takes its index). (Joining
     begins to ends on the index instead made repeated indices a many-to-many join: four
     copies of a 32-commit trace gave 819,200 windows and eight exhausted the memory.)"""
     txn = (
         marks.with_row_index("row")
-        .filter(pl.col("event").is_in(["txn_begin", "txn_end"]))
+        .filter(pl.col("event").is_in(TXN_MARKERS))
         .with_columns(marker_field("i").alias("index"))
         .sort("time_ns", "row")
     )
-    pairs = txn.with_columns(
+    followed = txn.with_columns(
         pl.col("event").shift(-1).alias("next_event"),
         pl.col("index").shift(-1).alias("next_index"),
         pl.col("time_ns").shift(-1).alias("win_end_ns"),
         pl.col("row").shift(-1).alias("end_row"),
-    ).filter(
-        (pl.col("event") == "txn_begin")
-        & (pl.col("next_event") == "txn_end")
-        & (pl.col("index") == pl.col("next_index"))
     )
+    begun = (pl.col("event") == "txn_begin") & (pl.col("index") == pl.col("next_index"))
+    pairs = followed.filter(begun & (pl.col("next_event") == "txn_end"))
+    voids = followed.filter(begun & (pl.col("next_event") == "txn_void")).height
     rising = pl.col("index") > pl.col("index").cum_max().shift(1).fill_null(-1)
     kept = pairs.filter(rising)
-    skipped = txn.height - 2 * kept.height
+    skipped = txn.height - 2 * kept.height - 2 * voids
     if skipped and not lenient:
         raise out_of_order(txn, kept, skipped)
     windows = kept.select(
@@ -86,7 +90,10 @@ def checked_windows(marks: pl.DataFrame, lenient: bool) -> tuple[pl.DataFrame, i
 def out_of_order(txn: pl.DataFrame, kept: pl.DataFrame, skipped: int) -> UsageError:
     """The error naming the first marker that fits no commit window."""
     paired = pl.concat([kept["row"], kept["end_row"]])
-    first = txn.filter(~pl.col("row").is_in(paired.implode())).row(0, named=True)
+    # a txn_void and the begin before it fit no window, and are in order
+    void = pl.col("event") == "txn_void"
+    voided = void | (void.shift(-1).fill_null(False) & (pl.col("index") == pl.col("index").shift(-1)))
+    first = txn.filter(~pl.col("row").is_in(paired.implode()) & ~voided).row(0, named=True)
     return UsageError(
         f"{skipped:,} of the trace's {txn.height:,} transaction markers repeat or run backwards, the first "
         f"at {first['time_ns'] / 1e9:.6f} s: {first['text']!r} (are two runs' traces joined into one?)",

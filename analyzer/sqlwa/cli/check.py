@@ -98,8 +98,10 @@ def check_command(
     that was not measured is reported NOT MEASURED and fails unless allow_unmeasured = true.
     A timing metric (latency, frame-budget misses) regresses only when the change is past
     the limit and significant: one-sided Mann–Whitney U over the runs' values, p at most
-    [options] significance_level (default 0.05); the line shows each side's mean ± sd
-    (min … max) over its runs and p. Counts are exact rules. A partial matrix (its sweep
+    [options] significance_level (default 0.05), with enough runs that the verdict does
+    not rest on one ordering of them (4 a side at 0.05; fewer: "too few runs", NOT
+    MEASURED); the line shows each side's mean ± sd (min … max) over its runs, p, and
+    the runs that measured beside other sqlwa runs on their host. Counts are exact rules. A partial matrix (its sweep
     stopped before every cell ran: finish it with `sqlwa matrix ... --resume`) or a partial
     run (Ctrl-C kept the commits measured before it) fails unless --allow-partial.
     Exit status: 0 every rule holds, 1 a violation or a partial matrix or run, 2 a usage error

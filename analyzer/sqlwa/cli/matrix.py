@@ -18,6 +18,7 @@ from sqlwa.catalogue import (
     DEFAULT_SYNCS,
     FRAME_RATES,
     METRICS,
+    config_key,
     config_label,
 )
 from sqlwa.cli._stack import split_list, stack_option
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # imported where a sweep runs: `sqlwa matrix --help` needs no
     from rich.table import Table
 
     from sqlwa.measure import matrix, shard
+    from sqlwa.results import phasematch
 
 
 def split_scenarios(_ctx, _param, value: str) -> tuple[str, ...]:
@@ -137,25 +139,41 @@ TABLE_METRICS = (
     "vfs_write_kib_per_commit",
     "write_kib_per_commit",
     "block_over_logical",
-    "p99_ms",
-    "frame_budget_misses",
+)
+# The timing columns of the latency table, after the mean (which is no catalogue metric).
+LATENCY_METRICS = ("p50_ms", "p99_ms", "frame_budget_misses")
+
+
+MATRIX_CAPTION = (
+    "per commit, mean over measured commits (and repeats); "
+    "± = sample standard deviation (n − 1) of the runs' own values, here and below; "
+    "— = level not measured; "
+    "block KiB amortized: all block bytes from the first commit to the end / commits"
+)
+LATENCY_CAPTION = (
+    "commit latency over the measured commits of every run pooled (mean, p50, p99); ± of each run's own "
+    "mean, p50, p99; frame misses: a run's commits over the frame budget, mean over the runs; shared: runs measured while "
+    "another sqlwa run measured on this host (shards side by side), whose timings are not the cell's alone "
+    "(— = not recorded)"
+)
+PHASES_CAPTION = (
+    "; a configuration whose runs went through phases (WAL: growth until the first checkpoint, the "
+    "checkpoint commits, the steady state after) has a row per phase below its whole-run row, the runs' "
+    "commits in that phase pooled (blank: a figure of the whole run only)"
 )
 
 
 def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None = None) -> Table:
-    """Means per configuration; '—' marks a layer that was not measured (never 0)."""
+    """Means per configuration; '—' marks a layer that was not measured (never 0). A
+    configuration whose commits went through phases (:mod:`sqlwa.analysis.phases`) has
+    a row per phase under it: a whole-run mean of a WAL run depends on its length."""
     from rich.table import Table
 
-    from sqlwa.results import store
+    from sqlwa.results import phasematch, store
 
-    table = Table(
-        title=title,
-        title_justify="left",
-        caption="per commit, mean over measured commits (and repeats; p99 over their commits pooled); "
-        "± = sample standard deviation of the runs' own values (p99: of each run's p99); "
-        "— = level not measured; "
-        "block KiB amortized: all block bytes from the first commit to the end / commits",
-    )
+    mixes = phasematch.config_mixes(runs)
+    phased = any(mix.phased() for mix in mixes.values())
+    table = Table(title=title, title_justify="left", caption=MATRIX_CAPTION + (PHASES_CAPTION if phased else ""))
     table.add_column("configuration")
     table.add_column("runs", justify="right")
     table.add_column("commits", justify="right")
@@ -168,7 +186,67 @@ def results_table(runs: pl.DataFrame, title: str, latencies: pl.DataFrame | None
             f"{row['commits']:,}",
             *(with_spread(row, name) for name in TABLE_METRICS),
         )
+        mix = mixes.get(config_key(row))
+        if mix is not None and mix.phased():
+            for cells in phase_rows(mix):
+                table.add_row(*cells)
     return table
+
+
+def latency_table(runs: pl.DataFrame, latencies: pl.DataFrame | None) -> Table:
+    """Per configuration, its commits' latency (mean, p50, p99 pooled over its runs, ±
+    the runs' spread), frame-budget misses, and how many of its runs shared the host."""
+    from rich.table import Table
+
+    from sqlwa.results import store, timing
+
+    shared = timing.shared_runs(runs)
+    table = Table(title="commit latency", title_justify="left", caption=LATENCY_CAPTION)
+    table.add_column("configuration")
+    table.add_column("runs", justify="right")
+    table.add_column("mean ms", justify="right")
+    for name in LATENCY_METRICS:
+        table.add_column(METRICS[name].label, justify="right")
+    table.add_column("shared", justify="right")
+    for row in store.config_means(runs, latencies).iter_rows(named=True):
+        mean = row.get("mean_ms")
+        sd = row.get(store.sd_column("mean_ms"))
+        mean_text = fmt(mean, 3) if sd is None or mean is None else f"{fmt(mean, 3)} ± {fmt(sd, 3)}"
+        table.add_row(
+            config_label(row),
+            f"{row['repeats']:,}",
+            mean_text,
+            *(with_spread(row, name) for name in LATENCY_METRICS),
+            shared_text(shared.get(config_key(row), (0, 0)), row["repeats"]),
+        )
+    return table
+
+
+def shared_text(counts: tuple[int, int], repeats: int) -> str:
+    """'0' (every run measured alone), '2 of 3' (of the runs that recorded it), or '—'
+    where none did."""
+    was, known = counts
+    if known == 0:
+        return "—"
+    return "0" if was == 0 and known == repeats else f"{was:,} of {known:,}"
+
+
+def phase_rows(mix: phasematch.PhaseMix) -> list[list[str]]:
+    """One row per phase of a configuration's runs: its commits and, for each column the
+    phase has a figure of, its mean over those commits ± the runs' spread."""
+    from sqlwa.analysis.phases import PHASE_FIGURES, PHASE_SHORT
+
+    rows = []
+    for phase, commits in mix.commits.items():
+        cells = []
+        for name in TABLE_METRICS:
+            mean = mix.mean(phase, name) if name in PHASE_FIGURES else None
+            digits = METRICS[name].digits
+            sd = mix.spread(phase, name)
+            text = "" if mean is None else fmt(mean, digits)
+            cells.append(text if sd is None or mean is None else f"{text} ± {fmt(sd, digits)}")
+        rows.append([f"  {PHASE_SHORT[phase]}", "", f"{commits:,}", *cells])
+    return rows
 
 
 def with_spread(row: dict, name: str) -> str:
@@ -191,6 +269,7 @@ def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
     if runs.height and runs.filter(pl.col("status") == "ok").height:
         latencies = store.load_latencies(outcome.plan.out_dir)
         console.print(results_table(runs, f"matrix {outcome.plan.out_dir}", latencies))
+        console.print(latency_table(runs, latencies))
     if outcome.plan.stack.vm:
         console.print(
             "VM lab: every cell ran in one guest; under TCG its latencies (p99, frame misses) are an emulated "

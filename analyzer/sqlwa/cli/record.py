@@ -14,7 +14,7 @@ from sqlwa.errors import UsageError
 from sqlwa.outputs import allow_system_option
 
 if TYPE_CHECKING:
-    from sqlwa.record import child, program
+    from sqlwa.record import Converted, child, program
 
 DEFAULT_LOG = Path("sql-log.jsonl")
 
@@ -32,7 +32,9 @@ DEFAULT_LOG = Path("sql-log.jsonl")
     "source",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Convert a log made elsewhere instead of running a program: Android's logcat "
-    "(SQLiteStatements), a .sql file of statements ending in ';', or a SQL log (validated).",
+    "(SQLiteStatements lines in any `adb logcat -v` format or Android Studio copy, pasted "
+    "excerpts too; lines of other tags skipped and counted), a .sql file of statements "
+    "ending in ';', or a SQL log (validated).",
 )
 @click.option(
     "--redact",
@@ -86,13 +88,23 @@ def record_command(
             converted = convert(source, f, redact, keep_argv)
         click.echo(
             f"{out}: {describe(converted.counts, converted.databases)} from {source} ({converted.source})"
-            + (f"; {converted.left_out} statements cut short by logcat left out" if converted.left_out else "")
+            + skipped(converted)
         )
         return
     recorded = program.record(
         list(command), target, redact, on_stop=lambda signum: said_stopping(signum, command[0]), keep_argv=keep_argv
     )
     finish(recorded, out, command[0])
+
+
+def skipped(converted: Converted) -> str:
+    """What a conversion left out, for its summary line ("" when nothing)."""
+    parts = [
+        (converted.left_out, "statements cut short by logcat left out"),
+        (converted.other_tags, "lines of other tags skipped"),
+        (converted.other_lines, "lines of no logcat form skipped"),
+    ]
+    return "".join(f"; {count} {what}" for count, what in parts if count)
 
 
 def said_stopping(signum: int, name: str) -> None:

@@ -406,6 +406,23 @@ def check_out_dir(plan: MatrixPlan, create: bool = False) -> Path:
     )
 
 
+def refuse_linked_runs(out_dir: Path) -> None:
+    """A continued sweep writes its cells in ``runs/`` of its --out: that directory, and
+    each cell's in it, must be its own, not a symlink (a shard from elsewhere), through
+    which the cells would be written wherever it leads."""
+    runs = out_dir / "runs"
+    linked: list[Path] = []
+    if runs.is_symlink():
+        linked = [runs]
+    elif runs.is_dir():
+        linked = sorted(p for p in runs.iterdir() if p.is_symlink())
+    if linked:
+        raise UsageError(
+            f"{linked[0]} is a symlink: a sweep writes its cells only inside its --out directory {out_dir}",
+            "resume only a sweep sqlwa wrote here, or choose a new --out",
+        )
+
+
 def open_store(plan: MatrixPlan):
     """The matrix's store; an existing, non-empty one is only continued with --resume,
     and only with the plan it was started with."""
@@ -414,6 +431,7 @@ def open_store(plan: MatrixPlan):
     existed = path.exists()
     if existed:  # a store to continue may have come from elsewhere: read it as readers do first
         store.check_foreign(path)
+        refuse_linked_runs(plan.out_dir)
     conn = store.connect(path)
     try:
         if existed and conn.execute("SELECT count(*) FROM runs").fetchone()[0]:

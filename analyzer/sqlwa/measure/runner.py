@@ -27,6 +27,7 @@ import polars as pl
 from sqlwa import _system, outputs
 from sqlwa.analysis import (
     attribution,
+    closing,
     device_time,
     fuse_effect,
     metrics,
@@ -144,6 +145,8 @@ def run_config(request: RunRequest, info: dict, work_dir: Path, measured: int) -
         "vfs_counting": info["vfs_counting"],
         "pid": info["pid"],
         "tid": info["tid"],
+        # other sqlwa runs measuring at the same time, and the load (None: not known)
+        "host_sharing": info.get("host_sharing"),
         **environment.machine_facts(),
     }
 
@@ -244,15 +247,17 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
         # to a file in the scratch directory, which only a finished run moves to out_dir.
         journal = request.settings.journal
         with commit_stream.CommitWriter(work_dir, journal, request.frame_budget_ms) as writer:
-            info = engine.run_workload_chunked(
-                scenario,
-                request.settings,
-                work_dir,
-                writer.add,
-                chunk_commits(),
-                progress=progress,
-                keep_measured=request.keep_measured,
-            )
+            with _system.sharing.measuring() as shared:
+                info = engine.run_workload_chunked(
+                    scenario,
+                    request.settings,
+                    work_dir,
+                    writer.add,
+                    chunk_commits(),
+                    progress=progress,
+                    keep_measured=request.keep_measured,
+                )
+                sharing = shared()
             engine.raise_if_nothing_measured(info, writer.measured)
             if info["pragmas"]["journal_mode"] != journal:  # the phases were given for `journal`
                 raise AssertionError(f"SQLite ran journal_mode {info['pragmas']['journal_mode']}, not {journal}")
@@ -260,17 +265,24 @@ def execute_vfs_only(request: RunRequest, progress: ProgressFn | None = None) ->
             with writing(out_dir, "the run's results into"):
                 writer.finish(commits_path)
         stopped = stop_section(dict(info), request.settings, writer.measured, writer.measured_span_ns)
-        config = run_config(request, dict(info), work_dir, writer.measured)
+        config = run_config(request, {**dict(info), "host_sharing": sharing}, work_dir, writer.measured)
         summary = writer.summary(
             config,
             levels=["vfs"],
             device_not_measured=device_not_measured(config["dir_fs"]),
             stopped=stopped,
+            **engine_sections(dict(info)),
         )
         with writing(out_dir, "the run's results into"):
             rundir.finish(out_dir, summary)
     kept = work_dir if request.keep_db else None
     return RunOutcome(summary=summary, frame=None, out_dir=out_dir, kept_database=kept, partial=stopped.get("partial"))
+
+
+def engine_sections(info: dict, traced: dict | None = None) -> dict:
+    """summary.json's ``wrote_nothing`` and ``close`` (:mod:`sqlwa.analysis.closing`):
+    the engine's figures, with the trace's of the closing (``traced``) in a lab run."""
+    return {"wrote_nothing": closing.wrote_nothing_section(info), "close": closing.close_section(info, traced)}
 
 
 def measured_span_ns(measured: pl.DataFrame | ColumnFrame) -> int:
@@ -391,6 +403,8 @@ class TraceAnalysis:
     sections: dict
     events: pl.DataFrame | pl.LazyFrame  # a scan of events.parquet when written already
     writes: pl.DataFrame | pl.LazyFrame | None  # block writes with their attribution category
+    # the syscalls and block requests of the connections' closing (closing.trace_figures)
+    close: dict | None = None
 
 
 def analyse_trace(
@@ -427,10 +441,12 @@ def analyse_trace(
         events = pl.scan_parquet(events_path)
         if commits_path is not None and stream.streamable(context):
             try:
-                return analyse_streamed(events, report, commits, dev, levels, context, commits_path, phases_of)
+                done = analyse_streamed(events, report, commits, dev, levels, context, commits_path, phases_of)
+                return dataclasses.replace(done, close=closing.trace_figures(events, dev, levels))
             except stream.MarkersOutOfOrder:
                 pass  # analysed whole, which says which markers
-    return analyse_events(events, report, commits.lazy().collect(), dev, levels, context)
+    done = analyse_events(events, report, commits.lazy().collect(), dev, levels, context)
+    return dataclasses.replace(done, close=closing.trace_figures(events, dev, levels))
 
 
 def analyse_streamed(
@@ -704,23 +720,9 @@ def measure_in_lab(
     with engine_records(lab) as commits:
         signalled = _system.signals.received_count()
         try:
-            if request.crash is not None and crash_dir is not None:
-                capture = lab_capture.capture_with_crash(
-                    request.settings,
-                    scenario,
-                    lab,
-                    out_dir,
-                    options,
-                    request.crash,
-                    crash_dir,
-                    progress,
-                    progress,
-                    commits=commits,
-                )
-            else:
-                capture = lab_capture.capture_in_lab(
-                    request.settings, scenario, lab, out_dir, options, progress, commits
-                )
+            with _system.sharing.measuring() as shared:
+                capture = capture_of(request, scenario, lab, out_dir, options, progress, commits, crash_dir)
+                capture.info["host_sharing"] = shared()
         except OutputStuck as exc:
             # the trace's last part could not be written: a run a signal ended (its engine
             # took the first as the end of the workload) ends unfinished, as an interrupted one
@@ -731,6 +733,33 @@ def measure_in_lab(
         if request.keep_measured and engine.interruption_of(capture.info) is not None:
             return keep_what_was_measured(request, capture, out_dir)
         return analyse_capture(request, capture, out_dir)
+
+
+def capture_of(
+    request: RunRequest,
+    scenario,
+    lab: filesystem.LabFilesystem,
+    out_dir: Path,
+    options: lab_capture.CaptureOptions,
+    progress: ProgressFn | None,
+    commits: commit_stream.EngineCommits,
+    crash_dir: Path | None,
+) -> lab_capture.LabCapture:
+    """The lab's capture of the run: with its device's writes logged for ``sqlwa crash``."""
+    if request.crash is not None and crash_dir is not None:
+        return lab_capture.capture_with_crash(
+            request.settings,
+            scenario,
+            lab,
+            out_dir,
+            options,
+            request.crash,
+            crash_dir,
+            progress,
+            progress,
+            commits=commits,
+        )
+    return lab_capture.capture_in_lab(request.settings, scenario, lab, out_dir, options, progress, commits)
 
 
 @contextmanager
@@ -840,6 +869,7 @@ def analyse_capture(
     measured = commits.filter(~pl.col("warmup")).height
     span_ns = measured_span_ns(commits.filter(~pl.col("warmup")))
     sections["stopped"] = stopped = stop_section(capture.info, request.settings, measured, span_ns)
+    sections.update(engine_sections(capture.info, analysis.close))
     config = {**lab_config(request, capture.info, fs_facts, measured), **config_extra}
     trace = {
         **capture.trace,
@@ -861,7 +891,7 @@ def analyse_capture(
         **sections,
     )
     if capture.durability is not None:
-        summary["durability"] = capture.durability
+        summary["durability"] = with_checkpoint_reach(capture.durability, summary)
     if amortized is not None:
         summary["per_commit"]["amortized_write_bytes"] = amortized["write_bytes"] / max(amortized["commits"], 1)
         summary["amortized"] = amortized
@@ -869,6 +899,19 @@ def analyse_capture(
     if loss is not None:
         raise loss
     return RunOutcome(summary=summary, frame=frame, out_dir=out_dir, partial=stopped.get("partial"))
+
+
+def with_checkpoint_reach(durability: dict, summary: dict) -> dict:
+    """A crash run's ``durability`` with ``wal_checkpoint``: in WAL mode, whether its
+    commits reached SQLite's first checkpoint (before one, synchronous=NORMAL has synced
+    nothing, so every commit is at risk whatever the filesystem does) and the ``-n``
+    that would (:func:`sqlwa.analysis.phases.wal_checkpoint_reach`)."""
+    reach = phases.wal_checkpoint_reach(summary)
+    if reach is None:
+        return durability
+    outside = (summary.get("checkpoint") or {}).get("outside_commits")
+    reach.update(sync=summary["config"].get("sync"), outside_commits=outside)
+    return {**durability, "wal_checkpoint": reach}
 
 
 def engine_commits_of(capture: lab_capture.LabCapture, spilled: Path, streamable: bool) -> pl.DataFrame | pl.LazyFrame:
@@ -906,10 +949,14 @@ def execute_in_vm(
             # a crash run keeps its write log and a state's images beside the lab's in guest RAM
             room = CRASH_IMAGE_ROOM if request.crash else 1
             with booted_guest(kernel, out_dir, request.stack.image_size, strace_to, room) as own:
-                capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
+                with _system.sharing.measuring() as shared:  # on the host: the guest's CPUs are its
+                    capture, facts = own.capture(guest_request(request, out_dir), progress), own.facts
+                    capture.info["host_sharing"] = shared()
         else:
             assert guest is not None
-            capture, facts = guest.capture(guest_request(request, out_dir), progress), guest.facts
+            with _system.sharing.measuring() as shared:
+                capture, facts = guest.capture(guest_request(request, out_dir), progress), guest.facts
+                capture.info["host_sharing"] = shared()
         guest_facts = {"kernel": capture.fs["kernel"], "cpus": facts.cpus}
         return analyse_capture(request, capture, out_dir, vm=facts.describe(), **guest_facts)
 

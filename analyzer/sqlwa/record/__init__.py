@@ -51,6 +51,8 @@ class Converted:
     counts: dict[str, int]
     databases: set[str]
     left_out: int  # statements the source did not hold whole (logcat's cut messages)
+    other_tags: int = 0  # logcat's lines of other tags, skipped
+    other_lines: int = 0  # lines of no logcat form, nor part of a message: skipped
 
 
 def convert(path: Path, out: IO[bytes], redact: bool = False, keep_argv: bool = False) -> Converted:
@@ -60,7 +62,7 @@ def convert(path: Path, out: IO[bytes], redact: bool = False, keep_argv: bool = 
     ``keep_argv``, keys format 1 does not know dropped)."""
     kind = detect(path)
     redactor = Redactor() if redact else None
-    left_out = 0
+    left_out = other_tags = other_lines = 0
     if kind == "sql-log":
         header, events = read_log(path)
         if redact:
@@ -82,12 +84,12 @@ def convert(path: Path, out: IO[bytes], redact: bool = False, keep_argv: bool = 
     for event in _redacted(events, redactor):
         writer.write(event)
     if kind == "android-logcat":
-        left_out = reader.truncated
+        left_out, other_tags, other_lines = reader.truncated, reader.other_tags, reader.other_lines
         if reader.statements == 0:
             raise SqlLogError(path, 1, "a logcat without SQLiteStatements lines (see README: Your app's own workload)")
     if writer.counts["sql"] + writer.counts["trigger"] == 0:
         raise SqlLogError(path, 1, "no SQL statement in it")
-    return Converted(source, writer.counts, writer.databases, left_out)
+    return Converted(source, writer.counts, writer.databases, left_out, other_tags, other_lines)
 
 
 #: the keys of an event sqlwa writes (docs/sql-log-format.md); a redacted log has no other

@@ -613,18 +613,33 @@ def timing_verdict(beyond_limit: bool, detail: str, metric: str, key: tuple, sid
     sig = timing.slower(new, old) if worse_when_higher else timing.slower(old, new)
     level = sides.significance_level
     detail += f"; now {new.text()}, before {old.text()}; {sig.text()}"
+    detail += shared_host_note(sides, key)
     if not beyond_limit:
         return "pass", detail, sig.p
-    if sig.p <= level:
-        return "violation", f"{detail} ≤ {level:g}: significant (confidence {1 - sig.p:.1%})", sig.p
-    if sig.smallest_p > level:
+    if sig.too_few(level):
         runs = timing.runs_needed(level)
         advice = (
-            f"{sig.new_runs} vs {sig.old_runs} runs cannot reach p ≤ {level:g} at all "
-            f"(smallest possible p = {sig.smallest_p:.3g}): measure both with --repeat {runs} or more"
+            f"too few runs: {sig.new_runs} vs {sig.old_runs}; need {runs} vs {runs} (Mann–Whitney U's smallest "
+            f"two-sided p with {sig.new_runs} vs {sig.old_runs} is {sig.smallest_two_sided_p:.3g}, above {level:g}): "
+            f"measure both with --repeat {runs} or more"
         )
         return "unmeasured", f"{detail}; {advice}", sig.p
+    if sig.p <= level:
+        return "violation", f"{detail} ≤ {level:g}: significant (confidence {1 - sig.p:.1%})", sig.p
     return "pass", f"{detail} > {level:g}: not significant, so not called a regression", sig.p
+
+
+def shared_host_note(sides: Sides, key: tuple) -> str:
+    """'; 3 of 5 runs now shared the host …' where runs of either side measured beside
+    other sqlwa runs on their host (their timings are a shared machine's); else ''."""
+    parts = []
+    for name, runs in (("now", sides.runs), ("before", sides.baseline_runs)):
+        shared, known = timing.shared_runs(runs).get(key, (0, 0))
+        if shared:
+            parts.append(f"{shared} of {known} runs {name}")
+    if not parts:
+        return ""
+    return f"; {' and '.join(parts)} measured beside other sqlwa runs on their host (timings of a shared machine)"
 
 
 def regression_pct(now: float, before: float) -> float:

@@ -13,6 +13,7 @@ whole run has (amortized bytes, latency quantiles) is not compared at all.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -32,6 +33,8 @@ class PhaseMix:
 
     commits: dict[str, int] = field(default_factory=dict)
     sums: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: phase → figure → each run's own mean over its commits in the phase
+    per_run: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def add(self, summary: dict) -> None:
         for name, entry in phase_figures(summary).items():
@@ -39,9 +42,22 @@ class PhaseMix:
                 continue
             self.commits[name] = self.commits.get(name, 0) + entry["commits"]
             sums = self.sums.setdefault(name, {})
+            runs = self.per_run.setdefault(name, {})
             for figure in PHASE_FIGURES:
                 if figure in entry:
                     sums[figure] = sums.get(figure, 0.0) + entry[figure] * entry["commits"]
+                    runs.setdefault(figure, []).append(entry[figure])
+
+    def spread(self, phase: str, figure: str) -> float | None:
+        """The sample standard deviation (n - 1) of the runs' own means of ``figure`` in
+        ``phase``, as the matrix table's ± is everywhere; None for fewer than two runs."""
+        values = self.per_run.get(phase, {}).get(figure, [])
+        return statistics.stdev(values) if len(values) > 1 else None
+
+    def phased(self) -> bool:
+        """Its measured commits are not all of one steady state: a whole-run mean is then
+        a mix that depends on the run's length (or, all WAL growth, no steady state)."""
+        return set(self.commits) != {"steady"} and bool(self.commits)
 
     def share(self, phase: str) -> float:
         total = sum(self.commits.values())

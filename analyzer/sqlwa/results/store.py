@@ -867,6 +867,8 @@ def readable_paths(row: dict, base: Path) -> None:
     if events is None and run_dir is not None and row.get("events_path") is not None:
         table = Path(os.path.realpath(Path(base) / row["events_path"]))
         events = table if run_dir in table.parents else None
+    if run_dir is not None:
+        refuse_links_out(run_dir, row)
     for key, found in (("run_dir", run_dir), ("events_path", events)):
         if found is None and row.get(key) is not None and row.get("status") == "ok":
             raise rundir.Damaged(
@@ -874,6 +876,21 @@ def readable_paths(row: dict, base: Path) -> None:
                 "sqlwa reads a store's runs only there"
             )
         row[key] = None if found is None else str(found)
+
+
+def refuse_links_out(run_dir: Path, row: dict) -> None:
+    """A run's directory whose files lead nowhere else: a symlink in it to a file
+    outside (a crafted store's ``commits.parquet`` -> another database) would have its
+    readers read that file."""
+    try:
+        entries = [entry.name for entry in os.scandir(run_dir) if entry.is_symlink()]
+    except OSError:
+        return  # no directory to read (a failed cell's): its readers say so, if they read it
+    for name in entries:
+        if contained(run_dir, name) is None:
+            raise rundir.Damaged(
+                f"run {row.get('run_key')}'s {name} is a symlink out of its directory: sqlwa reads a run's own files only"
+            )
 
 
 def _run_dir_to_read(base: Path, value: str) -> Path | None:
@@ -1010,7 +1027,9 @@ def config_means(runs: pl.DataFrame, latencies: pl.DataFrame | None = None) -> p
     pooled = pooled_latency(latencies)
     keys = means.select(*[pl.col(k).cast(pl.String) for k in CONFIG_KEYS])
     return means.with_columns(
-        keys.join(pooled, on=list(CONFIG_KEYS), how="left", maintain_order="left").select(*POOLED_QUANTILES, "max_ms")
+        keys.join(pooled, on=list(CONFIG_KEYS), how="left", maintain_order="left").select(
+            *POOLED_QUANTILES, "max_ms", "mean_ms", sd_column("mean_ms")
+        )
     )
 
 
@@ -1024,13 +1043,21 @@ POOLED_QUANTILES = {"p50_ms": 0.50, "p99_ms": 0.99, "p999_ms": 0.999}
 
 
 def pooled_latency(latencies: pl.DataFrame) -> pl.DataFrame:
-    """Per configuration: the quantiles (linear, as each run's) and maximum of all commits."""
+    """Per configuration: the quantiles (linear, as each run's), maximum and mean of all
+    commits; ``mean_ms_sd``, the sample standard deviation of each run's own mean (null
+    for one run), as every other figure's spread."""
     ms = pl.col("latency_ns").cast(pl.Float64) / 1e6
-    return (
-        latencies.group_by(CONFIG_KEYS)
-        .agg(
-            *[ms.quantile(q, interpolation="linear").alias(name) for name, q in POOLED_QUANTILES.items()],
-            ms.max().alias("max_ms"),
-        )
-        .select(*CONFIG_KEYS, *POOLED_QUANTILES, "max_ms")
+    per_run = (
+        latencies.group_by([*CONFIG_KEYS, "run_key"])
+        .agg(ms.mean().alias("run_mean"))
+        .group_by(CONFIG_KEYS)
+        .agg(pl.col("run_mean").std(ddof=1).alias(sd_column("mean_ms")))
+    )
+    pooled = latencies.group_by(CONFIG_KEYS).agg(
+        *[ms.quantile(q, interpolation="linear").alias(name) for name, q in POOLED_QUANTILES.items()],
+        ms.max().alias("max_ms"),
+        ms.mean().alias("mean_ms"),
+    )
+    return pooled.join(per_run, on=list(CONFIG_KEYS), how="left").select(
+        *CONFIG_KEYS, *POOLED_QUANTILES, "max_ms", "mean_ms", sd_column("mean_ms")
     )

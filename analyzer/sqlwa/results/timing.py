@@ -16,13 +16,19 @@ called only when the change is both larger than the rule's limit and significant
   ties included) where there are at most :data:`EXACT_SPLITS` splits.
 
 With n and m runs the smallest p-value the test can give is 1 / C(n + m, n): 0.05 for
-3 against 3 (every new run slower than every old one), 0.004 for 5 against 5; fewer runs
-cannot reach a significance level of 0.05 at all, which the gate reports instead of
-guessing.
+3 against 3 (every new run slower than every old one), 0.004 for 5 against 5. A verdict
+resting on that one ordering means little: anything that orders the runs (a side's runs
+measured beside other runs on one host: +263% and +728% p99 were called "significant"
+so, 3 against 3) reaches it with no change at all. So the gate calls a change
+significant only with enough runs that two orderings reach the level, 2 / C(n + m, n) ≤
+level, which is the two-sided exact test's smallest p (scipy's: 0.1 for 3 against 3,
+0.057 for 3 against 4, 0.029 for 4 against 4): at 0.05, 4 runs a side (or 3 against 5).
+With fewer it says "too few runs" and how many it needs instead of a verdict.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -81,6 +87,16 @@ class Significance:
         """The smallest p-value these numbers of runs can give at all."""
         return 1 / math.comb(self.new_runs + self.old_runs, self.new_runs)
 
+    @property
+    def smallest_two_sided_p(self) -> float:
+        """The two-sided exact test's smallest p: what the level must reach for a verdict
+        not to rest on one ordering of the runs (see the module's docstring)."""
+        return min(1.0, 2 * self.smallest_p)
+
+    def too_few(self, level: float) -> bool:
+        """These runs are too few for a verdict at ``level``."""
+        return self.smallest_two_sided_p > level
+
     def text(self) -> str:
         return f"Mann–Whitney U over {self.new_runs} vs {self.old_runs} runs: p = {self.p:.3g}"
 
@@ -107,8 +123,33 @@ def slower(new: Spread, old: Spread) -> Significance:
 
 
 def runs_needed(level: float) -> int:
-    """The fewest runs a side (as many on both) for which p ≤ ``level`` is possible."""
+    """The fewest runs a side (as many on both) that are not too few at ``level``:
+    2 / C(2r, r) ≤ level (4 at 0.05, 5 at 0.01)."""
     runs = 2
-    while 1 / math.comb(2 * runs, runs) > level:
+    while 2 / math.comb(2 * runs, runs) > level:
         runs += 1
     return runs
+
+
+def shared_host(summary: dict) -> bool | None:
+    """Whether another sqlwa run measured on the host while this run did (shards of a
+    sweep side by side: their latencies were 2 to 4 times the cells' alone); None where
+    the run did not record it (one analysed by an earlier version)."""
+    sharing = (summary.get("config") or {}).get("host_sharing")
+    return None if not isinstance(sharing, dict) else bool(sharing.get("other_runs"))
+
+
+def shared_runs(runs: pl.DataFrame) -> dict[tuple, tuple[int, int]]:
+    """Per configuration: (runs that shared the host, runs that recorded whether they did)."""
+    counts: dict[tuple, tuple[int, int]] = {}
+    if runs.height == 0 or "summary_json" not in runs.columns:
+        return counts
+    for row in runs.filter(pl.col("status") == "ok").iter_rows(named=True):
+        shared = shared_host(json.loads(row["summary_json"] or "{}"))
+        key = tuple(row[k] for k in CONFIG_KEYS)
+        was, known = counts.get(key, (0, 0))
+        if shared is not None:
+            counts[key] = (was + shared, known + 1)
+        else:
+            counts[key] = (was, known)
+    return counts

@@ -399,6 +399,60 @@ def phases_table(runs: pl.DataFrame) -> str:
     return f'<table class="sortable"><thead>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+OUTSIDE_NOTE = (
+    "What the runs did that is no commit, totals per configuration (repeats added): transactions that changed "
+    "no database file (an UPDATE or DELETE matching no row, a write only to a TEMP table: no journal, no WAL "
+    "frame), left out of every per-commit figure; and the closing of the connections, where in WAL mode the "
+    "last to close checkpoints the WAL into the database (its syncs, and in a lab run its fsyncs and block "
+    "requests, between the engine's close markers). — = level not measured."
+)
+#: (heading, section of summary.json, path to the figure inside it)
+OUTSIDE_COLUMNS = (
+    ("wrote nothing", "wrote_nothing", ("transactions",)),
+    ("connections closed", "close", ("connections",)),
+    ("close: VFS xSync", "close", ("vfs_sync_calls",)),
+    ("close: fsync/fdatasync", "close", ("syscalls", "fsync_calls")),
+    ("close: block writes", "close", ("block", "write_requests")),
+    ("close: cache flushes", "close", ("block", "flush_requests")),
+)
+
+
+def outside_figure(summary: dict, section: str, path: tuple[str, ...]) -> int | None:
+    value = summary.get(section)
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return None if value is None else int(value)
+
+
+def outside_commits(runs: pl.DataFrame) -> dict[tuple, list[int | None]]:
+    """Per configuration, :data:`OUTSIDE_COLUMNS` summed over its successful runs (None:
+    no run measured it); only configurations whose runs reported them."""
+    if runs.height == 0 or "summary_json" not in runs.columns:
+        return {}
+    found: dict[tuple, list[int | None]] = {}
+    for row in runs.filter(pl.col("status") == "ok").iter_rows(named=True):
+        summary = json.loads(row["summary_json"] or "{}")
+        if "close" not in summary and "wrote_nothing" not in summary:
+            continue  # analysed before they were reported
+        sums = found.setdefault(config_key(row), [None] * len(OUTSIDE_COLUMNS))
+        for i, (_, section, path) in enumerate(OUTSIDE_COLUMNS):
+            value = outside_figure(summary, section, path)
+            if value is not None:
+                sums[i] = (sums[i] or 0) + value
+    return found
+
+
+def outside_table(found: dict[tuple, list[int | None]]) -> str:
+    head = "<tr><th>configuration</th>" + "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in OUTSIDE_COLUMNS)
+    rows = [
+        f"<tr><th>{html.escape(config_label(dict(zip(CONFIG_KEYS, key))))}</th>"
+        + "".join(number_cell(v) for v in sums)
+        + "</tr>"
+        for key, sums in found.items()
+    ]
+    return f'<table class="sortable"><thead>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
 EMULATED_CELL_TITLE = f"{emulated.EMULATED_TEXT}: counts and bytes of the same runs are exact"
 
 
@@ -791,6 +845,11 @@ def build_sections(
     )
     if phasematch.config_mixes(runs):
         sections.append(Section("per commit, by phase", phases_table(runs), PHASES_NOTE))
+    outside = outside_commits(runs)
+    if any(any(sums) for sums in outside.values()):
+        sections.append(
+            Section("outside the commits: wrote nothing, close checkpoint", outside_table(outside), OUTSIDE_NOTE)
+        )
     sections.append(Section("runs and environment", runs_table(runs)))
     return sections
 

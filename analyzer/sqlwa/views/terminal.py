@@ -351,6 +351,59 @@ def wide_console(stderr: bool = False) -> Console:
     return console if console.is_terminal else PipedConsole(stderr=stderr, width=piped_width(), soft_wrap=True)
 
 
+def outside_commits_table(summary: dict) -> Table | None:
+    """Totals of what the run did that is no commit (:mod:`sqlwa.analysis.closing`): the
+    transactions that wrote nothing and the close checkpoint; None when it did neither
+    (or was analysed before they were reported)."""
+    empty, close = summary.get("wrote_nothing") or {}, summary.get("close") or {}
+    rows = []
+    if empty.get("transactions"):
+        rows.append(("transactions that wrote nothing", empty["transactions"], empty))
+    if close.get("connections"):
+        rows.append(("close checkpoint (connections closed)", close["connections"], close))
+    if not rows:
+        return None
+    table = Table(title="outside the commits (totals, in no per-commit figure)", title_justify="left")
+    for heading in ("", "count", "VFS xSync", "VFS written"):
+        table.add_column(heading, style="bold" if not heading else None, justify="left" if not heading else "right")
+    traced = [level for level in ("syscall", "block") if level in summary["levels"]]
+    if "syscall" in traced:
+        table.add_column("fsync/fdatasync", justify="right")
+    if "block" in traced:
+        table.add_column("block writes", justify="right")
+        table.add_column("cache flushes", justify="right")
+    for label, count, figures in rows:
+        cells = [
+            label,
+            f"{count:,}",
+            f"{figures.get('vfs_sync_calls', 0):,}",
+            fmt_bytes(figures.get("vfs_write_bytes", 0)),
+        ]
+        syscalls, block = figures.get("syscalls"), figures.get("block")
+        if "syscall" in traced:
+            cells.append(f"{syscalls['fsync_calls']:,}" if syscalls else "—")
+        if "block" in traced:
+            cells.append(f"{block['write_requests']:,} ({fmt_bytes(block['write_bytes'])})" if block else "—")
+            cells.append(f"{block['flush_requests']:,}" if block else "—")
+        table.add_row(*cells)
+    return table
+
+
+def wrote_nothing_line(summary: dict) -> str | None:
+    """What the transactions that wrote nothing were, by the first of them."""
+    empty = summary.get("wrote_nothing") or {}
+    if not empty.get("transactions"):
+        return None
+    first = (empty.get("first") or [{}])[0]
+    where = f"at line {first['line']}: " if first.get("line") else ""
+    n = empty["transactions"]
+    return (
+        f"{n:,} transaction{'s' if n != 1 else ''} changed no database file ({empty['statements']:,} statements, "
+        f"the first {where}{first.get('statement', '')}): not commits, so every per-commit figure is of the "
+        f"{summary['commits'] + summary.get('warmup_commits', 0):,} that wrote"
+    )
+
+
 def print_summary(summary: dict, console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(summary_title(summary), style="italic", highlight=False)  # not the table's
@@ -358,10 +411,19 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     unmeasured = summary.get("device_not_measured")
     if unmeasured:  # beside the latency and frame misses it qualifies
         console.print(f"[yellow]{unmeasured}[/yellow]", highlight=False)
+    shared = shared_host_text(summary["config"].get("host_sharing"))
+    if shared:
+        console.print(f"[yellow]{shared}[/yellow]", highlight=False)
     console.print(summary_caption(summary), style="dim", highlight=False)
     phases = phase_table(summary)
     if phases is not None:
         console.print(phases)
+    outside = outside_commits_table(summary)
+    if outside is not None:
+        console.print(outside)
+    empty = wrote_nothing_line(summary)
+    if empty is not None:
+        console.print(empty, style="dim", highlight=False)
     levels = ", ".join(LEVEL_NOTES.get(level, level) for level in summary["levels"])
     console.print(f"measured levels: {levels}")
     vm = summary["config"].get("vm")
@@ -379,6 +441,18 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
             "[dim]block and syscall levels were not measured: they need a lab filesystem "
             "(--fs ext4 …), root and tracefs.[/dim]"
         )
+
+
+def shared_host_text(sharing: dict | None) -> str:
+    """A line when other sqlwa runs measured on the host during this one; else ''."""
+    others = (sharing or {}).get("other_runs") or []
+    if not others:
+        return ""
+    pids = ", ".join(str(pid) for pid in others[:5]) + (" …" if len(others) > 5 else "")
+    return (
+        f"shared host: {len(others)} other sqlwa run(s) measured on this host meanwhile (pid {pids}): "
+        "the latencies are a shared machine's, not this run's alone"
+    )
 
 
 def phases_text(phases: dict[str, int]) -> str:
@@ -430,6 +504,30 @@ def durability_verdict(durability: dict) -> str:
     return "[red]not durable: " + "; ".join(parts) + "[/red]"
 
 
+def no_checkpoint_text(reach: dict) -> str:
+    """What a WAL crash run none of whose commits ran a checkpoint could not show, and
+    how long a run would (``durability.wal_checkpoint``)."""
+    limit = reach["wal_autocheckpoint"]
+    if limit <= 0:
+        said = "no commit ran a WAL checkpoint: wal_autocheckpoint is off, so SQLite never runs one on its own"
+    else:
+        said = (
+            f"no commit ran a WAL checkpoint: SQLite runs the first once the WAL holds {limit:,} pages "
+            f"(wal_autocheckpoint), and the run's commits left {reach['wal_pages']:,.0f}"
+        )
+    at_close = " (here only at close)" if reach.get("outside_commits") else ""
+    if reach.get("sync") == "normal":
+        said += f"; under synchronous=NORMAL SQLite syncs the WAL only at a checkpoint{at_close}"
+        said += ", so every commit before it was at risk"
+    elif reach.get("sync") == "off":
+        said += "; under synchronous=OFF SQLite syncs nothing, so every commit was at risk"
+    else:
+        said += "; no crash state had a checkpoint's writes in flight"
+    if "txns_to_first" in reach:
+        said += f"; at {reach['pages_per_commit']:.1f} pages a commit, about -n {reach['txns_to_first']:,} reaches one"
+    return said
+
+
 def print_durability(durability: dict, console: Console | None = None) -> None:
     """``sqlwa crash``'s verdict: states tried, and what the worst of them lost."""
     console = console or wide_console()
@@ -453,6 +551,9 @@ def print_durability(durability: dict, console: Console | None = None) -> None:
         highlight=False,
     )
     console.print(durability_verdict(durability), highlight=False)
+    reach = durability.get("wal_checkpoint")
+    if reach and not reach["reached"]:
+        console.print(no_checkpoint_text(reach), style="yellow", highlight=False)
     for outcome, first in durability["first"].items():
         console.print(
             f"first {outcome.replace('_', ' ')}: {first['kind']} state before log entry {first['before_entry']}: "
