@@ -281,6 +281,32 @@ class Skipped(TypedDict):
     overridden_pragmas: int
 
 @type_check_only
+class MissingFunction(TypedDict):
+    """A function the replay's SQLite lacks, and the statements of the log calling it."""
+
+    #: as SQLite's "no such function: X" spelt it (names match without ASCII case)
+    name: str
+    statements: int
+    #: None: the program defined it; else the compile option that gives SQLite's own
+    #: function of that name (SQLITE_ENABLE_MATH_FUNCTIONS), which this build lacks
+    sqlite_option: str | None
+
+@type_check_only
+class MissingFunctions(TypedDict):
+    """Statements that call a function the replay's SQLite lacks: the program's own
+    (sqlite3_create_function, or an extension it loaded; counted in ``failed`` as
+    "app-defined function") or one of SQLite's this build left out ("function not in
+    this SQLite build"). SQLite's prepare refused them, "no such function: X"
+    (SQLITE_ERROR), and they never ran."""
+
+    #: the first 100 distinct functions
+    functions: list[MissingFunction]
+    #: those that failed inside a transaction, which went on (and committed) without them
+    in_transaction: int
+    #: commit records of transactions that ran without one of them
+    commits_without_them: int
+
+@type_check_only
 class Failure(TypedDict):
     """A statement that failed on replay."""
 
@@ -327,7 +353,13 @@ class ReplaySummary(TypedDict):
     #: writers; a log written elsewhere may say another)
     source: str
     program: list[str] | None
+    #: the SQLite the program ran (``sqlite3_libversion()`` of the library it loaded);
+    #: None: unknown (a .sql file or a logcat names none)
     recorded_sqlite_version: str | None
+    #: the SQLite that ran the replay (the bundled one)
+    replayed_sqlite_version: str
+    #: what another SQLite, or an unknown one, means for the figures; None: the same
+    sqlite_note: str | None
     redacted: bool
     timed: bool
     #: the pacing used: "recorded", "recorded x<factor>", "back-to-back"
@@ -343,6 +375,7 @@ class ReplaySummary(TypedDict):
     #: failed statements by kind
     failed: dict[str, int]
     first_failures: list[Failure]
+    missing_functions: MissingFunctions
     pragmas: list[LoggedPragma]
     databases: list[DatabaseFigures]
     #: per commit, the index into ``databases`` of the database it wrote (empty: the

@@ -214,3 +214,106 @@ def test_the_program_s_failure_is_its_exit_status_and_the_log_is_kept(tmp_path: 
     assert list(spool.iterdir()) == []  # the per-process spool files are merged and gone
     assert "exited with status 7" in done.stderr
     assert [e["sql"] for e in log_events(tmp_path / "log.jsonl") if e["ev"] == "sql"] == ["CREATE TABLE t(x)"]
+
+
+# A program that defines an SQL function of its own (as fossil defines now(), sqlite-utils
+# convert its function), and says what it ran: its SQLite's version, and per statement
+# whether its function ran in it (the function itself tells: independent of any text).
+APP_FUNCTION_PROGRAM = """\
+import json, sqlite3, sys
+db, out = sys.argv[1], sys.argv[2]
+called = []
+def now():
+    called[-1] = True
+    return "2026-12-03 08:00:00"
+conn = sqlite3.connect(db, isolation_level=None)
+conn.create_function("now", 0, now)
+def run(sql):
+    called.append(False)
+    conn.execute(sql)
+run("CREATE TABLE events(id INTEGER PRIMARY KEY, at TEXT, what TEXT)")
+run("INSERT INTO events(at, what) VALUES(now(), 'start')")
+run("BEGIN")
+run("INSERT INTO events(at, what) VALUES('2026-12-03', 'plain')")
+run("UPDATE events SET at = now() WHERE id = 1")
+run("COMMIT")
+run("INSERT INTO events(what) VALUES('now() is in a string, not called')")
+conn.close()
+json.dump({"sqlite_version": sqlite3.sqlite_version, "called": called}, open(out, "w"))
+"""
+
+
+def test_a_program_s_own_function_and_its_sqlite_are_named_in_the_replay(tmp_path: Path) -> None:
+    from sqlwa import _native
+
+    script, db, log, own = tmp_path / "app.py", tmp_path / "app.db", tmp_path / "log.jsonl", tmp_path / "own.json"
+    script.write_text(APP_FUNCTION_PROGRAM)
+    done = sqlwa("record", "--out", str(log), "--", sys.executable, str(script), str(db), str(own), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    truth = json.loads(own.read_text())
+    # the header names the SQLite the program loaded, as the program's sqlite3 module says
+    assert json.loads(log.read_text().splitlines()[0])["sqlite_version"] == truth["sqlite_version"]
+    calling = sum(truth["called"])
+    assert calling == 2
+    replayed = sqlwa("run", "-s", str(log), "--out", "o", "--json", cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stderr
+    summary = json.loads(replayed.stdout)
+    replay = summary["config"]["replay"]
+    assert replay["failed"] == {"app-defined function": calling}
+    assert replay["missing_functions"] == {
+        "functions": [{"name": "now", "statements": calling, "sqlite_option": None}],
+        "in_transaction": 1,  # the UPDATE inside BEGIN…COMMIT
+        "commits_without_them": 1,
+    }
+    # the program's four writing transactions, less the autocommit INSERT that never ran
+    assert summary["commits"] == 3
+    assert replay["recorded_sqlite_version"] == truth["sqlite_version"]
+    assert replay["replayed_sqlite_version"] == summary["config"]["sqlite_version"] == _native.__sqlite_version__
+    if truth["sqlite_version"] != _native.__sqlite_version__:
+        assert f"recorded with SQLite {truth['sqlite_version']}" in replay["sqlite_note"]
+    # and the terminal says it all
+    shown = sqlwa("run", "-s", str(log), "--out", "o2", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert f"SQLite {_native.__sqlite_version__} (recorded with {truth['sqlite_version']})" in text
+    assert "app-defined function 2" in text
+    assert "app-defined functions now() ×2: the program defines them" in text
+    # and the report, per run
+    page = tmp_path / "report.html"
+    reported = sqlwa("report", "o", "-o", str(page), cwd=tmp_path)
+    assert reported.returncode == 0, reported.stderr
+    html = page.read_text()
+    assert f"{_native.__sqlite_version__} (recorded with {truth['sqlite_version']})" in html
+    assert f"SQLite {_native.__sqlite_version__} replayed a log recorded with SQLite {truth['sqlite_version']}" in html
+    assert "app-defined functions now() ×2" in html
+
+
+FOREIGN_KEY_PROGRAM = """\
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)  # foreign keys as SQLite starts them
+conn.execute("CREATE TABLE p(id INTEGER PRIMARY KEY)")
+conn.execute("CREATE TABLE c(pid INTEGER REFERENCES p(id) ON DELETE CASCADE, v)")
+conn.execute("INSERT INTO p VALUES(1)")
+conn.execute("INSERT INTO c VALUES(1, 'child')")
+conn.execute("INSERT INTO c VALUES(7, 'orphan')")
+conn.execute("DELETE FROM p WHERE id = 1")
+"""
+
+
+def test_a_replay_keeps_foreign_keys_as_the_program_s_sqlite_had_them(tmp_path: Path) -> None:
+    """The program's SQLite starts each connection without foreign key constraints (as
+    SQLite documents); the bundled one is built with them on. Replayed, the program's
+    orphan row and its child stay: the final database dumps as the program's."""
+    script, db, log = tmp_path / "fk.py", tmp_path / "fk.db", tmp_path / "fk.jsonl"
+    script.write_text(FOREIGN_KEY_PROGRAM)
+    done = sqlwa("record", "--out", str(log), "--", sys.executable, str(script), str(db), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = sqlwa("run", "-s", str(log), "--dir", str(work), "--keep-db", "--out", "o", "--json", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["config"]["replay"]["failed"] == {}
+    (kept,) = work.glob("*/fk.db")
+    shell_dump = lambda path: subprocess.run(["sqlite3", str(path), ".dump"], capture_output=True, text=True).stdout  # noqa: E731
+    assert shell_dump(kept) == shell_dump(db)
+    assert "'orphan'" in shell_dump(db)

@@ -172,6 +172,77 @@ def test_the_shell_s_trace_output_is_a_sql_file_with_trigger_steps(tmp_path: Pat
     ]
 
 
+# Comments as SQLite's tokenizer defines them (https://sqlite.org/lang_comment.html): "--"
+# to the end of the line, "/*" to "*/" or to the end of the input; either may stand
+# wherever white space may. Those before a statement's first token and after its last are
+# no part of it; those between its tokens are (SQLite keeps them in sqlite_schema).
+COMMENTED_SQL = """\
+/* a header block;
+   over two lines */
+-- a line comment; with a semicolon
+PRAGMA page_size=8192; -- why: 8 KiB pages
+/* c */ PRAGMA journal_mode=WAL;
+CREATE TABLE t(a, -- the a column; inside
+  b /* the b */) /* after its last token */ ;
+INSERT INTO t VALUES(1, 'x -- no comment /* in a string */'); -- done
+INSERT INTO t VALUES(2, 'y');/**/
+;
+SELECT 1; /* x */
+"""
+COMMENTED_STATEMENTS = [
+    "PRAGMA page_size=8192",
+    "PRAGMA journal_mode=WAL",
+    "CREATE TABLE t(a, -- the a column; inside\n  b /* the b */)",
+    "INSERT INTO t VALUES(1, 'x -- no comment /* in a string */')",
+    "INSERT INTO t VALUES(2, 'y')",
+    "SELECT 1",
+]
+
+
+def shell(db: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """Debian's sqlite3 shell running ``script`` on ``db`` (the independent truth)."""
+    return subprocess.run(["sqlite3", "-bail", str(db)], input=script, capture_output=True, text=True, check=True)
+
+
+def test_comments_around_statements_are_left_out_as_sqlite_leaves_them(tmp_path: Path) -> None:
+    script = tmp_path / "commented.sql"
+    script.write_text(COMMENTED_SQL)
+    truth = tmp_path / "truth.db"
+    shell(truth, COMMENTED_SQL)  # the shell runs it all, the trailing comment too
+    ours = [e["sql"] for e in log_events(to_sql_log(script, tmp_path)) if e["ev"] == "sql"]
+    assert ours == COMMENTED_STATEMENTS
+    # what SQLite stored of the CREATE: from its first token to its last, inner comments kept
+    stored = shell(truth, ".mode list\nSELECT sql FROM sqlite_schema WHERE name = 't';").stdout.rstrip("\n")
+    assert stored == ours[2]
+    files = replay(to_sql_log(script, tmp_path), tmp_path / "replay")
+    (replayed,) = files.values()
+    assert dump(replayed) == dump(truth)
+
+
+def test_a_commented_pragma_is_overridden_and_an_early_page_size_applied(tmp_path: Path) -> None:
+    """The replay sees each PRAGMA without the comments before it: journal_mode is the
+    run's (overridden, listed by its own text), page_size=8192 is applied before the
+    database's first page is written, as the shell applied it."""
+    script, log = tmp_path / "commented.sql", tmp_path / "commented.jsonl"
+    script.write_text(COMMENTED_SQL)
+    truth = tmp_path / "truth.db"
+    shell(truth, COMMENTED_SQL)
+    assert sqlwa(tmp_path, "record", "--from", str(script), "--out", str(log)).returncode == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    done = sqlwa(tmp_path, "run", "-s", str(log), "--dir", str(work), "--keep-db", "--out", "o", "--json")
+    assert done.returncode == 0, done.stderr
+    replayed = json.loads(done.stdout)["config"]["replay"]
+    assert replayed["failed"] == {}
+    assert {p["statement"]: p["action"] for p in replayed["pragmas"]} == {
+        "PRAGMA page_size=8192": "kept",
+        "PRAGMA journal_mode=WAL": "overridden",
+    }
+    (kept,) = work.glob("*/commented.db")
+    page_size = lambda db: shell(db, "PRAGMA page_size;").stdout.strip()  # noqa: E731
+    assert page_size(kept) == page_size(truth) == "8192"
+
+
 # --- bad input: one line with file and line, exit 2 ---------------------------------
 def good_log(path: Path) -> list[str]:
     lines = [

@@ -142,7 +142,9 @@ pub use engine::{
     RunInfo, RunOutput, WroteNothing,
 };
 pub use error::EngineError;
-pub use replay::{replay, replay_into, ReplayOutput, ReplaySummary};
+pub use replay::{
+    replay, replay_into, ReplayOutput, ReplaySummary, APP_FUNCTION_KIND, UNBUILT_FUNCTION_KIND,
+};
 pub use scenario::{builtin_names, Scenario};
 pub use settings::{JournalMode, LockingMode, RunSettings, SyncMode};
 pub use sqllog::{is_sql_log, SqlLog};

@@ -47,7 +47,13 @@
 //!   before its first other statement are applied, confined, at its first open, before
 //!   the run's journal_mode. The first 100 distinct PRAGMA statements are listed with what
 //!   the run did and how often. Statements a trigger ran, and those of temporary
-//!   (":memory:") connections, are skipped and counted.
+//!   (":memory:") connections, are skipped and counted. Each connection starts with
+//!   foreign keys off, as SQLite documents and the programs recorded had them (the
+//!   bundled build turns them on: `DOCUMENTED_DEFAULTS`).
+//! - A statement calling a function the replay's SQLite lacks (the program's own, or one
+//!   of SQLite's this build left out) fails at prepare and is counted by function
+//!   ([`MissingFunctions`]); the summary names the SQLite that recorded the log and the
+//!   one that replayed it, with a note when they may differ.
 //! - A statement that fails (a refused one too) is counted by kind, the first five kept,
 //!   and the rest of its event is not run; `strict` makes it [`EngineError::ReplayFailed`].
 //!   A run that measured no commit is [`EngineError::NothingReplayed`].
@@ -85,10 +91,44 @@ use crate::{
     CommitRecord, CommitSink, EngineError, Progress, RunInfo, RunOutput, RunSettings, VfsCounts,
 };
 
+/// What a new connection of the recorded program started with and the bundled SQLite's
+/// build changes: foreign key constraints are off by default (foreignkeys.html §2; so in
+/// Debian's SQLite), and libsqlite3-sys builds with
+/// SQLITE_DEFAULT_FOREIGN_KEYS=1. Each replayed connection is set back before the log's
+/// statements, which turn them on where the program did (`PRAGMA foreign_keys = ON`).
+pub(crate) const DOCUMENTED_DEFAULTS: &[&str] = &["PRAGMA foreign_keys=OFF"];
+
 /// How many failed statements are shown (each kind is counted whatever their number).
 pub(crate) const FAILURES_SHOWN: usize = 5;
 /// How many distinct PRAGMA statements the summary lists.
 pub(crate) const PRAGMAS_LISTED: usize = 100;
+/// How many distinct missing functions the summary names.
+pub(crate) const MISSING_FUNCTIONS_LISTED: usize = 100;
+/// The kind a statement calling a function the program defined is counted as.
+pub const APP_FUNCTION_KIND: &str = "app-defined function";
+/// The kind a statement calling one of SQLite's own functions that the replay's SQLite
+/// was built without is counted as.
+pub const UNBUILT_FUNCTION_KIND: &str = "function not in this SQLite build";
+/// SQLite's own functions a build has only with a compile option (func.c's
+/// `aBuiltinFunc` and its `#ifdef`s, sqlite3.c 3.54.1): a "no such function" naming one
+/// is the replay's build lacking it (the bundled SQLite has no math functions; Debian's
+/// has), not the program defining it.
+const OPTIONAL_FUNCTIONS: &[(&str, &[&str])] = &[
+    (
+        "SQLITE_ENABLE_MATH_FUNCTIONS",
+        &[
+            "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "ceiling", "cos",
+            "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow",
+            "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+        ],
+    ),
+    (
+        "SQLITE_ENABLE_PERCENTILE",
+        &["median", "percentile", "percentile_cont", "percentile_disc"],
+    ),
+    ("SQLITE_SOUNDEX", &["soundex"]),
+    ("SQLITE_ENABLE_OFFSET_SQL_FUNC", &["sqlite_offset"]),
+];
 
 /// A replay's results: the run's, as a scenario's, and what only a replay has.
 #[derive(Clone, Debug, Serialize)]
@@ -109,8 +149,14 @@ pub struct ReplaySummary {
     pub source: String,
     /// the recorded program's command line, when the log names it
     pub program: Option<Vec<String>>,
-    /// the SQLite version the program ran, when the log names it
+    /// the SQLite version the program ran, when the log names it (`sqlwa record` asks
+    /// the library the program loaded; a .sql file or a logcat names none: unknown)
     pub recorded_sqlite_version: Option<String>,
+    /// the SQLite version that ran the replay (`sqlite3_libversion()`, the bundled one)
+    pub replayed_sqlite_version: String,
+    /// what a replay by another SQLite, or by one not known to be the same, means for
+    /// its figures; None when the log names the version that replayed it
+    pub sqlite_note: Option<String>,
     /// whether the log's literals were replaced (`sqlwa record --redact`)
     pub redacted: bool,
     /// whether the log carries timing
@@ -133,6 +179,10 @@ pub struct ReplaySummary {
     pub failed: BTreeMap<String, u64>,
     /// the first five failures
     pub first_failures: Vec<Failure>,
+    /// the statements that failed because they call a function the replay's SQLite
+    /// lacks: the program's own (counted in `failed` as [`APP_FUNCTION_KIND`]) or one
+    /// of SQLite's that this build left out ([`UNBUILT_FUNCTION_KIND`])
+    pub missing_functions: MissingFunctions,
     /// the log's PRAGMAs (distinct statements, in order) and what the run did with each
     pub pragmas: Vec<LoggedPragma>,
     /// the run's figures per database file
@@ -177,6 +227,43 @@ pub struct Failure {
     pub message: String,
     /// the statement
     pub statement: String,
+}
+
+/// Statements that call a function the replay's SQLite does not have: one the recorded
+/// program defined itself (`sqlite3_create_function`, or an extension it loaded), or one
+/// of SQLite's own that its SQLite was built with and the replay's without
+/// ([`OPTIONAL_FUNCTIONS`]). SQLite's `sqlite3_prepare` refuses them (SQLITE_ERROR, "no
+/// such function: X") and they never run. Told by that error, not by the statement's
+/// text, so a name in a string or a comment, or a function SQLite has, is never taken
+/// for one.
+///
+/// Such a statement inside a transaction does not end it (a prepare error leaves the
+/// transaction open): the program's transaction is replayed without it, so that commit
+/// writes less than the program's did, by what the statement changed. Outside one it was
+/// its own transaction, which is missing if it wrote.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MissingFunctions {
+    /// each function (as the first statement calling it spelt it), with how many
+    /// statements called it; the first [`MISSING_FUNCTIONS_LISTED`] distinct names
+    pub functions: Vec<MissingFunction>,
+    /// of those statements, the ones that failed inside a transaction, which went on
+    /// without them
+    pub in_transaction: u64,
+    /// commit records (warm-up or measured) of transactions that ran without one of them
+    pub commits_without_them: u64,
+}
+
+/// A function the replay's SQLite lacks, and the statements of the log that called it.
+#[derive(Clone, Debug, Serialize)]
+pub struct MissingFunction {
+    /// the name, as SQLite's error gave it (names match without ASCII case)
+    pub name: String,
+    /// statements that called it (a statement calling two counts for the first SQLite
+    /// named)
+    pub statements: u64,
+    /// None: the program defined it; else the compile option that gives SQLite's own
+    /// function of that name, which the replay's SQLite was built without
+    pub sqlite_option: Option<String>,
 }
 
 /// A distinct PRAGMA statement of the log, and what the run did with it.
@@ -481,6 +568,8 @@ struct Window {
     /// the statements PRAGMAs were seen in while it was open, one a connection: their
     /// connections' settings are read back once it has closed, outside what it measures
     pragmas: Vec<PragmaInWindow>,
+    /// a statement of its transaction called an app-defined function and never ran
+    without_app_statement: bool,
 }
 
 /// A statement of connection `conn` (at `line` of the log) in which the authorizer saw a
@@ -525,6 +614,9 @@ struct Replayer<'a> {
     warmup: u64,
     /// the current event's line and statement (for failures)
     line: u64,
+    /// connections in a transaction that lost a statement calling an app-defined
+    /// function before the transaction's commit window opened
+    lost_app_statement: Vec<u64>,
 }
 
 impl<'a> Replayer<'a> {
@@ -548,6 +640,8 @@ impl<'a> Replayer<'a> {
             source: log.header.source.clone(),
             program: log.header.program.clone(),
             recorded_sqlite_version: log.header.sqlite_version.clone(),
+            replayed_sqlite_version: rusqlite::version().into(),
+            sqlite_note: sqlite_note(log.header.sqlite_version.as_deref(), rusqlite::version()),
             redacted: log.header.redacted,
             timed: log.header.timed,
             timing: match timing {
@@ -602,6 +696,7 @@ impl<'a> Replayer<'a> {
             limit: settings.txns.map(|n| n + warmup),
             warmup,
             line: 0,
+            lost_app_statement: Vec::new(),
         }
     }
 
@@ -686,8 +781,10 @@ impl<'a> Replayer<'a> {
 
     /// On a database's first connection, the log's early page_size/auto_vacuum (unless
     /// the run sets page_size or starts from a snapshot), confined; on every connection
-    /// the run's settings, then its extra PRAGMAs; then the journal mode is checked.
-    /// Returns the settings the run holds the connection to, as read back.
+    /// SQLite's documented defaults where the bundled build differs
+    /// ([`DOCUMENTED_DEFAULTS`]), the run's settings, then its extra PRAGMAs; then the
+    /// journal mode is checked. Returns the settings the run holds the connection to, as
+    /// read back.
     fn apply_pragmas(&self, live: &Live, first: bool) -> Result<Held, EngineError> {
         let run = run_pragmas(self.settings);
         let run_sets = |name: &str| run.iter().any(|(n, ..)| *n == name);
@@ -709,9 +806,9 @@ impl<'a> Replayer<'a> {
                 }
             }
         }
-        let mut statements: Vec<String> = (run.iter())
-            .map(|(name, _, v)| format!("PRAGMA {name}={v}"))
-            .collect();
+        let mut statements: Vec<String> =
+            DOCUMENTED_DEFAULTS.iter().map(|s| s.to_string()).collect();
+        statements.extend((run.iter()).map(|(name, _, v)| format!("PRAGMA {name}={v}")));
         for spec in &self.settings.extra_pragmas {
             statements.push(pragma_statement(spec)?);
         }
@@ -733,6 +830,7 @@ impl<'a> Replayer<'a> {
 
     fn close(&mut self, id: u64) -> Result<(), EngineError> {
         self.temporary.retain(|&t| t != id);
+        self.lost_app_statement.retain(|&c| c != id);
         let live = self.conns.remove(&id);
         if self.window.as_ref().is_some_and(|w| w.owner == id) {
             let seen = self.close_window(live.as_ref().map(|l| &l.conn))?;
@@ -869,7 +967,7 @@ impl<'a> Replayer<'a> {
                     if let Some(seen) = live.confinement.take_pragma() {
                         self.list_pragma(live.db, sql, seen);
                     }
-                    self.failed(live, sql, &err, outcome)?;
+                    self.failed(id, live, sql, &err, outcome)?;
                 }
             }
             if outcome.failed {
@@ -905,7 +1003,8 @@ impl<'a> Replayer<'a> {
             let index = self.count;
             let warmup = index < self.warmup;
             let opened = (index, warmup, id, live.db, self.line, text);
-            let window = open_window(self.shared, self.sink, opened)?;
+            let mut window = open_window(self.shared, self.sink, opened)?;
+            window.without_app_statement = self.lost_app_statement.contains(&id);
             self.window = Some(window);
         }
         let read_start = (self.window.is_none()).then(|| (self.shared.snapshot(), Instant::now()));
@@ -928,7 +1027,11 @@ impl<'a> Replayer<'a> {
         }
         match result {
             Ok(()) => outcome.ran = true,
-            Err(err) => self.failed(live, text, &err, outcome)?,
+            Err(err) => self.failed(id, live, text, &err, outcome)?,
+        }
+        if live.conn.is_autocommit() {
+            // its transaction, if any, has ended: a loss before it wrote is no commit's
+            self.lost_app_statement.retain(|&c| c != id);
         }
         if live.conn.is_autocommit() && self.window.as_ref().is_some_and(|w| w.owner == id) {
             let seen = self.close_window(Some(&live.conn))?;
@@ -1001,9 +1104,10 @@ impl<'a> Replayer<'a> {
         }
     }
 
-    /// A statement of the log failed: counted by kind, unless it ends the replay.
+    /// A statement of connection `id` failed: counted by kind, unless it ends the replay.
     fn failed(
         &mut self,
+        id: u64,
         live: &Live,
         text: &str,
         err: &rusqlite::Error,
@@ -1012,7 +1116,40 @@ impl<'a> Replayer<'a> {
         outcome.failed = true;
         let (kind, message) = classify(live, err);
         self.storage_or_stop(text, err)?;
-        self.record_failure(&kind, &message, text)
+        self.record_failure(&kind, &message, text)?;
+        let missing = [APP_FUNCTION_KIND, UNBUILT_FUNCTION_KIND].contains(&kind.as_str());
+        if let Some(name) = missing.then(|| missing_function(err)).flatten() {
+            self.count_missing_function(id, live, name);
+        }
+        Ok(())
+    }
+
+    /// A statement calling function `name`, which the replay's SQLite lacks, failed on
+    /// connection `id`: named, and, inside a transaction, its commit marked as without it.
+    fn count_missing_function(&mut self, id: u64, live: &Live, name: &str) {
+        let app = &mut self.summary.missing_functions;
+        let listed = (app.functions.iter()).position(|f| f.name.eq_ignore_ascii_case(name));
+        match listed {
+            Some(i) => app.functions[i].statements += 1,
+            None if app.functions.len() < MISSING_FUNCTIONS_LISTED => {
+                app.functions.push(MissingFunction {
+                    name: name.into(),
+                    statements: 1,
+                    sqlite_option: sqlite_option_of(name).map(String::from),
+                })
+            }
+            None => {}
+        }
+        if live.conn.is_autocommit() {
+            return; // its own transaction, which never ran
+        }
+        app.in_transaction += 1;
+        match self.window.as_mut() {
+            // windows never overlap: a statement while one is open is counted in it
+            Some(window) => window.without_app_statement = true,
+            None if !self.lost_app_statement.contains(&id) => self.lost_app_statement.push(id),
+            None => {}
+        }
     }
 
     /// The error that ends a replay whose statement (`text`) left its confinement.
@@ -1110,6 +1247,9 @@ impl<'a> Replayer<'a> {
             vfs,
             cpu,
         };
+        if w.without_app_statement {
+            self.summary.missing_functions.commits_without_them += 1;
+        }
         // the per-database figures, summed as the commits go
         let figures = &mut self.summary.databases[w.db];
         figures.commits += 1;
@@ -1227,7 +1367,27 @@ fn open_window(
         statements: 0,
         logical_bytes: 0,
         pragmas: Vec::new(),
+        without_app_statement: false,
     })
+}
+
+/// What it means for a replay's figures that SQLite `replayed` ran a log the program
+/// recorded with SQLite `recorded` (None: the log does not say); None when the same.
+fn sqlite_note(recorded: Option<&str>, replayed: &str) -> Option<String> {
+    const WHERE: &str = "another SQLite (another version, or other build options) can \
+        write other pages for the same statements (FTS5's 'optimize', ANALYZE's \
+        sqlite_stat4, SECURE_DELETE, query plans), so the figures and the final database \
+        can differ from the program's";
+    match recorded {
+        Some(recorded) if recorded == replayed => None,
+        Some(recorded) => Some(format!(
+            "recorded with SQLite {recorded}, replayed with SQLite {replayed}: {WHERE}"
+        )),
+        None => Some(format!(
+            "recorded with an unknown SQLite (a .sql file or an Android logcat names none), \
+             replayed with SQLite {replayed}: {WHERE}"
+        )),
+    }
 }
 
 /// (kind, message) of a failed statement: a refusal's reason first.
@@ -1298,9 +1458,43 @@ fn run_info(
     })
 }
 
-/// A failure's kind: SQLite's message up to its detail ("no such table", "UNIQUE
-/// constraint failed" → "constraint"), else its error code.
+/// The function SQLite's `sqlite3_prepare` found no definition of, when that is what
+/// `err` is: SQLITE_ERROR with resolve.c's message "no such function: %#T" (the name as
+/// the statement spelt it). SQLite's own judgement of the statement as it parsed it,
+/// where a look at the text would take a name in a string or comment for a call.
+fn missing_function(err: &rusqlite::Error) -> Option<&str> {
+    let (error, message) = match err {
+        rusqlite::Error::SqlInputError { error, msg, .. } => (error, msg.as_str()),
+        rusqlite::Error::SqliteFailure(error, Some(msg)) => (error, msg.as_str()),
+        _ => return None,
+    };
+    if error.extended_code != rusqlite::ffi::SQLITE_ERROR {
+        return None;
+    }
+    message.strip_prefix("no such function: ")
+}
+
+/// The compile option that gives SQLite's own function `name`, when one does.
+fn sqlite_option_of(name: &str) -> Option<&'static str> {
+    let name = name.to_ascii_lowercase();
+    (OPTIONAL_FUNCTIONS.iter())
+        .find(|(_, names)| names.contains(&name.as_str()))
+        .map(|(option, _)| *option)
+}
+
+/// A failure's kind: a call of a function this SQLite lacks ([`missing_function`]), the
+/// program's or one this build left out; SQLite's message up to its detail ("no such
+/// table", "UNIQUE constraint failed" → "constraint"); else its error code.
 fn failure_kind(err: &rusqlite::Error, message: &str) -> String {
+    if let Some(name) = missing_function(err) {
+        let unbuilt = sqlite_option_of(name).is_some();
+        return if unbuilt {
+            UNBUILT_FUNCTION_KIND
+        } else {
+            APP_FUNCTION_KIND
+        }
+        .into();
+    }
     for prefix in [
         "no such table",
         "no such column",

@@ -328,6 +328,150 @@ fn a_scenario_refuses_the_settings_only_a_replay_takes() {
     assert!(bad.check().unwrap_err().to_string().contains("'sometimes'"));
 }
 
+/// SQLite's own error says a statement calls a function the replay's SQLite lacks
+/// (sqlite3_prepare: SQLITE_ERROR, "no such function: X"): counted as its own kind, by
+/// function, and the transactions that went on without it are counted. The bundled
+/// SQLite is built without SQLITE_ENABLE_MATH_FUNCTIONS (its pow() is asked below), so
+/// pow() is SQLite's own, missing from this build, not the program's.
+#[test]
+fn statements_calling_an_app_defined_function_are_counted_by_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write_log(
+        dir.path(),
+        &[
+            open(1, "/d/a.db"),
+            sql(1, "CREATE TABLE t (a)"),
+            sql(1, "INSERT INTO t VALUES (now())"), // its own transaction: missing
+            sql(1, "BEGIN"),
+            sql(1, "INSERT INTO t VALUES (1)"),
+            sql(1, "INSERT INTO t VALUES (NOW())"), // in a commit already writing
+            sql(1, "COMMIT"),
+            sql(1, "BEGIN"),
+            sql(1, "UPDATE t SET a = convert_fn(a)"), // before the transaction's first write
+            sql(1, "INSERT INTO t VALUES (2)"),
+            sql(1, "COMMIT"),
+            sql(1, "BEGIN"),
+            sql(1, "SELECT convert_fn(1)"), // in a transaction that then writes nothing
+            sql(1, "COMMIT"),
+            sql(1, "INSERT INTO t VALUES (3)"),
+            sql(1, "SELECT 'no such function: x'"), // the text alone decides nothing
+            sql(1, "INSERT INTO t VALUES (pow(2, 3))"), // SQLite's own, not built in here
+        ],
+        false,
+    );
+    let plain = rusqlite::Connection::open_in_memory().unwrap();
+    let err = plain.prepare("SELECT pow(2, 3)").err().unwrap().to_string();
+    assert!(err.contains("no such function: pow"), "{err}");
+    let out = run(&log, &RunSettings::default(), dir.path()).unwrap();
+    assert_eq!(out.replay.failed.len(), 2, "{:?}", out.replay.failed);
+    assert_eq!(out.replay.failed["app-defined function"], 4);
+    assert_eq!(out.replay.failed["function not in this SQLite build"], 1);
+    let app = &out.replay.missing_functions;
+    let by_name: Vec<(&str, u64, Option<&str>)> = (app.functions.iter())
+        .map(|f| (f.name.as_str(), f.statements, f.sqlite_option.as_deref()))
+        .collect();
+    let math = Some("SQLITE_ENABLE_MATH_FUNCTIONS");
+    assert_eq!(
+        by_name,
+        [("now", 2, None), ("convert_fn", 2, None), ("pow", 1, math)]
+    );
+    assert_eq!(app.in_transaction, 3);
+    // the first and second BEGIN…COMMIT ran without one of the program's statements
+    assert_eq!(app.commits_without_them, 2);
+    assert_eq!(out.run.commits.len(), 4);
+    let first = &out.replay.first_failures[0];
+    assert_eq!(
+        (first.line, first.kind.as_str()),
+        (4, "app-defined function")
+    );
+    assert!(
+        first.message.contains("no such function: now"),
+        "{}",
+        first.message
+    );
+}
+
+/// The summary names the SQLite the log says recorded it (unknown when it says none) and
+/// the one that replayed it (`sqlite3_libversion()`), with a note when they may differ.
+#[test]
+fn the_sqlite_that_recorded_and_the_one_that_replayed_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write_log(
+        dir.path(),
+        &[open(1, "/d/a.db"), sql(1, "CREATE TABLE t (a)")],
+        false,
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    // the bundled SQLite, asked by SQLite's own function on a plain connection
+    let bundled: String = (rusqlite::Connection::open_in_memory().unwrap())
+        .query_row("SELECT sqlite_version()", [], |r| r.get(0))
+        .unwrap();
+    let with_version = |version: &str| {
+        let header = format!("\"sqlite_version\": \"{version}\"");
+        std::fs::write(&log, text.replacen("\"sqlite_version\":null", &header, 1)).unwrap();
+        assert!(std::fs::read_to_string(&log).unwrap().contains(&header));
+        let run_dir = dir.path().join(version);
+        run(&log, &RunSettings::default(), &run_dir).unwrap().replay
+    };
+    let unknown = run(&log, &RunSettings::default(), &dir.path().join("unknown"))
+        .unwrap()
+        .replay;
+    assert_eq!(unknown.recorded_sqlite_version, None);
+    assert_eq!(unknown.replayed_sqlite_version, bundled);
+    assert!(unknown.sqlite_note.unwrap().contains("unknown"));
+    let debian = with_version("3.40.1");
+    assert_eq!(debian.recorded_sqlite_version.as_deref(), Some("3.40.1"));
+    let note = debian.sqlite_note.unwrap();
+    assert!(note.contains("recorded with SQLite 3.40.1"), "{note}");
+    assert!(
+        note.contains(&format!("replayed with SQLite {bundled}")),
+        "{note}"
+    );
+    assert_eq!(with_version(&bundled).sqlite_note, None);
+}
+
+/// Foreign key constraints are off on a new connection as SQLite documents them
+/// (foreignkeys.html §2: "disabled by default", enabled per connection with PRAGMA
+/// foreign_keys = ON), and so they are in the programs recorded (Debian's SQLite:
+/// tests/e2e/test_record_program.py); the bundled SQLite is built with SQLITE_DEFAULT_FOREIGN_KEYS=1. A replayed
+/// connection starts as the program's did: without them, unless the log turns them on.
+#[test]
+fn foreign_keys_are_off_as_sqlite_documents_unless_the_log_turns_them_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let replayed = |turned_on: bool| {
+        let mut events = vec![open(1, "/d/a.db")];
+        if turned_on {
+            events.push(sql(1, "PRAGMA foreign_keys = ON"));
+        }
+        for text in [
+            "CREATE TABLE p (id INTEGER PRIMARY KEY)",
+            "CREATE TABLE c (pid INTEGER REFERENCES p(id) ON DELETE CASCADE, v)",
+            "INSERT INTO p VALUES (1)",
+            "INSERT INTO c VALUES (1, 'child')",
+            "INSERT INTO c VALUES (7, 'orphan')",
+            "DELETE FROM p WHERE id = 1",
+        ] {
+            events.push(sql(1, text));
+        }
+        let at = dir.path().join(if turned_on { "on" } else { "off" });
+        std::fs::create_dir(&at).unwrap();
+        let out = run(
+            &write_log(&at, &events, false),
+            &RunSettings::default(),
+            &at,
+        )
+        .unwrap();
+        let rows = query_int(&at.join("run").join("a.db"), "SELECT count(*) FROM c");
+        (out.replay.failed, rows)
+    };
+    let (failed, rows) = replayed(false);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(rows, 2); // the orphan kept, no cascade: as the program's SQLite did
+    let (failed, rows) = replayed(true);
+    assert_eq!(failed["constraint"], 1); // the orphan
+    assert_eq!(rows, 0); // the child deleted by the cascade
+}
+
 /// A log whose transactions SQLite runs without changing a page of the database: an
 /// UPDATE and a DELETE that match no row, a TEMP table made and written (its pages live
 /// in the temp file), then one transaction that does change a row.

@@ -6,7 +6,10 @@ string, a comment or a trigger body ends nothing).
 
 The shell's ``.trace`` writes the start of a trigger program as a comment line,
 ``-- TRIGGER name;`` (and ``-- closing database connection`` when it closes): such a line
-becomes a trigger event (recorded, never replayed); other comments are left out."""
+becomes a trigger event (recorded, never replayed). Other comments (``--`` to the end of
+the line, ``/* … */``, as SQLite's tokenizer reads them) before a statement's first token
+or after its last are left out of its text, and a piece holding nothing else is no
+statement; those between its tokens stay, as SQLite keeps them (a CREATE's stored text)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sqlwa.record.log import Event, SqlLogError, open_regular
-from sqlwa.record.sqltokens import Splitter, first_word
+from sqlwa.record.sqltokens import Splitter, first_word, significant_span
 
 #: The words an SQL statement can begin with (lang.html), for telling SQL from other text
 STATEMENT_WORDS = frozenset(
@@ -47,16 +50,21 @@ def statements(path: Path) -> Iterator[tuple[int, str, bool]]:
                         yield number, comment[:-1], True
                     continue
             for text in splitter.feed(line):
-                piece = text[:-1]
-                stripped = piece.strip()
-                if stripped:
-                    lead = len(piece) - len(piece.lstrip())
-                    yield _checked(path, start + piece.count("\n", 0, lead), stripped)
+                yield from _statement(path, start, text[:-1])
                 start += text.count("\n")
-    rest = splitter.rest()
-    if rest.strip():
-        # the last statement may lack its ';' (a file cut there is caught as no SQL)
-        yield _checked(path, start, rest.strip().removesuffix(";"))
+    # the last statement may lack its ';' (a file cut there is caught as no SQL), or be an
+    # unfinished trigger whose last ';' ends no statement
+    yield from _statement(path, start, splitter.rest(), last=True)
+
+
+def _statement(path: Path, start: int, piece: str, last: bool = False) -> Iterator[tuple[int, str, bool]]:
+    """The statement in ``piece`` (the text between two ends, ``start`` its first line),
+    without the white space and comments around it; none when that is all it holds
+    (SQLite's prepare makes no statement of it either)."""
+    lead, text = significant_span(piece)
+    text = text.removesuffix(";") if last else text
+    if text:
+        yield _checked(path, start + piece.count("\n", 0, lead), text)
 
 
 def _checked(path: Path, line: int, text: str) -> tuple[int, str, bool]:

@@ -132,6 +132,21 @@ class Statement:
         return fold(unquote(self.text(j))) if kind in ("dq", "id") else ""
 
 
+def significant_span(sql: str) -> tuple[int, str]:
+    """The text from the first token that is neither white space nor a comment to the
+    last one, and where it starts in ``sql`` ("" when there is none: white space and
+    comments only). What lies around is no part of the statement: SQLite's parser skips
+    it, and stores a CREATE from its first token to its last (lang_comment.html: a
+    comment may stand wherever white space may); comments between tokens are kept."""
+    at, start, end = 0, -1, 0
+    for kind, text in tokens(sql):
+        if kind not in ("space", "comment"):
+            start = at if start < 0 else start
+            end = at + len(text)
+        at += len(text)
+    return (start, sql[start:end]) if start >= 0 else (len(sql), "")
+
+
 def first_word(sql: str) -> str:
     """The statement's first keyword, upper-cased ("" when it starts otherwise)."""
     for kind, text in tokens(sql):

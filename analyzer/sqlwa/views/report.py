@@ -58,7 +58,7 @@ from sqlwa.device.profile import Profile
 from sqlwa.errors import UsageError
 from sqlwa.results import emulated, layers, phasematch, rundir, store
 from sqlwa.results.findings import ConfigFindings, config_findings
-from sqlwa.views import figures
+from sqlwa.views import figures, replayed
 from sqlwa.views.figures import CATEGORY_COLOURS, LAYOUT, PER_COMMIT_BARS
 
 
@@ -523,7 +523,7 @@ def runs_table(runs: pl.DataFrame) -> str:
         reason = html.escape(" ".join((row.get("reason") or "").split())[:300])
         rows.append(
             f'<tr><td>{html.escape(str(row.get("run_key")))}</td><td class="{row["status"]}">{row["status"]}</td>'
-            f"<td>{fmt_cell(row.get('kernel'))}</td><td>{fmt_cell(row.get('sqlite_version'))}</td>"
+            f"<td>{fmt_cell(row.get('kernel'))}</td><td>{html.escape(sqlite_cell(row))}</td>"
             f"<td>{fmt_cell(row.get('fs_type'))}</td><td>{fmt_cell(row.get('mount_options'))}</td>"
             f"<td>{fmt_cell(row.get('tool_version'))}</td><td>{reason}</td></tr>"
         )
@@ -531,6 +531,42 @@ def runs_table(runs: pl.DataFrame) -> str:
         '<div class="scroll"><table><thead><tr><th>run</th><th>status</th><th>kernel</th><th>SQLite</th>'
         "<th>filesystem</th><th>mount options</th><th>sqlwa</th><th>reason</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def replay_of(row: dict) -> dict | None:
+    """A runs-frame row's replayed-log summary (config.replay), when it replayed one."""
+    try:
+        config = json.loads(row.get("config_json") or "{}")
+    except ValueError:
+        return None
+    replay = config.get("replay") if isinstance(config, dict) else None
+    return replay if isinstance(replay, dict) else None
+
+
+def sqlite_cell(row: dict) -> str:
+    """The SQLite that ran; for a replay, with the one that recorded the log."""
+    ran = fmt_cell(row.get("sqlite_version"))
+    replay = replay_of(row)
+    return ran if replay is None else f"{ran} (recorded with {replayed.recorded_sqlite(replay)})"
+
+
+def replay_banner(runs: pl.DataFrame) -> str:
+    """Each replayed log's SQLite versions and note, failures and app-defined functions,
+    runs saying the same said once."""
+    said: dict[tuple[str, ...], list[str]] = {}
+    for row in runs.filter(pl.col("status") == "ok").iter_rows(named=True):
+        replay = replay_of(row)
+        if replay is None:
+            continue
+        lines = [replayed.sqlite_versions(replay, fmt_cell(row.get("sqlite_version")))]
+        said_too = (replay.get("sqlite_note"), replayed.failed_text(replay), replayed.missing_functions_text(replay))
+        lines += [text for text in said_too if text]
+        said.setdefault(tuple(lines), []).append(str(row.get("run_key")))
+    return "".join(
+        '<p class="banner"><strong>Replayed SQL log.</strong> '
+        f"{html.escape(', '.join(keys))}: {'<br>'.join(html.escape(line) for line in lines)}</p>"
+        for lines, keys in said.items()
     )
 
 
@@ -909,6 +945,7 @@ What one SQLite commit costs the storage device, per layer.</p>
 {durability_banner(runs)}
 {level_banner(runs)}
 {emulated_banner(runs, use_emulated_timings)}
+{replay_banner(runs)}
 {body}
 <script>{SORT_SCRIPT}</script>
 </body></html>

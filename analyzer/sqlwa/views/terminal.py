@@ -6,10 +6,12 @@ import os
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
 from sqlwa.catalogue import FRAME_RATES, layers_of, stack_label
+from sqlwa.views import replayed
 
 LEVEL_NOTES = {
     "vfs": "VFS (SQLite's own file calls, counted by the shim)",
@@ -57,8 +59,29 @@ def summary_title(summary: dict) -> str:
     cfg = summary["config"]
     return (
         f"{cfg['scenario']} · journal={cfg['journal']} · sync={cfg['sync']} · fs={fs_text(cfg)}"
-        f" · {summary['commits']} commits · SQLite {cfg['sqlite_version']}"
+        f" · {summary['commits']} commits · {sqlite_text(cfg)}"
     )
+
+
+def sqlite_text(cfg: dict) -> str:
+    """The SQLite that ran; for a replay, with the one that recorded the log."""
+    replay = cfg.get("replay")
+    if replay is None:
+        return f"SQLite {cfg['sqlite_version']}"
+    return f"SQLite {cfg['sqlite_version']} (recorded with {replayed.recorded_sqlite(replay)})"
+
+
+def replay_lines(replay: dict) -> list[str]:
+    """A replayed log's lines under its table: the SQLite note, failures, app functions
+    (rich markup: the log's own text escaped)."""
+    lines = []
+    note = replay.get("sqlite_note")
+    if note:
+        lines.append(f"[yellow]SQLite: {escape(note)}[/yellow]")
+    for text in (replayed.failed_text(replay), replayed.missing_functions_text(replay)):
+        if text:
+            lines.append(escape(text))
+    return lines
 
 
 def summary_caption(summary: dict) -> str:
@@ -406,6 +429,8 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
     vm = summary["config"].get("vm")
     if vm:
         console.print(vm_line(vm, summary["config"]["kernel"]), highlight=False)
+    for line in replay_lines(summary["config"].get("replay") or {}):
+        console.print(line, highlight=False)
     trace = summary.get("trace")
     if trace:
         console.print(f"trace: {trace['events']:,} events, {trace['lost_events']:,} lost")
