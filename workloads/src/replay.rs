@@ -232,7 +232,7 @@ pub struct Failure {
 /// Statements that call a function the replay's SQLite does not have: one the recorded
 /// program defined itself (`sqlite3_create_function`, or an extension it loaded), or one
 /// of SQLite's own that its SQLite was built with and the replay's without
-/// ([`OPTIONAL_FUNCTIONS`]). SQLite's `sqlite3_prepare` refuses them (SQLITE_ERROR, "no
+/// (`OPTIONAL_FUNCTIONS`). SQLite's `sqlite3_prepare` refuses them (SQLITE_ERROR, "no
 /// such function: X") and they never run. Told by that error, not by the statement's
 /// text, so a name in a string or a comment, or a function SQLite has, is never taken
 /// for one.
@@ -244,7 +244,7 @@ pub struct Failure {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MissingFunctions {
     /// each function (as the first statement calling it spelt it), with how many
-    /// statements called it; the first [`MISSING_FUNCTIONS_LISTED`] distinct names
+    /// statements called it; the first `MISSING_FUNCTIONS_LISTED` distinct names
     pub functions: Vec<MissingFunction>,
     /// of those statements, the ones that failed inside a transaction, which went on
     /// without them
