@@ -433,6 +433,7 @@ def analyse_trace(
     # Lenient: a damaged line must not throw the run away; it is counted and, like lost
     # events, fails the run unless --allow-loss (see unparsed_loss).
     events: pl.DataFrame | pl.LazyFrame
+    done: TraceAnalysis | None = None
     if events_path is None:
         events, report = traceparse.parse(trace_path, format="ftrace", lenient=True)
     else:
@@ -442,10 +443,10 @@ def analyse_trace(
         if commits_path is not None and stream.streamable(context):
             try:
                 done = analyse_streamed(events, report, commits, dev, levels, context, commits_path, phases_of)
-                return dataclasses.replace(done, close=closing.trace_figures(events, dev, levels))
             except stream.MarkersOutOfOrder:
                 pass  # analysed whole, which says which markers
-    done = analyse_events(events, report, commits.lazy().collect(), dev, levels, context)
+    if done is None:
+        done = analyse_events(events, report, commits.lazy().collect(), dev, levels, context)
     return dataclasses.replace(done, close=closing.trace_figures(events, dev, levels))
 
 
