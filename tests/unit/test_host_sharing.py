@@ -49,6 +49,18 @@ def held_then_killed(directory: Path) -> int:
     return proc.pid
 
 
+def shared_dir(place: Path) -> None:
+    """The directory as a run makes it (sticky, writable by all), to plant things in."""
+    place.mkdir()
+    place.chmod(0o1777)
+
+
+def measured_alone(place: Path) -> dict | None:
+    """What a run that measures nothing else in between finds (``shared()`` at its end)."""
+    with sharing.measuring(place) as shared:
+        return shared()
+
+
 def test_a_run_alone_counts_none_and_leaves_nothing(tmp_path):
     place = tmp_path / "measuring"
     with sharing.measuring(place) as shared:
@@ -85,10 +97,8 @@ def test_runs_that_began_before_and_during_a_run_count_it_and_it_them(tmp_path):
 
 def test_a_run_that_ended_before_this_one_began_is_not_counted(tmp_path):
     place = tmp_path / "measuring"
-    with sharing.measuring(place) as first:
-        first()
-    with sharing.measuring(place) as second:
-        found = second()
+    measured_alone(place)
+    found = measured_alone(place)
     assert found is not None and found["other_runs"] == []
     assert not place.exists()
 
@@ -97,8 +107,7 @@ def test_a_killed_runs_marker_is_removed_by_the_next_run_and_not_counted(tmp_pat
     place = tmp_path / "measuring"
     killed = held_then_killed(place)
     assert [name.split("-")[0] for name in os.listdir(place)] == [str(killed)]
-    with sharing.measuring(place) as shared:
-        found = shared()
+    found = measured_alone(place)
     assert found is not None and found["other_runs"] == []
     assert not place.exists()
 
@@ -140,15 +149,14 @@ def test_garbage_in_a_marker_names_no_run(tmp_path):
 
 def test_a_fifo_and_links_planted_there_are_neither_followed_nor_waited_on(tmp_path):
     place = tmp_path / "measuring"
-    place.mkdir()
+    shared_dir(place)
     target = tmp_path / "someones-file"
     target.write_bytes(b"theirs\n")
     os.mkfifo(place / "4242-1")  # named like a live marker
     os.symlink(target, place / "4243-2")
     os.symlink(place / "4242-1", place / "4244-3")
     started = time.monotonic()
-    with sharing.measuring(place) as shared:
-        found = shared()
+    found = measured_alone(place)
     assert time.monotonic() - started < 10
     assert found is not None and found["other_runs"] == []
     assert target.read_bytes() == b"theirs\n"
@@ -183,11 +191,10 @@ def test_the_environment_names_another_directory(tmp_path, monkeypatch):
 def test_a_marker_left_half_made_goes_with_the_next_run(tmp_path):
     """A run killed between making its marker and renaming it: the temporary name, unlocked."""
     place = tmp_path / "measuring"
-    place.mkdir()
+    shared_dir(place)
     (place / ".999999-1.new").touch()
     (place / "999999-1-2").touch()  # an earlier sqlwa's finished marker, kept a day
-    with sharing.measuring(place) as shared:
-        found = shared()
+    found = measured_alone(place)
     assert found is not None and found["other_runs"] == []
     assert not place.exists()
 
@@ -211,3 +218,13 @@ def test_a_directory_removed_as_a_run_makes_its_marker_is_made_again(tmp_path, m
         found = shared()
     assert found is not None and found["other_runs"] == []
     assert not place.exists()
+
+
+def test_a_users_own_directory_of_that_name_is_not_written_in(tmp_path):
+    """Only a directory made to be shared (sticky, writable by all, as sqlwa makes it)
+    holds markers: a user's own directory of the name is left as it was."""
+    place = tmp_path / "measuring"
+    place.mkdir(mode=0o755)
+    (place / "notes.txt").write_text("mine")
+    assert measured_alone(place) is None
+    assert sorted(os.listdir(place)) == ["notes.txt"]

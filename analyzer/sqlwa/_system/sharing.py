@@ -72,7 +72,20 @@ def _open_dir(directory: Path, create: bool) -> int | None:
     if made:
         with contextlib.suppress(OSError):
             os.fchmod(fd, 0o1777)  # the umask took bits away
+    elif not _is_shared_dir(fd):  # somebody's own directory of that name: not written in
+        os.close(fd)
+        return None
     return fd
+
+
+def _is_shared_dir(fd: int) -> bool:
+    """A directory made to be shared as sqlwa makes this one (sticky, writable by all,
+    as /tmp): a user's own directory that happens to have the name is not sqlwa's."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_IMODE(mode) & 0o1777 == 0o1777
 
 
 def _open_entry(dir_fd: int, name: str, flags: int) -> int | None:
