@@ -2,7 +2,7 @@
 
     import sqlwa
     run = sqlwa.load("traces/samples/sqlwa-runs/ext4-wal")  # a run directory
-    run.summary["per_commit"]["fsync_calls"]                # summary.json as a dict
+    run.summary["per_commit"]["fsync_calls"]                # summary.json, a typed dict
     run.commits                                             # one row per transaction
     run.commit(5)                                           # every event of commit 5, in order
     run.timeline()                                          # a plotly figure
@@ -39,6 +39,7 @@ import polars as pl
 from sqlwa import device as devices
 from sqlwa import outputs
 from sqlwa.analysis import perfetto, prediction, traceformat, traceparse
+from sqlwa.analysis.schema import Config, Summary
 from sqlwa.catalogue import CONFIG_KEYS, config_label, config_values, is_flush
 from sqlwa.device import predict as predicting
 from sqlwa.device.profile import Profile
@@ -392,7 +393,8 @@ class Run(DeviceTrace):
             raise UsageError(
                 f"{self.dir} is not a run directory: no summary.json", "pass a directory written by `sqlwa run --out`"
             )
-        self.summary: dict = rundir.summary(self.dir)
+        #: summary.json, of :class:`sqlwa.analysis.schema.Summary`'s keys and types
+        self.summary: Summary = rundir.summary(self.dir)
         self.label = config_label(config_values(self.config))
 
     def __repr__(self) -> str:
@@ -401,14 +403,14 @@ class Run(DeviceTrace):
     # --- what summary.json says
 
     @property
-    def config(self) -> dict:
+    def config(self) -> Config:
         """The run's configuration (``summary['config']``)."""
-        return self.summary.get("config", {})
+        return self.summary["config"]
 
     @property
     def levels(self) -> list[str]:
         """The measured layers: ``vfs`` always, ``syscall`` and ``block`` for lab runs."""
-        return list(self.summary.get("levels", []))
+        return list(self.summary["levels"])
 
     @cached_property
     def commits(self) -> pl.DataFrame:

@@ -22,7 +22,8 @@ commit (deferred writeback, the final syncfs) belong to no phase.
 from __future__ import annotations
 
 import math
-from typing import cast
+from collections.abc import Mapping
+from typing import Any, cast
 
 import polars as pl
 
@@ -110,13 +111,13 @@ def phases_section(commits: pl.DataFrame, levels: list[str]) -> dict:
     return {"basis": "means over each phase's commits, inside their commit windows", "phases": entries}
 
 
-def phase_figures(summary: dict) -> dict[str, dict]:
+def phase_figures(summary: Mapping[str, Any]) -> dict[str, dict]:
     """A run's phases by name (empty for a run analysed before phases were reported)."""
     section = summary.get("phases") or {}
     return {entry["phase"]: entry for entry in section.get("phases", [])}
 
 
-def measured_mix(summary: dict) -> dict[str, float]:
+def measured_mix(summary: Mapping[str, Any]) -> dict[str, float]:
     """The share of the run's measured commits in each phase (warm-up left out)."""
     measured = {name: e["commits"] for name, e in phase_figures(summary).items() if name != "warmup"}
     total = sum(measured.values())
@@ -130,7 +131,7 @@ WAL_FRAME_HEADER = 24
 DEFAULT_WAL_AUTOCHECKPOINT = 1000
 
 
-def _pragma_int(summary: dict, name: str, default: int) -> int:
+def _pragma_int(summary: Mapping[str, Any], name: str, default: int) -> int:
     value = ((summary.get("config") or {}).get("pragmas") or {}).get(name)
     if value is None:
         return default
@@ -140,7 +141,7 @@ def _pragma_int(summary: dict, name: str, default: int) -> int:
         return default
 
 
-def wal_checkpoint_reach(summary: dict) -> dict | None:
+def wal_checkpoint_reach(summary: Mapping[str, Any]) -> dict | None:
     """Whether a WAL run's commits reached SQLite's first automatic checkpoint (a commit
     that leaves the WAL at ``wal_autocheckpoint`` pages or more runs one), and when they
     did not, how far off it was: the pages its commits appended to the WAL (their VFS

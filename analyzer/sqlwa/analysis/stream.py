@@ -38,6 +38,7 @@ from typing import Any, cast
 import polars as pl
 
 from sqlwa.analysis import attribution, device_time, metrics, phases, windows
+from sqlwa.analysis.schema import Amortized
 from sqlwa.analysis.summary import ColumnFrame
 from sqlwa.catalogue import DATABASE_FILE_KINDS
 
@@ -301,7 +302,7 @@ def latest_by(frame: pl.DataFrame, time_name: str, keys: list[str]) -> pl.DataFr
 class Streamed:
     commits: pl.LazyFrame
     writes: pl.LazyFrame | None
-    amortized: dict | None
+    amortized: Amortized | None
     sections: dict
 
 
@@ -358,15 +359,12 @@ def analyse(
         add(totals.covered, covered(joined, marks.checkpoints))
         parts.append(part(joined, work_dir, "commits", k))
     sections: dict[str, Any] = {}
-    amortized = None
+    amortized: Amortized | None = None
     found = finished_checkpoints(marks.checkpoints, totals, block)
     finish_commits(parts, found, block, commits_path, work_dir, phases_of)
     result = pl.scan_parquet(commits_path)
     if block:
-        amortized = {
-            **{k: int(v) for k, v in totals.amortized.items()},
-            "commits": measured,
-        }
+        amortized = cast(Amortized, {**{k: int(v) for k, v in totals.amortized.items()}, "commits": measured})
         sections["device_time"] = device_section(request_parts, result)
         sections["bytes_by_category"] = attribution_section(totals, measured)
     measured = result.filter(~pl.col("warmup"))

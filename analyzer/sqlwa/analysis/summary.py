@@ -1,16 +1,18 @@
 """summary.json: the per-run figures, computed from the per-commit table.
 
-The names here are a contract later stages extend (see docs/reference/outputs.md, "summary.json"
-section). Per-commit figures are means over measured (non-warm-up) commits.
+The names here are a contract later stages extend: :class:`sqlwa.analysis.schema.Summary`
+types every key (docs/reference/outputs.md's "summary.json" tables are made from it).
+Per-commit figures are means over measured (non-warm-up) commits.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import polars as pl
 
 from sqlwa.analysis import metrics, phases
+from sqlwa.analysis.schema import SUMMARY_SCHEMA_VERSION, Summary
 from sqlwa.catalogue import (
     BLOCK_COMMIT_COLUMNS,
     CPU_COMMIT_COLUMNS,
@@ -21,9 +23,7 @@ from sqlwa.catalogue import (
     VFS_COMMIT_COLUMNS,
 )
 
-#: The version of summary.json's layout (its ``schema_version`` key); not the results
-#: store's schema (:data:`sqlwa.results.store.STORE_SCHEMA_VERSION`).
-SUMMARY_SCHEMA_VERSION = 1
+__all__ = ["SUMMARY_SCHEMA_VERSION", "ColumnFrame", "Summary", "build_summary", "with_vfs_totals"]
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 KIND_FIELDS = ("write_calls", "write_bytes", "sync_calls", "truncate_calls", "delete_calls")
 
@@ -95,17 +95,20 @@ class ColumnFrame:
 
 
 def build_summary(
-    config: dict,
+    config: dict[str, Any],
     commits: pl.DataFrame | ColumnFrame,
     levels: list[str],
     frame_budget_ms: float = metrics.DEFAULT_FRAME_BUDGET_MS,
     amortized_bytes: int | None = None,
-    **sections,
-) -> dict:
-    """The summary.json document for one run; ``sections`` adds later stages' parts.
-    ``commits`` may be a :class:`ColumnFrame`: what is read of it is read as of a frame."""
+    **sections: Any,
+) -> Summary:
+    """The summary.json document for one run; ``sections`` adds later stages' parts (keys
+    of :class:`~sqlwa.analysis.schema.Summary`). ``commits`` may be a :class:`ColumnFrame`:
+    what is read of it is read as of a frame. The sections' own functions return plain
+    dicts: the document is a :class:`Summary` by construction, which the tests check of
+    real runs (:func:`sqlwa.analysis.schema.check_summary`), not at each run."""
     measured = cast(pl.DataFrame, commits.filter(~pl.col("warmup")))
-    summary = {
+    summary: dict[str, Any] = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "config": config,
         "levels": levels,
@@ -121,4 +124,4 @@ def build_summary(
     if "phase" in commits.columns:
         summary["phases"] = phases.phases_section(cast(pl.DataFrame, commits), levels)
     summary.update(sections)
-    return summary
+    return cast(Summary, summary)

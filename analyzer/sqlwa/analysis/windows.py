@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from sqlwa.analysis import android
+from sqlwa.analysis.schema import Amortized
 from sqlwa.catalogue import BLOCK_COMMIT_COLUMNS, SYSCALL_COMMIT_COLUMNS, is_flush
 from sqlwa.errors import UsageError
 
@@ -202,7 +203,7 @@ def syscalls_per_commit(events: Events, windows: pl.DataFrame, tid: int | None) 
     return per_window(syscall_entries(events, tid), windows, syscall_tallies(), SYSCALL_COMMIT_COLUMNS)
 
 
-def amortized_write_bytes(events: Events, windows: pl.DataFrame, dev: tuple[int, int]) -> dict:
+def amortized_write_bytes(events: Events, windows: pl.DataFrame, dev: tuple[int, int]) -> Amortized:
     """Every block byte written from the first measured commit to the end of the trace
     (final syncfs included), so deferred writeback and checkpoints are counted."""
     measured = windows.filter(~pl.col("warmup"))

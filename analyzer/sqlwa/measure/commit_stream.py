@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from sqlwa import _system
 from sqlwa.analysis import metrics, phases
-from sqlwa.analysis.summary import KIND_FIELDS, SUMMARY_SCHEMA_VERSION, with_vfs_totals
+from sqlwa.analysis.summary import KIND_FIELDS, SUMMARY_SCHEMA_VERSION, Summary, with_vfs_totals
 from sqlwa.catalogue import CPU_COMMIT_COLUMNS, DATABASE_FILE_KINDS, FILE_KINDS, VFS_COMMIT_COLUMNS
 from sqlwa.errors import writing
 from sqlwa.measure import engine
@@ -171,7 +171,7 @@ class CommitWriter(AppendedParquet):
         self.close()
         shutil.move(self.path, commits_path)
 
-    def summary(self, config: dict, levels: list[str], **sections: Any) -> dict:
+    def summary(self, config: dict[str, Any], levels: list[str], **sections: Any) -> Summary:
         """:func:`sqlwa.analysis.summary.build_summary` of the table written, from the
         running sums (means: sums over counts) and the measured commits' latency and CPU
         time (quantiles as :mod:`sqlwa.analysis.metrics` computes them)."""
@@ -188,7 +188,7 @@ class CommitWriter(AppendedParquet):
         totals = pl.DataFrame(
             {"logical_bytes": [self.sums["logical_bytes"]], "vfs_write_bytes": [self.sums["vfs_write_bytes"]]}
         )
-        summary: dict = {
+        summary: dict[str, Any] = {
             "schema_version": SUMMARY_SCHEMA_VERSION,
             "config": config,
             "levels": levels,
@@ -203,7 +203,7 @@ class CommitWriter(AppendedParquet):
             "phases": self.phases_section(levels),
         }
         summary.update(sections)
-        return summary
+        return cast(Summary, summary)  # of the schema's keys: checked of real runs by the tests
 
     def latency_ms(self) -> dict[str, float]:
         """:func:`sqlwa.analysis.metrics.latency_ms` of the latencies kept (freed after)."""

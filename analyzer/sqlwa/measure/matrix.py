@@ -538,7 +538,7 @@ def run_cell(
     record.txns = outcome.summary.get("commits")
     record.finished_at = time.time()
     store.save_run(conn, record, outcome.summary, outcome.commits, base=plan.out_dir)
-    lost = (outcome.summary.get("trace") or {}).get("lost_events") or 0
+    lost = outcome.summary.get("trace", {}).get("lost_events") or 0
     return CellResult(cell, "ok", seconds=time.monotonic() - started, lost_events=lost)
 
 

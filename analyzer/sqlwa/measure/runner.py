@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -38,6 +38,7 @@ from sqlwa.analysis import (
     traceparse,
     windows,
 )
+from sqlwa.analysis.schema import Amortized, Durability, Summary
 from sqlwa.analysis.summary import ColumnFrame, build_summary, with_vfs_totals
 from sqlwa.capture import drain, tracing
 from sqlwa.catalogue import NO_LAB_FS
@@ -89,7 +90,7 @@ class RunRequest:
 
 @dataclass
 class RunOutcome:
-    summary: dict
+    summary: Summary
     frame: pl.DataFrame | None  # None: the run's commits.parquet, read when asked for
     out_dir: Path
     kept_database: Path | None = None  # where --keep-db left the database
@@ -162,7 +163,7 @@ def replay_config(info: dict) -> dict:
 
 def write_outputs(
     out_dir: Path,
-    summary: dict,
+    summary: Summary,
     commits: pl.DataFrame | pl.LazyFrame,
     analysis: TraceAnalysis | None = None,
     abandoned: threading.Event | None = None,
@@ -399,7 +400,7 @@ class LabContext:
 class TraceAnalysis:
     commits: pl.DataFrame | pl.LazyFrame  # a scan of the written file when streamed
     parse_report: dict
-    amortized: dict | None
+    amortized: Amortized | None
     sections: dict
     events: pl.DataFrame | pl.LazyFrame  # a scan of events.parquet when written already
     writes: pl.DataFrame | pl.LazyFrame | None  # block writes with their attribution category
@@ -902,17 +903,17 @@ def analyse_capture(
     return RunOutcome(summary=summary, frame=frame, out_dir=out_dir, partial=stopped.get("partial"))
 
 
-def with_checkpoint_reach(durability: dict, summary: dict) -> dict:
+def with_checkpoint_reach(durability: dict, summary: Summary) -> Durability:
     """A crash run's ``durability`` with ``wal_checkpoint``: in WAL mode, whether its
     commits reached SQLite's first checkpoint (before one, synchronous=NORMAL has synced
     nothing, so every commit is at risk whatever the filesystem does) and the ``-n``
     that would (:func:`sqlwa.analysis.phases.wal_checkpoint_reach`)."""
     reach = phases.wal_checkpoint_reach(summary)
     if reach is None:
-        return durability
-    outside = (summary.get("checkpoint") or {}).get("outside_commits")
+        return cast(Durability, durability)
+    outside = summary.get("checkpoint", {}).get("outside_commits")
     reach.update(sync=summary["config"].get("sync"), outside_commits=outside)
-    return {**durability, "wal_checkpoint": reach}
+    return cast(Durability, {**durability, "wal_checkpoint": reach})
 
 
 def engine_commits_of(capture: lab_capture.LabCapture, spilled: Path, streamable: bool) -> pl.DataFrame | pl.LazyFrame:

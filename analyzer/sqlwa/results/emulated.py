@@ -14,6 +14,8 @@ shows its timings marks them — unless the user asks for them (``--use-emulated
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
@@ -27,7 +29,7 @@ EMULATED_MARK = "emulated"
 USE_FLAG = "--use-emulated-timings"
 
 
-def timings_emulated(config: dict) -> bool:
+def timings_emulated(config: Mapping[str, Any]) -> bool:
     """A run's config (summary.json's ``config``) says its timings are an emulated CPU's."""
     vm = config.get("vm")
     return isinstance(vm, dict) and vm.get("timings_comparable") is False

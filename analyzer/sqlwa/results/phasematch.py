@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -36,7 +38,7 @@ class PhaseMix:
     #: phase → figure → each run's own mean over its commits in the phase
     per_run: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
-    def add(self, summary: dict) -> None:
+    def add(self, summary: Mapping[str, Any]) -> None:
         for name, entry in phase_figures(summary).items():
             if name == "warmup":
                 continue

@@ -34,14 +34,16 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, cast
 
 import polars as pl
 
 from sqlwa import _system, inputs
 from sqlwa.analysis import attribution, traceparse, windows
+from sqlwa.analysis.schema import Summary
 from sqlwa.capture import drain
 from sqlwa.errors import UsageError
 from sqlwa.outputs import (  # what a run directory looks like: outputs refuses to write into one
@@ -183,7 +185,7 @@ def files_of_earlier_run(run_dir: Path) -> list[str]:
     return list(RUN_FILES) if holds_a_run(run_dir) else []
 
 
-def finish(run_dir: Path, summary: dict) -> None:
+def finish(run_dir: Path, summary: Summary) -> None:
     """Write summary.json atomically (the run's last file) and clear the RUNNING mark."""
     run_dir = Path(run_dir)
     part = run_dir / SUMMARY_PART
@@ -267,8 +269,11 @@ SUMMARY_OPTIONAL: dict[str, tuple[type, ...]] = {
 CONFIG_TEXT = ("scenario", "fs", "journal", "sync", "kernel", "machine", "sqlite_version", "fs_source")
 
 
-def check_summary(data: object) -> dict:
-    """``data`` (a parsed summary.json) if it has the shape readers use, else :class:`Damaged`."""
+def check_summary(data: object) -> Summary:
+    """``data`` (a parsed summary.json) if it has the shape readers use, else :class:`Damaged`.
+    Readers take a summary from elsewhere (an older sqlwa's, a CI artifact's): this checks
+    what they rely on, not every key of :class:`~sqlwa.analysis.schema.Summary`, which
+    :func:`sqlwa.analysis.schema.check_summary` does for what this sqlwa writes."""
     if not isinstance(data, dict):
         raise Damaged(f"a JSON {type(data).__name__}, not an object")
     for key, kind in (*SUMMARY_REQUIRED.items(), *SUMMARY_OPTIONAL.items()):
@@ -285,7 +290,7 @@ def check_summary(data: object) -> dict:
     if not _number(budget) or not _number((data.get("trace") or {}).get("lost_events")):
         raise Damaged("'frame_budget_misses' or 'trace' holds a value that is not a number")
     check_config(data["config"])
-    return data
+    return cast(Summary, data)
 
 
 def check_config(config: dict) -> None:
@@ -319,7 +324,7 @@ def check_commits(frame: pl.DataFrame) -> pl.DataFrame:
     return frame
 
 
-def summary(run_dir: Path) -> dict:
+def summary(run_dir: Path) -> Summary:
     """The run's summary.json, checked; refuses an unfinished run."""
     require_complete(run_dir)
     path = Path(run_dir) / SUMMARY_FILE
@@ -364,7 +369,7 @@ def commit_windows(commits: pl.DataFrame, events: Callable[[], pl.DataFrame]) ->
     return windows.commit_windows(events())
 
 
-def lab_device(config: dict) -> tuple[int, int] | None:
+def lab_device(config: Mapping[str, Any]) -> tuple[int, int] | None:
     dev = (config.get("lab") or {}).get("dev")
     if not dev:
         return None
@@ -372,7 +377,7 @@ def lab_device(config: dict) -> tuple[int, int] | None:
     return int(major), int(minor)
 
 
-def attribute_events(all_events: pl.DataFrame, config: dict, layout: dict) -> pl.DataFrame | None:
+def attribute_events(all_events: pl.DataFrame, config: Mapping[str, Any], layout: dict) -> pl.DataFrame | None:
     """Attribute the run's block writes (None when the run has no block device)."""
     dev = lab_device(config)
     if dev is None:

@@ -36,10 +36,11 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -293,7 +294,7 @@ def migrate(conn: sqlite3.Connection) -> None:
 # --------------------------------------------------------------------------- figures
 
 
-def _per_commit(summary: dict, name: str) -> float | None:
+def _per_commit(summary: Mapping[str, Any], name: str) -> float | None:
     return summary.get("per_commit", {}).get(name)
 
 
@@ -311,7 +312,7 @@ def _ms(ns: float | None) -> float | None:
     return None if ns is None else ns / 1e6
 
 
-def run_metrics(summary: dict, commits: pl.DataFrame | None) -> dict[str, float | None]:
+def run_metrics(summary: Mapping[str, Any], commits: pl.DataFrame | None) -> dict[str, float | None]:
     """The headline figures of one run (one value per :data:`sqlwa.catalogue.METRICS`
     entry); a figure of an unmeasured layer is None."""
     levels = set(summary.get("levels", []))
@@ -417,7 +418,7 @@ def _relative(path: Path | None, base: Path) -> str | None:
         return str(Path(path).resolve())
 
 
-def environment_columns(summary: dict) -> dict:
+def environment_columns(summary: Mapping[str, Any]) -> dict:
     cfg = summary.get("config", {})
     lab = cfg.get("lab") or {}
     return {
@@ -446,7 +447,7 @@ def event_table(run_dir: Path | None) -> Path | None:
     return path if path.is_file() else None
 
 
-def record_row(record: RunRecord, summary: dict | None, commits: pl.DataFrame | None, base: Path) -> dict:
+def record_row(record: RunRecord, summary: Mapping[str, Any] | None, commits: pl.DataFrame | None, base: Path) -> dict:
     """The runs-table row of ``record``; paths relative to ``base``. Writes nothing."""
     row = {
         "run_key": record.run_key,
@@ -494,7 +495,7 @@ def commit_rows(run_id: int, commits: pl.DataFrame) -> list[tuple]:
 def save_run(
     conn: sqlite3.Connection,
     record: RunRecord,
-    summary: dict | None = None,
+    summary: Mapping[str, Any] | None = None,
     commits: pl.DataFrame | None = None,
     base: Path | None = None,
 ) -> int:
@@ -525,7 +526,7 @@ def database_file(conn: sqlite3.Connection) -> Path:
     return Path(conn.execute("PRAGMA database_list").fetchone()[2])
 
 
-def run_dir_record(run_dir: Path, config: dict) -> RunRecord:
+def run_dir_record(run_dir: Path, config: Mapping[str, Any]) -> RunRecord:
     """The record of a lone run directory (not a matrix cell), from its configuration."""
     return RunRecord(
         run_key=str(run_dir.resolve()), status="ok", **config_values(config), txns=config.get("txns"), run_dir=run_dir
@@ -918,7 +919,7 @@ def single_run_frame(run_dir: Path) -> pl.DataFrame:
     return pl.DataFrame([run_dir_row(run_dir, summary, commits)], infer_schema_length=None)
 
 
-def run_dir_row(run_dir: Path, summary: dict, commits: pl.DataFrame | None) -> dict:
+def run_dir_row(run_dir: Path, summary: Mapping[str, Any], commits: pl.DataFrame | None) -> dict:
     """The runs-frame row of a run directory already read, its paths absolute."""
     record = run_dir_record(run_dir, summary.get("config", {}))
     row = record_row(record, summary, commits, run_dir)

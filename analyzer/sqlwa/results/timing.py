@@ -31,7 +31,9 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -131,7 +133,7 @@ def runs_needed(level: float) -> int:
     return runs
 
 
-def shared_host(summary: dict) -> bool | None:
+def shared_host(summary: Mapping[str, Any]) -> bool | None:
     """Whether another sqlwa run measured on the host while this run did (shards of a
     sweep side by side: their latencies were 2 to 4 times the cells' alone); None where
     the run did not record it (one analysed by an earlier version)."""

@@ -16,8 +16,9 @@ directories through :mod:`sqlwa.results.rundir`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import plotly.graph_objects as go
 import polars as pl
@@ -280,7 +281,7 @@ def stacked_bars(frame: pl.DataFrame, x: str, title: str, yaxis_title: str = "Ki
 # ------------------------------------------------------------------ runs and configurations
 
 
-def category_bytes(summary: dict) -> tuple[dict[str, float], str]:
+def category_bytes(summary: Mapping[str, Any]) -> tuple[dict[str, float], str]:
     """Bytes per commit by category from a run's summary.json, and where they come from:
     attribution categories when the run has them, else SQLite's VFS bytes by file kind."""
     by_cat = summary.get("bytes_by_category")

@@ -23,6 +23,7 @@ packet by packet (``StreamingTraceProtoBuilder``), never hand-encoded.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -126,7 +127,7 @@ class Writer:
         packet.system_info.utsname.release = kernel
         self.write(packet)
 
-    def process_tree(self, events: pl.DataFrame, config: dict) -> None:
+    def process_tree(self, events: pl.DataFrame, config: Mapping[str, Any]) -> None:
         """Every pid of the events with the name it had most often (a task's name can
         change: a kworker's, a renamed thread's)."""
         names = (
@@ -255,7 +256,7 @@ def fill_block(message: Any, row: dict, extra: tuple[str, ...]) -> None:
 class Tracks:
     """Track descriptors and the track events on them."""
 
-    def __init__(self, writer: Writer, config: dict) -> None:
+    def __init__(self, writer: Writer, config: Mapping[str, Any]) -> None:
         self.writer = writer
         self.pb = writer.pb
         self.next_uuid = 1

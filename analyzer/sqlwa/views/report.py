@@ -31,9 +31,10 @@ import html
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -417,7 +418,7 @@ OUTSIDE_COLUMNS = (
 )
 
 
-def outside_figure(summary: dict, section: str, path: tuple[str, ...]) -> int | None:
+def outside_figure(summary: Mapping[str, Any], section: str, path: tuple[str, ...]) -> int | None:
     value = summary.get(section)
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -10,6 +11,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
+from sqlwa.analysis.schema import Durability, FrameBudgetMisses, Summary
 from sqlwa.catalogue import FRAME_RATES, layers_of, stack_label
 from sqlwa.views import replayed
 
@@ -32,7 +34,7 @@ def fmt_bytes(value: float) -> str:
     return f"{value:,.0f} B"
 
 
-def vfs_rows(summary: dict) -> list[tuple[str, str, str]]:
+def vfs_rows(summary: Summary) -> list[tuple[str, str, str]]:
     rows = []
     for kind, figures in summary["vfs_by_file"].items():
         if not any(figures.values()):
@@ -46,7 +48,7 @@ def vfs_rows(summary: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def fs_text(cfg: dict) -> str:
+def fs_text(cfg: Mapping[str, Any]) -> str:
     """The lab filesystem, or for a run without one the filesystem its directory was on."""
     if cfg.get("dir_fs"):
         return f"{cfg['fs']} ({cfg['dir_fs']} directory)"
@@ -55,7 +57,7 @@ def fs_text(cfg: dict) -> str:
     return stack if delay is None else f"{stack} on dm-delay {delay} ms"
 
 
-def summary_title(summary: dict) -> str:
+def summary_title(summary: Summary) -> str:
     cfg = summary["config"]
     return (
         f"{cfg['scenario']} · journal={cfg['journal']} · sync={cfg['sync']} · fs={fs_text(cfg)}"
@@ -63,7 +65,7 @@ def summary_title(summary: dict) -> str:
     )
 
 
-def sqlite_text(cfg: dict) -> str:
+def sqlite_text(cfg: Mapping[str, Any]) -> str:
     """The SQLite that ran; for a replay, with the one that recorded the log."""
     replay = cfg.get("replay")
     if replay is None:
@@ -84,7 +86,7 @@ def replay_lines(replay: dict) -> list[str]:
     return lines
 
 
-def summary_caption(summary: dict) -> str:
+def summary_caption(summary: Summary) -> str:
     caption = "per commit: mean over measured commits"
     if "block" in summary["levels"]:
         caption += (
@@ -103,7 +105,7 @@ def vm_line(vm: dict, kernel: str) -> str:
     return line
 
 
-def summary_table(summary: dict) -> Table:
+def summary_table(summary: Summary) -> Table:
     table = Table()
     table.add_column("per commit", style="bold")
     table.add_column("count", justify="right")
@@ -151,7 +153,7 @@ PHASE_COLUMNS = {
 }
 
 
-def phase_table(summary: dict) -> Table | None:
+def phase_table(summary: Mapping[str, Any]) -> Table | None:
     """Per-phase means (warm-up, WAL growth, checkpoint commits, steady state): a run's
     overall mean depends on how long it ran in each; None when only one phase was
     measured (the overall means are then that phase's)."""
@@ -171,7 +173,7 @@ def phase_table(summary: dict) -> Table | None:
     return table
 
 
-def dropped_frames_row(table: Table, miss: dict) -> None:
+def dropped_frames_row(table: Table, miss: FrameBudgetMisses) -> None:
     """Frames the commits drop, per 1,000 commits (runs since sqlwa counts them)."""
     if "dropped_frames" not in miss:
         return
@@ -184,7 +186,7 @@ def dropped_frames_row(table: Table, miss: dict) -> None:
     )
 
 
-def device_time_rows(table: Table, summary: dict) -> None:
+def device_time_rows(table: Table, summary: Mapping[str, Any]) -> None:
     """btt's split of the requests issued in the commits (queued → dispatched,
     dispatched → completed) and the device's share of the commits' latency."""
     device = summary.get("device_time")
@@ -210,7 +212,7 @@ def device_time_rows(table: Table, summary: dict) -> None:
         )
 
 
-def cpu_rows(table: Table, summary: dict) -> None:
+def cpu_rows(table: Table, summary: Summary) -> None:
     """The SQL thread's CPU time per commit beside the latency (runs since it is measured)."""
     cpu = summary.get("cpu_ms")
     if not cpu:
@@ -226,7 +228,7 @@ def cpu_rows(table: Table, summary: dict) -> None:
     )
 
 
-def fuse_rows(table: Table, summary: dict) -> None:
+def fuse_rows(table: Table, summary: Summary) -> None:
     """The FUSE daemon's calls per commit, and what the layer changed, in words."""
     layer = summary.get("fuse")
     if not layer:
@@ -255,7 +257,7 @@ def fuse_rows(table: Table, summary: dict) -> None:
         table.add_row(f"  {change}", "", "")
 
 
-def category_rows(table: Table, summary: dict) -> None:
+def category_rows(table: Table, summary: Summary) -> None:
     """Block bytes per commit by cause (in-window), and the amortized share unattributed."""
     cats = summary.get("bytes_by_category")
     if not cats:
@@ -268,7 +270,7 @@ def category_rows(table: Table, summary: dict) -> None:
     table.add_row("  unattributed share (amortized)", "", f"{cats['unattributed_share']:.1%}")
 
 
-def waf_rows(table: Table, summary: dict) -> None:
+def waf_rows(table: Table, summary: Summary) -> None:
     waf = summary.get("waf") or {}
     parts = [
         (k, waf[k]) for k in ("vfs_over_logical", "block_over_vfs", "block_over_logical") if waf.get(k) is not None
@@ -351,7 +353,7 @@ def wide_console(stderr: bool = False) -> Console:
     return console if console.is_terminal else PipedConsole(stderr=stderr, width=piped_width(), soft_wrap=True)
 
 
-def outside_commits_table(summary: dict) -> Table | None:
+def outside_commits_table(summary: Mapping[str, Any]) -> Table | None:
     """Totals of what the run did that is no commit (:mod:`sqlwa.analysis.closing`): the
     transactions that wrote nothing and the close checkpoint; None when it did neither
     (or was analysed before they were reported)."""
@@ -389,7 +391,7 @@ def outside_commits_table(summary: dict) -> Table | None:
     return table
 
 
-def wrote_nothing_line(summary: dict) -> str | None:
+def wrote_nothing_line(summary: Mapping[str, Any]) -> str | None:
     """What the transactions that wrote nothing were, by the first of them."""
     empty = summary.get("wrote_nothing") or {}
     if not empty.get("transactions"):
@@ -404,7 +406,7 @@ def wrote_nothing_line(summary: dict) -> str | None:
     )
 
 
-def print_summary(summary: dict, console: Console | None = None) -> None:
+def print_summary(summary: Summary, console: Console | None = None) -> None:
     console = console or wide_console()
     console.print(summary_title(summary), style="italic", highlight=False)  # not the table's
     console.print(summary_table(summary))  # title: that would wrap at the table's width
@@ -443,7 +445,7 @@ def print_summary(summary: dict, console: Console | None = None) -> None:
         )
 
 
-def shared_host_text(sharing: dict | None) -> str:
+def shared_host_text(sharing: Mapping[str, Any] | None) -> str:
     """A line when other sqlwa runs measured on the host during this one; else ''."""
     others = (sharing or {}).get("other_runs") or []
     if not others:
@@ -486,7 +488,7 @@ def missing_text(first: dict) -> str:
     return f"; {len(missing)} writes{shown} ({fmt_bytes(size)}) since the last flush had not reached the disk"
 
 
-def durability_verdict(durability: dict) -> str:
+def durability_verdict(durability: Durability) -> str:
     """One line: did any crash state lose what SQLite had acknowledged, or break the database."""
     lost, states = durability["lost_commits"], durability["states"]
     broken = durability["corrupt_states"] + durability["unmountable_states"]
@@ -528,7 +530,7 @@ def no_checkpoint_text(reach: dict) -> str:
     return said
 
 
-def print_durability(durability: dict, console: Console | None = None) -> None:
+def print_durability(durability: Durability, console: Console | None = None) -> None:
     """``sqlwa crash``'s verdict: states tried, and what the worst of them lost."""
     console = console or wide_console()
     outcomes = durability["outcomes"]
