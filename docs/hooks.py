@@ -85,10 +85,42 @@ def generated_tables() -> dict[str, str]:
     ):
         columns.append(f"| {level} | " + ", ".join(f"`{name}`" for name in names) + " |")
     return {
+        "summary-schema": summary_reference(),
         "metrics": "\n".join(metrics),
         "commit-columns": "\n".join(columns),
         "store-schema": "```sql\n" + ";\n\n".join(schema) + ";\n```",
     }
+
+
+def summary_reference() -> str:
+    """summary.json key by key, one table per section, from the classes of
+    ``sqlwa/analysis/schema.py`` (each key's line is its docstring there)."""
+    from sqlwa.analysis import schema
+
+    def link(cls: type) -> str:
+        return f"[{cls.__name__}](#{summary_anchor(cls)})"
+
+    out = []
+    for cls, path in schema.sections().items():
+        title = f"`{path}`" if path else "The document"
+        out += [f"### {title}: {cls.__name__} {{#{summary_anchor(cls)}}}", "", "| key | type | always | what |"]
+        out.append("|---|---|---|---|")
+        for field in schema.fields(cls):
+            kind = schema.type_name(field.type, link)
+            out.append(f"| `{field.name}` | {kind} | {'yes' if field.required else ''} | {markdown_of(field.doc)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def summary_anchor(cls: type) -> str:
+    """The reference page's anchor of a section's table: ``summary-lab-description``."""
+    return "summary-" + re.sub(r"(?<!^)(?=[A-Z])", "-", cls.__name__).lower()
+
+
+def markdown_of(doc: str) -> str:
+    """A docstring's line for a table cell: reST literals and roles as Markdown code."""
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", doc).replace("``", "`")
+    return doc.replace("|", "\\|")
 
 
 GENERATED = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
