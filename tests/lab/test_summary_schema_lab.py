@@ -1,7 +1,7 @@
 """Lab runs' summary.json against its schema (sqlwa.analysis.schema.check_summary):
-fscrypt on a filled ext4, a FUSE passthrough layer, tmpfs, and a lab matrix's cells;
-each as the readers return it too. (dm-crypt, dm-delay and crash runs need
-device-mapper: the VM lab's, compared there.)"""
+fscrypt on a filled ext4, a FUSE passthrough layer, a profile, a replay, tmpfs, and a
+lab matrix's cells; each as the readers return it too. (dm-crypt, dm-delay and crash
+runs need device-mapper: the VM lab's, compared there.)"""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 import sqlwa
 from helpers import lab_matrix, run_summary
+from helpers import sqlwa as sqlwa_cli
 from sqlwa.analysis import schema
 from sqlwa.lab import fuse
 from sqlwa.results import rundir
@@ -45,6 +46,19 @@ def test_a_fuse_layer_is_of_the_schema(tmp_path: Path) -> None:
     assert_of_the_schema(out)
     assert summary["fuse"]["daemon_cpu"] and summary["fuse"]["sqlite_calls_per_commit"]
     assert "fuse_fsync_calls" in summary["per_commit"]
+
+
+def test_a_profile_and_a_replay_on_ext4_are_of_the_schema(tmp_path: Path) -> None:
+    profiled = run_summary(tmp_path / "profiled", "-n", "10", "--profile", "android-sdcard")
+    assert_of_the_schema(tmp_path / "profiled")
+    assert profiled["config"]["profile"] is not None
+    sql = tmp_path / "app.sql"
+    sql.write_text("CREATE TABLE t (a);\nINSERT INTO t VALUES (1);\nINSERT INTO t VALUES (2);\n")
+    log = tmp_path / "app.jsonl"
+    sqlwa_cli("record", "--from", str(sql), "--out", str(log))
+    replayed = run_summary(tmp_path / "replayed", "-s", str(log), "--fs", "ext4")
+    assert_of_the_schema(tmp_path / "replayed")
+    assert "replay" in replayed["config"] and "lab" in replayed["config"]
 
 
 def test_tmpfs_is_of_the_schema(tmp_path: Path) -> None:
