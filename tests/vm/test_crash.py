@@ -33,6 +33,7 @@ import polars as pl
 import pytest
 
 from helpers import sqlwa
+from sqlwa.analysis import schema
 from sqlwa.results import store
 from trace_truth import syncs_with_uncovered_writes
 from vm_guest import vm_runs
@@ -206,3 +207,9 @@ def test_the_gate_passes_durable_settings_and_fails_one_that_loses_commits(crash
         lost, states = conn.execute("SELECT lost_commits, crash_states FROM runs").fetchone()
     found = durability(crash_runs["ext4-wal-off"])
     assert (lost, states) == (found["lost_commits"]["max"], found["states"])
+
+
+def test_every_crash_run_is_of_the_summary_schema(crash_runs) -> None:
+    """``durability`` (and its ``wal_checkpoint``), config.lab.write_log."""
+    for name, run in crash_runs.items():
+        assert schema.check_summary(run.summary) == [], name

@@ -23,6 +23,7 @@ import polars as pl
 import pytest
 
 from helpers import DIRECTORY_SYNCS, VFS_SYNCS
+from sqlwa.analysis import schema
 from trace_truth import marker_times_ns, tally_block_per_commit
 from vm_guest import vm_runs
 
@@ -111,3 +112,9 @@ def test_attribution_follows_delayed_writes_by_the_tables_offset(delay_runs):
     writes = pl.read_parquet(delay_runs[DELAY_MS] / "writes.parquet")
     assert (writes["disk_sector"] == writes["sector"]).all()
     assert any(s.startswith("jbd2/dm-") for s in writes["submitter"].to_list())
+
+
+def test_both_runs_are_of_the_summary_schema(delay_runs) -> None:
+    """dm-delay's config.lab.delay and remap, config.vm."""
+    for delay, out in delay_runs.items():
+        assert schema.check_summary(json.loads((out / "summary.json").read_text())) == [], delay

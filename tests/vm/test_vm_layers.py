@@ -30,7 +30,7 @@ import pytest
 
 from helpers import DIRECTORY_SYNCS, VFS_SYNCS
 from sqlwa import _system
-from sqlwa.analysis import attribution, traceparse, windows
+from sqlwa.analysis import attribution, schema, traceparse, windows
 from trace_truth import EXTENTS, tally_block_per_commit, trace_records, write_bytes_since_commit
 from vm_guest import vm_runs
 
@@ -312,3 +312,9 @@ def test_dm_crypt_is_a_layer_of_the_configuration_in_a_vm_matrix(tmp_path):
     assert again.returncode == 2
     [error] = [line for line in again.stderr.splitlines() if line.startswith("sqlwa: error:")]
     assert error.endswith("holds a matrix of another plan: --crypt dm-crypt (it was started with none,dm-crypt)")
+
+
+def test_every_run_is_of_the_summary_schema(guest_runs) -> None:
+    """dm-crypt's config.lab.crypt and remap, eCryptfs's config.lab.ecryptfs, config.vm."""
+    for name, out in guest_runs.items():
+        assert schema.check_summary(json.loads((out / "summary.json").read_text())) == [], name
