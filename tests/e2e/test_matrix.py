@@ -166,7 +166,7 @@ def test_without_root_the_default_filesystem_still_falls_back_to_the_vfs_level(m
     from sqlwa.measure import matrix
 
     monkeypatch.setattr("os.geteuid", lambda: 65534)
-    plan = matrix.MatrixPlan(Path("/nonexistent/m"), journals=("wal",), syncs=("full",))
+    plan = matrix.MatrixPlan(Path("/nonexistent/m"), matrix.Axes(journals=("wal",), syncs=("full",)))
     assert "need root" in (matrix.lab_unavailable_reason(plan) or "")
 
 

@@ -247,13 +247,7 @@ def _writer(args) -> int:
     store_path, run_dir, worker, count = args
     for i in range(count):
         record = store.RunRecord(
-            run_key=f"w{worker}-{i}",
-            status="ok",
-            scenario="s",
-            fs="none",
-            journal="wal",
-            sync="full",
-            run_dir=Path(run_dir),
+            run_key=f"w{worker}-{i}", config=store.RunConfig("s", "none", "wal", "full"), run_dir=Path(run_dir)
         )
         summary = json.loads((Path(run_dir) / "summary.json").read_text())
         commits = pl.read_parquet(Path(run_dir) / "commits.parquet")

@@ -13,14 +13,14 @@ import pytest
 from helpers import sqlwa_in_process
 from sqlwa.errors import UsageError, hint_of
 from sqlwa.measure import shard
-from sqlwa.measure.matrix import MatrixPlan
+from sqlwa.measure.matrix import Axes, MatrixPlan, Runs
 
 AXES = {"scenarios": ("mobibench-insert", "messenger"), "journals": ("delete", "wal", "truncate")}
-AXES |= {"syncs": ("full", "normal"), "repeat": 2}
+AXES |= {"syncs": ("full", "normal")}
 
 
-def plan(**axes) -> MatrixPlan:
-    return MatrixPlan(out_dir=Path("m"), lab=False, **{**AXES, **axes})
+def plan(repeat: int = 2, **axes) -> MatrixPlan:
+    return MatrixPlan(out_dir=Path("m"), axes=Axes(**{**AXES, **axes}), runs=Runs(repeat=repeat), lab=False)
 
 
 def test_ids_and_shards_survive_reordering_the_axes():

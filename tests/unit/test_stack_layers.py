@@ -21,7 +21,8 @@ from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import matrix
-from sqlwa.results import layers
+from sqlwa.measure.engine import RunSettings
+from sqlwa.results import layers, store
 
 PLAIN = {"scenario": "mobibench-insert", "fs": "ext4", "journal": "wal", "sync": "full"}
 
@@ -46,7 +47,7 @@ def test_every_combination_of_layers_has_its_own_label_key_and_directory():
         )
     )
     cells = [
-        matrix.Cell("mobibench-insert", fs, "wal", "full", 1, encrypt, layer, profile, crypt)
+        wal_cell(fs=fs, encrypt=encrypt, fuse=layer, profile=None if profile == NO_LAYER else profile, crypt=crypt)
         for fs, encrypt, layer, profile, crypt in combos
     ]
     for name in ("label", "key", "dirname"):
@@ -54,9 +55,21 @@ def test_every_combination_of_layers_has_its_own_label_key_and_directory():
         assert len(set(values)) == len(cells), name
     for cell in cells:
         assert "/" not in cell.dirname and " " not in cell.dirname and ":" not in cell.dirname
-    assert matrix.Cell("mobibench-insert", "ext4", "wal", "full").dirname == "mobibench-insert-ext4-wal-full-r1"
-    fde = matrix.Cell("mobibench-insert", "ext4", "wal", "full", crypt="dm-crypt")
+    assert wal_cell(fs="ext4").dirname == "mobibench-insert-ext4-wal-full-r1"
+    assert wal_cell().dirname == "mobibench-insert-none-wal-full-r1"  # no lab filesystem: fs none
+    fde = wal_cell(fs="ext4", crypt="dm-crypt")
     assert fde.dirname == "mobibench-insert-ext4+dm-crypt-wal-full-r1"
+    sdcard = wal_cell(fs="ext4", encrypt="fscrypt", fuse="passthrough-kernel", profile="android-sdcard")
+    assert sdcard.dirname == "mobibench-insert-ext4+fscrypt+fuse-passthrough-kernel+profile-android-sdcard-wal-full-r1"
+    assert sdcard.row == {
+        "scenario": "mobibench-insert", "fs": "ext4", "encrypt": "fscrypt", "fuse": "passthrough-kernel",
+        "profile": "android-sdcard", "crypt": "none", "journal": "wal", "sync": "full", "repeat": 1,
+    }  # fmt: skip
+
+
+def wal_cell(**stack) -> matrix.Cell:
+    """A cell of mobibench-insert in WAL mode, sync full, on this stack."""
+    return matrix.Cell("mobibench-insert", StackSpec(**stack), RunSettings(journal="wal", sync="full"))
 
 
 def test_layers_a_summary_does_not_record_are_none():
@@ -87,19 +100,13 @@ def test_a_filesystem_without_fscrypt_is_unsupported_not_a_usage_error():
 
 
 def test_a_profile_fills_in_what_was_not_given_and_records_what_was():
-    chosen = profiles.profile("android-sdcard")
-    options = {"fs": None, "mkfs_opts": "", "mount_opts": "", "encrypt": "none", "fuse": "passthrough"}
-    overridden = profiles.apply(chosen, options, given={"fuse"})
-    assert options == {
-        "fs": "ext4",
-        "mkfs_opts": "",
-        "mount_opts": "nodev,noatime,nosuid",
-        "encrypt": "fscrypt",
-        "fuse": "passthrough",
-    }
-    assert overridden == ["fuse"]
-    same = {"fs": "ext4", "encrypt": "fscrypt"}
-    assert profiles.apply(chosen, same, given={"fs", "encrypt"}) == []  # given, but what the profile says
+    spec = StackSpec(profile="android-sdcard", fuse="passthrough", profile_overrides=("fuse",)).with_profile()
+    assert (spec.fs, spec.mkfs_opts, spec.mount_opts, spec.encrypt, spec.fuse) == (
+        "ext4", "", "nodev,noatime,nosuid", "fscrypt", "passthrough"
+    )  # fmt: skip
+    assert (spec.profile_record() or {})["overridden"] == ["fuse"]
+    same = StackSpec(fs="ext4", encrypt="fscrypt", profile="android-sdcard", profile_overrides=("fs", "encrypt"))
+    assert (same.with_profile().profile_record() or {})["overridden"] == []  # given, but what the profile says
 
 
 def test_android_sdcard_is_android_ext4_behind_a_fuse_layer_sqlwa_has():
@@ -111,21 +118,54 @@ def test_android_sdcard_is_android_ext4_behind_a_fuse_layer_sqlwa_has():
     assert set(data.departures) < set(sdcard.departures)
 
 
-def plan(vm: bool = False, device_delay_ms: int | None = None, **axes) -> matrix.MatrixPlan:
-    stack = StackSpec(vm=vm, device_delay_ms=device_delay_ms)
-    return matrix.MatrixPlan(Path("/nonexistent/m"), journals=("wal",), syncs=("full",), stack=stack, **axes)
+def plan(
+    vm: bool = False,
+    device_delay_ms: int | None = None,
+    profile_overrides: tuple[str, ...] = (),
+    lab: bool = True,
+    lab_unavailable: str | None = None,
+    **axes,
+) -> matrix.MatrixPlan:
+    stack = StackSpec(vm=vm, device_delay_ms=device_delay_ms, profile_overrides=profile_overrides)
+    every = matrix.Axes(**{"journals": ("wal",), "syncs": ("full",), **axes})
+    return matrix.MatrixPlan(Path("/nonexistent/m"), every, stack, lab=lab, lab_unavailable=lab_unavailable)
 
 
 def test_a_profile_cell_takes_the_profiles_layers_unless_an_axis_was_given():
     cells = plan(profiles=("none", "android-sdcard")).cells()
-    assert [(c.fs, c.encrypt, c.fuse, c.profile) for c in cells] == [
-        ("ext4", "none", "none", "none"),
+    assert [(c.stack.fs, c.stack.encrypt, c.stack.fuse, c.stack.profile) for c in cells] == [
+        ("ext4", "none", "none", None),
         ("ext4", "fscrypt", "passthrough-kernel", "android-sdcard"),
     ]
+    assert [c.row["profile"] for c in cells] == ["none", "android-sdcard"]  # the store's column
     given = plan(profiles=("android-sdcard",), fuses=("passthrough",), profile_overrides=("fuse",)).cells()
-    stacks = [matrix.request_for(c, plan(profile_overrides=("fuse",)), Path("r")).stack for c in given]
+    stacks = [c.stack for c in given]
     assert [(s.fuse, (s.profile_record() or {})["overridden"]) for s in stacks] == [("passthrough", ["fuse"])]
-    assert stacks[0].mount_opts == "nodev,noatime,nosuid"
+    assert stacks[0].mount_opts == "nodev,noatime,nosuid"  # the profile's, though no axis of a sweep
+
+
+def test_a_cell_reaches_its_run_and_the_store_as_it_was_made(tmp_path):
+    """The run request gets the cell's own stack and settings, and the store's columns
+    are the cell's: nothing is rebuilt between the option parsing and the store."""
+    sweep = plan(profiles=("android-ext4",), fuses=("bindfs",), profile_overrides=("fuse",), vm=True)
+    sweep = dataclasses.replace(
+        sweep, settings=RunSettings(txns=7, warmup=2), runs=matrix.Runs(journal_txns=(("wal", 9),), frame_rate=120)
+    )
+    [cell] = sweep.cells()
+    request = matrix.request_for(cell, sweep, tmp_path / "r")
+    assert request.stack is cell.stack and request.settings is cell.settings
+    assert (request.settings.journal, request.settings.sync, request.settings.txns) == ("wal", "full", 9)
+    assert request.settings.warmup == 2 and request.frame_budget_ms == catalogue.FRAME_RATES[120]
+    assert (cell.stack.fs, cell.stack.encrypt, cell.stack.fuse, cell.stack.vm) == ("ext4", "fscrypt", "bindfs", True)
+    record = cell.record(tmp_path / "r")
+    row = store.record_row(record, None, None, tmp_path)
+    assert {key: row[key] for key in (*catalogue.CONFIG_KEYS, "cell", "repeat", "txns", "run_key")} == {
+        "scenario": "mobibench-insert", "fs": "ext4", "encrypt": "fscrypt", "fuse": "bindfs",
+        "profile": "android-ext4", "crypt": "none", "journal": "wal", "sync": "full",
+        "cell": "mobibench-insert/ext4+fscrypt+fuse-bindfs+profile-android-ext4/wal/full", "repeat": 1, "txns": 9,
+        "run_key": "mobibench-insert/ext4+fscrypt+fuse-bindfs+profile-android-ext4/wal/full/r1",
+    }  # fmt: skip
+    assert row["run_dir"] == "r" and row["status"] == "ok" and row["reason"] is None
 
 
 def test_unknown_layers_and_layers_without_a_lab_are_refused_before_any_cell():
@@ -139,8 +179,10 @@ def test_unknown_layers_and_layers_without_a_lab_are_refused_before_any_cell():
     no_root = plan(encrypts=("none", "fscrypt"), lab=False, lab_unavailable="needs root")
     matrix.check_axes(no_root)
     plain, layered = no_root.cells()
-    assert plain.fs == "none" and matrix.without_lab(plain, no_root) is None
-    assert layered.fs == "ext4" and "ext4+fscrypt needs a lab filesystem" in str(matrix.without_lab(layered, no_root))
+    assert plain.stack.fs is None and plain.row["fs"] == "none" and matrix.without_lab(plain, no_root) is None
+    assert layered.stack.fs == "ext4" and "ext4+fscrypt needs a lab filesystem" in str(
+        matrix.without_lab(layered, no_root)
+    )
 
 
 def test_two_scenario_files_of_one_name_are_refused(tmp_path):
@@ -231,10 +273,8 @@ def test_a_device_delay_is_one_for_the_whole_sweep_and_part_of_its_plan():
     with pytest.raises(UsageError, match="--device-delay and --crypt dm-crypt are two device-mapper layers"):
         matrix.check_device_delay(plan(vm=True, crypts=("none", "dm-crypt"), device_delay_ms=10))
     matrix.check_device_delay(plan(vm=True, device_delay_ms=0))  # the control: the layer without delay
-    assert (
-        matrix.request_for(plan(vm=True).cells()[0], plan(vm=True, device_delay_ms=7), Path("r")).stack.device_delay_ms
-        == 7
-    )
+    delayed = plan(vm=True, device_delay_ms=7)
+    assert matrix.request_for(delayed.cells()[0], delayed, Path("r")).stack.device_delay_ms == 7
 
 
 def test_every_stack_option_is_made_once_from_its_field_for_run_crash_and_matrix():

@@ -422,26 +422,31 @@ def plan_json(plan: matrix.MatrixPlan) -> str:
 
 def plan_of(
     out_dir: Path | None,
-    axes: dict,
+    options: dict,
     resume: bool = False,
     check_out: bool = True,
     part: shard.Shard | None = None,
 ) -> matrix.MatrixPlan:
-    """The sweep MATRIX_OPTIONS describe (``axes``: their values by parameter name); ``part``:
-    the shard it runs of them (``--shard``)."""
-    from sqlwa.measure import matrix
+    """The sweep MATRIX_OPTIONS describe (``options``: their values by parameter name),
+    each value in the part of the plan it belongs to; ``part``: the shard it runs of them
+    (``--shard``)."""
+    from sqlwa.measure import engine, matrix
 
-    stack = StackSpec(**{name: axes.pop(name) for name in STACK_FIELDS if name in axes})
-    vfs_only = axes.pop("vfs_only")
+    given = dict(options)
+
+    def take(names: tuple[str, ...]) -> dict:
+        return {name: given.pop(name) for name in names if name in given}
+
     plan = matrix.MatrixPlan(
         out_dir=out_dir or Path("."),
-        **axes,
-        stack=stack,
-        profile_overrides=profile_overrides(),
-        lab=not vfs_only,
-        resume=resume,
-        shard=part,
+        axes=matrix.Axes(**take(matrix.AXIS_NAMES)),
+        stack=StackSpec(**take(STACK_FIELDS), profile_overrides=profile_overrides()),
+        settings=engine.RunSettings(**take(matrix.SHARED_SETTINGS)),
+        runs=matrix.Runs(**take(matrix.RUNS_FIELDS)),
+        lab=not given.pop("vfs_only"),
+        invocation=matrix.Invocation(shard=part, resume=resume, allow_system_dir=given.pop("allow_system_dir")),
     )
+    assert not given, f"options no part of the plan takes: {sorted(given)}"
     if check_out:
         matrix.check_out_dir(plan)  # before the sweep is announced
     return plan
@@ -501,7 +506,7 @@ def matrix_command(
     show_plan: bool,
     shard_text: str | None,
     shard_base: str,
-    **axes,
+    **options,
 ) -> None:
     """Run every combination of scenario × fs × encrypt × fuse × profile × crypt × journal ×
     sync, each on a fresh filesystem.
@@ -531,11 +536,11 @@ def matrix_command(
 
     part = shard.parse(shard_text, int(shard_base)) if shard_text is not None else None
     if show_plan:
-        click.echo(plan_json(plan_of(out_dir, axes, check_out=False, part=part)))
+        click.echo(plan_json(plan_of(out_dir, options, check_out=False, part=part)))
         return
     if out_dir is None:
         raise click.UsageError("Missing option '-o' / '--out'.")
-    plan = plan_of(out_dir, axes, resume=resume, part=part)
+    plan = plan_of(out_dir, options, resume=resume, part=part)
     if as_json:
         outcome = run_with_progress(plan)
         print_json(outcome)
@@ -573,7 +578,7 @@ DEMO_DURATION = "5 to 50 s"
     type=click.Path(path_type=Path, dir_okay=False),
     help="Where the HTML report goes [default: report.html in the current directory].",
 )
-def demo_command(out_dir: Path | None, report_path: Path | None, **axes) -> None:
+def demo_command(out_dir: Path | None, report_path: Path | None, **options) -> None:
     """The default sweep: mobibench-insert on ext4, journal delete/truncate/persist/wal ×
     sync normal/full, then the table and report.html.
 
@@ -593,20 +598,20 @@ def demo_command(out_dir: Path | None, report_path: Path | None, **axes) -> None
     from sqlwa.views.terminal import wide_console
 
     out_dir = out_dir or Path("sqlwa-out") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    per_journal = () if axes["txns"] else (("wal", DEMO_WAL_TXNS),)
-    plan = plan_of(out_dir, {**axes, "txns": axes["txns"] or DEMO_TXNS, "journal_txns": per_journal})
+    per_journal = () if options["txns"] else (("wal", DEMO_WAL_TXNS),)
+    plan = plan_of(out_dir, {**options, "txns": options["txns"] or DEMO_TXNS, "journal_txns": per_journal})
     # Where the report goes is checked before the sweep, not after minutes of it.
     outputs.check_file(
         report_path or Path("report.html"),
         "--report",
-        allow_system=plan.allow_system_dir,
+        allow_system=plan.invocation.allow_system_dir,
         make_parents=True,
         reads=(out_dir,),
     )
     console = wide_console()
     outcome = run_and_report(plan, console)
     target = report_path or Path("report.html")
-    report.write_report(out_dir, target, allow_system=plan.allow_system_dir)
+    report.write_report(out_dir, target, allow_system=plan.invocation.allow_system_dir)
     console.print(f"wrote {target} (open it in a browser; it works offline) and {out_dir}/results.sqlite")
     if outcome.with_status("failed"):
         sys.exit(1)

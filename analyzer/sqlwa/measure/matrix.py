@@ -12,8 +12,14 @@ Layout of a matrix directory::
 ``ext4+fscrypt+fuse-passthrough``, ``ext4+fscrypt+profile-android-ext4``.
 
 A profile cell takes the profile's filesystem, encryption and FUSE layer, except where
-the sweep's own axis was given explicitly (:attr:`MatrixPlan.profile_overrides`): as with
-``sqlwa run --profile``, an option given explicitly wins.
+the sweep's own axis was given explicitly (the shared stack's ``profile_overrides``): as
+with ``sqlwa run --profile``, an option given explicitly wins.
+
+A cell is one frozen value, :class:`Cell`: its scenario, its
+:class:`~sqlwa.lab.stack.StackSpec` (the profile applied once) and its
+:class:`~sqlwa.measure.engine.RunSettings`, made from the plan's axes and handed as they
+are to the run request; the store's columns, its key, label and directory name are
+derived from it.
 
 A cell that cannot run here (a filesystem this kernel lacks, an encryption the
 filesystem has not, no /dev/fuse) is *skipped* with the reason; a cell that fails is
@@ -42,7 +48,6 @@ from sqlwa.catalogue import (
     DEFAULT_JOURNALS,
     DEFAULT_SYNCS,
     FRAME_RATES,
-    LAYER_KEYS,
     NO_LAB_FS,
     NO_LAYER,
     has_layers,
@@ -59,45 +64,49 @@ from sqlwa.vm import kernel as vm_kernel
 from sqlwa.vm import machine
 
 DEFAULT_FILESYSTEMS = ("ext4",)
-NO_LAYERS = (NO_LAYER,)  # the default of each layer axis: --encrypt, --fuse, --profile, --crypt none
 
-# The options a profile cell takes from its profile unless the sweep's axis overrides them
-# (the other profile options, mkfs and mount options, are no axes: the profile's apply).
-STACK_OPTIONS = ("fs", "encrypt", "fuse")
+# The layers in a cell's stack name, from the disk up, each with its tag: the encryptions'
+# modes have names of their own (dm-crypt's and fscrypt's differ), FUSE layers and profiles
+# are tagged (``fuse-``, ``profile-``), so names stay unique.
+NAMED_LAYERS = (("crypt", ""), ("encrypt", ""), ("fuse", "fuse-"), ("profile", "profile-"))
 
 
 @dataclass(frozen=True)
 class Cell:
+    """One run of a sweep as the option parsing made it: its scenario, its stack (the
+    profile applied; a layer not asked for is the StackSpec default), its SQLite
+    settings and which repeat it is. The run request takes these values as they are,
+    and the store's columns are derived from them (:meth:`config`)."""
+
     scenario: str
-    fs: str
-    journal: str
-    sync: str
+    stack: StackSpec
+    settings: engine.RunSettings
     repeat: int = 1
-    encrypt: str = NO_LAYER
-    fuse: str = NO_LAYER
-    profile: str = NO_LAYER
-    crypt: str = NO_LAYER
+
+    def __hash__(self) -> int:  # RunSettings is no frozen value; the key names the cell alone
+        return hash(self.key)
 
     @property
-    def stack(self) -> str:
+    def config(self) -> store.RunConfig:
+        """The cell's configuration as the store's columns hold it."""
+        return store.RunConfig.of_stack(self.scenario, self.stack, self.settings.journal, self.settings.sync)
+
+    @property
+    def row(self) -> dict[str, str | int]:
+        """The cell as the store's row names it: its configuration's columns and its repeat."""
+        return {**self.config.columns(), "repeat": self.repeat}
+
+    @property
+    def stack_name(self) -> str:
         """The filesystem and its layers as the cell's key and directory name spell them:
-        parts joined by ``+`` (no name of a filesystem, mode or profile has one), each
-        layer but the encryptions tagged (``fuse-``, ``profile-``), so names stay unique
-        (dm-crypt's modes and fscrypt's have names of their own)."""
-        parts = [self.fs]
-        if self.crypt != NO_LAYER:
-            parts.append(self.crypt)
-        if self.encrypt != NO_LAYER:
-            parts.append(self.encrypt)
-        if self.fuse != NO_LAYER:
-            parts.append(f"fuse-{self.fuse}")
-        if self.profile != NO_LAYER:
-            parts.append(f"profile-{self.profile}")
-        return "+".join(parts)
+        parts joined by ``+`` (no name of a filesystem, mode or profile has one)."""
+        columns = self.config.columns()
+        layers = [f"{tag}{columns[key]}" for key, tag in NAMED_LAYERS if columns[key] != NO_LAYER]
+        return "+".join([columns["fs"], *layers])
 
     @property
     def config_key(self) -> str:
-        return f"{self.scenario}/{self.stack}/{self.journal}/{self.sync}"
+        return f"{self.scenario}/{self.stack_name}/{self.settings.journal}/{self.settings.sync}"
 
     @property
     def key(self) -> str:
@@ -107,82 +116,135 @@ class Cell:
     @property
     def dirname(self) -> str:
         stem = Path(self.scenario).stem if engine.looks_like_path(self.scenario) else self.scenario
-        return f"{stem}-{self.stack}-{self.journal}-{self.sync}-r{self.repeat}"
+        return f"{stem}-{self.stack_name}-{self.settings.journal}-{self.settings.sync}-r{self.repeat}"
 
     @property
     def label(self) -> str:
-        return run_label(asdict(self))
+        return run_label(self.row)
 
     @property
     def layered(self) -> bool:
-        return has_layers(asdict(self))
+        return has_layers(self.row)
+
+    def record(self, run_dir: Path) -> store.RunRecord:
+        """What the store keeps of this cell, as it starts: an ok run until it is not."""
+        return store.RunRecord(
+            run_key=self.key,
+            config=self.config,
+            txns=self.settings.txns,
+            run_dir=run_dir,
+            place=store.CellPlace(self.config_key, self.repeat),
+            started_at=time.time(),
+        )
+
+
+@dataclass(frozen=True)
+class Axes:
+    """What a sweep crosses, each a comma-separated option: every combination is a cell."""
+
+    scenarios: tuple[str, ...] = ("mobibench-insert",)
+    filesystems: tuple[str, ...] = DEFAULT_FILESYSTEMS
+    encrypts: tuple[str, ...] = (encryption.NO_ENCRYPTION,)
+    fuses: tuple[str, ...] = (fuse.NO_FUSE,)
+    profiles: tuple[str, ...] = (profiles.NO_PROFILE,)
+    crypts: tuple[str, ...] = (devmapper.NO_CRYPT,)
+    journals: tuple[str, ...] = DEFAULT_JOURNALS
+    syncs: tuple[str, ...] = DEFAULT_SYNCS
+
+
+@dataclass(frozen=True)
+class Runs:
+    """How a sweep runs each configuration, beside its settings and stack."""
+
+    repeat: int = 1  # --repeat: runs per configuration
+    # -n of the cells of these journal modes, instead of the settings' txns (sqlwa demo: WAL's
+    # cells run long enough to reach their first checkpoint, the rollback journals' repeat
+    # from the first)
+    journal_txns: tuple[tuple[str, int], ...] = ()
+    frame_rate: int | None = None  # --frame-rate: every run's frame budget is one frame of it
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What this command does with the matrix, not what the matrix is."""
+
+    shard: sharding.Shard | None = None  # --shard K/N: only this part of the cells (sqlwa.measure.shard)
+    resume: bool = False  # --resume: continue the store in --out
+    allow_system_dir: bool = False  # --allow-system-dir: --out may be in /etc, /usr …
+
+
+AXIS_NAMES = tuple(f.name for f in dataclasses.fields(Axes))
+RUNS_FIELDS = tuple(f.name for f in dataclasses.fields(Runs))
+# The RunSettings a sweep's options set for every cell alike (journal and sync are axes).
+SHARED_SETTINGS = ("txns", "warmup", "from_db", "timing", "strict")
 
 
 @dataclass
 class MatrixPlan:
     out_dir: Path
-    scenarios: tuple[str, ...] = ("mobibench-insert",)
-    filesystems: tuple[str, ...] = DEFAULT_FILESYSTEMS
-    encrypts: tuple[str, ...] = NO_LAYERS
-    fuses: tuple[str, ...] = NO_LAYERS
-    profiles: tuple[str, ...] = NO_LAYERS
-    crypts: tuple[str, ...] = NO_LAYERS
-    # The STACK_OPTIONS whose axis beats a profile's value (given on the command line).
-    profile_overrides: tuple[str, ...] = ()
-    journals: tuple[str, ...] = DEFAULT_JOURNALS
-    syncs: tuple[str, ...] = DEFAULT_SYNCS
-    repeat: int = 1
-    txns: int | None = None
-    # -n of the cells of these journal modes, instead of txns (sqlwa demo: WAL's cells run
-    # long enough to reach their first checkpoint, the rollback journals' repeat from the first)
-    journal_txns: tuple[tuple[str, int], ...] = ()
-    warmup: int | None = None
-    # replayed SQL logs only (engine.RunSettings' fields of the same names)
-    from_db: str | None = None
-    timing: str | None = None
-    strict: bool = False
+    axes: Axes = Axes()
+    # what every cell's stack shares: image size, dm-delay, the VM lab and its kernel, and
+    # the axes given explicitly (profile_overrides: they beat a profile's values, as with
+    # ``sqlwa run --profile``); the layers of the axes are each cell's own
+    stack: StackSpec = StackSpec()
+    # what every cell's settings share (SHARED_SETTINGS); journal and sync are each cell's
+    settings: engine.RunSettings = field(default_factory=engine.RunSettings)
+    runs: Runs = Runs()
     lab: bool = True  # False: VFS level only, no lab filesystem
     lab_unavailable: str | None = None  # why not, when the lab is off for lack of root or tracefs
-    resume: bool = False
-    # what every cell's stack shares: image size, dm-delay, the VM lab and its kernel (the
-    # layers of the axes above are each cell's own)
-    stack: StackSpec = StackSpec()
-    frame_rate: int | None = None  # --frame-rate: every run's frame budget is one frame of it
-    allow_system_dir: bool = False  # --allow-system-dir: --out may be in /etc, /usr …
-    shard: sharding.Shard | None = None  # --shard K/N: only this part of the cells (sqlwa.measure.shard)
+    invocation: Invocation = Invocation()
 
-    def cell_stack(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> dict[str, str]:
-        """What one combination of the stack axes runs: a profile fills in what the
-        sweep's axes do not override; a plain cell of a VFS-only sweep has no lab fs."""
-        options = {"fs": fs, "encrypt": encrypt, "fuse": fuse_layer}
-        if profile != NO_LAYER:
-            profiles.apply(profiles.profile(profile), options, self.profile_overrides)
-        stack = {**options, "profile": profile, "crypt": crypt}
-        if not self.lab and not has_layers(stack):
-            stack["fs"] = NO_LAB_FS
+    @property
+    def crypts(self) -> tuple[str, ...]:
+        """The dm-crypt axis (what check_device_delay checks the delay against)."""
+        return self.axes.crypts
+
+    def stack_of(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> StackSpec:
+        """What one combination of the stack axes runs on: a profile fills in what the
+        sweep's axes do not override (its mkfs and mount options too: no axes of a sweep),
+        applied here once; a plain stack of a VFS-only sweep has no lab filesystem."""
+        chosen = None if profile == profiles.NO_PROFILE else profile
+        stack = dataclasses.replace(
+            self.stack, fs=fs, encrypt=encrypt, fuse=fuse_layer, crypt=crypt, profile=chosen
+        ).with_profile()
+        if not self.lab and not has_layers(asdict(stack)):
+            return dataclasses.replace(stack, fs=None)
         return stack
+
+    def settings_of(self, journal: str, sync: str) -> engine.RunSettings:
+        """A cell's settings: the sweep's, in its journal and sync mode."""
+        from_db = self.settings.from_db
+        return dataclasses.replace(
+            self.settings,
+            journal=journal,
+            sync=sync,
+            txns=self.txns_of(journal),
+            # absolute: a --vm guest sees the host's files at the same paths, not the working directory
+            from_db=str(Path(from_db).resolve()) if from_db else None,
+        )
 
     def txns_of(self, journal: str) -> int | None:
         """The measured transactions of a cell of this journal mode."""
-        return dict(self.journal_txns).get(journal, self.txns)
+        return dict(self.runs.journal_txns).get(journal, self.settings.txns)
 
     def cells(self) -> list[Cell]:
         """The cells this sweep runs: all of them, or its shard's part."""
-        return sharding.part(self.all_cells(), self.shard)
+        return sharding.part(self.all_cells(), self.invocation.shard)
 
     def all_cells(self) -> list[Cell]:
         """Every cell of the matrix, whatever part of it a shard runs."""
-        axes = (self.filesystems, self.encrypts, self.fuses, self.profiles, self.crypts)
-        stacks = [self.cell_stack(*combination) for combination in itertools.product(*axes)]
+        axes = self.axes
+        stack_axes = (axes.filesystems, axes.encrypts, axes.fuses, axes.profiles, axes.crypts)
+        stacks = [self.stack_of(*combination) for combination in itertools.product(*stack_axes)]
         cells = [
-            Cell(scenario, stack["fs"], journal, sync, r, **{layer: stack[layer] for layer in LAYER_KEYS})
-            for scenario in self.scenarios
+            Cell(scenario, stack, self.settings_of(journal, sync), r)
+            for scenario in axes.scenarios
             for stack in stacks
-            for journal in self.journals
-            for sync in self.syncs
-            for r in range(1, self.repeat + 1)
+            for journal in axes.journals
+            for sync in axes.syncs
+            for r in range(1, self.runs.repeat + 1)
         ]
-        return list(dict.fromkeys(cells))  # an axis value given twice is one cell
+        return list({cell.key: cell for cell in cells}.values())  # an axis value given twice is one cell
 
 
 @dataclass
@@ -207,8 +269,8 @@ def lab_unavailable_reason(plan: MatrixPlan) -> str | None:
     """Why block and syscall levels cannot be measured here, or None when they can. Lab
     filesystems the sweep names (--fs given) are refused here as `sqlwa run --fs` refuses
     them; only the default filesystem falls back to the VFS level."""
-    if "fs" in plan.profile_overrides:
-        filesystem.require_lab_host(",".join(plan.filesystems))
+    if "fs" in plan.stack.profile_overrides:
+        filesystem.require_lab_host(",".join(plan.axes.filesystems))
     if not _system.processes.is_root():
         return "the block and syscall levels need root (loop devices, mkfs, mount, tracefs): run it with sudo"
     tracing.mount_if_absent()
@@ -233,27 +295,28 @@ def check_axes(plan: MatrixPlan) -> None:
     """Refuse unknown modes, layers and scenarios, layers a VFS-only sweep cannot have,
     and two cells that would share a directory, before any cell runs."""
     for name, option, what, choices in NAMED_AXES:
-        for value in getattr(plan, name):
+        for value in getattr(plan.axes, name):
             if value not in choices:
                 raise UsageError(f"unknown {what} {value!r} ({option})", f"choose from: {', '.join(choices)}")
     if plan.lab:
-        for fs in plan.filesystems:
+        for fs in plan.axes.filesystems:
             if fs not in filesystem.FILESYSTEMS:
                 raise UsageError(f"unknown filesystem {fs!r}", f"choose from: {', '.join(filesystem.FILESYSTEMS)}")
     elif plan.lab_unavailable is None:  # --vfs-only was asked for, with layers it excludes
         layered = [cell for cell in plan.all_cells() if cell.layered]
         if layered:
             raise UsageError(
-                f"--vfs-only has no lab filesystem, and {stack_label(asdict(layered[0]))} needs one",
+                f"--vfs-only has no lab filesystem, and {stack_label(layered[0].row)} needs one",
                 "leave --vfs-only out, or the --encrypt, --fuse, --profile and --crypt axes",
             )
-    for scenario in plan.scenarios:
+    for scenario in plan.axes.scenarios:
         engine.load_scenario(scenario)  # raises ScenarioError with its own fix
-    if plan.from_db is not None and not Path(plan.from_db).is_file():
-        raise UsageError(f"--from {plan.from_db}: no such database file", "give the app's database file")
-    engine.check_settings(engine.RunSettings(timing=plan.timing))
+    from_db = plan.settings.from_db
+    if from_db is not None and not Path(from_db).is_file():
+        raise UsageError(f"--from {from_db}: no such database file", "give the app's database file")
+    engine.check_settings(engine.RunSettings(timing=plan.settings.timing))
     if not plan.stack.vm:
-        for crypt in plan.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
+        for crypt in plan.axes.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
             devmapper.check_crypt(crypt, "ext4", has_device=True)
     check_device_delay(plan)
     if plan.stack.vm:
@@ -316,6 +379,15 @@ PLAN_OPTIONS = {
 }
 # The PLAN_OPTIONS that are the stack every cell shares (MatrixPlan.stack).
 PLAN_STACK_OPTIONS = ("image_size", "vm", "kernel", "device_delay_ms")
+# Where the plan keeps each of PLAN_OPTIONS: the part of MatrixPlan named (the plan itself
+# for the one not listed, lab).
+PLAN_PARTS = {
+    **dict.fromkeys(AXIS_NAMES, "axes"),
+    **dict.fromkeys(("profile_overrides", *PLAN_STACK_OPTIONS), "stack"),
+    **dict.fromkeys(SHARED_SETTINGS, "settings"),
+    **dict.fromkeys(RUNS_FIELDS, "runs"),
+    "shard": "invocation",
+}
 # What a plan stored before an option existed meant by leaving it out.
 PLAN_DEFAULTS = {
     "vm": False,
@@ -339,19 +411,26 @@ PLAN_BEFORE_LAYERS = {
 }
 
 
+def plan_value(plan: MatrixPlan, key: str):
+    """One of PLAN_OPTIONS, from the part of the plan that keeps it."""
+    part = PLAN_PARTS.get(key)
+    return getattr(plan if part is None else getattr(plan, part), key)
+
+
 def plan_record(plan: MatrixPlan) -> dict:
     """The plan as the store keeps it (JSON values); VFS-only sweeps have no filesystems.
     The keys of its cells too: a store that lacks some of them is a partial matrix."""
-    record = {key: getattr(plan.stack if key in PLAN_STACK_OPTIONS else plan, key) for key in PLAN_OPTIONS}
+    record = {key: plan_value(plan, key) for key in PLAN_OPTIONS}
     record.update({key: list(record[key]) for key, value in record.items() if isinstance(value, tuple)})
     if not plan.lab:
         record["filesystems"], record["image_size"] = [NO_LAB_FS], None
-    if record["profiles"] == [NO_LAYER]:
+    if record["profiles"] == [profiles.NO_PROFILE]:
         record["profile_overrides"] = []  # nothing to override: the same plan whatever was given
-    record["shard"] = str(plan.shard) if plan.shard else None
-    record["journal_txns"] = ",".join(f"{journal}={n}" for journal, n in plan.journal_txns) or None
+    shard = plan.invocation.shard
+    record["shard"] = str(shard) if shard else None
+    record["journal_txns"] = ",".join(f"{journal}={n}" for journal, n in plan.runs.journal_txns) or None
     record["cell_keys"] = [cell.key for cell in plan.cells()]
-    if plan.shard is not None:  # what `sqlwa merge` needs to know whether every shard is there
+    if shard is not None:  # what `sqlwa merge` needs to know whether every shard is there
         record["matrix_cell_keys"] = [cell.key for cell in plan.all_cells()]
     return record
 
@@ -401,7 +480,7 @@ def check_out_dir(plan: MatrixPlan, create: bool = False) -> Path:
         "--out directory",
         outputs.holds_a_matrix,
         "matrix",
-        allow_system=plan.allow_system_dir,
+        allow_system=plan.invocation.allow_system_dir,
         create=create,
     )
 
@@ -435,7 +514,7 @@ def open_store(plan: MatrixPlan):
     conn = store.connect(path)
     try:
         if existed and conn.execute("SELECT count(*) FROM runs").fetchone()[0]:
-            if not plan.resume:
+            if not plan.invocation.resume:
                 raise UsageError(
                     f"{plan.out_dir} already holds a matrix",
                     "add --resume to continue it (cells already done are skipped), or choose a new --out",
@@ -450,34 +529,15 @@ def open_store(plan: MatrixPlan):
 
 
 def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunRequest:
-    settings = engine.RunSettings(
-        journal=cell.journal,
-        sync=cell.sync,
-        txns=plan.txns_of(cell.journal),
-        warmup=plan.warmup,
-        # absolute: a --vm guest sees the host's files at the same paths, not the working directory
-        from_db=str(Path(plan.from_db).resolve()) if plan.from_db else None,
-        timing=plan.timing,
-        strict=plan.strict,
-    )
-    stack = dataclasses.replace(
-        plan.stack,
-        fs=None if cell.fs == NO_LAB_FS else cell.fs,
-        encrypt=cell.encrypt,
-        fuse=cell.fuse,
-        crypt=cell.crypt,
-        profile=None if cell.profile == NO_LAYER else cell.profile,
-        profile_overrides=plan.profile_overrides,
-    )
+    """The run of ``cell``: its stack and settings as they are, in its directory of the matrix."""
+    frame_rate = plan.runs.frame_rate
     return runner.RunRequest(
         scenario=cell.scenario,
-        settings=settings,
+        settings=cell.settings,
         out_dir=run_dir,
-        # the profile's mkfs and mount options (no axes of a sweep); the summary records which
-        # of its options the cell's axes overrode
-        stack=stack.with_profile(),
-        frame_budget_ms=FRAME_RATES[plan.frame_rate] if plan.frame_rate else DEFAULT_FRAME_BUDGET_MS,
-        allow_system_dir=plan.allow_system_dir,
+        stack=cell.stack,
+        frame_budget_ms=FRAME_RATES[frame_rate] if frame_rate else DEFAULT_FRAME_BUDGET_MS,
+        allow_system_dir=plan.invocation.allow_system_dir,
         part_of=plan.out_dir,
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
         # unless the policy allows loss. Throwing the measurement away helps nobody.
@@ -490,7 +550,7 @@ def without_lab(cell: Cell, plan: MatrixPlan) -> str | None:
     if plan.lab or not cell.layered:
         return None
     return (
-        f"{stack_label(asdict(cell))} needs a lab filesystem, and this sweep has none: {plan.lab_unavailable} "
+        f"{stack_label(cell.row)} needs a lab filesystem, and this sweep has none: {plan.lab_unavailable} "
         f"(fix: run the sweep as root with tracefs mounted)"
     )
 
@@ -506,23 +566,7 @@ def run_cell(
 ) -> CellResult:
     """Run one cell and record it in the store, whatever happens (except interruption)."""
     run_dir = plan.out_dir / "runs" / cell.dirname
-    record = store.RunRecord(
-        run_key=cell.key,
-        status="ok",
-        scenario=cell.scenario,
-        fs=cell.fs,
-        journal=cell.journal,
-        sync=cell.sync,
-        encrypt=cell.encrypt,
-        fuse=cell.fuse,
-        profile=cell.profile,
-        crypt=cell.crypt,
-        cell=cell.config_key,
-        repeat=cell.repeat,
-        txns=plan.txns_of(cell.journal),
-        run_dir=run_dir,
-        started_at=time.time(),
-    )
+    record = cell.record(run_dir)
     started = time.monotonic()
     missing_lab = without_lab(cell, plan)
     if missing_lab:
@@ -536,7 +580,6 @@ def run_cell(
     except SqlwaError as exc:
         return record_failure(conn, cell, record, "failed", error_text(exc), plan, started)
     record.txns = outcome.summary.get("commits")
-    record.finished_at = time.time()
     store.save_run(conn, record, outcome.summary, outcome.commits, base=plan.out_dir)
     lost = outcome.summary.get("trace", {}).get("lost_events") or 0
     return CellResult(cell, "ok", seconds=time.monotonic() - started, lost_events=lost)
@@ -545,7 +588,7 @@ def run_cell(
 def record_failure(
     conn, cell: Cell, record: store.RunRecord, status: str, reason: str, plan: MatrixPlan, started: float
 ) -> CellResult:
-    record.status, record.reason, record.finished_at = status, reason, time.time()
+    record.status, record.reason = status, reason
     if status == "skipped" and record.run_dir is not None:
         rundir.discard_unstarted(record.run_dir)  # e.g. a cipher found missing once the lab was up
     record.run_dir = None
@@ -605,7 +648,7 @@ def run_each_cell(
     on_done: CellDone | None,
     progress: runner.ProgressFn | None,
 ) -> MatrixOutcome:
-    done = store.done_keys(conn) if plan.resume else set()
+    done = store.done_keys(conn) if plan.invocation.resume else set()
     for number, cell in enumerate(plan.cells(), start=1):
         if on_start:
             on_start(number, cell)
@@ -633,21 +676,22 @@ def plan_document(plan: MatrixPlan) -> dict:
     from sqlwa.measure import environment
 
     every = plan.all_cells()
-    shards = sharding.shards_by_id([sharding.cell_id(c) for c in every], plan.shard.count) if plan.shard else {}
+    shard = plan.invocation.shard
+    shards = sharding.shards_by_id([sharding.cell_id(c) for c in every], shard.count) if shard else {}
     cells = []
     for cell in plan.cells():
         entry: dict[str, str | int] = {"id": sharding.cell_id(cell), "key": cell.key, "dir": f"runs/{cell.dirname}"}
         entry["label"] = cell.label
-        entry.update({name: getattr(cell, name) for name in sharding.ID_FIELDS})
-        if plan.shard is not None:
+        entry.update({name: cell.row[name] for name in sharding.ID_FIELDS})
+        if shard is not None:
             entry["shard"] = shards[str(entry["id"])]
         cells.append(entry)
     return {
         "sqlwa_version": environment.tool_version(),
         "lab": plan.lab,
         "lab_unavailable": plan.lab_unavailable,
-        "shard": str(plan.shard) if plan.shard else None,
+        "shard": str(shard) if shard else None,
         "cells_in_matrix": len(every),
-        "cells_in_shard": len(cells) if plan.shard else None,
+        "cells_in_shard": len(cells) if shard else None,
         "cells": cells,
     }

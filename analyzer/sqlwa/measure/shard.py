@@ -18,17 +18,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from sqlwa.errors import UsageError
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
-#: A matrix's cell (sqlwa.measure.matrix.Cell, which imports this module: not named here).
-Cell = TypeVar("Cell", bound="DataclassInstance")
+class Identified(Protocol):
+    """What a cell's id is made of (sqlwa.measure.matrix.Cell, which imports this module:
+    not named here): its settings as the store's row names them."""
+
+    @property
+    def row(self) -> Mapping[str, str | int]: ...
+
+
+#: A matrix's cell.
+Cell = TypeVar("Cell", bound=Identified)
 
 #: The cell settings its id is made of, in this order (a new axis is appended, with its
 #: default left out of the id, so the ids of existing cells stay what they were).
@@ -51,9 +57,9 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def cell_id(cell: DataclassInstance) -> str:
+def cell_id(cell: Identified) -> str:
     """The cell's stable id: a hash of its settings (not of its place in the sweep)."""
-    settings = asdict(cell)
+    settings = cell.row
     key = {name: settings[name] for name in ID_FIELDS if settings[name] != ID_DEFAULTS.get(name)}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
     return digest[:ID_LENGTH]

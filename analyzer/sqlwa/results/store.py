@@ -38,18 +38,21 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from sqlwa import _system, inputs, outputs
 from sqlwa.analysis import metrics
-from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAYER, config_values, layers_of
+from sqlwa.catalogue import CONFIG_KEYS, LAYER_KEYS, METRICS, NO_LAB_FS, NO_LAYER, config_values, layers_of
 from sqlwa.errors import UsageError
 from sqlwa.outputs import SQLITE_MAGIC, STORE_FILE  # what a store directory looks like
 from sqlwa.results import findings, rundir
+
+if TYPE_CHECKING:  # read, not imported: the store's readers need no lab
+    from sqlwa.lab.stack import StackSpec
 
 BUSY_TIMEOUT_MS = 60_000
 
@@ -385,12 +388,11 @@ def latency_figures(
 # --------------------------------------------------------------------------- writing
 
 
-@dataclass
-class RunRecord:
-    """What the store keeps about one run or one matrix cell that did not run."""
+@dataclass(frozen=True)
+class RunConfig:
+    """A run's configuration as the store's columns hold it (:data:`CONFIG_KEYS`), each
+    layer it lacks ``none``: the runs of one configuration are its repeats."""
 
-    run_key: str
-    status: str  # ok | failed | skipped
     scenario: str
     fs: str
     journal: str
@@ -399,13 +401,49 @@ class RunRecord:
     fuse: str = NO_LAYER
     profile: str = NO_LAYER
     crypt: str = NO_LAYER
-    cell: str | None = None
+
+    @classmethod
+    def of_stack(cls, scenario: str, stack: StackSpec, journal: str, sync: str) -> RunConfig:
+        """The columns of a run on ``stack`` (its profile applied): the one place a stack
+        becomes them. No lab filesystem is fs ``none``, no profile ``none``."""
+        return cls(
+            scenario=scenario,
+            fs=stack.fs or NO_LAB_FS,
+            journal=journal,
+            sync=sync,
+            encrypt=stack.encrypt,
+            fuse=stack.fuse,
+            profile=stack.profile or NO_LAYER,
+            crypt=stack.crypt,
+        )
+
+    def columns(self) -> dict[str, str]:
+        """The :data:`CONFIG_KEYS` columns, in their order."""
+        values = asdict(self)
+        return {key: values[key] for key in CONFIG_KEYS}
+
+
+@dataclass(frozen=True)
+class CellPlace:
+    """Where a matrix's run sits in it: its configuration's key and which repeat it is."""
+
+    cell: str
     repeat: int = 1
+
+
+@dataclass
+class RunRecord:
+    """What the store keeps about one run or one matrix cell that did not run; the row's
+    ``finished_at`` is when it is saved."""
+
+    run_key: str
+    config: RunConfig
+    status: str = "ok"  # ok | failed | skipped
     reason: str | None = None
     txns: int | None = None
     run_dir: Path | None = None
+    place: CellPlace | None = None  # None: a lone run (no cell, repeat 1)
     started_at: float | None = None
-    finished_at: float | None = None
 
 
 def _relative(path: Path | None, base: Path) -> str | None:
@@ -449,24 +487,18 @@ def event_table(run_dir: Path | None) -> Path | None:
 
 def record_row(record: RunRecord, summary: Mapping[str, Any] | None, commits: pl.DataFrame | None, base: Path) -> dict:
     """The runs-table row of ``record``; paths relative to ``base``. Writes nothing."""
+    cell, repeat = (record.place.cell, record.place.repeat) if record.place else (None, 1)
     row = {
         "run_key": record.run_key,
-        "cell": record.cell,
-        "repeat": record.repeat,
+        "cell": cell,
+        "repeat": repeat,
         "status": record.status,
         "reason": record.reason,
-        "scenario": record.scenario,
-        "fs": record.fs,
-        "encrypt": record.encrypt,
-        "fuse": record.fuse,
-        "profile": record.profile,
-        "crypt": record.crypt,
-        "journal": record.journal,
-        "sync": record.sync,
+        **record.config.columns(),
         "txns": record.txns,
         "run_dir": _relative(record.run_dir, base),
         "started_at": record.started_at,
-        "finished_at": record.finished_at or time.time(),
+        "finished_at": time.time(),
     }
     if summary is not None:
         trace = summary.get("trace") or {}
@@ -529,7 +561,10 @@ def database_file(conn: sqlite3.Connection) -> Path:
 def run_dir_record(run_dir: Path, config: Mapping[str, Any]) -> RunRecord:
     """The record of a lone run directory (not a matrix cell), from its configuration."""
     return RunRecord(
-        run_key=str(run_dir.resolve()), status="ok", **config_values(config), txns=config.get("txns"), run_dir=run_dir
+        run_key=str(run_dir.resolve()),
+        config=RunConfig(**config_values(config)),
+        txns=config.get("txns"),
+        run_dir=run_dir,
     )
 
 

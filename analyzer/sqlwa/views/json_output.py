@@ -112,7 +112,7 @@ def cell_entry(result: matrix.CellResult, row: dict) -> dict:
         "label": cell.label,
         "id": shard.cell_id(cell),  # as `sqlwa matrix --plan` lists it
         "key": cell.key,
-        **{key: getattr(cell, key) for key in CONFIG_KEYS},
+        **cell.config.columns(),
         "repeat": cell.repeat,
         "status": result.status,
         "reason": result.reason,
