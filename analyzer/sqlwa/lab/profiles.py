@@ -8,9 +8,7 @@ and why.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from sqlwa.errors import UsageError
 
@@ -141,19 +139,6 @@ def profile(name: str) -> Profile:
     if name not in PROFILES:
         raise UsageError(f"--profile {name!r} is not a profile", f"choose one of: {', '.join(PROFILES)}")
     return PROFILES[name]
-
-
-def apply(chosen: Profile, options: dict[str, Any], given: Collection[str]) -> list[str]:
-    """Fill ``options`` (keys of :data:`PROFILE_OPTIONS`) from the profile except those in
-    ``given`` (set explicitly, so they win); returns the given ones that differ from the
-    profile's, which the summary records as overridden."""
-    overridden = []
-    for key in options:
-        if key not in given:
-            options[key] = getattr(chosen, key)
-        elif options[key] != getattr(chosen, key):
-            overridden.append(key)
-    return overridden
 
 
 def describe(chosen: Profile, overridden: list[str]) -> dict:
