@@ -563,6 +563,13 @@ DEMO_WAL_TXNS = 500
 DEMO_DURATION = "5 to 50 s"
 
 
+def demo_plan(out_dir: Path, options: dict, check_out: bool = True) -> matrix.MatrixPlan:
+    """The demo's sweep of MATRIX_OPTIONS' values: its own -n per journal mode unless -n was given."""
+    per_journal = () if options["txns"] else (("wal", DEMO_WAL_TXNS),)
+    shortened = {**options, "txns": options["txns"] or DEMO_TXNS, "journal_txns": per_journal}
+    return plan_of(out_dir, shortened, check_out=check_out)
+
+
 @click.command("demo")
 @with_options(MATRIX_OPTIONS)
 @click.option(
@@ -598,8 +605,7 @@ def demo_command(out_dir: Path | None, report_path: Path | None, **options) -> N
     from sqlwa.views.terminal import wide_console
 
     out_dir = out_dir or Path("sqlwa-out") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    per_journal = () if options["txns"] else (("wal", DEMO_WAL_TXNS),)
-    plan = plan_of(out_dir, {**options, "txns": options["txns"] or DEMO_TXNS, "journal_txns": per_journal})
+    plan = demo_plan(out_dir, options)
     # Where the report goes is checked before the sweep, not after minutes of it.
     outputs.check_file(
         report_path or Path("report.html"),
