@@ -77,7 +77,10 @@ class Run:
 
 def one_run(fs: str, settings: engine.RunSettings, traced: bool, workdir: str, buffer_kb: int) -> Run:
     scenario = engine.load_scenario("mobibench-insert")
-    with filesystem.LabFilesystem(fs, image_size="1G", workdir=workdir) as lab_fs, tempfile.TemporaryDirectory() as out:
+    with (
+        filesystem.LabFilesystem(fs, filesystem.LabOptions(image_size="1G", workdir=workdir)) as lab_fs,
+        tempfile.TemporaryDirectory() as out,
+    ):
         mountpoint = Path(lab_fs.mountpoint)
         if not traced:
             result = engine.run_workload(scenario, settings, mountpoint, marker_path=Path("/dev/null"))

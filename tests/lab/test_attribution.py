@@ -24,6 +24,7 @@ from sqlwa import _system
 from sqlwa.analysis import attribution, traceparse, windows
 from sqlwa.capture import tracing
 from sqlwa.lab import filesystem, fslayout
+from sqlwa.lab.layers import FillLayer
 from sqlwa.measure import engine
 
 
@@ -45,7 +46,7 @@ def lab_truth_run(fs_name: str, out: Path, journal: str = "persist"):
     btrfs is filled to 10% first so the files land in a data chunk that does not map
     1:1 (the first one, on a fresh filesystem, happens to)."""
     fill = 10 if fs_name == "btrfs" else 0
-    with filesystem.LabFilesystem(fs_name, image_size="1G", fill_pct=fill) as fs:
+    with filesystem.LabFilesystem(fs_name, filesystem.LabOptions(image_size="1G"), [FillLayer(fill)]) as fs:
         dev = fs.dev
         cap = tracing.TraceCapture(out, dev=dev, pid=threading.get_native_id())
         settings = engine.RunSettings(journal=journal, sync="full", txns=10, warmup=2, map_extents=True)

@@ -23,7 +23,7 @@ from sqlwa._system.mounts import syncfs as sync_fs
 from sqlwa._system.tracefs import tracefs_root
 from sqlwa.capture.tracing import TraceCapture, kernel_dev, lost_in_stats, remove_instance, tracefs_available
 from sqlwa.errors import CaptureError, NeedsRoot, TraceLossError, hint_of
-from sqlwa.lab.filesystem import LabFilesystem
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions
 
 LINE_RE = re.compile(r"^\s*(?P<task>.+)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<body>.*)$")
 BLOCK_RE = re.compile(r"^(?P<event>block_\w+): (?P<major>\d+),(?P<minor>\d+) (?P<rwbs>[A-Z]+) ")
@@ -159,7 +159,7 @@ def test_unmounted_tracefs_is_reported_with_the_mount_command(monkeypatch: pytes
 @pytest.mark.tracefs
 @pytest.mark.parametrize("fs", ["ext4", "ext4-journal", "xfs", "btrfs"])
 def test_capture_records_block_syscalls_and_markers_of_the_run(fs: str, tmp_path: Path) -> None:
-    with LabFilesystem(fs, image_size="320M") as lab:
+    with LabFilesystem(fs, LabOptions(image_size="320M")) as lab:
         cap, worker = run_workload_in_capture(lab, tmp_path / "out")
         dev = lab.dev
     rows = parse(cap.trace_path)
@@ -206,7 +206,7 @@ def test_capture_records_block_syscalls_and_markers_of_the_run(fs: str, tmp_path
 @pytest.mark.root
 @pytest.mark.tracefs
 def test_tmpfs_has_no_block_level_and_no_tid_means_no_syscall_level(tmp_path: Path) -> None:
-    with LabFilesystem("tmpfs", image_size="32M") as lab:
+    with LabFilesystem("tmpfs", LabOptions(image_size="32M")) as lab:
         with TraceCapture(tmp_path / "out", dev=None, pid=None) as cap:
             with open(cap.marker_path, "w") as marker:
                 marker.write("sqlwa-test only a marker\n")
@@ -301,7 +301,7 @@ def test_a_signal_during_the_capture_leaves_nothing(tmp_path: Path, stage: str, 
 @pytest.mark.root
 @pytest.mark.tracefs
 def test_output_on_the_traced_device_is_refused() -> None:
-    with LabFilesystem("ext4", image_size="320M") as lab:
+    with LabFilesystem("ext4", LabOptions(image_size="320M")) as lab:
         with pytest.raises(CaptureError, match="on the traced device"):
             with TraceCapture(Path(lab.mountpoint) / "out", dev=lab.dev):
                 pass

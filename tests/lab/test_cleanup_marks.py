@@ -81,8 +81,8 @@ def test_a_directory_killed_before_its_mark_was_written_goes(tmp_path):
 
 CHILD = """
 import os, signal, sys
-from sqlwa.lab.filesystem import LabFilesystem
-lab = LabFilesystem("tmpfs", image_size="16M", workdir=sys.argv[1])
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions
+lab = LabFilesystem("tmpfs", LabOptions(image_size="16M", workdir=sys.argv[1]))
 lab.__enter__()
 print(lab.lab_dir, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)

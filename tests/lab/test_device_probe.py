@@ -17,7 +17,7 @@ import pytest
 
 from helpers import sqlwa
 from sqlwa import _system
-from sqlwa.lab.filesystem import LabFilesystem
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions
 
 pytestmark = [
     pytest.mark.root,
@@ -30,7 +30,7 @@ def listing(directory: str) -> list[str]:
 
 
 def test_a_probe_at_two_fill_levels_records_the_device_and_leaves_nothing(tmp_path: Path) -> None:
-    with LabFilesystem("ext4", image_size="256M", workdir=tmp_path) as lab:
+    with LabFilesystem("ext4", LabOptions(image_size="256M", workdir=tmp_path)) as lab:
         before = listing(lab.mountpoint)
         out = tmp_path / "lab.toml"
         done = sqlwa(
@@ -92,7 +92,7 @@ def wait_for_fio(proc: subprocess.Popen, directory: str) -> None:
 
 
 def test_sigterm_stops_the_probe_and_its_fio_and_removes_its_files(tmp_path: Path) -> None:
-    with LabFilesystem("ext4", image_size="128M", workdir=tmp_path) as lab:
+    with LabFilesystem("ext4", LabOptions(image_size="128M", workdir=tmp_path)) as lab:
         before = listing(lab.mountpoint)
         proc = start_probe(lab.mountpoint, tmp_path / "p.toml")
         wait_for_fio(proc, lab.mountpoint)
@@ -107,7 +107,7 @@ def test_sigterm_stops_the_probe_and_its_fio_and_removes_its_files(tmp_path: Pat
 
 
 def test_after_a_kill_its_fio_dies_too_and_cleanup_removes_what_it_left(tmp_path: Path) -> None:
-    with LabFilesystem("ext4", image_size="128M", workdir=tmp_path) as lab:
+    with LabFilesystem("ext4", LabOptions(image_size="128M", workdir=tmp_path)) as lab:
         before = listing(lab.mountpoint)
         proc = start_probe(lab.mountpoint, tmp_path / "p.toml")
         wait_for_fio(proc, lab.mountpoint)

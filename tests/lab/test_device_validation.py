@@ -41,7 +41,7 @@ import pytest
 
 from helpers import sqlwa
 from sqlwa.lab import fuse
-from sqlwa.lab.filesystem import LabFilesystem
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions
 from trace_truth import served_one_at_a_time_ms
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs, pytest.mark.slow]
@@ -128,7 +128,7 @@ def probed_profile(slow_device: Path, out: Path) -> dict:
     """The slow device's profile, probed until the host let fio see the injected device."""
     why = None
     for _ in range(ATTEMPTS):
-        with LabFilesystem("ext4", image_size="128M", workdir=slow_device) as lab:
+        with LabFilesystem("ext4", LabOptions(image_size="128M", workdir=slow_device)) as lab:
             sqlwa("device", "probe", lab.mountpoint, "--seconds", "8", "--size", "16", "--name", "slow", "-o", str(out))
         level = json.loads(sqlwa("device", "show", str(out), "--json").stdout)["levels"][0]
         write_p50, flush_p50 = level["write"]["percentiles_ms"]["50"], level["flush"]["percentiles_ms"]["50"]

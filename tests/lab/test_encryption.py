@@ -15,7 +15,8 @@ import pytest
 from helpers import leftovers_after_release, sqlwa
 from sqlwa import _system
 from sqlwa.errors import UnsupportedFilesystem
-from sqlwa.lab.filesystem import LabFilesystem
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions
+from sqlwa.lab.layers import FscryptLayer
 
 pytestmark = pytest.mark.root
 
@@ -47,7 +48,7 @@ def test_the_ioctl_numbers_are_the_kernel_headers(tmp_path: Path) -> None:
 
 
 def test_the_data_directory_is_encrypted_and_unreadable_without_its_key() -> None:
-    with LabFilesystem("ext4", image_size="64M", encrypt="fscrypt") as lab:
+    with LabFilesystem("ext4", LabOptions(image_size="64M"), [FscryptLayer("fscrypt")]) as lab:
         data = Path(lab.data_dir)
         assert data.parent == Path(lab.mountpoint)
         flags = subprocess.run(["lsattr", "-d", str(data)], capture_output=True, text=True, check=True).stdout
@@ -83,7 +84,7 @@ def test_a_missing_cipher_or_filesystem_is_one_line() -> None:
     proc = sqlwa("run", "--fs", "xfs", "--encrypt", "fscrypt", "-n", "3", "-o", "/nonexistent/x", check=False)
     assert proc.returncode == 2 and proc.stderr.startswith("sqlwa: error: --encrypt fscrypt: xfs has no")
     try:
-        with LabFilesystem("ext4", image_size="64M", encrypt="fscrypt-adiantum"):
+        with LabFilesystem("ext4", LabOptions(image_size="64M"), [FscryptLayer("fscrypt-adiantum")]):
             pass
     except UnsupportedFilesystem as exc:
         assert "has no adiantum(xchacha12,aes)" in str(exc)

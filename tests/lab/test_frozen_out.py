@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from helpers import lab_leftovers, leftovers_after_release
-from sqlwa.lab.filesystem import LabFilesystem
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions
 from sqlwa.results import rundir
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
@@ -99,7 +99,7 @@ def test_ctrl_c_with_a_frozen_out_cleans_up_at_once(tmp_path: Path, second_ctrl_
     that is found out ends the run as an interruption too, not as a failed capture."""
     # room for the capture a run of -n 200000 is estimated to need (about 140 MiB): a
     # smaller output filesystem is refused before the run starts (the long-run disk check)
-    with LabFilesystem("ext4", image_size="256M") as outfs:
+    with LabFilesystem("ext4", LabOptions(image_size="256M")) as outfs:
         out = Path(outfs.mountpoint) / "out"
         proc = start_run(out, "-n", "200000")
         frozen = False
@@ -132,7 +132,7 @@ def test_keeping_gives_up_on_an_out_frozen_while_it_writes(tmp_path: Path) -> No
     """The signal first, the freeze once the lab is gone (the trace whole in OUT, the
     analysis writing its files there): the keeping gives up within the bound, saying why,
     and a run kept so far is not completed after the thaw."""
-    with LabFilesystem("ext4", image_size="256M") as outfs:
+    with LabFilesystem("ext4", LabOptions(image_size="256M")) as outfs:
         out = Path(outfs.mountpoint) / "out"
         proc = start_run(out, "--duration", "1h")
         frozen = False

@@ -37,7 +37,8 @@ from sqlwa.capture.tracing import checked_comm
 from sqlwa.errors import CaptureError, UnsupportedFilesystem, UsageError
 from sqlwa.lab import fslayout, fuse
 from sqlwa.lab.cleanup import cleanup_leftovers
-from sqlwa.lab.filesystem import LAB_MARK, LAB_MARK_TEXT, LabFilesystem
+from sqlwa.lab.filesystem import LAB_MARK, LAB_MARK_TEXT, LabFilesystem, LabOptions
+from sqlwa.lab.layers import FuseDaemonLayer
 from sqlwa.measure import engine
 from trace_truth import (
     ISSUE_BODY,
@@ -117,7 +118,7 @@ MODES = {
 @needs_daemon
 @pytest.mark.parametrize("mode", list(MODES))
 def test_the_daemon_mirrors_the_lower_directory_and_reports_what_it_was_granted(mode: str) -> None:
-    with LabFilesystem("tmpfs", image_size="16M", fuse_layer=mode) as lab:
+    with LabFilesystem("tmpfs", LabOptions(image_size="16M"), [FuseDaemonLayer(mode)]) as lab:
         data, lower = Path(lab.data_dir), Path(lab.mountpoint)
         assert data == Path(lab.lab.lab_dir) / "fuse" and _system.mounts.mount_at(str(data)).fstype == "fuse"  # type: ignore[union-attr]
         fd = os.open(data / "a.db", os.O_CREAT | os.O_RDWR, 0o640)
@@ -166,7 +167,7 @@ def test_a_daemon_refusal_becomes_one_error_and_leaves_nothing(tmp_path: Path, m
     fake.chmod(0o755)
     monkeypatch.setattr(fuse, "daemon_binary", lambda daemon: str(fake))
     with pytest.raises(UnsupportedFilesystem, match=r"^--fuse passthrough-kernel: FUSE passthrough refused: test$"):
-        with LabFilesystem("tmpfs", image_size="16M", fuse_layer="passthrough-kernel"):
+        with LabFilesystem("tmpfs", LabOptions(image_size="16M"), [FuseDaemonLayer("passthrough-kernel")]):
             pass
     assert leftovers_after_release(os.getpid()) == []
 
@@ -175,7 +176,7 @@ def test_a_daemon_refusal_becomes_one_error_and_leaves_nothing(tmp_path: Path, m
 @needs_daemon
 def test_an_exception_inside_leaves_no_daemon_and_no_mount() -> None:
     with pytest.raises(RuntimeError):
-        with LabFilesystem("tmpfs", image_size="16M", fuse_layer="passthrough") as lab:
+        with LabFilesystem("tmpfs", LabOptions(image_size="16M"), [FuseDaemonLayer("passthrough")]) as lab:
             pid = lab.fuse.process.pid  # type: ignore[union-attr]
             (Path(lab.data_dir) / "open").write_text("x")
             held = open(Path(lab.data_dir) / "open")  # still open on the FUSE mount
@@ -270,7 +271,7 @@ def fuse_truth_run(out: Path, layer: str) -> dict:
     engine mapping through the lower directory as ``sqlwa run --fuse`` does. Returns the
     trace, the device, the daemon's comm, the layout and, by filefrag before the lab goes,
     the sectors of the lower database and journal (PERSIST keeps the journal's file)."""
-    with LabFilesystem("ext4", image_size="256M", fuse_layer=layer) as lab:
+    with LabFilesystem("ext4", LabOptions(image_size="256M"), [FuseDaemonLayer(layer)]) as lab:
         assert lab.fuse is not None and lab.fuse.lower is not None
         cap = tracing.TraceCapture(out, dev=lab.dev, pid=threading.get_native_id(), comms=[lab.fuse.comm])
         settings = engine.RunSettings(
@@ -367,7 +368,7 @@ def _ran_since(before: dict[int, int], pid: int) -> int:
 def test_the_daemons_cpu_time_is_what_its_threads_ran() -> None:
     """sqlwa reads the daemon's CPU time from /proc/PID/stat (every thread, 10 ms ticks);
     the scheduler's nanosecond sums of its threads (schedstat) must agree within the ticks."""
-    with LabFilesystem("tmpfs", image_size="16M", fuse_layer="passthrough") as lab:
+    with LabFilesystem("tmpfs", LabOptions(image_size="16M"), [FuseDaemonLayer("passthrough")]) as lab:
         assert lab.fuse is not None and lab.fuse.process is not None
         pid = lab.fuse.process.pid
         before, ran_before = lab.fuse.cpu_time(), threads_runtime_ns(pid)
@@ -504,14 +505,15 @@ def _kill_and_clean(run: subprocess.Popen) -> None:
 
 SETUP_CHILD = """
 import sys, time
-from sqlwa.lab.filesystem import LabFilesystem
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions
+from sqlwa.lab.layers import FuseDaemonLayer
 
 def progress(stage):
     print("STAGE", stage, flush=True)
     if stage == sys.argv[1]:
         time.sleep(300)
 
-with LabFilesystem("tmpfs", image_size="16M", fuse_layer="passthrough", progress=progress):
+with LabFilesystem("tmpfs", LabOptions(image_size="16M"), [FuseDaemonLayer("passthrough")], progress=progress):
     progress("inside")
 """
 

@@ -27,7 +27,8 @@ from sqlwa._system.mounts import mount_at
 from sqlwa.cli.lab import lab as lab_group
 from sqlwa.errors import LabError, NeedsRoot, UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab.cleanup import cleanup_leftovers
-from sqlwa.lab.filesystem import LabFilesystem, MountedLab, filesystem_support, parse_size
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions, MountedLab, filesystem_support, parse_size
+from sqlwa.lab.layers import FillLayer
 
 # --------------------------------------------------------------------------- helpers
 
@@ -55,7 +56,7 @@ def write_and_fsync(directory: str, size: int = 64 * 1024) -> str:
 CHILD = textwrap.dedent(
     """
     import faulthandler, os, signal, sys, threading, time
-    from sqlwa.lab.filesystem import LabFilesystem
+    from sqlwa.lab.filesystem import LabFilesystem, LabOptions
 
     faulthandler.register(signal.SIGUSR1)  # the parent asks for a traceback if we hang
 
@@ -66,7 +67,7 @@ CHILD = textwrap.dedent(
         if stage == pause_at:
             time.sleep(300)
 
-    with LabFilesystem(fs, image_size="320M", progress=progress) as lab:
+    with LabFilesystem(fs, LabOptions(image_size="320M"), progress=progress) as lab:
         if with_capture == "capture":
             from sqlwa.capture.tracing import TraceCapture
             with TraceCapture(out_dir, dev=lab.dev,
@@ -146,7 +147,7 @@ def test_unknown_filesystem_is_a_usage_error() -> None:
 @pytest.mark.parametrize("opts", [["/dev/vda"], ["-d", "/dev/loop0"], ["-O", "fast_commit", "/dev/null"]])
 def test_mkfs_options_naming_a_device_are_refused(opts: list[str]) -> None:
     with pytest.raises(LabError, match="names a device"):
-        LabFilesystem("ext4", mkfs_opts=opts)
+        LabFilesystem("ext4", LabOptions(mkfs_opts=opts))
 
 
 @pytest.mark.parametrize("workdir", ["/dev/null", "/dev/loop-control", "/dev/loop0"])
@@ -154,11 +155,11 @@ def test_a_device_path_is_never_used_as_workdir(workdir: str) -> None:
     if not os.path.exists(workdir):
         pytest.skip(f"{workdir} does not exist here")
     with pytest.raises(LabError, match="device"):
-        LabFilesystem("ext4", workdir=workdir)
+        LabFilesystem("ext4", LabOptions(workdir=workdir))
 
 
 def test_mkfs_refuses_a_loop_device_that_is_not_ours(tmp_path: Path) -> None:
-    lab = LabFilesystem("ext4", workdir=tmp_path)
+    lab = LabFilesystem("ext4", LabOptions(workdir=tmp_path))
     for device in ("/dev/vda", "/dev/sda", "/dev/loop0"):
         with pytest.raises(LabError, match="refusing to format"):
             lab._assert_loop_is_ours(device)
@@ -199,7 +200,7 @@ def test_without_root_the_error_names_root_and_points_to_dir(monkeypatch: pytest
 )
 @pytest.mark.root
 def test_each_filesystem_is_made_mounted_and_removed(fs: str, fstype: str, expected_option: str | None) -> None:
-    with LabFilesystem(fs, image_size="320M", mount_opts=["noatime"]) as lab:
+    with LabFilesystem(fs, LabOptions(image_size="320M", mount_opts=["noatime"])) as lab:
         mount = mount_at(lab.mountpoint)
         assert mount is not None and mount.fstype == fstype
         options = mount.options.split(",")
@@ -222,7 +223,9 @@ def test_each_filesystem_is_made_mounted_and_removed(fs: str, fstype: str, expec
 
 @pytest.mark.root
 def test_mkfs_and_mount_options_pass_through() -> None:
-    with LabFilesystem("ext4", image_size="320M", mkfs_opts=["-O", "fast_commit"], mount_opts=["barrier=0"]) as lab:
+    with LabFilesystem(
+        "ext4", LabOptions(image_size="320M", mkfs_opts=["-O", "fast_commit"], mount_opts=["barrier=0"])
+    ) as lab:
         assert "nobarrier" in mount_at(lab.mountpoint).options.split(",")
         features = subprocess.run(["dumpe2fs", "-h", lab.loop_device], capture_output=True, text=True).stdout
         assert "fast_commit" in features
@@ -232,7 +235,7 @@ def test_mkfs_and_mount_options_pass_through() -> None:
 @pytest.mark.root
 @pytest.mark.parametrize("fs, pct", [("ext4", 60), ("xfs", 80), ("btrfs", 50)])
 def test_fill_reaches_the_requested_level(fs: str, pct: int) -> None:
-    with LabFilesystem(fs, image_size="320M", fill_pct=pct) as lab:
+    with LabFilesystem(fs, LabOptions(image_size="320M"), [FillLayer(pct)]) as lab:
         fill = lab.describe()["fill"]
         assert fill["target_pct"] == pct
         assert pct <= fill["achieved_pct"] <= pct + 3, fill
@@ -247,7 +250,7 @@ def test_fill_reaches_the_requested_level(fs: str, pct: int) -> None:
 @pytest.mark.root
 def test_everything_is_removed_after_an_exception() -> None:
     with pytest.raises(RuntimeError, match="workload failed"):
-        with LabFilesystem("ext4", image_size="320M") as lab:
+        with LabFilesystem("ext4", LabOptions(image_size="320M")) as lab:
             write_and_fsync(lab.mountpoint)
             raise RuntimeError("workload failed")
     assert_lab_gone(lab)
@@ -256,7 +259,7 @@ def test_everything_is_removed_after_an_exception() -> None:
 
 @pytest.mark.root
 def test_a_failed_mkfs_leaves_nothing(tmp_path: Path) -> None:
-    lab = LabFilesystem("ext4", image_size="320M", mkfs_opts=["-O", "no_such_feature"], workdir=tmp_path)
+    lab = LabFilesystem("ext4", LabOptions(image_size="320M", mkfs_opts=["-O", "no_such_feature"], workdir=tmp_path))
     with pytest.raises(LabError, match="mkfs"):
         with lab:
             pass
@@ -267,7 +270,7 @@ def test_a_failed_mkfs_leaves_nothing(tmp_path: Path) -> None:
 @pytest.mark.root
 def test_signal_handlers_are_restored() -> None:
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    with LabFilesystem("tmpfs", image_size="16M"):
+    with LabFilesystem("tmpfs", LabOptions(image_size="16M")):
         assert signal.getsignal(signal.SIGTERM) is not before[1]
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
@@ -317,7 +320,7 @@ def test_cleanup_removes_a_killed_runs_leftovers_and_nothing_else(tmp_path: Path
     with_capture = tracefs_available().available
     child = start_child(tmp_path, "ext4", "capturing" if with_capture else "inside", with_capture=with_capture)
     try:
-        with LabFilesystem("tmpfs", image_size="16M") as live_lab:  # a live run: must survive
+        with LabFilesystem("tmpfs", LabOptions(image_size="16M")) as live_lab:  # a live run: must survive
             wait_for_stage(child, "capturing" if with_capture else "inside")
             child.kill()
             child.wait()
@@ -343,7 +346,7 @@ def test_cleanup_removes_a_killed_runs_leftovers_and_nothing_else(tmp_path: Path
 
 @pytest.mark.root
 def test_cleanup_never_touches_a_live_run() -> None:
-    with LabFilesystem("tmpfs", image_size="16M") as lab:
+    with LabFilesystem("tmpfs", LabOptions(image_size="16M")) as lab:
         removed = cleanup_leftovers()
         assert not [r for r in removed if lab.name in r]
         assert mount_at(lab.mountpoint) is not None
@@ -352,7 +355,9 @@ def test_cleanup_never_touches_a_live_run() -> None:
 
 @pytest.mark.root
 def test_options_as_typed_on_the_command_line() -> None:
-    with LabFilesystem("ext4", image_size="320M", mkfs_opts="-O fast_commit", mount_opts="noatime,barrier=0") as lab:
+    with LabFilesystem(
+        "ext4", LabOptions(image_size="320M", mkfs_opts="-O fast_commit", mount_opts="noatime,barrier=0")
+    ) as lab:
         assert lab.mkfs.argv[-3:] == ["-O", "fast_commit", lab.loop_device]
         options = mount_at(lab.mountpoint).options.split(",")
         assert "noatime" in options and "nobarrier" in options
@@ -406,6 +411,6 @@ def test_a_refused_mount_option_shows_the_kernels_reason() -> None:
     if not filesystem_support("xfs").available:
         pytest.skip(filesystem_support("xfs").reason)
     with pytest.raises(LabError) as err:
-        with LabFilesystem("xfs", image_size="320M", mount_opts="nobarrier"):
+        with LabFilesystem("xfs", LabOptions(image_size="320M", mount_opts="nobarrier")):
             pass
     assert "the kernel says: xfs: Unknown parameter 'nobarrier'" in str(err.value)

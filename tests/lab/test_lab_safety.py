@@ -27,7 +27,7 @@ from sqlwa import _system
 from sqlwa.errors import LabError
 from sqlwa.lab import filesystem
 from sqlwa.lab.cleanup import cleanup_leftovers
-from sqlwa.lab.filesystem import LabFilesystem, filesystem_support, mkfs_argv
+from sqlwa.lab.filesystem import LabFilesystem, LabOptions, filesystem_support, mkfs_argv
 
 pytestmark = pytest.mark.root
 
@@ -245,7 +245,7 @@ ALLOWED = [
 
 @pytest.mark.parametrize("fs, opts, probe, expected", ALLOWED, ids=[f"{a[0]}:{a[1]}" for a in ALLOWED])
 def test_allowed_mkfs_options_reach_mkfs_and_the_lab_works(fs: str, opts: str, probe: list[str], expected: str) -> None:
-    with LabFilesystem(fs, image_size="320M", mkfs_opts=opts) as lab:
+    with LabFilesystem(fs, LabOptions(image_size="320M", mkfs_opts=opts)) as lab:
         assert lab.mkfs is not None and lab.mkfs.argv[-1] == lab.loop_device
         assert " ".join(lab.mkfs.argv).endswith(f" {opts} {lab.loop_device}")
         shown = subprocess.run(
@@ -263,7 +263,7 @@ def test_allowed_f2fs_option_reaches_mkfs_f2fs(tmp_path: Path) -> None:
     """This kernel may lack f2fs, so maybe no lab: the command the lab would run, on a file."""
     if not _system.tools.find_tool("mkfs.f2fs"):
         pytest.skip("mkfs.f2fs is not installed (f2fs-tools)")
-    lab = LabFilesystem("f2fs", image_size="64M", mkfs_opts="-O encrypt -l lbl", workdir=tmp_path)
+    lab = LabFilesystem("f2fs", LabOptions(image_size="64M", mkfs_opts="-O encrypt -l lbl", workdir=tmp_path))
     assert lab.user_mkfs_opts == ("-O", "encrypt", "-l", "lbl")
     image = tmp_path / "f2fs.img"
     image.write_bytes(b"")
@@ -354,7 +354,7 @@ def test_an_image_the_host_cannot_hold_is_one_error_and_leaves_nothing(
         pytest.skip(f"{tmp_path}'s filesystem holds a {size} file (tmpfs does): no EFBIG to meet")
     huge = 10**40
     monkeypatch.setattr(_system.mounts, "free_space", lambda path: (huge, huge))
-    lab = LabFilesystem("ext4", image_size=size, workdir=tmp_path)
+    lab = LabFilesystem("ext4", LabOptions(image_size=size, workdir=tmp_path))
     with pytest.raises(LabError, match="creating the image"):
         with lab:
             pass

@@ -93,7 +93,7 @@ def mobibench(tmp_path_factory) -> Path:
 
 def trace_mobibench(binary: Path, out: Path, *args: str) -> tuple[Path, str]:
     """Run ``mobibench -q ARGS`` on a fresh ext4 inside a capture; (trace, "major,minor")."""
-    with filesystem.LabFilesystem("ext4", image_size="1G") as fs:
+    with filesystem.LabFilesystem("ext4", filesystem.LabOptions(image_size="1G")) as fs:
         cap = tracing.TraceCapture(out, dev=fs.dev)
         with cap:
             # the capture traces syscalls by thread id; mobibench's SQL thread is not

@@ -12,7 +12,14 @@ import pytest
 from sqlwa import _system
 from sqlwa.errors import LabError, UsageError, hint_of
 from sqlwa.lab import options
-from sqlwa.lab.filesystem import FILESYSTEMS, LabFilesystem, check_image_size, format_size, free_space_margin
+from sqlwa.lab.filesystem import (
+    FILESYSTEMS,
+    LabFilesystem,
+    LabOptions,
+    check_image_size,
+    format_size,
+    free_space_margin,
+)
 from sqlwa.lab.options import MKFS_FLAGS, MKFS_GETOPT, checked_mkfs_opts, checked_mount_opts
 
 GiB = 1 << 30
@@ -228,7 +235,7 @@ def host(monkeypatch: pytest.MonkeyPatch):
 )
 def test_image_sizes_that_cannot_work_are_refused(host, tmp_path: Path, fs: str, size: str, words: list[str]) -> None:
     with pytest.raises(UsageError) as err:
-        LabFilesystem(fs, image_size=size, workdir=tmp_path)
+        LabFilesystem(fs, LabOptions(image_size=size, workdir=tmp_path))
     message = str(err.value.args[0])
     for word in words:
         assert word.format(workdir=tmp_path) in message, message

@@ -149,15 +149,15 @@ def test_a_device_delay_the_run_cannot_have_is_one_line_and_makes_nothing(tmp_pa
 def test_device_delay_on_tmpfs_is_unsupported_and_a_host_without_device_mapper_says_add_vm():
     from sqlwa import _system
     from sqlwa.errors import UnsupportedFilesystem, UsageError
-    from sqlwa.lab import devmapper
+    from sqlwa.lab.layers.dmdelay import check_delay
 
     with pytest.raises(UnsupportedFilesystem, match="tmpfs has no block device to delay"):
-        devmapper.check_delay(10, "none", "tmpfs", has_device=False)
+        check_delay(10, "none", "tmpfs", has_device=False)
     if not _system.dm.device_mapper_available():
         with pytest.raises(
             UsageError, match=r"^--device-delay needs device-mapper, which this kernel lacks; add --vm$"
         ):
-            devmapper.check_delay(10, "none", "ext4", has_device=True)
+            check_delay(10, "none", "ext4", has_device=True)
 
 
 # A host whose kernel has ext4 only: every other lab filesystem is one the VM lab's

@@ -128,7 +128,7 @@ def layers() -> list[Finding]:
 
     from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
     from sqlwa.lab import ecryptfs, fuse
-    from sqlwa.lab.devmapper import crypt_support
+    from sqlwa.lab.layers.dmcrypt import crypt_support
 
     found = []
     fscrypt = os.path.exists("/sys/fs/ext4/features/encryption")

@@ -75,8 +75,9 @@ def availability() -> list[tuple[str, bool, str, str | None]]:
     --crypt and --device-delay."""
     from sqlwa._system.processes import is_root
     from sqlwa.capture.tracing import tracefs_available
-    from sqlwa.lab.devmapper import crypt_support, delay_support
     from sqlwa.lab.filesystem import FILESYSTEMS, filesystem_support
+    from sqlwa.lab.layers.dmcrypt import crypt_support
+    from sqlwa.lab.layers.dmdelay import delay_support
 
     root = is_root()
     lines: list[tuple[str, bool, str, str | None]] = [

@@ -28,6 +28,9 @@ The filesystem's sectors are the target's; the disk's are the loop device's. How
 maps onto the other (the table's offset) is recorded, and attribution follows each write
 from the one to the other through the kernel's ``block_bio_remap`` events
 (:mod:`sqlwa.analysis.remap`).
+
+The layers over these targets, and what they refuse, are :mod:`sqlwa.lab.layers.dmcrypt`,
+:mod:`~sqlwa.lab.layers.dmdelay` and :mod:`~sqlwa.lab.layers.logwrites`.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import secrets
 from dataclasses import dataclass
 
 from sqlwa import _system
-from sqlwa.errors import LabError, UnsupportedFilesystem, UsageError, hint_of
+from sqlwa.errors import LabError
 
 NO_CRYPT = "none"
 CIPHER = "aes-xts-plain64"
@@ -60,71 +63,6 @@ MODES = {
     "dm-crypt-luks2": CryptMode("dm-crypt-luks2", True, "LUKS2 dm-crypt, AES-256-XTS, PBKDF2 at minimum iterations"),
 }
 CHOICES = (NO_CRYPT, *MODES)
-
-
-def check_crypt(mode: str, fs: str, has_device: bool) -> None:
-    """Refuse, before anything is made, a --crypt this run cannot have."""
-    if mode not in CHOICES:
-        raise UsageError(f"--crypt {mode!r} is not a crypt mode", f"choose one of: {', '.join(CHOICES)}")
-    if mode == NO_CRYPT:
-        return
-    if not has_device:  # what the filesystem lacks: a sweep skips the cell with this reason
-        raise UnsupportedFilesystem(
-            f"--crypt {mode}: {fs} has no block device to encrypt", "use a disk filesystem such as ext4"
-        )
-    check_target("--crypt", "crypt", "dm-crypt", "dm_crypt")
-    if not _system.tools.find_tool("cryptsetup"):
-        raise UsageError("--crypt needs cryptsetup, which this machine lacks", "apt-get install cryptsetup-bin")
-
-
-def check_delay(delay_ms: int | None, crypt: str, fs: str, has_device: bool) -> None:
-    """Refuse, before anything is made, a --device-delay this run cannot have."""
-    if delay_ms is None:
-        return
-    check_delay_with(delay_ms, crypt)
-    if not has_device:
-        raise UnsupportedFilesystem(
-            f"--device-delay: {fs} has no block device to delay", "use a disk filesystem such as ext4"
-        )
-    check_target("--device-delay", "delay", "dm-delay", "dm_delay")
-
-
-def check_delay_with(delay_ms: int, crypt: str) -> None:
-    """What a --device-delay is refused for wherever the run happens: its range, and dm-crypt beside it."""
-    if not 0 <= delay_ms <= MAX_DELAY_MS:  # 0: the same target, no delay (a control)
-        raise UsageError(f"--device-delay {delay_ms}: must be 0 to {MAX_DELAY_MS} ms", "give a delay such as 10")
-    if crypt != NO_CRYPT:
-        raise UsageError(
-            f"--device-delay and --crypt {crypt} are two device-mapper layers, and sqlwa follows a write through one",
-            "leave one of them out",
-        )
-
-
-def check_target(option: str, target: str, label: str, module: str) -> None:
-    """device-mapper and its ``target`` type, or one line saying the VM lab has them."""
-    if not _system.dm.device_mapper_available():
-        raise UsageError(f"{option} needs device-mapper, which this kernel lacks; add --vm")
-    # dmsetup needs root to list the targets; without root, the lab's root check says so next
-    if _system.processes.is_root() and not _system.dm.dm_target_available(target, module):
-        raise UsageError(f"{option} needs device-mapper's {target} target ({label}), which this kernel lacks; add --vm")
-
-
-def crypt_support() -> tuple[bool, str, str | None]:
-    """(available, reason, fix) of --crypt on this machine, for ``sqlwa lab check``."""
-    try:
-        check_crypt("dm-crypt", "ext4", has_device=True)
-    except UsageError as exc:
-        return False, str(exc), hint_of(exc)
-    return True, "device-mapper, its crypt target and cryptsetup present", None
-
-
-def delay_support() -> tuple[bool, str, str | None]:
-    """(available, reason, fix) of --device-delay on this machine, for ``sqlwa lab check``."""
-    try:
-        check_delay(10, NO_CRYPT, "ext4", has_device=True)
-    except UsageError as exc:
-        return False, str(exc), hint_of(exc)
-    return True, "device-mapper and its delay target present", None
 
 
 class DmTarget:
@@ -260,20 +198,6 @@ class DmDelay(DmTarget):
 
 LOG_WRITES_SUFFIX = "-log"  # the log-writes target is named <lab name>-log
 READY_MARK = "sqlwa-lab-ready"  # the filesystem is made and mounted: crash states start here
-
-
-def check_log_writes(has_device: bool, fs: str) -> None:
-    """Refuse, before anything is made, a write log (``sqlwa crash``) this run cannot have."""
-    if not has_device:
-        raise UsageError(f"sqlwa crash: {fs} has no block device whose writes could be logged", "use --fs ext4")
-    if not _system.dm.device_mapper_available():
-        raise UsageError(
-            "sqlwa crash records the device's writes with device-mapper's log-writes target, "
-            "and this kernel has no device-mapper",
-            "add --vm",
-        )
-    if _system.processes.is_root() and not _system.dm.dm_target_available("log-writes", "dm_log_writes"):
-        raise UsageError("sqlwa crash needs device-mapper's log-writes target, which this kernel lacks", "add --vm")
 
 
 class LogWrites:

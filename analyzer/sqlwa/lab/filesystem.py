@@ -38,16 +38,19 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlwa import _system
 from sqlwa.errors import LabError, NeedsRoot, ToolError, UnsupportedFilesystem, UsageError, hint_of
-from sqlwa.lab import devmapper, ecryptfs, encryption, fuse
-from sqlwa.lab.fill import fill_filesystem
+from sqlwa.lab import devmapper, ecryptfs, fuse
+from sqlwa.lab import layers as layer_kinds
+from sqlwa.lab.encryption import Encryption
+from sqlwa.lab.layer import BlockLayer, DirectoryLayer, Ground, L, Layer, Site, Step
+from sqlwa.lab.layers import EcryptfsStack, FillLayer, FscryptLayer, FuseDaemonLayer, LogWritesLayer
 from sqlwa.lab.options import checked_mkfs_opts, checked_mount_opts, is_device
 
 LAB_PREFIX = "sqlwa-lab"
@@ -269,19 +272,6 @@ def mkfs_argv(fs: str, user_opts: Sequence[str], device: str) -> list[str]:
     return [tool, *spec.mkfs_args, *user_opts, device]
 
 
-def check_write_log(fs: str, spec: FsSpec, encrypt: str, crypt: str, device_delay_ms: int | None) -> None:
-    """What a crash run can log and read back: a plain block filesystem (with FUSE over
-    it if asked). File encryption leaves the replayed database unreadable (its key is
-    gone by then), and dm-crypt under the log would need a second remap to attribute."""
-    if encrypt != encryption.NO_ENCRYPTION or spec.stacked:
-        raise UsageError(f"sqlwa crash cannot read back an encrypted database (--encrypt {encrypt}, --fs {fs})")
-    if crypt != devmapper.NO_CRYPT:
-        raise UsageError("sqlwa crash does not yet log writes under --crypt", "leave out --crypt")
-    if device_delay_ms is not None:  # a second device-mapper layer under the log: one is followed
-        raise UsageError("sqlwa crash does not log writes under --device-delay", "leave out --device-delay")
-    devmapper.check_log_writes(spec.mkfs_tool is not None, fs)
-
-
 def _checked_workdir(workdir: str | os.PathLike | None) -> str:
     base = os.path.realpath(workdir if workdir is not None else tempfile.gettempdir())
     if is_device(base):
@@ -298,71 +288,63 @@ def _checked_workdir(workdir: str | os.PathLike | None) -> str:
 # --------------------------------------------------------------------------- the lab
 
 
+@dataclass(frozen=True)
+class LabOptions:
+    """How a lab's filesystem is made and kept, apart from its layers."""
+
+    image_size: str | int = "1G"
+    mkfs_opts: Sequence[str] | str = ()
+    mount_opts: Sequence[str] | str = ()
+    workdir: str | os.PathLike | None = None
+    direct_io: bool = True
+    keep_image: str | os.PathLike | None = None  # a test's look at what reached the disk: the image is copied here
+
+
 class LabFilesystem:
     """A fresh filesystem for one run; use as a context manager, which hands out the
     mounted lab (:class:`MountedLab`, whose facts are all set):
 
-    >>> with LabFilesystem("ext4", image_size="1G", mount_opts=["noatime"]) as lab:
+    >>> with LabFilesystem("ext4", LabOptions(image_size="1G", mount_opts=["noatime"])) as lab:
     ...     run_workload(lab.data_dir, block_dev=lab.dev)
 
-    Attributes from the start: ``fs``, ``spec``, ``name``, ``mountpoint``, ``mount_opts``
-    (requested, including the lab's defaults), ``fuse`` (the
-    :class:`~sqlwa.lab.fuse.FuseLayer` or None), ``crypt`` (the
-    :class:`~sqlwa.lab.devmapper.DmCrypt` target under the filesystem, or None), ``delay``
-    (the :class:`~sqlwa.lab.devmapper.DmDelay` target there, or None), ``ecryptfs`` (the
-    :class:`~sqlwa.lab.ecryptfs.EcryptfsLayer` over it, or None).
-    ``progress`` is called with a stage name (image, loop, crypt or delay, mkfs, mount,
-    encrypt, ecryptfs, fill, fuse, ready) as setup proceeds — for a progress display, and
-    for tests that interrupt setup.
+    ``layers`` (:mod:`sqlwa.lab.layer`, in :data:`sqlwa.lab.layers.KINDS`'s order, as
+    :func:`sqlwa.lab.layers.asked` gives them) are checked here, set up in their order
+    (block layers over the loop device before mkfs, directory layers over the mount)
+    and torn down in reverse. Attributes from the start: ``fs``, ``spec``, ``name``,
+    ``mountpoint``, ``mount_opts`` (requested, including the lab's defaults), ``layers``;
+    ``fuse``, ``ecryptfs``, ``encryption`` and ``log_writes`` are those layers' objects,
+    or None. ``progress`` is called with a stage name (image, loop, each block layer's,
+    mkfs, mount, each directory layer's, ready) as setup proceeds — for a progress
+    display, and for tests that interrupt setup.
     """
 
     def __init__(
         self,
         fs: str,
-        image_size: str | int = "1G",
-        mkfs_opts: Sequence[str] | str = (),
-        mount_opts: Sequence[str] | str = (),
-        fill_pct: float = 0,
-        workdir: str | os.PathLike | None = None,
-        direct_io: bool = True,
+        options: LabOptions = LabOptions(),
+        layers: Sequence[Layer] = (),
         progress: Callable[[str], None] | None = None,
-        encrypt: str = encryption.NO_ENCRYPTION,
-        fuse_layer: str = fuse.NO_FUSE,
-        crypt: str = devmapper.NO_CRYPT,
-        device_delay_ms: int | None = None,
-        keep_image: str | os.PathLike | None = None,
-        write_log: str | os.PathLike | None = None,
     ) -> None:
         if fs not in FILESYSTEMS:
             raise UsageError(f"unknown filesystem {fs!r}", f"choose one of: {', '.join(FILESYSTEMS)}")
-        if not 0 <= fill_pct < 100:
-            raise UsageError(f"--fill {fill_pct}: must be between 0 and 99", "give a percentage such as 80")
         self.fs = fs
         self.spec = FILESYSTEMS[fs]
         # Everything the caller chose is checked here, before anything is made.
-        self.user_mkfs_opts = checked_mkfs_opts(fs, self.spec.mkfs_tool, mkfs_opts)
-        self.mount_opts = self.spec.mount_opts + checked_mount_opts(fs, mount_opts)
-        self.fill_pct = fill_pct
-        self.workdir = _checked_workdir(workdir)
-        self.image_size = parse_size(image_size)
-        check_image_size(fs, self.image_size, self.workdir, str(image_size))
-        encryption.check_encryption(encrypt, fs, self.spec.kernel_type)
-        self.encryption = encryption.Encryption(encrypt) if encrypt != encryption.NO_ENCRYPTION else None
-        if self.encryption is not None and self.spec.stacked:
-            raise UsageError(
-                f"--encrypt {encrypt} and --fs {fs} are two file encryptions on top of each other",
-                "choose one: --fs ext4 --encrypt fscrypt, or --fs ecryptfs",
-            )
-        devmapper.check_crypt(crypt, fs, self.spec.mkfs_tool is not None)
-        devmapper.check_delay(device_delay_ms, crypt, fs, self.spec.mkfs_tool is not None)
-        self.fuse_spec = fuse.check_fuse(fuse_layer)
-        if write_log is not None:
-            check_write_log(fs, self.spec, encrypt, crypt, device_delay_ms)
-        # sqlwa crash: the device's writes logged with their data (log-writes); the log is
-        # moved to write_log when the lab comes down
-        self.write_log = write_log
-        self.direct_io = direct_io
-        self.keep_image = keep_image  # a test's look at what reached the disk: the image is copied here
+        self.user_mkfs_opts = checked_mkfs_opts(fs, self.spec.mkfs_tool, options.mkfs_opts)
+        self.mount_opts = self.spec.mount_opts + checked_mount_opts(fs, options.mount_opts)
+        self.workdir = _checked_workdir(options.workdir)
+        self.image_size = parse_size(options.image_size)
+        check_image_size(fs, self.image_size, self.workdir, str(options.image_size))
+        self.layers = tuple(layers)
+        ground = Ground(fs, self.spec.kernel_type, self.spec.mkfs_tool is not None, self.spec.stacked)
+        for layer in self.layers:
+            layer.check(ground, self.layers)
+        if self.spec.stacked and all(layer.key != self.spec.stacked for layer in self.layers):
+            raise LabError(f"--fs {fs} is {self.spec.stacked} over {self.spec.kernel_type}: give its layer")
+        self._block = [layer for layer in self.layers if isinstance(layer, BlockLayer)]
+        self._over = [layer for layer in self.layers if isinstance(layer, DirectoryLayer)]
+        self.direct_io = options.direct_io
+        self.keep_image = options.keep_image
         self._progress = progress or (lambda stage: None)
         self._guard = _system.signals.SignalGuard()
         token = secrets.token_hex(4)
@@ -370,15 +352,12 @@ class LabFilesystem:
         self.lab_dir = os.path.join(self.workdir, self.name)
         self.image = os.path.join(self.lab_dir, self.name + ".img")
         self.mountpoint = os.path.join(self.lab_dir, "mnt")
+        self.log_image = os.path.join(self.lab_dir, self.name + LOG_SUFFIX)
+        site = Site(self.name, token, self.lab_dir, self.mountpoint, self.image_size, self.log_image)
+        for layer in self.layers:
+            layer.bind(site)
         # where the workload runs: the encrypted directory with --encrypt, the FUSE mount with --fuse
         self.data_dir = self.mountpoint
-        self.fuse = fuse.FuseLayer(self.fuse_spec, self.lab_dir, token) if self.fuse_spec else None
-        # dm-crypt between the loop device and the filesystem; eCryptfs over it
-        self.crypt = devmapper.DmCrypt(crypt, self.name) if crypt != devmapper.NO_CRYPT else None
-        self.delay = devmapper.DmDelay(device_delay_ms, self.name) if device_delay_ms is not None else None
-        self.ecryptfs = ecryptfs.EcryptfsLayer(self.lab_dir, self.name) if self.spec.stacked else None
-        self.log_writes = devmapper.LogWrites(self.name) if write_log is not None else None
-        self.log_image = os.path.join(self.lab_dir, self.name + LOG_SUFFIX)
         # what set-up makes, in its order; the mounted lab hands it out (__enter__)
         self._disk: LoopDisk | None = None
         self._made_fs: Mkfs | None = None
@@ -386,17 +365,40 @@ class LabFilesystem:
         self._image_identity: tuple[int, int] | None = None
         self._ownership: int | None = None
 
+    def layer(self, kind: type[L]) -> L | None:
+        """This lab's layer of ``kind``, or None."""
+        return next((layer for layer in self.layers if isinstance(layer, kind)), None)
+
     @property
-    def dm_target(self) -> devmapper.DmTarget | None:
-        """The device-mapper target under the filesystem (--crypt or --device-delay), if any."""
-        return self.crypt or self.delay
+    def fuse(self) -> fuse.FuseLayer | None:
+        found = self.layer(FuseDaemonLayer)
+        return found.daemon if found else None
+
+    @property
+    def ecryptfs(self) -> ecryptfs.EcryptfsLayer | None:
+        found = self.layer(EcryptfsStack)
+        return found.mount if found else None
+
+    @property
+    def encryption(self) -> Encryption | None:
+        found = self.layer(FscryptLayer)
+        return found.encryption if found else None
+
+    @property
+    def log_writes(self) -> devmapper.LogWrites | None:
+        found = self.layer(LogWritesLayer)
+        return found.target if found else None
+
+    @property
+    def write_log(self) -> str | os.PathLike | None:
+        """Where a crash run's write log is moved when the lab comes down (None: no log)."""
+        found = self.layer(LogWritesLayer)
+        return found.write_log if found else None
 
     def fs_device(self, disk: LoopDisk) -> str:
-        """The device the filesystem is on: the log-writes target of a crash run, the
-        dm target with --crypt or --device-delay, else the loop device ``disk``."""
-        if self.log_writes is not None:
-            return self.log_writes.path
-        return self.dm_target.path if self.dm_target is not None else disk.device
+        """The device the filesystem is on: the top block layer's (a crash run's
+        log-writes, dm-crypt or dm-delay), else the loop device ``disk``."""
+        return self._block[-1].path if self._block else disk.device
 
     def _loop(self) -> LoopDisk:
         """The loop device, once set-up has attached it."""
@@ -408,14 +410,14 @@ class LabFilesystem:
     def mapped_dev(self) -> tuple[int, int] | None:
         """(major, minor) of the device-mapper target the filesystem is on (a crash run's
         log-writes, dm-crypt or dm-delay), None without one."""
-        layer = self.log_writes or self.dm_target
-        device = layer.device if layer is not None else None
-        return (device.major, device.minor) if device is not None else None
+        return self._block[-1].dev if self._block else None
 
     def mappable_path(self, path: str) -> str:
-        """Where ``path`` (in :attr:`data_dir`) has blocks FIEMAP can map: its lower file
-        under eCryptfs, which has no FIEMAP of its own; else itself."""
-        return self.ecryptfs.lower_path(path) if self.ecryptfs is not None else path
+        """Where ``path`` (in :attr:`data_dir`) has blocks FIEMAP can map, through the
+        layers top down: its lower file under eCryptfs, which has no FIEMAP of its own."""
+        for layer in reversed(self._over):
+            path = layer.mappable(path)
+        return path
 
     # -- context manager
 
@@ -450,28 +452,20 @@ class LabFilesystem:
         else:
             self._create_image()
             self._attach_loop()
-            self._open_dm_target()
-            self._open_log_writes()
+            self._open_block_layers()
             self._mkfs()
             os.mkdir(self.mountpoint, 0o700)
             self._mount_loop()
-            if self.log_writes is not None:  # what came before (mkfs) is no crash state of the run's
-                self.log_writes.mark(devmapper.READY_MARK)
+            for block in self._block:
+                block.mounted()
         mount_options = _system.mounts.options_at(self.mountpoint)
-        if self.encryption is not None:
-            self._progress("encrypt")
-            self.data_dir = self.encryption.setup(self.mountpoint)
-        if self.ecryptfs is not None:
-            self._progress("ecryptfs")
-            self.data_dir = self.ecryptfs.setup(self.mountpoint, self._guard.critical)
-        fill = None
-        if self.fill_pct:
-            self._progress("fill")
-            fill = fill_filesystem(self.mountpoint, self.fill_pct)
-        if self.fuse is not None:  # last: the daemon serves the directory as the workload finds it
-            self._progress("fuse")
-            self.data_dir = self.fuse.setup(self.data_dir, self._guard.critical)
-        self._mounted = MountedLab(self, self._disk, self._made_fs, mount_options, self.data_dir, fill)
+        for layer in self._over:
+            self._progress(layer.stage)
+            self.data_dir = layer.open(self.mountpoint, self.data_dir, self._guard.critical)
+        fill = self.layer(FillLayer)
+        self._mounted = MountedLab(
+            self, self._disk, self._made_fs, mount_options, self.data_dir, fill.report if fill else None
+        )
         self._progress("ready")
 
     def _create_image(self) -> None:
@@ -527,41 +521,25 @@ class LabFilesystem:
         if not ok:
             raise LabError(f"refusing to format {device!r}: it is not the loop device of {self.image}")
 
-    def _open_dm_target(self) -> None:
-        """dm-crypt or dm-delay over the loop device, which is checked to be ours first, as for mkfs."""
-        target = self.dm_target
-        if target is None:
-            return
-        self._progress("crypt" if target is self.crypt else "delay")
-        device = self._loop().device
-        self._assert_loop_is_ours(device)
-        with self._guard.critical():
-            target.open(device)
-
-    def _open_log_writes(self) -> None:
-        """log-writes over the loop device (checked to be ours first, as for mkfs), logging
-        to a second loop device over a sparse file in the lab directory."""
-        if self.log_writes is None:
-            return
-        self._progress("log-writes")
-        device = self._loop().device
-        self._assert_loop_is_ours(device)
-        with open(self.log_image, "xb") as f:
-            f.truncate(2 * self.image_size + LOG_SLACK)  # sparse: only what is logged costs space
-        with self._guard.critical():
-            argv = ["losetup", "--find", "--show", self.log_image]
-            log_device = _system.tools.run_tool(argv, "attaching the write log to a loop device").stdout.strip()
-            self.log_writes.open(device, log_device)
+    def _open_block_layers(self) -> None:
+        """The block layers, each over the one under it (the first over the loop device,
+        which is checked to be ours first, as for mkfs)."""
+        under = self._loop().device
+        for layer in self._block:
+            self._progress(layer.stage)
+            self._assert_loop_is_ours(self._loop().device)
+            layer.open(under, self._guard.critical)
+            under = layer.path
 
     def _mkfs(self) -> None:
         self._progress("mkfs")
         disk = self._loop()
         self._assert_loop_is_ours(disk.device)
-        if self.dm_target is not None:
-            self.dm_target.assert_over(disk.device)
-        if self.log_writes is not None:
-            self.log_writes.assert_over(disk.device)
-        feature = encryption.ENCRYPTING_FILESYSTEMS[self.spec.kernel_type] if self.encryption else ()
+        under = disk.device
+        for layer in self._block:
+            layer.assert_over(under)
+            under = layer.path
+        feature = [opt for layer in self.layers for opt in layer.mkfs_options(self.spec.kernel_type)]
         argv = mkfs_argv(self.fs, [*feature, *self.user_mkfs_opts], self.fs_device(disk))
         self._made_fs = Mkfs(argv, _system.tools.tool_version(argv[0]))
         _system.tools.run_tool(argv, f"mkfs for {self.fs}", "check --mkfs-opts")
@@ -585,6 +563,14 @@ class LabFilesystem:
 
     # -- teardown
 
+    def teardown_steps(self) -> list[Step]:
+        """Every step of the teardown, named, in order: the directory layers top down,
+        the unmount, the block layers top down, then the loop devices and the files."""
+        over = [step for layer in reversed(self._over) for step in layer.teardown_steps()]
+        block = [step for layer in reversed(self._block) for step in layer.teardown_steps()]
+        own: list[Step] = [("detach_loops", self._detach_loops), ("copy_image", self._copy_image)]
+        return [*over, ("unmount", self._unmount), *block, *own, ("remove_files", self._remove_files)]
+
     def _teardown(self) -> list[Exception]:
         """Remove whatever exists of this lab, found by its names (not by what setup got
         to record), so a setup interrupted at any point is fully undone. Every step is
@@ -593,21 +579,7 @@ class LabFilesystem:
         self._guard.tearing_down = True
         self._progress("teardown")
         errors: list[Exception] = []
-        # The daemon first: it holds lower files open, which would keep the key and the mount busy.
-        steps = (
-            self._stop_fuse,
-            self._unmount_ecryptfs,
-            self._remove_key,
-            self._unmount,
-            self._close_log_writes,
-            self._remove_dm_target,
-            self._detach_loops,
-            self._keep_write_log,
-            self._copy_image,
-            self._remove_files,
-        )
-        for step in steps:
-            name = step.__name__.lstrip("_")
+        for name, step in self.teardown_steps():
             try:
                 _system.signals.call_within(with_injected_hang(name, step), teardown_step_s(), f"{self.name}: {name}")
             except Exception as exc:  # keep going: later steps still free what they can
@@ -616,30 +588,6 @@ class LabFilesystem:
         self._ownership = None
         self._guard.restore()
         return errors
-
-    def _stop_fuse(self) -> None:
-        if self.fuse is not None:
-            self.fuse.teardown()
-
-    def _unmount_ecryptfs(self) -> None:
-        if self.ecryptfs is not None:
-            self.ecryptfs.teardown()
-
-    def _close_log_writes(self) -> None:
-        if self.log_writes is not None:
-            self.log_writes.close()
-
-    def _keep_write_log(self) -> None:
-        if self.write_log is not None and os.path.isfile(self.log_image):
-            shutil.move(self.log_image, self.write_log)
-
-    def _remove_dm_target(self) -> None:
-        if self.dm_target is not None:
-            self.dm_target.close()
-
-    def _remove_key(self) -> None:
-        if self.encryption is not None:
-            self.encryption.remove_key()
 
     def _unmount(self) -> None:
         if _system.mounts.mount_at(self.mountpoint) is not None:
@@ -659,10 +607,8 @@ class LabFilesystem:
     def sync(self) -> None:
         """syncfs every layer, top down: a FUSE writeback cache first sends its dirty pages
         to the daemon, whose writes the lab filesystem's syncfs then writes back."""
-        if self.fuse is not None:
-            _system.mounts.syncfs(self.data_dir)
-        if self.ecryptfs is not None:  # its dirty pages become the lower files' first
-            _system.mounts.syncfs(self.ecryptfs.mountpoint)
+        for layer in reversed(self._over):
+            layer.sync()
         _system.mounts.syncfs(self.mountpoint)
 
 
@@ -748,7 +694,7 @@ class MountedLab:
     def describe(self) -> dict:
         """What summary.json records about the filesystem the run measured."""
         lab = self.lab
-        return {
+        facts: dict[str, Any] = {
             "fs": lab.fs,
             "fs_type": lab.spec.kernel_type,
             "image_size": lab.image_size if lab.spec.mkfs_tool else None,
@@ -761,16 +707,13 @@ class MountedLab:
             "mount_opts": list(lab.mount_opts),
             "mount_options": self.mount_options,
             "mountpoint": lab.mountpoint,
-            "fill": self.fill,
             "kernel": os.uname().release,
-            "encryption": lab.encryption.describe() if lab.encryption else None,
-            "fuse": lab.fuse.describe() if lab.fuse else None,
             "fs_device": self.fs_device,
-            "crypt": lab.crypt.describe() if lab.crypt else None,
-            "write_log": {"target": lab.log_writes.name} if lab.log_writes else None,
-            "delay": lab.delay.describe() if lab.delay else None,
-            "ecryptfs": lab.ecryptfs.describe() if lab.ecryptfs else None,
         }
+        # every layer kind's entry, None where the lab has none of it
+        facts.update({kind.key: None for kind in layer_kinds.KINDS})
+        facts.update({layer.key: layer.describe() for layer in lab.layers})
+        return facts
 
 
 # --------------------------------------------------------------------------- teardown bounds
@@ -801,7 +744,6 @@ def with_injected_hang(name: str, step: Callable[[], None]) -> Callable[[], None
 
 COPY_BLOCK = 64 << 10
 LOG_SUFFIX = ".writes.log"  # the log-writes target's log (sqlwa crash), beside the image
-LOG_SLACK = 64 << 20  # beyond twice the image: one sector per logged entry, marks
 
 
 def copy_sparse(source: str, target: str | os.PathLike) -> None:

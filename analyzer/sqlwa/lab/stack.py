@@ -20,7 +20,7 @@ from dataclasses import Field, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from sqlwa.catalogue import DEBIAN_KERNEL, DEFAULT_IMAGE_SIZE, NO_LAYER
-from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
+from sqlwa.lab import devmapper, encryption, filesystem, fuse, layers, profiles
 
 
 @dataclass(frozen=True)
@@ -268,19 +268,11 @@ def lab_filesystem(
     write_log: str | os.PathLike | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> filesystem.LabFilesystem:
-    """The lab filesystem ``spec`` asks for (it names one: ``spec.fs``)."""
+    """The lab filesystem ``spec`` asks for (it names one: ``spec.fs``), with the layers it asks for."""
     assert spec.fs is not None, "a lab run names its filesystem"
-    return filesystem.LabFilesystem(
-        spec.fs,
-        image_size=spec.image_size,
-        mkfs_opts=spec.mkfs_opts,
-        mount_opts=spec.mount_opts,
-        fill_pct=spec.fill_pct,
-        encrypt=spec.encrypt,
-        fuse_layer=spec.fuse,
-        crypt=spec.crypt,
-        device_delay_ms=spec.device_delay_ms,
-        keep_image=keep_image,
-        write_log=write_log,
-        progress=progress,
+    fs_spec = filesystem.FILESYSTEMS.get(spec.fs)
+    options = filesystem.LabOptions(
+        image_size=spec.image_size, mkfs_opts=spec.mkfs_opts, mount_opts=spec.mount_opts, keep_image=keep_image
     )
+    asked = layers.asked(spec, fs_spec.stacked if fs_spec else None, write_log)
+    return filesystem.LabFilesystem(spec.fs, options, asked, progress)

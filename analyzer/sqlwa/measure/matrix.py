@@ -55,7 +55,7 @@ from sqlwa.catalogue import (
     stack_label,
 )
 from sqlwa.errors import Interrupted, SqlwaError, UnsupportedFilesystem, UsageError, hint_of
-from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
+from sqlwa.lab import devmapper, encryption, filesystem, fuse, layers, profiles
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
 from sqlwa.measure import shard as sharding
@@ -194,11 +194,6 @@ class MatrixPlan:
     lab_unavailable: str | None = None  # why not, when the lab is off for lack of root or tracefs
     invocation: Invocation = Invocation()
 
-    @property
-    def crypts(self) -> tuple[str, ...]:
-        """The dm-crypt axis (what check_device_delay checks the delay against)."""
-        return self.axes.crypts
-
     def stack_of(self, fs: str, encrypt: str, fuse_layer: str, profile: str, crypt: str) -> StackSpec:
         """What one combination of the stack axes runs on: a profile fills in what the
         sweep's axes do not override (its mkfs and mount options too: no axes of a sweep),
@@ -317,7 +312,7 @@ def check_axes(plan: MatrixPlan) -> None:
     engine.check_settings(engine.RunSettings(timing=plan.settings.timing))
     if not plan.stack.vm:
         for crypt in plan.axes.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
-            devmapper.check_crypt(crypt, "ext4", has_device=True)
+            layers.check(StackSpec(fs="ext4", crypt=crypt), has_device=True)
     check_device_delay(plan)
     if plan.stack.vm:
         runner.guest_kernel(plan.stack.kernel)  # a kernel that cannot be had is a mistake in the axes too
@@ -334,11 +329,9 @@ def check_device_delay(plan: MatrixPlan) -> None:
             f"--device-delay delays a lab filesystem's device, and this sweep has none ({reason})",
             "add --vm, or leave --device-delay out",
         )
-    for crypt in plan.crypts:
-        if plan.stack.vm:
-            devmapper.check_delay_with(plan.stack.device_delay_ms, crypt)
-        else:
-            devmapper.check_delay(plan.stack.device_delay_ms, crypt, "ext4", has_device=True)
+    for crypt in plan.axes.crypts:
+        cell = StackSpec(fs="ext4", crypt=crypt, device_delay_ms=plan.stack.device_delay_ms)
+        layers.check(cell, has_device=True, host=not plan.stack.vm)
 
 
 def check_dirnames(plan: MatrixPlan) -> None:

@@ -52,7 +52,7 @@ from sqlwa.errors import (
     interruption,
     writing,
 )
-from sqlwa.lab import devmapper, filesystem, stack
+from sqlwa.lab import filesystem, layers, stack
 from sqlwa.lab.scratch import SCRATCH_PREFIX, check_scratch_parent, make_owned_dir, scratch_dir
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import commit_stream, engine, environment, lab_capture
@@ -358,8 +358,7 @@ def preflight_lab(request: RunRequest) -> None:
     spec = filesystem.FILESYSTEMS.get(request.stack.fs)
     # before root: a kernel without device-mapper cannot have it as any user (--vm can)
     has_device = spec is None or spec.mkfs_tool is not None
-    devmapper.check_crypt(request.stack.crypt, request.stack.fs, has_device)
-    devmapper.check_delay(request.stack.device_delay_ms, request.stack.crypt, request.stack.fs, has_device)
+    layers.check(request.stack, has_device)
     filesystem.require_lab_host(request.stack.fs)
     filesystem.require_filesystem(request.stack.fs)
     tracing.require_tracefs()
@@ -993,8 +992,7 @@ def preflight_vm(request: RunRequest) -> None:
             "--duration is for a run on this host; a --vm run's time limits follow its transactions",
             "give -n instead, or leave --vm out",
         )
-    if request.stack.device_delay_ms is not None:
-        devmapper.check_delay_with(request.stack.device_delay_ms, request.stack.crypt)
+    layers.check(request.stack, has_device=True, host=False)
 
 
 def guest_request(request: RunRequest, out_dir: Path) -> dict:
