@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sqlwa.errors import UsageError
 from sqlwa.lab import encryption
-from sqlwa.lab.layer import Critical, DirectoryLayer, Ground, Layer, Step, Want
+from sqlwa.lab.layer import Critical, DirectoryLayer, Ground, Layer, Site, Step, Want
 
 
 class FscryptLayer(DirectoryLayer):
@@ -32,10 +32,12 @@ class FscryptLayer(DirectoryLayer):
                 f"--encrypt {self.mode} and --fs {ground.fs} are two file encryptions on top of each other",
                 "choose one: --fs ext4 --encrypt fscrypt, or --fs ecryptfs",
             )
+
+    def bind(self, site: Site) -> None:
         self.encryption = encryption.Encryption(self.mode)
 
     def _encryption(self) -> encryption.Encryption:
-        assert self.encryption is not None, "checked"
+        assert self.encryption is not None, "bound to its lab"
         return self.encryption
 
     def mkfs_options(self, kernel_type: str) -> tuple[str, ...]:

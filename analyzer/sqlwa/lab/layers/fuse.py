@@ -19,7 +19,6 @@ class FuseDaemonLayer(DirectoryLayer):
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.spec: fuse.FuseSpec | None = None
         self.daemon: fuse.FuseLayer | None = None
 
     @classmethod
@@ -27,11 +26,10 @@ class FuseDaemonLayer(DirectoryLayer):
         return cls(want.stack.fuse) if want.stack.fuse != fuse.NO_FUSE else None
 
     def check(self, ground: Ground, layers: Sequence[Layer]) -> None:
-        self.spec = fuse.check_fuse(self.mode)
+        fuse.check_fuse(self.mode)
 
     def bind(self, site: Site) -> None:
-        assert self.spec is not None, "checked"
-        self.daemon = fuse.FuseLayer(self.spec, site.lab_dir, site.token)
+        self.daemon = fuse.FuseLayer(fuse.LAYERS[self.mode], site.lab_dir, site.token)
 
     def _daemon(self) -> fuse.FuseLayer:
         assert self.daemon is not None, "bound to its lab"
