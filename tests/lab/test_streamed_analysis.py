@@ -32,6 +32,7 @@ from polars.testing import assert_frame_equal
 from sqlwa.analysis import phases, stream
 from sqlwa.analysis.summary import ColumnFrame, build_summary, with_vfs_totals
 from sqlwa.measure import analyse
+from sqlwa.measure.lab_capture import LabFacts
 from sqlwa.results import rundir
 
 pytestmark = pytest.mark.root
@@ -76,16 +77,16 @@ def context_of(out: Path) -> tuple[analyse.LabContext, tuple[int, int], list[str
     summary = json.loads((out / "summary.json").read_text())
     config, lab = summary["config"], summary["config"]["lab"]
     target = lab.get("crypt") or lab.get("delay")
-    context = analyse.LabContext(
-        config["journal"],
-        config["sync"],
-        lab["fs_type"],
-        json.loads((out / rundir.LAYOUT_FILE).read_text()),
-        lab.get("fuse"),
+    facts = LabFacts(
+        fs_type=lab["fs_type"],
+        layout=json.loads((out / rundir.LAYOUT_FILE).read_text()),
+        dev=device(lab["dev"]),
         mapped_dev=device(target["dev"]) if target else None,
         mapped_offset=(lab.get("delay") or {}).get("offset_sectors"),
+        fuse=lab.get("fuse"),
         files_by_sync=lab.get("ecryptfs") is not None,
     )
+    context = analyse.LabContext(**vars(facts), journal=config["journal"], sync=config["sync"])
     return context, device(lab["dev"]), summary["levels"]
 
 

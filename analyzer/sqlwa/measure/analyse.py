@@ -2,8 +2,10 @@
 into commit windows and joined onto the engine's per-commit records, with the block bytes
 by category, the checkpoints and the findings (:func:`analyse_trace`).
 
-Every lab run's capture is analysed here, on the host (a VM lab guest's too), with what
-the analysis needs to know of the lab and the run besides the trace (:class:`LabContext`).
+Every target's capture is analysed here, on the host (a VM lab guest's too): what the
+analysis needs to know of the lab comes with the capture
+(:class:`sqlwa.measure.lab_capture.LabFacts`), beside the SQLite settings of the run
+(:class:`LabContext`).
 """
 
 from __future__ import annotations
@@ -32,21 +34,22 @@ from sqlwa.analysis import (
 )
 from sqlwa.capture import drain
 from sqlwa.errors import TraceLossError, UsageError, writing
+from sqlwa.measure import engine
+from sqlwa.measure.lab_capture import LabFacts
 from sqlwa.results import rundir
 
 
-@dataclasses.dataclass
-class LabContext:
-    """What attribution needs to know about the run besides the trace."""
+@dataclass(frozen=True)
+class LabContext(LabFacts):
+    """What attribution needs to know about the run besides the trace: the lab's facts,
+    and the journal mode and sync level the run asked for."""
 
     journal: str
     sync: str
-    fs_type: str
-    layout: dict
-    fuse: dict | None = None  # the FUSE layer as the lab describes it, with --fuse
-    mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on (--crypt, --device-delay)
-    mapped_offset: int | None = None  # with --device-delay: its table's offset (no remap events to follow)
-    files_by_sync: bool = False  # eCryptfs: its files have no extents of their own
+
+    @classmethod
+    def of(cls, lab: LabFacts, settings: engine.RunSettings) -> LabContext:
+        return cls(**vars(lab), journal=settings.journal, sync=settings.sync)
 
 
 @dataclass

@@ -524,25 +524,16 @@ def analyse_capture(
     ``config_extra`` goes into the summary's config (``vm`` for a guest's run);
     ``abandoned`` as for :func:`write_outputs`."""
     with writing(out_dir, "the run's results into"):
-        (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(capture.layout) + "\n")
+        (out_dir / rundir.LAYOUT_FILE).write_text(json.dumps(capture.lab.layout) + "\n")
     fs_facts = capture.fs
-    context = LabContext(
-        request.settings.journal,
-        request.settings.sync,
-        fs_facts["fs_type"],
-        capture.layout,
-        fs_facts["fuse"],
-        mapped_dev=capture.mapped_dev,
-        mapped_offset=(fs_facts.get("delay") or {}).get("offset_sectors"),
-        files_by_sync=fs_facts.get("ecryptfs") is not None,
-    )
+    context = LabContext.of(capture.lab, request.settings)
     engine_commits = engine_commits_of(capture, out_dir / ENGINE_COMMITS_FILE, stream.streamable(context))
     spilled = out_dir / ENGINE_COMMITS_FILE
     started = time.perf_counter()
     analysis = analyse_trace(
         Path(capture.trace_path),
         engine_commits,
-        capture.dev,
+        capture.lab.dev,
         capture.levels,
         context,
         events_path=out_dir / rundir.EVENTS_FILE,
@@ -558,7 +549,8 @@ def analyse_capture(
         frame = phases.with_phases(analysis.commits, capture.info["pragmas"]["journal_mode"])
     commits = frame if frame is not None else ColumnFrame(analysis.commits.lazy())
     if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
-        sections.setdefault("fuse", dict(fs_facts["fuse"]))["daemon_cpu"] = capture.daemon_cpu
+        assert capture.lab.fuse is not None, "only a FUSE daemon's CPU time is measured"
+        sections.setdefault("fuse", dict(capture.lab.fuse))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
     span_ns = measured_span_ns(commits.filter(~pl.col("warmup")))
     sections["stopped"] = stopped = stop_section(capture.info, request.settings, measured, span_ns)
