@@ -412,7 +412,7 @@ def run(
         allow_system_dir=allow_system_dir,
     )
     # Ctrl-C keeps what was measured, on this host: a lab run's keeping gives up on an OUT
-    # that takes no writes (runner.keep_what_was_measured). A run in the VM lab ends at once.
+    # that takes no writes (targets.host_lab.keep_what_was_measured). A run in the VM lab ends at once.
     request.keep_measured = not request.stack.vm
     outcome = execute_with_bar(request)
     if as_json:
