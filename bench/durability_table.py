@@ -25,6 +25,7 @@ from pathlib import Path
 from sqlwa.durability import explore
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
+from sqlwa.measure.targets import vm_lab
 
 NOBARRIER = {"ext4": "barrier=0", "f2fs": "nobarrier"}
 SETTINGS = (("delete", "full"), ("wal", "normal"), ("wal", "full"))
@@ -40,8 +41,8 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="sqlwa-durability-table-") as tmp:
         share = Path(tmp)
-        kernel = runner.guest_kernel("debian")
-        with runner.booted_guest(kernel, share, args.image_size, room=runner.CRASH_IMAGE_ROOM) as guest:
+        kernel = vm_lab.guest_kernel("debian")
+        with vm_lab.booted_guest(kernel, share, args.image_size, room=vm_lab.CRASH_IMAGE_ROOM) as guest:
             for fs in ("ext4", "f2fs"):
                 for barrier in ("default", "nobarrier"):
                     for journal, sync in SETTINGS:

@@ -24,6 +24,7 @@ from unittest import mock
 from sqlwa.errors import GuestHung
 from sqlwa.lab import filesystem
 from sqlwa.measure import runner
+from sqlwa.measure.targets import vm_lab
 from sqlwa.vm import machine
 
 
@@ -48,7 +49,7 @@ def request_of(command: str, args: list[str]) -> runner.RunRequest:
 
 def guest_bytes(request: runner.RunRequest) -> int:
     """The room a run needs in the guest's RAM, as its own guest would have it."""
-    room = runner.CRASH_IMAGE_ROOM if request.crash else 1
+    room = vm_lab.CRASH_IMAGE_ROOM if request.crash else 1
     return filesystem.parse_size(request.stack.image_size) * room
 
 
@@ -76,11 +77,11 @@ def vm_runs(share: Path, runs: dict[Any, tuple[str, list[str]]]) -> dict[Any, Pa
         assert requests[name].stack.vm, f"{name}: a run of the VM lab needs --vm"
     [kernel] = {request.stack.kernel for request in requests.values()}
     room = max(guest_bytes(request) for request in requests.values())
-    guest_kernel = runner.guest_kernel(kernel)
+    guest_kernel = vm_lab.guest_kernel(kernel)
     done: dict[Any, Path] = {}
 
     def run_those_not_done() -> None:
-        with hang_limit(), runner.booted_guest(guest_kernel, share, str(room)) as guest:
+        with hang_limit(), vm_lab.booted_guest(guest_kernel, share, str(room)) as guest:
             for name, request in requests.items():
                 if name not in done:
                     done[name] = runner.execute(request, guest=guest).out_dir

@@ -29,9 +29,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from sqlwa.analysis import phases
-from sqlwa.analysis.summary import ColumnFrame, build_summary
-from sqlwa.measure import runner
+from sqlwa.analysis import phases, stream
+from sqlwa.analysis.summary import ColumnFrame, build_summary, with_vfs_totals
+from sqlwa.measure import analyse
+from sqlwa.measure.lab_capture import LabFacts
 from sqlwa.results import rundir
 
 pytestmark = pytest.mark.root
@@ -71,21 +72,21 @@ def device(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def context_of(out: Path) -> tuple[runner.LabContext, tuple[int, int], list[str]]:
+def context_of(out: Path) -> tuple[analyse.LabContext, tuple[int, int], list[str]]:
     """What the run's analysis was given besides the trace, from what the run recorded."""
     summary = json.loads((out / "summary.json").read_text())
     config, lab = summary["config"], summary["config"]["lab"]
     target = lab.get("crypt") or lab.get("delay")
-    context = runner.LabContext(
-        config["journal"],
-        config["sync"],
-        lab["fs_type"],
-        json.loads((out / rundir.LAYOUT_FILE).read_text()),
-        lab.get("fuse"),
+    facts = LabFacts(
+        fs_type=lab["fs_type"],
+        layout=json.loads((out / rundir.LAYOUT_FILE).read_text()),
+        dev=device(lab["dev"]),
         mapped_dev=device(target["dev"]) if target else None,
         mapped_offset=(lab.get("delay") or {}).get("offset_sectors"),
+        fuse=lab.get("fuse"),
         files_by_sync=lab.get("ecryptfs") is not None,
     )
+    context = analyse.LabContext(**vars(facts), journal=config["journal"], sync=config["sync"])
     return context, device(lab["dev"]), summary["levels"]
 
 
@@ -109,13 +110,13 @@ def test_streamed_analysis_of_an_earlier_run(out, tmp_path, monkeypatch):
 
 def assert_streamed_equals_whole(out: Path, tmp_path: Path, monkeypatch) -> None:
     context, dev, levels = context_of(out)
-    commits = runner.with_vfs_totals(engine_commits(out))
+    commits = with_vfs_totals(engine_commits(out))
     trace = out / rundir.TRACE_FILE
     if not trace.exists():  # a run long enough to keep its capture in parts: its events.parquet
         assert_chunked_equals_whole(out, tmp_path, monkeypatch, commits)
         return
-    whole = runner.analyse_trace(trace, commits, dev, levels, context)
-    streamed = runner.analyse_trace(trace, commits, dev, levels, context, events_path=tmp_path / "events.parquet")
+    whole = analyse.analyse_trace(trace, commits, dev, levels, context)
+    streamed = analyse.analyse_trace(trace, commits, dev, levels, context, events_path=tmp_path / "events.parquet")
     assert isinstance(whole.events, pl.DataFrame) and isinstance(streamed.events, pl.LazyFrame)
     assert whole.commits.height == commits.height > 0
     assert_frame_equal(streamed.commits, whole.commits)
@@ -144,7 +145,7 @@ def assert_chunked_equals_whole(out: Path, tmp_path: Path, monkeypatch, commits:
     does the summary read from its per-commit file a column at a time."""
     context, dev, levels = context_of(out)
     events = pl.read_parquet(out / rundir.EVENTS_FILE)
-    whole = runner.analyse_events(events, {}, commits, dev, levels, context)
+    whole = analyse.analyse_events(events, {}, commits, dev, levels, context)
     assert isinstance(whole.commits, pl.DataFrame) and whole.commits.height == commits.height > 0
     journal = json.loads((out / "summary.json").read_text())["config"]["pragmas"]["journal_mode"]
     whole_summary = build_summary({}, phases.with_phases(whole.commits, journal), levels, **whole.sections)
@@ -158,16 +159,16 @@ def assert_chunked_equals_whole(out: Path, tmp_path: Path, monkeypatch, commits:
         else:
             monkeypatch.delenv("SQLWA_ANALYSIS_CHUNK_COMMITS", raising=False)
         scan = pl.scan_parquet(work / rundir.EVENTS_FILE)
-        if not runner.stream.streamable(context):  # analysed whole (its test above)
+        if not stream.streamable(context):  # analysed whole (its test above)
             return
-        chunked = runner.analyse_streamed(scan, {}, commits.lazy(), dev, levels, context, work / "c.parquet", None)
+        chunked = analyse.analyse_streamed(scan, {}, commits.lazy(), dev, levels, context, work / "c.parquet", None)
         assert isinstance(chunked.commits, pl.LazyFrame)
         assert_frame_equal(chunked.commits.collect(), whole.commits)
         assert isinstance(chunked.writes, pl.LazyFrame) and whole.writes is not None
         assert_frame_equal(chunked.writes.collect(), whole.writes)
         assert chunked.sections == whole.sections
         assert chunked.amortized == whole.amortized
-        with_phases = runner.analyse_streamed(scan, {}, commits, dev, levels, context, work / "p.parquet", journal)
+        with_phases = analyse.analyse_streamed(scan, {}, commits, dev, levels, context, work / "p.parquet", journal)
         assert isinstance(with_phases.commits, pl.LazyFrame)
         summary = build_summary({}, ColumnFrame(with_phases.commits), levels, **with_phases.sections)
         assert summary == whole_summary

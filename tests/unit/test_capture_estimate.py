@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from sqlwa.measure import runner
+from sqlwa.capture import estimate
 
 
 def df_available_mib(path: Path) -> float:
@@ -18,7 +18,7 @@ def df_available_mib(path: Path) -> float:
 def test_a_duration_run_is_told_how_many_commits_its_disk_holds(tmp_path: Path, capsys) -> None:
     """A --duration run's commits are not known before it runs: the line gives bytes a
     commit and the commits the free space df reports holds at that rate."""
-    runner.check_capture_room(None, tmp_path / "out", 3600.0)
+    estimate.check_capture_room(None, tmp_path / "out", 3600.0)
     line = capsys.readouterr().err.strip()
     said = re.fullmatch(
         r"sqlwa: capture estimate: ~25 trace events, ~([\d,]+) B a commit in \S+; its ([\d,]+) MiB free hold "
@@ -32,8 +32,8 @@ def test_a_duration_run_is_told_how_many_commits_its_disk_holds(tmp_path: Path, 
 
 
 def test_a_short_run_says_nothing(tmp_path: Path, capsys) -> None:
-    runner.check_capture_room(1000, tmp_path, None)
-    runner.check_capture_room(1000, tmp_path, 60.0)  # -n bounds it: short
+    estimate.check_capture_room(1000, tmp_path, None)
+    estimate.check_capture_room(1000, tmp_path, 60.0)  # -n bounds it: short
     assert capsys.readouterr().err == ""
 
 

@@ -18,7 +18,7 @@ from polars.testing import assert_frame_equal
 from sqlwa.analysis import traceformat, traceparse
 from sqlwa.capture import drain
 from sqlwa.errors import UsageError
-from sqlwa.measure import runner
+from sqlwa.measure import analyse
 from sqlwa.results import rundir
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces" / "samples" / "sqlwa-runs"
@@ -45,7 +45,7 @@ def test_parts_are_the_whole_trace(run, count, tmp_path):
         drain.convert_segment(trace, drain.part_path(trace, number))
     trace.write_bytes(pieces[-1])
     assert len(drain.parts_of(trace)) == count - 1
-    report = runner.parse_capture(trace, tmp_path / "events.parquet")
+    report = analyse.parse_capture(trace, tmp_path / "events.parquet")
     assert_frame_equal(pl.read_parquet(tmp_path / "events.parquet"), expected)
     assert {k: v for k, v in report.items() if k != "files"} == {
         k: v for k, v in expected_report.items() if k != "files"
@@ -58,7 +58,7 @@ def test_parts_are_the_whole_trace(run, count, tmp_path):
 def test_a_short_run_keeps_its_text(tmp_path):
     trace = tmp_path / "trace.txt"
     shutil.copy(SAMPLES / "ext4-wal" / "trace.txt", trace)
-    runner.parse_capture(trace, tmp_path / "events.parquet")
+    analyse.parse_capture(trace, tmp_path / "events.parquet")
     assert trace.read_bytes() == (SAMPLES / "ext4-wal" / "trace.txt").read_bytes()
 
 
@@ -109,7 +109,7 @@ def test_a_gap_in_the_parts_numbers_overwrites_none(tmp_path):
     """Parts 0 and 2 (1 missing): the text after them becomes part 3, not a second part 2."""
     expected, _ = traceparse.parse(SAMPLES / "ext4-wal" / "trace.txt", format="ftrace", lenient=True)
     trace = cut_capture(tmp_path, [0, 2])
-    runner.parse_capture(trace, tmp_path / "events.parquet")
+    analyse.parse_capture(trace, tmp_path / "events.parquet")
     assert_frame_equal(pl.read_parquet(tmp_path / "events.parquet"), expected)
 
 
@@ -119,4 +119,4 @@ def test_a_damaged_part_is_one_line(tmp_path, damaged):
     part = drain.part_path(trace, 0)
     (part if damaged == "part" else drain.report_path(part)).write_bytes(b"\x00garbled")
     with pytest.raises(UsageError, match="damaged or not sqlwa's"):
-        runner.parse_capture(trace, tmp_path / "events.parquet")
+        analyse.parse_capture(trace, tmp_path / "events.parquet")

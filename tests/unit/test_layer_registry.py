@@ -57,7 +57,7 @@ def test_a_stacked_filesystem_without_its_layer_is_refused(tmp_path):
 
 
 def test_the_early_checks_are_the_layers_own():
-    """runner.preflight_lab and the matrix reach the dm refusals through layers.check."""
+    """targets.host_lab.preflight_lab and the matrix reach the dm refusals through layers.check."""
     with pytest.raises(UsageError, match="two device-mapper layers"):
         layers.check(StackSpec(fs="ext4", crypt="dm-crypt", device_delay_ms=5), has_device=True, host=False)
     with pytest.raises(UsageError, match="must be 0 to"):

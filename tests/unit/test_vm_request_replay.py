@@ -12,6 +12,7 @@ import sqlite3
 from helpers import sqlwa_in_process
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
+from sqlwa.measure.targets import vm_lab
 
 
 def test_a_relative_log_and_snapshot_reach_the_guest_absolute(tmp_path, monkeypatch):
@@ -34,7 +35,7 @@ def test_a_relative_log_and_snapshot_reach_the_guest_absolute(tmp_path, monkeypa
         out_dir=tmp_path / "o",
         stack=StackSpec(vm=True),
     )
-    sent = runner.guest_request(request, tmp_path / "o")
+    sent = vm_lab.guest_request(request, tmp_path / "o")
     assert sent["scenario"] == str(app / "app.jsonl")
     assert sent["settings"]["from_db"] == str(app / "app.db")
     # the guest's side, from another directory: what it was sent replays (at the VFS level here)

@@ -21,7 +21,7 @@ chunk. What reaches over a chunk's edge is carried, never the whole run:
 
 Per-commit rows and attributed writes are written per chunk into Parquet parts and joined
 into their files; the run's figures (totals, quantiles) are summed as the chunks go or
-read back from those files. The result equals :func:`sqlwa.measure.runner.analyse_events`
+read back from those files. The result equals :func:`sqlwa.measure.analyse.analyse_events`
 on the whole table, frame for frame (tests/lab/test_streamed_analysis.py, with chunks
 of a few commits). Runs through dm-crypt, dm-delay, FUSE or eCryptfs are analysed whole
 (:func:`streamable`).
@@ -318,7 +318,7 @@ def analyse(
     size: int | None = None,
     phases_of: str | None = None,
 ) -> Streamed:
-    """The analysis of :func:`sqlwa.measure.runner.analyse_events`, chunk by chunk, into
+    """The analysis of :func:`sqlwa.measure.analyse.analyse_events`, chunk by chunk, into
     ``commits_path`` (and the attributed writes into ``writes_path``); with ``phases_of``
     (the journal mode) its ``phase`` column too (:func:`sqlwa.analysis.phases.with_phases`)."""
     size = size or chunk_commits()

@@ -83,7 +83,7 @@ class Drain(threading.Thread):
     into ``trace.NNNNN.parquet`` (the event table's columns, ~7 B an event against ~111 B of
     text) and removed, and ``trace.txt`` starts again. The disk then holds at most one
     segment of text; the analysis parses the last one and joins the parts
-    (:func:`sqlwa.measure.runner.analyse_trace`). A run shorter than a segment keeps its
+    (:func:`sqlwa.measure.analyse.analyse_trace`). A run shorter than a segment keeps its
     whole ``trace.txt``, as always.
 
     It sleeps between checks instead of poll(2)ing trace_pipe: for the all-CPU trace_pipe

@@ -412,7 +412,7 @@ def run(
         allow_system_dir=allow_system_dir,
     )
     # Ctrl-C keeps what was measured, on this host: a lab run's keeping gives up on an OUT
-    # that takes no writes (runner.keep_what_was_measured). A run in the VM lab ends at once.
+    # that takes no writes (targets.host_lab.keep_what_was_measured). A run in the VM lab ends at once.
     request.keep_measured = not request.stack.vm
     outcome = execute_with_bar(request)
     if as_json:
@@ -484,10 +484,11 @@ def frame_budget_of(frame_budget_ms: float, frame_rate: str | None) -> float:
 
 def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:
     """Execute ``request`` with a progress line; an interruption says what was left unfinished."""
+    from sqlwa.capture import estimate
     from sqlwa.measure import runner
 
     settings = request.settings
-    long_run = settings.duration_s is not None or (settings.txns or 0) >= runner.LONG_RUN_TXNS
+    long_run = settings.duration_s is not None or (settings.txns or 0) >= estimate.LONG_RUN_TXNS
     label = f"{request.scenario} {settings.journal}/{settings.sync}"
     with ProgressLine(label, settings.duration_s, long_run) as bar:
         try:

@@ -1,13 +1,13 @@
 """The measuring half of a lab run: the workload on a fresh lab filesystem inside one
 trace capture, and what the analysis needs to know of it (:class:`LabCapture`).
 
-Kept apart from :mod:`sqlwa.measure.runner`, which analyses, because this half also runs
+Kept apart from the analysing half (:mod:`sqlwa.measure.report`), because this half also runs
 inside the VM lab's guest (:mod:`sqlwa.vm.guest`): nothing here imports polars or
 pyarrow, which take tens of seconds to import in a guest under TCG. A
 :class:`LabCapture` goes from the guest to the host as JSON.
 
 On the host the engine's records leave it in chunks, into a :class:`CommitSink` (the
-runner's :class:`sqlwa.measure.commit_stream.EngineCommits`, a Parquet file the analysis
+host lab's :class:`sqlwa.measure.commit_stream.EngineCommits`, a Parquet file the analysis
 reads a chunk at a time), so the run's memory does not grow with its length; the guest
 gives none and takes the records whole, into :attr:`LabCapture.columns`.
 """
@@ -65,21 +65,56 @@ class CaptureOptions:
     keep_measured: bool = False  # a signal between measured commits ends the workload, kept
 
 
+@dataclass(frozen=True)
+class LabFacts:
+    """What the analysis of a capture needs to know of the lab it was taken in, besides
+    the trace (:class:`sqlwa.measure.analyse.LabContext`): read while the lab was up
+    (:func:`lab_facts`), and sent with the capture from a guest."""
+
+    fs_type: str  # the kernel's name of the filesystem
+    layout: dict  # fslayout.probe(): where the filesystem keeps its own journal
+    dev: tuple[int, int] | None  # the traced block device (major, minor); None for tmpfs
+    mapped_dev: tuple[int, int] | None  # the dm device the filesystem is on (--crypt, --device-delay)
+    mapped_offset: int | None  # with --device-delay: its table's offset (no remap events to follow)
+    fuse: dict | None  # the FUSE layer as the lab describes it, with --fuse
+    files_by_sync: bool  # eCryptfs: its files have no extents of their own
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> LabFacts:
+        """The inverse of :func:`dataclasses.asdict` (JSON has no tuples)."""
+        devices = {key: tuple(values[key]) if values[key] else None for key in ("dev", "mapped_dev")}
+        return cls(**{**values, **devices})
+
+
+def lab_facts(fs: filesystem.MountedLab, described: dict) -> LabFacts:
+    """The lab's facts for the analysis, from what it says of itself (``described``:
+    :meth:`~sqlwa.lab.filesystem.MountedLab.describe`) and where it keeps its own journal,
+    in the sectors of the device it is on (the dm-crypt target's with --crypt): read while
+    it is still mounted."""
+    return LabFacts(
+        fs_type=described["fs_type"],
+        layout=fslayout.probe(fs.spec.kernel_type, fs.fs_device),
+        dev=fs.dev,
+        mapped_dev=fs.mapped_dev,
+        mapped_offset=(described.get("delay") or {}).get("offset_sectors"),
+        fuse=described["fuse"],
+        files_by_sync=described.get("ecryptfs") is not None,
+    )
+
+
 @dataclass
 class LabCapture:
     """One lab run's raw measurement: the engine's records, the lab and the trace."""
 
     info: dict  # the engine's run information
     columns: dict  # the engine's per-commit records, column by column ({} with commits_file)
-    fs: dict  # LabFilesystem.describe()
-    layout: dict  # fslayout.probe(): where the filesystem keeps its own journal
-    dev: tuple[int, int] | None  # the traced block device (major, minor)
+    lab: LabFacts  # what the analysis needs to know of the lab
+    fs: dict  # LabFilesystem.describe(): summary.json's config.lab
     levels: list[str]  # the levels the trace captured, "vfs" first
     trace: dict  # TraceCapture.describe()
     trace_path: str
     loss: dict | None = None  # {"message", "hint"} when events were lost and that was not allowed
     daemon_cpu: dict | None = None  # the FUSE daemon's CPU time over the workload (daemon_cpu_section)
-    mapped_dev: tuple[int, int] | None = None  # the dm device the filesystem is on (--crypt), traced beside dev
     durability: dict | None = None  # sqlwa crash: the crash states' verdicts (durability.explore)
     commits_file: str | None = None  # the engine's records, in the CommitSink's Parquet file
 
@@ -92,9 +127,7 @@ class LabCapture:
     @classmethod
     def from_json(cls, text: str) -> LabCapture:
         fields = json.loads(text)
-        fields["dev"] = tuple(fields["dev"]) if fields["dev"] else None
-        fields["mapped_dev"] = tuple(fields["mapped_dev"]) if fields.get("mapped_dev") else None
-        return cls(**fields)
+        return cls(**{**fields, "lab": LabFacts.from_dict(fields["lab"])})
 
 
 def capture_in_lab(
@@ -110,18 +143,13 @@ def capture_in_lab(
     The engine's records go to ``commits`` as the run goes, when given."""
     with lab as fs:
         info, columns, cap, loss, daemon_cpu = capture_run(settings, scenario, out_dir, fs, options, progress, commits)
-        fs_facts = fs.describe()
-        dev, mapped_dev = fs.dev, fs.mapped_dev
-        # read while still mounted: the fs's own journal/metadata location for attribution,
-        # in the sectors of the device it is on (the dm-crypt target's with --crypt)
-        layout = fslayout.probe(fs.spec.kernel_type, fs.fs_device)
+        described = fs.describe()
+        facts = lab_facts(fs, described)
     return LabCapture(
         info=dict(info),
         columns=columns,
-        fs=fs_facts,
-        layout=layout,
-        dev=dev,
-        mapped_dev=mapped_dev,
+        lab=facts,
+        fs=described,
         levels=trace_levels(cap),
         trace=cap.describe(),
         trace_path=str(cap.trace_path),
