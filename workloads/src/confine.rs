@@ -560,7 +560,7 @@ mod tests {
 
     fn read(conn: &Connection, sql: &str) -> String {
         conn.query_row(sql, [], |r| r.get::<_, rusqlite::types::Value>(0))
-            .map(crate::engine::value_text)
+            .map(crate::harness::value_text)
             .unwrap()
     }
 

@@ -2,25 +2,26 @@
 //! measured), then runs warm-up and measured transactions, recording per commit its
 //! CLOCK_MONOTONIC window, payload bytes, VFS counts and the SQL thread's CPU time
 //! ([`run`], [`run_with_stop`]). The frame around the SQL (markers, the counting VFS, the
-//! extents at the end) is the same for a replay (`crate::replay`).
+//! transaction windows, the extents at the end) is the run harness (`crate::harness`),
+//! which a replay (`crate::replay`) shares: this module only says what a scenario's
+//! transactions are.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rusqlite::{params_from_iter, Connection, OpenFlags};
+use rusqlite::{params_from_iter, Connection};
 use serde::Serialize;
 
 use crate::confine::Confinement;
-use crate::cpu::{thread_cpu, CpuTime};
-use crate::dmmark::DmMarker;
-use crate::markers::{current_tid, monotonic_ns, MarkerSink};
+use crate::cpu::CpuTime;
+use crate::harness::{
+    check_journal_mode, close_connection, create_new_file, frame, open, query_all, read_pragma,
+    run_info, storage_failure, Ended, Harness, ProgressClock, TxnWork,
+};
 use crate::scenario::{Operation, Scenario, Statement, Workload};
-use crate::settings::{pragma_statement, REPORTED_PRAGMAS};
+use crate::settings::pragma_statement;
 use crate::stop::Stop;
-use crate::vfs::{CountingVfs, LowerDir, RunFiles, VfsShared};
-use crate::{EngineError, FileKind, RunSettings, VfsCounts};
+use crate::{EngineError, RunSettings, VfsCounts};
 
 /// One transaction of a run: its window, what it stored, the VFS calls and CPU time in it.
 #[derive(Clone, Debug, Serialize)]
@@ -117,27 +118,6 @@ impl Closing {
     }
 }
 
-/// Closes a connection (`close`) between the `close_begin` and `close_end` markers,
-/// measuring it; `close`'s own result is returned beside the figures.
-pub(crate) fn measured_close<T>(
-    shared: &VfsShared,
-    sink: &Option<Arc<MarkerSink>>,
-    close: impl FnOnce() -> T,
-) -> Result<(T, Closing), EngineError> {
-    let before = shared.snapshot();
-    let start_ns = monotonic_ns();
-    mark(sink, |m| m.close_begin(start_ns))?;
-    let out = close();
-    let end_ns = monotonic_ns();
-    mark(sink, |m| m.close_end(end_ns))?;
-    let closing = Closing {
-        connections: 1,
-        time_ns: end_ns.saturating_sub(start_ns),
-        vfs: shared.snapshot().since(&before),
-    };
-    Ok((out, closing))
-}
-
 /// What ran, and where: the scenario, SQLite, the settings as SQLite reports them.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunInfo {
@@ -215,8 +195,6 @@ pub struct Progress {
     /// VFS bytes written (xWrite) by the measured transactions so far, every file
     pub write_bytes: u64,
 }
-
-pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Runs `scenario` with `settings` in `dir`: creates `dir` if missing and the database
 /// `dir/<scenario>.db` in it (refusing to overwrite an existing one), applies the
@@ -314,7 +292,7 @@ pub fn run_into(
         });
     }
     let create = || create_db_file(dir, &scenario.name).map(|path| vec![path]);
-    let (mut info, ran) = harness(settings, dir, markers, create, |h| {
+    let (mut info, ran) = frame(settings, dir, markers, create, |h| {
         let db_path = &h.db_paths[0];
         let mut conn = open(db_path, &h.vfs)?;
         let confinement = Confinement::install(&mut conn)?;
@@ -326,19 +304,11 @@ pub fn run_into(
             db_path,
             confinement: &confinement,
             stop,
-            shared: &h.shared,
-            sink: &h.sink,
-            dm_marker: h.dm_marker.as_ref(),
+            h,
         }
         .run_all(progress, commits);
         Ok(h.close(|| {
-            let measured = measured_close(&h.shared, &h.sink, || {
-                conn.close().map_err(|(_, e)| {
-                    let statement = "(closing the database)";
-                    storage_failure(db_path, statement, &e)
-                        .unwrap_or_else(|| EngineError::sql(statement, e))
-                })
-            });
+            let measured = h.measured_close(|| close_connection(conn, db_path));
             // The first failure is the one to report.
             let mut info = result?;
             let (closed, closing) = measured?;
@@ -351,155 +321,6 @@ pub fn run_into(
     Ok(info)
 }
 
-/// What a run's SQL has to work with, set up by [`harness`] before it and taken down
-/// after it.
-pub(crate) struct Harness {
-    pub(crate) sink: Option<Arc<MarkerSink>>,
-    pub(crate) shared: Arc<VfsShared>,
-    /// the VFS shim every connection of the run opens through: it confines them to the
-    /// run's files, and counts their calls unless counting is off
-    pub(crate) vfs: CountingVfs,
-    pub(crate) dm_marker: Option<DmMarker>,
-    /// the run's database files, as the harness's `create_files` made them
-    pub(crate) db_paths: Vec<PathBuf>,
-}
-
-/// A run body's result once its connections are closed, which only [`Harness::close`]
-/// makes: a body cannot skip the extents around the closing.
-pub(crate) struct Closed<T>(Result<T, EngineError>);
-
-impl Harness {
-    /// Ends the SQL of a run whose statements have all run: the `end` extents, `close`
-    /// (which closes the body's connections and returns its result, the SQL's failure
-    /// first, then the closing's), the `close` extents.
-    pub(crate) fn close<T>(&self, close: impl FnOnce() -> Result<T, EngineError>) -> Closed<T> {
-        self.shared.set_current_txn(-1);
-        for path in &self.db_paths {
-            map_run_files(&self.shared, path, "end");
-        }
-        let out = close();
-        // closing may checkpoint the WAL into the database and delete the WAL
-        for path in &self.db_paths {
-            map_run_files(&self.shared, path, "close");
-        }
-        Closed(out)
-    }
-}
-
-/// Who ran a run and on which files, for its [`RunInfo`].
-pub(crate) struct Ran {
-    db_paths: Vec<PathBuf>,
-    pid: u32,
-    tid: u32,
-}
-
-impl Ran {
-    /// Fills in the fields of `info` the harness knows: the first database, the process
-    /// and thread, whether the VFS counted.
-    pub(crate) fn stamp(&self, info: &mut RunInfo, settings: &RunSettings) {
-        info.db_path = self.db_paths[0].clone();
-        (info.pid, info.tid, info.vfs_counting) = (self.pid, self.tid, settings.count_vfs);
-    }
-}
-
-/// The frame of every run, a scenario's or a replay's, around `body`, which opens its
-/// connections, runs its SQL and closes them with [`Harness::close`]. In order (the
-/// markers are read by the analyzer: MARKERS.md): the marker file, the lower directory
-/// and the dm-log-writes marker are opened, the database files created (`create_files`),
-/// the counting VFS registered, `run_begin` written; the body runs; the VFS is
-/// unregistered, `run_end` written. The first failure is the one reported: the body's
-/// (its SQL's, then its closing's), then `run_end`'s, then marker lines that could not be
-/// written. A body that fails before its SQL runs (`Err`) ends the run there, with no
-/// `run_end`.
-pub(crate) fn harness<T>(
-    settings: &RunSettings,
-    dir: &Path,
-    markers: Option<&Path>,
-    create_files: impl FnOnce() -> Result<Vec<PathBuf>, EngineError>,
-    body: impl FnOnce(&Harness) -> Result<Closed<T>, EngineError>,
-) -> Result<(T, Ran), EngineError> {
-    let sink = markers.map(MarkerSink::open).transpose()?.map(Arc::new);
-    let lower = checked_lower_dir(settings)?;
-    let dm_marker = settings
-        .dm_mark
-        .as_deref()
-        .map(DmMarker::open)
-        .transpose()?;
-    let db_paths = create_files()?;
-    let lower = lower.map(|lower| LowerDir::new(dir, lower));
-    // Every connection of the run goes through the shim, which confines it to these files
-    // whether it counts or not.
-    let run_files = RunFiles::new(&db_paths, settings.snapshot_dir.as_deref());
-    let shared = VfsShared::confined(sink.clone(), settings.map_extents, lower, Some(run_files));
-    let vfs = CountingVfs::register_counting(shared.clone(), settings.count_vfs)?;
-    let (pid, tid) = (std::process::id(), current_tid());
-    mark(&sink, |m| m.run_begin(pid, tid))?;
-    let h = Harness {
-        sink,
-        shared,
-        vfs,
-        dm_marker,
-        db_paths,
-    };
-    let Closed(out) = body(&h)?;
-    // Unregistered only now, after every connection that used it is closed.
-    drop(h.vfs);
-    let ended = mark(&h.sink, |m| m.run_end());
-    let out = out?;
-    ended?;
-    if h.shared.marker_errors() > 0 {
-        let path = h.sink.as_ref().map(|s| s.path().to_path_buf());
-        let message = format!(
-            "{} marker lines could not be written",
-            h.shared.marker_errors()
-        );
-        return Err(EngineError::io(path.unwrap_or_default(), message));
-    }
-    let ran = Ran {
-        db_paths: h.db_paths,
-        pid,
-        tid,
-    };
-    Ok((out, ran))
-}
-
-/// `extents` markers for the database and its WAL and -shm files, when they exist (a
-/// no-op unless `map_extents`): files written back after the last sync are mapped too.
-pub(crate) fn map_run_files(shared: &VfsShared, db_path: &Path, at: &str) {
-    let with_suffix = |suffix: &str| {
-        let mut name = db_path.as_os_str().to_owned();
-        name.push(suffix);
-        PathBuf::from(name)
-    };
-    shared.map_extents(FileKind::Db, at, db_path);
-    shared.map_extents(FileKind::Wal, at, &with_suffix("-wal"));
-    shared.map_extents(FileKind::Shm, at, &with_suffix("-shm"));
-}
-
-/// Where the extents of the run's files come from under a FUSE layer
-/// (`RunSettings::extents_from`): a directory, or every file would go unmapped unseen.
-pub(crate) fn checked_lower_dir(settings: &RunSettings) -> Result<Option<&Path>, EngineError> {
-    match settings.extents_from.as_deref() {
-        Some(lower) if !lower.is_dir() => Err(EngineError::BadSetting {
-            name: "extents_from".into(),
-            message: format!("{} is not a directory", lower.display()),
-        }),
-        lower => Ok(lower),
-    }
-}
-
-pub(crate) fn mark(
-    sink: &Option<Arc<MarkerSink>>,
-    write: impl FnOnce(&MarkerSink) -> std::io::Result<()>,
-) -> Result<(), EngineError> {
-    match sink {
-        Some(s) => {
-            write(s).map_err(|e| EngineError::io(s.path(), format!("cannot write marker: {e}")))
-        }
-        None => Ok(()),
-    }
-}
-
 /// Creates the (empty) database file; refuses an existing one so no result is ever
 /// measured on a database left over from another run.
 fn create_db_file(dir: &Path, name: &str) -> Result<PathBuf, EngineError> {
@@ -510,29 +331,6 @@ fn create_db_file(dir: &Path, name: &str) -> Result<PathBuf, EngineError> {
     Ok(path)
 }
 
-/// Creates `path` empty, refusing an existing file (see [`create_db_file`]).
-pub(crate) fn create_new_file(path: &Path) -> Result<(), EngineError> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => {
-                EngineError::io(path, "database already exists; refusing to overwrite it")
-            }
-            _ => EngineError::io(path, format!("cannot create database: {e}")),
-        })?;
-    Ok(())
-}
-
-pub(crate) fn open(path: &Path, vfs: &CountingVfs) -> Result<Connection, EngineError> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    Connection::open_with_flags_and_vfs(path, flags, vfs.name())
-        .map_err(|e| EngineError::io(path, format!("cannot open database: {e}")))
-}
-
 struct Runner<'a> {
     scenario: &'a Scenario,
     settings: &'a RunSettings,
@@ -541,9 +339,8 @@ struct Runner<'a> {
     /// confines the scenario's own statements (schema, setup, transactions)
     confinement: &'a Confinement,
     stop: &'a Stop,
-    shared: &'a VfsShared,
-    sink: &'a Option<Arc<MarkerSink>>,
-    dm_marker: Option<&'a DmMarker>,
+    /// the run's frame: its markers, VFS and transaction windows
+    h: &'a Harness,
 }
 
 impl Runner<'_> {
@@ -555,7 +352,7 @@ impl Runner<'_> {
         let seed = self.settings.seed.unwrap_or(self.scenario.seed);
         self.apply_pragmas()?;
         self.create_schema(seed)?;
-        self.dm_mark("sqlwa-setup")?;
+        self.h.dm_mark("sqlwa-setup")?;
         self.snapshot("setup")?;
         let mut info = self.run_info(seed)?;
         let (stopped_by, wrote_nothing) = self.transactions(seed, progress, commits)?;
@@ -564,24 +361,9 @@ impl Runner<'_> {
         Ok(info)
     }
 
-    /// A mark in the log-writes target's log, when the run has one (`RunSettings::dm_mark`).
-    fn dm_mark(&self, text: &str) -> Result<(), EngineError> {
-        self.dm_marker.map_or(Ok(()), |marker| marker.mark(text))
-    }
-
     /// A copy of the database as committed, when asked (`RunSettings::snapshot_dir`).
     fn snapshot(&self, name: &str) -> Result<(), EngineError> {
-        let Some(dir) = &self.settings.snapshot_dir else {
-            return Ok(());
-        };
-        let path = dir.join(format!("{name}.db"));
-        let target = path
-            .to_str()
-            .ok_or_else(|| EngineError::io(&path, "snapshot path is not UTF-8".to_string()))?;
-        self.conn
-            .execute("VACUUM INTO ?1", [target])
-            .map(|_| ())
-            .map_err(|e| self.fail("VACUUM INTO", e))
+        (self.h).snapshot(self.conn, name, |e| self.fail("VACUUM INTO", e))
     }
 
     fn warmup_count(&self) -> u64 {
@@ -658,36 +440,16 @@ impl Runner<'_> {
 
     /// SQLite silently keeps another journal mode when it cannot switch; say so instead.
     fn check_journal_mode(&self) -> Result<(), EngineError> {
-        let mode = self.pragma_value("journal_mode")?;
-        let wanted = self.settings.journal.as_str();
-        if mode != wanted {
-            let message = format!("SQLite kept journal_mode '{mode}' for this database");
-            return Err(EngineError::sql(
-                format!("PRAGMA journal_mode={wanted}"),
-                message,
-            ));
-        }
-        Ok(())
+        check_journal_mode(&self.pragma_value("journal_mode")?, self.settings)
     }
 
     /// Runs a statement to completion, discarding rows (PRAGMAs may return some).
     fn query_all(&self, sql: &str) -> Result<(), EngineError> {
-        let run = || {
-            let mut stmt = self.conn.prepare(sql)?;
-            let mut rows = stmt.query([])?;
-            while rows.next()?.is_some() {}
-            Ok(())
-        };
-        run().map_err(|e| self.fail(sql, e))
+        query_all(self.conn, sql).map_err(|e| self.fail(sql, e))
     }
 
     fn pragma_value(&self, name: &str) -> Result<String, EngineError> {
-        let sql = format!("PRAGMA {name}");
-        self.conn
-            .query_row(&sql, [], |row| {
-                row.get::<_, rusqlite::types::Value>(0).map(value_text)
-            })
-            .map_err(|e| self.fail(&sql, e))
+        read_pragma(self.conn, name).map_err(|e| self.fail(&format!("PRAGMA {name}"), e))
     }
 
     /// The error for a failed statement: the stop, the confinement's refusal, the
@@ -697,7 +459,7 @@ impl Runner<'_> {
         if self.stop.stopped() {
             return EngineError::Interrupted;
         }
-        let refused = (self.shared.take_refusal()).or_else(|| self.confinement.take_refusal());
+        let refused = (self.h.shared.take_refusal()).or_else(|| self.confinement.take_refusal());
         if let Some(reason) = refused {
             return EngineError::refused(&self.scenario.origin, sql, &reason);
         }
@@ -762,36 +524,8 @@ impl Runner<'_> {
     }
 
     fn run_info(&self, seed: u64) -> Result<RunInfo, EngineError> {
-        let source_id = self
-            .conn
-            .query_row("SELECT sqlite_source_id()", [], |r| r.get::<_, String>(0))
-            .map_err(|e| EngineError::sql("SELECT sqlite_source_id()", e))?;
-        let options = self
-            .conn
-            .prepare("PRAGMA compile_options")
-            .and_then(|mut stmt| {
-                stmt.query_map([], |row| row.get::<_, String>(0))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
-        let pragmas = REPORTED_PRAGMAS
-            .iter()
-            .map(|name| Ok((name.to_string(), self.pragma_value(name)?)))
-            .collect::<Result<Vec<_>, EngineError>>()?;
-        Ok(RunInfo {
-            scenario: self.scenario.name.clone(),
-            seed,
-            sqlite_version: rusqlite::version().to_string(),
-            sqlite_source_id: source_id,
-            compile_options: options,
-            pragmas,
-            vfs_counting: false,
-            db_path: PathBuf::new(),
-            pid: 0,
-            tid: 0,
-            stopped_by: String::new(),
-            wrote_nothing: WroteNothing::default(),
-            close: Closing::default(),
+        run_info(self.conn, &self.scenario.name, seed, |name| {
+            self.pragma_value(name)
         })
     }
 
@@ -817,7 +551,7 @@ impl Runner<'_> {
         let deadline =
             (self.settings.duration_s).map(|s| Instant::now() + Duration::from_secs_f64(s));
         let mut workload = Workload::new(self.scenario, seed);
-        let mut last_report: Option<Instant> = None;
+        let mut reports = ProgressClock::default();
         let mut now = Progress {
             total,
             ..Progress::default()
@@ -834,8 +568,7 @@ impl Runner<'_> {
                 stopped_by = "duration";
                 break;
             }
-            if last_report.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL) {
-                last_report = Some(Instant::now());
+            if reports.due() {
                 now.done = index;
                 if !progress(now) {
                     stopped_by = stopped(EngineError::Interrupted)?;
@@ -899,20 +632,20 @@ impl Runner<'_> {
         Ok((stopped_by, wrote_nothing))
     }
 
-    /// One transaction between its markers; VFS counts are the snapshot difference. One
-    /// that changed no database file ends with `txn_void` and is no commit.
+    /// One transaction in its window ([`Harness::begin_txn`]); one that changed no
+    /// database file ends with `txn_void` and is no commit.
     fn transaction(
         &self,
         index: u64,
         warmup: bool,
         statements: &[Statement],
     ) -> Result<Ended, EngineError> {
-        self.shared.set_current_txn(index as i64);
-        let before = self.shared.snapshot();
-        let start_ns = monotonic_ns();
-        // Inside the latency window, so a commit's CPU time can never exceed its latency.
-        let cpu_start = sql_thread_cpu()?;
-        mark(self.sink, |m| m.txn_begin(index, warmup, start_ns))?;
+        // counted before the window opens: only the SQL is inside it
+        let work = TxnWork {
+            statements: statements.len() as u64,
+            logical_bytes: statements.iter().map(|s| s.logical_bytes).sum(),
+        };
+        let window = self.h.begin_txn(index, warmup)?;
         let explicit = !self.scenario.autocommit;
         if explicit {
             self.exec("BEGIN")?;
@@ -923,39 +656,8 @@ impl Runner<'_> {
         if explicit {
             self.exec("COMMIT")?;
         }
-        let cpu = sql_thread_cpu()?.since(&cpu_start);
-        let end_ns = monotonic_ns();
-        if self.settings.count_vfs {
-            let vfs = self.shared.snapshot().since(&before);
-            if !vfs.wrote_database() {
-                mark(self.sink, |m| m.txn_void(index, end_ns))?;
-                self.shared.set_current_txn(-1);
-                let time_ns = end_ns.saturating_sub(start_ns);
-                return Ok(Ended::WroteNothing { time_ns, vfs });
-            }
-        }
-        mark(self.sink, |m| m.txn_end(index, end_ns))?;
-        self.dm_mark(&format!("sqlwa-txn-{index}"))?;
-        self.snapshot(&format!("txn-{index}"))?;
-        let vfs = self.shared.snapshot().since(&before);
-        self.shared.set_current_txn(-1);
-        Ok(Ended::Commit(CommitRecord {
-            index,
-            warmup,
-            start_ns,
-            end_ns,
-            logical_bytes: statements.iter().map(|s| s.logical_bytes).sum(),
-            statements: statements.len() as u64,
-            vfs,
-            cpu,
-        }))
+        (self.h).end_txn(window, work, |name| self.snapshot(name))
     }
-}
-
-/// How a scenario's transaction ended: a commit, or one that changed no database file.
-enum Ended {
-    Commit(CommitRecord),
-    WroteNothing { time_ns: u64, vfs: VfsCounts },
 }
 
 /// The PRAGMAs a run's own settings set: (pragma, setting, value), page_size first.
@@ -988,49 +690,5 @@ pub(crate) fn run_pragmas(s: &RunSettings) -> Vec<(&'static str, &'static str, S
         .collect()
 }
 
-pub(crate) fn sql_thread_cpu() -> Result<CpuTime, EngineError> {
-    thread_cpu().map_err(|e| EngineError::CpuTime {
-        message: e.to_string(),
-    })
-}
-
 /// SQLite's default max_page_count (MAX_PAGE_COUNT of the bundled build).
 const SQLITE_MAX_PAGE_COUNT: i64 = 0xffff_fffe;
-
-/// The filesystem's failure of a statement, naming the database's directory: full, an
-/// I/O error, a file it cannot open or that vanished, a file too large for it. None for
-/// other errors.
-pub(crate) fn storage_failure(
-    db_path: &Path,
-    statement: &str,
-    err: &rusqlite::Error,
-) -> Option<EngineError> {
-    use rusqlite::ErrorCode::*;
-    let moved = matches!(err, rusqlite::Error::SqliteFailure(e, _)
-        if e.extended_code == rusqlite::ffi::SQLITE_READONLY_DBMOVED);
-    let problem = match err.sqlite_error_code()? {
-        ReadOnly if moved => "the database's file was moved or deleted",
-        DiskFull => "no space left for the database",
-        SystemIoFailure => "an I/O error on the database's files",
-        CannotOpen => "cannot open the database's files",
-        NoLargeFileSupport => "the filesystem cannot hold a file this large",
-        _ => return None,
-    };
-    Some(EngineError::Storage {
-        dir: db_path.parent().unwrap_or(db_path).to_path_buf(),
-        problem: problem.into(),
-        message: err.to_string(),
-        statement: statement.into(),
-    })
-}
-
-pub(crate) fn value_text(v: rusqlite::types::Value) -> String {
-    use rusqlite::types::Value;
-    match v {
-        Value::Null => String::new(),
-        Value::Integer(i) => i.to_string(),
-        Value::Real(r) => r.to_string(),
-        Value::Text(t) => t,
-        Value::Blob(b) => format!("<{} bytes>", b.len()),
-    }
-}

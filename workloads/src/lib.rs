@@ -127,6 +127,7 @@ pub(crate) mod cpu;
 pub(crate) mod dmmark;
 pub mod engine;
 pub mod error;
+pub(crate) mod harness;
 pub mod markers;
 pub mod replay;
 pub mod scenario;

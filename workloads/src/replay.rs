@@ -67,7 +67,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rusqlite::fallible_iterator::FallibleIterator;
@@ -75,18 +74,14 @@ use rusqlite::{Batch, Connection, Statement};
 use serde::Serialize;
 
 use crate::confine::{Confinement, PragmaSeen};
-use crate::cpu::CpuTime;
-use crate::dmmark::DmMarker;
-use crate::engine::{
-    create_new_file, harness, mark, measured_close, open, run_pragmas, sql_thread_cpu,
-    storage_failure, value_text, Closing, EmptyTransaction, Harness, WroteNothing,
-    PROGRESS_INTERVAL,
+use crate::engine::{run_pragmas, Closing, EmptyTransaction, WroteNothing};
+use crate::harness::{
+    check_journal_mode, close_connection, create_new_file, frame, open, query_all, read_pragma,
+    storage_failure, value_text, Ended, Harness, ProgressClock, TxnWindow, TxnWork,
 };
-use crate::markers::{monotonic_ns, MarkerSink};
-use crate::settings::{pragma_statement, Timing, REPORTED_PRAGMAS};
+use crate::settings::{pragma_statement, Timing};
 use crate::sqllog::{pragma_of, Event, LogReader, SqlLog};
 use crate::stop::Stop;
-use crate::vfs::{CountingVfs, VfsShared};
 use crate::{
     CommitRecord, CommitSink, EngineError, Progress, RunInfo, RunOutput, RunSettings, VfsCounts,
 };
@@ -352,7 +347,7 @@ pub fn replay_into(
 ) -> Result<(RunInfo, ReplaySummary), EngineError> {
     let timing = check_settings(log, settings)?;
     let create = || create_databases(log, settings, dir);
-    let ((counted, summary, info), ran) = harness(settings, dir, markers, create, |h| {
+    let ((counted, summary, info), ran) = frame(settings, dir, markers, create, |h| {
         let mut replayer = Replayer::new(log, settings, timing, h, stop, commits);
         let result = replayer.replay_all(progress);
         Ok(h.close(|| {
@@ -556,13 +551,11 @@ struct Outcome {
 struct Window {
     owner: u64,
     db: usize,
-    index: u64,
+    /// the harness's window: the commit index, clock, CPU time and VFS counts at its start
+    txn: TxnWindow,
     /// the line of the log, and the text, of the statement that opened it
     line: u64,
     first: String,
-    start_ns: u64,
-    cpu_start: CpuTime,
-    before: VfsCounts,
     statements: u64,
     logical_bytes: u64,
     /// the statements PRAGMAs were seen in while it was open, one a connection: their
@@ -584,13 +577,10 @@ struct Replayer<'a> {
     log: &'a SqlLog,
     settings: &'a RunSettings,
     timing: Timing,
-    db_paths: &'a [PathBuf],
     stop: &'a Stop,
-    shared: &'a VfsShared,
-    sink: &'a Option<Arc<MarkerSink>>,
-    /// the run's VFS shim, which every connection opens through
-    vfs: &'a CountingVfs,
-    dm_marker: Option<&'a DmMarker>,
+    /// the run's frame: its database files, markers, VFS shim (which every connection
+    /// opens through) and transaction windows
+    h: &'a Harness,
     /// live connections by the log's id; temporary ones are not opened
     conns: HashMap<u64, Live>,
     temporary: Vec<u64>,
@@ -628,7 +618,6 @@ impl<'a> Replayer<'a> {
         stop: &'a Stop,
         out: &'a mut dyn CommitSink,
     ) -> Self {
-        let db_paths = &h.db_paths;
         let warmup = settings.warmup.unwrap_or(0);
         let timing = if log.header.timed {
             timing
@@ -675,15 +664,11 @@ impl<'a> Replayer<'a> {
             log,
             settings,
             timing,
-            db_paths,
             stop,
-            shared: &h.shared,
-            sink: &h.sink,
-            vfs: &h.vfs,
-            dm_marker: h.dm_marker.as_ref(),
+            h,
             conns: HashMap::new(),
             temporary: Vec::new(),
-            opened: vec![false; db_paths.len()],
+            opened: vec![false; h.db_paths.len()],
             window: None,
             anchor: None,
             out,
@@ -706,11 +691,10 @@ impl<'a> Replayer<'a> {
     ) -> Result<(), EngineError> {
         let mut reader = LogReader::open(&self.log.path)?;
         let total = self.log.statements;
-        let (mut done, mut last_report) = (0, None::<Instant>);
+        let (mut done, mut reports) = (0, ProgressClock::default());
         while let Some((line, event)) = reader.next_event()? {
             self.line = line;
-            if last_report.is_none_or(|t| t.elapsed() >= PROGRESS_INTERVAL) {
-                last_report = Some(Instant::now());
+            if reports.due() {
                 if !progress(Progress {
                     done,
                     total: Some(total),
@@ -754,8 +738,8 @@ impl<'a> Replayer<'a> {
             self.temporary.push(id);
             return Ok(());
         };
-        let path = &self.db_paths[db];
-        let mut conn = open(path, self.vfs)?;
+        let path = &self.h.db_paths[db];
+        let mut conn = open(path, &self.h.vfs)?;
         let run_sets = (run_pragmas(self.settings).iter())
             .map(|(name, ..)| name.to_string())
             .collect();
@@ -772,7 +756,7 @@ impl<'a> Replayer<'a> {
         live.held = self.apply_pragmas(&live, first)?;
         if self.info.is_none() {
             self.info = Some(run_info(&live.conn, self.log, self.settings)?);
-            self.dm_mark("sqlwa-setup")?;
+            self.h.dm_mark("sqlwa-setup")?;
             self.snapshot(&live.conn, "setup")?;
         }
         self.conns.insert(id, live);
@@ -801,7 +785,7 @@ impl<'a> Replayer<'a> {
                 let _ = live.confinement.confined(|| query_all(&live.conn, sql));
                 live.confinement.take_refusal();
                 live.confinement.take_pragma();
-                if let Some(why) = self.shared.take_refusal() {
+                if let Some(why) = self.h.shared.take_refusal() {
                     return Err(self.confinement_error(why, sql));
                 }
             }
@@ -816,15 +800,7 @@ impl<'a> Replayer<'a> {
             query_all(&live.conn, sql).map_err(|e| self.failure(sql, e))?;
         }
         let held = Held::read(&live.conn).map_err(|e| self.failure("PRAGMA journal_mode", e))?;
-        let wanted = self.settings.journal.as_str();
-        if held.journal_mode != wanted {
-            let mode = &held.journal_mode;
-            let message = format!("SQLite kept journal_mode '{mode}' for this database");
-            return Err(EngineError::sql(
-                format!("PRAGMA journal_mode={wanted}"),
-                message,
-            ));
-        }
+        check_journal_mode(&held.journal_mode, self.settings)?;
         Ok(held)
     }
 
@@ -845,14 +821,12 @@ impl<'a> Replayer<'a> {
     /// Closes a connection: measured apart ([`Closing`]) outside every transaction, else
     /// in the open one, as any of its statements would be.
     fn close_live(&mut self, live: Live) -> Result<(), EngineError> {
-        let db_paths = self.db_paths;
+        let h = self.h;
         if self.window.is_some() {
-            return close_connection(live, &db_paths[0]);
+            return close_connection(live.conn, &h.db_paths[0]);
         }
         let db = live.db;
-        let (closed, closing) = measured_close(self.shared, self.sink, || {
-            close_connection(live, &db_paths[0])
-        })?;
+        let (closed, closing) = h.measured_close(|| close_connection(live.conn, &h.db_paths[0]))?;
         self.closing.add(&closing);
         self.summary.databases[db].close.add(&closing);
         closed
@@ -1002,12 +976,20 @@ impl<'a> Replayer<'a> {
         if writes && self.window.is_none() {
             let index = self.count;
             let warmup = index < self.warmup;
-            let opened = (index, warmup, id, live.db, self.line, text);
-            let mut window = open_window(self.shared, self.sink, opened)?;
-            window.without_app_statement = self.lost_app_statement.contains(&id);
-            self.window = Some(window);
+            self.window = Some(Window {
+                owner: id,
+                db: live.db,
+                txn: self.h.begin_txn(index, warmup)?,
+                line: self.line,
+                first: shortened(text),
+                statements: 0,
+                logical_bytes: 0,
+                pragmas: Vec::new(),
+                without_app_statement: self.lost_app_statement.contains(&id),
+            });
         }
-        let read_start = (self.window.is_none()).then(|| (self.shared.snapshot(), Instant::now()));
+        let read_start =
+            (self.window.is_none()).then(|| (self.h.shared.snapshot(), Instant::now()));
         let step = || {
             let mut rows = stmt.raw_query();
             while rows.next()?.is_some() {}
@@ -1019,7 +1001,7 @@ impl<'a> Replayer<'a> {
         if let Some(seen) = seen {
             self.list_pragma(live.db, text, seen);
         }
-        if let Some(why) = self.shared.take_refusal() {
+        if let Some(why) = self.h.shared.take_refusal() {
             return Err(self.confinement_error(why, text));
         }
         if seen.is_some() {
@@ -1098,7 +1080,7 @@ impl<'a> Replayer<'a> {
                 let reads = &mut self.summary.reads;
                 reads.statements += 1;
                 reads.time_ns += started.elapsed().as_nanos() as u64;
-                reads.vfs = add_counts(&reads.vfs, &self.shared.snapshot().since(&before));
+                reads.vfs = add_counts(&reads.vfs, &self.h.shared.snapshot().since(&before));
             }
             (None, None) => {}
         }
@@ -1222,30 +1204,26 @@ impl<'a> Replayer<'a> {
         let Some(w) = self.window.take() else {
             return Ok(Vec::new());
         };
-        let cpu = sql_thread_cpu()?.since(&w.cpu_start);
-        let end_ns = monotonic_ns();
-        if self.settings.count_vfs {
-            let vfs = self.shared.snapshot().since(&w.before);
-            if !vfs.wrote_database() {
-                return self.wrote_nothing(w, end_ns, &vfs);
-            }
-        }
-        mark(self.sink, |m| m.txn_end(w.index, end_ns))?;
-        self.dm_mark(&format!("sqlwa-txn-{}", w.index))?;
-        if let Some(conn) = owner {
-            self.snapshot(conn, &format!("txn-{}", w.index))?;
-        }
-        let vfs = self.shared.snapshot().since(&w.before);
-        self.shared.set_current_txn(-1);
-        let commit = CommitRecord {
-            index: w.index,
-            warmup: w.index < self.warmup,
-            start_ns: w.start_ns,
-            end_ns,
-            logical_bytes: w.logical_bytes,
+        let work = TxnWork {
             statements: w.statements,
-            vfs,
-            cpu,
+            logical_bytes: w.logical_bytes,
+        };
+        let snapshot = |name: &str| match owner {
+            Some(conn) => self.snapshot(conn, name),
+            None => Ok(()),
+        };
+        let commit = match self.h.end_txn(w.txn, work, snapshot)? {
+            Ended::Commit(commit) => commit,
+            Ended::WroteNothing { time_ns, vfs } => {
+                let first = EmptyTransaction {
+                    line: Some(w.line),
+                    statement: w.first,
+                    statements: w.statements,
+                };
+                (self.wrote_nothing).add(time_ns, &vfs, first);
+                self.summary.databases[w.db].wrote_nothing += 1;
+                return Ok(w.pragmas);
+            }
         };
         if w.without_app_statement {
             self.summary.missing_functions.commits_without_them += 1;
@@ -1262,42 +1240,9 @@ impl<'a> Replayer<'a> {
         Ok(w.pragmas)
     }
 
-    /// Ends window `w`, whose transaction changed no database file (`vfs`: its calls):
-    /// counted apart, no commit, its index left to the next.
-    fn wrote_nothing(
-        &mut self,
-        w: Window,
-        end_ns: u64,
-        vfs: &VfsCounts,
-    ) -> Result<Vec<PragmaInWindow>, EngineError> {
-        mark(self.sink, |m| m.txn_void(w.index, end_ns))?;
-        self.shared.set_current_txn(-1);
-        let first = EmptyTransaction {
-            line: Some(w.line),
-            statement: w.first,
-            statements: w.statements,
-        };
-        (self.wrote_nothing).add(end_ns.saturating_sub(w.start_ns), vfs, first);
-        self.summary.databases[w.db].wrote_nothing += 1;
-        Ok(w.pragmas)
-    }
-
-    fn dm_mark(&self, text: &str) -> Result<(), EngineError> {
-        self.dm_marker.map_or(Ok(()), |marker| marker.mark(text))
-    }
-
     /// A copy of the database as committed, when asked (`RunSettings::snapshot_dir`).
     fn snapshot(&self, conn: &Connection, name: &str) -> Result<(), EngineError> {
-        let Some(dir) = &self.settings.snapshot_dir else {
-            return Ok(());
-        };
-        let path = dir.join(format!("{name}.db"));
-        let target = path
-            .to_str()
-            .ok_or_else(|| EngineError::io(&path, "snapshot path is not UTF-8"))?;
-        conn.execute("VACUUM INTO ?1", [target])
-            .map(drop)
-            .map_err(|e| EngineError::sql("VACUUM INTO", e))
+        (self.h).snapshot(conn, name, |e| EngineError::sql("VACUUM INTO", e))
     }
 
     /// A stop, or the filesystem failing under the run, ends the replay whatever `strict`.
@@ -1305,7 +1250,7 @@ impl<'a> Replayer<'a> {
         if self.stop.stopped() {
             return Err(EngineError::Interrupted);
         }
-        match storage_failure(&self.db_paths[0], sql, err) {
+        match storage_failure(&self.h.db_paths[0], sql, err) {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -1338,37 +1283,9 @@ impl<'a> Replayer<'a> {
         if self.stop.stopped() {
             return EngineError::Interrupted;
         }
-        storage_failure(&self.db_paths[0], sql, &err).unwrap_or_else(|| EngineError::sql(sql, err))
+        storage_failure(&self.h.db_paths[0], sql, &err)
+            .unwrap_or_else(|| EngineError::sql(sql, err))
     }
-}
-
-/// Opens commit window `index` for statement `text` (at `line` of the log) of connection
-/// `owner` on database `db`: its markers, clock, CPU time and VFS counts start here.
-fn open_window(
-    shared: &VfsShared,
-    sink: &Option<Arc<MarkerSink>>,
-    (index, warmup, owner, db, line, text): (u64, bool, u64, usize, u64, &str),
-) -> Result<Window, EngineError> {
-    shared.set_current_txn(index as i64);
-    let before = shared.snapshot();
-    let start_ns = monotonic_ns();
-    // Inside the latency window, so a commit's CPU time can never exceed its latency.
-    let cpu_start = sql_thread_cpu()?;
-    mark(sink, |m| m.txn_begin(index, warmup, start_ns))?;
-    Ok(Window {
-        owner,
-        db,
-        index,
-        line,
-        first: shortened(text),
-        start_ns,
-        cpu_start,
-        before,
-        statements: 0,
-        logical_bytes: 0,
-        pragmas: Vec::new(),
-        without_app_statement: false,
-    })
 }
 
 /// What it means for a replay's figures that SQLite `replayed` ran a log the program
@@ -1400,62 +1317,19 @@ fn classify(live: &Live, err: &rusqlite::Error) -> (String, String) {
     (kind, message)
 }
 
-fn close_connection(live: Live, any_db: &Path) -> Result<(), EngineError> {
-    live.conn.close().map_err(|(_, e)| {
-        let statement = "(closing the database)";
-        storage_failure(any_db, statement, &e).unwrap_or_else(|| EngineError::sql(statement, e))
-    })
-}
-
-fn query_all(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare(sql)?;
-    let mut rows = stmt.query([])?;
-    while rows.next()?.is_some() {}
-    Ok(())
-}
-
 fn pragma_value(conn: &Connection, name: &str) -> Result<String, EngineError> {
-    let sql = format!("PRAGMA {name}");
-    conn.query_row(&sql, [], |row| {
-        row.get::<_, rusqlite::types::Value>(0).map(value_text)
-    })
-    .map_err(|e| EngineError::sql(&sql, e))
+    read_pragma(conn, name).map_err(|e| EngineError::sql(format!("PRAGMA {name}"), e))
 }
 
+/// What ran: the log (by its name), the seed (a replay generates no values: 0 unless
+/// given), and the SQLite of the run's first connection.
 fn run_info(
     conn: &Connection,
     log: &SqlLog,
     settings: &RunSettings,
 ) -> Result<RunInfo, EngineError> {
-    let source_id = conn
-        .query_row("SELECT sqlite_source_id()", [], |r| r.get::<_, String>(0))
-        .map_err(|e| EngineError::sql("SELECT sqlite_source_id()", e))?;
-    let options = conn
-        .prepare("PRAGMA compile_options")
-        .and_then(|mut stmt| {
-            stmt.query_map([], |row| row.get::<_, String>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(|e| EngineError::sql("PRAGMA compile_options", e))?;
-    let pragmas = REPORTED_PRAGMAS
-        .iter()
-        .map(|name| Ok((name.to_string(), pragma_value(conn, name)?)))
-        .collect::<Result<Vec<_>, EngineError>>()?;
-    Ok(RunInfo {
-        scenario: log.name.clone(),
-        seed: settings.seed.unwrap_or(0),
-        sqlite_version: rusqlite::version().to_string(),
-        sqlite_source_id: source_id,
-        compile_options: options,
-        pragmas,
-        vfs_counting: false,
-        db_path: PathBuf::new(),
-        pid: 0,
-        tid: 0,
-        stopped_by: String::new(),
-        wrote_nothing: WroteNothing::default(),
-        close: Closing::default(),
-    })
+    let seed = settings.seed.unwrap_or(0);
+    crate::harness::run_info(conn, &log.name, seed, |name| pragma_value(conn, name))
 }
 
 /// The function SQLite's `sqlite3_prepare` found no definition of, when that is what
