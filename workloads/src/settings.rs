@@ -44,6 +44,9 @@ macro_rules! pragma_enum {
             /// Every value, in the order SQLite's documentation lists them.
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
+            /// Every value's PRAGMA text, in the order of [`Self::ALL`].
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
             /// The lower-case PRAGMA value.
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
@@ -267,6 +270,123 @@ impl RunSettings {
             _ if self.strict => Some("strict"),
             _ => None,
         }
+    }
+}
+
+/// The type of a setting's value, as the settings dict carries it (JSON, a Python dict).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SettingType {
+    /// true or false
+    Bool,
+    /// a whole number
+    Int,
+    /// a number
+    Float,
+    /// text
+    Text,
+    /// a path, as text
+    Path,
+    /// a list of text
+    TextList,
+    /// one of these values (a PRAGMA's, as its enum's `NAMES`), read case-insensitively
+    Choice(&'static [&'static str]),
+}
+
+impl SettingType {
+    /// The type's name in [`RunSettings::FIELDS`]' exported form: `bool`, `int`,
+    /// `float`, `str`, `path`, `list[str]` or `choice`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SettingType::Bool => "bool",
+            SettingType::Int => "int",
+            SettingType::Float => "float",
+            SettingType::Text => "str",
+            SettingType::Path => "path",
+            SettingType::TextList => "list[str]",
+            SettingType::Choice(_) => "choice",
+        }
+    }
+
+    /// The values a [`SettingType::Choice`] allows; None for the other types.
+    pub fn choices(self) -> Option<&'static [&'static str]> {
+        match self {
+            SettingType::Choice(names) => Some(names),
+            _ => None,
+        }
+    }
+}
+
+/// One field of [`RunSettings`], as [`RunSettings::FIELDS`] describes it to the other
+/// sides of the contract (the Python dataclass and the `.pyi`, whose tests check
+/// theirs against it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettingField {
+    /// the field's name, as serde reads and writes it
+    pub name: &'static str,
+    /// its value's type
+    pub kind: SettingType,
+    /// whether it is an `Option` (None: the scenario's or SQLite's own value)
+    pub optional: bool,
+}
+
+/// A setting that is an `Option` of `kind`.
+const fn optional(name: &'static str, kind: SettingType) -> SettingField {
+    SettingField {
+        name,
+        kind,
+        optional: true,
+    }
+}
+
+/// A setting that always has a value of `kind`.
+const fn required(name: &'static str, kind: SettingType) -> SettingField {
+    SettingField {
+        name,
+        kind,
+        optional: false,
+    }
+}
+
+impl RunSettings {
+    /// Every field, in declaration order: its name, type and whether it is optional (its
+    /// default is [`RunSettings::default`]'s, as [`SettingField::default_value`] gives
+    /// it). The one description of the settings the Python side is checked against; a
+    /// test holds it to the struct (names, types, what deserialising accepts).
+    pub const FIELDS: &'static [SettingField] = {
+        use SettingType::*;
+        &[
+            required("journal", Choice(JournalMode::NAMES)),
+            required("sync", Choice(SyncMode::NAMES)),
+            optional("txns", Int),
+            optional("duration_s", Float),
+            optional("warmup", Int),
+            optional("seed", Int),
+            optional("page_size", Int),
+            optional("cache_size", Int),
+            optional("wal_autocheckpoint", Int),
+            optional("journal_size_limit", Int),
+            optional("locking_mode", Choice(LockingMode::NAMES)),
+            optional("mmap_size", Int),
+            required("extra_pragmas", TextList),
+            required("count_vfs", Bool),
+            optional("think_time_ms", Float),
+            required("map_extents", Bool),
+            optional("extents_from", Path),
+            optional("dm_mark", Text),
+            optional("snapshot_dir", Path),
+            optional("from_db", Path),
+            optional("timing", Text),
+            required("strict", Bool),
+        ]
+    };
+}
+
+impl SettingField {
+    /// The field's default, as the settings dict carries it: its value in
+    /// `RunSettings::default()`, serialised (null for None).
+    pub fn default_value(&self) -> serde_json::Value {
+        let defaults = serde_json::to_value(RunSettings::default()).unwrap_or_default();
+        defaults.get(self.name).cloned().unwrap_or_default()
     }
 }
 
@@ -536,5 +656,73 @@ mod tests {
         assert!(settings.check().is_ok());
         settings.extra_pragmas.push("x=1; DROP TABLE t".into());
         assert!(settings.check().is_err());
+    }
+
+    /// A value of `kind` the settings accept, and one of another type they refuse.
+    fn accepted_and_refused(kind: SettingType) -> (serde_json::Value, serde_json::Value) {
+        match kind {
+            SettingType::Bool => (json!(true), json!("yes")),
+            SettingType::Int => (json!(4096), json!("4096")),
+            SettingType::Float => (json!(1.5), json!("1.5")),
+            SettingType::Text | SettingType::Path => (json!("/tmp/x"), json!(5)),
+            SettingType::TextList => (json!(["temp_store=memory"]), json!("temp_store")),
+            SettingType::Choice(names) => (json!(names[names.len() - 1]), json!("nope")),
+        }
+    }
+
+    #[test]
+    fn the_fields_table_is_the_struct() {
+        // names: the struct's own, as serde writes them, each once
+        let defaults = serde_json::to_value(RunSettings::default()).unwrap();
+        let mut serialised: Vec<&str> = defaults
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        let mut listed: Vec<&str> = RunSettings::FIELDS.iter().map(|f| f.name).collect();
+        serialised.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(listed, serialised);
+        for field in RunSettings::FIELDS {
+            let (good, bad) = accepted_and_refused(field.kind);
+            let given = |value: serde_json::Value| {
+                RunSettings::deserialize_named(json!({ field.name: value }))
+            };
+            // a value of the type is taken and written back as given, as is null (the
+            // default); a value of another type is refused, naming the setting
+            let taken = given(good.clone()).unwrap_or_else(|e| panic!("{}: {e}", field.name));
+            let back = serde_json::to_value(&taken).unwrap()[field.name].clone();
+            assert_eq!(back, good, "{}", field.name);
+            assert!(given(serde_json::Value::Null).is_ok(), "{}", field.name);
+            let err = given(bad).expect_err(field.name);
+            assert!(
+                matches!(&err, EngineError::BadSetting { name, .. } if name == field.name),
+                "{}: {err}",
+                field.name
+            );
+            // an Option's default is None; another's is a value of its type
+            let default = field.default_value();
+            assert_eq!(default.is_null(), field.optional, "{}", field.name);
+        }
+    }
+
+    #[test]
+    fn the_choices_are_the_enums_values() {
+        let kind = |name: &str| {
+            RunSettings::FIELDS
+                .iter()
+                .find(|f| f.name == name)
+                .unwrap()
+                .kind
+        };
+        assert_eq!(kind("journal").choices().unwrap(), JournalMode::allowed());
+        assert_eq!(kind("sync").choices().unwrap(), SyncMode::allowed());
+        assert_eq!(
+            kind("locking_mode").choices().unwrap(),
+            LockingMode::allowed()
+        );
+        assert_eq!(kind("txns").choices(), None);
+        assert_eq!(RunSettings::FIELDS[0].default_value(), json!("delete"));
     }
 }
