@@ -694,14 +694,13 @@ impl<'a> Replayer<'a> {
         let (mut done, mut reports) = (0, ProgressClock::default());
         while let Some((line, event)) = reader.next_event()? {
             self.line = line;
-            if reports.due() {
-                if !progress(Progress {
-                    done,
-                    total: Some(total),
-                    ..Progress::default()
-                }) {
-                    return Err(EngineError::Interrupted);
-                }
+            let now = Progress {
+                done,
+                total: Some(total),
+                ..Progress::default()
+            };
+            if reports.due() && !progress(now) {
+                return Err(EngineError::Interrupted);
             }
             if self.window.is_none() {
                 self.stop.check()?;
