@@ -153,6 +153,25 @@ class SettingsInput(TypedDict, total=False):
 def default_settings() -> Settings:
     """Every setting ``run_workload`` takes, with its default (None: the scenario's or SQLite's)."""
 
+@type_check_only
+class SettingField(TypedDict):
+    """One setting as the engine describes it (:func:`settings_fields`)."""
+
+    name: str
+    #: "bool", "int", "float", "str", "path" (a path as text), "list[str]" or "choice"
+    type: Literal["bool", "int", "float", "str", "path", "list[str]", "choice"]
+    #: None is a value of it (the scenario's or SQLite's own)
+    optional: bool
+    #: as :func:`default_settings` gives it
+    default: object
+    #: a "choice"'s values (read case-insensitively), else None
+    choices: list[str] | None
+
+def settings_fields() -> list[SettingField]:
+    """Every setting, in the engine's order: the one description (workloads'
+    ``RunSettings::FIELDS``) that :class:`Settings`, :class:`SettingsInput` and
+    ``sqlwa.measure.engine.RunSettings`` are checked against."""
+
 def check_settings(settings: SettingsInput) -> None:
     """Raise :class:`ConfigError` for what ``run_workload`` would refuse in ``settings``
     before it opens a database (names, types, values, the extra pragmas' form)."""

@@ -190,6 +190,30 @@ fn default_settings(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         .cast_into::<PyDict>()?)
 }
 
+/// `RunSettings::FIELDS`, the one description of the settings: per field, in Rust's
+/// order, a dict of its `name`, `type` (`SettingType::name`: bool, int, float, str, path,
+/// list[str], choice), `optional`, `default` (as `default_settings` gives it) and
+/// `choices` (a choice's values, else None). The Python side's tests hold the dataclass
+/// and the stub's declarations to it.
+#[pyfunction]
+fn settings_fields(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let fields = RunSettings::FIELDS.iter().map(|field| {
+        serde_json::json!({
+            "name": field.name,
+            "type": field.kind.name(),
+            "optional": field.optional,
+            "default": field.default_value(),
+            "choices": field.kind.choices(),
+        })
+    });
+    let text = serde_json::to_string(&fields.collect::<Vec<_>>())
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(py
+        .import("json")?
+        .call_method1("loads", (text,))?
+        .cast_into::<PyList>()?)
+}
+
 /// Commit records as columns: index, warmup, start_ns, end_ns, logical_bytes,
 /// statements, cpu_user_ns, cpu_sys_ns, then `vfs_<kind>_<field>` for every file kind and
 /// counter.
@@ -457,6 +481,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_THINK_TIME_MS", MAX_THINK_TIME_MS)?;
     m.add("MAX_DURATION_S", MAX_DURATION_S)?;
     m.add_function(wrap_pyfunction!(default_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(settings_fields, m)?)?;
     m.add_function(wrap_pyfunction!(check_settings, m)?)?;
     m.add_class::<PyScenario>()?;
     m.add_function(wrap_pyfunction!(builtin_scenario, m)?)?;

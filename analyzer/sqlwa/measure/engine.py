@@ -54,9 +54,11 @@ def option_of(setting: Field[Any]) -> Option | None:
 class RunSettings:
     """SQLite settings for one run; ``None`` keeps the scenario's (or SQLite's) default.
 
-    The field names are the Rust engine's (``workloads/src/settings.rs``, deserialised
-    with serde; a test holds the two equal) and each field with an :class:`Option` is a
-    ``sqlwa run`` option of the same name.
+    The fields are the Rust engine's (``workloads/src/settings.rs``, deserialised with
+    serde): its ``RunSettings::FIELDS`` is the one description of their names, types and
+    defaults (``_native.settings_fields()``), which tests/unit/test_settings_description.py
+    holds this class and the stub's TypedDicts to. Each field with an :class:`Option` is
+    a ``sqlwa run`` option of the same name.
     """
 
     journal: str = _setting("delete", Option("PRAGMA journal_mode.", short="-j", choices=JOURNAL_MODES))
