@@ -37,6 +37,7 @@ __all__ = [
     "MAX_DURATION_S",
     "MAX_THINK_TIME_MS",
     "default_settings",
+    "settings_fields",
     "check_settings",
     "Scenario",
     "builtin_scenario",
