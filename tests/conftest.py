@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -42,6 +43,15 @@ os.environ.setdefault("COLUMNS", "300")
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, deadline=None, print_blob=True)
 settings.load_profile("ci")
+
+# A shell starts a background job (`./scripts/test &` in a script, `nohup`) with SIGINT
+# ignored, and an ignored disposition survives exec: the tests of Ctrl-C (sqlwa's own
+# handlers, record passing SIGINT on to its program) would then see none. sqlwa rightly
+# keeps an inherited SIG_IGN (tests/unit/test_cli_signals.py); the suite is no such caller.
+# A Python handler, unlike SIG_IGN, is reset to the default by exec, so the programs the
+# tests start get SIGINT back too.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 BEFORE = pytest.StashKey[set]()  # what of ours existed when the session started
 
