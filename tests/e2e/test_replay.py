@@ -152,7 +152,11 @@ def test_replay_from_a_snapshot_ends_with_the_original_database(tmp_path):
 
 
 def test_recorded_gaps_are_kept(tmp_path):
-    gaps_ms = [3, 17, 8, 40, 5, 25, 12, 30, 6, 20, 9, 15]
+    # Gaps of tens of milliseconds, ten times the scheduling noise a loaded 2-core host
+    # adds to one wake-up: the woken replay thread queues behind the runnable tasks'
+    # EEVDF slices (~1.5 ms each; 2.8 and 5.4 ms late seen at load 11), which a 1 ms
+    # bound on 3-40 ms gaps did not allow for (workloads/tests/replay_timing.rs, the same).
+    gaps_ms = [30, 170, 80, 400, 50, 250, 120, 300, 60, 200, 90, 150]
     events: list[dict] = [{"ev": "open", "conn": 1, "db": "/data/app.db", "t": 0}]
     t = 1_000_000
     events.append({"ev": "sql", "conn": 1, "sql": "CREATE TABLE t (v)", "t": t})
@@ -166,7 +170,9 @@ def test_recorded_gaps_are_kept(tmp_path):
     starts = pl.read_parquet(out / "commits.parquet").sort("index")["start_ns"].to_list()
     replayed_gaps = [(b - a) / 1e6 for a, b in zip(starts, starts[1:], strict=False)]
     errors = [abs(got - want) for got, want in zip(replayed_gaps, gaps_ms, strict=True)]
-    assert statistics.median(errors) <= 1.0, list(zip(replayed_gaps, gaps_ms, strict=True))
+    # A dozen slices of lateness at most; a pacing that ignored the gaps (back-to-back)
+    # or scaled them would miss by 30-400 ms.
+    assert statistics.median(errors) <= 20.0, list(zip(replayed_gaps, gaps_ms, strict=True))
 
 
 def good_lines() -> list[str]:
