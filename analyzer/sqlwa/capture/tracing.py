@@ -191,14 +191,8 @@ class TraceCapture:
         buffer_kb: int = DEFAULT_BUFFER_KB,
         comms: Sequence[str] = (),
         allow_loss: bool = False,
-        block_events: Sequence[str] = DEFAULT_BLOCK_EVENTS,
-        syscalls: Sequence[str] = DEFAULT_SYSCALLS,
-        exits: Sequence[str] = DEFAULT_EXITS,
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        missing_required = [e for e in REQUIRED_BLOCK_EVENTS if e not in block_events]
-        if dev is not None and missing_required:
-            raise CaptureError(f"block events {missing_required} are required", "keep the default block_events")
         self.out_dir = Path(out_dir)
         self.dev = dev
         self.mapped_dev = mapped_dev if dev is not None else None
@@ -206,9 +200,10 @@ class TraceCapture:
         self.comms = tuple(checked_comm(c) for c in comms)
         self.buffer_kb = int(buffer_kb)
         self.allow_loss = allow_loss
-        self.block_events = tuple(block_events)
-        self.syscalls = tuple(syscalls)
-        self.exits = tuple(exits)
+        # what is traced: the analysis reads these events and no others
+        self.block_events = DEFAULT_BLOCK_EVENTS
+        self.syscalls = DEFAULT_SYSCALLS
+        self.exits = DEFAULT_EXITS
         self._progress = progress or (lambda stage: None)
         self._guard = _system.signals.SignalGuard()
         self.instance_name = f"{INSTANCE_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
