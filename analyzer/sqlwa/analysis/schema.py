@@ -655,30 +655,8 @@ class Finding(TypedDict):
     """Up to 10 of them."""
 
 
-class FuseEffect(TypedDict):
+class FuseEffect(FuseLayer):
     # the layer as the lab describes it (FuseLayer's keys), and the calls on both sides
-    layer: str
-    """The ``--fuse`` layer."""
-    what: str
-    """The layer in words."""
-    daemon: str
-    """The FUSE daemon's program."""
-    daemon_version: str | None
-    """The daemon's version line."""
-    comm: str
-    """The daemon's thread name."""
-    pid: int | None
-    """The daemon's pid."""
-    mountpoint: str
-    """Where the FUSE filesystem is mounted."""
-    lower: str
-    """The directory the daemon serves."""
-    requested: JsonObject
-    """The options asked of the kernel."""
-    granted: JsonObject | None
-    """What the kernel granted at FUSE_INIT."""
-    spec: JsonObject
-    """The layer's whole definition."""
     sqlite_calls_per_commit: NotRequired[dict[str, float]]
     """SQLite's syscalls per measured commit."""
     daemon_calls_per_commit: NotRequired[dict[str, float]]
@@ -824,7 +802,11 @@ def key_docs() -> dict[str, dict[str, str]]:
     tree = ast.parse(Path(__file__).read_text())
     docs: dict[str, dict[str, str]] = {}
     for cls in (node for node in tree.body if isinstance(node, ast.ClassDef)):
+        # a section extending another of this module's (FuseEffect: FuseLayer) has its keys' lines
         own = docs.setdefault(cls.name, {})
+        for base in cls.bases:
+            if isinstance(base, ast.Name):
+                own.update(docs.get(base.id, {}))
         for node, after in zip(cls.body, [*cls.body[1:], None]):
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 text = (
