@@ -95,6 +95,6 @@ def vm_runs(share: Path, runs: dict[Any, tuple[str, list[str]]]) -> dict[Any, Pa
         # guest, from the run it lost; a second hang, or any other error, fails.
         lost = next(name for name in requests if name not in done)
         print(f"\nvm_runs: {error}; re-running {lost} and those after it in a fresh guest", file=sys.stderr)
-        shutil.rmtree(Path(requests[lost].out_dir), ignore_errors=True)
+        shutil.rmtree(Path(requests[lost].output.out_dir), ignore_errors=True)
         run_those_not_done()
     return done

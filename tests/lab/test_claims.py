@@ -30,6 +30,7 @@ import pytest
 from sqlwa.analysis import attribution
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
+from sqlwa.measure.request import Output
 from trace_truth import unattributed_write_bytes
 
 pytestmark = pytest.mark.root
@@ -43,7 +44,7 @@ def lab_run(
     request = runner.RunRequest(
         scenario=scenario,
         settings=engine.RunSettings(journal=journal, sync=sync, txns=txns, warmup=3),
-        out_dir=tmp_path / f"{fs}-{journal}-{sync}-{scenario}",
+        output=Output(out_dir=tmp_path / f"{fs}-{journal}-{sync}-{scenario}"),
         stack=StackSpec(fs=fs),
     )
     outcome = runner.execute(request)

@@ -33,6 +33,7 @@ from sqlwa.capture import tracing
 from sqlwa.lab import filesystem
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
+from sqlwa.measure.request import Output
 from trace_truth import tally_per_transaction
 
 pytestmark = pytest.mark.root
@@ -111,7 +112,7 @@ def trace_mobibench(binary: Path, out: Path, *args: str) -> tuple[Path, str]:
 def trace_scenario(scenario: str, txns: int, out: Path) -> tuple[Path, str]:
     settings = engine.RunSettings(journal="truncate", sync="full", txns=txns, warmup=0)
     outcome = runner.execute(
-        runner.RunRequest(scenario=scenario, settings=settings, out_dir=out, stack=StackSpec(fs="ext4"))
+        runner.RunRequest(scenario=scenario, settings=settings, output=Output(out_dir=out), stack=StackSpec(fs="ext4"))
     )
     return out / "trace.txt", outcome.summary["config"]["lab"]["dev"].replace(":", ",")
 

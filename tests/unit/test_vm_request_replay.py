@@ -12,6 +12,7 @@ import sqlite3
 from helpers import sqlwa_in_process
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
+from sqlwa.measure.request import Output
 from sqlwa.measure.targets import vm_lab
 
 
@@ -32,7 +33,7 @@ def test_a_relative_log_and_snapshot_reach_the_guest_absolute(tmp_path, monkeypa
     request = runner.RunRequest(
         scenario="app.jsonl",
         settings=engine.RunSettings(from_db="app.db"),
-        out_dir=tmp_path / "o",
+        output=Output(out_dir=tmp_path / "o"),
         stack=StackSpec(vm=True),
     )
     sent = vm_lab.guest_request(request, tmp_path / "o")

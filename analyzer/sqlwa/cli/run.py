@@ -413,7 +413,7 @@ def run(
     )
     # Ctrl-C keeps what was measured, on this host: a lab run's keeping gives up on an OUT
     # that takes no writes (targets.host_lab.keep_what_was_measured). A run in the VM lab ends at once.
-    request.keep_measured = not request.stack.vm
+    request.capture.keep_measured = not request.stack.vm
     outcome = execute_with_bar(request)
     if as_json:
         click.echo(json_output.dumps(outcome.summary))
@@ -443,7 +443,8 @@ def run_request(
 ) -> runner.RunRequest:
     """The run the options of ``sqlwa run`` (and ``sqlwa crash``, which has them all) ask
     for: the stack completed (the VM lab's default filesystem, the profile's options)."""
-    from sqlwa.measure import runner
+    from sqlwa.measure.lab_capture import CaptureOptions
+    from sqlwa.measure.request import LabDebug, Output, RunRequest
 
     if (
         not stack.vm
@@ -455,19 +456,19 @@ def run_request(
     stack = dataclasses.replace(stack, fs=stack.fs or (VM_DEFAULT_FS if stack.vm else None))
     if stack.profile is not None:
         stack = dataclasses.replace(stack, profile_overrides=given_options(PROFILE_OPTIONS)).with_profile()
-    return runner.RunRequest(
+    return RunRequest(
         scenario=scenario,
         settings=settings,
         stack=stack,
-        out_dir=out_dir or default_out_dir(scenario, settings.journal, settings.sync),
-        dir=run_dir,
-        keep_db=keep_db,
-        allow_loss=allow_loss,
-        buffer_kb=buffer_kb,
+        output=Output(
+            out_dir=out_dir or default_out_dir(scenario, settings.journal, settings.sync),
+            dir=run_dir,
+            keep_db=keep_db,
+            allow_system_dir=allow_system_dir,
+        ),
+        capture=CaptureOptions(allow_loss=allow_loss, buffer_kb=buffer_kb),
         frame_budget_ms=frame_budget_ms,
-        guest_strace=guest_strace,
-        keep_image=keep_image,
-        allow_system_dir=allow_system_dir,
+        debug=LabDebug(guest_strace=guest_strace, keep_image=keep_image),
     )
 
 
@@ -496,7 +497,7 @@ def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:
         except (Interrupted, KeyboardInterrupt) as exc:
             reason = (exc.args[0] if exc.args else "") or "interrupted"
             raise Interrupted(
-                f"{reason}; {request.out_dir} holds no finished run (re-run the same command to measure it)"
+                f"{reason}; {request.output.out_dir} holds no finished run (re-run the same command to measure it)"
             ) from None
     return outcome
 

@@ -59,6 +59,8 @@ from sqlwa.lab import devmapper, encryption, filesystem, fuse, layers, profiles
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import engine, runner
 from sqlwa.measure import shard as sharding
+from sqlwa.measure.lab_capture import CaptureOptions
+from sqlwa.measure.request import Output
 from sqlwa.results import rundir, store
 from sqlwa.vm import kernel as vm_kernel
 from sqlwa.vm import machine
@@ -527,14 +529,12 @@ def request_for(cell: Cell, plan: MatrixPlan, run_dir: Path) -> runner.RunReques
     return runner.RunRequest(
         scenario=cell.scenario,
         settings=cell.settings,
-        out_dir=run_dir,
         stack=cell.stack,
-        frame_budget_ms=FRAME_RATES[frame_rate] if frame_rate else DEFAULT_FRAME_BUDGET_MS,
-        allow_system_dir=plan.invocation.allow_system_dir,
-        part_of=plan.out_dir,
+        output=Output(out_dir=run_dir, allow_system_dir=plan.invocation.allow_system_dir, part_of=plan.out_dir),
         # Keep a lossy run: the store records its loss and `sqlwa check` fails it,
         # unless the policy allows loss. Throwing the measurement away helps nobody.
-        allow_loss=True,
+        capture=CaptureOptions(allow_loss=True),
+        frame_budget_ms=FRAME_RATES[frame_rate] if frame_rate else DEFAULT_FRAME_BUDGET_MS,
     )
 
 

@@ -182,7 +182,7 @@ def analyse_capture(
         "analysis_s": round(analysis_s, 3),
     }
     loss = capture.loss_error()
-    if loss is None and not request.allow_loss:
+    if loss is None and not request.capture.allow_loss:
         loss = analyse.unparsed_loss(analysis.parse_report, Path(capture.trace_path))
     summary = build_summary(
         run_config(request, capture.info, measured, place),

@@ -28,7 +28,7 @@ class HostDir:
 
     def preflight(self) -> None:
         refuse_lab_options_without_lab(self.request)
-        check_scratch_parent(self.request.dir, self.request.allow_system_dir)
+        check_scratch_parent(self.request.output.dir, self.request.output.allow_system_dir)
 
     @contextmanager
     def prepared(self) -> Iterator[None]:
@@ -36,7 +36,7 @@ class HostDir:
 
     def measure(self, scenario: engine.Scenario, made: None, out_dir: Path, progress: ProgressFn | None) -> RunOutcome:
         request = self.request
-        with scratch_dir(request.dir, request.keep_db) as work_dir:
+        with scratch_dir(request.output.dir, request.output.keep_db) as work_dir:
             lab_capture.watch(progress, work_dir)
             # The records leave the engine in chunks, written as they come (bounded memory)
             # to a file in the scratch directory, which only a finished run moves to out_dir.
@@ -50,7 +50,7 @@ class HostDir:
                         writer.add,
                         engine.chunk_commits(),
                         progress=progress,
-                        keep_measured=request.keep_measured,
+                        keep_measured=request.capture.keep_measured,
                     )
                     sharing = shared()
                 engine.raise_if_nothing_measured(info, writer.measured)
@@ -61,7 +61,7 @@ class HostDir:
             summary = self.summary(writer, {**dict(info), "host_sharing": sharing}, work_dir)
             with writing(out_dir, "the run's results into"):
                 rundir.finish(out_dir, summary)
-        kept = work_dir if request.keep_db else None
+        kept = work_dir if request.output.keep_db else None
         partial = summary["stopped"].get("partial")
         return RunOutcome(summary=summary, frame=None, out_dir=out_dir, kept_database=kept, partial=partial)
 
@@ -103,7 +103,7 @@ def refuse_lab_options_without_lab(request: RunRequest) -> None:
     """--fill, --mkfs-opts, --mount-opts, --encrypt, --fuse, --crypt and --device-delay shape
     a lab filesystem; without --fs there is none, and ignoring them would measure something
     else than was asked."""
-    given = [*request.stack.lab_options_given, *(["--keep-image"] if request.keep_image else [])]
+    given = [*request.stack.lab_options_given, *(["--keep-image"] if request.debug.keep_image else [])]
     if given:
         raise UsageError(
             f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} a lab filesystem, and this run has none",

@@ -46,7 +46,7 @@ class HostLab:
     @contextmanager
     def prepared(self) -> Iterator[Lab]:
         request = self.request
-        check_capture_room(request.settings.txns, request.out_dir, request.settings.duration_s)
+        check_capture_room(request.settings.txns, request.output.out_dir, request.settings.duration_s)
         workspace = lab_capture.crash_workspace() if request.crash else contextlib.nullcontext(None)
         with workspace as crash_dir:
             # Made (and so its options and size checked) before the output directory: a
@@ -70,7 +70,7 @@ class HostLab:
                 if signum is None:
                     raise
                 raise not_kept(interruption_text(signum), exc) from None
-            if request.keep_measured and engine.interruption_of(capture.info) is not None:
+            if request.capture.keep_measured and engine.interruption_of(capture.info) is not None:
                 return keep_what_was_measured(request, capture, out_dir, self.describe(capture))
             return report.analyse_capture(request, capture, out_dir, self.describe(capture))
 
@@ -81,9 +81,9 @@ class HostLab:
 
 def preflight_lab(request: RunRequest) -> None:
     """Say everything a lab run lacks before anything is made."""
-    if request.dir is not None:
+    if request.output.dir is not None:
         raise UsageError("--dir and --fs exclude each other", "use --fs for a lab run, or --dir for a VFS-only run")
-    if request.keep_db:
+    if request.output.keep_db:
         raise UsageError(
             "--keep-db keeps a VFS-only run's database; a lab filesystem is removed after the run",
             "leave --keep-db out, or leave --fs out",
@@ -101,7 +101,7 @@ def preflight_lab(request: RunRequest) -> None:
 def lab_in(request: RunRequest, crash_dir: Path | None) -> filesystem.LabFilesystem:
     return stack.lab_filesystem(
         request.stack,
-        keep_image=request.out_dir / KEPT_IMAGE_FILE if request.keep_image else None,
+        keep_image=request.output.out_dir / KEPT_IMAGE_FILE if request.debug.keep_image else None,
         write_log=crash_dir / lab_capture.WRITE_LOG_FILE if crash_dir else None,
     )
 
@@ -115,9 +115,7 @@ def capture_of(
     commits: commit_stream.EngineCommits,
 ) -> lab_capture.LabCapture:
     """The lab's capture of the run: with its device's writes logged for ``sqlwa crash``."""
-    options = lab_capture.CaptureOptions(
-        allow_loss=request.allow_loss, buffer_kb=request.buffer_kb, keep_measured=request.keep_measured
-    )
+    options = request.capture
     if request.crash is not None and lab.crash_dir is not None:
         return lab_capture.capture_with_crash(
             request.settings,

@@ -65,7 +65,7 @@ class VmLab:
             assert self.guest is not None, "a run given no kernel is given its guest"
             return contextlib.nullcontext(self.guest)
         request = self.request
-        strace_to = out_dir / GUEST_STRACE_FILE if request.guest_strace else None
+        strace_to = out_dir / GUEST_STRACE_FILE if request.debug.guest_strace else None
         # a crash run keeps its write log and a state's images beside the lab's in guest RAM
         room = CRASH_IMAGE_ROOM if request.crash else 1
         return booted_guest(kernel, out_dir, request.stack.image_size, strace_to, room)
@@ -97,7 +97,7 @@ def booted_guest(
 
 def preflight_vm(request: RunRequest) -> None:
     """What the host can refuse before a guest boots (the guest checks the lab's options again)."""
-    if request.dir is not None or request.keep_db:
+    if request.output.dir is not None or request.output.keep_db:
         raise UsageError(
             "--dir and --keep-db are for a VFS-only run on this host; a --vm run measures in the guest's lab",
             "leave --dir and --keep-db out",
@@ -123,9 +123,9 @@ def guest_request(request: RunRequest, out_dir: Path) -> dict:
         "scenario": scenario,
         "settings": settings,
         "stack": request.stack.as_dict(),
-        "keep_image": str((out_dir / KEPT_IMAGE_FILE).resolve()) if request.keep_image else None,
+        "keep_image": str((out_dir / KEPT_IMAGE_FILE).resolve()) if request.debug.keep_image else None,
         "out_dir": str(out_dir.resolve()),
-        "allow_loss": request.allow_loss,
-        "buffer_kb": request.buffer_kb,
+        "allow_loss": request.capture.allow_loss,
+        "buffer_kb": request.capture.buffer_kb,
         "crash": dataclasses.asdict(request.crash) if request.crash else None,
     }
