@@ -4,6 +4,8 @@ guest to the host as JSON and comes back whole."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sqlwa.lab.stack import StackSpec
@@ -53,17 +55,47 @@ def facts(**changes) -> lab_capture.LabFacts:
 @pytest.mark.parametrize("lab", [facts(), facts(dev=None, mapped_dev=None, mapped_offset=None, fs_type="tmpfs")])
 def test_a_capture_goes_through_json_whole(lab):
     capture = lab_capture.LabCapture(
-        info={"scenario": "s"},
-        columns={"index": [0, 1]},
+        records=lab_capture.EngineRecords(info={"scenario": "s"}, columns={"index": [0, 1]}),
         lab=lab,
         fs={"fs_type": lab.fs_type, "loop_device": "/dev/loop3", "mount_options": "rw"},
-        levels=["vfs", "block"],
-        trace={"events": 3},
-        trace_path="/o/trace.txt",
+        trace=lab_capture.CapturedTrace(levels=["vfs", "block"], described={"events": 3}, path="/o/trace.txt"),
     )
     back = lab_capture.LabCapture.from_json(capture.to_json())
     assert back == capture
+    assert lab_capture.LabCapture.from_dict(capture.as_dict()) == capture
     assert isinstance(back.lab, lab_capture.LabFacts) and back.lab.dev == lab.dev  # tuples, not lists
+
+
+def test_a_captures_json_is_one_flat_object():
+    """The guest's capture.json keeps the form it had as one flat dataclass: its parts'
+    fields side by side, in this order."""
+    capture = lab_capture.LabCapture(
+        records=lab_capture.EngineRecords({"scenario": "s"}, {}, commits_file="/o/engine.parquet"),
+        lab=facts(),
+        fs={"fs_type": "ext4"},
+        trace=lab_capture.CapturedTrace(["vfs"], {"events": 3}, "/o/trace.txt", loss={"message": "m", "hint": "h"}),
+        daemon_cpu={"user_ms": 1.0},
+    )
+    sent = json.loads(capture.to_json())
+    assert list(sent) == [
+        "info",
+        "columns",
+        "lab",
+        "fs",
+        "levels",
+        "trace",
+        "trace_path",
+        "loss",
+        "daemon_cpu",
+        "durability",
+        "commits_file",
+    ]
+    assert (sent["trace"], sent["trace_path"], sent["commits_file"]) == (
+        {"events": 3},
+        "/o/trace.txt",
+        "/o/engine.parquet",
+    )
+    assert sent["lab"]["dev"] == [7, 3] and sent["loss"] == {"message": "m", "hint": "h"}
 
 
 def test_the_analysis_context_is_the_lab_facts_and_the_run_settings():

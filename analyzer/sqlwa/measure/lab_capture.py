@@ -9,7 +9,7 @@ pyarrow, which take tens of seconds to import in a guest under TCG. A
 On the host the engine's records leave it in chunks, into a :class:`CommitSink` (the
 host lab's :class:`sqlwa.measure.commit_stream.EngineCommits`, a Parquet file the analysis
 reads a chunk at a time), so the run's memory does not grow with its length; the guest
-gives none and takes the records whole, into :attr:`LabCapture.columns`.
+gives none and takes the records whole, into :attr:`EngineRecords.columns`.
 """
 
 from __future__ import annotations
@@ -103,31 +103,75 @@ def lab_facts(fs: filesystem.MountedLab, described: dict) -> LabFacts:
 
 
 @dataclass
-class LabCapture:
-    """One lab run's raw measurement: the engine's records, the lab and the trace."""
+class EngineRecords:
+    """What the engine gave back of a lab run: its run information and its per-commit
+    records, whole (a guest's) or in the :class:`CommitSink`'s file (the host lab's)."""
 
     info: dict  # the engine's run information
     columns: dict  # the engine's per-commit records, column by column ({} with commits_file)
-    lab: LabFacts  # what the analysis needs to know of the lab
-    fs: dict  # LabFilesystem.describe(): summary.json's config.lab
-    levels: list[str]  # the levels the trace captured, "vfs" first
-    trace: dict  # TraceCapture.describe()
-    trace_path: str
-    loss: dict | None = None  # {"message", "hint"} when events were lost and that was not allowed
-    daemon_cpu: dict | None = None  # the FUSE daemon's CPU time over the workload (daemon_cpu_section)
-    durability: dict | None = None  # sqlwa crash: the crash states' verdicts (durability.explore)
     commits_file: str | None = None  # the engine's records, in the CommitSink's Parquet file
+
+
+@dataclass
+class CapturedTrace:
+    """The trace a lab run took: where it is, what it says of itself, the levels it
+    captured, and whether it lost events."""
+
+    levels: list[str]  # the levels the trace captured, "vfs" first
+    described: dict  # TraceCapture.describe()
+    path: str
+    loss: dict | None = None  # {"message", "hint"} when events were lost and that was not allowed
 
     def loss_error(self) -> TraceLossError | None:
         return TraceLossError(self.loss["message"], self.loss["hint"]) if self.loss else None
 
+
+@dataclass
+class LabCapture:
+    """One lab run's raw measurement: the engine's records, the lab and the trace."""
+
+    records: EngineRecords
+    lab: LabFacts  # what the analysis needs to know of the lab
+    fs: dict  # LabFilesystem.describe(): summary.json's config.lab
+    trace: CapturedTrace
+    daemon_cpu: dict | None = None  # the FUSE daemon's CPU time over the workload (daemon_cpu_section)
+    durability: dict | None = None  # sqlwa crash: the crash states' verdicts (durability.explore)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The capture as the guest sends it: one flat JSON object, its keys in this order
+        (the form it had before its parts were values of their own)."""
+        return {
+            "info": self.records.info,
+            "columns": self.records.columns,
+            "lab": dataclasses.asdict(self.lab),
+            "fs": self.fs,
+            "levels": self.trace.levels,
+            "trace": self.trace.described,
+            "trace_path": self.trace.path,
+            "loss": self.trace.loss,
+            "daemon_cpu": self.daemon_cpu,
+            "durability": self.durability,
+            "commits_file": self.records.commits_file,
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> LabCapture:
+        """The inverse of :meth:`as_dict`."""
+        return cls(
+            records=EngineRecords(values["info"], values["columns"], values["commits_file"]),
+            lab=LabFacts.from_dict(values["lab"]),
+            fs=values["fs"],
+            trace=CapturedTrace(values["levels"], values["trace"], values["trace_path"], values["loss"]),
+            daemon_cpu=values["daemon_cpu"],
+            durability=values["durability"],
+        )
+
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self)) + "\n"
+        return json.dumps(self.as_dict()) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> LabCapture:
-        fields = json.loads(text)
-        return cls(**{**fields, "lab": LabFacts.from_dict(fields["lab"])})
+        return cls.from_dict(json.loads(text))
 
 
 def capture_in_lab(
@@ -146,16 +190,16 @@ def capture_in_lab(
         described = fs.describe()
         facts = lab_facts(fs, described)
     return LabCapture(
-        info=dict(info),
-        columns=columns,
+        records=EngineRecords(dict(info), columns, str(commits.path) if commits is not None else None),
         lab=facts,
         fs=described,
-        levels=trace_levels(cap),
-        trace=cap.describe(),
-        trace_path=str(cap.trace_path),
-        loss={"message": str(loss), "hint": hint_of(loss)} if loss else None,
+        trace=CapturedTrace(
+            levels=trace_levels(cap),
+            described=cap.describe(),
+            path=str(cap.trace_path),
+            loss={"message": str(loss), "hint": hint_of(loss)} if loss else None,
+        ),
         daemon_cpu=daemon_cpu,
-        commits_file=str(commits.path) if commits is not None else None,
     )
 
 
@@ -344,7 +388,7 @@ def capture_with_crash(
     assert lab.log_writes is not None and lab.write_log is not None, "a crash run's lab logs its writes"
     marked = dataclasses.replace(settings, dm_mark=lab.log_writes.name)
     capture = capture_in_lab(marked, scenario, lab, out_dir, options, progress, commits)
-    db_path = Path(capture.info["db_path"])
+    db_path = Path(capture.records.info["db_path"])
     data_dir = Path(lab.fuse.lower_path(db_path)) if lab.fuse else db_path
     target = verdict.Target(
         lab.spec.kernel_type,

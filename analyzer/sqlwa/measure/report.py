@@ -165,29 +165,29 @@ def analyse_capture(
     amortized, sections = analysis.amortized, analysis.sections
     frame: pl.DataFrame | None = None
     if isinstance(analysis.commits, pl.DataFrame):
-        frame = phases.with_phases(analysis.commits, capture.info["pragmas"]["journal_mode"])
+        frame = phases.with_phases(analysis.commits, capture.records.info["pragmas"]["journal_mode"])
     commits = frame if frame is not None else ColumnFrame(analysis.commits.lazy())
     if capture.daemon_cpu is not None:  # measured whether or not the syscall level was captured
         assert capture.lab.fuse is not None, "only a FUSE daemon's CPU time is measured"
         sections.setdefault("fuse", dict(capture.lab.fuse))["daemon_cpu"] = capture.daemon_cpu
     measured = commits.filter(~pl.col("warmup")).height
     span_ns = measured_span_ns(commits.filter(~pl.col("warmup")))
-    sections["stopped"] = stopped = stop_section(capture.info, request.settings, measured, span_ns)
-    sections.update(engine_sections(capture.info, analysis.close))
+    sections["stopped"] = stopped = stop_section(capture.records.info, request.settings, measured, span_ns)
+    sections.update(engine_sections(capture.records.info, analysis.close))
     trace = {
-        **capture.trace,
+        **capture.trace.described,
         "parse": analysis.parse_report,
         "unparsed_lines": analysis.parse_report.get("bad_records", 0),
         # The trace's parse and per-commit analysis, wall clock (bench/scale.py reads it).
         "analysis_s": round(analysis_s, 3),
     }
-    loss = capture.loss_error()
+    loss = capture.trace.loss_error()
     if loss is None and not request.capture.allow_loss:
-        loss = analyse.unparsed_loss(analysis.parse_report, Path(capture.trace_path))
+        loss = analyse.unparsed_loss(analysis.parse_report, Path(capture.trace.path))
     summary = build_summary(
-        run_config(request, capture.info, measured, place),
+        run_config(request, capture.records.info, measured, place),
         commits,
-        levels=capture.levels,
+        levels=capture.trace.levels,
         frame_budget_ms=request.frame_budget_ms,
         amortized_bytes=amortized["write_bytes"] if amortized else None,
         trace=trace,
@@ -216,14 +216,14 @@ def analysed(
     engine_commits = engine_commits_of(capture, spilled, stream.streamable(context))
     started = time.perf_counter()
     analysis = analyse.analyse_trace(
-        Path(capture.trace_path),
+        Path(capture.trace.path),
         engine_commits,
         capture.lab.dev,
-        capture.levels,
+        capture.trace.levels,
         context,
         events_path=out_dir / rundir.EVENTS_FILE,
         commits_path=out_dir / rundir.COMMITS_FILE,
-        phases_of=capture.info["pragmas"]["journal_mode"],
+        phases_of=capture.records.info["pragmas"]["journal_mode"],
     )
     del engine_commits
     spilled.unlink(missing_ok=True)
@@ -248,12 +248,12 @@ def engine_commits_of(capture: lab_capture.LabCapture, spilled: Path, streamable
     chunks went to as the run went (``commits_file``), read a chunk of commits at a time by
     a streamed analysis; or, from a guest's records (``columns``), a frame, written to
     ``spilled`` and scanned for a streamed analysis."""
-    if capture.commits_file is not None:
-        return commit_stream.engine_table(capture.commits_file)
-    result = engine.WorkloadResult.from_raw({"info": capture.info, "commits": capture.columns})
+    if capture.records.commits_file is not None:
+        return commit_stream.engine_table(capture.records.commits_file)
+    result = engine.WorkloadResult.from_raw({"info": capture.records.info, "commits": capture.records.columns})
     # The frame has them now: the engine's per-commit lists of Python ints (hundreds of
     # bytes a commit) are not kept through the analysis.
-    capture.columns = {}
+    capture.records.columns = {}
     engine_commits = with_vfs_totals(result.commits)
     del result
     if not streamable:

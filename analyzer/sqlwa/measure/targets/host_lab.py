@@ -62,7 +62,7 @@ class HostLab:
             try:
                 with _system.sharing.measuring() as shared:
                     capture = capture_of(request, scenario, made, out_dir, progress, commits)
-                    capture.info["host_sharing"] = shared()
+                    capture.records.info["host_sharing"] = shared()
             except OutputStuck as exc:
                 # the trace's last part could not be written: a run a signal ended (its engine
                 # took the first as the end of the workload) ends unfinished, as an interrupted one
@@ -70,7 +70,7 @@ class HostLab:
                 if signum is None:
                     raise
                 raise not_kept(interruption_text(signum), exc) from None
-            if request.capture.keep_measured and engine.interruption_of(capture.info) is not None:
+            if request.capture.keep_measured and engine.interruption_of(capture.records.info) is not None:
                 return keep_what_was_measured(request, capture, out_dir, self.describe(capture))
             return report.analyse_capture(request, capture, out_dir, self.describe(capture))
 
@@ -171,7 +171,7 @@ def keep_what_was_measured(
             "keeping what was measured",
         )
     except OutputStuck as exc:
-        raise not_kept(str(engine.interruption_of(capture.info)), exc) from None
+        raise not_kept(str(engine.interruption_of(capture.records.info)), exc) from None
     except (Interrupted, KeyboardInterrupt) as exc:
         again = (exc.args[0] if exc.args else "") or "interrupted"
         raise Interrupted(f"{again} again while analysing; the raw capture stays in {out_dir}") from None

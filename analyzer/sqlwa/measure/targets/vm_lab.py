@@ -53,7 +53,7 @@ class VmLab:
         with self.guest_for(made, out_dir) as guest:
             with _system.sharing.measuring() as shared:  # on the host: the guest's CPUs are its
                 capture = guest.capture(guest_request(self.request, out_dir), progress)
-                capture.info["host_sharing"] = shared()
+                capture.records.info["host_sharing"] = shared()
         return report.analyse_capture(self.request, capture, out_dir, self.describe(capture, guest.facts))
 
     def guest_for(
