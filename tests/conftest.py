@@ -68,14 +68,14 @@ def tracefs_unavailable() -> str | None:
 
 def vm_lab_unavailable() -> str | None:
     """Why ``sqlwa run --vm`` cannot run here, or None if it can."""
-    from sqlwa.errors import UsageError
+    from sqlwa.errors import UsageError, hint_of
     from sqlwa.vm import initramfs, machine
 
     try:
         machine.qemu_binary()
         initramfs.static_busybox()
     except UsageError as exc:
-        return f"needs the VM lab's tools: {exc} ({exc.hint})"
+        return f"needs the VM lab's tools: {exc} ({hint_of(exc)})"
     return None
 
 
