@@ -82,6 +82,11 @@ class NeedsRoot(SqlwaError):
     """The operation needs root (loop devices, mounts, tracefs)."""
 
 
+class DeviceError(SqlwaError):
+    """The Android device a run goes to over adb is not ready (unauthorised, offline),
+    went away mid-run, or a step there failed."""
+
+
 class CaptureError(SqlwaError):
     """Setting up or reading the tracefs capture failed."""
 
@@ -148,6 +153,7 @@ __all__ = [
     "ToolError",
     "UnsupportedFilesystem",
     "NeedsRoot",
+    "DeviceError",
     "CaptureError",
     "TraceLossError",
     "OutputStuck",

@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"sqlwa._native", "sqlwa.errors"},
     {"sqlwa._system", "sqlwa.catalogue", "sqlwa.inputs", "sqlwa.outputs"},
     {"sqlwa.analysis", "sqlwa.capture", "sqlwa.durability", "sqlwa.record"},
-    {"sqlwa.lab", "sqlwa.results", "sqlwa.device"},
+    {"sqlwa.lab", "sqlwa.results", "sqlwa.device", "sqlwa.phone"},
     {"sqlwa.measure", "sqlwa.views", "sqlwa.vm"},
     {"sqlwa.api", "sqlwa"},
     {"sqlwa.cli", "sqlwa.__main__"},
