@@ -451,11 +451,11 @@ def predicted_findings(rule: Rule, row: dict, predicted: ConfigPrediction | None
             detail = f"needs the block level (a lab run) to predict on {device} (limit {limit:g})"
             findings.append(Finding("unmeasured", rule.name, label, key, limit=limit, detail=detail))
             continue
-        s = predicted.summary
+        ahead, here = predicted.summary.predicted, predicted.summary.measured
         value, measured_here = {
-            "max_predicted_p50_ms": (s.p50_ms, s.measured_p50_ms),
-            "max_predicted_p99_ms": (s.p99_ms, s.measured_p99_ms),
-            "max_predicted_frame_budget_miss_pct": (s.frame_budget_miss_pct, s.measured_frame_budget_miss_pct),
+            "max_predicted_p50_ms": (ahead.p50_ms, here.p50_ms),
+            "max_predicted_p99_ms": (ahead.p99_ms, here.p99_ms),
+            "max_predicted_frame_budget_miss_pct": (ahead.frame_budget_miss_pct, here.frame_budget_miss_pct),
         }[key]
         findings.append(predicted_finding(rule, label, key, value, measured_here, limit, predicted))
     return findings

@@ -86,16 +86,17 @@ def prediction_table(result: DevicePrediction, budget_ms: float) -> Table:
     table.add_column("share of predicted:\nbase · write · flush · FUA · read", justify="right")
     for conf in result.configurations:
         s = conf.summary
-        shares = " · ".join(f"{100 * s.shares[k]:.0f}%" for k in ("base", *REQUEST_KINDS[:4]))
+        predicted, measured = s.predicted, s.measured
+        shares = " · ".join(f"{100 * predicted.shares[k]:.0f}%" for k in ("base", *REQUEST_KINDS[:4]))
         table.add_row(
             conf.label,
             f"{s.commits:,}",
-            _measured(s.measured_p50_ms, s.timings_emulated, ".2f"),
-            f"[bold]{s.p50_ms:.2f}[/bold]",
-            _measured(s.measured_p99_ms, s.timings_emulated, ".2f"),
-            f"[bold]{s.p99_ms:.2f}[/bold]",
-            _measured(s.measured_frame_budget_miss_pct, s.timings_emulated, ".1f", "%"),
-            f"[bold]{s.frame_budget_miss_pct:.1f}%[/bold]",
+            _measured(measured.p50_ms, s.timings_emulated, ".2f"),
+            f"[bold]{predicted.p50_ms:.2f}[/bold]",
+            _measured(measured.p99_ms, s.timings_emulated, ".2f"),
+            f"[bold]{predicted.p99_ms:.2f}[/bold]",
+            _measured(measured.frame_budget_miss_pct, s.timings_emulated, ".1f", "%"),
+            f"[bold]{predicted.frame_budget_miss_pct:.1f}%[/bold]",
             shares,
         )
     return table
@@ -143,17 +144,17 @@ def device_entry(result: DevicePrediction) -> dict:
                 "runs": conf.runs,
                 "commits": conf.summary.commits,
                 "measured": {
-                    "p50_ms": conf.summary.measured_p50_ms,
-                    "p99_ms": conf.summary.measured_p99_ms,
-                    "frame_budget_miss_pct": conf.summary.measured_frame_budget_miss_pct,
+                    "p50_ms": conf.summary.measured.p50_ms,
+                    "p99_ms": conf.summary.measured.p99_ms,
+                    "frame_budget_miss_pct": conf.summary.measured.frame_budget_miss_pct,
                 },
                 "predicted": {
-                    "p50_ms": conf.summary.p50_ms,
-                    "p90_ms": conf.summary.p90_ms,
-                    "p99_ms": conf.summary.p99_ms,
-                    "frame_budget_miss_pct": conf.summary.frame_budget_miss_pct,
+                    "p50_ms": conf.summary.predicted.p50_ms,
+                    "p90_ms": conf.summary.predicted.p90_ms,
+                    "p99_ms": conf.summary.predicted.p99_ms,
+                    "frame_budget_miss_pct": conf.summary.predicted.frame_budget_miss_pct,
                 },
-                "shares": conf.summary.shares,
+                "shares": conf.summary.predicted.shares,
                 "requests_per_commit": conf.summary.requests_per_commit,
                 "base_source": conf.summary.base_source,
                 # the measured figures (null where kept out) and the base are an emulated CPU's
