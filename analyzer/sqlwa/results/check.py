@@ -469,7 +469,11 @@ def predicted_finding(
     nothing is known (not checked)."""
     assert rule.device is not None
     device, s = rule.device.name, conf.summary
-    sync = "" if rule.device.sync_stated else f"; {device}'s source did not state whether its writes were synced"
+    sync = (
+        ""
+        if rule.device.provenance.sync_stated
+        else f"; {device}'s source did not state whether its writes were synced"
+    )
     if s.timings_emulated and s.base_source == "none":
         bound = f"predicted on {device} from the device time alone {value:,.3f}, limit {limit:g}{sync}"
         if value > limit:
@@ -489,7 +493,7 @@ def rule_predictions(
     """The configurations of ``runs`` predicted on the rule's device, by configuration key
     (once per device and fill level, whichever rules ask)."""
     assert rule.device is not None
-    key = (rule.device.path or rule.device.name, rule.device_fill)
+    key = (rule.device.provenance.path or rule.device.name, rule.device_fill)
     if key not in cache:
         result = predict_runs(runs, rule.device, rule.device_fill, use_emulated_timings=use_emulated_timings)
         cache[key] = {config_key(c.config): c for c in result.configurations}

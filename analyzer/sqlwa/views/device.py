@@ -37,7 +37,7 @@ def _quantile(dist: Distribution | None, q: float) -> str:
 
 def profile_table(profile: Profile) -> Table:
     """One row per fill level and measure: p50, p90, p99, p99.9 (ms) and samples."""
-    table = Table(title=f"{profile.name} ({profile.kind}): {profile.description}", title_justify="left")
+    table = Table(title=f"{profile.name} ({profile.kind}): {profile.provenance.description}", title_justify="left")
     for column in ("fill %", "measure", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "samples"):
         table.add_column(column, justify="left" if column == "measure" else "right")
     for level in profile.levels:
@@ -62,10 +62,10 @@ def _level_extras(level: Level) -> str:
 
 def profile_lines(profile: Profile) -> list[str]:
     """What a reader must know beside the table: source, device, notes, pricing."""
-    lines = [f"source: {profile.source}"] if profile.source else []
+    lines = [f"source: {profile.provenance.source}"] if profile.provenance.source else []
     if profile.device:
         lines.append("device: " + ", ".join(f"{k} {v}" for k, v in profile.device.items() if v is not None))
-    lines += [f"note: {note}" for note in profile.notes]
+    lines += [f"note: {note}" for note in profile.provenance.notes]
     lines += [f"pricing: {note}" for note in pricing_notes(profile.level())]
     return lines
 
@@ -130,9 +130,9 @@ def device_entry(result: DevicePrediction) -> dict:
         "device": {
             "name": profile.name,
             "kind": profile.kind,
-            "source": profile.source,
-            "path": profile.path,
-            "sync_stated": profile.sync_stated,
+            "source": profile.provenance.source,
+            "path": profile.provenance.path,
+            "sync_stated": profile.provenance.sync_stated,
         },
         "fill_pct": result.fill_pct,
         "notes": result.notes,
@@ -168,4 +168,4 @@ def device_entry(result: DevicePrediction) -> dict:
 
 def profile_document(profile: Profile) -> dict:
     """``sqlwa device show --json``: the profile as its TOML has it."""
-    return {**to_dict(profile), "path": profile.path}
+    return {**to_dict(profile), "path": profile.provenance.path}

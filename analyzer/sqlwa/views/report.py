@@ -778,7 +778,8 @@ def prediction_sections(predictions: list[DevicePrediction]) -> list[Section]:
     )
     body = "".join(prediction_rows(result) for result in predictions)
     sources = "".join(
-        f"<li><b>{html.escape(r.profile.name)}</b> ({html.escape(r.profile.kind)}): {html.escape(r.profile.source)}"
+        f"<li><b>{html.escape(r.profile.name)}</b> ({html.escape(r.profile.kind)}): "
+        f"{html.escape(r.profile.provenance.source)}"
         + "".join(f"<br>note: {html.escape(n)}" for n in r.notes)
         + "</li>"
         for r in predictions
