@@ -125,20 +125,29 @@ class Policy:
         return any(rule.max_regression_pct is not None for rule in self.rules)
 
 
+@dataclass(frozen=True)
+class Figures:
+    """The numbers a check held against each other: the measured value and its limit
+    (for a regression, the change in % and the largest allowed), and for a regression
+    also its two sides and the significance of a timing change (its p-value). Each is
+    None where the check had none; ``sqlwa check --json`` reports them side by side."""
+
+    measured: float | None = None
+    limit: float | None = None
+    baseline: float | None = None
+    current: float | None = None
+    p_value: float | None = None
+
+
 @dataclass
 class Finding:
     outcome: str  # pass | violation | unmeasured | not_checked
     rule: str
     config: str
     check: str  # what was checked, e.g. "max_p99_ms"
-    measured: float | None = None
-    limit: float | None = None
+    figures: Figures = Figures()
     detail: str = ""
     suite: str = ""  # the configuration a run's finding belongs to (config is the run's label)
-    # A regression check's two sides, and the significance of a timing change (its p-value).
-    baseline: float | None = None
-    current: float | None = None
-    p_value: float | None = None
 
     def line(self) -> str:
         tag = {"violation": "FAIL", "unmeasured": "NOT MEASURED", "not_checked": "NOT CHECKED", "pass": "ok"}[
@@ -146,9 +155,8 @@ class Finding:
         ]
         if self.detail:
             return f"{tag} {self.config}: {self.check}: {self.detail} [rule: {self.rule}]"
-        return (
-            f"{tag} {self.config}: {self.check} measured {self.measured:,.3f}, limit {self.limit:g} [rule: {self.rule}]"
-        )
+        measured, limit = self.figures.measured, self.figures.limit
+        return f"{tag} {self.config}: {self.check} measured {measured:,.3f}, limit {limit:g} [rule: {self.rule}]"
 
 
 RUN_CHECK = "run"  # a failed run
@@ -390,7 +398,7 @@ def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame, clocks: Clocks | N
                     rule.name,
                     label,
                     key,
-                    limit=limit,
+                    Figures(limit=limit),
                     detail=(
                         f"needs crash states, which only `sqlwa crash` runs have (limit {limit:g})"
                         if level == "crash"
@@ -407,7 +415,7 @@ def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame, clocks: Clocks | N
             detail = (
                 f"measured {value:,.3f} ({spread.text()}), limit {limit:g}" if spread and len(spread.values) > 1 else ""
             )
-            findings.append(Finding(outcome, rule.name, label, key, value, limit, detail))
+            findings.append(Finding(outcome, rule.name, label, key, Figures(value, limit), detail))
     return findings
 
 
@@ -435,9 +443,9 @@ def emulated_limit(rule: Rule, label: str, key: str, value: float, limit: float,
     """A timing limit on runs under TCG: not checked, or checked with a mark when asked."""
     if not allowed:
         detail = f"{NOT_CHECKED} (measured {value:,.3f}, limit {limit:g}; {emulated.USE_FLAG} checks it anyway)"
-        return Finding("not_checked", rule.name, label, key, value, limit, detail)
+        return Finding("not_checked", rule.name, label, key, Figures(value, limit), detail)
     detail = f"measured {value:,.3f}, limit {limit:g}: {EMULATED_CHECKED}"
-    return Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit, detail)
+    return Finding("violation" if value > limit else "pass", rule.name, label, key, Figures(value, limit), detail)
 
 
 def predicted_findings(rule: Rule, row: dict, predicted: ConfigPrediction | None) -> list[Finding]:
@@ -449,7 +457,7 @@ def predicted_findings(rule: Rule, row: dict, predicted: ConfigPrediction | None
     for key, limit in rule.predicted_limits.items():
         if predicted is None:
             detail = f"needs the block level (a lab run) to predict on {device} (limit {limit:g})"
-            findings.append(Finding("unmeasured", rule.name, label, key, limit=limit, detail=detail))
+            findings.append(Finding("unmeasured", rule.name, label, key, Figures(limit=limit), detail=detail))
             continue
         ahead, here = predicted.summary.predicted, predicted.summary.measured
         value, measured_here = {
@@ -468,7 +476,7 @@ def predicted_finding(
     is the device time alone, a lower bound: over the limit it is a violation, under it
     nothing is known (not checked)."""
     assert rule.device is not None
-    device, s = rule.device.name, conf.summary
+    device, s, figures = rule.device.name, conf.summary, Figures(value, limit)
     sync = (
         ""
         if rule.device.provenance.sync_stated
@@ -478,13 +486,13 @@ def predicted_finding(
         bound = f"predicted on {device} from the device time alone {value:,.3f}, limit {limit:g}{sync}"
         if value > limit:
             detail = f"{bound}: over the limit before any CPU time (the run's own is an emulated CPU's)"
-            return Finding("violation", rule.name, label, key, value, limit, detail)
+            return Finding("violation", rule.name, label, key, figures, detail)
         detail = f"{NOT_CHECKED}: {bound}, a lower bound ({emulated.USE_FLAG} adds the emulated base)"
-        return Finding("not_checked", rule.name, label, key, value, limit, detail)
+        return Finding("not_checked", rule.name, label, key, figures, detail)
     here = "—" if measured_here is None else f"{measured_here:,.3f}"
     mark = f"; {EMULATED_CHECKED}" if s.timings_emulated else ""
     detail = f"predicted on {device} {value:,.3f} (measured here {here}), limit {limit:g}{mark}{sync}"
-    return Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit, detail)
+    return Finding("violation" if value > limit else "pass", rule.name, label, key, figures, detail)
 
 
 def rule_predictions(
@@ -511,14 +519,16 @@ def forbidden_findings(rule: Rule, row: dict, found: ConfigFindings | None) -> l
         if found is not None and found.crash is not None and found.crash_lost() and name in DURABILITY_FINDINGS:
             said = found.line(name) if found.hits.get(name) else f"in none of {found.commits:,} commits"
             detail = f"{said}; but {found.crash.line()}: the commits were not durable"
-            checks.append(Finding("violation", rule.name, label, check, found.crash.max_lost, 0, detail))
+            checks.append(Finding("violation", rule.name, label, check, Figures(found.crash.max_lost, 0), detail))
         elif found is None or not found.looked_for(name):
             detail = f"needs the {FINDINGS[name]} level, which was not measured"
             checks.append(Finding("unmeasured", rule.name, label, check, detail=detail))
         elif found.hits.get(name):
-            checks.append(Finding("violation", rule.name, label, check, found.hits[name], 0, found.line(name)))
+            figures = Figures(found.hits[name], 0)
+            checks.append(Finding("violation", rule.name, label, check, figures, found.line(name)))
         else:
-            checks.append(Finding("pass", rule.name, label, check, 0, 0, f"in none of {found.commits:,} commits"))
+            none_in = f"in none of {found.commits:,} commits"
+            checks.append(Finding("pass", rule.name, label, check, Figures(0, 0), none_in))
     return checks
 
 
@@ -549,7 +559,7 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
                 rule.name,
                 label,
                 "max_regression_pct",
-                limit=limit,
+                Figures(limit=limit),
                 detail="configuration absent from the baseline",
             )
         ]
@@ -562,7 +572,12 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
         if matched.refused and now is not None and before is not None:
             findings.append(
                 Finding(
-                    "unmeasured", rule.name, label, check, limit=limit, detail=matched.why, baseline=before, current=now
+                    "unmeasured",
+                    rule.name,
+                    label,
+                    check,
+                    Figures(limit=limit, baseline=before, current=now),
+                    detail=matched.why,
                 )
             )
             continue
@@ -575,11 +590,9 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
                     rule.name,
                     label,
                     check,
-                    limit=limit,
+                    Figures(limit=limit, baseline=before, current=now),
                     detail=f"{METRICS[metric].level} level not measured in "
                     f"{'this run' if now is None else 'the baseline'}",
-                    baseline=before,
-                    current=now,
                 )
             )
             continue
@@ -601,9 +614,8 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
             outcome, detail, p_value = timing_verdict(worse_pct > limit, detail, metric, config_key(row), sides)
         else:  # a count is the same in every run: an exact rule
             outcome = "violation" if worse_pct > limit else "pass"
-        findings.append(
-            Finding(outcome, rule.name, label, check, pct, limit, detail, baseline=before, current=now, p_value=p_value)
-        )
+        figures = Figures(pct, limit, baseline=before, current=now, p_value=p_value)
+        findings.append(Finding(outcome, rule.name, label, check, figures, detail))
     return findings
 
 
@@ -664,7 +676,7 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
         elif lost > 0 and not policy.allow_lossy_trace:
             detail = f"the trace lost {lost:,} events (policy does not allow loss)"
             findings.append(
-                Finding("violation", "lossless trace", label, LOST_EVENTS_CHECK, lost, 0, detail, suite=suite)
+                Finding("violation", "lossless trace", label, LOST_EVENTS_CHECK, Figures(lost, 0), detail, suite=suite)
             )
     return findings
 
