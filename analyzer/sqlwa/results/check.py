@@ -97,6 +97,17 @@ DEFAULT_REGRESSION_METRICS = ("fsync_calls_per_commit", "write_kib_per_commit", 
 
 
 @dataclass
+class PredictedLimits:
+    """A rule's limits on the latency predicted on a device, with the profile they are
+    about and the fill level it is priced at: the limits mean nothing without them, and a
+    rule without such limits may name no device."""
+
+    limits: dict[str, float]  # PREDICTED_LIMITS key → limit
+    device: Profile
+    device_fill: float | None = None
+
+
+@dataclass
 class Rule:
     name: str
     scope: dict[str, tuple[str, ...]]  # empty tuple: any value
@@ -104,9 +115,7 @@ class Rule:
     max_regression_pct: float | None = None
     metrics: tuple[str, ...] = DEFAULT_REGRESSION_METRICS
     forbid_findings: tuple[str, ...] = ()
-    predicted_limits: dict[str, float] = field(default_factory=dict)
-    device: Profile | None = None  # the profile predicted limits are about
-    device_fill: float | None = None
+    predicted: PredictedLimits | None = None  # None: the rule has no predicted limit
 
     def applies_to(self, config: dict) -> bool:
         return all(not allowed or str(config[key]) in allowed for key, allowed in self.scope.items())
@@ -250,7 +259,7 @@ def parse_rule(raw: dict, number: int, policy_dir: Path | None = None) -> Rule:
             f"policy {where} sets no limit",
             f"add one of: {', '.join([*LIMITS, *PREDICTED_LIMITS, 'max_regression_pct', 'forbid_findings'])}",
         )
-    profile, fill = _rule_device(raw, bool(predicted), f"policy {where}", policy_dir)
+    on_device = _rule_device(raw, predicted, f"policy {where}", policy_dir)
     metrics = _metric_names(raw.get("metrics", list(DEFAULT_REGRESSION_METRICS)), f"policy {where}")
     directed = [name for name, metric in METRICS.items() if metric.better is not None]
     bad = [m for m in metrics if m not in METRICS]
@@ -269,9 +278,7 @@ def parse_rule(raw: dict, number: int, policy_dir: Path | None = None) -> Rule:
         max_regression_pct=None if regression is None else _number(regression, "max_regression_pct", f"policy {where}"),
         metrics=metrics,
         forbid_findings=forbidden,
-        predicted_limits=predicted,
-        device=profile,
-        device_fill=fill,
+        predicted=on_device,
     )
 
 
@@ -286,16 +293,14 @@ def _corruption_limit(raw: dict, where: str) -> dict[str, float]:
     return {"max_corrupt_states": 0.0} if value else {}
 
 
-def _rule_device(
-    raw: dict, predicted: bool, where: str, policy_dir: Path | None
-) -> tuple[Profile | None, float | None]:
-    """The profile a rule's predicted limits are about: a shipped profile's name or a
-    profile file (relative to the policy's directory)."""
+def _rule_device(raw: dict, predicted: dict[str, float], where: str, policy_dir: Path | None) -> PredictedLimits | None:
+    """A rule's ``predicted`` limits with the profile they are about: a shipped profile's
+    name or a profile file (relative to the policy's directory); None without limits."""
     spec = raw.get("device")
     if not predicted:
         if spec is not None or "device_fill" in raw:
             raise UsageError(f"{where}: device without a predicted limit", f"add one of: {', '.join(PREDICTED_LIMITS)}")
-        return None, None
+        return None
     if not isinstance(spec, str) or not spec:
         raise UsageError(
             f"{where}: predicted limits need device = a profile", 'e.g. device = "pixel-2016" (sqlwa device list)'
@@ -306,7 +311,7 @@ def _rule_device(
     except UsageError as exc:
         raise UsageError(f"{where}: {exc.args[0]}", exc.args[1] if len(exc.args) > 1 else None) from None
     fill = _number(raw["device_fill"], "device_fill", where) if "device_fill" in raw else None
-    return profile, fill
+    return PredictedLimits(predicted, profile, fill)
 
 
 def _finding_names(value, where: str) -> tuple[str, ...]:
@@ -451,10 +456,10 @@ def emulated_limit(rule: Rule, label: str, key: str, value: float, limit: float,
 def predicted_findings(rule: Rule, row: dict, predicted: ConfigPrediction | None) -> list[Finding]:
     """A rule's limits on the configuration's latency predicted on its device: unmeasured
     where the configuration has no lab run to replay."""
-    assert rule.device is not None, "a rule with predicted limits has a device"
-    label, device = config_label(row), rule.device.name
+    assert rule.predicted is not None, "only a rule with predicted limits has them checked"
+    label, device = config_label(row), rule.predicted.device.name
     findings = []
-    for key, limit in rule.predicted_limits.items():
+    for key, limit in rule.predicted.limits.items():
         if predicted is None:
             detail = f"needs the block level (a lab run) to predict on {device} (limit {limit:g})"
             findings.append(Finding("unmeasured", rule.name, label, key, Figures(limit=limit), detail=detail))
@@ -475,13 +480,10 @@ def predicted_finding(
     """One predicted limit. A prediction from runs under TCG without their emulated base
     is the device time alone, a lower bound: over the limit it is a violation, under it
     nothing is known (not checked)."""
-    assert rule.device is not None
-    device, s, figures = rule.device.name, conf.summary, Figures(value, limit)
-    sync = (
-        ""
-        if rule.device.provenance.sync_stated
-        else f"; {device}'s source did not state whether its writes were synced"
-    )
+    assert rule.predicted is not None
+    profile, s = rule.predicted.device, conf.summary
+    device, figures = profile.name, Figures(value, limit)
+    sync = "" if profile.provenance.sync_stated else f"; {device}'s source did not state whether its writes were synced"
     if s.timings_emulated and s.base_source == "none":
         bound = f"predicted on {device} from the device time alone {value:,.3f}, limit {limit:g}{sync}"
         if value > limit:
@@ -500,10 +502,11 @@ def rule_predictions(
 ) -> dict[tuple, ConfigPrediction]:
     """The configurations of ``runs`` predicted on the rule's device, by configuration key
     (once per device and fill level, whichever rules ask)."""
-    assert rule.device is not None
-    key = (rule.device.provenance.path or rule.device.name, rule.device_fill)
+    assert rule.predicted is not None
+    profile, fill = rule.predicted.device, rule.predicted.device_fill
+    key = (profile.provenance.path or profile.name, fill)
     if key not in cache:
-        result = predict_runs(runs, rule.device, rule.device_fill, use_emulated_timings=use_emulated_timings)
+        result = predict_runs(runs, profile, fill, use_emulated_timings=use_emulated_timings)
         cache[key] = {config_key(c.config): c for c in result.configurations}
     return cache[key]
 
@@ -714,12 +717,12 @@ def check(
             unmatched.append(f"rule {rule.name!r} matches no measured configuration ({scope_miss(rule, configs)})")
         predicted = (
             rule_predictions(rule, runs, predictions, policy.use_emulated_timings)
-            if matched and rule.predicted_limits
+            if matched and rule.predicted is not None
             else {}
         )
         for row in matched:
             result.findings.extend(limit_findings(rule, row, runs, clocks))
-            if rule.predicted_limits:
+            if rule.predicted is not None:
                 result.findings.extend(predicted_findings(rule, row, predicted.get(config_key(row))))
             result.findings.extend(forbidden_findings(rule, row, found.get(config_key(row))))
             if rule.max_regression_pct is not None:

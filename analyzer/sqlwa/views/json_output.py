@@ -196,9 +196,9 @@ def rule_entry(rule: checking.Rule) -> dict:
     return {
         "name": rule.name,
         "scope": {key: list(values) or None for key, values in rule.scope.items()},
-        "limits": {**rule.limits, **rule.predicted_limits},
-        "device": None if rule.device is None else rule.device.name,
-        "device_fill": rule.device_fill,
+        "limits": {**rule.limits, **(rule.predicted.limits if rule.predicted is not None else {})},
+        "device": None if rule.predicted is None else rule.predicted.device.name,
+        "device_fill": None if rule.predicted is None else rule.predicted.device_fill,
         "max_regression_pct": rule.max_regression_pct,
         "metrics": list(rule.metrics) if rule.max_regression_pct is not None else [],
         "forbid_findings": list(rule.forbid_findings),
