@@ -378,7 +378,7 @@ class Prediction:
     by_kind_ms: np.ndarray  # (kinds,): predicted device time by kind, summed over every sample
     base_source: BaseSource
     clamped: int = 0  # commits whose base came out below 0 (set to 0)
-    timings_emulated: bool = False  # measured_ms is an emulated CPU's (sqlwa.results.emulated)
+    timings_emulated: bool = False  # per_commit.measured_ms is an emulated CPU's (sqlwa.results.emulated)
 
     @property
     def draws(self) -> int:
@@ -463,6 +463,7 @@ class Measured:
 
     @property
     def kept_out(self) -> bool:
+        """The figures were kept out (all of them are None)."""
         return self.p50_ms is None
 
 
