@@ -16,7 +16,7 @@ import pytest
 
 import sqlwa as api
 from helpers import sqlwa
-from sqlwa.device.profile import Distribution, Level, Profile, save
+from sqlwa.device.profile import Distribution, Level, Profile, Provenance, save
 from trace_truth import requests_issued_in_syncs
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
@@ -37,7 +37,8 @@ def exact_profile(tmp_path_factory) -> Path:
         measures={"write": Distribution(mean_ms=WRITE_MS), "flush": Distribution(mean_ms=FLUSH_MS)}, queue_depth=1
     )
     path = tmp_path_factory.mktemp("profile") / "exact.toml"
-    save(Profile("exact-1-3", "measured", "writes 1 ms, flushes 3 ms", "this test", levels=[level]), path)
+    about = Provenance("writes 1 ms, flushes 3 ms", "this test")
+    save(Profile("exact-1-3", "measured", about, levels=[level]), path)
     return path
 
 

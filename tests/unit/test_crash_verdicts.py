@@ -116,7 +116,7 @@ def test_check_fails_a_durability_rule_on_lost_commits(runs) -> None:
         [check.parse_rule({"name": "durable commits", "forbid_findings": ["fsync_flushed_nothing"]}, 1)]
     )
     [losing] = check.check(policy, store.load_results(runs[1])).findings
-    assert losing.outcome == "violation" and losing.measured == 33, losing.line()
+    assert losing.outcome == "violation" and losing.figures.measured == 33, losing.line()
     assert "crash states lost acknowledged commits" in losing.detail
     [durable] = check.check(policy, store.load_results(runs[0])).findings
     assert durable.outcome == "pass", durable.line()

@@ -15,7 +15,17 @@ import pytest
 
 from sqlwa import device
 from sqlwa.device import fio
-from sqlwa.device.profile import Distribution, Level, LevelModel, Profile, dumps, load, pricing_notes, save
+from sqlwa.device.profile import (
+    Distribution,
+    Level,
+    LevelModel,
+    Profile,
+    Provenance,
+    dumps,
+    load,
+    pricing_notes,
+    save,
+)
 from sqlwa.errors import UsageError
 
 RNG = np.random.default_rng(1)
@@ -30,7 +40,7 @@ def test_the_published_medians_of_pixel_and_moto_z() -> None:
     assert pixel.kind == moto.kind == "published"
     assert pixel.level().measures["durable_write"].percentiles_ms == {50.0: 3.3}
     assert moto.level().measures["durable_write"].percentiles_ms == {50.0: 0.5}
-    assert "taras.glek.net" in pixel.source and "taras.glek.net" in moto.source
+    assert "taras.glek.net" in pixel.provenance.source and "taras.glek.net" in moto.provenance.source
 
 
 def test_the_nexus_6_pair_follows_from_the_published_throughputs_and_losses() -> None:
@@ -49,7 +59,7 @@ def test_every_shipped_profile_loads_names_itself_and_says_where_it_is_from() ->
     assert {"pixel-2016", "moto-z-2016", "nexus6-encrypted", "nexus6-unencrypted"} <= set(shipped)
     for name, path in shipped.items():
         profile = load(path)
-        assert profile.name == name and profile.source.strip() and profile.kind == "published"
+        assert profile.name == name and profile.provenance.source.strip() and profile.kind == "published"
 
 
 def test_an_unknown_device_names_the_shipped_ones(tmp_path: Path) -> None:
@@ -70,14 +80,15 @@ def sample_profile() -> Profile:
         fill_pct=42.5, measures={"write": write, "flush": flush}, seq_write_mib_s=200.0, queue_depth=4,
         write_iops_qd1=1000.0, write_iops_qd8=4100.0,
     )  # fmt: skip
-    return Profile('lab "disk"', "measured", "a test", "here", ["one", "two"], {"fua": False, "model": "X"}, [level])
+    about = Provenance("a test", "here", ["one", "two"])
+    return Profile('lab "disk"', "measured", about, {"fua": False, "model": "X"}, [level])
 
 
 def test_a_profile_reads_back_as_it_was_written(tmp_path: Path) -> None:
     profile = sample_profile()
     save(profile, tmp_path / "p.toml")
     again = load(tmp_path / "p.toml")
-    again.path = None
+    again.provenance.path = None
     assert again == profile
     assert not list(tmp_path.glob(".*"))  # the temporary file was renamed into place
 

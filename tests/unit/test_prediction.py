@@ -107,10 +107,10 @@ def test_a_chain_of_requests_is_their_sum_plus_what_the_commit_spent_elsewhere()
     p = predicted(t, Constant())
     # recorded: 0.5 + 0.5 + 1.5 + 0.5 + 1.0 = 4.0 ms of device time on the path, so 8 ms
     # of the 12 ms commit were spent elsewhere; predicted: 8 + (1 + 1 + 3 + 1 + 3) = 17
-    assert p.recorded_device_ms.tolist() == pytest.approx([4.0])
-    assert p.base_ms.tolist() == pytest.approx([8.0])
-    assert p.samples_ms[0].tolist() == pytest.approx([17.0] * 4)
-    assert p.requests.tolist() == [5]
+    assert p.per_commit.recorded_device_ms.tolist() == pytest.approx([4.0])
+    assert p.per_commit.base_ms.tolist() == pytest.approx([8.0])
+    assert p.per_commit.samples_ms[0].tolist() == pytest.approx([17.0] * 4)
+    assert p.per_commit.requests.tolist() == [5]
 
 
 def test_syncs_of_a_commit_add_up_and_what_was_not_waited_for_is_left_out() -> None:
@@ -120,18 +120,18 @@ def test_syncs_of_a_commit_add_up_and_what_was_not_waited_for_is_left_out() -> N
     t.request(13.0, 14.0, sector=4000)  # background writeback between syncs: nobody waited
     t.sync(20.0, 21.0).request(20.2, 22.0, sector=60)  # completed after its sync returned
     p = predicted(t, Constant())
-    assert p.requests.tolist() == [7]  # the background write and the late one are left out
-    assert p.recorded_device_ms.tolist() == pytest.approx([4.0 + 0.8])
-    assert p.samples_ms[0, 0] == pytest.approx(30.0 - 4.8 + 9.0 + 4.0)
+    assert p.per_commit.requests.tolist() == [7]  # the background write and the late one are left out
+    assert p.per_commit.recorded_device_ms.tolist() == pytest.approx([4.0 + 0.8])
+    assert p.per_commit.samples_ms[0, 0] == pytest.approx(30.0 - 4.8 + 9.0 + 4.0)
 
 
 def test_requests_in_flight_together_overlap_up_to_the_queue_depth() -> None:
     t = Trace().commit(1, 0.0, 5.0).sync(0.5, 4.0)
     t.request(1.0, 2.0, sector=8).request(1.1, 2.1, sector=80).request(1.2, 2.2, sector=160)  # all in flight
     t.request(2.3, 3.0, op="flush", sector=0, nbytes=0)
-    one_at_a_time = predicted(t, Constant(queue_depth=1))
-    two = predicted(t, Constant(queue_depth=2))
-    unlimited = predicted(t, Constant(queue_depth=8))
+    one_at_a_time = predicted(t, Constant(queue_depth=1)).per_commit
+    two = predicted(t, Constant(queue_depth=2)).per_commit
+    unlimited = predicted(t, Constant(queue_depth=8)).per_commit
     # recorded: the three overlap (outstanding from 1.0 to 2.2: 1.2 ms once, not 3 ms), then the flush
     assert one_at_a_time.recorded_device_ms.tolist() == pytest.approx([1.2 + 0.7])
     assert one_at_a_time.base_ms.tolist() == pytest.approx([5.0 - 1.9])
@@ -146,41 +146,41 @@ def test_a_flush_waits_for_what_was_issued_before_it_even_if_it_was_issued_first
     t = Trace().commit(1, 0.0, 6.0).sync(0.5, 5.0)
     t.request(1.0, 2.0, sector=8).request(1.1, 3.0, op="flush", sector=0, nbytes=0)
     p = predicted(t, Constant(queue_depth=4))
-    assert p.samples_ms[0, 0] - p.base_ms[0] == pytest.approx(1 + 3)
+    assert p.per_commit.samples_ms[0, 0] - p.per_commit.base_ms[0] == pytest.approx(1 + 3)
 
 
 def test_a_fua_write_waits_for_earlier_requests_and_is_priced_as_one() -> None:
     t = Trace().commit(1, 0.0, 6.0).sync(0.5, 5.0)
     t.request(1.0, 2.0, sector=8).request(1.1, 2.5, sector=16, fua=True)
     p = predicted(t, Constant(queue_depth=4))
-    assert p.samples_ms[0, 0] - p.base_ms[0] == pytest.approx(1 + 2.5)
+    assert p.per_commit.samples_ms[0, 0] - p.per_commit.base_ms[0] == pytest.approx(1 + 2.5)
 
 
 def test_a_request_in_flight_when_the_sync_began_counts_from_the_syncs_start() -> None:
     # a jbd2 commit the fsync had to wait for, issued before it
     t = Trace().commit(1, 0.0, 6.0).request(0.5, 2.0, sector=1600).sync(1.0, 3.0)
     p = predicted(t, Constant())
-    assert p.requests.tolist() == [1]
-    assert p.recorded_device_ms.tolist() == pytest.approx([1.0])  # 1.0 .. 2.0, inside the sync
+    assert p.per_commit.requests.tolist() == [1]
+    assert p.per_commit.recorded_device_ms.tolist() == pytest.approx([1.0])  # 1.0 .. 2.0, inside the sync
 
 
 def test_a_read_outside_the_syncs_is_waited_for_and_priced() -> None:
     t = Trace().commit(1, 0.0, 4.0).request(0.5, 1.5, op="read", sector=8)
     p = predicted(t, Constant())
-    assert p.requests.tolist() == [1]
-    assert p.samples_ms[0, 0] == pytest.approx(4.0 - 1.0 + 0.5)
+    assert p.per_commit.requests.tolist() == [1]
+    assert p.per_commit.samples_ms[0, 0] == pytest.approx(4.0 - 1.0 + 0.5)
 
 
 def test_another_threads_sync_is_not_the_commits() -> None:
     t = Trace().commit(1, 0.0, 4.0).sync(0.5, 3.0, pid=TID + 1).request(1.0, 2.0)
-    assert predicted(t, Constant()).requests.tolist() == [0]
+    assert predicted(t, Constant()).per_commit.requests.tolist() == [0]
 
 
 def test_the_base_can_be_the_measured_cpu_time() -> None:
     t = Trace().commit(1, 0.0, 12.0)
     ext4_fdatasync(t, 1.0)
     p = predicted(t, Constant(), base="cpu", columns={"cpu_ns": [2 * MS]})
-    assert p.base_ms.tolist() == [2.0] and p.samples_ms[0, 0] == pytest.approx(2 + 9)
+    assert p.per_commit.base_ms.tolist() == [2.0] and p.per_commit.samples_ms[0, 0] == pytest.approx(2 + 9)
     assert p.base_source == "cpu"
 
 
@@ -189,12 +189,12 @@ def test_shares_split_the_predicted_latency_by_kind() -> None:
     ext4_fdatasync(t, 1.0)
     summary = P.summarise([predicted(t, Constant())], budget_ms=16.67)
     # 17 ms: base 8, writes 3 × 1, flushes 2 × 3
-    assert summary.shares["base"] == pytest.approx(8 / 17)
-    assert summary.shares["write"] == pytest.approx(3 / 17)
-    assert summary.shares["flush"] == pytest.approx(6 / 17)
-    assert sum(summary.shares.values()) == pytest.approx(1.0)
-    assert summary.frame_budget_miss_pct == 100.0 and summary.measured_frame_budget_miss_pct == 0.0
-    assert summary.p50_ms == pytest.approx(17.0) and summary.measured_p50_ms == pytest.approx(12.0)
+    assert summary.predicted.shares["base"] == pytest.approx(8 / 17)
+    assert summary.predicted.shares["write"] == pytest.approx(3 / 17)
+    assert summary.predicted.shares["flush"] == pytest.approx(6 / 17)
+    assert sum(summary.predicted.shares.values()) == pytest.approx(1.0)
+    assert summary.predicted.frame_budget_miss_pct == 100.0 and summary.measured.frame_budget_miss_pct == 0.0
+    assert summary.predicted.p50_ms == pytest.approx(17.0) and summary.measured.p50_ms == pytest.approx(12.0)
 
 
 def test_commits_of_one_shape_are_replayed_together_and_keep_their_own_base() -> None:
@@ -203,7 +203,7 @@ def test_commits_of_one_shape_are_replayed_together_and_keep_their_own_base() ->
         t.commit(i + 1, start, start + 10.0 + i)
         ext4_fdatasync(t, start + 1.0)
     p = predicted(t, Constant())
-    assert p.samples_ms[:, 0].tolist() == pytest.approx([6 + 9, 7 + 9, 8 + 9])
+    assert p.per_commit.samples_ms[:, 0].tolist() == pytest.approx([6 + 9, 7 + 9, 8 + 9])
 
 
 class Spread:
@@ -220,8 +220,9 @@ def test_draws_are_seeded() -> None:
     ext4_fdatasync(t, 1.0)
     a, b = predicted(t, Spread(), seed=7, draws=50), predicted(t, Spread(), seed=7, draws=50)
     c = predicted(t, Spread(), seed=8, draws=50)
-    assert np.array_equal(a.samples_ms, b.samples_ms) and not np.array_equal(a.samples_ms, c.samples_ms)
-    device = a.samples_ms - a.base_ms[:, None]
+    a_ms, b_ms, c_ms = (x.per_commit.samples_ms for x in (a, b, c))
+    assert np.array_equal(a_ms, b_ms) and not np.array_equal(a_ms, c_ms)
+    device = a_ms - a.per_commit.base_ms[:, None]
     assert device.min() >= 3 * 1 + 6 and device.max() <= 3 * 2 + 6  # three writes, two flushes
 
 
@@ -230,5 +231,5 @@ def test_a_commit_waiting_for_a_slot_gets_the_slot_holders_path() -> None:
     # the path that ends last holds both writes
     t = Trace().commit(1, 0.0, 5.0).sync(0.5, 4.0).request(1.0, 2.0, sector=8).request(1.1, 2.1, sector=80)
     summary = P.summarise([predicted(t, Constant(queue_depth=1))], budget_ms=16.67)
-    total = summary.p50_ms
-    assert summary.shares["write"] * total == pytest.approx(2.0)
+    total = summary.predicted.p50_ms
+    assert summary.predicted.shares["write"] * total == pytest.approx(2.0)

@@ -336,19 +336,17 @@ def draw_services(shape: Shape, model: ServiceModel, size: int, rng: np.random.G
 
 
 @dataclass
-class Prediction:
-    """Predicted latencies of a run's measured commits on one device."""
+class PerCommit:
+    """A run's measured commits, an array each with one row per commit (in the order of
+    ``index``): they are sliced, pooled and tabled (:meth:`frame`) together, apart from
+    the facts of the whole run (:class:`Prediction`)."""
 
     index: np.ndarray  # the commits' index
     measured_ms: np.ndarray  # (commits,)
     base_ms: np.ndarray  # (commits,): the part not priced by the device
     recorded_device_ms: np.ndarray  # (commits,): time with a waited-for request outstanding at the lab device
     samples_ms: np.ndarray  # (commits, draws)
-    by_kind_ms: np.ndarray  # (kinds,): predicted device time by kind, summed over every sample
-    base_source: BaseSource
     requests: np.ndarray  # (commits,): requests replayed per commit
-    clamped: int = 0  # commits whose base came out below 0 (set to 0)
-    timings_emulated: bool = False  # measured_ms is an emulated CPU's (sqlwa.results.emulated)
 
     @property
     def draws(self) -> int:
@@ -369,6 +367,22 @@ class Prediction:
                 "predicted_p99_ms": np.quantile(self.samples_ms, 0.99, axis=1),
             }
         )
+
+
+@dataclass
+class Prediction:
+    """Predicted latencies of a run's measured commits on one device: the commits' own
+    figures, and what holds for the run as a whole."""
+
+    per_commit: PerCommit
+    by_kind_ms: np.ndarray  # (kinds,): predicted device time by kind, summed over every sample
+    base_source: BaseSource
+    clamped: int = 0  # commits whose base came out below 0 (set to 0)
+    timings_emulated: bool = False  # per_commit.measured_ms is an emulated CPU's (sqlwa.results.emulated)
+
+    @property
+    def draws(self) -> int:
+        return self.per_commit.draws
 
 
 def predict(
@@ -398,14 +412,16 @@ def predict(
         by_kind += result.by_kind.sum(axis=1)
     base_ms, clamped = base_times(measured, latency, recorded, base)
     return Prediction(
-        index=index,
-        measured_ms=latency,
-        base_ms=base_ms,
-        recorded_device_ms=recorded,
-        samples_ms=predicted + base_ms[:, None],
+        per_commit=PerCommit(
+            index=index,
+            measured_ms=latency,
+            base_ms=base_ms,
+            recorded_device_ms=recorded,
+            samples_ms=predicted + base_ms[:, None],
+            requests=counts,
+        ),
         by_kind_ms=by_kind,
         base_source=base,
-        requests=counts,
         clamped=clamped,
     )
 
@@ -425,22 +441,41 @@ def base_times(commits: pl.DataFrame, latency: np.ndarray, recorded: np.ndarray,
 
 
 @dataclass(frozen=True)
+class Predicted:
+    """The predicted latency over the pooled samples: its quantiles, frame-budget misses
+    and the share of it each part took; what a table puts beside :class:`Measured`."""
+
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    frame_budget_miss_pct: float
+    shares: dict[str, float]  # of the predicted latency: "base" and each request kind
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The measured figures the predicted ones stand beside. They are None together where
+    they are an emulated CPU's and were kept out (the base is then "none")."""
+
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    frame_budget_miss_pct: float | None = None
+
+    @property
+    def kept_out(self) -> bool:
+        """The figures were kept out (all of them are None)."""
+        return self.p50_ms is None
+
+
+@dataclass(frozen=True)
 class Summary:
     """A prediction's headline figures over the pooled samples of one or more runs."""
 
     commits: int
     draws: int
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
-    frame_budget_miss_pct: float
-    # The measured figures beside the predicted; None where they are an emulated CPU's and
-    # were kept out (the base is then "none").
-    measured_p50_ms: float | None
-    measured_p99_ms: float | None
-    measured_frame_budget_miss_pct: float | None
+    predicted: Predicted
+    measured: Measured
     base_source: BaseSource
-    shares: dict[str, float]  # of the predicted latency: "base" and each request kind
     requests_per_commit: float
     clamped: int
     timings_emulated: bool = False  # some run's measured timings are an emulated CPU's
@@ -449,10 +484,10 @@ class Summary:
 def summarise(predictions: Sequence[Prediction], budget_ms: float) -> Summary:
     """Quantiles and frame-budget misses over every sample of ``predictions`` pooled (the
     repeats of one configuration), beside the measured ones, and each part's share."""
-    samples = np.concatenate([p.samples_ms.ravel() for p in predictions])
-    measured = np.concatenate([p.measured_ms for p in predictions])
+    samples = np.concatenate([p.per_commit.samples_ms.ravel() for p in predictions])
+    measured = np.concatenate([p.per_commit.measured_ms for p in predictions])
     total = float(samples.sum()) or 1.0
-    base = float(sum(p.base_ms.sum() * p.draws for p in predictions))
+    base = float(sum(p.per_commit.base_ms.sum() * p.draws for p in predictions))
     by_kind = np.sum([p.by_kind_ms for p in predictions], axis=0)
     shares = {"base": base / total, **{kind: float(by_kind[i]) / total for i, kind in enumerate(REQUEST_KINDS)}}
     emulated = any(p.timings_emulated for p in predictions)
@@ -460,16 +495,22 @@ def summarise(predictions: Sequence[Prediction], budget_ms: float) -> Summary:
     return Summary(
         commits=len(measured),
         draws=predictions[0].draws,
-        p50_ms=float(np.quantile(samples, 0.5)),
-        p90_ms=float(np.quantile(samples, 0.9)),
-        p99_ms=float(np.quantile(samples, 0.99)),
-        frame_budget_miss_pct=100.0 * float((samples > budget_ms).mean()),
-        measured_p50_ms=float(np.quantile(measured, 0.5)) if shown else None,
-        measured_p99_ms=float(np.quantile(measured, 0.99)) if shown else None,
-        measured_frame_budget_miss_pct=100.0 * float((measured > budget_ms).mean()) if shown else None,
+        predicted=Predicted(
+            p50_ms=float(np.quantile(samples, 0.5)),
+            p90_ms=float(np.quantile(samples, 0.9)),
+            p99_ms=float(np.quantile(samples, 0.99)),
+            frame_budget_miss_pct=100.0 * float((samples > budget_ms).mean()),
+            shares=shares,
+        ),
+        measured=Measured(
+            p50_ms=float(np.quantile(measured, 0.5)),
+            p99_ms=float(np.quantile(measured, 0.99)),
+            frame_budget_miss_pct=100.0 * float((measured > budget_ms).mean()),
+        )
+        if shown
+        else Measured(),
         base_source=predictions[0].base_source,
-        shares=shares,
-        requests_per_commit=float(np.mean(np.concatenate([p.requests for p in predictions]))),
+        requests_per_commit=float(np.mean(np.concatenate([p.per_commit.requests for p in predictions]))),
         clamped=sum(p.clamped for p in predictions),
         timings_emulated=emulated,
     )

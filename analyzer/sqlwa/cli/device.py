@@ -10,7 +10,7 @@ from sqlwa import device as devices
 from sqlwa import inputs, outputs
 from sqlwa.device import fio
 from sqlwa.device import probe as probing
-from sqlwa.device.profile import Profile, load, save
+from sqlwa.device.profile import Profile, Provenance, load, save
 from sqlwa.errors import UsageError
 from sqlwa.outputs import allow_system_option
 
@@ -165,8 +165,10 @@ def import_command(fio_json: tuple[Path, ...], out: Path, name: str, description
     profile = Profile(
         name=name,
         kind="imported",
-        description=description,
-        source=f"fio output imported by sqlwa device import: {', '.join(str(p) for p in fio_json)}",
+        provenance=Provenance(
+            description=description,
+            source=f"fio output imported by sqlwa device import: {', '.join(str(p) for p in fio_json)}",
+        ),
         device={"fio_version": ", ".join(sorted(versions)), "disks": ", ".join(sorted(disks)) or None, "fua": fua},
         levels=levels,
     )
@@ -213,9 +215,9 @@ def list_command():
     for name, path in devices.shipped().items():
         profile = load(path)
         headline = profile.headline()
-        click.echo(f"{name:20s} {profile.description}")
+        click.echo(f"{name:20s} {profile.provenance.description}")
         click.echo(f"{'':20s} {headline.text() if headline else 'no synced 4 KiB write figure'}")
-        click.echo(f"{'':20s} source: {profile.source}")
+        click.echo(f"{'':20s} source: {profile.provenance.source}")
 
 
 @device.command("show")

@@ -71,7 +71,8 @@ def export_command(run: Path, output: Path, output_format: str, allow_system_dir
         counts = perfetto_export.export(run, f)
     click.echo(
         f"{output}: {counts.commits} commits, {counts.vfs_calls} VFS calls, {counts.syscalls} syscalls, "
-        f"{counts.requests} block requests ({counts.flushes} cache flushes) on {', '.join(counts.devices) or 'no device'}, "
+        f"{counts.block.requests} block requests ({counts.block.flushes} cache flushes) "
+        f"on {', '.join(counts.block.devices) or 'no device'}, "
         f"{counts.ftrace_events:,} raw events"
         + (f" ({counts.skipped_events} without an ftrace form left out)" if counts.skipped_events else "")
     )

@@ -192,14 +192,14 @@ def configurations_frame(result: DevicePrediction) -> pl.DataFrame:
                 "device": result.profile.name,
                 "runs": conf.runs,
                 "commits": s.commits,
-                "measured_p50_ms": s.measured_p50_ms,
-                "predicted_p50_ms": s.p50_ms,
-                "measured_p99_ms": s.measured_p99_ms,
-                "predicted_p99_ms": s.p99_ms,
-                "predicted_p90_ms": s.p90_ms,
-                "measured_frame_budget_miss_pct": s.measured_frame_budget_miss_pct,
-                "predicted_frame_budget_miss_pct": s.frame_budget_miss_pct,
-                **{f"share_{part}": share for part, share in s.shares.items()},
+                "measured_p50_ms": s.measured.p50_ms,
+                "predicted_p50_ms": s.predicted.p50_ms,
+                "measured_p99_ms": s.measured.p99_ms,
+                "predicted_p99_ms": s.predicted.p99_ms,
+                "predicted_p90_ms": s.predicted.p90_ms,
+                "measured_frame_budget_miss_pct": s.measured.frame_budget_miss_pct,
+                "predicted_frame_budget_miss_pct": s.predicted.frame_budget_miss_pct,
+                **{f"share_{part}": share for part, share in s.predicted.shares.items()},
                 "requests_per_commit": s.requests_per_commit,
                 "base_source": s.base_source,
                 "timings_emulated": s.timings_emulated,
@@ -210,12 +210,12 @@ def configurations_frame(result: DevicePrediction) -> pl.DataFrame:
 
 def per_commit_frame(result: DevicePrediction) -> pl.DataFrame:
     """One row per predicted commit: the configuration, the run (its number among the
-    configuration's repeats), the device, and :meth:`Prediction.frame`'s columns."""
+    configuration's repeats), the device, and :meth:`PerCommit.frame`'s columns."""
     frames = []
     for conf in result.configurations:
         for repeat, pred in enumerate(conf.predictions, start=1):
             frames.append(
-                pred.frame().with_columns(
+                pred.per_commit.frame().with_columns(
                     *[pl.lit(str(conf.config[key])).alias(key) for key in CONFIG_KEYS],
                     pl.lit(repeat).alias("run"),
                     pl.lit(result.profile.name).alias("device"),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sqlwa import _system
 from sqlwa.device import fio
-from sqlwa.device.profile import Level, Profile
+from sqlwa.device.profile import Level, Profile, Provenance
 from sqlwa.errors import ToolError, UsageError, interruption
 from sqlwa.lab.fill import fill_filesystem
 from sqlwa.lab.scratch import PROBE_PREFIX, make_owned_dir
@@ -138,9 +138,12 @@ def probe(options: ProbeOptions, progress: Progress) -> Profile:
     return Profile(
         name=options.name or f"probe-{facts.get('block_device') or facts.get('filesystem') or 'device'}",
         kind="measured",
-        description=describe(facts, options.directory),
-        source=f"sqlwa device probe, {datetime.date.today().isoformat()}, {_system.tools.tool_version(fio_path) or 'fio'}",
-        notes=[f"fio jobs of {options.seconds:g} s each on a {options.size_mib} MiB file (sqlwa device jobfile)"],
+        provenance=Provenance(
+            description=describe(facts, options.directory),
+            source=f"sqlwa device probe, {datetime.date.today().isoformat()}, "
+            f"{_system.tools.tool_version(fio_path) or 'fio'}",
+            notes=[f"fio jobs of {options.seconds:g} s each on a {options.size_mib} MiB file (sqlwa device jobfile)"],
+        ),
         device={
             "directory": str(options.directory.resolve()),
             **facts,

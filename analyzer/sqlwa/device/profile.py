@@ -131,18 +131,27 @@ class Level:
 
 
 @dataclass
-class Profile:
-    name: str
-    kind: str
+class Provenance:
+    """Where a profile's figures came from and what a reader must know of them: what a
+    prediction on the profile repeats beside its figures (``sqlwa device show``, the
+    JSON of ``sqlwa predict``, a check's detail), none of which prices a request."""
+
     description: str = ""
     source: str = ""
     notes: list[str] = field(default_factory=list)
-    device: dict[str, Any] = field(default_factory=dict)
-    levels: list[Level] = field(default_factory=list)
     path: str | None = None  # where it was read from
     # False where the source did not say whether its writes were synced: the figure sqlwa
     # prices a cache flush with may be a write into the device's cache.
     sync_stated: bool = True
+
+
+@dataclass
+class Profile:
+    name: str
+    kind: str
+    provenance: Provenance = field(default_factory=Provenance)
+    device: dict[str, Any] = field(default_factory=dict)
+    levels: list[Level] = field(default_factory=list)
 
     def level(self, fill_pct: float | None = None) -> Level:
         """The level nearest ``fill_pct`` (None: the emptiest, or the first stated)."""
@@ -164,9 +173,9 @@ class Profile:
                 continue
             median = dist.quantile(0.5)
             if median is not None:
-                return Headline(name, "p50", median, self.sync_stated)
+                return Headline(name, "p50", median, self.provenance.sync_stated)
             if dist.mean_ms is not None:
-                return Headline(name, "mean", dist.mean_ms, self.sync_stated)
+                return Headline(name, "mean", dist.mean_ms, self.provenance.sync_stated)
         return None
 
 
@@ -259,7 +268,7 @@ class LevelModel:
 
 def sync_notes(profile: Profile) -> list[str]:
     """What every prediction on ``profile`` must say about what its figures are."""
-    if profile.sync_stated:
+    if profile.provenance.sync_stated:
         return []
     return [
         f"{profile.name}: its source did not state whether the writes it measured were synced, yet each cache "
@@ -301,7 +310,7 @@ def load(path: Path) -> Profile:
     except ValueError as exc:
         raise UsageError(f"profile {path} is not valid TOML: {exc}", "pass a file written by sqlwa device") from None
     profile = from_dict(raw, str(path))
-    profile.path = str(path)
+    profile.provenance.path = str(path)
     return profile
 
 
@@ -400,12 +409,14 @@ def from_dict(raw: dict, where: str) -> Profile:
     return Profile(
         name=raw["name"],
         kind=raw["kind"],
-        description=raw.get("description", ""),
-        source=raw.get("source", ""),
-        notes=list(notes),
+        provenance=Provenance(
+            description=raw.get("description", ""),
+            source=raw.get("source", ""),
+            notes=list(notes),
+            sync_stated=sync_stated,
+        ),
         device=dict(device),
         levels=[level_from(lv, f"{where} level {i + 1}") for i, lv in enumerate(levels)],
-        sync_stated=sync_stated,
     )
 
 
@@ -428,10 +439,10 @@ def to_dict(profile: Profile) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "name": profile.name,
         "kind": profile.kind,
-        "description": profile.description,
-        "source": profile.source,
-        "notes": profile.notes,
-        **({} if profile.sync_stated else {"sync_stated": False}),
+        "description": profile.provenance.description,
+        "source": profile.provenance.source,
+        "notes": profile.provenance.notes,
+        **({} if profile.provenance.sync_stated else {"sync_stated": False}),
         "device": {k: v for k, v in profile.device.items() if v is not None},
         "levels": levels,
     }

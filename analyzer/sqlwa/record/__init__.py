@@ -84,8 +84,9 @@ def convert(path: Path, out: IO[bytes], redact: bool = False, keep_argv: bool = 
     for event in _redacted(events, redactor):
         writer.write(event)
     if kind == "android-logcat":
-        left_out, other_tags, other_lines = reader.truncated, reader.other_tags, reader.other_lines
-        if reader.statements == 0:
+        tally = reader.tally
+        left_out, other_tags, other_lines = tally.truncated, tally.other_tags, tally.other_lines
+        if tally.statements == 0:
             raise SqlLogError(path, 1, "a logcat without SQLiteStatements lines (see README: Your app's own workload)")
     if writer.counts["sql"] + writer.counts["trigger"] == 0:
         raise SqlLogError(path, 1, "no SQL statement in it")

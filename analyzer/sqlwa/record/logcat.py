@@ -312,22 +312,40 @@ class Held:
 
 
 @dataclass
-class Reader:
-    """The state of one pass over a logcat file."""
+class Tally:
+    """What a pass counted, for its report once it is done (:class:`sqlwa.record.Converted`):
+    kept apart from the state that reads the messages, which nothing reads afterwards."""
 
-    path: Path
-    conns: dict[tuple[int | None, str], int] = field(default_factory=dict)
-    held: Held | None = None
-    labels: set[str] = field(default_factory=set)
-    running: dict[tuple[int | None, str], list[int]] = field(default_factory=dict)
-    order: InOrder = field(default_factory=InOrder)
-    first_t: int | None = None
-    next_id: int = 0
-    truncated: int = 0
+    truncated: int = 0  # statements the log did not hold whole (cut short), left out
     statements: int = 0
     #: lines of other tags, and lines that are neither a header's nor a message's
     other_tags: int = 0
     other_lines: int = 0
+
+
+@dataclass
+class Pairing:
+    """How statements become events: each connection's number, the statements still
+    waiting for their durations (by id, per connection), the order events leave in, and
+    the first statement's time (the events' ``t`` counts from it). These change together,
+    one statement or duration at a time, apart from how the lines become messages."""
+
+    conns: dict[tuple[int | None, str], int] = field(default_factory=dict)
+    running: dict[tuple[int | None, str], list[int]] = field(default_factory=dict)
+    order: InOrder = field(default_factory=InOrder)
+    first_t: int | None = None
+    next_id: int = 0
+
+
+@dataclass
+class Reader:
+    """The state of one pass over a logcat file."""
+
+    path: Path
+    held: Held | None = None
+    labels: set[str] = field(default_factory=set)
+    pairing: Pairing = field(default_factory=Pairing)
+    tally: Tally = field(default_factory=Tally)
     #: whether the lines have timestamps, from the first ones (is_timed)
     timed: bool = True
     last_tag: str | None = None
@@ -365,7 +383,7 @@ class Reader:
             msg = text.lstrip()
             self._hold(Held(number, Line(None, None, None, None, msg, len(text) - len(msg)), [msg], True))
         elif stripped:
-            self.other_lines += 1
+            self.tally.other_lines += 1
         return out
 
     def _hold(self, held: Held) -> None:
@@ -390,14 +408,14 @@ class Reader:
         old_format = bool(lines) and lines[0].startswith((OLD_STATEMENT, OLD_TIME))
         tag = held.line.tag or (OLD_TAG if old_format else None)
         if not held.ours or (tag == OLD_TAG and not old_format):
-            self.other_tags += held.count  # the old tag "Database" logs other messages too
+            self.tally.other_tags += held.count  # the old tag "Database" logs other messages too
             return []
         if not lines:
             return []
         if self.timed and held.line.t_ns is None:
             raise SqlLogError(self.path, held.number, "a line without a timestamp in a log whose first lines have them")
         if held.cut:
-            self.truncated += 1
+            self.tally.truncated += 1
             return []
         if tag == OLD_TAG:
             return self._old(held, lines)
@@ -418,7 +436,7 @@ class Reader:
             return []  # a time cut short: its statement stays, without its duration
         statement_end = self._last(lines, sql_from, took=False)
         if statement_end is None:
-            self.truncated += 1  # its end never came: cut at liblog's limit
+            self.tally.truncated += 1  # its end never came: cut at liblog's limit
             return []
         end = statement_end[0]
         self._count_after(lines, end)
@@ -427,7 +445,7 @@ class Reader:
 
     def _count_after(self, lines: list[str], end: int) -> None:
         """Lines taken in after the message's end: of no logcat form (a post's "[...]")."""
-        self.other_lines += sum(1 for line in lines[end + 1 :] if line.strip())
+        self.tally.other_lines += sum(1 for line in lines[end + 1 :] if line.strip())
 
     @staticmethod
     def _last(lines: list[str], sql_from: int, took: bool) -> tuple[int, int] | None:
@@ -457,7 +475,7 @@ class Reader:
         body = text[len(OLD_TIME if is_time else OLD_STATEMENT) :]
         db, bar, rest = body.partition("|")
         if not bar:
-            self.truncated += 1
+            self.tally.truncated += 1
             return []
         label = db
         if CONNECTION_NUMBER.match(rest):
@@ -465,39 +483,41 @@ class Reader:
         if is_time:
             ms, mark, _ = rest.partition(" ms|")
             if not mark or MILLISECONDS.fullmatch(ms) is None:
-                self.truncated += 1
+                self.tally.truncated += 1
                 return []
             return self._duration(held.line.pid, label, ms)
         return self._statement(held.line, (held.line.pid, label), db, rest)
 
     def _duration(self, pid: int | None, label: str, ms: str) -> list[Event]:
-        queue = self.running.get((pid, label))
+        pairing = self.pairing
+        queue = pairing.running.get((pid, label))
         if not queue:
             return []  # a statement whose start was not logged (SQLiteStatements off)
-        return self.order.complete(queue.pop(0), round(float(ms) * 1_000_000))
+        return pairing.order.complete(queue.pop(0), round(float(ms) * 1_000_000))
 
     def _statement(self, line: Line, conn_key: tuple[int | None, str], db: str, sql: str) -> list[Event]:
+        pairing = self.pairing
         ready: list[Event] = []
         t = None
         if self.timed and line.t_ns is not None:
-            self.first_t = line.t_ns if self.first_t is None else self.first_t
-            t = max(0, line.t_ns - self.first_t)
-        if conn_key not in self.conns:
-            self.conns[conn_key] = len(self.conns) + 1
-            ready += self.order.put(_timed({"ev": "open", "conn": self.conns[conn_key], "db": db}, t))
-        self.statements += 1
+            pairing.first_t = line.t_ns if pairing.first_t is None else pairing.first_t
+            t = max(0, line.t_ns - pairing.first_t)
+        if conn_key not in pairing.conns:
+            pairing.conns[conn_key] = len(pairing.conns) + 1
+            ready += pairing.order.put(_timed({"ev": "open", "conn": pairing.conns[conn_key], "db": db}, t))
+        self.tally.statements += 1
         trigger = sql.startswith("--")
-        event = _timed({"ev": "sql", "conn": self.conns[conn_key], "sql": sql, "trigger": trigger}, t)
+        event = _timed({"ev": "sql", "conn": pairing.conns[conn_key], "sql": sql, "trigger": trigger}, t)
         if trigger:  # a trigger's step: SQLite's profile hook never reports one
-            return ready + self.order.put(event)
-        self.next_id += 1
-        self.running.setdefault(conn_key, []).append(self.next_id)
-        if len(self.running[conn_key]) > 64:
-            self.running[conn_key].pop(0)  # a start whose time never came
-        return ready + self.order.put(event, self.next_id)
+            return ready + pairing.order.put(event)
+        pairing.next_id += 1
+        pairing.running.setdefault(conn_key, []).append(pairing.next_id)
+        if len(pairing.running[conn_key]) > 64:
+            pairing.running[conn_key].pop(0)  # a start whose time never came
+        return ready + pairing.order.put(event, pairing.next_id)
 
     def finish(self) -> list[Event]:
-        return self._finish() + self.order.drain()
+        return self._finish() + self.pairing.order.drain()
 
 
 def _timed(event: Event, t: int | None) -> Event:

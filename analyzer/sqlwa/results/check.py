@@ -97,6 +97,17 @@ DEFAULT_REGRESSION_METRICS = ("fsync_calls_per_commit", "write_kib_per_commit", 
 
 
 @dataclass
+class PredictedLimits:
+    """A rule's limits on the latency predicted on a device, with the profile they are
+    about and the fill level it is priced at: the limits mean nothing without them, and a
+    rule without such limits may name no device."""
+
+    limits: dict[str, float]  # PREDICTED_LIMITS key → limit
+    device: Profile
+    device_fill: float | None = None
+
+
+@dataclass
 class Rule:
     name: str
     scope: dict[str, tuple[str, ...]]  # empty tuple: any value
@@ -104,9 +115,7 @@ class Rule:
     max_regression_pct: float | None = None
     metrics: tuple[str, ...] = DEFAULT_REGRESSION_METRICS
     forbid_findings: tuple[str, ...] = ()
-    predicted_limits: dict[str, float] = field(default_factory=dict)
-    device: Profile | None = None  # the profile predicted limits are about
-    device_fill: float | None = None
+    predicted: PredictedLimits | None = None  # None: the rule has no predicted limit
 
     def applies_to(self, config: dict) -> bool:
         return all(not allowed or str(config[key]) in allowed for key, allowed in self.scope.items())
@@ -125,20 +134,29 @@ class Policy:
         return any(rule.max_regression_pct is not None for rule in self.rules)
 
 
+@dataclass(frozen=True)
+class Figures:
+    """The numbers a check held against each other: the measured value and its limit
+    (for a regression, the change in % and the largest allowed), and for a regression
+    also its two sides and the significance of a timing change (its p-value). Each is
+    None where the check had none; ``sqlwa check --json`` reports them side by side."""
+
+    measured: float | None = None
+    limit: float | None = None
+    baseline: float | None = None
+    current: float | None = None
+    p_value: float | None = None
+
+
 @dataclass
 class Finding:
     outcome: str  # pass | violation | unmeasured | not_checked
     rule: str
     config: str
     check: str  # what was checked, e.g. "max_p99_ms"
-    measured: float | None = None
-    limit: float | None = None
+    figures: Figures = Figures()
     detail: str = ""
     suite: str = ""  # the configuration a run's finding belongs to (config is the run's label)
-    # A regression check's two sides, and the significance of a timing change (its p-value).
-    baseline: float | None = None
-    current: float | None = None
-    p_value: float | None = None
 
     def line(self) -> str:
         tag = {"violation": "FAIL", "unmeasured": "NOT MEASURED", "not_checked": "NOT CHECKED", "pass": "ok"}[
@@ -146,9 +164,8 @@ class Finding:
         ]
         if self.detail:
             return f"{tag} {self.config}: {self.check}: {self.detail} [rule: {self.rule}]"
-        return (
-            f"{tag} {self.config}: {self.check} measured {self.measured:,.3f}, limit {self.limit:g} [rule: {self.rule}]"
-        )
+        measured, limit = self.figures.measured, self.figures.limit
+        return f"{tag} {self.config}: {self.check} measured {measured:,.3f}, limit {limit:g} [rule: {self.rule}]"
 
 
 RUN_CHECK = "run"  # a failed run
@@ -242,7 +259,7 @@ def parse_rule(raw: dict, number: int, policy_dir: Path | None = None) -> Rule:
             f"policy {where} sets no limit",
             f"add one of: {', '.join([*LIMITS, *PREDICTED_LIMITS, 'max_regression_pct', 'forbid_findings'])}",
         )
-    profile, fill = _rule_device(raw, bool(predicted), f"policy {where}", policy_dir)
+    on_device = _rule_device(raw, predicted, f"policy {where}", policy_dir)
     metrics = _metric_names(raw.get("metrics", list(DEFAULT_REGRESSION_METRICS)), f"policy {where}")
     directed = [name for name, metric in METRICS.items() if metric.better is not None]
     bad = [m for m in metrics if m not in METRICS]
@@ -261,9 +278,7 @@ def parse_rule(raw: dict, number: int, policy_dir: Path | None = None) -> Rule:
         max_regression_pct=None if regression is None else _number(regression, "max_regression_pct", f"policy {where}"),
         metrics=metrics,
         forbid_findings=forbidden,
-        predicted_limits=predicted,
-        device=profile,
-        device_fill=fill,
+        predicted=on_device,
     )
 
 
@@ -278,16 +293,14 @@ def _corruption_limit(raw: dict, where: str) -> dict[str, float]:
     return {"max_corrupt_states": 0.0} if value else {}
 
 
-def _rule_device(
-    raw: dict, predicted: bool, where: str, policy_dir: Path | None
-) -> tuple[Profile | None, float | None]:
-    """The profile a rule's predicted limits are about: a shipped profile's name or a
-    profile file (relative to the policy's directory)."""
+def _rule_device(raw: dict, predicted: dict[str, float], where: str, policy_dir: Path | None) -> PredictedLimits | None:
+    """A rule's ``predicted`` limits with the profile they are about: a shipped profile's
+    name or a profile file (relative to the policy's directory); None without limits."""
     spec = raw.get("device")
     if not predicted:
         if spec is not None or "device_fill" in raw:
             raise UsageError(f"{where}: device without a predicted limit", f"add one of: {', '.join(PREDICTED_LIMITS)}")
-        return None, None
+        return None
     if not isinstance(spec, str) or not spec:
         raise UsageError(
             f"{where}: predicted limits need device = a profile", 'e.g. device = "pixel-2016" (sqlwa device list)'
@@ -298,7 +311,7 @@ def _rule_device(
     except UsageError as exc:
         raise UsageError(f"{where}: {exc.args[0]}", exc.args[1] if len(exc.args) > 1 else None) from None
     fill = _number(raw["device_fill"], "device_fill", where) if "device_fill" in raw else None
-    return profile, fill
+    return PredictedLimits(predicted, profile, fill)
 
 
 def _finding_names(value, where: str) -> tuple[str, ...]:
@@ -390,7 +403,7 @@ def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame, clocks: Clocks | N
                     rule.name,
                     label,
                     key,
-                    limit=limit,
+                    Figures(limit=limit),
                     detail=(
                         f"needs crash states, which only `sqlwa crash` runs have (limit {limit:g})"
                         if level == "crash"
@@ -407,7 +420,7 @@ def limit_findings(rule: Rule, row: dict, runs: pl.DataFrame, clocks: Clocks | N
             detail = (
                 f"measured {value:,.3f} ({spread.text()}), limit {limit:g}" if spread and len(spread.values) > 1 else ""
             )
-            findings.append(Finding(outcome, rule.name, label, key, value, limit, detail))
+            findings.append(Finding(outcome, rule.name, label, key, Figures(value, limit), detail))
     return findings
 
 
@@ -435,27 +448,27 @@ def emulated_limit(rule: Rule, label: str, key: str, value: float, limit: float,
     """A timing limit on runs under TCG: not checked, or checked with a mark when asked."""
     if not allowed:
         detail = f"{NOT_CHECKED} (measured {value:,.3f}, limit {limit:g}; {emulated.USE_FLAG} checks it anyway)"
-        return Finding("not_checked", rule.name, label, key, value, limit, detail)
+        return Finding("not_checked", rule.name, label, key, Figures(value, limit), detail)
     detail = f"measured {value:,.3f}, limit {limit:g}: {EMULATED_CHECKED}"
-    return Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit, detail)
+    return Finding("violation" if value > limit else "pass", rule.name, label, key, Figures(value, limit), detail)
 
 
 def predicted_findings(rule: Rule, row: dict, predicted: ConfigPrediction | None) -> list[Finding]:
     """A rule's limits on the configuration's latency predicted on its device: unmeasured
     where the configuration has no lab run to replay."""
-    assert rule.device is not None, "a rule with predicted limits has a device"
-    label, device = config_label(row), rule.device.name
+    assert rule.predicted is not None, "only a rule with predicted limits has them checked"
+    label, device = config_label(row), rule.predicted.device.name
     findings = []
-    for key, limit in rule.predicted_limits.items():
+    for key, limit in rule.predicted.limits.items():
         if predicted is None:
             detail = f"needs the block level (a lab run) to predict on {device} (limit {limit:g})"
-            findings.append(Finding("unmeasured", rule.name, label, key, limit=limit, detail=detail))
+            findings.append(Finding("unmeasured", rule.name, label, key, Figures(limit=limit), detail=detail))
             continue
-        s = predicted.summary
+        ahead, here = predicted.summary.predicted, predicted.summary.measured
         value, measured_here = {
-            "max_predicted_p50_ms": (s.p50_ms, s.measured_p50_ms),
-            "max_predicted_p99_ms": (s.p99_ms, s.measured_p99_ms),
-            "max_predicted_frame_budget_miss_pct": (s.frame_budget_miss_pct, s.measured_frame_budget_miss_pct),
+            "max_predicted_p50_ms": (ahead.p50_ms, here.p50_ms),
+            "max_predicted_p99_ms": (ahead.p99_ms, here.p99_ms),
+            "max_predicted_frame_budget_miss_pct": (ahead.frame_budget_miss_pct, here.frame_budget_miss_pct),
         }[key]
         findings.append(predicted_finding(rule, label, key, value, measured_here, limit, predicted))
     return findings
@@ -467,20 +480,21 @@ def predicted_finding(
     """One predicted limit. A prediction from runs under TCG without their emulated base
     is the device time alone, a lower bound: over the limit it is a violation, under it
     nothing is known (not checked)."""
-    assert rule.device is not None
-    device, s = rule.device.name, conf.summary
-    sync = "" if rule.device.sync_stated else f"; {device}'s source did not state whether its writes were synced"
+    assert rule.predicted is not None
+    profile, s = rule.predicted.device, conf.summary
+    device, figures = profile.name, Figures(value, limit)
+    sync = "" if profile.provenance.sync_stated else f"; {device}'s source did not state whether its writes were synced"
     if s.timings_emulated and s.base_source == "none":
         bound = f"predicted on {device} from the device time alone {value:,.3f}, limit {limit:g}{sync}"
         if value > limit:
             detail = f"{bound}: over the limit before any CPU time (the run's own is an emulated CPU's)"
-            return Finding("violation", rule.name, label, key, value, limit, detail)
+            return Finding("violation", rule.name, label, key, figures, detail)
         detail = f"{NOT_CHECKED}: {bound}, a lower bound ({emulated.USE_FLAG} adds the emulated base)"
-        return Finding("not_checked", rule.name, label, key, value, limit, detail)
+        return Finding("not_checked", rule.name, label, key, figures, detail)
     here = "—" if measured_here is None else f"{measured_here:,.3f}"
     mark = f"; {EMULATED_CHECKED}" if s.timings_emulated else ""
     detail = f"predicted on {device} {value:,.3f} (measured here {here}), limit {limit:g}{mark}{sync}"
-    return Finding("violation" if value > limit else "pass", rule.name, label, key, value, limit, detail)
+    return Finding("violation" if value > limit else "pass", rule.name, label, key, figures, detail)
 
 
 def rule_predictions(
@@ -488,10 +502,11 @@ def rule_predictions(
 ) -> dict[tuple, ConfigPrediction]:
     """The configurations of ``runs`` predicted on the rule's device, by configuration key
     (once per device and fill level, whichever rules ask)."""
-    assert rule.device is not None
-    key = (rule.device.path or rule.device.name, rule.device_fill)
+    assert rule.predicted is not None
+    profile, fill = rule.predicted.device, rule.predicted.device_fill
+    key = (profile.provenance.path or profile.name, fill)
     if key not in cache:
-        result = predict_runs(runs, rule.device, rule.device_fill, use_emulated_timings=use_emulated_timings)
+        result = predict_runs(runs, profile, fill, use_emulated_timings=use_emulated_timings)
         cache[key] = {config_key(c.config): c for c in result.configurations}
     return cache[key]
 
@@ -507,14 +522,16 @@ def forbidden_findings(rule: Rule, row: dict, found: ConfigFindings | None) -> l
         if found is not None and found.crash is not None and found.crash_lost() and name in DURABILITY_FINDINGS:
             said = found.line(name) if found.hits.get(name) else f"in none of {found.commits:,} commits"
             detail = f"{said}; but {found.crash.line()}: the commits were not durable"
-            checks.append(Finding("violation", rule.name, label, check, found.crash.max_lost, 0, detail))
+            checks.append(Finding("violation", rule.name, label, check, Figures(found.crash.max_lost, 0), detail))
         elif found is None or not found.looked_for(name):
             detail = f"needs the {FINDINGS[name]} level, which was not measured"
             checks.append(Finding("unmeasured", rule.name, label, check, detail=detail))
         elif found.hits.get(name):
-            checks.append(Finding("violation", rule.name, label, check, found.hits[name], 0, found.line(name)))
+            figures = Figures(found.hits[name], 0)
+            checks.append(Finding("violation", rule.name, label, check, figures, found.line(name)))
         else:
-            checks.append(Finding("pass", rule.name, label, check, 0, 0, f"in none of {found.commits:,} commits"))
+            none_in = f"in none of {found.commits:,} commits"
+            checks.append(Finding("pass", rule.name, label, check, Figures(0, 0), none_in))
     return checks
 
 
@@ -545,7 +562,7 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
                 rule.name,
                 label,
                 "max_regression_pct",
-                limit=limit,
+                Figures(limit=limit),
                 detail="configuration absent from the baseline",
             )
         ]
@@ -558,7 +575,12 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
         if matched.refused and now is not None and before is not None:
             findings.append(
                 Finding(
-                    "unmeasured", rule.name, label, check, limit=limit, detail=matched.why, baseline=before, current=now
+                    "unmeasured",
+                    rule.name,
+                    label,
+                    check,
+                    Figures(limit=limit, baseline=before, current=now),
+                    detail=matched.why,
                 )
             )
             continue
@@ -571,11 +593,9 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
                     rule.name,
                     label,
                     check,
-                    limit=limit,
+                    Figures(limit=limit, baseline=before, current=now),
                     detail=f"{METRICS[metric].level} level not measured in "
                     f"{'this run' if now is None else 'the baseline'}",
-                    baseline=before,
-                    current=now,
                 )
             )
             continue
@@ -597,9 +617,8 @@ def regression_findings(rule: Rule, row: dict, sides: Sides) -> list[Finding]:
             outcome, detail, p_value = timing_verdict(worse_pct > limit, detail, metric, config_key(row), sides)
         else:  # a count is the same in every run: an exact rule
             outcome = "violation" if worse_pct > limit else "pass"
-        findings.append(
-            Finding(outcome, rule.name, label, check, pct, limit, detail, baseline=before, current=now, p_value=p_value)
-        )
+        figures = Figures(pct, limit, baseline=before, current=now, p_value=p_value)
+        findings.append(Finding(outcome, rule.name, label, check, figures, detail))
     return findings
 
 
@@ -660,7 +679,7 @@ def run_problems(runs: pl.DataFrame, policy: Policy) -> list[Finding]:
         elif lost > 0 and not policy.allow_lossy_trace:
             detail = f"the trace lost {lost:,} events (policy does not allow loss)"
             findings.append(
-                Finding("violation", "lossless trace", label, LOST_EVENTS_CHECK, lost, 0, detail, suite=suite)
+                Finding("violation", "lossless trace", label, LOST_EVENTS_CHECK, Figures(lost, 0), detail, suite=suite)
             )
     return findings
 
@@ -698,12 +717,12 @@ def check(
             unmatched.append(f"rule {rule.name!r} matches no measured configuration ({scope_miss(rule, configs)})")
         predicted = (
             rule_predictions(rule, runs, predictions, policy.use_emulated_timings)
-            if matched and rule.predicted_limits
+            if matched and rule.predicted is not None
             else {}
         )
         for row in matched:
             result.findings.extend(limit_findings(rule, row, runs, clocks))
-            if rule.predicted_limits:
+            if rule.predicted is not None:
                 result.findings.extend(predicted_findings(rule, row, predicted.get(config_key(row))))
             result.findings.extend(forbidden_findings(rule, row, found.get(config_key(row))))
             if rule.max_regression_pct is not None:

@@ -55,7 +55,7 @@ def case_of(finding: Finding, failing: set[int]) -> Case:
         if finding.outcome in ("unmeasured", "not_checked")
         else "pass"
     )
-    return Case(f"{finding.rule}: {finding.check}", outcome, finding.line(), finding.measured)
+    return Case(f"{finding.rule}: {finding.check}", outcome, finding.line(), finding.figures.measured)
 
 
 def suites(result: CheckResult, policy: Policy, runs: pl.DataFrame) -> list[Suite]:

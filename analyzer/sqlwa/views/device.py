@@ -37,7 +37,7 @@ def _quantile(dist: Distribution | None, q: float) -> str:
 
 def profile_table(profile: Profile) -> Table:
     """One row per fill level and measure: p50, p90, p99, p99.9 (ms) and samples."""
-    table = Table(title=f"{profile.name} ({profile.kind}): {profile.description}", title_justify="left")
+    table = Table(title=f"{profile.name} ({profile.kind}): {profile.provenance.description}", title_justify="left")
     for column in ("fill %", "measure", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "samples"):
         table.add_column(column, justify="left" if column == "measure" else "right")
     for level in profile.levels:
@@ -62,10 +62,10 @@ def _level_extras(level: Level) -> str:
 
 def profile_lines(profile: Profile) -> list[str]:
     """What a reader must know beside the table: source, device, notes, pricing."""
-    lines = [f"source: {profile.source}"] if profile.source else []
+    lines = [f"source: {profile.provenance.source}"] if profile.provenance.source else []
     if profile.device:
         lines.append("device: " + ", ".join(f"{k} {v}" for k, v in profile.device.items() if v is not None))
-    lines += [f"note: {note}" for note in profile.notes]
+    lines += [f"note: {note}" for note in profile.provenance.notes]
     lines += [f"pricing: {note}" for note in pricing_notes(profile.level())]
     return lines
 
@@ -86,16 +86,17 @@ def prediction_table(result: DevicePrediction, budget_ms: float) -> Table:
     table.add_column("share of predicted:\nbase · write · flush · FUA · read", justify="right")
     for conf in result.configurations:
         s = conf.summary
-        shares = " · ".join(f"{100 * s.shares[k]:.0f}%" for k in ("base", *REQUEST_KINDS[:4]))
+        predicted, measured = s.predicted, s.measured
+        shares = " · ".join(f"{100 * predicted.shares[k]:.0f}%" for k in ("base", *REQUEST_KINDS[:4]))
         table.add_row(
             conf.label,
             f"{s.commits:,}",
-            _measured(s.measured_p50_ms, s.timings_emulated, ".2f"),
-            f"[bold]{s.p50_ms:.2f}[/bold]",
-            _measured(s.measured_p99_ms, s.timings_emulated, ".2f"),
-            f"[bold]{s.p99_ms:.2f}[/bold]",
-            _measured(s.measured_frame_budget_miss_pct, s.timings_emulated, ".1f", "%"),
-            f"[bold]{s.frame_budget_miss_pct:.1f}%[/bold]",
+            _measured(measured.p50_ms, s.timings_emulated, ".2f"),
+            f"[bold]{predicted.p50_ms:.2f}[/bold]",
+            _measured(measured.p99_ms, s.timings_emulated, ".2f"),
+            f"[bold]{predicted.p99_ms:.2f}[/bold]",
+            _measured(measured.frame_budget_miss_pct, s.timings_emulated, ".1f", "%"),
+            f"[bold]{predicted.frame_budget_miss_pct:.1f}%[/bold]",
             shares,
         )
     return table
@@ -129,9 +130,9 @@ def device_entry(result: DevicePrediction) -> dict:
         "device": {
             "name": profile.name,
             "kind": profile.kind,
-            "source": profile.source,
-            "path": profile.path,
-            "sync_stated": profile.sync_stated,
+            "source": profile.provenance.source,
+            "path": profile.provenance.path,
+            "sync_stated": profile.provenance.sync_stated,
         },
         "fill_pct": result.fill_pct,
         "notes": result.notes,
@@ -143,17 +144,17 @@ def device_entry(result: DevicePrediction) -> dict:
                 "runs": conf.runs,
                 "commits": conf.summary.commits,
                 "measured": {
-                    "p50_ms": conf.summary.measured_p50_ms,
-                    "p99_ms": conf.summary.measured_p99_ms,
-                    "frame_budget_miss_pct": conf.summary.measured_frame_budget_miss_pct,
+                    "p50_ms": conf.summary.measured.p50_ms,
+                    "p99_ms": conf.summary.measured.p99_ms,
+                    "frame_budget_miss_pct": conf.summary.measured.frame_budget_miss_pct,
                 },
                 "predicted": {
-                    "p50_ms": conf.summary.p50_ms,
-                    "p90_ms": conf.summary.p90_ms,
-                    "p99_ms": conf.summary.p99_ms,
-                    "frame_budget_miss_pct": conf.summary.frame_budget_miss_pct,
+                    "p50_ms": conf.summary.predicted.p50_ms,
+                    "p90_ms": conf.summary.predicted.p90_ms,
+                    "p99_ms": conf.summary.predicted.p99_ms,
+                    "frame_budget_miss_pct": conf.summary.predicted.frame_budget_miss_pct,
                 },
-                "shares": conf.summary.shares,
+                "shares": conf.summary.predicted.shares,
                 "requests_per_commit": conf.summary.requests_per_commit,
                 "base_source": conf.summary.base_source,
                 # the measured figures (null where kept out) and the base are an emulated CPU's
@@ -167,4 +168,4 @@ def device_entry(result: DevicePrediction) -> dict:
 
 def profile_document(profile: Profile) -> dict:
     """``sqlwa device show --json``: the profile as its TOML has it."""
-    return {**to_dict(profile), "path": profile.path}
+    return {**to_dict(profile), "path": profile.provenance.path}

@@ -49,6 +49,23 @@ def pb2() -> Any:
 
 
 @dataclass
+class BlockCounts:
+    """The block level's part of the trace: its requests and cache flushes, summed over
+    the devices they went to, and those devices ("major:minor"). They are counted
+    together, one device at a time, and reported together."""
+
+    requests: int = 0
+    flushes: int = 0
+    devices: list[str] = field(default_factory=list)
+
+    def add(self, device: tuple[int, int], requests: int, flushes: int) -> None:
+        """One device's requests and flushes."""
+        self.devices.append(f"{device[0]}:{device[1]}")
+        self.requests += requests
+        self.flushes += flushes
+
+
+@dataclass
 class ExportCounts:
     """What went into the trace (the CLI's report)."""
 
@@ -57,10 +74,8 @@ class ExportCounts:
     commits: int = 0
     vfs_calls: int = 0
     syscalls: int = 0
-    requests: int = 0
-    flushes: int = 0
+    block: BlockCounts = field(default_factory=BlockCounts)
     counters: int = 0
-    devices: list[str] = field(default_factory=list)
 
 
 def export(run_dir: Path, out: IO[bytes]) -> ExportCounts:
@@ -87,10 +102,7 @@ def export(run_dir: Path, out: IO[bytes]) -> ExportCounts:
     counts.syscalls = tracks.syscalls(events)
     categories = request_categories(attributed) if attributed is not None else None
     for dev in devices(events):
-        counts.devices.append(f"{dev[0]}:{dev[1]}")
-        requests, flushes = tracks.block_requests(events, dev, categories)
-        counts.requests += requests
-        counts.flushes += flushes
+        counts.block.add(dev, *tracks.block_requests(events, dev, categories))
     if attributed is not None:
         counts.counters = tracks.category_counters(attributed)
     return counts

@@ -751,13 +751,14 @@ def prediction_rows(result: DevicePrediction) -> str:
     rows = []
     for conf in result.configurations:
         s = conf.summary
-        shares = " · ".join(f"{100 * s.shares[k]:.0f}%" for k in ("base", "write", "flush", "fua_write", "read"))
+        ahead, here = s.predicted, s.measured
+        shares = " · ".join(f"{100 * ahead.shares[k]:.0f}%" for k in ("base", "write", "flush", "fua_write", "read"))
         measured = emulated_cell if s.timings_emulated else number_cell
         rows.append(
             f"<tr><th>{html.escape(conf.label)}</th><td>{html.escape(result.profile.name)}</td>"
-            f"{number_cell(s.commits)}{measured(s.measured_p50_ms, 2)}{number_cell(s.p50_ms, 2)}"
-            f"{measured(s.measured_p99_ms, 2)}{number_cell(s.p99_ms, 2)}"
-            f"{measured(s.measured_frame_budget_miss_pct, 1)}{number_cell(s.frame_budget_miss_pct, 1)}"
+            f"{number_cell(s.commits)}{measured(here.p50_ms, 2)}{number_cell(ahead.p50_ms, 2)}"
+            f"{measured(here.p99_ms, 2)}{number_cell(ahead.p99_ms, 2)}"
+            f"{measured(here.frame_budget_miss_pct, 1)}{number_cell(ahead.frame_budget_miss_pct, 1)}"
             f"<td>{shares}</td><td>{html.escape(base_label(s.base_source))}</td></tr>"
         )
     return "".join(rows)
@@ -777,7 +778,8 @@ def prediction_sections(predictions: list[DevicePrediction]) -> list[Section]:
     )
     body = "".join(prediction_rows(result) for result in predictions)
     sources = "".join(
-        f"<li><b>{html.escape(r.profile.name)}</b> ({html.escape(r.profile.kind)}): {html.escape(r.profile.source)}"
+        f"<li><b>{html.escape(r.profile.name)}</b> ({html.escape(r.profile.kind)}): "
+        f"{html.escape(r.profile.provenance.source)}"
         + "".join(f"<br>note: {html.escape(n)}" for n in r.notes)
         + "</li>"
         for r in predictions
@@ -787,14 +789,17 @@ def prediction_sections(predictions: list[DevicePrediction]) -> list[Section]:
     marked: set[tuple] = set()
     for result in predictions:
         for conf in result.configurations:
-            kept_out = conf.summary.measured_p50_ms is None  # an emulated CPU's, not asked for
+            kept_out = conf.summary.measured.kept_out  # an emulated CPU's, not asked for
             measured = pl.Series(
-                [] if kept_out else np.concatenate([p.measured_ms for p in conf.predictions]), dtype=pl.Float64
+                [] if kept_out else np.concatenate([p.per_commit.measured_ms for p in conf.predictions]),
+                dtype=pl.Float64,
             )
             if conf.summary.timings_emulated:
                 marked.add(config_key(conf.config))
             _, _, predicted = by_config.setdefault(config_key(conf.config), (conf.config, measured, {}))
-            predicted[result.profile.name] = pl.Series(np.concatenate([p.samples_ms.ravel() for p in conf.predictions]))
+            predicted[result.profile.name] = pl.Series(
+                np.concatenate([p.per_commit.samples_ms.ravel() for p in conf.predictions])
+            )
     figure = plot_div(figures.predicted_cdfs(list(by_config.values()), marked), "plot-predicted")
     note = PREDICTION_NOTE
     if marked:
