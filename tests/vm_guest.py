@@ -50,7 +50,7 @@ def request_of(command: str, args: list[str]) -> runner.RunRequest:
 def guest_bytes(request: runner.RunRequest) -> int:
     """The room a run needs in the guest's RAM, as its own guest would have it."""
     room = vm_lab.CRASH_IMAGE_ROOM if request.crash else 1
-    return filesystem.parse_size(request.stack.image_size) * room
+    return filesystem.parse_size(request.stack.volume.image_size) * room
 
 
 # A run phase's limit here: these runs take a minute at most on a loaded host, and a hung
@@ -74,8 +74,8 @@ def vm_runs(share: Path, runs: dict[Any, tuple[str, list[str]]]) -> dict[Any, Pa
     for name, (command, args) in runs.items():
         out = share / ("-".join(map(str, name)) if isinstance(name, tuple) else str(name))
         requests[name] = request_of(command, [*args, "--out", str(out)])
-        assert requests[name].stack.vm, f"{name}: a run of the VM lab needs --vm"
-    [kernel] = {request.stack.kernel for request in requests.values()}
+        assert requests[name].stack.machine.vm, f"{name}: a run of the VM lab needs --vm"
+    [kernel] = {request.stack.machine.kernel for request in requests.values()}
     room = max(guest_bytes(request) for request in requests.values())
     guest_kernel = vm_lab.guest_kernel(kernel)
     done: dict[Any, Path] = {}

@@ -45,7 +45,7 @@ def lab_run(
         scenario=scenario,
         settings=engine.RunSettings(journal=journal, sync=sync, txns=txns, warmup=3),
         output=Output(out_dir=tmp_path / f"{fs}-{journal}-{sync}-{scenario}"),
-        stack=StackSpec(fs=fs),
+        stack=StackSpec.from_flat(fs=fs),
     )
     outcome = runner.execute(request)
     return outcome.summary, outcome.commits

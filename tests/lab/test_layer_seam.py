@@ -20,7 +20,7 @@ pytestmark = pytest.mark.root
 def test_a_layer_needs_only_its_module_and_one_registry_line(monkeypatch):
     monkeypatch.setattr(layers, "KINDS", (*layers.KINDS, PassthroughLayer))  # the one line
     stages: list[str] = []
-    lab = stack.lab_filesystem(StackSpec(fs="tmpfs", image_size="16M", fill_pct=10), progress=stages.append)
+    lab = stack.lab_filesystem(StackSpec.from_flat(fs="tmpfs", image_size="16M", fill_pct=10), progress=stages.append)
     passthrough = lab.layer(PassthroughLayer)
     assert passthrough is not None
     with lab as mounted:
@@ -47,7 +47,7 @@ def test_a_layer_set_up_cut_short_is_still_torn_down_by_its_name(monkeypatch):
             raise RuntimeError("set-up fails once mounted")
 
     monkeypatch.setattr(layers, "KINDS", (*layers.KINDS, Failing))
-    lab = stack.lab_filesystem(StackSpec(fs="tmpfs", image_size="16M"))
+    lab = stack.lab_filesystem(StackSpec.from_flat(fs="tmpfs", image_size="16M"))
     with pytest.raises(RuntimeError, match="set-up fails"):
         with lab:
             pass

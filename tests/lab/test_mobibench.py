@@ -112,7 +112,9 @@ def trace_mobibench(binary: Path, out: Path, *args: str) -> tuple[Path, str]:
 def trace_scenario(scenario: str, txns: int, out: Path) -> tuple[Path, str]:
     settings = engine.RunSettings(journal="truncate", sync="full", txns=txns, warmup=0)
     outcome = runner.execute(
-        runner.RunRequest(scenario=scenario, settings=settings, output=Output(out_dir=out), stack=StackSpec(fs="ext4"))
+        runner.RunRequest(
+            scenario=scenario, settings=settings, output=Output(out_dir=out), stack=StackSpec.from_flat(fs="ext4")
+        )
     )
     return out / "trace.txt", outcome.summary["config"]["lab"]["dev"].replace(":", ",")
 

@@ -48,7 +48,10 @@ def test_a_replayed_log_is_attributed_as_a_scenario(tmp_path, journal):
     out = tmp_path / f"ext4-{journal}"
     settings = engine.RunSettings(journal=journal, sync="full", warmup=3, timing="back-to-back")
     request = runner.RunRequest(
-        scenario=str(log), settings=settings, output=Output(out_dir=out), stack=StackSpec(fs="ext4", image_size="64M")
+        scenario=str(log),
+        settings=settings,
+        output=Output(out_dir=out),
+        stack=StackSpec.from_flat(fs="ext4", image_size="64M"),
     )
     summary = runner.execute(request).summary
     assert summary["commits"] == 23
@@ -74,7 +77,10 @@ def test_the_close_checkpoint_is_measured_in_its_own_window(tmp_path, journal):
     out = tmp_path / f"ext4-{journal}"
     settings = engine.RunSettings(journal=journal, sync="full", warmup=3, timing="back-to-back", wal_autocheckpoint=0)
     request = runner.RunRequest(
-        scenario=str(log), settings=settings, output=Output(out_dir=out), stack=StackSpec(fs="ext4", image_size="64M")
+        scenario=str(log),
+        settings=settings,
+        output=Output(out_dir=out),
+        stack=StackSpec.from_flat(fs="ext4", image_size="64M"),
     )
     summary = runner.execute(request).summary
     close = summary["close"]
@@ -109,7 +115,10 @@ def test_transactions_that_wrote_nothing_are_no_commit_windows_in_the_lab(tmp_pa
     out = tmp_path / "ext4"
     settings = engine.RunSettings(journal="delete", sync="full", warmup=1, timing="back-to-back")
     request = runner.RunRequest(
-        scenario=str(log), settings=settings, output=Output(out_dir=out), stack=StackSpec(fs="ext4", image_size="64M")
+        scenario=str(log),
+        settings=settings,
+        output=Output(out_dir=out),
+        stack=StackSpec.from_flat(fs="ext4", image_size="64M"),
     )
     summary = runner.execute(request).summary
     text = (out / "trace.txt").read_text(errors="replace")

@@ -11,7 +11,7 @@ from sqlwa.lab import filesystem, layers
 from sqlwa.lab.layer import BlockLayer, DirectoryLayer
 from sqlwa.lab.stack import StackSpec
 
-EVERY_LAYER = StackSpec(
+EVERY_LAYER = StackSpec.from_flat(
     fs="ecryptfs", crypt="dm-crypt", device_delay_ms=5, encrypt="fscrypt", fill_pct=10, fuse="passthrough"
 )
 
@@ -28,7 +28,7 @@ def test_the_registry_lists_block_layers_before_directory_layers_and_fuse_last()
 def test_a_stack_asks_for_its_layers_in_registry_order(tmp_path):
     asked = layers.asked(EVERY_LAYER, "ecryptfs", tmp_path / "writes.log")
     assert [type(layer) for layer in asked] == list(layers.KINDS)
-    assert layers.asked(StackSpec(fs="ext4")) == []
+    assert layers.asked(StackSpec.from_flat(fs="ext4")) == []
 
 
 def test_teardown_walks_the_layers_back_around_the_lab_s_own_steps(tmp_path, monkeypatch):
@@ -59,7 +59,8 @@ def test_a_stacked_filesystem_without_its_layer_is_refused(tmp_path):
 def test_the_early_checks_are_the_layers_own():
     """targets.host_lab.preflight_lab and the matrix reach the dm refusals through layers.check."""
     with pytest.raises(UsageError, match="two device-mapper layers"):
-        layers.check(StackSpec(fs="ext4", crypt="dm-crypt", device_delay_ms=5), has_device=True, host=False)
+        layers.check(StackSpec.from_flat(fs="ext4", crypt="dm-crypt", device_delay_ms=5), has_device=True, host=False)
     with pytest.raises(UsageError, match="must be 0 to"):
-        layers.check(StackSpec(fs="ext4", device_delay_ms=10**6), has_device=True, host=False)
-    layers.check(StackSpec(fs="ext4", crypt="dm-crypt"), has_device=True, host=False)  # the guest checks its kernel
+        layers.check(StackSpec.from_flat(fs="ext4", device_delay_ms=10**6), has_device=True, host=False)
+    # the guest checks its kernel
+    layers.check(StackSpec.from_flat(fs="ext4", crypt="dm-crypt"), has_device=True, host=False)

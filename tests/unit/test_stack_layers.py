@@ -69,7 +69,7 @@ def test_every_combination_of_layers_has_its_own_label_key_and_directory():
 
 def wal_cell(**stack) -> matrix.Cell:
     """A cell of mobibench-insert in WAL mode, sync full, on this stack."""
-    return matrix.Cell("mobibench-insert", StackSpec(**stack), RunSettings(journal="wal", sync="full"))
+    return matrix.Cell("mobibench-insert", StackSpec.from_flat(**stack), RunSettings(journal="wal", sync="full"))
 
 
 def test_layers_a_summary_does_not_record_are_none():
@@ -100,22 +100,24 @@ def test_a_filesystem_without_fscrypt_is_unsupported_not_a_usage_error():
 
 
 def test_a_profile_fills_in_what_was_not_given_and_records_what_was():
-    spec = StackSpec(profile="android-sdcard", fuse="passthrough", profile_overrides=("fuse",)).with_profile()
-    assert (spec.fs, spec.mkfs_opts, spec.mount_opts, spec.encrypt, spec.fuse) == (
+    spec = StackSpec.from_flat(profile="android-sdcard", fuse="passthrough", profile_overrides=("fuse",)).with_profile()
+    assert (spec.volume.fs, spec.volume.mkfs_opts, spec.volume.mount_opts, spec.layers.encrypt, spec.layers.fuse) == (
         "ext4", "", "nodev,noatime,nosuid", "fscrypt", "passthrough"
     )  # fmt: skip
     assert (spec.profile_record() or {})["overridden"] == ["fuse"]
-    same = StackSpec(fs="ext4", encrypt="fscrypt", profile="android-sdcard", profile_overrides=("fs", "encrypt"))
+    same = StackSpec.from_flat(
+        fs="ext4", encrypt="fscrypt", profile="android-sdcard", profile_overrides=("fs", "encrypt")
+    )
     assert (same.with_profile().profile_record() or {})["overridden"] == []  # given, but what the profile says
 
 
 def test_android_sdcard_is_android_ext4_behind_a_fuse_layer_sqlwa_has():
     data, sdcard = profiles.profile("android-ext4"), profiles.profile("android-sdcard")
     for key in ("fs", "mkfs_opts", "mount_opts", "encrypt"):
-        assert getattr(sdcard, key) == getattr(data, key), key
-    assert data.fuse == fuse.NO_FUSE and sdcard.fuse in fuse.LAYERS
-    assert "FuseDaemon.cpp" in sdcard.source and "writeback" in sdcard.why
-    assert set(data.departures) < set(sdcard.departures)
+        assert getattr(sdcard.options, key) == getattr(data.options, key), key
+    assert data.options.fuse == fuse.NO_FUSE and sdcard.options.fuse in fuse.LAYERS
+    assert "FuseDaemon.cpp" in sdcard.provenance.source and "writeback" in sdcard.provenance.why
+    assert set(data.provenance.departures) < set(sdcard.provenance.departures)
 
 
 def plan(
@@ -126,22 +128,22 @@ def plan(
     lab_unavailable: str | None = None,
     **axes,
 ) -> matrix.MatrixPlan:
-    stack = StackSpec(vm=vm, device_delay_ms=device_delay_ms, profile_overrides=profile_overrides)
+    stack = StackSpec.from_flat(vm=vm, device_delay_ms=device_delay_ms, profile_overrides=profile_overrides)
     every = matrix.Axes(**{"journals": ("wal",), "syncs": ("full",), **axes})
     return matrix.MatrixPlan(Path("/nonexistent/m"), every, stack, lab=lab, lab_unavailable=lab_unavailable)
 
 
 def test_a_profile_cell_takes_the_profiles_layers_unless_an_axis_was_given():
     cells = plan(profiles=("none", "android-sdcard")).cells()
-    assert [(c.stack.fs, c.stack.encrypt, c.stack.fuse, c.stack.profile) for c in cells] == [
+    assert [(c.stack.volume.fs, c.stack.layers.encrypt, c.stack.layers.fuse, c.stack.profile) for c in cells] == [
         ("ext4", "none", "none", None),
         ("ext4", "fscrypt", "passthrough-kernel", "android-sdcard"),
     ]
     assert [c.row["profile"] for c in cells] == ["none", "android-sdcard"]  # the store's column
     given = plan(profiles=("android-sdcard",), fuses=("passthrough",), profile_overrides=("fuse",)).cells()
     stacks = [c.stack for c in given]
-    assert [(s.fuse, (s.profile_record() or {})["overridden"]) for s in stacks] == [("passthrough", ["fuse"])]
-    assert stacks[0].mount_opts == "nodev,noatime,nosuid"  # the profile's, though no axis of a sweep
+    assert [(s.layers.fuse, (s.profile_record() or {})["overridden"]) for s in stacks] == [("passthrough", ["fuse"])]
+    assert stacks[0].volume.mount_opts == "nodev,noatime,nosuid"  # the profile's, though no axis of a sweep
 
 
 def test_a_cell_reaches_its_run_and_the_store_as_it_was_made(tmp_path):
@@ -156,7 +158,10 @@ def test_a_cell_reaches_its_run_and_the_store_as_it_was_made(tmp_path):
     assert request.stack is cell.stack and request.settings is cell.settings
     assert (request.settings.journal, request.settings.sync, request.settings.txns) == ("wal", "full", 9)
     assert request.settings.warmup == 2 and request.frame_budget_ms == catalogue.FRAME_RATES[120]
-    assert (cell.stack.fs, cell.stack.encrypt, cell.stack.fuse, cell.stack.vm) == ("ext4", "fscrypt", "bindfs", True)
+    stack = cell.stack
+    assert (stack.volume.fs, stack.layers.encrypt, stack.layers.fuse, stack.machine.vm) == (
+        "ext4", "fscrypt", "bindfs", True
+    )  # fmt: skip
     record = cell.record(tmp_path / "r")
     row = store.record_row(record, None, None, tmp_path)
     assert {key: row[key] for key in (*catalogue.CONFIG_KEYS, "cell", "repeat", "txns", "run_key")} == {
@@ -179,8 +184,8 @@ def test_unknown_layers_and_layers_without_a_lab_are_refused_before_any_cell():
     no_root = plan(encrypts=("none", "fscrypt"), lab=False, lab_unavailable="needs root")
     matrix.check_axes(no_root)
     plain, layered = no_root.cells()
-    assert plain.stack.fs is None and plain.row["fs"] == "none" and matrix.without_lab(plain, no_root) is None
-    assert layered.stack.fs == "ext4" and "ext4+fscrypt needs a lab filesystem" in str(
+    assert plain.stack.volume.fs is None and plain.row["fs"] == "none" and matrix.without_lab(plain, no_root) is None
+    assert layered.stack.volume.fs == "ext4" and "ext4+fscrypt needs a lab filesystem" in str(
         matrix.without_lab(layered, no_root)
     )
 
@@ -274,15 +279,15 @@ def test_a_device_delay_is_one_for_the_whole_sweep_and_part_of_its_plan():
         matrix.check_device_delay(plan(vm=True, crypts=("none", "dm-crypt"), device_delay_ms=10))
     matrix.check_device_delay(plan(vm=True, device_delay_ms=0))  # the control: the layer without delay
     delayed = plan(vm=True, device_delay_ms=7)
-    assert matrix.request_for(delayed.cells()[0], delayed, Path("r")).stack.device_delay_ms == 7
+    assert matrix.request_for(delayed.cells()[0], delayed, Path("r")).stack.layers.device_delay_ms == 7
 
 
 def test_every_stack_option_is_made_once_from_its_field_for_run_crash_and_matrix():
     from sqlwa.cli import crash, run
     from sqlwa.cli import matrix as matrix_cli
-    from sqlwa.lab.stack import STACK_FIELDS, layer_of
+    from sqlwa.lab.stack import STACK_FIELDS, layer_of, stack_fields
 
-    fields = {f.name: f for f in dataclasses.fields(StackSpec)}
+    fields = {f.name: f for f in stack_fields()}
     for command in (run.run, crash.crash_command):
         by_name = {p.name: p for p in command.params}
         for name in STACK_FIELDS:
@@ -297,8 +302,27 @@ def test_every_stack_option_is_made_once_from_its_field_for_run_crash_and_matrix
 
 
 def test_a_stack_crosses_to_the_guest_and_back_unchanged():
-    spec = StackSpec(fs="ext4", fill_pct=3.5, profile="android-sdcard", device_delay_ms=2, vm=True)
+    spec = StackSpec.from_flat(fs="ext4", fill_pct=3.5, profile="android-sdcard", device_delay_ms=2, vm=True)
     spec = dataclasses.replace(spec, profile_overrides=("fuse",)).with_profile()
     assert StackSpec.from_dict(json.loads(json.dumps(spec.as_dict()))) == spec
-    assert spec.encrypt == "fscrypt" and spec.fuse == "none"  # the profile's encryption; fuse as given
+    assert spec.layers.encrypt == "fscrypt" and spec.layers.fuse == "none"  # the profile's encryption; fuse as given
     assert (spec.profile_record() or {})["overridden"] == ["fuse"]
+
+
+def test_a_stack_is_flat_outside_its_groups():
+    """The command line, the guest's request and a matrix's plan name a stack's fields
+    flat, in the order they had before StackSpec kept them in groups (#45)."""
+    from sqlwa.lab.stack import stack_fields
+
+    names = [
+        "fs", "image_size", "mkfs_opts", "mount_opts", "fill_pct", "profile",
+        "encrypt", "fuse", "crypt", "device_delay_ms", "vm", "kernel", "profile_overrides",
+    ]  # fmt: skip
+    assert [f.name for f in stack_fields()] == names
+    spec = StackSpec.from_flat(fs="xfs", fill_pct=5.0, crypt="dm-crypt", vm=True)
+    assert (spec.volume.fs, spec.volume.fill_pct, spec.layers.crypt, spec.machine.vm) == ("xfs", 5.0, "dm-crypt", True)
+    assert list(spec.flat()) == names and list(spec.as_dict()) == names
+    assert spec.replace(fs="ext4", kernel="k").flat() == {**spec.flat(), "fs": "ext4", "kernel": "k"}
+    assert spec.replace(profile="android-ext4").layers is spec.layers  # a group not changed is the same value
+    with pytest.raises(TypeError, match="StackSpec has no field 'journal'"):
+        StackSpec.from_flat(journal="wal")

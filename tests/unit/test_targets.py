@@ -19,9 +19,9 @@ from sqlwa.measure.targets import host_dir, host_lab, vm_lab
     "stack, chosen",
     [
         (StackSpec(), host_dir.HostDir),
-        (StackSpec(fs="ext4"), host_lab.HostLab),
-        (StackSpec(fs="tmpfs", fuse="passthrough"), host_lab.HostLab),
-        (StackSpec(fs="ext4", vm=True), vm_lab.VmLab),
+        (StackSpec.from_flat(fs="ext4"), host_lab.HostLab),
+        (StackSpec.from_flat(fs="tmpfs", fuse="passthrough"), host_lab.HostLab),
+        (StackSpec.from_flat(fs="ext4", vm=True), vm_lab.VmLab),
     ],
 )
 def test_the_runner_chooses_one_target_for_a_request(stack, chosen):
@@ -33,7 +33,7 @@ def test_the_runner_chooses_one_target_for_a_request(stack, chosen):
 def test_a_vm_run_given_a_guest_boots_none():
     """A matrix's cells share its guest: the target is given it, and makes no kernel."""
     guest = object()
-    target = runner.target_for(runner.RunRequest(stack=StackSpec(fs="ext4", vm=True)), guest)
+    target = runner.target_for(runner.RunRequest(stack=StackSpec.from_flat(fs="ext4", vm=True)), guest)
     assert isinstance(target, vm_lab.VmLab) and target.guest is guest
     with target.prepared() as kernel:
         assert kernel is None
@@ -111,7 +111,7 @@ def test_the_analysis_context_is_the_lab_facts_and_the_run_settings():
 def test_a_lab_describes_the_stack_asked_for_in_the_config():
     """The stack's choices, the lab made of them, and where it was: the keys a lab run's
     config has had (a VM lab's adds the guest's)."""
-    stack = StackSpec(fs="ext4", encrypt="fscrypt", device_delay_ms=5)
+    stack = StackSpec.from_flat(fs="ext4", encrypt="fscrypt", device_delay_ms=5)
     described = {"loop_device": None, "mount_options": "rw,relatime"}
     place = report.lab_place(stack, described)
     assert place == {

@@ -34,7 +34,7 @@ def test_a_relative_log_and_snapshot_reach_the_guest_absolute(tmp_path, monkeypa
         scenario="app.jsonl",
         settings=engine.RunSettings(from_db="app.db"),
         output=Output(out_dir=tmp_path / "o"),
-        stack=StackSpec(vm=True),
+        stack=StackSpec.from_flat(vm=True),
     )
     sent = vm_lab.guest_request(request, tmp_path / "o")
     assert sent["scenario"] == str(app / "app.jsonl")

@@ -4,7 +4,6 @@ fields for ``sqlwa run`` and ``sqlwa crash`` (one value each) and ``sqlwa matrix
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -12,9 +11,9 @@ from typing import Any
 
 import click
 
-from sqlwa.lab.stack import STACK_FIELDS, Layer, StackSpec, layer_of
+from sqlwa.lab.stack import STACK_FIELDS, Layer, StackSpec, layer_of, stack_fields
 
-SPEC_FIELDS = {f.name: f for f in dataclasses.fields(StackSpec)}
+SPEC_FIELDS = {f.name: f for f in stack_fields()}
 
 
 class FiniteFloat(click.FloatRange):
@@ -100,11 +99,11 @@ def stack_options(*names: str, sweep: bool = False) -> Callable[[Callable[..., A
 
 
 def with_stack(callback: Callable[..., Any]) -> Callable[..., Any]:
-    """``callback`` called with the stack options' values as one ``stack=StackSpec(...)``."""
+    """``callback`` called with the stack options' values as one ``stack=StackSpec.from_flat(...)``."""
 
     @functools.wraps(callback)
     def call(**values: Any) -> Any:
-        stack = StackSpec(**{name: values.pop(name) for name in STACK_FIELDS if name in values})
+        stack = StackSpec.from_flat(**{name: values.pop(name) for name in STACK_FIELDS if name in values})
         return callback(stack=stack, **values)
 
     return call

@@ -4,7 +4,6 @@ any moment of it would have left (``sqlwa.durability``)."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -103,7 +102,7 @@ def crash_request(
     request = run_cli.run_request(
         scenario,
         settings,
-        dataclasses.replace(stack, fs=stack.fs or DEFAULT_FS),
+        stack.replace(fs=stack.volume.fs or DEFAULT_FS),
         frame_budget_ms=run_cli.frame_budget_of(frame_budget_ms, frame_rate),
         **run_options,
     )

@@ -270,7 +270,7 @@ def print_outcome(outcome: matrix.MatrixOutcome, console: Console) -> None:
         latencies = store.load_latencies(outcome.plan.out_dir)
         console.print(results_table(runs, f"matrix {outcome.plan.out_dir}", latencies))
         console.print(latency_table(runs, latencies))
-    if outcome.plan.stack.vm:
+    if outcome.plan.stack.machine.vm:
         console.print(
             "VM lab: every cell ran in one guest; under TCG its latencies (p99, frame misses) are an emulated "
             "CPU's and not comparable (each run's config.vm says which accelerator)",
@@ -295,7 +295,7 @@ def run_with_progress(plan: matrix.MatrixPlan) -> matrix.MatrixOutcome:
     from sqlwa.views.terminal import wide_console
 
     err = wide_console(stderr=True)
-    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.stack.vm else None
+    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.stack.machine.vm else None
     if why_not_lab:
         plan.lab, plan.lab_unavailable = False, why_not_lab
         err.print(f"[yellow]VFS level only:[/yellow] {why_not_lab}", highlight=False)
@@ -413,7 +413,7 @@ def plan_json(plan: matrix.MatrixPlan) -> str:
     from sqlwa.measure import matrix
     from sqlwa.views import json_output
 
-    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.stack.vm else None
+    why_not_lab = matrix.lab_unavailable_reason(plan) if plan.lab and not plan.stack.machine.vm else None
     if why_not_lab:
         plan.lab, plan.lab_unavailable = False, why_not_lab
     matrix.check_axes(plan)
@@ -440,7 +440,7 @@ def plan_of(
     plan = matrix.MatrixPlan(
         out_dir=out_dir or Path("."),
         axes=matrix.Axes(**take(matrix.AXIS_NAMES)),
-        stack=StackSpec(**take(STACK_FIELDS), profile_overrides=profile_overrides()),
+        stack=StackSpec.from_flat(**take(STACK_FIELDS), profile_overrides=profile_overrides()),
         settings=engine.RunSettings(**take(matrix.SHARED_SETTINGS)),
         runs=matrix.Runs(**take(matrix.RUNS_FIELDS)),
         lab=not given.pop("vfs_only"),

@@ -413,7 +413,7 @@ def run(
     )
     # Ctrl-C keeps what was measured, on this host: a lab run's keeping gives up on an OUT
     # that takes no writes (targets.host_lab.keep_what_was_measured). A run in the VM lab ends at once.
-    request.capture.keep_measured = not request.stack.vm
+    request.capture.keep_measured = not request.stack.machine.vm
     outcome = execute_with_bar(request)
     if as_json:
         click.echo(json_output.dumps(outcome.summary))
@@ -447,13 +447,13 @@ def run_request(
     from sqlwa.measure.request import LabDebug, Output, RunRequest
 
     if (
-        not stack.vm
+        not stack.machine.vm
         and click.get_current_context().get_parameter_source("kernel") != click.core.ParameterSource.DEFAULT
     ):
         raise UsageError("--kernel chooses the VM lab's kernel, and this run is not in the VM lab", "add --vm")
-    if guest_strace and not stack.vm:
+    if guest_strace and not stack.machine.vm:
         raise UsageError("--guest-strace traces the VM lab's guest, and this run is not in the VM lab", "add --vm")
-    stack = dataclasses.replace(stack, fs=stack.fs or (VM_DEFAULT_FS if stack.vm else None))
+    stack = stack.replace(fs=stack.volume.fs or (VM_DEFAULT_FS if stack.machine.vm else None))
     if stack.profile is not None:
         stack = dataclasses.replace(stack, profile_overrides=given_options(PROFILE_OPTIONS)).with_profile()
     return RunRequest(

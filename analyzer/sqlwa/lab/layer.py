@@ -32,14 +32,18 @@ Step = tuple[str, Callable[[], None]]
 L = TypeVar("L", bound="Layer")
 
 
-class StackView(Protocol):
-    """The fields of :class:`sqlwa.lab.stack.StackSpec` the layers read (stack.py makes
-    the lab of them, so this module cannot import it)."""
+class VolumeView(Protocol):
+    """The fields of :class:`sqlwa.lab.stack.Volume` the layers read."""
 
     @property
     def fs(self) -> str | None: ...
     @property
     def fill_pct(self) -> float: ...
+
+
+class LayersView(Protocol):
+    """The fields of :class:`sqlwa.lab.stack.StackLayers` the layers read."""
+
     @property
     def encrypt(self) -> str: ...
     @property
@@ -48,6 +52,16 @@ class StackView(Protocol):
     def crypt(self) -> str: ...
     @property
     def device_delay_ms(self) -> int | None: ...
+
+
+class StackView(Protocol):
+    """The groups of :class:`sqlwa.lab.stack.StackSpec` the layers read (stack.py makes
+    the lab of them, so this module cannot import it)."""
+
+    @property
+    def volume(self) -> VolumeView: ...
+    @property
+    def layers(self) -> LayersView: ...
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ and why.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlwa.errors import UsageError
 
@@ -43,62 +43,80 @@ ANDROID_DATA_DEPARTURES = (
 
 
 @dataclass(frozen=True)
-class Profile:
-    name: str
-    what: str
+class ProfileOptions:
+    """The lab options a profile fills in (:data:`PROFILE_OPTIONS`)."""
+
     fs: str
     mkfs_opts: str
     mount_opts: str
     encrypt: str
-    source: str
     fuse: str = "none"  # the --fuse layer (sqlwa.lab.fuse.NO_FUSE: none)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a profile reproduces, the files it was read from, and where the lab departs from it."""
+
+    what: str
+    source: str
     why: str = ""  # why these layers, where the choice is not read off one line of the source
     departures: tuple[str, ...] = field(default=())
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A phone's storage set-up: the lab options it fills in and where they come from."""
+
+    name: str
+    options: ProfileOptions
+    provenance: Provenance
+
+
 ANDROID_EXT4 = Profile(
     name="android-ext4",
-    what="Android's /data on ext4 with file-based encryption",
-    fs="ext4",
-    mkfs_opts="",
-    mount_opts="nodev,noatime,nosuid",
-    encrypt="fscrypt",  # fileencryption=aes-256-xts:aes-256-cts (a v2 policy since Android 11)
-    source=CUTTLEFISH_FSTAB,
-    departures=ANDROID_DATA_DEPARTURES,
+    options=ProfileOptions(
+        fs="ext4",
+        mkfs_opts="",
+        mount_opts="nodev,noatime,nosuid",
+        encrypt="fscrypt",  # fileencryption=aes-256-xts:aes-256-cts (a v2 policy since Android 11)
+    ),
+    provenance=Provenance(
+        what="Android's /data on ext4 with file-based encryption",
+        source=CUTTLEFISH_FSTAB,
+        departures=ANDROID_DATA_DEPARTURES,
+    ),
 )
 
 ANDROID_SDCARD = Profile(
     name="android-sdcard",
-    what="Android's /sdcard: MediaProvider's FUSE daemon in front of /data/media (android-ext4)",
-    fs=ANDROID_EXT4.fs,
-    mkfs_opts=ANDROID_EXT4.mkfs_opts,
-    mount_opts=ANDROID_EXT4.mount_opts,
-    encrypt=ANDROID_EXT4.encrypt,
-    fuse="passthrough-kernel",
-    source=f"{CUTTLEFISH_FSTAB}; {CUTTLEFISH_DEVICE_MK}; {MEDIAPROVIDER_FUSE_DAEMON}",
-    why=(
-        "Android 12+ serves /sdcard with FUSE passthrough where the device sets "
-        "persist.sys.fuse.passthrough.enable (Cuttlefish does): MediaProvider's FuseDaemon then asks the kernel "
-        "for passthrough and opens a file that needs no "
-        "redaction or transcoding, such as a database, with passthrough, so its reads and writes go from the "
-        "kernel to the lower file while the daemon sees opens, creates, unlinks and syncs (pf_fsync: fsync or "
-        "fdatasync as asked; pf_fsyncdir the same on the directory). It asks for the writeback cache too "
-        "(FUSE_CAP_WRITEBACK_CACHE, unless in uncached mode or on ARC); on Android's kernels a passthrough "
-        "file's reads and writes bypass that cache, and upstream Linux grants passthrough only without it "
-        "(fs/fuse/inode.c, process_init_reply), so the closest layer here is passthrough-kernel: passthrough, "
-        "no writeback cache"
-    ),
-    departures=(
-        *ANDROID_DATA_DEPARTURES,
-        "MediaProvider's own bookkeeping is absent: on a phone each file created through /sdcard is inserted "
-        "into MediaProvider's database first (pf_create: InsertFile) and each unlink deleted from it "
-        "(pf_unlink: DeleteFile), so a rollback journal created and deleted every commit (DELETE) costs the "
-        "phone MediaProvider database writes that sqlwa-fuse does not make",
-        "emulated storage's casefolding and project quotas (build/make emulated_storage.mk: "
-        "PRODUCT_FS_CASEFOLD, PRODUCT_QUOTA_PROJID) are left out",
-        "an app's own external directory (Android/data, Android/obb) is bind-mounted past FUSE on Android 11+ "
-        "(vold EmulatedVolume::mountFuseBindMounts): a database there costs what android-ext4 measures",
-        "passthrough here is upstream Linux's (6.9+); Android's older kernels carry their own passthrough patch",
+    options=replace(ANDROID_EXT4.options, fuse="passthrough-kernel"),
+    provenance=Provenance(
+        what="Android's /sdcard: MediaProvider's FUSE daemon in front of /data/media (android-ext4)",
+        source=f"{CUTTLEFISH_FSTAB}; {CUTTLEFISH_DEVICE_MK}; {MEDIAPROVIDER_FUSE_DAEMON}",
+        why=(
+            "Android 12+ serves /sdcard with FUSE passthrough where the device sets "
+            "persist.sys.fuse.passthrough.enable (Cuttlefish does): MediaProvider's FuseDaemon then asks the kernel "
+            "for passthrough and opens a file that needs no "
+            "redaction or transcoding, such as a database, with passthrough, so its reads and writes go from the "
+            "kernel to the lower file while the daemon sees opens, creates, unlinks and syncs (pf_fsync: fsync or "
+            "fdatasync as asked; pf_fsyncdir the same on the directory). It asks for the writeback cache too "
+            "(FUSE_CAP_WRITEBACK_CACHE, unless in uncached mode or on ARC); on Android's kernels a passthrough "
+            "file's reads and writes bypass that cache, and upstream Linux grants passthrough only without it "
+            "(fs/fuse/inode.c, process_init_reply), so the closest layer here is passthrough-kernel: passthrough, "
+            "no writeback cache"
+        ),
+        departures=(
+            *ANDROID_DATA_DEPARTURES,
+            "MediaProvider's own bookkeeping is absent: on a phone each file created through /sdcard is inserted "
+            "into MediaProvider's database first (pf_create: InsertFile) and each unlink deleted from it "
+            "(pf_unlink: DeleteFile), so a rollback journal created and deleted every commit (DELETE) costs the "
+            "phone MediaProvider database writes that sqlwa-fuse does not make",
+            "emulated storage's casefolding and project quotas (build/make emulated_storage.mk: "
+            "PRODUCT_FS_CASEFOLD, PRODUCT_QUOTA_PROJID) are left out",
+            "an app's own external directory (Android/data, Android/obb) is bind-mounted past FUSE on Android 11+ "
+            "(vold EmulatedVolume::mountFuseBindMounts): a database there costs what android-ext4 measures",
+            "passthrough here is upstream Linux's (6.9+); Android's older kernels carry their own passthrough patch",
+        ),
     ),
 )
 
@@ -113,19 +131,23 @@ MOTO_Z_FSTAB = (
 
 ANDROID_F2FS = Profile(
     name="android-f2fs",
-    what="a phone's /data on f2fs as a vendor ships it: the Moto Z's, with nobarrier (f2fs: VM lab)",
-    fs="f2fs",
-    mkfs_opts="",
-    mount_opts="discard,nosuid,nodev,noatime,nodiratime,nobarrier,inline_xattr,inline_data",
-    encrypt="none",  # encryptable=: full-disk encryption (dm-crypt), not FBE
-    source=MOTO_Z_FSTAB,
-    why=(
-        "nobarrier is what made fsync nearly free on the Moto Z in the published comparison: f2fs then "
-        "sends no cache flush, so a power cut may lose what fsync acknowledged"
+    options=ProfileOptions(
+        fs="f2fs",
+        mkfs_opts="",
+        mount_opts="discard,nosuid,nodev,noatime,nodiratime,nobarrier,inline_xattr,inline_data",
+        encrypt="none",  # encryptable=: full-disk encryption (dm-crypt), not FBE
     ),
-    departures=(
-        "full-disk encryption (encryptable=, dm-crypt under f2fs) is left out",
-        "fs_mgr's quota flag (mkfs.f2fs -O quota) is left out, as for android-ext4",
+    provenance=Provenance(
+        what="a phone's /data on f2fs as a vendor ships it: the Moto Z's, with nobarrier (f2fs: VM lab)",
+        source=MOTO_Z_FSTAB,
+        why=(
+            "nobarrier is what made fsync nearly free on the Moto Z in the published comparison: f2fs then "
+            "sends no cache flush, so a power cut may lose what fsync acknowledged"
+        ),
+        departures=(
+            "full-disk encryption (encryptable=, dm-crypt under f2fs) is left out",
+            "fs_mgr's quota flag (mkfs.f2fs -O quota) is left out, as for android-ext4",
+        ),
     ),
 )
 
@@ -143,5 +165,18 @@ def profile(name: str) -> Profile:
 
 def describe(chosen: Profile, overridden: list[str]) -> dict:
     """What the summary records: the profile, its source, and which of its options the
-    command line overrode."""
-    return {**asdict(chosen), "departures": list(chosen.departures), "overridden": overridden}
+    command line overrode (flat, in the order summary.json has always had)."""
+    options, provenance = chosen.options, chosen.provenance
+    return {
+        "name": chosen.name,
+        "what": provenance.what,
+        "fs": options.fs,
+        "mkfs_opts": options.mkfs_opts,
+        "mount_opts": options.mount_opts,
+        "encrypt": options.encrypt,
+        "source": provenance.source,
+        "fuse": options.fuse,
+        "why": provenance.why,
+        "departures": list(provenance.departures),
+        "overridden": overridden,
+    }

@@ -6,6 +6,8 @@ dm-delay under it, a phone profile that bundles some of these, and whether all o
 in the VM lab's guest with which kernel. ``sqlwa run``, ``sqlwa crash``, ``sqlwa matrix``
 (as the stack every cell shares), the runner, the lab and the VM lab pass this one frozen
 value around, as :class:`~sqlwa.measure.engine.RunSettings` carries SQLite's settings.
+It keeps them in groups (the lab filesystem, the layers over and under it, where it runs)
+and shows them flat to the command line, the VM lab's guest and a matrix's stored plan.
 
 Each field with a :class:`Layer` is a command-line option; its flag, type, default and
 help come from the field, once (``sqlwa.cli._stack`` makes the click options of them for
@@ -14,9 +16,10 @@ help come from the field, once (``sqlwa.cli._stack`` makes the click options of 
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import Field, asdict, dataclass, field, fields, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from sqlwa.catalogue import DEBIAN_KERNEL, DEFAULT_IMAGE_SIZE, NO_LAYER
@@ -65,9 +68,9 @@ PROFILE_OPTIONS = ("fs", "mkfs_opts", "mount_opts", "encrypt", "fuse")
 
 
 @dataclass(frozen=True)
-class StackSpec:
-    """The storage stack one run measures on; the defaults are a run without a lab
-    filesystem (the VFS level only, on this host)."""
+class Volume:
+    """The fresh lab filesystem a run measures on: its kind (None: no lab filesystem,
+    the VFS level only), its image, its mkfs and mount options, and how full it is."""
 
     fs: str | None = _layer(
         None,
@@ -101,23 +104,13 @@ class StackSpec:
             maximum=99,
         ),
     )
-    # the profile's name; the options it fills in are filled in by with_profile()
-    profile: str | None = _layer(
-        None,
-        Layer(
-            "A phone's storage set-up as a bundle of lab options (android-ext4: Android's /data on ext4 "
-            "with FBE, from AOSP's fstab; android-sdcard: the same behind the FUSE layer of /sdcard, "
-            "--fuse passthrough-kernel); options given explicitly override the profile's.",
-            choices=tuple(profiles.PROFILES),
-            sweep=Sweep(
-                "Phone profiles, e.g. none,android-ext4,android-sdcard (as `sqlwa run --profile`); a profile cell "
-                "takes the profile's filesystem and layers unless --fs, --encrypt or --fuse is given.",
-                axis="profiles",
-                default=NO_LAYER,
-                metavar="NAME,..",
-            ),
-        ),
-    )
+
+
+@dataclass(frozen=True)
+class StackLayers:
+    """The layers over the lab filesystem (file encryption, a FUSE daemon) and under it
+    (dm-crypt, dm-delay)."""
+
     encrypt: str = _layer(
         encryption.NO_ENCRYPTION,
         Layer(
@@ -186,6 +179,12 @@ class StackSpec:
             ),
         ),
     )
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where the stack runs: on this host, or (``vm``) in the VM lab's guest with its kernel."""
+
     vm: bool = _layer(
         False,
         Layer(
@@ -207,16 +206,83 @@ class StackSpec:
             sweep=Sweep("The guest's kernel with --vm: Debian's current one, a linux-image-*.deb or an unpacked one."),
         ),
     )
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """The storage stack one run measures on, in groups: the lab filesystem
+    (:class:`Volume`), the phone profile that fills in some of its options, the layers
+    over and under it (:class:`StackLayers`) and where it runs (:class:`Machine`); the
+    defaults are a run without a lab filesystem (the VFS level only, on this host).
+
+    Outside, a stack is flat: the command line's options, the VM lab's request to its
+    guest and a matrix's stored plan name each field of a group on its own (``fs``,
+    ``crypt``, ``vm`` …), in the order :func:`stack_fields` lists them; :meth:`from_flat`,
+    :meth:`replace` and :meth:`flat` go between the two."""
+
+    volume: Volume = Volume()
+    # the profile's name; the options it fills in are filled in by with_profile()
+    profile: str | None = _layer(
+        None,
+        Layer(
+            "A phone's storage set-up as a bundle of lab options (android-ext4: Android's /data on ext4 "
+            "with FBE, from AOSP's fstab; android-sdcard: the same behind the FUSE layer of /sdcard, "
+            "--fuse passthrough-kernel); options given explicitly override the profile's.",
+            choices=tuple(profiles.PROFILES),
+            sweep=Sweep(
+                "Phone profiles, e.g. none,android-ext4,android-sdcard (as `sqlwa run --profile`); a profile cell "
+                "takes the profile's filesystem and layers unless --fs, --encrypt or --fuse is given.",
+                axis="profiles",
+                default=NO_LAYER,
+                metavar="NAME,..",
+            ),
+        ),
+    )
+    layers: StackLayers = StackLayers()
+    machine: Machine = Machine()
     # the PROFILE_OPTIONS given explicitly, which win over the profile's values
     profile_overrides: tuple[str, ...] = ()
+
+    @classmethod
+    def from_flat(cls, **values: Any) -> StackSpec:
+        """The stack of these fields by their flat names (``fs=``, ``crypt=``, ``vm=`` …);
+        the others are the defaults."""
+        return cls().replace(**values)
+
+    def replace(self, **changes: Any) -> StackSpec:
+        """This stack with the fields named by their flat names changed, in whichever group
+        each one is."""
+        unknown = sorted(set(changes) - set(_FLAT_NAMES))
+        if unknown:
+            raise TypeError(f"StackSpec has no field {unknown[0]!r}")
+        parts: dict[str, Any] = {}
+        for part in fields(self):
+            if part.name in _GROUPS:
+                group = {name: changes[name] for name in _GROUPS[part.name] if name in changes}
+                if group:
+                    parts[part.name] = dataclasses.replace(getattr(self, part.name), **group)
+            elif part.name in changes:
+                parts[part.name] = changes[part.name]
+        return dataclasses.replace(self, **parts)
+
+    def flat(self) -> dict[str, Any]:
+        """Every field by its flat name, in :func:`stack_fields`'s order."""
+        values: dict[str, Any] = {}
+        for part in fields(self):
+            value = getattr(self, part.name)
+            if part.name in _GROUPS:
+                values.update((name, getattr(value, name)) for name in _GROUPS[part.name])
+            else:
+                values[part.name] = value
+        return values
 
     def with_profile(self) -> StackSpec:
         """The stack with the profile's options filled in where they were not given."""
         if self.profile is None:
             return self
-        chosen = profiles.profile(self.profile)
+        chosen = profiles.profile(self.profile).options
         filled = {key: getattr(chosen, key) for key in PROFILE_OPTIONS if key not in self.profile_overrides}
-        return replace(self, **filled)
+        return self.replace(**filled)
 
     def profile_record(self) -> dict | None:
         """What summary.json records of the profile (None without one): the profile, its
@@ -224,41 +290,61 @@ class StackSpec:
         if self.profile is None:
             return None
         chosen = profiles.profile(self.profile)
+        given = self.flat()
         overridden = [
             key
             for key in PROFILE_OPTIONS
-            if key in self.profile_overrides and getattr(self, key) != getattr(chosen, key)
+            if key in self.profile_overrides and given[key] != getattr(chosen.options, key)
         ]
         return profiles.describe(chosen, overridden)
 
     @property
     def lab_options_given(self) -> list[str]:
         """The options that shape a lab filesystem and differ from a run without one."""
+        volume, layers = self.volume, self.layers
         return [
             flag
             for flag, value in (
-                ("--fill", self.fill_pct),
-                ("--mkfs-opts", self.mkfs_opts),
-                ("--mount-opts", self.mount_opts),
-                ("--encrypt", self.encrypt != encryption.NO_ENCRYPTION),
-                ("--fuse", self.fuse != fuse.NO_FUSE),
-                ("--crypt", self.crypt != devmapper.NO_CRYPT),
-                ("--device-delay", self.device_delay_ms is not None),
+                ("--fill", volume.fill_pct),
+                ("--mkfs-opts", volume.mkfs_opts),
+                ("--mount-opts", volume.mount_opts),
+                ("--encrypt", layers.encrypt != encryption.NO_ENCRYPTION),
+                ("--fuse", layers.fuse != fuse.NO_FUSE),
+                ("--crypt", layers.crypt != devmapper.NO_CRYPT),
+                ("--device-delay", layers.device_delay_ms is not None),
             )
             if value
         ]
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON values (the VM lab's request to its guest)."""
-        return {**asdict(self), "profile_overrides": list(self.profile_overrides)}
+        """JSON values (the VM lab's request to its guest): the flat fields."""
+        return {**self.flat(), "profile_overrides": list(self.profile_overrides)}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> StackSpec:
         """The inverse of :meth:`as_dict`."""
-        return cls(**{**values, "profile_overrides": tuple(values.get("profile_overrides", ()))})
+        return cls.from_flat(**{**values, "profile_overrides": tuple(values.get("profile_overrides", ()))})
 
 
-STACK_FIELDS = tuple(f.name for f in fields(StackSpec) if layer_of(f) is not None)
+# StackSpec's groups (its fields whose value is a dataclass), each with its own fields.
+_GROUP_FIELDS = {
+    part.name: fields(part.default) for part in fields(StackSpec) if dataclasses.is_dataclass(part.default)
+}
+# ... and with the names of them
+_GROUPS = {name: tuple(f.name for f in group) for name, group in _GROUP_FIELDS.items()}
+
+
+def stack_fields() -> Iterator[Field[Any]]:
+    """StackSpec's fields as the outside sees them, flat and in order: each group's own
+    in the group's place (``fs`` … ``fill_pct``, ``profile``, ``encrypt`` … ``device_delay_ms``,
+    ``vm``, ``kernel``, ``profile_overrides``)."""
+    for part in fields(StackSpec):
+        yield from _GROUP_FIELDS.get(part.name, (part,))
+
+
+_FLAT_NAMES = tuple(f.name for f in stack_fields())
+
+STACK_FIELDS = tuple(f.name for f in stack_fields() if layer_of(f) is not None)
 
 
 def lab_filesystem(
@@ -268,11 +354,12 @@ def lab_filesystem(
     write_log: str | os.PathLike | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> filesystem.LabFilesystem:
-    """The lab filesystem ``spec`` asks for (it names one: ``spec.fs``), with the layers it asks for."""
-    assert spec.fs is not None, "a lab run names its filesystem"
-    fs_spec = filesystem.FILESYSTEMS.get(spec.fs)
+    """The lab filesystem ``spec`` asks for (it names one: ``spec.volume.fs``), with the layers it asks for."""
+    volume = spec.volume
+    assert volume.fs is not None, "a lab run names its filesystem"
+    fs_spec = filesystem.FILESYSTEMS.get(volume.fs)
     options = filesystem.LabOptions(
-        image_size=spec.image_size, mkfs_opts=spec.mkfs_opts, mount_opts=spec.mount_opts, keep_image=keep_image
+        image_size=volume.image_size, mkfs_opts=volume.mkfs_opts, mount_opts=volume.mount_opts, keep_image=keep_image
     )
     asked = layers.asked(spec, fs_spec.stacked if fs_spec else None, write_log)
-    return filesystem.LabFilesystem(spec.fs, options, asked, progress)
+    return filesystem.LabFilesystem(volume.fs, options, asked, progress)

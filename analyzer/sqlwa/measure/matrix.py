@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlwa import _system, outputs
@@ -201,11 +201,9 @@ class MatrixPlan:
         sweep's axes do not override (its mkfs and mount options too: no axes of a sweep),
         applied here once; a plain stack of a VFS-only sweep has no lab filesystem."""
         chosen = None if profile == profiles.NO_PROFILE else profile
-        stack = dataclasses.replace(
-            self.stack, fs=fs, encrypt=encrypt, fuse=fuse_layer, crypt=crypt, profile=chosen
-        ).with_profile()
-        if not self.lab and not has_layers(asdict(stack)):
-            return dataclasses.replace(stack, fs=None)
+        stack = self.stack.replace(fs=fs, encrypt=encrypt, fuse=fuse_layer, crypt=crypt, profile=chosen).with_profile()
+        if not self.lab and not has_layers(stack.flat()):
+            return stack.replace(fs=None)
         return stack
 
     def settings_of(self, journal: str, sync: str) -> engine.RunSettings:
@@ -312,18 +310,19 @@ def check_axes(plan: MatrixPlan) -> None:
     if from_db is not None and not Path(from_db).is_file():
         raise UsageError(f"--from {from_db}: no such database file", "give the app's database file")
     engine.check_settings(engine.RunSettings(timing=plan.settings.timing))
-    if not plan.stack.vm:
+    if not plan.stack.machine.vm:
         for crypt in plan.axes.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
-            layers.check(StackSpec(fs="ext4", crypt=crypt), has_device=True)
+            layers.check(StackSpec.from_flat(fs="ext4", crypt=crypt), has_device=True)
     check_device_delay(plan)
-    if plan.stack.vm:
-        runner.guest_kernel(plan.stack.kernel)  # a kernel that cannot be had is a mistake in the axes too
+    if plan.stack.machine.vm:
+        runner.guest_kernel(plan.stack.machine.kernel)  # a kernel that cannot be had is a mistake in the axes too
     check_dirnames(plan)
 
 
 def check_device_delay(plan: MatrixPlan) -> None:
     """--device-delay is the same for every cell: refused for them all at once."""
-    if plan.stack.device_delay_ms is None:
+    delay_ms = plan.stack.layers.device_delay_ms
+    if delay_ms is None:
         return
     if not plan.lab:
         reason = plan.lab_unavailable or "--vfs-only"
@@ -332,8 +331,8 @@ def check_device_delay(plan: MatrixPlan) -> None:
             "add --vm, or leave --device-delay out",
         )
     for crypt in plan.axes.crypts:
-        cell = StackSpec(fs="ext4", crypt=crypt, device_delay_ms=plan.stack.device_delay_ms)
-        layers.check(cell, has_device=True, host=not plan.stack.vm)
+        cell = StackSpec.from_flat(fs="ext4", crypt=crypt, device_delay_ms=delay_ms)
+        layers.check(cell, has_device=True, host=not plan.stack.machine.vm)
 
 
 def check_dirnames(plan: MatrixPlan) -> None:
@@ -409,6 +408,8 @@ PLAN_BEFORE_LAYERS = {
 def plan_value(plan: MatrixPlan, key: str):
     """One of PLAN_OPTIONS, from the part of the plan that keeps it."""
     part = PLAN_PARTS.get(key)
+    if part == "stack":  # the stack's flat view: its fields by name, whichever group keeps them
+        return plan.stack.flat()[key]
     return getattr(plan if part is None else getattr(plan, part), key)
 
 
@@ -604,7 +605,9 @@ def run_matrix(
     called once the store is open, before the first cell (a store that cannot be made is
     then the one thing said)."""
     check_axes(plan)
-    kernel = runner.guest_kernel(plan.stack.kernel) if plan.stack.vm else None  # refused before --out exists
+    kernel = (
+        runner.guest_kernel(plan.stack.machine.kernel) if plan.stack.machine.vm else None
+    )  # refused before --out exists
     check_out_dir(plan, create=True)
     # One sweep at a time: a second one's cells would land in this one's store and runs.
     with _system.locks.directory_lock(plan.out_dir, "sqlwa matrix"):
@@ -624,7 +627,7 @@ def run_cells(
         on_ready()
     # One guest for every cell of a --vm sweep: a boot costs seconds under TCG, and each
     # cell still gets a fresh lab filesystem inside it.
-    booted = runner.booted_guest(kernel, plan.out_dir, plan.stack.image_size) if kernel else nullcontext()
+    booted = runner.booted_guest(kernel, plan.out_dir, plan.stack.volume.image_size) if kernel else nullcontext()
     try:
         with booted as guest:
             return run_each_cell(conn, plan, MatrixOutcome(plan), guest, on_start, on_done, progress)

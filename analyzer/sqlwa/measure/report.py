@@ -73,13 +73,14 @@ def stack_config(stack: StackSpec) -> dict:
     """The stack a lab run asked for, as summary.json's config records it: the layers by
     the names they were chosen by, the profile by its record (config.lab says what was
     made of them)."""
+    layers = stack.layers
     return {
-        "fs": stack.fs,
-        "encrypt": stack.encrypt,
+        "fs": stack.volume.fs,
+        "encrypt": layers.encrypt,
         "profile": stack.profile_record(),
-        "fuse": stack.fuse,
-        "crypt": stack.crypt,
-        "device_delay_ms": stack.device_delay_ms,
+        "fuse": layers.fuse,
+        "crypt": layers.crypt,
+        "device_delay_ms": layers.device_delay_ms,
     }
 
 

@@ -34,8 +34,8 @@ def execute(request: RunRequest, progress: ProgressFn | None = None, guest: mach
 def target_for(request: RunRequest, guest: machine.Guest | None = None) -> targets.Target:
     """Where the request's run happens: in the VM lab's guest, in a lab filesystem on
     this host, or in a directory of this host (the VFS level only)."""
-    if request.stack.vm:
+    if request.stack.machine.vm:
         return vm_lab.VmLab(request, guest)
-    if request.stack.fs:
+    if request.stack.volume.fs:
         return host_lab.HostLab(request)
     return host_dir.HostDir(request)

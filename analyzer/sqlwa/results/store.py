@@ -408,13 +408,13 @@ class RunConfig:
         becomes them. No lab filesystem is fs ``none``, no profile ``none``."""
         return cls(
             scenario=scenario,
-            fs=stack.fs or NO_LAB_FS,
+            fs=stack.volume.fs or NO_LAB_FS,
             journal=journal,
             sync=sync,
-            encrypt=stack.encrypt,
-            fuse=stack.fuse,
+            encrypt=stack.layers.encrypt,
+            fuse=stack.layers.fuse,
             profile=stack.profile or NO_LAYER,
-            crypt=stack.crypt,
+            crypt=stack.layers.crypt,
         )
 
     def columns(self) -> dict[str, str]:

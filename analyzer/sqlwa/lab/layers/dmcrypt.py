@@ -53,12 +53,12 @@ class DmCryptLayer(DmTargetLayer):
 
     @classmethod
     def asked(cls, want: Want) -> DmCryptLayer | None:
-        return cls(want.stack.crypt) if want.stack.crypt != devmapper.NO_CRYPT else None
+        return cls(want.stack.layers.crypt) if want.stack.layers.crypt != devmapper.NO_CRYPT else None
 
     @classmethod
     def check_stack(cls, stack: StackView, has_device: bool, host: bool) -> None:
         if host:  # the guest checks its own kernel
-            check_crypt(stack.crypt, stack.fs or "", has_device)
+            check_crypt(stack.layers.crypt, stack.volume.fs or "", has_device)
 
     def check(self, ground: Ground, layers: Sequence[Layer]) -> None:
         check_crypt(self.mode, ground.fs, ground.has_device)

@@ -59,16 +59,17 @@ class DmDelayLayer(DmTargetLayer):
 
     @classmethod
     def asked(cls, want: Want) -> DmDelayLayer | None:
-        return cls(want.stack.device_delay_ms) if want.stack.device_delay_ms is not None else None
+        return cls(want.stack.layers.device_delay_ms) if want.stack.layers.device_delay_ms is not None else None
 
     @classmethod
     def check_stack(cls, stack: StackView, has_device: bool, host: bool) -> None:
-        if stack.device_delay_ms is None:
+        chosen = stack.layers
+        if chosen.device_delay_ms is None:
             return
         if host:
-            check_delay(stack.device_delay_ms, stack.crypt, stack.fs or "", has_device)
+            check_delay(chosen.device_delay_ms, chosen.crypt, stack.volume.fs or "", has_device)
         else:  # the guest checks its own kernel
-            check_delay_with(stack.device_delay_ms, stack.crypt)
+            check_delay_with(chosen.device_delay_ms, chosen.crypt)
 
     def check(self, ground: Ground, layers: Sequence[Layer]) -> None:
         check_delay(self.delay_ms, crypt_mode(layers), ground.fs, ground.has_device)

@@ -22,7 +22,7 @@ class FillLayer(DirectoryLayer):
 
     @classmethod
     def asked(cls, want: Want) -> FillLayer | None:
-        return cls(want.stack.fill_pct) if want.stack.fill_pct else None
+        return cls(want.stack.volume.fill_pct) if want.stack.volume.fill_pct else None
 
     def check(self, ground: Ground, layers: Sequence[Layer]) -> None:
         if not 0 <= self.pct < 100:

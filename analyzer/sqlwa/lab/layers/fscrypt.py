@@ -23,7 +23,7 @@ class FscryptLayer(DirectoryLayer):
 
     @classmethod
     def asked(cls, want: Want) -> FscryptLayer | None:
-        return cls(want.stack.encrypt) if want.stack.encrypt != encryption.NO_ENCRYPTION else None
+        return cls(want.stack.layers.encrypt) if want.stack.layers.encrypt != encryption.NO_ENCRYPTION else None
 
     def check(self, ground: Ground, layers: Sequence[Layer]) -> None:
         encryption.check_encryption(self.mode, ground.fs, ground.kernel_type)

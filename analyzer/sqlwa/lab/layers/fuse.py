@@ -23,7 +23,7 @@ class FuseDaemonLayer(DirectoryLayer):
 
     @classmethod
     def asked(cls, want: Want) -> FuseDaemonLayer | None:
-        return cls(want.stack.fuse) if want.stack.fuse != fuse.NO_FUSE else None
+        return cls(want.stack.layers.fuse) if want.stack.layers.fuse != fuse.NO_FUSE else None
 
     def check(self, ground: Ground, layers: Sequence[Layer]) -> None:
         fuse.check_fuse(self.mode)

@@ -88,13 +88,14 @@ def preflight_lab(request: RunRequest) -> None:
             "--keep-db keeps a VFS-only run's database; a lab filesystem is removed after the run",
             "leave --keep-db out, or leave --fs out",
         )
-    assert request.stack.fs is not None, "a lab run names its filesystem"
-    spec = filesystem.FILESYSTEMS.get(request.stack.fs)
+    fs = request.stack.volume.fs
+    assert fs is not None, "a lab run names its filesystem"
+    spec = filesystem.FILESYSTEMS.get(fs)
     # before root: a kernel without device-mapper cannot have it as any user (--vm can)
     has_device = spec is None or spec.mkfs_tool is not None
     layers.check(request.stack, has_device)
-    filesystem.require_lab_host(request.stack.fs)
-    filesystem.require_filesystem(request.stack.fs)
+    filesystem.require_lab_host(fs)
+    filesystem.require_filesystem(fs)
     tracing.require_tracefs()
 
 

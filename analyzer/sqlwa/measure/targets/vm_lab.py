@@ -40,7 +40,7 @@ class VmLab:
     @contextmanager
     def prepared(self) -> Iterator[vm_kernel.GuestKernel | None]:
         # a missing qemu or a kernel that cannot be had is refused before OUT exists
-        yield guest_kernel(self.request.stack.kernel) if self.guest is None else None
+        yield guest_kernel(self.request.stack.machine.kernel) if self.guest is None else None
 
     def measure(
         self,
@@ -68,7 +68,7 @@ class VmLab:
         strace_to = out_dir / GUEST_STRACE_FILE if request.debug.guest_strace else None
         # a crash run keeps its write log and a state's images beside the lab's in guest RAM
         room = CRASH_IMAGE_ROOM if request.crash else 1
-        return booted_guest(kernel, out_dir, request.stack.image_size, strace_to, room)
+        return booted_guest(kernel, out_dir, request.stack.volume.image_size, strace_to, room)
 
     def describe(self, capture: lab_capture.LabCapture, facts: machine.VmFacts) -> dict:
         """Where the run happened: the stack asked for and the lab made of it in the guest,
