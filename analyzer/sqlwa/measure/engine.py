@@ -79,7 +79,8 @@ class Pager:
     """The PRAGMAs of SQLite's pager besides the journal mode and synchronous: page and
     cache size, when WAL checkpoints, how large a journal may stay, locking and mmap.
     Each is ``None`` for SQLite's (or the scenario's) own value; they travel together
-    because the engine sets them all at once when it opens a database."""
+    because the engine sets them together at set-up, over the scenario's ``[pragmas]``,
+    and reads each back (summary.json's ``pragmas``)."""
 
     page_size: int | None = _setting(None, Option("PRAGMA page_size."))
     cache_size: int | None = _setting(None, Option("PRAGMA cache_size."))
@@ -193,7 +194,8 @@ class RunSettings:
         return getattr(self if group is None else getattr(self, group), name)
 
     def as_dict(self) -> _native.SettingsInput:
-        """The settings as the engine takes them: flat, in its order (the names are the same)."""
+        """The settings as the engine takes them: flat (the names are the same), in
+        :func:`setting_fields`' order, which summary.json's ``config.settings`` keeps."""
         flat: dict[str, Any] = {}
         for name, value in asdict(self).items():
             if name in _GROUPS:
