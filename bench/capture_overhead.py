@@ -284,9 +284,12 @@ def main() -> None:
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-run lines")
     args = parser.parse_args()
-    settings = engine.RunSettings(journal=args.journal, sync=args.sync, txns=args.txns, warmup=20)
-    if "map_extents" in {f.name for f in dataclasses.fields(engine.RunSettings)}:
-        settings = dataclasses.replace(settings, map_extents=not args.no_map_extents)
+    settings = engine.RunSettings(
+        journal=args.journal,
+        sync=args.sync,
+        length=engine.Length(txns=args.txns, warmup=20),
+        instruments=engine.Instruments(map_extents=not args.no_map_extents),
+    )
     combos = (
         [(fs, j) for fs in args.fs_list.split(",") for j in args.journals.split(",")]
         if args.all
@@ -298,7 +301,7 @@ def main() -> None:
         for fs, journal in combos:
             if not args.quiet:
                 print(f"{fs} journal={journal} sync={args.sync}, image in {workdir}", flush=True)
-            run_settings = dataclasses.replace(settings, journal=journal)
+            run_settings = settings.replace(journal=journal)
             results.append(measure(fs, run_settings, args.reps, workdir, args.buffer_kb, not args.quiet))
             if not args.all:
                 print_one(results[-1], args.txns, args.reps)

@@ -55,7 +55,7 @@ def main() -> None:
 
 def crash_run(guest, share: Path, fs: str, barrier: str, journal: str, sync: str, args) -> runner.RunOutcome:
     request = runner.RunRequest(
-        settings=engine.RunSettings(journal=journal, sync=sync, txns=args.commits, warmup=2),
+        settings=engine.RunSettings(journal=journal, sync=sync, length=engine.Length(txns=args.commits, warmup=2)),
         out_dir=share / f"{fs}-{barrier}-{journal}-{sync}",
         stack=StackSpec(
             fs=fs, image_size=args.image_size, mount_opts=NOBARRIER[fs] if barrier == "nobarrier" else "", vm=True

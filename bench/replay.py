@@ -68,7 +68,7 @@ def write_inputs(work: Path, statements: list[str], pragmas: list[str]) -> tuple
 def replay_seconds(log: Path, run_dir: Path, journal: str, sync: str) -> float:
     started = time.perf_counter()
     workload_ = engine.load_scenario(str(log))
-    settings = engine.RunSettings(journal=journal, sync=sync, timing="back-to-back")
+    settings = engine.RunSettings(journal=journal, sync=sync, replay=engine.Replay(timing="back-to-back"))
     result = engine.run_workload_raw(workload_, settings, run_dir)
     elapsed = time.perf_counter() - started
     failed = result["info"]["replay"]["failed"]

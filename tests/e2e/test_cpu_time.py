@@ -92,7 +92,7 @@ conn.execute("COMMIT")
 def test_a_commit_waiting_on_a_lock_is_latency_not_cpu(tmp_path: Path) -> None:
     """The lock is taken before the first transaction; SQLite's busy handler sleeps until
     it is free."""
-    settings = engine.RunSettings(txns=3, warmup=0, extra_pragmas=["busy_timeout=10000"])
+    settings = engine.RunSettings(length=engine.Length(txns=3, warmup=0), extra_pragmas=["busy_timeout=10000"])
     db_dir = tmp_path / "db"
     holder: list[subprocess.Popen] = []
 

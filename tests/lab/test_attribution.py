@@ -49,7 +49,12 @@ def lab_truth_run(fs_name: str, out: Path, journal: str = "persist"):
     with filesystem.LabFilesystem(fs_name, filesystem.LabOptions(image_size="1G"), [FillLayer(fill)]) as fs:
         dev = fs.dev
         cap = tracing.TraceCapture(out, dev=dev, pid=threading.get_native_id())
-        settings = engine.RunSettings(journal=journal, sync="full", txns=10, warmup=2, map_extents=True)
+        settings = engine.RunSettings(
+            journal=journal,
+            sync="full",
+            length=engine.Length(txns=10, warmup=2),
+            instruments=engine.Instruments(map_extents=True),
+        )
         with cap:
             result = engine.run_workload(
                 engine.load_scenario("mobibench-insert"),

@@ -43,7 +43,7 @@ def lab_run(
 ):
     request = runner.RunRequest(
         scenario=scenario,
-        settings=engine.RunSettings(journal=journal, sync=sync, txns=txns, warmup=3),
+        settings=engine.RunSettings(journal=journal, sync=sync, length=engine.Length(txns=txns, warmup=3)),
         output=Output(out_dir=tmp_path / f"{fs}-{journal}-{sync}-{scenario}"),
         stack=StackSpec.from_flat(fs=fs),
     )

@@ -275,7 +275,10 @@ def fuse_truth_run(out: Path, layer: str) -> dict:
         assert lab.fuse is not None and lab.fuse.lower is not None
         cap = tracing.TraceCapture(out, dev=lab.dev, pid=threading.get_native_id(), comms=[lab.fuse.comm])
         settings = engine.RunSettings(
-            journal="persist", sync="full", txns=10, warmup=WARMUP, map_extents=True, extents_from=lab.fuse.lower
+            journal="persist",
+            sync="full",
+            length=engine.Length(txns=10, warmup=WARMUP),
+            instruments=engine.Instruments(map_extents=True, extents_from=lab.fuse.lower),
         )
         with cap:
             result = engine.run_workload(

@@ -110,7 +110,7 @@ def trace_mobibench(binary: Path, out: Path, *args: str) -> tuple[Path, str]:
 
 
 def trace_scenario(scenario: str, txns: int, out: Path) -> tuple[Path, str]:
-    settings = engine.RunSettings(journal="truncate", sync="full", txns=txns, warmup=0)
+    settings = engine.RunSettings(journal="truncate", sync="full", length=engine.Length(txns=txns, warmup=0))
     outcome = runner.execute(
         runner.RunRequest(
             scenario=scenario, settings=settings, output=Output(out_dir=out), stack=StackSpec.from_flat(fs="ext4")

@@ -46,7 +46,9 @@ def small_log(tmp_path: Path) -> Path:
 def test_a_replayed_log_is_attributed_as_a_scenario(tmp_path, journal):
     log = small_log(tmp_path)
     out = tmp_path / f"ext4-{journal}"
-    settings = engine.RunSettings(journal=journal, sync="full", warmup=3, timing="back-to-back")
+    settings = engine.RunSettings(
+        journal=journal, sync="full", length=engine.Length(warmup=3), replay=engine.Replay(timing="back-to-back")
+    )
     request = runner.RunRequest(
         scenario=str(log),
         settings=settings,
@@ -75,7 +77,13 @@ def test_the_close_checkpoint_is_measured_in_its_own_window(tmp_path, journal):
     close markers, are summary.json's ``close``; a rollback journal's close syncs nothing."""
     log = small_log(tmp_path)
     out = tmp_path / f"ext4-{journal}"
-    settings = engine.RunSettings(journal=journal, sync="full", warmup=3, timing="back-to-back", wal_autocheckpoint=0)
+    settings = engine.RunSettings(
+        journal=journal,
+        sync="full",
+        length=engine.Length(warmup=3),
+        pager=engine.Pager(wal_autocheckpoint=0),
+        replay=engine.Replay(timing="back-to-back"),
+    )
     request = runner.RunRequest(
         scenario=str(log),
         settings=settings,
@@ -113,7 +121,9 @@ def test_transactions_that_wrote_nothing_are_no_commit_windows_in_the_lab(tmp_pa
     header = {"sqlwa_sql_log": 1, "source": "record", "timed": False}
     log.write_text("\n".join(json.dumps(e) for e in [header, *events, {"ev": "close", "conn": 1}]) + "\n")
     out = tmp_path / "ext4"
-    settings = engine.RunSettings(journal="delete", sync="full", warmup=1, timing="back-to-back")
+    settings = engine.RunSettings(
+        journal="delete", sync="full", length=engine.Length(warmup=1), replay=engine.Replay(timing="back-to-back")
+    )
     request = runner.RunRequest(
         scenario=str(log),
         settings=settings,

@@ -27,7 +27,7 @@ from helpers import leftovers_after_release
 from sqlwa.catalogue import config_label
 from sqlwa.lab import fuse
 from sqlwa.measure import matrix
-from sqlwa.measure.engine import RunSettings
+from sqlwa.measure.engine import Length, RunSettings
 from sqlwa.results import compare, store
 from trace_truth import write_bytes_since_commit
 
@@ -197,7 +197,7 @@ def test_a_missing_dev_fuse_is_a_skipped_cell_with_its_fix(tmp_path: Path, monke
     real_exists = os.path.exists
     monkeypatch.setattr(os.path, "exists", lambda p: False if p == "/dev/fuse" else real_exists(p))
     axes = matrix.Axes(fuses=("passthrough",), journals=("wal",), syncs=("full",))
-    plan = matrix.MatrixPlan(tmp_path / "m", axes, settings=RunSettings(txns=2))
+    plan = matrix.MatrixPlan(tmp_path / "m", axes, settings=RunSettings(length=Length(txns=2)))
     [result] = matrix.run_matrix(plan).results
     assert result.status == "skipped"
     assert result.reason == "--fuse passthrough: there is no /dev/fuse (fix: create it: mknod /dev/fuse c 10 229)"

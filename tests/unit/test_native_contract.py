@@ -10,7 +10,6 @@ the expected line or byte offset worked out independently of the parser.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import errno
 import importlib.metadata
 import json
@@ -47,7 +46,7 @@ def run_tiny(tmp_path: Path, **settings) -> dict:
 
 def test_python_run_settings_are_the_rust_settings():
     # Names, then defaults: what engine.RunSettings sends is exactly what Rust reads.
-    assert {f.name for f in dataclasses.fields(engine.RunSettings)} == set(_native.default_settings())
+    assert {name for name, _ in engine.setting_fields()} == set(_native.default_settings())
     assert engine.RunSettings().as_dict() == _native.default_settings()
 
 

@@ -1,4 +1,4 @@
-"""`sqlwa run`'s settings options are made from RunSettings' fields, not written again."""
+"""`sqlwa run`'s settings options are made from RunSettings' settings, not written again."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from click.testing import CliRunner
 from helpers import sqlwa_leftovers
 from sqlwa.cli import main
 from sqlwa.cli.run import run
-from sqlwa.measure.engine import RunSettings, option_of
+from sqlwa.measure.engine import option_of, setting_fields
 
 
 def offered_settings() -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(RunSettings) if option_of(f) is not None]
+    return [f for _, f in setting_fields() if option_of(f) is not None]
 
 
 def test_every_offered_setting_is_an_option_with_its_help():

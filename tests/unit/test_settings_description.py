@@ -89,12 +89,12 @@ def test_the_stubs_settings_input_are_the_engines():
 
 
 def test_the_run_settings_dataclass_has_the_engines_settings():
-    assert sorted(f.name for f in dataclasses.fields(engine.RunSettings)) == sorted(FIELDS)
+    assert sorted(name for name, _ in engine.setting_fields()) == sorted(FIELDS)
 
 
 @pytest.mark.parametrize("name", list(FIELDS))
 def test_the_run_settings_dataclass_field_is_the_engines(name):
-    fields = {f.name: f for f in dataclasses.fields(engine.RunSettings)}
+    fields = dict(engine.setting_fields())
     field, described = fields[name], FIELDS[name]
     assert field.type == annotation(described, choice="str")
     default = field.default_factory() if field.default is dataclasses.MISSING else field.default

@@ -21,7 +21,7 @@ from sqlwa.errors import UnsupportedFilesystem, UsageError, hint_of
 from sqlwa.lab import devmapper, encryption, filesystem, fuse, profiles
 from sqlwa.lab.stack import StackSpec
 from sqlwa.measure import matrix
-from sqlwa.measure.engine import RunSettings
+from sqlwa.measure.engine import Length, RunSettings
 from sqlwa.results import layers, store
 
 PLAIN = {"scenario": "mobibench-insert", "fs": "ext4", "journal": "wal", "sync": "full"}
@@ -151,13 +151,15 @@ def test_a_cell_reaches_its_run_and_the_store_as_it_was_made(tmp_path):
     are the cell's: nothing is rebuilt between the option parsing and the store."""
     sweep = plan(profiles=("android-ext4",), fuses=("bindfs",), profile_overrides=("fuse",), vm=True)
     sweep = dataclasses.replace(
-        sweep, settings=RunSettings(txns=7, warmup=2), runs=matrix.Runs(journal_txns=(("wal", 9),), frame_rate=120)
+        sweep,
+        settings=RunSettings(length=Length(txns=7, warmup=2)),
+        runs=matrix.Runs(journal_txns=(("wal", 9),), frame_rate=120),
     )
     [cell] = sweep.cells()
     request = matrix.request_for(cell, sweep, tmp_path / "r")
     assert request.stack is cell.stack and request.settings is cell.settings
-    assert (request.settings.journal, request.settings.sync, request.settings.txns) == ("wal", "full", 9)
-    assert request.settings.warmup == 2 and request.frame_budget_ms == catalogue.FRAME_RATES[120]
+    assert (request.settings.journal, request.settings.sync, request.settings.length.txns) == ("wal", "full", 9)
+    assert request.settings.length.warmup == 2 and request.frame_budget_ms == catalogue.FRAME_RATES[120]
     stack = cell.stack
     assert (stack.volume.fs, stack.layers.encrypt, stack.layers.fuse, stack.machine.vm) == (
         "ext4", "fscrypt", "bindfs", True

@@ -32,7 +32,7 @@ def test_a_relative_log_and_snapshot_reach_the_guest_absolute(tmp_path, monkeypa
     monkeypatch.chdir(app)
     request = runner.RunRequest(
         scenario="app.jsonl",
-        settings=engine.RunSettings(from_db="app.db"),
+        settings=engine.RunSettings(replay=engine.Replay(from_db="app.db")),
         output=Output(out_dir=tmp_path / "o"),
         stack=StackSpec.from_flat(vm=True),
     )

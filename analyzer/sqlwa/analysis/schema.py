@@ -243,7 +243,7 @@ class Config(TypedDict):
     tool_version: str
     """sqlwa's version."""
     settings: NotRequired[JsonObject]
-    """The run settings as asked (``RunSettings``)."""
+    """The run settings as asked (``RunSettings.as_dict()``: flat)."""
     hostname: NotRequired[str]
     """Which machine (a sharded sweep runs on many)."""
     host_sharing: NotRequired[HostSharing | None]

@@ -441,7 +441,7 @@ def plan_of(
         out_dir=out_dir or Path("."),
         axes=matrix.Axes(**take(matrix.AXIS_NAMES)),
         stack=StackSpec.from_flat(**take(STACK_FIELDS), profile_overrides=profile_overrides()),
-        settings=engine.RunSettings(**take(matrix.SHARED_SETTINGS)),
+        settings=engine.RunSettings.from_flat(take(matrix.SHARED_SETTINGS)),
         runs=matrix.Runs(**take(matrix.RUNS_FIELDS)),
         lab=not given.pop("vfs_only"),
         invocation=matrix.Invocation(shard=part, resume=resume, allow_system_dir=given.pop("allow_system_dir")),

@@ -214,10 +214,10 @@ class Duration(click.ParamType):
 
 
 def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """One option per :class:`~sqlwa.measure.engine.RunSettings` field that has an
-    :class:`~sqlwa.measure.engine.Option`, in the fields' order: name, type, bounds,
-    choices, default and help all come from the field."""
-    for setting in reversed(dataclasses.fields(engine.RunSettings)):
+    """One option per :class:`~sqlwa.measure.engine.RunSettings` setting that has an
+    :class:`~sqlwa.measure.engine.Option`, in the settings' order: name, type, bounds,
+    choices, default and help all come from the setting's field."""
+    for _, setting in reversed(list(engine.setting_fields())):
         option = engine.option_of(setting)
         if option is None:
             continue
@@ -238,8 +238,8 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def setting_names() -> tuple[str, ...]:
-    """The options that are RunSettings fields."""
-    return tuple(f.name for f in dataclasses.fields(engine.RunSettings) if engine.option_of(f) is not None)
+    """The options that are RunSettings settings."""
+    return tuple(name for name, f in engine.setting_fields() if engine.option_of(f) is not None)
 
 
 def with_settings(callback: Callable[..., Any]) -> Callable[..., Any]:
@@ -250,12 +250,15 @@ def with_settings(callback: Callable[..., Any]) -> Callable[..., Any]:
     def call(extra_pragmas: tuple[str, ...], no_vfs_count: bool, **values: Any) -> Any:
         # a command may leave a setting out (sqlwa crash has no --duration): its default
         given = {name: values.pop(name) for name in setting_names() if name in values}
-        settings = engine.RunSettings(**given, extra_pragmas=list(extra_pragmas), count_vfs=not no_vfs_count)
-        if settings.from_db is not None:
-            if not Path(settings.from_db).is_file():
-                raise UsageError(f"--from {settings.from_db}: no such database file", "give the app's database file")
+        settings = engine.RunSettings.from_flat(
+            {**given, "extra_pragmas": list(extra_pragmas), "count_vfs": not no_vfs_count}
+        )
+        from_db = settings.replay.from_db
+        if from_db is not None:
+            if not Path(from_db).is_file():
+                raise UsageError(f"--from {from_db}: no such database file", "give the app's database file")
             # absolute: a --vm guest sees the host's files at the same paths, not its working directory
-            settings.from_db = str(Path(settings.from_db).resolve())
+            settings = settings.replace(from_db=str(Path(from_db).resolve()))
         return callback(settings=settings, **values)
 
     return call
@@ -489,9 +492,10 @@ def execute_with_bar(request: runner.RunRequest) -> runner.RunOutcome:
     from sqlwa.measure import runner
 
     settings = request.settings
-    long_run = settings.duration_s is not None or (settings.txns or 0) >= estimate.LONG_RUN_TXNS
+    length = settings.length
+    long_run = length.duration_s is not None or (length.txns or 0) >= estimate.LONG_RUN_TXNS
     label = f"{request.scenario} {settings.journal}/{settings.sync}"
-    with ProgressLine(label, settings.duration_s, long_run) as bar:
+    with ProgressLine(label, length.duration_s, long_run) as bar:
         try:
             outcome = runner.execute(request, progress=bar)
         except (Interrupted, KeyboardInterrupt) as exc:

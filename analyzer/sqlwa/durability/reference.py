@@ -33,7 +33,7 @@ class Reference:
 
 
 def from_snapshots(snapshots: Path, transactions: int, warmup: int) -> Reference:
-    """The reference from a run's snapshots (``RunSettings.snapshot_dir``: ``setup.db``
+    """The reference from a run's snapshots (``Instruments.snapshot_dir``: ``setup.db``
     and ``txn-<index>.db`` for each of ``transactions``, the first ``warmup`` of them
     warm-up)."""
     by_digest = {EMPTY_DIGEST: BEFORE_SETUP}

@@ -7,9 +7,10 @@ the markers live in the Rust crate ``workloads/``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import Field, asdict, dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import Field, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -46,23 +47,17 @@ def _setting(default: Any, option: Option) -> Any:
 
 
 def option_of(setting: Field[Any]) -> Option | None:
-    """The command-line option of a RunSettings field, or None for an internal one."""
+    """The command-line option of a setting's field (:func:`setting_fields`), or None for an internal one."""
     return setting.metadata.get("option")
 
 
-@dataclass
-class RunSettings:
-    """SQLite settings for one run; ``None`` keeps the scenario's (or SQLite's) default.
+@dataclass(frozen=True)
+class Length:
+    """How much of the scenario a run executes: its measured transactions, the time it
+    may take, the warm-up before them and the seed of their generated values. They
+    travel together because together they say which transactions a run is made of (the
+    stop section and the progress line read the first two, the engine all four)."""
 
-    The fields are the Rust engine's (``workloads/src/settings.rs``, deserialised with
-    serde): its ``RunSettings::FIELDS`` is the one description of their names, types and
-    defaults (``_native.settings_fields()``), which tests/unit/test_settings_description.py
-    holds this class and the stub's TypedDicts to. Each field with an :class:`Option` is
-    a ``sqlwa run`` option of the same name.
-    """
-
-    journal: str = _setting("delete", Option("PRAGMA journal_mode.", short="-j", choices=JOURNAL_MODES))
-    sync: str = _setting("full", Option("PRAGMA synchronous.", choices=SYNC_MODES))
     txns: int | None = _setting(None, Option("Measured transactions [default: the scenario's].", "-n", minimum=1))
     duration_s: float | None = _setting(
         None,
@@ -77,17 +72,32 @@ class RunSettings:
         None, Option("Warm-up transactions, run but not measured [default: the scenario's].", minimum=0)
     )
     seed: int | None = _setting(None, Option("Seed for generated values [default: the scenario's]."))
+
+
+@dataclass(frozen=True)
+class Pager:
+    """The PRAGMAs of SQLite's pager besides the journal mode and synchronous: page and
+    cache size, when WAL checkpoints, how large a journal may stay, locking and mmap.
+    Each is ``None`` for SQLite's (or the scenario's) own value; they travel together
+    because the engine sets them together at set-up, over the scenario's ``[pragmas]``,
+    and reads each back (summary.json's ``pragmas``)."""
+
     page_size: int | None = _setting(None, Option("PRAGMA page_size."))
     cache_size: int | None = _setting(None, Option("PRAGMA cache_size."))
     wal_autocheckpoint: int | None = _setting(None, Option("PRAGMA wal_autocheckpoint (pages)."))
     journal_size_limit: int | None = _setting(None, Option("PRAGMA journal_size_limit (bytes)."))
     locking_mode: str | None = _setting(None, Option("PRAGMA locking_mode.", choices=LOCKING_MODES))
     mmap_size: int | None = _setting(None, Option("PRAGMA mmap_size (bytes)."))
-    think_time_ms: float | None = _setting(
-        None, Option("Pause between transactions, ms (at most an hour).", minimum=0, maximum=_native.MAX_THINK_TIME_MS)
-    )
-    # `--pragma NAME[=VALUE]` (repeatable) and the hidden `--no-vfs-count` in `sqlwa run`
-    extra_pragmas: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """What the engine records beside the run, none of it a ``sqlwa run`` option: the
+    VFS counts, extents markers and the crash command's device marks and snapshots. They
+    travel together because the lab capture and ``sqlwa crash`` set them, not the user
+    (``--no-vfs-count`` apart), and they change what is measured, never what SQLite does."""
+
+    # `--no-vfs-count` (hidden) in `sqlwa run`
     count_vfs: bool = True
     # extents markers (FIEMAP of the run's files) for block attribution; lab runs turn it on
     map_extents: bool = False
@@ -100,7 +110,14 @@ class RunSettings:
     # `sqlwa crash`'s untraced reference run: a copy of the database after the schema and
     # after every commit goes to this directory (what crash states are compared with)
     snapshot_dir: str | None = None
-    # a replayed SQL log only (a --scenario FILE whose first line is a SQL log header)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How a replayed SQL log runs (a --scenario FILE whose first line is a SQL log
+    header): the database it starts from, its pacing and whether a failing statement
+    stops it. They travel together because they mean something for a replay only."""
+
     from_db: str | None = _setting(
         None,
         Option(
@@ -118,9 +135,100 @@ class RunSettings:
     )
     strict: bool = _setting(False, Option("Replay: stop at the first statement that fails on replay."))
 
+
+@dataclass
+class RunSettings:
+    """SQLite settings for one run; ``None`` keeps the scenario's (or SQLite's) default.
+
+    The settings are the Rust engine's (``workloads/src/settings.rs``, deserialised with
+    serde): its ``RunSettings::FIELDS`` is the one description of their names, types and
+    defaults (``_native.settings_fields()``), which tests/unit/test_settings_description.py
+    holds this class and the stub's TypedDicts to. Here they are grouped (:class:`Length`,
+    :class:`Pager`, :class:`Instruments`, :class:`Replay`; journal, sync, think time and
+    extra pragmas at the top), and flat everywhere outside Python objects: the engine,
+    summary.json's ``config.settings`` and the VM lab's request take :meth:`as_dict` (in
+    :func:`setting_fields`' order, the one summary.json has always had), and
+    :meth:`from_flat` reads it back. Each setting with an :class:`Option` is a ``sqlwa
+    run`` option of the same name.
+    """
+
+    journal: str = _setting("delete", Option("PRAGMA journal_mode.", short="-j", choices=JOURNAL_MODES))
+    sync: str = _setting("full", Option("PRAGMA synchronous.", choices=SYNC_MODES))
+    length: Length = field(default_factory=Length)
+    pager: Pager = field(default_factory=Pager)
+    think_time_ms: float | None = _setting(
+        None, Option("Pause between transactions, ms (at most an hour).", minimum=0, maximum=_native.MAX_THINK_TIME_MS)
+    )
+    # `--pragma NAME[=VALUE]` (repeatable) in `sqlwa run`
+    extra_pragmas: list[str] = field(default_factory=list)
+    instruments: Instruments = field(default_factory=Instruments)
+    replay: Replay = field(default_factory=Replay)
+
+    @classmethod
+    def from_flat(cls, flat: Mapping[str, Any]) -> RunSettings:
+        """The settings of a flat mapping (:meth:`as_dict`'s keys, any left out at its
+        default); a key that is no setting is a TypeError, as a constructor's would be."""
+        _refuse_unknown(flat)
+        groups = {
+            name: group(**{f.name: flat[f.name] for f in fields(group) if f.name in flat})
+            for name, group in _GROUPS.items()
+        }
+        top = {name: value for name, value in flat.items() if _GROUP_OF[name] is None}
+        return cls(**top, **groups)
+
+    def replace(self, **changes: Any) -> RunSettings:
+        """A copy with the settings named (flat names: ``txns``, ``from_db``) changed, as
+        :func:`dataclasses.replace` makes one: the values not changed are shared."""
+        _refuse_unknown(changes)
+        groups = {
+            name: dataclasses.replace(getattr(self, name), **given)
+            for name in _GROUPS
+            if (given := {key: value for key, value in changes.items() if _GROUP_OF[key] == name})
+        }
+        top = {key: value for key, value in changes.items() if _GROUP_OF[key] is None}
+        return dataclasses.replace(self, **top, **groups)
+
+    def setting(self, name: str) -> Any:
+        """One setting by its flat name (``txns``, ``from_db``)."""
+        group = _GROUP_OF[name]
+        return getattr(self if group is None else getattr(self, group), name)
+
     def as_dict(self) -> _native.SettingsInput:
-        """The settings as the engine takes them (the field names are the same)."""
-        return cast("_native.SettingsInput", asdict(self))
+        """The settings as the engine takes them: flat (the names are the same), in
+        :func:`setting_fields`' order, which summary.json's ``config.settings`` keeps."""
+        flat: dict[str, Any] = {}
+        for name, value in asdict(self).items():
+            if name in _GROUPS:
+                flat.update(value)
+            else:
+                flat[name] = value
+        return cast("_native.SettingsInput", flat)
+
+
+# The groups of RunSettings by the field that holds each.
+_GROUPS: dict[str, type[Any]] = {"length": Length, "pager": Pager, "instruments": Instruments, "replay": Replay}
+
+
+def setting_fields() -> Iterator[tuple[str, Field[Any]]]:
+    """Every setting of :class:`RunSettings`, flat, in :meth:`~RunSettings.as_dict`'s order:
+    its name and its field (whose metadata holds its :class:`Option`, :func:`option_of`)."""
+    for top in fields(RunSettings):
+        group = _GROUPS.get(top.name)
+        for leaf in fields(group) if group is not None else (top,):
+            yield leaf.name, leaf
+
+
+# The group of every setting by its flat name (None: a field of RunSettings itself).
+_GROUP_OF: dict[str, str | None] = {
+    **{top.name: None for top in fields(RunSettings) if top.name not in _GROUPS},
+    **{leaf.name: group for group, cls in _GROUPS.items() for leaf in fields(cls)},
+}
+
+
+def _refuse_unknown(flat: Mapping[str, Any]) -> None:
+    unknown = [name for name in flat if name not in _GROUP_OF]
+    if unknown:
+        raise TypeError(f"RunSettings has no setting {unknown[0]!r}")
 
 
 @dataclass

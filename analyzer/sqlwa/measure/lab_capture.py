@@ -233,10 +233,10 @@ def capture_run(
         with cap:
             # extents markers: which block ranges belong to which file (attribution);
             # only with a block device to attribute (tmpfs has no FIEMAP either)
-            mapped = settings.count_vfs and dev is not None
+            mapped = settings.instruments.count_vfs and dev is not None
             # FUSE answers no FIEMAP: the files' blocks are those of the lower files it serves
             lower = fs.fuse.lower if fs.fuse else None
-            settings = dataclasses.replace(settings, map_extents=mapped, extents_from=lower)
+            settings = settings.replace(map_extents=mapped, extents_from=lower)
             daemon_before = fs.fuse.cpu_time() if fs.fuse else None
             watch(progress, out_dir, cap)
             progress = mapping_lower_files(progress, fs, scenario, Path(cap.marker_path)) if mapped else progress
@@ -386,7 +386,7 @@ def capture_with_crash(
     of the log judged against the database as of each commit (``stage`` is told
     ``explore`` when that begins, the lab gone)."""
     assert lab.log_writes is not None and lab.write_log is not None, "a crash run's lab logs its writes"
-    marked = dataclasses.replace(settings, dm_mark=lab.log_writes.name)
+    marked = settings.replace(dm_mark=lab.log_writes.name)
     capture = capture_in_lab(marked, scenario, lab, out_dir, options, progress, commits)
     db_path = Path(capture.records.info["db_path"])
     data_dir = Path(lab.fuse.lower_path(db_path)) if lab.fuse else db_path
@@ -414,7 +414,7 @@ def reference_snapshots(
     snapshots = workspace / "snapshots"
     run_dir = workspace / "reference-run"
     snapshots.mkdir()
-    quiet = dataclasses.replace(settings, sync="off", count_vfs=False, snapshot_dir=str(snapshots), dm_mark=None)
+    quiet = settings.replace(sync="off", count_vfs=False, snapshot_dir=str(snapshots), dm_mark=None)
     raw = engine.run_workload_raw(scenario, quiet, run_dir)
     warmup = sum(1 for flag in raw["commits"]["warmup"] if flag)
     return reference.from_snapshots(snapshots, len(raw["commits"]["index"]), warmup)

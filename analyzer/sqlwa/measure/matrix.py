@@ -133,7 +133,7 @@ class Cell:
         return store.RunRecord(
             run_key=self.key,
             config=self.config,
-            txns=self.settings.txns,
+            txns=self.settings.length.txns,
             run_dir=run_dir,
             place=store.CellPlace(self.config_key, self.repeat),
             started_at=time.time(),
@@ -208,9 +208,8 @@ class MatrixPlan:
 
     def settings_of(self, journal: str, sync: str) -> engine.RunSettings:
         """A cell's settings: the sweep's, in its journal and sync mode."""
-        from_db = self.settings.from_db
-        return dataclasses.replace(
-            self.settings,
+        from_db = self.settings.replay.from_db
+        return self.settings.replace(
             journal=journal,
             sync=sync,
             txns=self.txns_of(journal),
@@ -220,7 +219,7 @@ class MatrixPlan:
 
     def txns_of(self, journal: str) -> int | None:
         """The measured transactions of a cell of this journal mode."""
-        return dict(self.runs.journal_txns).get(journal, self.settings.txns)
+        return dict(self.runs.journal_txns).get(journal, self.settings.length.txns)
 
     def cells(self) -> list[Cell]:
         """The cells this sweep runs: all of them, or its shard's part."""
@@ -306,10 +305,10 @@ def check_axes(plan: MatrixPlan) -> None:
             )
     for scenario in plan.axes.scenarios:
         engine.load_scenario(scenario)  # raises ScenarioError with its own fix
-    from_db = plan.settings.from_db
+    from_db = plan.settings.replay.from_db
     if from_db is not None and not Path(from_db).is_file():
         raise UsageError(f"--from {from_db}: no such database file", "give the app's database file")
-    engine.check_settings(engine.RunSettings(timing=plan.settings.timing))
+    engine.check_settings(engine.RunSettings(replay=engine.Replay(timing=plan.settings.replay.timing)))
     if not plan.stack.machine.vm:
         for crypt in plan.axes.crypts:  # a host without device-mapper: the fix is --vm, for every cell alike
             layers.check(StackSpec.from_flat(fs="ext4", crypt=crypt), has_device=True)
@@ -410,6 +409,8 @@ def plan_value(plan: MatrixPlan, key: str):
     part = PLAN_PARTS.get(key)
     if part == "stack":  # the stack's flat view: its fields by name, whichever group keeps them
         return plan.stack.flat()[key]
+    if part == "settings":
+        return plan.settings.setting(key)
     return getattr(plan if part is None else getattr(plan, part), key)
 
 

@@ -41,7 +41,7 @@ def run_config(request: RunRequest, info: dict, measured: int, place: dict) -> d
         "journal": info["pragmas"]["journal_mode"],
         "sync": engine.SYNC_MODES[int(info["pragmas"]["synchronous"])],
         "txns": measured,
-        "warmup": s.warmup,
+        "warmup": s.length.warmup,
         "seed": info["seed"],
         "settings": s.as_dict(),
         "pragmas": info["pragmas"],
@@ -116,16 +116,17 @@ def stop_section(info: dict, settings: engine.RunSettings, measured: int, measur
     stopped before its first measured commit was not kept: engine.raise_if_nothing_measured)."""
     section: dict[str, Any] = {
         "by": info.get("stopped_by"),
-        "txns_asked": settings.txns,
-        "duration_s_asked": settings.duration_s,
+        "txns_asked": settings.length.txns,
+        "duration_s_asked": settings.length.duration_s,
         "measured_s": round(measured_span_ns / 1e9, 3),
     }
     interruption = engine.interruption_of(info)
     if interruption is None:
         return section
-    what = f"{interruption} after {measured}" + (f" of {settings.txns}" if settings.txns else "") + " commits"
-    if settings.duration_s:
-        what += f" ({section['measured_s']:g} s of the {settings.duration_s:g} s asked)"
+    txns, duration_s = settings.length.txns, settings.length.duration_s
+    what = f"{interruption} after {measured}" + (f" of {txns}" if txns else "") + " commits"
+    if duration_s:
+        what += f" ({section['measured_s']:g} s of the {duration_s:g} s asked)"
     section["partial"] = what
     return section
 

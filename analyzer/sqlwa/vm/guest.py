@@ -39,7 +39,7 @@ STALL_ENV = "SQLWA_VM_STALL"
 
 
 def capture(request: dict) -> lab_capture.LabCapture:
-    settings = engine.RunSettings(**request["settings"])
+    settings = engine.RunSettings.from_flat(request["settings"])
     scenario = engine.load_scenario(request["scenario"])
     options = lab_capture.CaptureOptions(allow_loss=request["allow_loss"], buffer_kb=request["buffer_kb"])
     out_dir = Path(request["out_dir"])

@@ -82,7 +82,7 @@ def refuse_duration_of_replay(request: RunRequest) -> None:
     is made, as the engine would refuse it once the run had begun."""
     scenario = Path(request.scenario)
     if (
-        request.settings.duration_s is not None
+        request.settings.length.duration_s is not None
         and engine.looks_like_path(request.scenario)
         and scenario.is_file()
         and engine.has_log_header(scenario)

@@ -46,7 +46,7 @@ class HostLab:
     @contextmanager
     def prepared(self) -> Iterator[Lab]:
         request = self.request
-        check_capture_room(request.settings.txns, request.output.out_dir, request.settings.duration_s)
+        check_capture_room(request.settings.length.txns, request.output.out_dir, request.settings.length.duration_s)
         workspace = lab_capture.crash_workspace() if request.crash else contextlib.nullcontext(None)
         with workspace as crash_dir:
             # Made (and so its options and size checked) before the output directory: a

@@ -102,7 +102,7 @@ def preflight_vm(request: RunRequest) -> None:
             "--dir and --keep-db are for a VFS-only run on this host; a --vm run measures in the guest's lab",
             "leave --dir and --keep-db out",
         )
-    if request.settings.duration_s is not None:
+    if request.settings.length.duration_s is not None:
         raise UsageError(
             "--duration is for a run on this host; a --vm run's time limits follow its transactions",
             "give -n instead, or leave --vm out",
