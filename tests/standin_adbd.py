@@ -1,0 +1,1029 @@
+"""A stand-in Android device: the device side of the adb protocol over TCP, for tests.
+
+No phone or emulator can be reached from the test machines, so the device flow of
+``sqlwa … --adb`` is tested against this program, driven by the REAL adb client and
+server (Debian's ``adb`` 29.0.6). ``adb connect 127.0.0.1:PORT`` makes it a device of the
+adb server; ``adb -s 127.0.0.1:PORT shell|push|pull|devices -l|get-state|get-serialno``
+work against it::
+
+    python tests/standin_adbd.py --port 0 --root DIR [--model M --release R --prop K=V …]
+                                 [--unauthorized]
+
+``--port 0`` takes a free port; the first line on stdout is ``listening on PORT``.
+Device paths map under ``--root`` (``/data/local/tmp/x`` is ``ROOT/data/local/tmp/x``);
+shell commands run with ``/bin/sh -c`` in ROOT, with ``getprop`` (answering from the
+props table) on their PATH. ``--log FILE`` appends each service the host opens.
+
+SIGTERM/SIGINT: kill the commands, close, exit. SIGUSR1: cut every connection at once (a
+reset, as a phone dropping off Wi-Fi) and keep listening; the adb server reconnects by
+itself. SIGKILL closes the sockets as a phone vanishing does. Every process a stand-in
+starts carries ``ADB_STANDIN_TOKEN`` in its environment; a guardian process, forked
+first, kills them all once the stand-in is gone, however it went.
+
+What adb 29 speaks, as learnt from AOSP's system/core/adb (protocol.txt, SYNC.TXT,
+adb.cpp, file_sync_protocol.h, client/file_sync_client.cpp, shell_protocol.h) and
+checked against Debian's adb 29.0.6 (tests/e2e/test_standin_adbd.py):
+
+- **Messages.** A 24-byte header of six little-endian u32: command, arg0, arg1,
+  data_length, data_check, magic (= command ^ 0xffffffff), then data_length bytes.
+  ``data_check`` is named ``data_crc32`` but is the plain byte sum of the payload
+  (adb.cpp, calculate_apacket_checksum). Commands: CNXN, AUTH, OPEN, OKAY, WRTE, CLSE
+  (SYNC is obsolete; STLS, TLS, is only from adb 30 on and never offered here).
+- **Versions.** The host's CNXN carries version 0x01000001 (A_VERSION, "skip checksum")
+  and maxdata 1 MiB (MAX_PAYLOAD); the transport uses the smaller of each side's. From
+  0x01000001 on neither side checks the byte sum and the host sends 0; this device
+  answers with 0x01000001 and 1 MiB and still fills in the sum. CNXN and AUTH packets
+  stay under 4 KiB (MAX_PAYLOAD_V1), the limit before the sizes are known.
+- **Banner.** ``device::ro.product.name=…;ro.product.model=…;ro.product.device=…;
+  features=…`` — split on ``:`` then ``;`` then ``=`` (adb.cpp, parse_banner), so no value
+  may hold ``:``, ``;`` or ``=``; ``devices -l`` prints product/model/device from it. The
+  host decides what to send from the features: ``shell_v2`` (the shell protocol; without
+  it ``adb shell`` always exits 0), ``cmd``, ``stat_v2`` (STA2/LST2 instead of STAT),
+  ``ls_v2`` (LIS2/DNT2), ``fixed_push_mkdir`` (SEND makes the parent directories; without
+  it the client first runs ``mkdir`` over the shell). adb 29 knows no ``sendrecv_v2``.
+- **Auth.** A secure device answers CNXN with AUTH(TOKEN=1, 0, 20 random bytes); the host
+  state becomes "unauthorized", it answers AUTH(SIGNATURE=2) per key, the device sends a
+  fresh TOKEN on each bad one, then the host sends AUTH(RSAPUBLICKEY=3) and waits for the
+  user's tap on the phone. ``--unauthorized`` plays a phone whose user never taps;
+  otherwise the stand-in is an ``ro.adb.secure=0`` device and sends CNXN straight away.
+- **Streams.** OPEN(host-id, 0, "service\\0") → OKAY(our-id, host-id) or CLSE(0, host-id)
+  for a service there is not. An OPEN implies a READY: each side may send one WRTE and
+  must then wait for the other's OKAY before the next (one in flight per stream); every
+  WRTE received is answered with OKAY. CLSE ends a stream; it is not answered.
+- **Shell.** ``shell[,arg…]:command``; adb 29 sends ``shell,v2,TERM=…,raw:CMD`` for a
+  command (``pty`` with ``-t`` or without a command); ``-x`` or a device without
+  ``shell_v2`` gets the legacy ``shell:CMD``, a raw byte stream (stdout and stderr
+  merged, no exit status). Shell v2 packets: one id byte (stdin 0, stdout 1, stderr 2,
+  exit 3, close-stdin 4, window-size 5) and a u32 LE length; exit carries one byte, the
+  status (128+N for a signal), after which the device closes the stream and the client
+  exits with it. ``exec:CMD`` is a raw stream of stdout only.
+- **Sync** (``sync:``), in the stream's bytes: requests are id + u32 length + path.
+  STAT → id, mode, size, mtime (all 0: failed). STA2/LST2 → id, errno, dev, ino, mode,
+  nlink, uid, gid, size (u64), atime, mtime, ctime (i64). LIST/LIS2 → DENT (mode, size,
+  mtime, namelen, name) or DNT2 (the stat_v2 fields and namelen) per entry, then DONE.
+  SEND "path,mode" then DATA (≤ 64 KiB each, split over WRTEs at will) and DONE(mtime);
+  the device answers OKAY or FAIL+message only after DONE, and the client may pipeline
+  several files before reading the answers. RECV path → DATA chunks then DONE, or FAIL.
+  QUIT ends: the device closes the stream. Integers little-endian; errno values Linux's.
+- **Host-side only.** ``devices -l``, ``get-state``, ``get-serialno`` are answered by the
+  adb server from the transport (its serial for ``adb connect`` is ``HOST:PORT``).
+  The server scans localhost ports 5555–5585 for emulators: a stand-in must not listen
+  there or it becomes ``emulator-N`` of every adb server on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import posixpath
+import secrets
+import select
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+A_CNXN = 0x4E584E43
+A_AUTH = 0x48545541
+A_OPEN = 0x4E45504F
+A_OKAY = 0x59414B4F
+A_CLSE = 0x45534C43
+A_WRTE = 0x45545257
+
+A_VERSION_MIN = 0x01000000
+A_VERSION = 0x01000001  # from this version on, checksums are skipped
+MAX_PAYLOAD = 1024 * 1024
+MAX_PAYLOAD_V1 = 4 * 1024
+
+AUTH_TOKEN = 1
+AUTH_SIGNATURE = 2
+AUTH_RSAPUBLICKEY = 3
+
+FEATURES = ("shell_v2", "cmd", "stat_v2", "ls_v2", "fixed_push_mkdir")
+
+SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT, SHELL_CLOSE_STDIN, SHELL_WINSIZE = range(6)
+
+SYNC_DATA_MAX = 64 * 1024
+EMULATOR_PORTS = range(5553, 5587)  # the adb server probes 5555..5585 (and each one's odd port)
+
+HEADER = struct.Struct("<6I")
+
+DEFAULT_PROPS = {
+    "ro.product.name": "standin",
+    "ro.product.model": "Standin",
+    "ro.product.device": "standin",
+    "ro.product.manufacturer": "sqlwa",
+    "ro.product.cpu.abi": "arm64-v8a" if os.uname().machine in ("aarch64", "arm64") else "x86_64",
+    "ro.build.version.release": "14",
+    "ro.build.version.sdk": "34",
+    "ro.build.type": "user",
+    "ro.build.fingerprint": "sqlwa/standin/standin:14/STANDIN/1:user/release-keys",
+    "ro.crypto.type": "file",
+    "ro.adb.secure": "0",
+    "ro.debuggable": "0",
+}
+
+
+def checksum(data: bytes) -> int:
+    """adb's "data_crc32": the byte sum of the payload (adb.cpp, calculate_apacket_checksum)."""
+    return sum(data) & 0xFFFFFFFF
+
+
+class Cut(Exception):
+    """The connection is gone (the host hung up, or the stand-in cut it)."""
+
+
+class Stream:
+    """One adb stream: bytes the host wrote to us, and writes to it one WRTE at a time."""
+
+    def __init__(self, conn: Connection, local_id: int, remote_id: int) -> None:
+        self.conn = conn
+        self.local_id = local_id
+        self.remote_id = remote_id
+        self._cond = threading.Condition()
+        self._inbox = bytearray()
+        self._eof = False  # the host closed the stream (or the connection went)
+        self._ready = True  # an OPEN implies a READY
+        self._closed = False  # we sent CLSE
+        self._write_lock = threading.Lock()
+        self.on_close: Callable[[], None] | None = None
+
+    # -- from the connection's reader
+    def deliver(self, data: bytes) -> None:
+        with self._cond:
+            self._inbox += data
+            self._cond.notify_all()
+
+    def okay(self) -> None:
+        with self._cond:
+            self._ready = True
+            self._cond.notify_all()
+
+    def hang_up(self) -> None:
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+        if self.on_close is not None:
+            self.on_close()
+
+    # -- for the service
+    def read_some(self) -> bytes:
+        """Whatever the host has written, b"" once it closed the stream."""
+        with self._cond:
+            while not self._inbox and not self._eof:
+                self._cond.wait()
+            data = bytes(self._inbox)
+            self._inbox.clear()
+            return data
+
+    def read_exact(self, n: int) -> bytes:
+        with self._cond:
+            while len(self._inbox) < n and not self._eof:
+                self._cond.wait()
+            if len(self._inbox) < n:
+                raise Cut("stream closed mid-message")
+            data = bytes(self._inbox[:n])
+            del self._inbox[:n]
+            return data
+
+    def write(self, data: bytes) -> None:
+        with self._write_lock:
+            for start in range(0, len(data), self.conn.max_payload):
+                chunk = data[start : start + self.conn.max_payload]
+                with self._cond:
+                    while not self._ready and not self._eof:
+                        self._cond.wait()
+                    if self._eof or self._closed:
+                        raise Cut("stream closed")
+                    self._ready = False
+                self.conn.send(A_WRTE, self.local_id, self.remote_id, chunk)
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            eof = self._eof
+        if not eof:
+            try:
+                self.conn.send(A_CLSE, self.local_id, self.remote_id)
+            except Cut:
+                pass
+        self.conn.forget(self)
+
+
+class Device:
+    """What the stand-in is: its root, props, and the processes it runs."""
+
+    def __init__(self, root: Path, props: dict[str, str], unauthorized: bool, token: str) -> None:
+        self.root = root.resolve()
+        self.props = props
+        self.unauthorized = unauthorized
+        self.token = token
+        self.bin = self.root / "system" / "bin"
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._procs_lock = threading.Lock()
+        self.connections: set[Connection] = set()
+        self.connections_lock = threading.Lock()
+        self.log: Path | None = None
+        self._log_lock = threading.Lock()
+
+    def note(self, line: str) -> None:
+        """Append a line to the ``--log`` file (the services the host opened, in order)."""
+        if self.log is None:
+            return
+        with self._log_lock, open(self.log, "a", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(line + "\n")
+
+    def banner(self) -> bytes:
+        keys = ("ro.product.name", "ro.product.model", "ro.product.device")
+        parts = [f"{k}={self.props.get(k, '')}" for k in keys] + ["features=" + ",".join(FEATURES)]
+        return ("device::" + ";".join(parts)).encode()
+
+    def prepare(self) -> None:
+        for sub in ("data/local/tmp", "sdcard", "system/bin"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        lines = "".join(f"{k}={v}\n" for k, v in sorted(self.props.items()))
+        getprop = self.bin / "getprop"
+        getprop.write_text(GETPROP.replace("@PROPS@", lines))
+        getprop.chmod(0o755)
+
+    # -- device paths
+    def host_path(self, device_path: str, *, follow: bool = True) -> Path:
+        """Where a device path lives under ROOT (its last part not followed unless ``follow``);
+        OSError(EACCES) for a path that escapes ROOT, through ``..`` or a symlink."""
+        normal = posixpath.normpath("/" + device_path.lstrip("/")).lstrip("/")
+        candidate = self.root / normal if normal else self.root
+        if follow or candidate == self.root:
+            where = candidate.resolve()
+        else:
+            where = candidate.parent.resolve() / candidate.name
+        if where != self.root and self.root not in where.parents:
+            raise OSError(errno.EACCES, "Permission denied (outside the device)", device_path)
+        return where
+
+    # -- processes
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin",
+            "ANDROID_DATA": str(self.root / "data"),
+            "ANDROID_ROOT": str(self.root / "system"),
+            "EXTERNAL_STORAGE": str(self.root / "sdcard"),
+            "TMPDIR": str(self.root / "data" / "local" / "tmp"),
+            "HOME": str(self.root),
+            "USER": "shell",
+            "LANG": "C.UTF-8",
+            "ADB_STANDIN_ROOT": str(self.root),
+            "ADB_STANDIN_TOKEN": self.token,
+        }
+
+    def spawn(
+        self, argv: list[str], *, stderr_apart: bool, stdin: int | None = None, stdout: int | None = None
+    ) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            argv,
+            cwd=self.root,
+            env=self.env(),
+            stdin=subprocess.PIPE if stdin is None else stdin,
+            stdout=subprocess.PIPE if stdout is None else stdout,
+            stderr=(subprocess.PIPE if stderr_apart else subprocess.STDOUT) if stdout is None else stdout,
+            start_new_session=True,
+        )
+        with self._procs_lock:
+            self._procs.add(proc)
+        return proc
+
+    def reap(self, proc: subprocess.Popen[bytes]) -> int:
+        code = proc.wait()
+        with self._procs_lock:
+            self._procs.discard(proc)
+        return 128 - code if code < 0 else code
+
+    def hang_up_process(self, proc: subprocess.Popen[bytes]) -> None:
+        """The host closed the stream: SIGHUP the command's group, SIGKILL it a second later."""
+        if proc.poll() is not None:
+            return
+        _killpg(proc.pid, signal.SIGHUP)
+        timer = threading.Timer(1.0, _killpg, (proc.pid, signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
+
+    def kill_all(self) -> None:
+        with self._procs_lock:
+            procs = list(self._procs)
+        for proc in procs:
+            _killpg(proc.pid, signal.SIGKILL)
+
+    def cut_all(self) -> None:
+        with self.connections_lock:
+            conns = list(self.connections)
+        for conn in conns:
+            conn.cut()
+
+
+def marked_processes(token: str) -> list[int]:
+    """The processes whose environment carries ``ADB_STANDIN_TOKEN=token``: what one stand-in
+    started, and what those started in turn."""
+    marker = f"ADB_STANDIN_TOKEN={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def kill_marked(token: str) -> None:
+    """SIGKILL every process of :func:`marked_processes`, again until none is left (one may
+    fork while its siblings die); zombies are their parents' to reap."""
+    for _ in range(50):
+        alive = []
+        for pid in marked_processes(token):
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                        continue
+                os.kill(pid, signal.SIGKILL)
+                alive.append(pid)
+            except (OSError, IndexError):
+                continue
+        if not alive:
+            return
+        time.sleep(0.02)
+
+
+def start_guardian(token: str) -> int:
+    """Fork a process that outlives the stand-in by a moment: once the stand-in is gone, by
+    any signal, SIGKILL included (the pipe's end closes), it kills what the stand-in started.
+    Returns the pipe's write end, which the stand-in keeps open and never writes."""
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:
+        try:
+            os.close(write_end)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # nobody waits on the stand-in's output for this one
+                os.dup2(devnull, fd)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
+                signal.signal(sig, signal.SIG_IGN)
+            while os.read(read_end, 64):
+                pass
+            kill_marked(token)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    return write_end
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+GETPROP = r"""#!/bin/sh
+# getprop of the adb stand-in: answers from the props table it was started with
+props() {
+cat <<'STANDIN_PROPS'
+@PROPS@STANDIN_PROPS
+}
+if [ $# -eq 0 ]; then
+    props | while IFS= read -r line; do printf '[%s]: [%s]\n' "${line%%=*}" "${line#*=}"; done
+    exit 0
+fi
+if value=$(props | awk -v k="$1" 'index($0, k "=") == 1 { print substr($0, length(k) + 2); found = 1; exit } END { exit !found }'); then
+    printf '%s\n' "$value"
+else
+    printf '%s\n' "${2:-}"
+fi
+"""
+
+
+class Connection:
+    """One TCP connection from an adb server: the handshake, then the streams."""
+
+    def __init__(self, device: Device, sock: socket.socket) -> None:
+        self.device = device
+        self.sock = sock
+        self._send_lock = threading.Lock()
+        self._streams: dict[int, Stream] = {}
+        self._streams_lock = threading.Lock()
+        self._next_id = 1
+        self.version = A_VERSION_MIN
+        self.max_payload = MAX_PAYLOAD_V1
+        self.online = False
+        self._dead = False
+
+    # -- wire
+    def send(self, command: int, arg0: int, arg1: int, data: bytes = b"") -> None:
+        header = HEADER.pack(command, arg0, arg1, len(data), checksum(data), command ^ 0xFFFFFFFF)
+        with self._send_lock:
+            if self._dead:
+                raise Cut("connection gone")
+            try:
+                self.sock.sendall(header + data)
+            except OSError as exc:
+                self._dead = True
+                raise Cut(str(exc)) from exc
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except OSError as exc:
+                raise Cut(str(exc)) from exc
+            if not chunk:
+                raise Cut("host hung up")
+            buf += chunk
+        return bytes(buf)
+
+    def _read_message(self) -> tuple[int, int, int, bytes]:
+        command, arg0, arg1, length, check, magic = HEADER.unpack(self._recv_exact(HEADER.size))
+        if magic != command ^ 0xFFFFFFFF:
+            raise Cut(f"bad magic on {command:#x}")
+        if length > MAX_PAYLOAD:
+            raise Cut(f"payload of {length} bytes")
+        data = self._recv_exact(length) if length else b""
+        if self.version < A_VERSION and command != A_CNXN and check != checksum(data):
+            raise Cut("bad checksum")
+        return command, arg0, arg1, data
+
+    # -- streams
+    def forget(self, stream: Stream) -> None:
+        with self._streams_lock:
+            self._streams.pop(stream.local_id, None)
+
+    def cut(self) -> None:
+        """Drop the connection as a vanished device does: a reset, no goodbye."""
+        with self._send_lock:
+            self._dead = True
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def run(self) -> None:
+        with self.device.connections_lock:
+            self.device.connections.add(self)
+        try:
+            self._serve()
+        except Cut:
+            pass
+        finally:
+            with self.device.connections_lock:
+                self.device.connections.discard(self)
+            self._dead = True
+            with self._streams_lock:
+                streams = list(self._streams.values())
+                self._streams.clear()
+            for stream in streams:
+                stream.hang_up()
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+    def _serve(self) -> None:
+        while True:
+            command, arg0, arg1, data = self._read_message()
+            if command == A_CNXN:
+                self._connect(arg0, arg1)
+            elif command == A_AUTH:
+                if arg0 == AUTH_SIGNATURE:
+                    # no key is ever accepted: a fresh token, as adbd after a bad signature
+                    self._send_token()
+                # RSAPUBLICKEY: the phone would now ask its user, who never answers
+            elif not self.online:
+                continue  # nothing but CNXN/AUTH counts before the handshake
+            elif command == A_OPEN and arg0 != 0 and arg1 == 0:
+                self._open(arg0, data.rstrip(b"\0").decode("utf-8", "replace"))
+            elif command == A_WRTE and arg0 != 0 and arg1 != 0:
+                stream = self._find(arg1)
+                if stream is not None:
+                    stream.deliver(data)
+                    self.send(A_OKAY, stream.local_id, stream.remote_id)
+            elif command == A_OKAY and arg0 != 0 and arg1 != 0:
+                stream = self._find(arg1)
+                if stream is not None:
+                    stream.okay()
+            elif command == A_CLSE and arg1 != 0:
+                stream = self._find(arg1)
+                if stream is not None:
+                    self.forget(stream)
+                    stream.hang_up()
+            else:
+                raise Cut(f"unknown command {command:#x}")
+
+    def _find(self, local_id: int) -> Stream | None:
+        with self._streams_lock:
+            return self._streams.get(local_id)
+
+    def _connect(self, version: int, max_payload: int) -> None:
+        if version < A_VERSION_MIN or max_payload < MAX_PAYLOAD_V1:
+            raise Cut("host too old")
+        if self.online:  # a reconnect on the same socket: every stream ends
+            self.online = False
+            with self._streams_lock:
+                streams = list(self._streams.values())
+                self._streams.clear()
+            for stream in streams:
+                stream.hang_up()
+        self.version = min(version, A_VERSION)
+        self.max_payload = min(max_payload, MAX_PAYLOAD)
+        if self.device.unauthorized:
+            self._send_token()
+            return
+        self.online = True
+        self.send(A_CNXN, A_VERSION, MAX_PAYLOAD, self.device.banner())
+
+    def _send_token(self) -> None:
+        self.send(A_AUTH, AUTH_TOKEN, 0, secrets.token_bytes(20))
+
+    def _open(self, remote_id: int, service: str) -> None:
+        self.device.note(f"OPEN {service}")
+        handler = service_for(service)
+        if handler is None:
+            self.send(A_CLSE, 0, remote_id)
+            return
+        with self._streams_lock:
+            local_id = self._next_id
+            self._next_id += 1
+            stream = Stream(self, local_id, remote_id)
+            self._streams[local_id] = stream
+        self.send(A_OKAY, local_id, remote_id)
+        threading.Thread(target=_run_service, args=(handler, self.device, stream), daemon=True).start()
+
+
+def _run_service(handler: Callable[[Device, Stream], None], device: Device, stream: Stream) -> None:
+    try:
+        handler(device, stream)
+    except Cut:
+        pass
+    finally:
+        stream.close()
+
+
+def service_for(service: str) -> Callable[[Device, Stream], None] | None:
+    name, _, rest = service.partition(":")
+    base, *args = name.split(",")
+    if base == "shell" and service.find(":") >= 0:
+        v2 = "v2" in args
+        pty = "pty" in args or ("raw" not in args and rest == "")
+        return lambda device, stream: shell_service(device, stream, rest, v2=v2, pty=pty)
+    if name == "exec" and rest:
+        return lambda device, stream: exec_service(device, stream, rest)
+    if service == "sync:":
+        return sync_service
+    if service in ("root:", "unroot:"):
+        return root_service
+    return None
+
+
+def root_service(device: Device, stream: Stream) -> None:
+    """``adb root``: what adbd answers on a user build, or where it already is root."""
+    if device.props.get("ro.build.type") == "user":
+        stream.write(b"adbd cannot run as root in production builds\n")
+    else:
+        stream.write(b"adbd is already running as root\n")
+
+
+# -- shell -----------------------------------------------------------------------------
+
+
+def _shell_argv(command: str) -> list[str]:
+    return ["/bin/sh", "-c", command] if command else ["/bin/sh", "-i"]
+
+
+def _pump(fd: int, emit: Callable[[bytes], None]) -> None:
+    """Copy what a command writes to ``fd`` onto the stream until EOF (or the stream ends)."""
+    try:
+        while True:
+            try:
+                data = os.read(fd, SYNC_DATA_MAX)
+            except OSError:  # a pty reads EIO once its last writer is gone
+                data = b""
+            if not data:
+                return
+            emit(data)
+    except Cut:
+        pass
+    finally:
+        os.close(fd)
+
+
+def shell_service(device: Device, stream: Stream, command: str, *, v2: bool, pty: bool) -> None:
+    master = -1
+    if pty:
+        master, slave = os.openpty()
+        proc = device.spawn(_shell_argv(command), stderr_apart=False, stdin=slave, stdout=slave)
+        os.close(slave)
+        outputs = [(os.dup(master), SHELL_STDOUT)]
+        stdin_fd = master
+    else:
+        proc = device.spawn(_shell_argv(command), stderr_apart=v2)
+        assert proc.stdin is not None and proc.stdout is not None
+        outputs = [(os.dup(proc.stdout.fileno()), SHELL_STDOUT)]
+        proc.stdout.close()
+        if proc.stderr is not None:
+            outputs.append((os.dup(proc.stderr.fileno()), SHELL_STDERR))
+            proc.stderr.close()
+        stdin_fd = os.dup(proc.stdin.fileno())
+        proc.stdin.close()
+    stream.on_close = lambda: device.hang_up_process(proc)
+
+    def emit_as(kind: int) -> Callable[[bytes], None]:
+        if not v2:
+            return stream.write
+        return lambda data: stream.write(struct.pack("<BI", kind, len(data)) + data)
+
+    pumps = [threading.Thread(target=_pump, args=(fd, emit_as(kind)), daemon=True) for fd, kind in outputs]
+    for pump in pumps:
+        pump.start()
+    feeder = threading.Thread(target=_feed_stdin, args=(stream, stdin_fd, v2, master, proc), daemon=True)
+    feeder.start()
+    code = device.reap(proc)
+    for pump in pumps:
+        pump.join()
+    if v2:
+        stream.write(struct.pack("<BI", SHELL_EXIT, 1) + bytes([code & 0xFF]))
+    if pty and master >= 0:
+        try:
+            os.close(master)
+        except OSError:
+            pass
+
+
+def _feed_stdin(stream: Stream, fd: int, v2: bool, master: int, proc: subprocess.Popen[bytes]) -> None:
+    """The host's stdin for the command (shell v2 packets, or raw bytes), until either ends.
+    Owns ``fd`` and closes it, unless it is a pty's master (which carries the output too)."""
+    open_fd = [fd] if master < 0 else []
+
+    def write_all(data: bytes) -> bool:
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+            return True
+        except OSError:
+            return False
+
+    def close_stdin() -> None:
+        while open_fd:
+            os.close(open_fd.pop())
+
+    try:
+        if not v2:
+            while data := stream.read_some():
+                if not write_all(data):
+                    break
+            return
+        while True:
+            kind, length = struct.unpack("<BI", stream.read_exact(5))
+            data = stream.read_exact(length) if length else b""
+            if kind == SHELL_STDIN:
+                write_all(data)
+            elif kind == SHELL_CLOSE_STDIN:
+                if master >= 0:
+                    write_all(b"\x04")  # EOF, as the line discipline takes it
+                return
+            elif kind == SHELL_WINSIZE and master >= 0:
+                _set_winsize(master, data)
+    except Cut:
+        pass
+    finally:
+        close_stdin()
+
+
+def _set_winsize(master: int, data: bytes) -> None:
+    import fcntl
+    import termios
+
+    try:  # "rows x cols,xpixels x ypixels" (shell_service.cpp)
+        sizes, _, pixels = data.decode().rstrip("\0").partition(",")
+        rows, cols = (int(v) for v in sizes.split("x"))
+        xpix, ypix = (int(v) for v in pixels.split("x")) if pixels else (0, 0)
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, xpix, ypix))
+    except (ValueError, OSError):
+        pass
+
+
+def exec_service(device: Device, stream: Stream, command: str) -> None:
+    proc = device.spawn(_shell_argv(command), stderr_apart=True)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stream.on_close = lambda: device.hang_up_process(proc)
+    proc.stderr.close()
+    out = os.dup(proc.stdout.fileno())
+    proc.stdout.close()
+    stdin_fd = os.dup(proc.stdin.fileno())
+    proc.stdin.close()
+    feeder = threading.Thread(target=_feed_stdin, args=(stream, stdin_fd, False, -1, proc), daemon=True)
+    feeder.start()
+    _pump(out, stream.write)
+    device.reap(proc)
+
+
+# -- sync ------------------------------------------------------------------------------
+
+
+def _fail(stream: Stream, message: str) -> None:
+    data = message.encode()
+    stream.write(struct.pack("<4sI", b"FAIL", len(data)) + data)
+
+
+def _stat_v2(kind: bytes, st: os.stat_result | None, error: int) -> bytes:
+    if st is None:
+        return struct.pack("<4sIQQIIIIQqqq", kind, error, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    return struct.pack(
+        "<4sIQQIIIIQqqq",
+        kind,
+        0,
+        st.st_dev,
+        st.st_ino,
+        st.st_mode,
+        st.st_nlink,
+        st.st_uid,
+        st.st_gid,
+        st.st_size,
+        int(st.st_atime),
+        int(st.st_mtime),
+        int(st.st_ctime),
+    )
+
+
+def _lstat(device: Device, path: str, *, follow: bool) -> tuple[os.stat_result | None, int]:
+    try:
+        target = device.host_path(path, follow=follow)
+        return (os.stat(target) if follow else os.lstat(target)), 0
+    except OSError as exc:
+        return None, exc.errno or errno.EIO
+
+
+def sync_service(device: Device, stream: Stream) -> None:
+    while True:
+        try:
+            head = stream.read_exact(8)
+        except Cut:
+            return
+        kind, length = head[:4], struct.unpack("<I", head[4:])[0]
+        if kind == b"QUIT":
+            return
+        if length > 1024:
+            _fail(stream, "path too long")
+            return
+        path = stream.read_exact(length).decode("utf-8", "surrogateescape")
+        if kind == b"STAT":
+            st, _ = _lstat(device, path, follow=False)
+            fields = (st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime) & 0xFFFFFFFF) if st else (0, 0, 0)
+            stream.write(struct.pack("<4sIII", b"STAT", *fields))
+        elif kind in (b"STA2", b"LST2"):
+            st, err = _lstat(device, path, follow=kind == b"STA2")
+            stream.write(_stat_v2(kind, st, err))
+        elif kind in (b"LIST", b"LIS2"):
+            _sync_list(device, stream, path, v2=kind == b"LIS2")
+        elif kind == b"SEND":
+            if not _sync_send(device, stream, path):
+                return
+        elif kind == b"RECV":
+            _sync_recv(device, stream, path)
+        else:
+            _fail(stream, f"unknown sync request {kind!r}")
+            return
+
+
+def _sync_list(device: Device, stream: Stream, path: str, *, v2: bool) -> None:
+    try:
+        directory = device.host_path(path)
+        names = [".", ".."] + sorted(os.listdir(directory))
+    except OSError:
+        names, directory = [], device.root
+    out = bytearray()
+    for name in names:
+        try:
+            st = os.lstat(directory / name)
+        except OSError:
+            continue
+        raw = os.fsencode(name)
+        if v2:
+            out += _stat_v2(b"DNT2", st, 0) + struct.pack("<I", len(raw)) + raw
+        else:
+            out += (
+                struct.pack(
+                    "<4sIIII", b"DENT", st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime) & 0xFFFFFFFF, len(raw)
+                )
+                + raw
+            )
+    if v2:
+        out += _stat_v2(b"DONE", None, 0) + struct.pack("<I", 0)
+    else:
+        out += struct.pack("<4sIIII", b"DONE", 0, 0, 0, 0)
+    stream.write(bytes(out))
+
+
+def _sync_send(device: Device, stream: Stream, spec: str) -> bool:
+    """SEND "path,mode" DATA… DONE(mtime) → OKAY or FAIL. False: the stream is lost."""
+    path, comma, mode_text = spec.rpartition(",")
+    if not comma:
+        path, mode_text = spec, "33188"  # 0100644
+    error = ""
+    try:
+        mode = int(mode_text)
+    except ValueError:
+        mode, error = 0o100644, f"bad mode {mode_text!r}"
+    target: Path | None = None
+    out = None
+    content = bytearray()  # a symlink's target
+    if not error:
+        try:
+            target = device.host_path(path, follow=False)
+            target.parent.mkdir(parents=True, exist_ok=True)  # fixed_push_mkdir
+            if stat.S_ISLNK(mode):
+                pass
+            else:
+                if target.is_symlink() or (target.exists() and not target.is_file()):
+                    if target.is_dir() and not target.is_symlink():
+                        raise OSError(errno.EISDIR, "is a directory")
+                    target.unlink()
+                out = open(target, "wb")  # closed below, on every path
+        except OSError as exc:
+            error = f"couldn't create file: {exc.strerror or exc}"
+    mtime = 0
+    while True:
+        head = stream.read_exact(8)
+        kind, length = head[:4], struct.unpack("<I", head[4:])[0]
+        if kind == b"DATA":
+            if length > SYNC_DATA_MAX:
+                error = error or "data chunk larger than 64 KiB"
+            data = stream.read_exact(length)
+            if error:
+                continue
+            try:
+                if out is not None:
+                    out.write(data)
+                else:
+                    content += data
+            except OSError as exc:
+                error = f"write failed: {exc.strerror or exc}"
+        elif kind == b"DONE":
+            mtime = length
+            break
+        else:
+            if out is not None:
+                out.close()
+            _fail(stream, f"invalid data message {kind!r}")
+            return False
+    if out is not None:
+        out.close()
+    if not error and target is not None:
+        try:
+            if stat.S_ISLNK(mode):
+                if target.is_symlink() or target.exists():
+                    target.unlink()
+                os.symlink(bytes(content).rstrip(b"\0"), target)
+            else:
+                os.chmod(target, mode & 0o7777)
+                os.utime(target, (mtime, mtime))
+        except OSError as exc:
+            error = f"couldn't finish file: {exc.strerror or exc}"
+    if error:
+        if target is not None and out is not None and not stat.S_ISLNK(mode):
+            try:
+                target.unlink()
+            except OSError:
+                pass
+        _fail(stream, error)
+    else:
+        stream.write(struct.pack("<4sI", b"OKAY", 0))
+    return True
+
+
+def _sync_recv(device: Device, stream: Stream, path: str) -> None:
+    try:
+        source = open(device.host_path(path), "rb")  # closed below
+    except OSError as exc:
+        _fail(stream, f"open failed: {exc.strerror or exc}")
+        return
+    with source:
+        while True:
+            try:
+                data = source.read(SYNC_DATA_MAX)
+            except OSError as exc:
+                _fail(stream, f"read failed: {exc.strerror or exc}")
+                return
+            if not data:
+                break
+            stream.write(struct.pack("<4sI", b"DATA", len(data)) + data)
+    stream.write(struct.pack("<4sI", b"DONE", 0))
+
+
+# -- the program -----------------------------------------------------------------------
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="A stand-in adbd over TCP, for tests.")
+    parser.add_argument("--port", type=int, required=True, help="TCP port (0: a free one, printed)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--root", type=Path, required=True, help="the device's / on this machine")
+    parser.add_argument("--model", help="ro.product.model")
+    parser.add_argument("--release", help="ro.build.version.release")
+    parser.add_argument("--sdk", help="ro.build.version.sdk")
+    parser.add_argument("--build-type", help="ro.build.type (user, userdebug, eng)")
+    parser.add_argument("--crypto-type", help="ro.crypto.type (file, block, none)")
+    parser.add_argument("--abi", help="ro.product.cpu.abi")
+    parser.add_argument("--prop", action="append", default=[], metavar="NAME=VALUE", help="any other property")
+    parser.add_argument("--unauthorized", action="store_true", help="never accept the host's key")
+    parser.add_argument("--log", type=Path, help="append each service the host opens to this file")
+    parser.add_argument("--token", default="", help="marks every process started (ADB_STANDIN_TOKEN)")
+    return parser.parse_args(argv)
+
+
+def props_of(args: argparse.Namespace) -> dict[str, str]:
+    props = dict(DEFAULT_PROPS)
+    named = {
+        "ro.product.model": args.model,
+        "ro.build.version.release": args.release,
+        "ro.build.version.sdk": args.sdk,
+        "ro.build.type": args.build_type,
+        "ro.crypto.type": args.crypto_type,
+        "ro.product.cpu.abi": args.abi,
+    }
+    props.update({k: v for k, v in named.items() if v is not None})
+    for item in args.prop:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise SystemExit(f"--prop {item!r}: NAME=VALUE")
+        props[key] = value
+    if args.unauthorized:
+        props["ro.adb.secure"] = "1"
+    for key in ("ro.product.name", "ro.product.model", "ro.product.device"):
+        if any(c in props[key] for c in ":;="):
+            raise SystemExit(f"{key} {props[key]!r}: the banner cannot carry ':', ';' or '='")
+    return props
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.port in EMULATOR_PORTS:
+        raise SystemExit(f"port {args.port}: adb servers probe 5555-5585 for emulators; take another")
+    device = Device(args.root, props_of(args), args.unauthorized, args.token or secrets.token_hex(8))
+    device.log = args.log
+    device.prepare()
+    start_guardian(device.token)  # before any thread: a fork copies only the caller
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    while True:
+        listener.bind((args.host, args.port))
+        port = listener.getsockname()[1]
+        if port not in EMULATOR_PORTS:
+            break
+        listener.close()
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.listen(16)
+
+    stop_r, stop_w = os.pipe()
+    cut_r, cut_w = os.pipe()
+
+    def on_stop(signum: int, frame: object) -> None:
+        os.write(stop_w, b"x")
+
+    def on_cut(signum: int, frame: object) -> None:
+        os.write(cut_w, b"x")
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGHUP, on_stop)
+    signal.signal(signal.SIGUSR1, on_cut)
+    print(f"listening on {port}", flush=True)
+    try:
+        while True:
+            ready, _, _ = select.select([listener, stop_r, cut_r], [], [])
+            if stop_r in ready:
+                break
+            if cut_r in ready:
+                os.read(cut_r, 64)
+                device.cut_all()
+            if listener in ready:
+                sock, _ = listener.accept()
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                threading.Thread(target=Connection(device, sock).run, daemon=True).start()
+    finally:
+        listener.close()
+        device.kill_all()
+        device.cut_all()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
