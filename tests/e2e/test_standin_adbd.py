@@ -1,0 +1,222 @@
+"""The stand-in adbd (tests/standin_adbd.py) as the real adb client and server see it.
+
+Every check here runs Debian's adb 29.0.6 against the stand-in, on an adb server of this
+module's own (tests/adb_standin.py): what a test of the device flow relies on is what adb
+itself printed or did, not what the stand-in says about itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from adb_standin import STANDIN, AdbServer, Standin, adb_server_fixture, standin_fixture  # noqa: F401 - fixtures
+from standin_adbd import marked_processes
+
+MIB = 1024 * 1024
+
+
+def _wait_for(what: str, done: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(0.1)
+
+
+def test_devices_lists_the_stand_in_with_its_model(standin, adb_server: AdbServer) -> None:
+    device = standin(model="Pixel 7")
+    listed = [line for line in adb_server.adb("devices", "-l").stdout.splitlines() if line.startswith(device.serial)]
+    assert len(listed) == 1, listed
+    fields = listed[0].split()
+    assert fields[:2] == [device.serial, "device"]
+    # adb writes the banner's model with its spaces as underscores
+    assert "model:Pixel_7" in fields and "product:standin" in fields and "device:standin" in fields
+    assert device.adb("get-state").stdout.strip() == "device"
+    assert device.adb("get-serialno").stdout.strip() == device.serial
+
+
+def test_shell_output_exit_status_and_stderr_apart(standin) -> None:
+    device = standin()
+    hi = device.adb("shell", "echo", "hi")
+    assert (hi.returncode, hi.stdout, hi.stderr) == (0, "hi\n", "")
+    # shell v2: the client exits with the remote status
+    assert device.adb("shell", "exit 3").returncode == 3
+    apart = device.adb("shell", "echo out; echo err >&2; exit 5")
+    assert (apart.returncode, apart.stdout, apart.stderr) == (5, "out\n", "err\n")
+    # a signal's death, as a shell reports it: 128 + the signal
+    assert device.adb("shell", "kill -9 $$").returncode == 128 + 9
+    # stdin reaches the command, and its end closes the command's stdin
+    assert device.adb("shell", "cat; echo done", stdin="hello\n").stdout == "hello\ndone\n"
+    # the command runs in the device root, with ANDROID_DATA under it
+    where = device.adb("shell", 'pwd; echo "$ANDROID_DATA"').stdout.split()
+    assert where == [str(device.root.resolve()), str(device.root.resolve() / "data")]
+
+
+def test_legacy_shell_merges_streams_and_has_no_status(standin) -> None:
+    device = standin()
+    legacy = device.adb("shell", "-x", "echo out; echo err >&2; exit 4")
+    # without the shell protocol adb 29 sees one byte stream and always exits 0
+    assert (legacy.returncode, legacy.stdout, legacy.stderr) == (0, "out\nerr\n", "")
+    assert device.adb("exec-out", "echo raw; echo gone >&2").stdout == "raw\n"
+
+
+def test_getprop_answers_from_the_props_table(standin) -> None:
+    device = standin(
+        model="Pixel 7", release="13", sdk="33", build_type="userdebug", crypto_type="file", abi="arm64-v8a"
+    )
+    for name, value in [
+        ("ro.product.model", "Pixel 7"),
+        ("ro.build.version.release", "13"),
+        ("ro.build.version.sdk", "33"),
+        ("ro.build.type", "userdebug"),
+        ("ro.crypto.type", "file"),
+        ("ro.product.cpu.abi", "arm64-v8a"),
+    ]:
+        assert device.adb("shell", "getprop", name).stdout == value + "\n"
+    assert device.adb("shell", "getprop", "no.such.prop").stdout == "\n"
+    assert device.adb("shell", "getprop", "no.such.prop", "fallback").stdout == "fallback\n"
+    listing = device.adb("shell", "getprop").stdout.splitlines()
+    assert "[ro.product.model]: [Pixel 7]" in listing and "[ro.build.type]: [userdebug]" in listing
+    assert listing == sorted(listing)
+
+
+def test_push_then_pull_round_trips_5_mib(standin, tmp_path: Path) -> None:
+    device = standin()
+    local = tmp_path / "payload"
+    local.write_bytes(os.urandom(5 * MIB))
+    local.chmod(0o755)
+    remote = "/data/local/tmp/sqlwa-test/deep/payload"
+    pushed = device.adb("push", str(local), remote)
+    assert pushed.returncode == 0, pushed.stderr
+    on_device = device.root / remote.lstrip("/")
+    # under the device root, parents made (fixed_push_mkdir), the mode kept
+    assert on_device.read_bytes() == local.read_bytes()
+    assert stat.S_IMODE(on_device.stat().st_mode) == 0o755
+    back = tmp_path / "back"
+    pulled = device.adb("pull", remote, str(back))
+    assert pulled.returncode == 0, pulled.stderr
+    assert hashlib.sha256(back.read_bytes()).digest() == hashlib.sha256(local.read_bytes()).digest()
+    # and the shell sees what sync wrote
+    assert device.adb("shell", "wc -c < data/local/tmp/sqlwa-test/deep/payload").stdout.strip() == str(5 * MIB)
+
+
+def test_sync_paths_cannot_leave_the_device_root(standin, tmp_path: Path) -> None:
+    device = standin()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("host file\n")
+    (device.root / "data" / "local" / "tmp" / "escape").symlink_to(outside)
+    pulled = device.adb("pull", "/data/local/tmp/escape/secret", str(tmp_path / "got"))
+    # adb 29 prints its sync errors on stdout when that is not a terminal
+    assert pulled.returncode != 0 and "Permission denied" in pulled.stdout + pulled.stderr
+    assert not (tmp_path / "got").exists()
+    small = tmp_path / "small"
+    small.write_text("x\n")
+    pushed = device.adb("push", str(small), "/data/local/tmp/escape/planted")
+    assert pushed.returncode != 0 and "Permission denied" in pushed.stdout + pushed.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    # ".." stops at the device's /, as on a phone
+    assert device.adb("push", str(small), "/../../x").returncode == 0
+    assert (device.root / "x").read_text() == "x\n"
+    missing = device.adb("pull", "/data/local/tmp/none", str(tmp_path / "none"))
+    assert missing.returncode != 0 and "No such file or directory" in missing.stdout + missing.stderr
+
+
+def test_two_stand_ins_make_adb_ask_which(standin, adb_server: AdbServer) -> None:
+    first = standin(model="One")
+    second = standin(model="Two")
+    unspecific = adb_server.adb("shell", "echo", "hi")
+    assert unspecific.returncode != 0 and "more than one device" in unspecific.stderr
+    assert first.adb("shell", "getprop", "ro.product.model").stdout == "One\n"
+    assert second.adb("shell", "getprop", "ro.product.model").stdout == "Two\n"
+
+
+def test_an_unauthorized_stand_in_is_listed_unauthorized(standin, adb_server: AdbServer) -> None:
+    device = standin(unauthorized=True)
+    assert adb_server.devices()[device.serial] == "unauthorized"
+    refused = device.adb("shell", "echo", "hi")
+    assert refused.returncode != 0 and "device unauthorized" in refused.stderr
+    assert refused.stdout == ""
+    # adb offered its key for the user to accept, who never does: no service was opened
+    assert not device.log.exists() or device.log.read_text() == ""
+
+
+def test_killing_the_stand_in_mid_command_is_a_vanished_device(standin) -> None:
+    device = standin()
+    running = subprocess.Popen(
+        ["adb", "-s", device.serial, "shell", "echo start; sleep 60; echo end"],
+        env=device.server.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert running.stdout is not None
+    assert running.stdout.readline() == "start\n"
+    device.signal(signal.SIGKILL)
+    out, _ = running.communicate(timeout=30)
+    # adb 29 ends the command when the transport goes; with no exit packet it exits 0, so a
+    # caller must tell a finished command from a lost device by what the command printed
+    assert "end" not in out and running.returncode == 0
+    _wait_for("the device to be offline", lambda: device.state() in ("offline", None))
+    assert device.leftovers() == []  # the sleep went with the stand-in
+    gone = device.adb("shell", "echo", "hi")
+    assert gone.returncode != 0 and ("offline" in gone.stderr or "not found" in gone.stderr)
+
+
+def test_a_cut_connection_ends_the_command_and_adb_reconnects(standin) -> None:
+    device = standin()
+    running = subprocess.Popen(
+        ["adb", "-s", device.serial, "shell", "echo start; sleep 60; echo end"],
+        env=device.server.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert running.stdout is not None
+    assert running.stdout.readline() == "start\n"
+    device.signal(signal.SIGUSR1)  # a reset on every connection; the stand-in lives on
+    out, _ = running.communicate(timeout=30)
+    assert "end" not in out
+    _wait_for("the command on the device to be killed", lambda: "sleep" not in _marked_commands(device))
+    # the adb server reconnects a TCP device by itself
+    _wait_for("the device to be back", lambda: device.state() == "device", timeout=60)
+    assert device.adb("shell", "echo", "back").stdout == "back\n"
+
+
+def _marked_commands(device: Standin) -> str:
+    names = []
+    for pid in marked_processes(device.token):
+        try:
+            names.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return "\n".join(names)
+
+
+def test_teardown_leaves_nothing(adb_server: AdbServer, tmp_path: Path) -> None:
+    device = Standin(adb_server, tmp_path / "device").start()
+    background = device.adb("shell", "sleep 300 >/dev/null 2>&1 </dev/null & echo started")
+    assert background.stdout == "started\n"
+    device.stop()
+    assert device.leftovers() == []
+    assert device.serial not in adb_server.devices()
+
+
+@pytest.mark.parametrize("port", ["5555", "5585"])
+def test_emulator_ports_are_refused(port: str, tmp_path: Path) -> None:
+    refused = subprocess.run(
+        [sys.executable, str(STANDIN), "--port", port, "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode != 0 and "5555-5585" in refused.stderr
