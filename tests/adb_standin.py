@@ -123,6 +123,10 @@ class AdbServer:
             if attempt == 4:
                 raise AssertionError(f"adb start-server failed: {(self.home / 'start-server.log').read_text()}")
 
+    def public_key(self) -> str:
+        """This server's public key as a device stores it (``~/.android/adbkey.pub``)."""
+        return (self.home / ".android" / "adbkey.pub").read_text().strip()
+
     def devices(self) -> dict[str, str]:
         """``adb devices``: serial → state."""
         listed = self.adb("devices").stdout.splitlines()[1:]
@@ -143,10 +147,21 @@ class AdbServer:
 class Standin:
     """One stand-in device, connected to ``server``."""
 
-    def __init__(self, server: AdbServer, root: Path, *, unauthorized: bool = False, **props: str) -> None:
+    def __init__(
+        self,
+        server: AdbServer,
+        root: Path,
+        *,
+        unauthorized: bool = False,
+        auth: bool = False,
+        accept_keys: bool = False,
+        **props: str,
+    ) -> None:
         self.server = server
         self.root = root
         self.unauthorized = unauthorized
+        self.auth = auth
+        self.accept_keys = accept_keys
         self.props = props
         self.token = secrets.token_hex(8)
         self.log = root.with_name(root.name + ".services")
@@ -176,7 +191,8 @@ class Standin:
                 argv += ["--" + key.replace("_", "-"), value]
             else:
                 argv += ["--prop", f"{key}={value}"]
-        return argv + (["--unauthorized"] if self.unauthorized else [])
+        flags = {"--unauthorized": self.unauthorized, "--auth": self.auth, "--accept-keys": self.accept_keys}
+        return argv + [flag for flag, wanted in flags.items() if wanted]
 
     def start(self) -> Standin:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -192,9 +208,22 @@ class Standin:
             raise AssertionError(f"the stand-in did not start: {first!r}")
         self.port = int(first.split()[-1])
         self.server.adb("connect", self.serial)
-        expected = "unauthorized" if self.unauthorized else "device"
+        expected = (
+            "unauthorized"
+            if self.unauthorized or (self.auth and not self.accept_keys and not self.trusts_host())
+            else "device"
+        )
         _wait(f"{self.serial} to be {expected}", lambda: self.state() == expected)
         return self
+
+    @property
+    def adb_keys(self) -> Path:
+        """The keys the device trusts (adbd's /data/misc/adb/adb_keys)."""
+        return self.root / "data" / "misc" / "adb" / "adb_keys"
+
+    def trusts_host(self) -> bool:
+        public = self.server.public_key()
+        return self.adb_keys.exists() and public in self.adb_keys.read_text().splitlines()
 
     def state(self) -> str | None:
         return self.server.devices().get(self.serial)
@@ -247,9 +276,26 @@ def adb_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adb
 def standin_fixture(adb_server: AdbServer, tmp_path: Path) -> Iterator[Callable[..., Standin]]:
     made: list[Standin] = []
 
-    def make(*, unauthorized: bool = False, **props: str) -> Standin:
-        device = Standin(adb_server, tmp_path / f"device{len(made)}", unauthorized=unauthorized, **props)
+    def make(
+        *,
+        unauthorized: bool = False,
+        auth: bool = False,
+        accept_keys: bool = False,
+        trust_host: bool = False,
+        **props: str,
+    ) -> Standin:
+        device = Standin(
+            adb_server,
+            tmp_path / f"device{len(made)}",
+            unauthorized=unauthorized,
+            auth=auth,
+            accept_keys=accept_keys,
+            **props,
+        )
         made.append(device)
+        if trust_host:  # a phone that took this host's key before
+            device.adb_keys.parent.mkdir(parents=True, exist_ok=True)
+            device.adb_keys.write_text(adb_server.public_key() + "\n")
         return device.start()
 
     try:

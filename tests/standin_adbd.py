@@ -7,7 +7,7 @@ adb server; ``adb -s 127.0.0.1:PORT shell|push|pull|devices -l|get-state|get-ser
 work against it::
 
     python tests/standin_adbd.py --port 0 --root DIR [--model M --release R --prop K=V …]
-                                 [--unauthorized]
+                                 [--unauthorized | --auth [--accept-keys]] [--log FILE]
 
 ``--port 0`` takes a free port; the first line on stdout is ``listening on PORT``.
 Device paths map under ``--root`` (``/data/local/tmp/x`` is ``ROOT/data/local/tmp/x``);
@@ -44,8 +44,14 @@ checked against Debian's adb 29.0.6 (tests/e2e/test_standin_adbd.py):
 - **Auth.** A secure device answers CNXN with AUTH(TOKEN=1, 0, 20 random bytes); the host
   state becomes "unauthorized", it answers AUTH(SIGNATURE=2) per key, the device sends a
   fresh TOKEN on each bad one, then the host sends AUTH(RSAPUBLICKEY=3) and waits for the
-  user's tap on the phone. ``--unauthorized`` plays a phone whose user never taps;
-  otherwise the stand-in is an ``ro.adb.secure=0`` device and sends CNXN straight away.
+  user's tap on the phone, which stores the key and sends CNXN. A signature is RSA
+  PKCS#1 v1.5 with the token taken as a SHA-1 digest (RSA_sign(NID_sha1, token)); the
+  public key is base64 of Android's RSAPublicKey struct (u32 words, n0inv, n[words] and
+  rr[words] little-endian, u32 exponent), a space and user@host, NUL-terminated; adbd
+  keeps the keys it trusts in /data/misc/adb/adb_keys. The stand-in by default is an
+  ``ro.adb.secure=0`` device that sends CNXN straight away; ``--auth`` checks signatures
+  against ROOT/data/misc/adb/adb_keys, ``--accept-keys`` adds the user who taps "Allow",
+  ``--unauthorized`` is a phone whose user never taps.
 - **Streams.** OPEN(host-id, 0, "service\\0") → OKAY(our-id, host-id) or CLSE(0, host-id)
   for a service there is not. An OPEN implies a READY: each side may send one WRTE and
   must then wait for the other's OKAY before the next (one in flight per stream); every
@@ -74,6 +80,7 @@ checked against Debian's adb 29.0.6 (tests/e2e/test_standin_adbd.py):
 from __future__ import annotations
 
 import argparse
+import base64
 import errno
 import os
 import posixpath
@@ -222,10 +229,12 @@ class Stream:
 class Device:
     """What the stand-in is: its root, props, and the processes it runs."""
 
-    def __init__(self, root: Path, props: dict[str, str], unauthorized: bool, token: str) -> None:
+    def __init__(self, root: Path, props: dict[str, str], auth: str, token: str, *, accept_keys: bool = False) -> None:
         self.root = root.resolve()
         self.props = props
-        self.unauthorized = unauthorized
+        self.auth = auth  # "open" (ro.adb.secure=0), "keys" (adb_keys), "never" (no key is ever taken)
+        self.accept_keys = accept_keys
+        self.adb_keys = self.root / "data" / "misc" / "adb" / "adb_keys"
         self.token = token
         self.bin = self.root / "system" / "bin"
         self._procs: set[subprocess.Popen[bytes]] = set()
@@ -241,6 +250,20 @@ class Device:
             return
         with self._log_lock, open(self.log, "a", encoding="utf-8", errors="backslashreplace") as f:
             f.write(line + "\n")
+
+    def trusted_keys(self) -> list[tuple[int, int]]:
+        """The public keys in ROOT/data/misc/adb/adb_keys, as (modulus, exponent)."""
+        try:
+            lines = self.adb_keys.read_bytes().splitlines()
+        except OSError:
+            return []
+        return [key for line in lines if (key := parse_public_key(line)) is not None]
+
+    def trust(self, public_key: bytes) -> None:
+        with self._log_lock:
+            self.adb_keys.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.adb_keys, "ab") as f:
+                f.write(public_key.rstrip(b"\0").strip() + b"\n")
 
     def banner(self) -> bytes:
         keys = ("ro.product.name", "ro.product.model", "ro.product.device")
@@ -386,6 +409,36 @@ def start_guardian(token: str) -> int:
     return write_end
 
 
+# the DER prefix of a SHA-1 DigestInfo, which PKCS#1 v1.5 puts before the digest
+SHA1_DIGEST_INFO = bytes.fromhex("3021300906052b0e03021a05000414")
+
+
+def parse_public_key(line: bytes) -> tuple[int, int] | None:
+    """(modulus, exponent) of an adb public key: base64 of Android's RSAPublicKey struct
+    (u32 words, u32 n0inv, n and rr of ``words`` u32 each, little-endian, u32 exponent),
+    then a space and user@host; None when it is not one."""
+    try:
+        raw = base64.b64decode(line.rstrip(b"\0").split()[0], validate=True)
+        (words,) = struct.unpack_from("<I", raw, 0)
+        modulus = int.from_bytes(raw[8 : 8 + 4 * words], "little")
+        (exponent,) = struct.unpack_from("<I", raw, 8 + 8 * words)
+    except (ValueError, IndexError, struct.error):
+        return None
+    return (modulus, exponent) if modulus > 0 and exponent > 0 else None
+
+
+def verify_signature(key: tuple[int, int], token: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` is the host's RSA_sign(NID_sha1, token) under ``key``: PKCS#1
+    v1.5, the token standing as the SHA-1 digest."""
+    modulus, exponent = key
+    size = (modulus.bit_length() + 7) // 8
+    if len(signature) != size or not token:
+        return False
+    block = pow(int.from_bytes(signature, "big"), exponent, modulus).to_bytes(size, "big")
+    payload = SHA1_DIGEST_INFO + token
+    return block == b"\x00\x01" + b"\xff" * (size - 3 - len(payload)) + b"\x00" + payload
+
+
 def _killpg(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -425,6 +478,7 @@ class Connection:
         self.max_payload = MAX_PAYLOAD_V1
         self.online = False
         self._dead = False
+        self._token = b""
 
     # -- wire
     def send(self, command: int, arg0: int, arg1: int, data: bytes = b"") -> None:
@@ -503,10 +557,7 @@ class Connection:
             if command == A_CNXN:
                 self._connect(arg0, arg1)
             elif command == A_AUTH:
-                if arg0 == AUTH_SIGNATURE:
-                    # no key is ever accepted: a fresh token, as adbd after a bad signature
-                    self._send_token()
-                # RSAPUBLICKEY: the phone would now ask its user, who never answers
+                self._auth(arg0, data)
             elif not self.online:
                 continue  # nothing but CNXN/AUTH counts before the handshake
             elif command == A_OPEN and arg0 != 0 and arg1 == 0:
@@ -544,14 +595,33 @@ class Connection:
                 stream.hang_up()
         self.version = min(version, A_VERSION)
         self.max_payload = min(max_payload, MAX_PAYLOAD)
-        if self.device.unauthorized:
+        if self.device.auth != "open":
             self._send_token()
             return
+        self._go_online()
+
+    def _go_online(self) -> None:
         self.online = True
         self.send(A_CNXN, A_VERSION, MAX_PAYLOAD, self.device.banner())
 
     def _send_token(self) -> None:
-        self.send(A_AUTH, AUTH_TOKEN, 0, secrets.token_bytes(20))
+        self._token = secrets.token_bytes(20)
+        self.send(A_AUTH, AUTH_TOKEN, 0, self._token)
+
+    def _auth(self, kind: int, data: bytes) -> None:
+        device = self.device
+        if self.online or device.auth == "open":
+            return
+        if kind == AUTH_SIGNATURE:
+            if device.auth == "keys" and any(verify_signature(key, self._token, data) for key in device.trusted_keys()):
+                self._go_online()
+            else:  # as adbd after a signature it cannot verify: a fresh token for the next key
+                self._send_token()
+        elif kind == AUTH_RSAPUBLICKEY:
+            # the phone now asks its user; with --accept-keys the user taps "Allow"
+            if device.auth == "keys" and device.accept_keys and parse_public_key(data) is not None:
+                device.trust(data)
+                self._go_online()
 
     def _open(self, remote_id: int, service: str) -> None:
         self.device.note(f"OPEN {service}")
@@ -944,6 +1014,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--abi", help="ro.product.cpu.abi")
     parser.add_argument("--prop", action="append", default=[], metavar="NAME=VALUE", help="any other property")
     parser.add_argument("--unauthorized", action="store_true", help="never accept the host's key")
+    parser.add_argument("--auth", action="store_true", help="take the keys in ROOT/data/misc/adb/adb_keys")
+    parser.add_argument("--accept-keys", action="store_true", help="with --auth: the user allows a key offered")
     parser.add_argument("--log", type=Path, help="append each service the host opens to this file")
     parser.add_argument("--token", default="", help="marks every process started (ADB_STANDIN_TOKEN)")
     return parser.parse_args(argv)
@@ -965,7 +1037,7 @@ def props_of(args: argparse.Namespace) -> dict[str, str]:
         if not eq or not key:
             raise SystemExit(f"--prop {item!r}: NAME=VALUE")
         props[key] = value
-    if args.unauthorized:
+    if args.unauthorized or args.auth:
         props["ro.adb.secure"] = "1"
     for key in ("ro.product.name", "ro.product.model", "ro.product.device"):
         if any(c in props[key] for c in ":;="):
@@ -977,7 +1049,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.port in EMULATOR_PORTS:
         raise SystemExit(f"port {args.port}: adb servers probe 5555-5585 for emulators; take another")
-    device = Device(args.root, props_of(args), args.unauthorized, args.token or secrets.token_hex(8))
+    if args.unauthorized and (args.auth or args.accept_keys):
+        raise SystemExit("--unauthorized takes no key: not with --auth or --accept-keys")
+    if args.accept_keys and not args.auth:
+        raise SystemExit("--accept-keys: with --auth")
+    auth = "never" if args.unauthorized else "keys" if args.auth else "open"
+    device = Device(args.root, props_of(args), auth, args.token or secrets.token_hex(8), accept_keys=args.accept_keys)
     device.log = args.log
     device.prepare()
     start_guardian(device.token)  # before any thread: a fork copies only the caller

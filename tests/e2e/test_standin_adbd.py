@@ -149,6 +149,34 @@ def test_an_unauthorized_stand_in_is_listed_unauthorized(standin, adb_server: Ad
     assert not device.log.exists() or device.log.read_text() == ""
 
 
+def test_a_secure_stand_in_takes_the_key_it_trusts(standin, adb_server: AdbServer) -> None:
+    # the host signs the device's token with ~/.android/adbkey; the device checks the
+    # signature against its adb_keys (RSA, PKCS#1 v1.5 over the token as a SHA-1 digest)
+    device = standin(auth=True, trust_host=True)
+    assert adb_server.devices()[device.serial] == "device"
+    assert device.adb("shell", "echo", "hi").stdout == "hi\n"
+    assert device.adb("shell", "getprop", "ro.adb.secure").stdout == "1\n"
+
+
+def test_a_secure_stand_in_without_the_key_is_unauthorized(standin, adb_server: AdbServer) -> None:
+    device = standin(auth=True)
+    assert adb_server.devices()[device.serial] == "unauthorized"
+    assert not device.adb_keys.exists()
+
+
+def test_allowing_the_key_makes_a_device_that_remembers_it(standin, adb_server: AdbServer) -> None:
+    device = standin(auth=True, accept_keys=True)  # the user taps "Allow"
+    assert adb_server.devices()[device.serial] == "device"
+    stored = device.adb_keys.read_text().splitlines()
+    assert [line.split()[0] for line in stored] == [adb_server.public_key().split()[0]]
+    # the next connection signs with that key: nothing more to allow
+    adb_server.adb("disconnect", device.serial)
+    _wait_for("the device to go", lambda: device.state() is None)
+    adb_server.adb("connect", device.serial)
+    _wait_for("the device to be back", lambda: device.state() == "device")
+    assert device.adb_keys.read_text().splitlines() == stored
+
+
 def test_killing_the_stand_in_mid_command_is_a_vanished_device(standin) -> None:
     device = standin()
     running = subprocess.Popen(
