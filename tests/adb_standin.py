@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from standin_adbd import kill_marked, marked_processes
@@ -155,9 +156,11 @@ class Standin:
         unauthorized: bool = False,
         auth: bool = False,
         accept_keys: bool = False,
+        cut_after: int | None = None,
         **props: str,
     ) -> None:
         self.server = server
+        self.cut_after = cut_after
         self.root = root
         self.unauthorized = unauthorized
         self.auth = auth
@@ -166,6 +169,7 @@ class Standin:
         self.token = secrets.token_hex(8)
         self.log = root.with_name(root.name + ".services")
         self.proc: subprocess.Popen[str] | None = None
+        self.connected: subprocess.CompletedProcess[str] | None = None  # what ``adb connect`` said
         self.port = 0
 
     @property
@@ -191,6 +195,8 @@ class Standin:
                 argv += ["--" + key.replace("_", "-"), value]
             else:
                 argv += ["--prop", f"{key}={value}"]
+        if self.cut_after is not None:
+            argv += ["--cut-after", str(self.cut_after)]
         flags = {"--unauthorized": self.unauthorized, "--auth": self.auth, "--accept-keys": self.accept_keys}
         return argv + [flag for flag, wanted in flags.items() if wanted]
 
@@ -207,7 +213,7 @@ class Standin:
             self.stop()
             raise AssertionError(f"the stand-in did not start: {first!r}")
         self.port = int(first.split()[-1])
-        self.server.adb("connect", self.serial)
+        self.connected = self.server.adb("connect", self.serial)
         expected = (
             "unauthorized"
             if self.unauthorized or (self.auth and not self.accept_keys and not self.trusts_host())
@@ -276,22 +282,8 @@ def adb_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Adb
 def standin_fixture(adb_server: AdbServer, tmp_path: Path) -> Iterator[Callable[..., Standin]]:
     made: list[Standin] = []
 
-    def make(
-        *,
-        unauthorized: bool = False,
-        auth: bool = False,
-        accept_keys: bool = False,
-        trust_host: bool = False,
-        **props: str,
-    ) -> Standin:
-        device = Standin(
-            adb_server,
-            tmp_path / f"device{len(made)}",
-            unauthorized=unauthorized,
-            auth=auth,
-            accept_keys=accept_keys,
-            **props,
-        )
+    def make(*, trust_host: bool = False, **options: Any) -> Standin:
+        device = Standin(adb_server, tmp_path / f"device{len(made)}", **options)
         made.append(device)
         if trust_host:  # a phone that took this host's key before
             device.adb_keys.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,8 @@ work against it::
 Device paths map under ``--root`` (``/data/local/tmp/x`` is ``ROOT/data/local/tmp/x``);
 shell commands run with ``/bin/sh -c`` in ROOT, with ``getprop`` (answering from the
 props table) on their PATH. ``--log FILE`` appends each service the host opens.
+``--cut-after BYTES`` cuts the connection once, mid-stream, when that many bytes of
+stream data (both ways) have passed: a phone lost in the middle of a push or pull.
 
 SIGTERM/SIGINT: kill the commands, close, exit. SIGUSR1: cut every connection at once (a
 reset, as a phone dropping off Wi-Fi) and keep listening; the adb server reconnects by
@@ -71,6 +73,16 @@ checked against Debian's adb 29.0.6 (tests/e2e/test_standin_adbd.py):
   the device answers OKAY or FAIL+message only after DONE, and the client may pipeline
   several files before reading the answers. RECV path → DATA chunks then DONE, or FAIL.
   QUIT ends: the device closes the stream. Integers little-endian; errno values Linux's.
+- **What the adb 29 client then shows** (each held by a test): ``adb connect`` to a
+  device that wants a key it has not got prints "failed to authenticate to HOST:PORT"
+  and exits 0; the device is listed "unauthorized" and a command fails with "error:
+  device unauthorized." and three lines of advice. Two devices and no ``-s``: "error:
+  more than one device/emulator". A connection lost mid-command ends ``adb shell`` with
+  status 0 (no exit packet came, and 0 is where the client starts), so only the output
+  tells a lost device from a finished command; mid-push, "failed to copy …: couldn't
+  read from device" and status 1; mid-pull, status 1 and no file. Sync errors go to
+  stdout when it is not a terminal. The server retries a lost TCP device by itself: it
+  is "offline", then "device" again within seconds once the stand-in answers.
 - **Host-side only.** ``devices -l``, ``get-state``, ``get-serialno`` are answered by the
   adb server from the transport (its serial for ``adb connect`` is ``HOST:PORT``).
   The server scans localhost ports 5555–5585 for emulators: a stand-in must not listen
@@ -96,6 +108,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 A_CNXN = 0x4E584E43
 A_AUTH = 0x48545541
@@ -242,7 +255,17 @@ class Device:
         self.connections: set[Connection] = set()
         self.connections_lock = threading.Lock()
         self.log: Path | None = None
+        self.cut_after: int | None = None  # --cut-after: stream bytes, both ways, before the one cut
+        self._moved = 0
         self._log_lock = threading.Lock()
+
+    def moved(self, n: int) -> bool:
+        """Count ``n`` stream bytes; True once, when the count first reaches ``--cut-after``."""
+        if self.cut_after is None:
+            return False
+        with self._log_lock:
+            before, self._moved = self._moved, self._moved + n
+            return before < self.cut_after <= self._moved
 
     def note(self, line: str) -> None:
         """Append a line to the ``--log`` file (the services the host opened, in order)."""
@@ -482,6 +505,8 @@ class Connection:
 
     # -- wire
     def send(self, command: int, arg0: int, arg1: int, data: bytes = b"") -> None:
+        if command == A_WRTE and self.device.moved(len(data)):
+            self.cut()
         header = HEADER.pack(command, arg0, arg1, len(data), checksum(data), command ^ 0xFFFFFFFF)
         with self._send_lock:
             if self._dead:
@@ -563,6 +588,9 @@ class Connection:
             elif command == A_OPEN and arg0 != 0 and arg1 == 0:
                 self._open(arg0, data.rstrip(b"\0").decode("utf-8", "replace"))
             elif command == A_WRTE and arg0 != 0 and arg1 != 0:
+                if self.device.moved(len(data)):
+                    self.cut()
+                    raise Cut("cut, as --cut-after asked")
                 stream = self._find(arg1)
                 if stream is not None:
                     stream.deliver(data)
@@ -913,7 +941,7 @@ def _sync_send(device: Device, stream: Stream, spec: str) -> bool:
     except ValueError:
         mode, error = 0o100644, f"bad mode {mode_text!r}"
     target: Path | None = None
-    out = None
+    out: BinaryIO | None = None
     content = bytearray()  # a symlink's target
     if not error:
         try:
@@ -930,30 +958,33 @@ def _sync_send(device: Device, stream: Stream, spec: str) -> bool:
         except OSError as exc:
             error = f"couldn't create file: {exc.strerror or exc}"
     mtime = 0
-    while True:
-        head = stream.read_exact(8)
-        kind, length = head[:4], struct.unpack("<I", head[4:])[0]
-        if kind == b"DATA":
-            if length > SYNC_DATA_MAX:
-                error = error or "data chunk larger than 64 KiB"
-            data = stream.read_exact(length)
-            if error:
-                continue
-            try:
-                if out is not None:
-                    out.write(data)
-                else:
-                    content += data
-            except OSError as exc:
-                error = f"write failed: {exc.strerror or exc}"
-        elif kind == b"DONE":
-            mtime = length
-            break
-        else:
-            if out is not None:
-                out.close()
-            _fail(stream, f"invalid data message {kind!r}")
-            return False
+    try:
+        while True:
+            head = stream.read_exact(8)
+            kind, length = head[:4], struct.unpack("<I", head[4:])[0]
+            if kind == b"DATA":
+                if length > SYNC_DATA_MAX:
+                    error = error or "data chunk larger than 64 KiB"
+                data = stream.read_exact(length)
+                if error:
+                    continue
+                try:
+                    if out is not None:
+                        out.write(data)
+                    else:
+                        content += data
+                except OSError as exc:
+                    error = f"write failed: {exc.strerror or exc}"
+            elif kind == b"DONE":
+                mtime = length
+                break
+            else:
+                _discard(out, target)
+                _fail(stream, f"invalid data message {kind!r}")
+                return False
+    except Cut:
+        _discard(out, target)  # as adbd: a push the host never finished leaves no file
+        raise
     if out is not None:
         out.close()
     if not error and target is not None:
@@ -977,6 +1008,16 @@ def _sync_send(device: Device, stream: Stream, spec: str) -> bool:
     else:
         stream.write(struct.pack("<4sI", b"OKAY", 0))
     return True
+
+
+def _discard(out: BinaryIO | None, target: Path | None) -> None:
+    if out is None or target is None:
+        return
+    out.close()
+    try:
+        target.unlink()
+    except OSError:
+        pass
 
 
 def _sync_recv(device: Device, stream: Stream, path: str) -> None:
@@ -1016,6 +1057,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--unauthorized", action="store_true", help="never accept the host's key")
     parser.add_argument("--auth", action="store_true", help="take the keys in ROOT/data/misc/adb/adb_keys")
     parser.add_argument("--accept-keys", action="store_true", help="with --auth: the user allows a key offered")
+    parser.add_argument(
+        "--cut-after",
+        type=int,
+        metavar="BYTES",
+        help="cut the connection once, when this many stream bytes have passed",
+    )
     parser.add_argument("--log", type=Path, help="append each service the host opens to this file")
     parser.add_argument("--token", default="", help="marks every process started (ADB_STANDIN_TOKEN)")
     return parser.parse_args(argv)
@@ -1056,6 +1103,7 @@ def main(argv: list[str] | None = None) -> int:
     auth = "never" if args.unauthorized else "keys" if args.auth else "open"
     device = Device(args.root, props_of(args), auth, args.token or secrets.token_hex(8), accept_keys=args.accept_keys)
     device.log = args.log
+    device.cut_after = args.cut_after
     device.prepare()
     start_guardian(device.token)  # before any thread: a fork copies only the caller
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

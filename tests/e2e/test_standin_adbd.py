@@ -141,6 +141,8 @@ def test_two_stand_ins_make_adb_ask_which(standin, adb_server: AdbServer) -> Non
 
 def test_an_unauthorized_stand_in_is_listed_unauthorized(standin, adb_server: AdbServer) -> None:
     device = standin(unauthorized=True)
+    assert device.connected is not None and device.connected.returncode == 0
+    assert device.connected.stdout.strip() == f"failed to authenticate to {device.serial}"
     assert adb_server.devices()[device.serial] == "unauthorized"
     refused = device.adb("shell", "echo", "hi")
     assert refused.returncode != 0 and "device unauthorized" in refused.stderr
@@ -218,6 +220,25 @@ def test_a_cut_connection_ends_the_command_and_adb_reconnects(standin) -> None:
     # the adb server reconnects a TCP device by itself
     _wait_for("the device to be back", lambda: device.state() == "device", timeout=60)
     assert device.adb("shell", "echo", "back").stdout == "back\n"
+
+
+def test_a_device_lost_mid_push_and_mid_pull(standin, tmp_path: Path) -> None:
+    local = tmp_path / "payload"
+    local.write_bytes(os.urandom(5 * MIB))
+    device = standin(cut_after=MIB)
+    pushed = device.adb("push", str(local), "/data/local/tmp/payload")
+    assert pushed.returncode == 1 and "couldn't read from device" in pushed.stdout, pushed.stdout
+    # as adbd, the device drops the file it never got whole
+    assert not (device.root / "data" / "local" / "tmp" / "payload").exists()
+    _wait_for("the device to be back", lambda: device.state() == "device", timeout=60)
+    assert device.adb("push", str(local), "/data/local/tmp/payload").returncode == 0
+
+    puller = standin(cut_after=MIB)
+    (puller.root / "data" / "local" / "tmp" / "payload").write_bytes(local.read_bytes())
+    back = tmp_path / "back"
+    pulled = puller.adb("pull", "/data/local/tmp/payload", str(back))
+    assert pulled.returncode == 1, pulled.stdout
+    assert not back.exists()  # adb removes what it pulled in part
 
 
 def _marked_commands(device: Standin) -> str:
