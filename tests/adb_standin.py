@@ -157,9 +157,11 @@ class Standin:
         auth: bool = False,
         accept_keys: bool = False,
         cut_after: int | None = None,
+        chroot: bool = False,
         **props: str,
     ) -> None:
         self.server = server
+        self.chroot = chroot
         self.cut_after = cut_after
         self.root = root
         self.unauthorized = unauthorized
@@ -197,7 +199,12 @@ class Standin:
                 argv += ["--prop", f"{key}={value}"]
         if self.cut_after is not None:
             argv += ["--cut-after", str(self.cut_after)]
-        flags = {"--unauthorized": self.unauthorized, "--auth": self.auth, "--accept-keys": self.accept_keys}
+        flags = {
+            "--chroot": self.chroot,
+            "--unauthorized": self.unauthorized,
+            "--auth": self.auth,
+            "--accept-keys": self.accept_keys,
+        }
         return argv + [flag for flag, wanted in flags.items() if wanted]
 
     def start(self) -> Standin:

@@ -7,12 +7,17 @@ adb server; ``adb -s 127.0.0.1:PORT shell|push|pull|devices -l|get-state|get-ser
 work against it::
 
     python tests/standin_adbd.py --port 0 --root DIR [--model M --release R --prop K=V …]
-                                 [--unauthorized | --auth [--accept-keys]] [--log FILE]
+                                 [--unauthorized | --auth [--accept-keys]] [--chroot]
+                                 [--cut-after BYTES] [--log FILE]
 
 ``--port 0`` takes a free port; the first line on stdout is ``listening on PORT``.
-Device paths map under ``--root`` (``/data/local/tmp/x`` is ``ROOT/data/local/tmp/x``);
-shell commands run with ``/bin/sh -c`` in ROOT, with ``getprop`` (answering from the
-props table) on their PATH. ``--log FILE`` appends each service the host opens.
+Device paths map under ``--root`` (``/data/local/tmp/x`` is ``ROOT/data/local/tmp/x``;
+``..`` and symlinks resolve with ROOT as ``/``, so no device path leads out of it); shell
+commands run with ``/bin/sh -c`` in ROOT, with ``getprop`` (answering from the props
+table) on their PATH. With ``--chroot`` (root only) they run chrooted to ROOT, in a mount
+namespace of the stand-in's own that binds the host's /usr, /bin, /lib…, /etc (read-only),
+/dev, /proc and /sys into ROOT: a command then names device paths as on a phone
+(``/data/local/tmp/sqlwa-x/engine``), and the mounts vanish with the stand-in. ``--log FILE`` appends each service the host opens.
 ``--cut-after BYTES`` cuts the connection once, mid-stream, when that many bytes of
 stream data (both ways) have passed: a phone lost in the middle of a push or pull.
 
@@ -93,9 +98,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import ctypes
 import errno
 import os
-import posixpath
 import secrets
 import select
 import signal
@@ -248,6 +253,7 @@ class Device:
         self.auth = auth  # "open" (ro.adb.secure=0), "keys" (adb_keys), "never" (no key is ever taken)
         self.accept_keys = accept_keys
         self.adb_keys = self.root / "data" / "misc" / "adb" / "adb_keys"
+        self.chroot = False  # --chroot: commands run with ROOT as their /
         self.token = token
         self.bin = self.root / "system" / "bin"
         self._procs: set[subprocess.Popen[bytes]] = set()
@@ -303,20 +309,46 @@ class Device:
 
     # -- device paths
     def host_path(self, device_path: str, *, follow: bool = True) -> Path:
-        """Where a device path lives under ROOT (its last part not followed unless ``follow``);
-        OSError(EACCES) for a path that escapes ROOT, through ``..`` or a symlink."""
-        normal = posixpath.normpath("/" + device_path.lstrip("/")).lstrip("/")
-        candidate = self.root / normal if normal else self.root
-        if follow or candidate == self.root:
-            where = candidate.resolve()
-        else:
-            where = candidate.parent.resolve() / candidate.name
-        if where != self.root and self.root not in where.parents:
-            raise OSError(errno.EACCES, "Permission denied (outside the device)", device_path)
-        return where
+        """Where a device path lives under ROOT, ROOT standing as the device's ``/``: ``..``
+        stops there and a symlink's absolute target is a device path too, so no path, however
+        its links run, leads out. The last part is not followed unless ``follow``."""
+        pending = [part for part in device_path.split("/") if part not in ("", ".")]
+        parts: list[str] = []
+        links = 0
+        while pending:
+            part = pending.pop(0)
+            if part == "..":
+                if parts:
+                    parts.pop()
+                continue
+            here = self.root.joinpath(*parts, part)
+            if (pending or follow) and here.is_symlink():
+                links += 1
+                if links > 40:
+                    raise OSError(errno.ELOOP, "Too many levels of symbolic links", device_path)
+                target = os.readlink(here)
+                if target.startswith("/"):
+                    parts = []
+                pending[:0] = [p for p in target.split("/") if p not in ("", ".")]
+                continue
+            parts.append(part)
+        return self.root.joinpath(*parts)
 
     # -- processes
     def env(self) -> dict[str, str]:
+        if self.chroot:  # the command's / is ROOT: device paths as they are
+            return {
+                "PATH": "/system/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+                "ANDROID_DATA": "/data",
+                "ANDROID_ROOT": "/system",
+                "EXTERNAL_STORAGE": "/sdcard",
+                "TMPDIR": "/data/local/tmp",
+                "HOME": "/",
+                "USER": "shell",
+                "LANG": "C.UTF-8",
+                "ADB_STANDIN_ROOT": str(self.root),
+                "ADB_STANDIN_TOKEN": self.token,
+            }
         return {
             "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin",
             "ANDROID_DATA": str(self.root / "data"),
@@ -335,8 +367,9 @@ class Device:
     ) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             argv,
-            cwd=self.root,
+            cwd=None if self.chroot else self.root,
             env=self.env(),
+            preexec_fn=self._enter_root if self.chroot else None,
             stdin=subprocess.PIPE if stdin is None else stdin,
             stdout=subprocess.PIPE if stdout is None else stdout,
             stderr=(subprocess.PIPE if stderr_apart else subprocess.STDOUT) if stdout is None else stdout,
@@ -345,6 +378,10 @@ class Device:
         with self._procs_lock:
             self._procs.add(proc)
         return proc
+
+    def _enter_root(self) -> None:
+        os.chroot(self.root)
+        os.chdir("/")
 
     def reap(self, proc: subprocess.Popen[bytes]) -> int:
         code = proc.wait()
@@ -460,6 +497,44 @@ def verify_signature(key: tuple[int, int], token: bytes, signature: bytes) -> bo
     block = pow(int.from_bytes(signature, "big"), exponent, modulus).to_bytes(size, "big")
     payload = SHA1_DIGEST_INFO + token
     return block == b"\x00\x01" + b"\xff" * (size - 3 - len(payload)) + b"\x00" + payload
+
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+# what of the host a command in ROOT needs: its programs and libraries (read-only), /dev,
+# /proc, /sys; a merged-/usr link (/bin -> usr/bin) is copied as the link
+HOST_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys")
+WRITABLE_HOST_DIRS = ("dev", "proc", "sys")
+
+
+def _mount(source: str | None, target: str | Path | None, flags: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    as_bytes = [None if v is None else os.fsencode(v) for v in (source, target)]
+    if libc.mount(as_bytes[0], as_bytes[1], None, ctypes.c_ulong(flags), None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def enter_device_namespace(root: Path) -> None:
+    """Give the stand-in a mount namespace of its own in which ROOT holds the host's
+    programs (bind mounts, read-only), so that a command chrooted to ROOT runs with device
+    paths as they are. Nothing propagates back: the namespace is private from its first
+    step, and its mounts end with its last process. Needs root; call before any thread."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        raise SystemExit(f"--chroot: unshare(CLONE_NEWNS): {os.strerror(err)} (needs root)")
+    _mount("none", "/", MS_REC | MS_PRIVATE)  # before any mount: none may reach the host
+    for name in HOST_DIRS:
+        host, inside = Path("/") / name, root / name
+        if host.is_symlink():
+            if not inside.is_symlink():
+                inside.symlink_to(os.readlink(host))
+        elif host.is_dir():
+            inside.mkdir(exist_ok=True)
+            _mount(str(host), inside, MS_BIND | MS_REC)
+            if name not in WRITABLE_HOST_DIRS:
+                _mount(None, inside, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -1063,6 +1138,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="BYTES",
         help="cut the connection once, when this many stream bytes have passed",
     )
+    parser.add_argument(
+        "--chroot",
+        action="store_true",
+        help="run commands with ROOT as their / (needs root: a private mount namespace)",
+    )
     parser.add_argument("--log", type=Path, help="append each service the host opens to this file")
     parser.add_argument("--token", default="", help="marks every process started (ADB_STANDIN_TOKEN)")
     return parser.parse_args(argv)
@@ -1103,8 +1183,11 @@ def main(argv: list[str] | None = None) -> int:
     auth = "never" if args.unauthorized else "keys" if args.auth else "open"
     device = Device(args.root, props_of(args), auth, args.token or secrets.token_hex(8), accept_keys=args.accept_keys)
     device.log = args.log
+    device.chroot = args.chroot
     device.cut_after = args.cut_after
     device.prepare()
+    if args.chroot:
+        enter_device_namespace(device.root)
     start_guardian(device.token)  # before any thread: a fork copies only the caller
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -113,21 +113,71 @@ def test_sync_paths_cannot_leave_the_device_root(standin, tmp_path: Path) -> Non
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret").write_text("host file\n")
-    (device.root / "data" / "local" / "tmp" / "escape").symlink_to(outside)
-    pulled = device.adb("pull", "/data/local/tmp/escape/secret", str(tmp_path / "got"))
-    # adb 29 prints its sync errors on stdout when that is not a terminal
-    assert pulled.returncode != 0 and "Permission denied" in pulled.stdout + pulled.stderr
-    assert not (tmp_path / "got").exists()
+    tmp = device.root / "data" / "local" / "tmp"
+    # a link's absolute target is a device path: this one names a directory the device lacks
+    (tmp / "absolute").symlink_to(outside)
+    # and ".." stops at the device's /, however many there are
+    (tmp / "relative").symlink_to("../" * 40 + str(outside).lstrip("/"))
     small = tmp_path / "small"
     small.write_text("x\n")
-    pushed = device.adb("push", str(small), "/data/local/tmp/escape/planted")
-    assert pushed.returncode != 0 and "Permission denied" in pushed.stdout + pushed.stderr
-    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
-    # ".." stops at the device's /, as on a phone
+    for link in ("absolute", "relative"):
+        pulled = device.adb("pull", f"/data/local/tmp/{link}/secret", str(tmp_path / "got"))
+        # adb 29 prints its sync errors on stdout when that is not a terminal
+        assert pulled.returncode == 1 and "No such file or directory" in pulled.stdout + pulled.stderr
+        assert not (tmp_path / "got").exists()
+        assert device.adb("push", str(small), f"/data/local/tmp/{link}/planted").returncode == 0
+        # the push made the directories the link names, inside the device
+        assert (device.root / str(outside).lstrip("/") / "planted").read_text() == "x\n"
     assert device.adb("push", str(small), "/../../x").returncode == 0
     assert (device.root / "x").read_text() == "x\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    # and a path the device has not got
     missing = device.adb("pull", "/data/local/tmp/none", str(tmp_path / "none"))
-    assert missing.returncode != 0 and "No such file or directory" in missing.stdout + missing.stderr
+    assert missing.returncode == 1 and "No such file or directory" in missing.stdout + missing.stderr
+
+
+def _mounts_under(root: Path) -> list[str]:
+    """The host's mounts that name ``root`` (other tests' mounts may come and go meanwhile)."""
+    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(root) in line]
+
+
+def _in_namespace(namespace: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.readlink(f"/proc/{entry}/ns/mnt") == namespace:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.root
+def test_chroot_runs_commands_on_device_paths(standin, tmp_path: Path) -> None:
+    device = standin(chroot=True)
+    assert device.proc is not None
+    namespace = os.readlink(f"/proc/{device.proc.pid}/ns/mnt")
+    assert namespace != os.readlink("/proc/self/ns/mnt")
+    engine = tmp_path / "engine"
+    engine.write_text('#!/bin/sh\necho "engine in $(pwd) with $*" > /data/local/tmp/sqlwa-x/ran\n')
+    engine.chmod(0o755)
+    assert device.adb("push", str(engine), "/data/local/tmp/sqlwa-x/engine").returncode == 0
+    ran = device.adb("shell", "cd /data/local/tmp/sqlwa-x && ./engine a b && /data/local/tmp/sqlwa-x/engine c")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (device.root / "data/local/tmp/sqlwa-x/ran").read_text() == "engine in /data/local/tmp/sqlwa-x with c\n"
+    where = device.adb("shell", 'pwd; echo "$ANDROID_DATA $TMPDIR"; command -v getprop').stdout.splitlines()
+    assert where == ["/", "/data /data/local/tmp", "/system/bin/getprop"]
+    assert device.adb("shell", "getprop ro.product.model").stdout == "Standin\n"
+    # the host's programs are there to run, not to change
+    assert device.adb("shell", "touch /usr/sqlwa-probe").returncode != 0
+    assert not Path("/usr/sqlwa-probe").exists()
+    # the stand-in's mounts live in its own namespace, which ends with it
+    assert _mounts_under(device.root) == []
+    device.stop()
+    assert device.leftovers() == []
+    _wait_for("the stand-in's mount namespace to end", lambda: not _in_namespace(namespace), timeout=10)
+    assert _mounts_under(device.root) == []
+    assert device.adb("shell", "true").returncode != 0
 
 
 def test_two_stand_ins_make_adb_ask_which(standin, adb_server: AdbServer) -> None:
