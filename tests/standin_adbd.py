@@ -778,7 +778,8 @@ def root_service(device: Device, stream: Stream) -> None:
 
 
 def _shell_argv(command: str) -> list[str]:
-    return ["/bin/sh", "-c", command] if command else ["/bin/sh", "-i"]
+    # no command: a shell reading stdin, interactive when that is a pty (as adbd's)
+    return ["/bin/sh", "-c", command] if command else ["/bin/sh"]
 
 
 def _pump(fd: int, emit: Callable[[bytes], None]) -> None:

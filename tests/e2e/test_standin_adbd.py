@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -58,6 +59,20 @@ def test_shell_output_exit_status_and_stderr_apart(standin) -> None:
     # the command runs in the device root, with ANDROID_DATA under it
     where = device.adb("shell", 'pwd; echo "$ANDROID_DATA"').stdout.split()
     assert where == [str(device.root.resolve()), str(device.root.resolve() / "data")]
+
+
+def test_pty_shell_and_a_shell_reading_stdin(standin) -> None:
+    device = standin()
+    # -t -t: a pty even with no terminal here; shell v2 still brings the status back
+    pty = device.adb("shell", "-t", "-t", "tty; echo hi; exit 7")
+    assert pty.returncode == 7 and pty.stdout.splitlines()[0].startswith("/dev/pts/")
+    # the client passes its own TERM along, when it has one
+    assert re.fullmatch(
+        r"OPEN shell,v2,(TERM=[^,:]*,)?pty:tty; echo hi; exit 7", device.log.read_text().splitlines()[-1]
+    )
+    # no command and stdin no terminal: a raw shell that runs what stdin says
+    script = device.adb("shell", stdin="echo from stdin; echo err >&2; exit 2\n")
+    assert (script.returncode, script.stdout, script.stderr) == (2, "from stdin\n", "err\n")
 
 
 def test_legacy_shell_merges_streams_and_has_no_status(standin) -> None:
