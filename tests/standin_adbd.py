@@ -62,7 +62,9 @@ checked against Debian's adb 29.0.6 (tests/e2e/test_standin_adbd.py):
 - **Streams.** OPEN(host-id, 0, "service\\0") → OKAY(our-id, host-id) or CLSE(0, host-id)
   for a service there is not. An OPEN implies a READY: each side may send one WRTE and
   must then wait for the other's OKAY before the next (one in flight per stream); every
-  WRTE received is answered with OKAY. CLSE ends a stream; it is not answered.
+  WRTE is answered with OKAY, which the receiver may hold back until it has room
+  (protocol.txt; the stand-in does while 2 MiB wait unread). CLSE ends a stream; it is
+  not answered.
 - **Shell.** ``shell[,arg…]:command``; adb 29 sends ``shell,v2,TERM=…,raw:CMD`` for a
   command (``pty`` with ``-t`` or without a command); ``-x`` or a device without
   ``shell_v2`` gets the legacy ``shell:CMD``, a raw byte stream (stdout and stderr
@@ -139,6 +141,7 @@ SYNC_DATA_MAX = 64 * 1024
 EMULATOR_PORTS = range(5553, 5587)  # the adb server probes 5555..5585 (and each one's odd port)
 
 HEADER = struct.Struct("<6I")
+INBOX_HIGH = 2 * MAX_PAYLOAD  # unread bytes of a stream past which its OKAY waits
 
 DEFAULT_PROPS = {
     "ro.product.name": "standin",
@@ -177,14 +180,36 @@ class Stream:
         self._eof = False  # the host closed the stream (or the connection went)
         self._ready = True  # an OPEN implies a READY
         self._closed = False  # we sent CLSE
+        self._owed = False  # an OKAY held back until the service reads the backlog
         self._write_lock = threading.Lock()
         self.on_close: Callable[[], None] | None = None
 
     # -- from the connection's reader
     def deliver(self, data: bytes) -> None:
+        """Take a WRTE's data. Its OKAY goes back at once while little waits unread, else
+        once the service has read the backlog: the host can run no further ahead."""
         with self._cond:
             self._inbox += data
             self._cond.notify_all()
+            self._owed = len(self._inbox) > INBOX_HIGH
+            owed = self._owed
+        if not owed:
+            self._acknowledge()
+
+    def _acknowledge(self) -> None:
+        try:
+            self.conn.send(A_OKAY, self.local_id, self.remote_id)
+        except Cut:
+            pass
+
+    def _taken(self) -> None:
+        """After a read (the lock released): the OKAY held back, once the backlog is small."""
+        with self._cond:
+            owed = self._owed and len(self._inbox) <= INBOX_HIGH
+            if owed:
+                self._owed = False
+        if owed:
+            self._acknowledge()
 
     def okay(self) -> None:
         with self._cond:
@@ -206,7 +231,8 @@ class Stream:
                 self._cond.wait()
             data = bytes(self._inbox)
             self._inbox.clear()
-            return data
+        self._taken()
+        return data
 
     def read_exact(self, n: int) -> bytes:
         with self._cond:
@@ -216,7 +242,8 @@ class Stream:
                 raise Cut("stream closed mid-message")
             data = bytes(self._inbox[:n])
             del self._inbox[:n]
-            return data
+        self._taken()
+        return data
 
     def write(self, data: bytes) -> None:
         with self._write_lock:
@@ -669,7 +696,6 @@ class Connection:
                 stream = self._find(arg1)
                 if stream is not None:
                     stream.deliver(data)
-                    self.send(A_OKAY, stream.local_id, stream.remote_id)
             elif command == A_OKAY and arg0 != 0 and arg1 != 0:
                 stream = self._find(arg1)
                 if stream is not None:

@@ -293,8 +293,9 @@ def test_a_device_lost_mid_push_and_mid_pull(standin, tmp_path: Path) -> None:
     device = standin(cut_after=MIB)
     pushed = device.adb("push", str(local), "/data/local/tmp/payload")
     assert pushed.returncode == 1 and "couldn't read from device" in pushed.stdout, pushed.stdout
-    # as adbd, the device drops the file it never got whole
-    assert not (device.root / "data" / "local" / "tmp" / "payload").exists()
+    # as adbd, the device drops the file it never got whole, once it sees the connection go
+    partial = device.root / "data" / "local" / "tmp" / "payload"
+    _wait_for("the partial push to go", lambda: not partial.exists(), timeout=10)
     _wait_for("the device to be back", lambda: device.state() == "device", timeout=60)
     assert device.adb("push", str(local), "/data/local/tmp/payload").returncode == 0
 
