@@ -17,7 +17,8 @@ commands run with ``/bin/sh -c`` in ROOT, with ``getprop`` (answering from the p
 table) on their PATH. With ``--chroot`` (root only) they run chrooted to ROOT, in a mount
 namespace of the stand-in's own that binds the host's /usr, /bin, /lib…, /etc (read-only),
 /dev, /proc and /sys into ROOT: a command then names device paths as on a phone
-(``/data/local/tmp/sqlwa-x/engine``), and the mounts vanish with the stand-in. ``--log FILE`` appends each service the host opens.
+(``/data/local/tmp/sqlwa-x/engine``), and the mounts vanish with the stand-in. ``--log FILE`` appends each service the host opens
+(``OPEN shell,v2,raw:…``) and each sync request (``SYNC STA2 /data/…``).
 ``--cut-after BYTES`` cuts the connection once, mid-stream, when that many bytes of
 stream data (both ways) have passed: a phone lost in the middle of a push or pull.
 
@@ -301,7 +302,7 @@ class Device:
             return before < self.cut_after <= self._moved
 
     def note(self, line: str) -> None:
-        """Append a line to the ``--log`` file (the services the host opened, in order)."""
+        """Append a line to the ``--log`` file (the services and sync requests, in order)."""
         if self.log is None:
             return
         with self._log_lock, open(self.log, "a", encoding="utf-8", errors="backslashreplace") as f:
@@ -984,6 +985,7 @@ def sync_service(device: Device, stream: Stream) -> None:
             _fail(stream, "path too long")
             return
         path = stream.read_exact(length).decode("utf-8", "surrogateescape")
+        device.note(f"SYNC {kind.decode('latin-1')} {path}")
         if kind == b"STAT":
             st, _ = _lstat(device, path, follow=False)
             fields = (st.st_mode, st.st_size & 0xFFFFFFFF, int(st.st_mtime) & 0xFFFFFFFF) if st else (0, 0, 0)
@@ -1170,7 +1172,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="run commands with ROOT as their / (needs root: a private mount namespace)",
     )
-    parser.add_argument("--log", type=Path, help="append each service the host opens to this file")
+    parser.add_argument("--log", type=Path, help="append each service opened and sync request to this file")
     parser.add_argument("--token", default="", help="marks every process started (ADB_STANDIN_TOKEN)")
     return parser.parse_args(argv)
 

@@ -123,6 +123,27 @@ def test_push_then_pull_round_trips_5_mib(standin, tmp_path: Path) -> None:
     assert device.adb("shell", "wc -c < data/local/tmp/sqlwa-test/deep/payload").stdout.strip() == str(5 * MIB)
 
 
+def test_directories_push_pull_and_list(standin, tmp_path: Path) -> None:
+    device = standin()
+    tree = tmp_path / "tree"
+    (tree / "sub" / "deeper").mkdir(parents=True)
+    files = {"a.db": os.urandom(70_000), "sub/b.db-wal": os.urandom(3), "sub/deeper/c": b""}
+    for name, data in files.items():
+        (tree / name).write_bytes(data)
+    pushed = device.adb("push", str(tree), "/data/local/tmp/")
+    assert pushed.returncode == 0 and "3 files pushed" in pushed.stdout, pushed.stdout
+    listed = device.adb("ls", "/data/local/tmp/tree").stdout.split("\n")
+    # adb ls: mode, size and mtime in hex, then the name (LIS2 entries, as ls_v2 asks)
+    assert sorted(line.split()[-1] for line in listed if line) == [".", "..", "a.db", "sub"]
+    assert "SYNC LIS2 /data/local/tmp/tree" in device.log.read_text().splitlines()
+    back = tmp_path / "back"
+    back.mkdir()
+    pulled = device.adb("pull", "/data/local/tmp/tree", str(back))
+    assert pulled.returncode == 0 and "3 files pulled" in pulled.stdout, pulled.stdout
+    for name, data in files.items():
+        assert (back / "tree" / name).read_bytes() == data
+
+
 def test_sync_paths_cannot_leave_the_device_root(standin, tmp_path: Path) -> None:
     device = standin()
     outside = tmp_path / "outside"
