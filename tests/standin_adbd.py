@@ -1195,6 +1195,9 @@ def props_of(args: argparse.Namespace) -> dict[str, str]:
         props[key] = value
     if args.unauthorized or args.auth:
         props["ro.adb.secure"] = "1"
+    for key, value in props.items():  # one line of getprop's table each
+        if "\n" in key or "\n" in value or "=" in key or not key.strip():
+            raise SystemExit(f"prop {key!r}={value!r}: a name without '=' and a value, each on one line")
     for key in ("ro.product.name", "ro.product.model", "ro.product.device"):
         if any(c in props[key] for c in ":;="):
             raise SystemExit(f"{key} {props[key]!r}: the banner cannot carry ':', ';' or '='")

@@ -347,6 +347,26 @@ def test_teardown_leaves_nothing(adb_server: AdbServer, tmp_path: Path) -> None:
     assert device.serial not in adb_server.devices()
 
 
+@pytest.mark.parametrize(
+    ("option", "complaint"),
+    [
+        (["--model", "a:b"], "the banner cannot carry"),
+        (["--prop", "ro.x=two\nlines"], "each on one line"),
+        (["--prop", "novalue"], "NAME=VALUE"),
+        (["--unauthorized", "--auth"], "--unauthorized takes no key"),
+        (["--accept-keys"], "with --auth"),
+    ],
+)
+def test_the_stand_in_refuses_what_it_cannot_be(option: list[str], complaint: str, tmp_path: Path) -> None:
+    refused = subprocess.run(
+        [sys.executable, str(STANDIN), "--port", "0", "--root", str(tmp_path), *option],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode != 0 and complaint in refused.stderr, refused.stderr
+
+
 @pytest.mark.parametrize("port", ["5555", "5585"])
 def test_emulator_ports_are_refused(port: str, tmp_path: Path) -> None:
     refused = subprocess.run(
