@@ -1,7 +1,8 @@
 """The real adb client and server against stand-in devices (``standin_adbd.py``), for tests.
 
 :class:`AdbServer` is an adb server of the test's own: a free port
-(``ANDROID_ADB_SERVER_PORT``), a private HOME (adb keeps its key in ``~/.android/adbkey``)
+(``ADB_SERVER_SOCKET`` and ``ANDROID_ADB_SERVER_PORT``, in :attr:`AdbServer.env`: what a
+sqlwa run under test is given), a private HOME (adb keeps its key in ``~/.android/adbkey``)
 and TMPDIR (its log, ``adb.UID.log``), so a test never touches the user's server, keys or
 devices, and parallel workers never each other's; :meth:`AdbServer.stop` kills it
 (``adb kill-server``) and makes sure it is gone. :class:`Standin` is one stand-in device on a
@@ -112,6 +113,7 @@ class AdbServer:
                 "HOME": str(self.home),
                 "TMPDIR": str(self.home),
                 "ANDROID_ADB_SERVER_PORT": str(self.port),
+                "ADB_SERVER_SOCKET": f"tcp:localhost:{self.port}",
             }
             # the server is a daemon that keeps whatever output it was given: a file, not a pipe
             with open(self.home / "start-server.log", "ab") as log:

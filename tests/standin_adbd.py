@@ -16,8 +16,9 @@ Device paths map under ``--root`` (``/data/local/tmp/x`` is ``ROOT/data/local/tm
 commands run with ``/bin/sh -c`` in ROOT, with ``getprop`` (answering from the props
 table) on their PATH. With ``--chroot`` (root only) they run chrooted to ROOT, in a mount
 namespace of the stand-in's own that binds the host's /usr, /bin, /lib…, /etc (read-only),
-/dev, /proc and /sys into ROOT: a command then names device paths as on a phone
-(``/data/local/tmp/sqlwa-x/engine``), and the mounts vanish with the stand-in. ``--log FILE`` appends each service the host opens
+/dev, /proc and /sys into ROOT, and makes ROOT/data a mount point: a command then names
+device paths as on a phone (``/data/local/tmp/sqlwa-x/engine``), /proc/mounts lists
+/data, and the mounts vanish with the stand-in. ``--log FILE`` appends each service the host opens
 (``OPEN shell,v2,raw:…``) and each sync request (``SYNC STA2 /data/…``).
 ``--cut-after BYTES`` cuts the connection once, mid-stream, when that many bytes of
 stream data (both ways) have passed: a phone lost in the middle of a push or pull.
@@ -563,6 +564,9 @@ def enter_device_namespace(root: Path) -> None:
             _mount(str(host), inside, MS_BIND | MS_REC)
             if name not in WRITABLE_HOST_DIRS:
                 _mount(None, inside, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    # /data a mount point of its own, as a phone's is: the device's mount table (its
+    # /proc/mounts, read from inside ROOT) lists it, with the filesystem ROOT is on
+    _mount(str(root / "data"), root / "data", MS_BIND)
 
 
 def _killpg(pgid: int, sig: int) -> None:

@@ -204,6 +204,9 @@ def test_chroot_runs_commands_on_device_paths(standin, tmp_path: Path) -> None:
     where = device.adb("shell", 'pwd; echo "$ANDROID_DATA $TMPDIR"; command -v getprop').stdout.splitlines()
     assert where == ["/", "/data /data/local/tmp", "/system/bin/getprop"]
     assert device.adb("shell", "getprop ro.product.model").stdout == "Standin\n"
+    # /data is a mount of its own in the device's mount table, as on a phone
+    data_mounts = device.adb("shell", "cat /proc/mounts").stdout.splitlines()
+    assert [line.split()[1] for line in data_mounts].count("/data") == 1
     # the host's programs are there to run, not to change
     assert device.adb("shell", "touch /usr/sqlwa-probe").returncode != 0
     assert not Path("/usr/sqlwa-probe").exists()
