@@ -105,6 +105,7 @@ import base64
 import ctypes
 import errno
 import os
+import re
 import secrets
 import select
 import signal
@@ -530,6 +531,9 @@ def verify_signature(key: tuple[int, int], token: bytes, signature: bytes) -> bo
 
 CLONE_NEWNS = 0x00020000
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+#: The host's mounts a device namespace keeps: the root filesystem and the kernel's own.
+KEPT_HOST_MOUNTS = ("/proc", "/sys", "/dev")
 # what of the host a command in ROOT needs: its programs and libraries (read-only), /dev,
 # /proc, /sys; a merged-/usr link (/bin -> usr/bin) is copied as the link
 HOST_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys")
@@ -544,6 +548,30 @@ def _mount(source: str | None, target: str | Path | None, flags: int) -> None:
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
+def copied_mounts() -> list[str]:
+    """The mount points this namespace copied from the host that it does not keep
+    (:data:`KEPT_HOST_MOUNTS` and /), deepest first. Octal escapes (``\\040``) decoded."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])
+        kept = point == "/" or any(point == k or point.startswith(k + "/") for k in KEPT_HOST_MOUNTS)
+        if not kept:
+            points.append(point)
+    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
+
+
+def detach_copied_mounts() -> None:
+    """Let go of the host's other mounts in this namespace. A copy of a lab filesystem
+    (another test's loop device, FUSE daemon or tmpfs) held here would outlive its
+    unmount on the host: the loop device stays busy (``losetup -d`` fails), the FUSE
+    daemon keeps serving. Detached lazily, each as a whole; the host keeps its own."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for point in copied_mounts():
+        if libc.umount2(os.fsencode(point), MNT_DETACH) != 0 and ctypes.get_errno() not in (errno.EINVAL, errno.ENOENT):
+            err = ctypes.get_errno()
+            raise SystemExit(f"--chroot: detaching the host's {point} here: {os.strerror(err)}")
+
+
 def enter_device_namespace(root: Path) -> None:
     """Give the stand-in a mount namespace of its own in which ROOT holds the host's
     programs (bind mounts, read-only), so that a command chrooted to ROOT runs with device
@@ -554,6 +582,7 @@ def enter_device_namespace(root: Path) -> None:
         err = ctypes.get_errno()
         raise SystemExit(f"--chroot: unshare(CLONE_NEWNS): {os.strerror(err)} (needs root)")
     _mount("none", "/", MS_REC | MS_PRIVATE)  # before any mount: none may reach the host
+    detach_copied_mounts()
     for name in HOST_DIRS:
         host, inside = Path("/") / name, root / name
         if host.is_symlink():

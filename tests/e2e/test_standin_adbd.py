@@ -219,6 +219,30 @@ def test_chroot_runs_commands_on_device_paths(standin, tmp_path: Path) -> None:
     assert device.adb("shell", "true").returncode != 0
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="loop devices and mounts need root")
+def test_a_chroot_stand_in_holds_no_other_tests_filesystem(standin, tmp_path: Path) -> None:
+    """Another test's lab, mounted when the stand-in's namespace is made, must go when
+    that test takes it down: its loop device detached, not kept busy by a copy here."""
+    image, mnt = tmp_path / "other-lab.img", tmp_path / "other-lab"
+    mnt.mkdir()
+    with image.open("wb") as f:
+        f.truncate(16 * MIB)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    loop = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True)
+    loop_dev = loop.stdout.strip()
+    try:
+        subprocess.run(["mount", loop_dev, str(mnt)], check=True)
+        device = standin(chroot=True)
+        subprocess.run(["umount", str(mnt)], check=True)
+        subprocess.run(["losetup", "-d", loop_dev], check=True)
+        attached = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+        assert str(image) not in attached, "the stand-in's namespace keeps the other lab's filesystem busy"
+        assert device.adb("shell", "true").returncode == 0
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        subprocess.run(["losetup", "-d", loop_dev], capture_output=True)
+
+
 def test_two_stand_ins_make_adb_ask_which(standin, adb_server: AdbServer) -> None:
     first = standin(model="One")
     second = standin(model="Two")
