@@ -8,12 +8,17 @@ server as it always does (``ADB_SERVER_SOCKET``, ``ANDROID_ADB_SERVER_PORT``), a
 ``ADB`` names another client than the one on PATH, as Android's own scripts take it.
 
 The device side needs shell protocol v2 (Android 7 and later): it keeps stderr apart from
-stdout and returns the command's exit status, which every step here relies on.
+stdout and returns the command's exit status, which every step here relies on. One thing
+v2 does not tell: a connection cut mid-command ends ``adb shell`` with status 0, as no
+exit packet came. So every command prints its status after itself, on a line with a word
+drawn afresh for it; a command whose line never came was cut off, whatever adb said.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import shlex
 import subprocess
 from collections.abc import Sequence
@@ -144,6 +149,17 @@ def one_line(text: str) -> str:
     return " ".join(line.strip() for line in text.splitlines() if line.strip()) or "no message"
 
 
+def finished(proc: subprocess.CompletedProcess[str], word: str) -> Completed | None:
+    """The command's own status and output from its status line (``WORD:STATUS``, the
+    last thing it printed), or None if that line never came (the command was cut off)."""
+    found = None
+    for found in re.finditer(rf"{re.escape(word)}:(\d+)\n", proc.stdout):
+        pass
+    if found is None or found.end() != len(proc.stdout):
+        return None
+    return Completed(int(found[1]), proc.stdout[: found.start()], proc.stderr)
+
+
 @dataclass(frozen=True)
 class Adb:
     """One device through the adb client: commands in its shell, files pushed and pulled.
@@ -184,16 +200,22 @@ class Adb:
         return self.shell_text(command, timeout, check)
 
     def shell_text(self, command: str, timeout: float = COMMAND_TIMEOUT_S, check: bool = True) -> Completed:
-        """``command`` as a line of the device's shell (pipes, redirections)."""
-        proc = self._client(["shell", command], timeout)
-        done = Completed(proc.returncode, proc.stdout, proc.stderr)
-        if proc.returncode != 0:
+        """``command`` as a line of the device's shell (pipes, redirections), in a subshell
+        of its own so that its ``exit`` cannot skip the status line after it."""
+        word = f"sqlwa-status-{secrets.token_hex(6)}"
+        proc = self._client(["shell", f"(\n{command}\n); printf '%s:%d\\n' {word} $?"], timeout)
+        done = finished(proc, word)
+        if done is None:
             self.still_there()
-            if check:
-                raise DeviceError(
-                    f"on {self.device.label}: `{command}` failed (exit {proc.returncode}): "
-                    f"{one_line(proc.stderr or proc.stdout)}"
-                )
+            raise DeviceError(
+                f"on {self.device.label}: `{command}` was cut off before it finished",
+                "check the cable or connection, then retry",
+            )
+        if done.returncode != 0 and check:
+            raise DeviceError(
+                f"on {self.device.label}: `{command}` failed (exit {done.returncode}): "
+                f"{one_line(done.stderr or done.stdout)}"
+            )
         return done
 
     def push(self, local: Path, remote: str, timeout: float = COMMAND_TIMEOUT_S) -> None:
