@@ -152,10 +152,8 @@ def one_line(text: str) -> str:
 def finished(proc: subprocess.CompletedProcess[str], word: str) -> Completed | None:
     """The command's own status and output from its status line (``WORD:STATUS``, the
     last thing it printed), or None if that line never came (the command was cut off)."""
-    found = None
-    for found in re.finditer(rf"{re.escape(word)}:(\d+)\n", proc.stdout):
-        pass
-    if found is None or found.end() != len(proc.stdout):
+    found = re.search(rf"{re.escape(word)}:(\d+)\n\Z", proc.stdout)
+    if found is None:
         return None
     return Completed(int(found[1]), proc.stdout[: found.start()], proc.stderr)
 

@@ -3,7 +3,8 @@
 ``shell`` the ``shell_data_file`` type there), named ``sqlwa-PID-RANDOM``, holding an
 ``owner`` file that says which process of which host made it.
 
-A run removes its directory on the way out, after success, failure or Ctrl-C. When the
+A run removes its directory (and the trace its perfetto session wrote under
+/data/misc/perfetto-traces, named as the directory) on the way out, after success, failure or Ctrl-C. When the
 connection is cut mid-run that cannot be done: the directory stays, and the next run on
 that phone (or ``sqlwa lab cleanup --adb``) removes every ``sqlwa-`` directory whose
 owner was a process of this host that is no longer running. A directory another host
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sqlwa._system import processes
+from sqlwa.phone import record
 from sqlwa.phone.adb import Completed
 
 BASE = "/data/local/tmp"
@@ -91,9 +93,10 @@ def workspace(device: Device, base: str = BASE) -> Iterator[str]:
 
 
 def remove(device: Device, path: str) -> None:
-    """``path`` removed from the phone, also when the step before failed; a connection
-    that is gone says so in the error (``sqlwa lab cleanup --adb`` removes it later)."""
-    device.shell(["rm", "-rf", path])
+    """``path`` removed from the phone with the trace its run recorded, if one is left
+    there; a connection that is gone says so in the error (``sqlwa lab cleanup --adb``
+    removes them later)."""
+    device.shell(["rm", "-rf", path, record.trace_path(posixpath.basename(path))])
 
 
 @dataclass(frozen=True)
