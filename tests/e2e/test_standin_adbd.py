@@ -292,8 +292,8 @@ def test_allowing_the_key_makes_a_device_that_remembers_it(standin, adb_server: 
     assert device.adb_keys.read_text().splitlines() == stored
 
 
-def test_killing_the_stand_in_mid_command_is_a_vanished_device(standin) -> None:
-    device = standin()
+def _long_command_started(device) -> subprocess.Popen[str]:
+    """``adb shell`` of a command that prints, then sleeps a minute: once it has printed."""
     running = subprocess.Popen(
         ["adb", "-s", device.serial, "shell", "echo start; sleep 60; echo end"],
         env=device.server.env,
@@ -304,6 +304,12 @@ def test_killing_the_stand_in_mid_command_is_a_vanished_device(standin) -> None:
     )
     assert running.stdout is not None
     assert running.stdout.readline() == "start\n"
+    return running
+
+
+def test_killing_the_stand_in_mid_command_is_a_vanished_device(standin) -> None:
+    device = standin()
+    running = _long_command_started(device)
     device.signal(signal.SIGKILL)
     out, _ = running.communicate(timeout=30)
     # adb 29 ends the command when the transport goes; with no exit packet it exits 0, so a
@@ -317,15 +323,7 @@ def test_killing_the_stand_in_mid_command_is_a_vanished_device(standin) -> None:
 
 def test_a_cut_connection_ends_the_command_and_adb_reconnects(standin) -> None:
     device = standin()
-    running = subprocess.Popen(
-        ["adb", "-s", device.serial, "shell", "echo start; sleep 60; echo end"],
-        env=device.server.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert running.stdout is not None
-    assert running.stdout.readline() == "start\n"
+    running = _long_command_started(device)
     device.signal(signal.SIGUSR1)  # a reset on every connection; the stand-in lives on
     out, _ = running.communicate(timeout=30)
     assert "end" not in out
