@@ -63,6 +63,17 @@ IMAGE_MB = 256
 NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"
 CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
 
+# The tracing files atrace.rc (frameworks/native/cmds/atrace/atrace.rc, "on post-fs")
+# gives to root:shell, and their modes; its per-event enable files are left root's.
+ATRACE_SHELL_FILES = (
+    ("trace_clock", "0664"),
+    ("buffer_size_kb", "0664"),
+    ("options/overwrite", "0664"),
+    ("options/print-tgid", "0664"),
+    ("tracing_on", "0664"),
+    ("trace", "0660"),
+)
+
 DEFAULT_PROPS = {
     "ro.product.manufacturer": "Google",
     "ro.product.model": "Standin 1",
@@ -254,6 +265,11 @@ class StandinDevice:
             # the shell user reaches the tracing directory (a new instance is 0750) ...
             "chmod 0755 sys/kernel/tracing",
             "chmod 0222 sys/kernel/tracing/trace_marker",  # ... and writes markers (atrace.rc: on post-fs)
+            # atrace.rc also lets the shell group switch tracing, size the ring and read it
+            *(
+                f"chown 0:{SHELL_UID} sys/kernel/tracing/{name} && chmod {mode} sys/kernel/tracing/{name}"
+                for name, mode in ATRACE_SHELL_FILES
+            ),
             "echo 0 > sys/kernel/tracing/tracing_on",  # a new instance records; atrace.rc: disabled by default
         ]
         for path in python_binds():

@@ -1,0 +1,158 @@
+"""The stand-in Android device (tests/standin_device.py) that the device flow's tests
+(#46) run against: it must look like a phone to the shell user where sqlwa looks — /data's
+filesystem and mount options, getprop, a writable trace_marker, the phone's perfetto
+command line — record a Perfetto trace that ``sqlwa parse`` reads to the same counts as a
+tally of the kernel's own text, keep two devices' traces apart, and leave nothing behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from standin_device import SHELL_UID, StandinDevice
+
+from helpers import REPO, sqlwa
+from trace_truth import tally_block_per_commit
+
+pytestmark = [pytest.mark.root, pytest.mark.tracefs]
+
+CONFIG = REPO / "examples" / "perfetto-sqlwa.pbtx"
+TRACE = "/data/misc/perfetto-traces/t"
+
+
+def shell(device: StandinDevice, command: str, as_root: bool = False) -> str:
+    proc = device.shell(command, as_root=as_root)
+    assert proc.returncode == 0, f"{command}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def push_config(device: StandinDevice) -> str:
+    """The config sqlwa ships, where `adb push` puts it (owned by the shell user)."""
+    target = device.host_path("/data/local/tmp/sqlwa.pbtx")
+    shutil.copy(CONFIG, target)
+    os.chown(target, SHELL_UID, SHELL_UID)
+    return "/data/local/tmp/sqlwa.pbtx"
+
+
+def start_perfetto(device: StandinDevice) -> int:
+    """`perfetto --background`, as sqlwa starts it on a phone: the PID it prints, once the
+    ring records (the background child connects to traced after the parent has exited)."""
+    out = shell(device, f"perfetto --txt -c {push_config(device)} -o {TRACE} --background")
+    assert re.fullmatch(r"\d+\n", out), out  # Daemonize: the parent prints the child's PID
+    assert StandinDevice.wait_until(device.tracing_on), "the session never started"
+    return int(out)
+
+
+def stop_perfetto(device: StandinDevice, pid: int) -> None:
+    """`kill PID` as the shell user, then until the client has written the trace and gone."""
+    shell(device, f"kill {pid}")
+    assert StandinDevice.wait_until(lambda: not Path(f"/proc/{pid}").exists(), 60), "perfetto did not stop"
+    assert not device.tracing_on()
+
+
+def leftovers(device: StandinDevice) -> list[str]:
+    """What of ``device`` is still on the host."""
+    losetup = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    found = [f"loop: {line}" for line in losetup.splitlines() if device.name in line]
+    found += [f"mount: {line}" for line in Path("/proc/mounts").read_text().splitlines() if device.name in line]
+    instances = device.tracefs_root() / "instances"
+    found += [f"tracefs: {n}" for n in os.listdir(instances) if n == device.name]
+    found += [f"dir: {n}" for n in os.listdir(device.tmp.parent) if n == device.name]
+    assert device.holder is not None
+    found += [f"process: {device.holder.pid}"] if Path(f"/proc/{device.holder.pid}").exists() else []
+    return found
+
+
+def test_the_shell_user_sees_a_phone_s_data_props_and_trace_marker():
+    with StandinDevice(props={"ro.product.model": "Pixel Standin"}) as device:
+        assert shell(device, "id -u") == f"{SHELL_UID}\n"
+        assert shell(device, "id -u", as_root=True) == "0\n"
+        data = [line.split() for line in shell(device, "cat /proc/mounts").splitlines() if line.split()[1] == "/data"]
+        assert len(data) == 1 and data[0][2] == "ext4", data
+        assert {"nodev", "noatime", "nosuid"} <= set(data[0][3].split(",")), data
+        assert shell(device, "getprop ro.product.model") == "Pixel Standin\n"
+        assert shell(device, "getprop ro.product.cpu.abi") == "x86_64\n"
+        assert "[ro.build.type]: [user]" in shell(device, "getprop").splitlines()
+        assert shell(device, "stat -c '%a %u' /data/local/tmp /data/misc/perfetto-traces") == "771 2000\n1733 0\n"
+        # atrace.rc: the shell group may switch tracing on and read the ring, anyone may mark
+        tracing = "/sys/kernel/tracing"
+        shell(device, f"echo 1 > {tracing}/tracing_on; echo standin-marker > {tracing}/trace_marker")
+        assert "tracing_mark_write: standin-marker" in shell(
+            device, f"echo 0 > {tracing}/tracing_on; cat {tracing}/trace"
+        )
+        shell(device, "echo x > /data/local/tmp/f")
+        assert device.host_path("/data/local/tmp/f").read_text() == "x\n"
+        assert device.shell("ls /data").returncode != 0  # /data is 0771 system: not listed by the shell
+
+
+def test_an_fsync_recorded_by_perfetto_parses_to_the_raw_text_s_tally(tmp_path):
+    with StandinDevice() as device:
+        dev = shell(device, "mountpoint -d /data").strip().replace(":", ",")
+        pid = start_perfetto(device)
+        shell(
+            device,
+            "echo 'sqlwa txn_begin i=1' > /sys/kernel/tracing/trace_marker; "
+            "dd if=/dev/urandom of=/data/local/tmp/x bs=4096 count=16 conv=fsync 2>/dev/null; "
+            "echo 'sqlwa txn_end i=1' > /sys/kernel/tracing/trace_marker",
+        )
+        stop_perfetto(device, pid)
+        trace, text = tmp_path / "t.perfetto-trace", tmp_path / "t.txt"
+        shutil.copy(device.host_path(TRACE), trace)
+        shutil.copy(device.host_path(TRACE + ".standin.txt"), text)
+    truth = tally_block_per_commit(text, dev)[1]
+    # the fsync's own writes: 16 pages of data (at least), and ext4's journal commit with its cache flush
+    assert truth["bytes"] >= 16 * 4096 and truth["flush"] >= 1, truth
+    sqlwa("parse", str(trace), "-o", str(tmp_path / "events.parquet"))
+    events = pl.read_parquet(tmp_path / "events.parquet").sort("time_ns", maintain_order=True)
+    assert tally_parsed(events, dev) == truth
+    raw_markers = text.read_text().count(": tracing_mark_write: ")
+    assert events.filter(pl.col("kind") == "marker").height == raw_markers == 2
+
+
+def tally_parsed(events: pl.DataFrame, dev: str) -> Counter:
+    """Commit 1's write requests, bytes and flushes issued on ``dev``, from sqlwa's events."""
+    major, minor = map(int, dev.split(","))
+    tally: Counter = Counter()
+    inside = False
+    for row in events.iter_rows(named=True):
+        if row["kind"] == "marker":
+            inside = (row["text"] or "").startswith("sqlwa txn_begin i=1")
+        elif inside and row["name"] == "block_rq_issue" and (row["dev_major"], row["dev_minor"]) == (major, minor):
+            rwbs = row["rwbs"] or ""
+            tally["flush"] += rwbs.startswith("F")
+            if "W" in rwbs:
+                tally["writes"] += 1
+                tally["bytes"] += row["bytes"]
+    return +tally
+
+
+def test_two_devices_record_only_their_own_markers(tmp_path):
+    with StandinDevice() as one, StandinDevice() as two:
+        pids = {device: start_perfetto(device) for device in (one, two)}
+        for device in (one, two):
+            shell(device, f"echo 'standin of {device.name}' > /sys/kernel/tracing/trace_marker")
+        for device, pid in pids.items():
+            stop_perfetto(device, pid)
+        texts = {device.name: device.host_path(TRACE + ".standin.txt").read_text() for device in (one, two)}
+    for name, text in texts.items():
+        assert re.findall(r"tracing_mark_write: standin of (\S+)", text) == [name]
+
+
+def test_nothing_is_left_after_teardown_even_when_the_test_fails():
+    device = StandinDevice()
+    with pytest.raises(RuntimeError, match="the test failed"), device:
+        pid = start_perfetto(device)  # a recording left running, as a failing test leaves it
+        shell(device, "sleep 300 >/dev/null 2>&1 &")  # and a shell's orphan holding the namespace
+        assert Path(f"/proc/{pid}").exists()
+        raise RuntimeError("the test failed")
+    deadline = time.monotonic() + 10
+    while leftovers(device) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert leftovers(device) == []
