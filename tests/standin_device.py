@@ -184,9 +184,9 @@ class StandinDevice:
 
     def shell(self, command: str, as_root: bool = False, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
         """Run ``command`` in the device (text output, not checked)."""
-        return subprocess.run(
-            self.argv(command, as_root), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kw
-        )
+        if "input" not in kw:
+            kw["stdin"] = subprocess.DEVNULL
+        return subprocess.run(self.argv(command, as_root), capture_output=True, text=True, timeout=timeout, **kw)
 
     def tracing_on(self) -> bool:
         """Whether the device's ring is recording (a Perfetto session has started)."""

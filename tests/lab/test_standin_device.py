@@ -156,3 +156,28 @@ def test_nothing_is_left_after_teardown_even_when_the_test_fails():
     while leftovers(device) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert leftovers(device) == []
+
+
+def test_perfetto_s_command_line_as_sqlwa_uses_it():
+    """`--background-wait` returns once the ring records; a config on stdin (`-c -`) with a
+    duration stops by itself; a config that does not parse fails before detaching, with
+    no PID printed and no trace file, as perfetto_cmd.cc checks the config first."""
+    with StandinDevice() as device:
+        config = push_config(device)
+        out = shell(device, f"perfetto --txt -c {config} -o {TRACE} --background-wait")
+        assert re.fullmatch(r"\d+\n", out), out
+        assert device.tracing_on()  # no wait: the parent waited for the session to start
+        stop_perfetto(device, int(out))
+        assert device.host_path(TRACE).stat().st_size > 0
+
+        short = re.sub(r"duration_ms: \d+", "duration_ms: 500", CONFIG.read_text())
+        started = time.monotonic()
+        proc = device.shell(f"perfetto --txt -c - -o {TRACE}2", input=short)
+        assert proc.returncode == 0, proc.stderr
+        assert 0.5 <= time.monotonic() - started < 60
+        assert device.host_path(TRACE + "2").stat().st_size > 0 and not device.tracing_on()
+
+        bad = device.shell(f"perfetto --txt -c - -o {TRACE}3 --background", input="buffers { size_kb: }")
+        assert (bad.returncode, bad.stdout) == (1, ""), bad
+        assert "perfetto:" in bad.stderr
+        assert not device.host_path(TRACE + "3").exists()
