@@ -52,12 +52,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from sqlwa.lab.profiles import ANDROID_EXT4  # /data's options, after cuttlefish's fstab
+
 REPO = Path(__file__).resolve().parent.parent
 PREFIX = "sqlwa-standin"
 SHELL_UID = 2000  # AID_SHELL
 SYSTEM_UID = 1000  # AID_SYSTEM
 MISC_GID = 9998  # AID_MISC
-DATA_OPTIONS = "nodev,noatime,nosuid"  # sqlwa.lab.profiles.ANDROID_EXT4.mount_opts
 TRACED_SOCKET = "/run/perfetto/traced-consumer.sock"
 IMAGE_MB = 256
 NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"
@@ -276,7 +277,7 @@ class StandinDevice:
             inside = shlex.quote(str(self.root / str(path).lstrip("/")))
             lines += [f"mkdir -p {inside}", f"mount --bind -o ro {shlex.quote(str(path))} {inside}"]
         lines += [
-            f"mount -t ext4 -o loop,{DATA_OPTIONS} {shlex.quote(str(self.image))} data",
+            f"mount -t ext4 -o loop,{ANDROID_EXT4.mount_opts} {shlex.quote(str(self.image))} data",
             f"chown {SYSTEM_UID}:{SYSTEM_UID} data && chmod 0771 data",
             "mkdir -p data/local/tmp data/misc/perfetto-traces",
             "chown 0:0 data/local && chmod 0751 data/local",

@@ -61,6 +61,7 @@ class Traced:
         self.workdir = workdir
         self.lock = threading.Lock()
         self.busy = False
+        self.start_stats: dict[int, dict[str, str]] = {}
 
     def write(self, name: str, value: str) -> None:
         (self.tracing / name).write_text(value)
@@ -103,8 +104,17 @@ class Traced:
             if event.parent.name == "raw_syscalls" and ids:
                 (event / "filter").write_text(" || ".join(f"id == {i}" for i in ids))
             (event / "enable").write_text("1")
+        self.start_stats = self.cpu_stats()
         self.write("tracing_on", "1")
         return enabled, (config.duration_ms / 1000 if config.duration_ms else None)
+
+    def cpu_stats(self) -> dict[int, dict[str, str]]:
+        """Each CPU's ring statistics (``per_cpu/cpuN/stats``: entries, overrun, …)."""
+        stats = {}
+        for path in sorted((self.tracing / "per_cpu").glob("cpu*/stats")):
+            lines = (line.partition(":") for line in path.read_text().splitlines())
+            stats[int(path.parent.name[3:])] = {k.strip(): v.strip() for k, _, v in lines}
+        return stats
 
     def stop(self, enabled: list[Path]) -> tuple[bytes, bytes]:
         """Tracing off, the ring read and reset; (the Perfetto trace, the raw text)."""
@@ -115,6 +125,7 @@ class Traced:
 
         self.write("tracing_on", "0")
         text = (self.tracing / "trace").read_bytes()
+        end_stats = self.cpu_stats()
         for event in enabled:
             (event / "enable").write_text("0")
             if event.parent.name == "raw_syscalls":
@@ -130,8 +141,10 @@ class Traced:
         writer = Writer(out)
         uname = os.uname()
         writer.system_info(uname.machine, uname.release)
+        write_stats(writer, "START_OF_TRACE", self.start_stats)
         writer.process_tree(events, {})
         writer.ftrace(events, uname.machine)
+        write_stats(writer, "END_OF_TRACE", end_stats)
         return out.getvalue(), text
 
     def serve(self, conn: socket.socket) -> None:
@@ -195,6 +208,31 @@ def named_syscalls(text: bytes, machine: str) -> bytes:
         return head + f"0x{int(m['ret']) & (1 << 64) - 1:x}".encode()
 
     return RAW_SYSCALL.sub(rename, text)
+
+
+STATS_FIELDS = {  # FtraceCpuStats field: the kernel's name in per_cpu/cpuN/stats
+    "entries": "entries",
+    "overrun": "overrun",
+    "commit_overrun": "commit overrun",
+    "bytes_read": "bytes",
+    "dropped_events": "dropped events",
+    "read_events": "read events",
+}
+
+
+def write_stats(writer, phase: str, stats: dict[int, dict[str, str]]) -> None:
+    """An ``ftrace_stats`` packet, as traced writes one at each end of the session: the
+    ring's overrun and dropped events per CPU are what sqlwa reports as losses."""
+    packet = writer.packet()
+    packet.ftrace_stats.phase = getattr(writer.pb.FtraceStats, phase)
+    for cpu, values in stats.items():
+        cpu_stats = packet.ftrace_stats.cpu_stats.add()
+        cpu_stats.cpu = cpu
+        for field, name in STATS_FIELDS.items():
+            setattr(cpu_stats, field, int(values.get(name, "0").split()[0]))
+        for field, name in (("oldest_event_ts", "oldest event ts"), ("now_ts", "now ts")):
+            setattr(cpu_stats, field, float(values.get(name, "0") or 0))
+    writer.write(packet)
 
 
 def reply(stream, message: dict) -> None:

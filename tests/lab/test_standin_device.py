@@ -181,3 +181,30 @@ def test_perfetto_s_command_line_as_sqlwa_uses_it():
         assert (bad.returncode, bad.stdout) == (1, ""), bad
         assert "perfetto:" in bad.stderr
         assert not device.host_path(TRACE + "3").exists()
+
+
+def test_a_ring_too_small_reports_its_losses(tmp_path):
+    """traced's ftrace_stats at each end of the session carry the ring's overrun, which
+    sqlwa parse reports as lost events (and none where the ring kept up)."""
+    from sqlwa.analysis import traceparse
+
+    with StandinDevice() as device:
+        small = """
+            buffers { size_kb: 1024 }
+            data_sources { config { name: "linux.ftrace" ftrace_config {
+                ftrace_events: "ftrace/print" ftrace_events: "block/block_rq_issue" buffer_size_kb: 4
+            } } }
+        """
+        config = device.host_path("/data/local/tmp/small.pbtx")
+        config.write_text(small)
+        out = shell(device, f"perfetto --txt -c /data/local/tmp/small.pbtx -o {TRACE} --background-wait")
+        marks = "i=0; while [ $i -lt 3000 ]; do echo mark $i >&3; i=$((i+1)); done"
+        shell(device, f"exec 3>/sys/kernel/tracing/trace_marker; {marks}")
+        shell(device, "dd if=/dev/zero of=/data/local/tmp/x bs=4096 count=1 conv=fsync 2>/dev/null")
+        stop_perfetto(device, int(out))
+        shutil.copy(device.host_path(TRACE), tmp_path / "t.perfetto-trace")
+        raw = device.host_path(TRACE + ".standin.txt").read_text()
+    events, report = traceparse.parse(tmp_path / "t.perfetto-trace")
+    kept = raw.count(": tracing_mark_write: mark ")
+    assert kept < 3000  # a page per CPU: the marks are mostly (or all) overwritten
+    assert report["lost_events"] >= 3000 - kept, report
