@@ -41,6 +41,7 @@ mounts go; waits until the loop device has auto-cleared; removes the tracefs ins
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shlex
@@ -176,12 +177,33 @@ class StandinDevice:
         shell = ["/system/bin/sh", "-c", command] if command is not None else ["/system/bin/sh", "-i"]
         return [NSENTER, "-t", str(self.holder.pid), "-m", "--", CHROOT, *user, str(self.root), *env, *shell]
 
-    def host_path(self, device_path: str) -> Path:
+    def host_path(self, device_path: str, *, follow: bool = True) -> Path:
         """Where ``device_path`` is on the host: through the holder's root, in the
-        device's mount namespace (readable and writable by root)."""
+        device's mount namespace (readable and writable by root). Symlinks are resolved
+        as the device resolves them, inside its root (an absolute target starts at the
+        device's ``/``, ``..`` stops there), so no device path reaches outside; the last
+        part is not followed unless ``follow``. OSError(ELOOP) after 40 links."""
         assert self.holder is not None, "the device is not started"
-        inside = os.path.normpath("/" + device_path.lstrip("/")).lstrip("/")
-        return Path(f"/proc/{self.holder.pid}/root") / str(self.root).lstrip("/") / inside
+        base = Path(f"/proc/{self.holder.pid}/root") / str(self.root).lstrip("/")
+        todo = [p for p in device_path.split("/") if p not in ("", ".")]
+        done: list[str] = []
+        links = 0
+        while todo:
+            part = todo.pop(0)
+            if part == "..":
+                done = done[:-1]
+                continue
+            candidate = base.joinpath(*done, part)
+            if (follow or todo) and candidate.is_symlink():
+                links += 1
+                if links > 40:
+                    raise OSError(errno.ELOOP, "Too many levels of symbolic links", device_path)
+                target = os.readlink(candidate)
+                done = [] if target.startswith("/") else done
+                todo = [p for p in target.split("/") if p not in ("", ".")] + todo
+            else:
+                done.append(part)
+        return base.joinpath(*done)
 
     def shell(self, command: str, as_root: bool = False, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
         """Run ``command`` in the device (text output, not checked)."""

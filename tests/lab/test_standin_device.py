@@ -208,3 +208,17 @@ def test_a_ring_too_small_reports_its_losses(tmp_path):
     kept = raw.count(": tracing_mark_write: mark ")
     assert kept < 3000  # a page per CPU: the marks are mostly (or all) overwritten
     assert report["lost_events"] >= 3000 - kept, report
+
+
+def test_host_path_resolves_links_inside_the_device():
+    """A link the shell user plants resolves as the device resolves it: an absolute target
+    from the device's /, and `..` never above it; the last part unfollowed on request."""
+    with StandinDevice() as device:
+        shell(device, "cd /data/local/tmp && echo inside > target && ln -s /data/local/tmp/target abs")
+        shell(device, "cd /data/local/tmp && ln -s ../../../../../../../../etc up && ln -s loop loop")
+        assert device.host_path("/data/local/tmp/abs").read_text() == "inside\n"
+        assert device.host_path("/data/local/tmp/abs", follow=False).is_symlink()
+        root = device.host_path("/")
+        assert device.host_path("/data/local/tmp/up") == root / "etc"
+        with pytest.raises(OSError, match="symbolic links"):
+            device.host_path("/data/local/tmp/loop")
