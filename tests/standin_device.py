@@ -5,7 +5,8 @@ the adb protocol, which the real adb client talks to) fronts this environment in
 ``StandinDevice(props=..., fs="ext4")`` is a context manager (needs root). Inside:
 
 - **A private mount namespace** held by one holder process (``unshare --mount
-  --propagation private``), with a new root ``R`` (a tmpfs mounted there, in that
+  --propagation private``; it tears the device down itself should the test die without
+  closing it), with a new root ``R`` (a tmpfs mounted there, in that
   namespace only). :meth:`StandinDevice.argv` is the command line that runs a shell
   command in it, ``nsenter -t HOLDER -m -- chroot --userspec=2000:2000 R env -i … /system/bin/sh -c CMD``:
   uid 2000 is AID_SHELL, what ``adb shell`` runs as on a user build; ``as_root`` runs it
@@ -113,6 +114,46 @@ esac
 
 PERFETTO = """#!/system/bin/sh
 exec @PYTHON@ @SCRIPT@ client --socket @SOCKET@ "$@"
+"""
+
+
+# The holder: it keeps the namespace alive while its parent (the test) lives. Should the
+# test die without closing the device (a SIGKILLed worker), the holder does the teardown
+# itself: it kills the namespace's other processes, unmounts the device's root (the loop
+# device auto-clears), removes the tracefs instance (retried while busy) and the files.
+HOLDER = """
+import os, shutil, signal, subprocess, sys, time
+parent, root, instance, tmp = int(sys.argv[1]), *sys.argv[2:]
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+while os.getppid() == parent:
+    time.sleep(0.2)
+ns = os.readlink("/proc/self/ns/mnt")
+for _ in range(50):
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(entry) != os.getpid() and os.readlink(f"/proc/{entry}/ns/mnt") == ns:
+                pids.append(int(entry))
+        except OSError:
+            pass
+    if not pids:
+        break
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.1)
+subprocess.run(["umount", "-R", root], check=False)
+for _ in range(100):
+    try:
+        os.rmdir(instance)
+        break
+    except FileNotFoundError:
+        break
+    except OSError:
+        time.sleep(0.1)
+shutil.rmtree(tmp, ignore_errors=True)
 """
 
 
@@ -234,8 +275,9 @@ class StandinDevice:
         subprocess.run(["truncate", "-s", f"{IMAGE_MB}M", str(self.image)], check=True)
         subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "data", str(self.image)], check=True, capture_output=True)
         self.instance.mkdir()
+        holder = [sys.executable, "-c", HOLDER, str(os.getpid()), str(self.root), str(self.instance), str(self.tmp)]
         self.holder = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sleep", "infinity"], stdin=subprocess.DEVNULL
+            ["unshare", "--mount", "--propagation", "private", *holder], stdin=subprocess.DEVNULL
         )
         self.wait_for_namespace()
         self.in_namespace(self.setup_script())

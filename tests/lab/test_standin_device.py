@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -222,3 +224,32 @@ def test_host_path_resolves_links_inside_the_device():
         assert device.host_path("/data/local/tmp/up") == root / "etc"
         with pytest.raises(OSError, match="symbolic links"):
             device.host_path("/data/local/tmp/loop")
+
+
+def test_a_test_killed_outright_leaves_nothing(tmp_path):
+    """A test process SIGKILLed with a device open (a worker past its timeout): the holder
+    sees its parent gone and tears the device down itself."""
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path[:0] = [{str(REPO / 'tests')!r}]\n"
+        "from standin_device import StandinDevice\n"
+        "device = StandinDevice().__enter__()\n"
+        "print(device.name, device.holder.pid, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'analyzer'}:{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    name, holder = proc.stdout.readline().split()
+    proc.kill()
+    proc.wait()
+
+    def left() -> list[str]:
+        losetup = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+        found = [line for line in losetup.splitlines() if name in line]
+        found += [n for n in os.listdir(StandinDevice.tracefs_root() / "instances") if n == name]
+        found += [n for n in os.listdir(tempfile.gettempdir()) if n == name]
+        return found + ([f"holder {holder}"] if Path(f"/proc/{holder}").exists() else [])
+
+    assert StandinDevice.wait_until(lambda: not left(), 30), left()
