@@ -211,11 +211,12 @@ class StandinDevice:
 
     def argv(self, command: str | None, as_root: bool = False) -> list[str]:
         """The command line that runs ``command`` in the device as its shell user (or as
-        root), ``/system/bin/sh -c COMMAND``; ``None`` for an interactive shell."""
+        root), ``/system/bin/sh -c COMMAND``; for ``None`` a shell reading stdin
+        (interactive when that is a pty), as adbd runs ``adb shell`` without a command."""
         assert self.holder is not None, "the device is not started"
         user = [] if as_root else [f"--userspec={SHELL_UID}:{SHELL_UID}"]
         env = ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in ANDROID_ENV.items())]
-        shell = ["/system/bin/sh", "-c", command] if command is not None else ["/system/bin/sh", "-i"]
+        shell = ["/system/bin/sh", "-c", command] if command is not None else ["/system/bin/sh"]
         return [NSENTER, "-t", str(self.holder.pid), "-m", "--", CHROOT, *user, str(self.root), *env, *shell]
 
     def host_path(self, device_path: str, *, follow: bool = True) -> Path:

@@ -253,3 +253,9 @@ def test_a_test_killed_outright_leaves_nothing(tmp_path):
         return found + ([f"holder {holder}"] if Path(f"/proc/{holder}").exists() else [])
 
     assert StandinDevice.wait_until(lambda: not left(), 30), left()
+
+
+def test_a_shell_without_a_command_reads_its_stdin():
+    with StandinDevice() as device:
+        proc = subprocess.run(device.argv(None), input="getprop ro.build.type; id -u\n", capture_output=True, text=True)
+        assert (proc.returncode, proc.stdout) == (0, f"user\n{SHELL_UID}\n"), proc.stderr
