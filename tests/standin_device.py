@@ -20,12 +20,17 @@ the adb protocol, which the real adb client talks to) fronts this environment in
   there), whose ``trace_marker`` is 0222 as AOSP's frameworks/native/cmds/atrace/atrace.rc
   makes the phone's ("Allow writing to the kernel trace log": ``chmod 0222
   /sys/kernel/tracing/trace_marker``), so the engine's markers land in this device's
-  ring and parallel tests never share one.
+  ring and parallel tests never share one. As atrace.rc has it too, the shell group
+  may switch ``tracing_on`` (off at start), size the ring and read ``trace``
+  (:data:`ATRACE_SHELL_FILES`); the directory itself is 0755, as the shell must reach
+  it (a new instance is 0750).
 - ``/data``: a fresh ext4 image, loop-mounted with the options AOSP's fstab gives /data
   (``nodev,noatime,nosuid``: :data:`sqlwa.lab.profiles.ANDROID_EXT4`, after cuttlefish's
   fstab), owned and moded as init.rc makes the directories sqlwa uses: ``/data`` 0771
   system:system, ``/data/local`` 0751 root:root, ``/data/local/tmp`` 0771 shell:shell,
-  ``/data/misc`` 01771 system:misc, ``/data/misc/perfetto-traces`` 01733 root:shell.
+  ``/data/misc`` 01771 system:misc; and as Perfetto's perfetto.rc makes its own,
+  ``/data/misc/perfetto-traces`` 0773 root:shell and ``/data/misc/perfetto-configs``
+  0775 root:shell.
 - ``/system/bin``: ``sh`` (dash), ``getprop`` (``[name]: [value]`` lines, or one
   property's value) from the props the device was made with, and ``perfetto``, the
   client of tests/standin_perfetto.py, whose ``traced`` runs as root in the device from
@@ -344,11 +349,14 @@ class StandinDevice:
         lines += [
             f"mount -t ext4 -o loop,{ANDROID_EXT4.mount_opts} {shlex.quote(str(self.image))} data",
             f"chown {SYSTEM_UID}:{SYSTEM_UID} data && chmod 0771 data",
-            "mkdir -p data/local/tmp data/misc/perfetto-traces",
+            "mkdir -p data/local/tmp data/misc/perfetto-traces data/misc/perfetto-configs",
             "chown 0:0 data/local && chmod 0751 data/local",
             f"chown {SHELL_UID}:{SHELL_UID} data/local/tmp && chmod 0771 data/local/tmp",
             f"chown {SYSTEM_UID}:{MISC_GID} data/misc && chmod 01771 data/misc",
-            f"chown 0:{SHELL_UID} data/misc/perfetto-traces && chmod 01733 data/misc/perfetto-traces",
+            # perfetto.rc (on property:persist.traced.enable=1): traces written by shell, and
+            # configs the shell saves where the perfetto client may read them
+            f"chown 0:{SHELL_UID} data/misc/perfetto-traces && chmod 0773 data/misc/perfetto-traces",
+            f"chown 0:{SHELL_UID} data/misc/perfetto-configs && chmod 0775 data/misc/perfetto-configs",
             "rm -rf data/lost+found",
         ]
         return "\n".join(lines)

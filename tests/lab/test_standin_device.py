@@ -82,7 +82,10 @@ def test_the_shell_user_sees_a_phone_s_data_props_and_trace_marker():
         assert shell(device, "getprop ro.product.model") == "Pixel Standin\n"
         assert shell(device, "getprop ro.product.cpu.abi") == "x86_64\n"
         assert "[ro.build.type]: [user]" in shell(device, "getprop").splitlines()
-        assert shell(device, "stat -c '%a %u' /data/local/tmp /data/misc/perfetto-traces") == "771 2000\n1733 0\n"
+        modes = shell(
+            device, "stat -c '%a %u:%g' /data/local/tmp /data/misc/perfetto-traces /data/misc/perfetto-configs"
+        )
+        assert modes == "771 2000:2000\n773 0:2000\n775 0:2000\n"  # init.rc; perfetto.rc
         # atrace.rc: the shell group may switch tracing on and read the ring, anyone may mark
         tracing = "/sys/kernel/tracing"
         shell(device, f"echo 1 > {tracing}/tracing_on; echo standin-marker > {tracing}/trace_marker")
