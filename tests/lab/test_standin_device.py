@@ -262,3 +262,37 @@ def test_a_shell_without_a_command_reads_its_stdin():
     with StandinDevice() as device:
         proc = subprocess.run(device.argv(None), input="getprop ro.build.type; id -u\n", capture_output=True, text=True)
         assert (proc.returncode, proc.stdout) == (0, f"user\n{SHELL_UID}\n"), proc.stderr
+
+
+def test_the_engine_run_by_the_shell_user_marks_commits_that_parse_to_the_truth(tmp_path):
+    """sqlwa's engine, run in the device as the shell user on /data/local/tmp with its
+    markers going to the device's trace_marker, while perfetto records: `sqlwa parse
+    --commits` of the pulled trace finds every commit, and each one's write requests,
+    bytes and flushes equal a tally of the raw text on the device they are counted on
+    (the one with the most issued requests, as sqlwa picks for a trace from elsewhere)."""
+    with StandinDevice() as device:
+        out = shell(device, f"perfetto --txt -c {push_config(device)} -o {TRACE} --background-wait")
+        run = (
+            "from sqlwa import _native; "
+            "r = _native.run_workload(_native.builtin_scenario('kv-prefs'), "
+            "{'txns': 12, 'warmup': 2, 'journal': 'wal', 'sync': 'full'}, "
+            "'/data/local/tmp/run', '/sys/kernel/tracing/trace_marker'); "
+            "print(len(r['commits']['index']))"
+        )
+        ran = shell(device, f'PYTHONPATH={REPO / "analyzer"} {sys.executable} -c "{run}"')
+        stop_perfetto(device, int(out))
+        trace, text = tmp_path / "t.perfetto-trace", tmp_path / "t.txt"
+        shutil.copy(device.host_path(TRACE), trace)
+        shutil.copy(device.host_path(TRACE + ".standin.txt"), text)
+    assert ran == "14\n"  # 2 warm-up + 12 measured
+    sqlwa("parse", str(trace), "-o", str(tmp_path / "events.parquet"), "--commits", str(tmp_path / "commits.parquet"))
+    commits = pl.read_parquet(tmp_path / "commits.parquet").sort("index")
+    assert commits["index"].to_list() == list(range(14))
+    issued = Counter(m["dev"] for m in re.finditer(r": block_rq_issue: (?P<dev>\d+,\d+) ", text.read_text()))
+    dev = max(issued, key=lambda d: (issued[d], tuple(map(int, d.split(",")))))
+    truth = tally_block_per_commit(text, dev)
+    for row in commits.iter_rows(named=True):
+        want = truth.get(row["index"], Counter())
+        got = (row["write_requests"], row["write_bytes"], row["flush_requests"])
+        assert got == (want["writes"], want["bytes"], want["flush"]), row["index"]
+    assert sum(truth[i]["flush"] for i in range(2, 14)) >= 12  # a synced commit flushes the cache
