@@ -16,10 +16,13 @@ copies that split:
   ``syscall_events`` with a filter on the syscall id, turns tracing on and answers
   ``started``. On the client's ``stop``, or after ``duration_ms``, it turns tracing off,
   reads the ring buffer's text and answers with it and with it as a Perfetto trace:
-  ``system_info`` and per-CPU ``FtraceEventBundle``s of typed block, ``print`` and
-  ``sys_enter``/``sys_exit`` events, written by sqlwa's own exporter
-  (:class:`sqlwa.views.perfetto_export.Writer`) from sqlwa's parse of that text. One
-  session at a time.
+  ``system_info``, ``ftrace_stats`` at both ends (the ring's overrun per CPU: sqlwa's
+  lost events), the process tree and per-CPU ``FtraceEventBundle``s of typed block,
+  ``print`` and ``sys_enter``/``sys_exit`` events, written by sqlwa's own exporter
+  (:class:`sqlwa.views.perfetto_export.Writer`) from sqlwa's parse of that text (its
+  ``raw_syscalls`` lines renamed first, :func:`named_syscalls`, as sqlwa's text parser
+  reads the per-syscall tracepoints). One session at a time, where the real traced
+  would run several; no atrace categories, no process_stats data source.
 - ``standin_perfetto.py client [--txt] -c FILE|- -o OUT|- [--background|--background-wait]``
   is ``/system/bin/perfetto``. As the real one (src/perfetto_cmd/perfetto_cmd.cc) it
   reads and checks the config and opens ``OUT`` before it detaches; ``--background``
