@@ -2,7 +2,8 @@
 phone or emulator can be reached here, so ``tests/standin_adbd.py`` (the device side of
 the adb protocol, which the real adb client talks to) fronts this environment instead.
 
-``StandinDevice(props=..., fs="ext4")`` is a context manager (needs root). Inside:
+``StandinDevice(props=..., fs="ext4", encrypt=False)`` is a context manager (needs
+root). Inside:
 
 - **A private mount namespace** held by one holder process (``unshare --mount
   --propagation private``; it tears the device down itself should the test die without
@@ -30,7 +31,10 @@ the adb protocol, which the real adb client talks to) fronts this environment in
   system:system, ``/data/local`` 0751 root:root, ``/data/local/tmp`` 0771 shell:shell,
   ``/data/misc`` 01771 system:misc; and as Perfetto's perfetto.rc makes its own,
   ``/data/misc/perfetto-traces`` 0773 root:shell and ``/data/misc/perfetto-configs``
-  0775 root:shell.
+  0775 root:shell. With ``encrypt=True`` the image has ext4's ``encrypt`` feature and
+  /data/local and /data/misc a v2 fscrypt policy (AES-256-XTS/CTS) of one key, as a
+  phone's file-based encryption puts them under its device-encrypted key
+  (``ro.crypto.type`` is then ``file``, else ``none``).
 - ``/system/bin``: ``sh`` (dash), ``getprop`` (``[name]: [value]`` lines, or one
   property's value) from the props the device was made with, and ``perfetto``, the
   client of tests/standin_perfetto.py, whose ``traced`` runs as root in the device from
@@ -89,7 +93,6 @@ DEFAULT_PROPS = {
     "ro.build.version.release": "14",
     "ro.build.version.sdk": "34",
     "ro.build.type": "user",
-    "ro.crypto.type": "file",
     "ro.build.fingerprint": "standin/standin_x86_64/standin:14/UQ1A.240105.004/1:user/release-keys",
 }
 
@@ -190,10 +193,9 @@ class StandinDevice:
     def __init__(self, props: dict[str, str] | None = None, fs: str = "ext4", encrypt: bool = False) -> None:
         if fs != "ext4":
             raise ValueError(f"the stand-in device's /data is ext4 for now, not {fs}")
-        if encrypt:
-            raise ValueError("the stand-in device has no fscrypt yet")
-        self.props = {**DEFAULT_PROPS, **(props or {})}
+        self.props = {**DEFAULT_PROPS, "ro.crypto.type": "file" if encrypt else "none", **(props or {})}
         self.fs = fs
+        self.encrypt = encrypt
         self.name = f"{PREFIX}-{os.getpid()}-{secrets.token_hex(4)}"
         self.tmp = Path(tempfile.gettempdir()) / self.name
         self.root = self.tmp / "root"  # R, a tmpfs in the namespace (an empty directory outside)
@@ -202,6 +204,7 @@ class StandinDevice:
         self.holder: subprocess.Popen[bytes] | None = None
         self.traced: subprocess.Popen[bytes] | None = None
         self.traced_log = self.tmp / "traced.log"
+        self.key_id: bytes | None = None
 
     @staticmethod
     def tracefs_root() -> Path:
@@ -279,7 +282,9 @@ class StandinDevice:
         self.tmp.mkdir(mode=0o700)
         self.root.mkdir()
         subprocess.run(["truncate", "-s", f"{IMAGE_MB}M", str(self.image)], check=True)
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "data", str(self.image)], check=True, capture_output=True)
+        features = ["-O", "encrypt"] if self.encrypt else []
+        mkfs = ["mkfs.ext4", "-q", "-F", *features, "-L", "data", str(self.image)]
+        subprocess.run(mkfs, check=True, capture_output=True)
         self.instance.mkdir()
         holder = [sys.executable, "-c", HOLDER, str(os.getpid()), str(self.root), str(self.instance), str(self.tmp)]
         self.holder = subprocess.Popen(
@@ -287,6 +292,9 @@ class StandinDevice:
         )
         self.wait_for_namespace()
         self.in_namespace(self.setup_script())
+        if self.encrypt:
+            self.encrypt_data()
+        self.in_namespace(self.data_script())
         self.write_system_bin()
         self.start_traced()
 
@@ -349,6 +357,30 @@ class StandinDevice:
         lines += [
             f"mount -t ext4 -o loop,{ANDROID_EXT4.mount_opts} {shlex.quote(str(self.image))} data",
             f"chown {SYSTEM_UID}:{SYSTEM_UID} data && chmod 0771 data",
+            "rm -rf data/lost+found",
+            "mkdir data/local data/misc",
+        ]
+        return "\n".join(lines)
+
+    def encrypt_data(self) -> None:
+        """/data/local and /data/misc (still empty) under a v2 fscrypt policy of one fresh
+        key, AES-256-XTS contents and AES-256-CTS names, as init.rc's ``mkdir … encryption=
+        Require`` puts them under the device-encrypted key (vold's system DE key); what is
+        made in them inherits it. The key goes with the filesystem when it unmounts."""
+        from sqlwa._system import fscrypt
+        from sqlwa.lab.encryption import KEY_BYTES, MODES
+
+        mode = MODES["fscrypt"]
+        self.key_id = fscrypt.add_encryption_key(self.host_path("/data"), secrets.token_bytes(KEY_BYTES))
+        for directory in ("/data/local", "/data/misc"):
+            fscrypt.set_encryption_policy(
+                self.host_path(directory), mode.contents, mode.filenames, mode.flags, self.key_id
+            )
+
+    def data_script(self) -> str:
+        """/data's directories as init.rc (and perfetto.rc) make them."""
+        lines = [
+            f"cd {shlex.quote(str(self.root))}",
             "mkdir -p data/local/tmp data/misc/perfetto-traces data/misc/perfetto-configs",
             "chown 0:0 data/local && chmod 0751 data/local",
             f"chown {SHELL_UID}:{SHELL_UID} data/local/tmp && chmod 0771 data/local/tmp",
@@ -357,7 +389,6 @@ class StandinDevice:
             # configs the shell saves where the perfetto client may read them
             f"chown 0:{SHELL_UID} data/misc/perfetto-traces && chmod 0773 data/misc/perfetto-traces",
             f"chown 0:{SHELL_UID} data/misc/perfetto-configs && chmod 0775 data/misc/perfetto-configs",
-            "rm -rf data/lost+found",
         ]
         return "\n".join(lines)
 

@@ -298,3 +298,22 @@ def test_the_engine_run_by_the_shell_user_marks_commits_that_parse_to_the_truth(
         got = (row["write_requests"], row["write_bytes"], row["flush_requests"])
         assert got == (want["writes"], want["bytes"], want["flush"]), row["index"]
     assert sum(truth[i]["flush"] for i in range(2, 14)) >= 12  # a synced commit flushes the cache
+
+
+def test_an_encrypted_device_keeps_the_shell_user_s_files_under_fscrypt():
+    """encrypt=True: /data/local/tmp inherits the v2 policy /data/local was given (as a
+    phone's device-encrypted directories), the shell user's files there are encrypted,
+    and getprop says file-based encryption; without it, none."""
+    from sqlwa._system import fscrypt
+
+    with StandinDevice(encrypt=True) as device:
+        shell(device, "echo secret > /data/local/tmp/f && sync")
+        policy = fscrypt.encryption_policy(device.host_path("/data/local/tmp/f"))
+        assert policy is not None and policy[:3] == (2, 1, 4), policy  # v2, AES-256-XTS, AES-256-CTS
+        assert policy[4] == device.key_id
+        assert fscrypt.encryption_policy(device.host_path("/data")) is None  # /data itself is not
+        assert shell(device, "getprop ro.crypto.type") == "file\n"
+        assert shell(device, "cat /data/local/tmp/f") == "secret\n"
+        assert b"secret\n" not in device.image.read_bytes()  # on the image: ciphertext only
+    with StandinDevice() as device:
+        assert shell(device, "getprop ro.crypto.type") == "none\n"
