@@ -148,9 +148,10 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     (as `losetup -l` lists them), device-mapper targets (--crypt), mounts (/proc/mounts, FUSE mounts included), FUSE
     daemons (named fuse-<token>, their command line in a lab directory), tracefs
     instances, lab directories and VFS-only runs' scratch directories in the temp dir,
-    host-sharing markers (:func:`measuring_leftovers`), and VM lab guests (qemu serving
-    such a scratch directory as its control directory), each found by the name sqlwa
-    gives it."""
+    host-sharing markers (:func:`measuring_leftovers`), VM lab guests (qemu serving
+    such a scratch directory as its control directory), and the tests' stand-in Android
+    devices (standin_device.py: their image's loop device, tracefs instance and temp
+    directory), each found by the name sqlwa gives it."""
     import os
     import re
     import tempfile
@@ -183,6 +184,13 @@ def sqlwa_leftovers(pid: int | None = None) -> list[str]:
     scratch_name = re.compile(rf"{SCRATCH_PREFIX}-{owner}-\w+")
     found += [f"scratch: {n}" for n in os.listdir(tempfile.gettempdir()) if scratch_name.fullmatch(n)]
     found += measuring_leftovers(pid)
+    # the stand-in Android device of the tests (standin_device.py): its image's loop
+    # device, its tracefs instance and its temp directory
+    standin_name = re.compile(rf"sqlwa-standin-{owner}-[0-9a-f]+")
+    found += [f"loop: {line.strip()}" for line in loops if standin_name.search(line)]
+    if tracefs is not None:
+        found += [f"tracefs: {n}" for n in os.listdir(tracefs / "instances") if standin_name.fullmatch(n)]
+    found += [f"dir: {n}" for n in os.listdir(tempfile.gettempdir()) if standin_name.fullmatch(n)]
     # a VM lab guest: qemu sharing a control directory of sqlwa's (a scratch directory)
     found += [
         f"qemu: {p.pid} {' '.join(p.argv)}"
