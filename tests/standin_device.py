@@ -291,6 +291,7 @@ class StandinDevice:
             ["unshare", "--mount", "--propagation", "private", *holder], stdin=subprocess.DEVNULL
         )
         self.wait_for_namespace()
+        self.detach_host_mounts()
         self.in_namespace(self.setup_script())
         if self.encrypt:
             self.encrypt_data()
@@ -313,6 +314,21 @@ class StandinDevice:
                 raise RuntimeError(f"unshare exited with {self.holder.returncode}")
             time.sleep(0.01)
         raise RuntimeError("the holder never entered a mount namespace of its own")
+
+    def detach_host_mounts(self) -> None:
+        """Let go of the host's other mounts in the device's namespace: a copy of another
+        test's lab held here would keep its loop device busy after that test unmounts it
+        (standin_adbd.detach_copied_mounts says why)."""
+        assert self.holder is not None
+        detach = f"import sys; sys.path.insert(0, {str(REPO / 'tests')!r}); import standin_adbd; standin_adbd.detach_copied_mounts()"
+        proc = subprocess.run(
+            [NSENTER, "-t", str(self.holder.pid), "-m", "--", sys.executable, "-c", detach],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"detaching the host's mounts from the stand-in device failed: {proc.stderr.strip()}")
 
     def in_namespace(self, script: str) -> None:
         assert self.holder is not None
@@ -355,7 +371,7 @@ class StandinDevice:
             inside = shlex.quote(str(self.root / str(path).lstrip("/")))
             lines += [f"mkdir -p {inside}", f"mount --bind -o ro {shlex.quote(str(path))} {inside}"]
         lines += [
-            f"mount -t ext4 -o loop,{ANDROID_EXT4.mount_opts} {shlex.quote(str(self.image))} data",
+            f"mount -t ext4 -o loop,{ANDROID_EXT4.options.mount_opts} {shlex.quote(str(self.image))} data",
             f"chown {SYSTEM_UID}:{SYSTEM_UID} data && chmod 0771 data",
             "rm -rf data/lost+found",
             "mkdir data/local data/misc",

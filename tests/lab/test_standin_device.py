@@ -74,6 +74,28 @@ def leftovers(device: StandinDevice) -> list[str]:
     return found
 
 
+def test_a_device_holds_no_other_tests_filesystem(tmp_path):
+    """Another test's lab, mounted when the device's namespace is made, must go when that
+    test takes it down: its loop device detached, not kept busy by a copy in the device."""
+    image, mnt = tmp_path / "other-lab.img", tmp_path / "other-lab"
+    mnt.mkdir()
+    subprocess.run(["truncate", "-s", "16M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    loop = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True)
+    loop_dev = loop.stdout.strip()
+    try:
+        subprocess.run(["mount", loop_dev, str(mnt)], check=True)
+        with StandinDevice() as device:
+            subprocess.run(["umount", str(mnt)], check=True)
+            subprocess.run(["losetup", "-d", loop_dev], check=True)
+            attached = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+            assert str(image) not in attached, "the device's namespace keeps the other lab's filesystem busy"
+            assert device.shell("echo alive").stdout == "alive\n"
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        subprocess.run(["losetup", "-d", loop_dev], capture_output=True)
+
+
 def test_the_shell_user_sees_a_phone_s_data_props_and_trace_marker():
     with StandinDevice(props={"ro.product.model": "Pixel Standin"}) as device:
         assert shell(device, "id -u") == f"{SHELL_UID}\n"
