@@ -18,7 +18,7 @@ use serde::Serialize;
 use sqlwa_workloads::engine::{Closing, RunInfo, WroteNothing};
 use sqlwa_workloads::sqllog::{is_sql_log, SqlLog};
 use sqlwa_workloads::{
-    builtin_names, replay, run_with_stop, CommitRecord, EngineError, FileKind, KindCounts,
+    builtin_names, replay_into, run_with_stop, CommitRecord, EngineError, FileKind, KindCounts,
     ReplaySummary, RunSettings, Scenario, Stop,
 };
 
@@ -418,9 +418,20 @@ fn run(args: &Args, signals: &Signals) -> Result<u8, Failure> {
                 &stop,
             )
             .map(|out| (out.info, out.commits, None)),
+            // replay_into, as the native module runs it: its summary's commit_database
+            // is left empty, as in run_workload's
             Workload::Replay(log) => {
-                replay(log, &settings, &args.dir, markers, &mut progress, &stop)
-                    .map(|out| (out.run.info, out.run.commits, Some(out.replay)))
+                let mut commits = Vec::new();
+                replay_into(
+                    log,
+                    &settings,
+                    &args.dir,
+                    markers,
+                    &mut progress,
+                    &stop,
+                    &mut commits,
+                )
+                .map(|(info, summary)| (info, commits, Some(summary)))
             }
         }
         .map_err(Failure::Engine)?;
