@@ -218,20 +218,21 @@ def test_errors_are_one_line_with_a_status_of_their_kind(scenario_file: Path, tm
 def test_a_signal_stops_it_and_keeps_what_was_measured(
     signum: int, status: int, said: str, scenario_file: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "result.json"
+    out, markers = tmp_path / "result.json", tmp_path / "markers.txt"
     # a think time: the run lasts minutes unless stopped
     slow = {"journal": "wal", "txns": 100000, "think_time_ms": 20}
     proc = subprocess.Popen(
         [*command("x86_64"), "--dir", str(tmp_path / "run"), "--settings-json", json.dumps(slow)]
-        + ["--out", str(out), str(scenario_file)],
+        + ["--markers", str(markers), "--out", str(out), str(scenario_file)],
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "run" / "single-row-insert.db-wal").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)  # some measured commits
+        # stopped between measured transactions: once the fifth one has begun
+        measuring = f"sqlwa txn_begin i={WARMUP + 2} "
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and measuring not in (markers.read_text() if markers.exists() else ""):
+            time.sleep(0.02)
         sent = time.monotonic()
         proc.send_signal(signum)
         assert proc.wait(timeout=10) == status, proc.stderr.read() if proc.stderr else ""
@@ -239,7 +240,57 @@ def test_a_signal_stops_it_and_keeps_what_was_measured(
     finally:
         proc.kill()
         proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
     raw = json.loads(out.read_text())
     assert raw["info"]["stopped_by"] == "interrupted"
     assert raw["info"]["interruption"] == said
     assert sum(not w for w in raw["commits"]["warmup"]) > 0
+
+
+#: A recorded SQL log (format 1, the docs' "SQL log format"): a table, a transaction of
+#: two inserts, an insert in autocommit.
+SQL_LOG = """\
+{"sqlwa_sql_log": 1, "source": "sql-file", "timed": false}
+{"ev": "open", "conn": 1, "db": "/data/app.db"}
+{"ev": "sql", "conn": 1, "sql": "CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)"}
+{"ev": "sql", "conn": 1, "sql": "BEGIN"}
+{"ev": "sql", "conn": 1, "sql": "INSERT INTO t VALUES (1, 'one')"}
+{"ev": "sql", "conn": 1, "sql": "INSERT INTO t VALUES (2, 'two')"}
+{"ev": "sql", "conn": 1, "sql": "COMMIT"}
+{"ev": "sql", "conn": 1, "sql": "INSERT INTO t VALUES (3, 'three')"}
+{"ev": "close", "conn": 1}
+"""
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_a_sql_log_replays_as_the_host_engine_replays_it(arch: str, tmp_path: Path) -> None:
+    log = tmp_path / "app.jsonl"
+    log.write_text(SQL_LOG)
+    chosen = {"journal": "truncate", "sync": "full", "timing": "back-to-back"}
+    # the settings from standard input, the result to standard output
+    ran = subprocess.run(
+        [*command(arch), "--dir", str(tmp_path / "program"), "--settings", "-", str(log)],
+        input=json.dumps(chosen),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    program = json.loads(ran.stdout)
+    host = dict(_native.run_workload(_native.scenario_from_file(str(log)), chosen, str(tmp_path / "host")))
+    assert list(program["info"]) == list(host["info"])
+    assert per_commit(program) == per_commit(host)
+    assert program["commits"]["statements"] == [1, 3, 1]
+    replayed, hosted = program["info"]["replay"], host["info"]["replay"]
+    assert list(replayed) == list(hosted)
+    assert untimed(replayed) == untimed(hosted)
+
+
+def untimed(value: object) -> object:
+    """A JSON value without its times (``*time_ns``) and the log's path."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if not k.endswith("time_ns") and k != "log"}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
