@@ -29,7 +29,26 @@ from sqlwa.results import store
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 # The user's PATH: the system's directories, none with cargo or rustc (checked below).
-USER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Where the machine has a system Rust (Debian's rustc-web, which scripts/build-engine
+# needs), the user's PATH is one directory of links to the system's programs but those.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+USER_PATH = SYSTEM_PATH
+RUST_TOOLS = re.compile(r"^(cargo|rustc|rustdoc|rust-gdb|rust-lldb|rustfmt|rust-analyzer|clippy-driver)(-.*)?$")
+
+
+def path_without_rust(bin_dir: Path) -> str:
+    """A PATH of one directory: links to every program of the system's directories (the
+    first of each name, as PATH finds it) but Rust's tools."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for directory in SYSTEM_PATH.split(":"):
+        if not os.path.isdir(directory):
+            continue
+        for name in sorted(os.listdir(directory)):
+            link = bin_dir / name
+            if RUST_TOOLS.match(name) or link.exists() or link.is_symlink():
+                continue
+            link.symlink_to(os.path.join(directory, name))
+    return str(bin_dir)
 
 
 def built_wheel() -> Path | None:
@@ -46,9 +65,12 @@ def venv(tmp_path_factory) -> Path:
     wheel = built_wheel()
     if wheel is None:
         pytest.skip("no wheel: ./scripts/setup builds it into target/wheels/")
+    global USER_PATH
+    home = tmp_path_factory.mktemp("sqlwa-test-wheel-")
+    if any(shutil.which(tool, path=SYSTEM_PATH) for tool in ("cargo", "rustc")):
+        USER_PATH = path_without_rust(home / "system-bin")
     for tool in ("cargo", "rustc"):
         assert shutil.which(tool, path=USER_PATH) is None, f"{tool} on the user's PATH: the test proves nothing"
-    home = tmp_path_factory.mktemp("sqlwa-test-wheel-")
     env = user_env(home)
     subprocess.run([sys._base_executable, "-m", "venv", str(home / "venv")], check=True, env=env)
     uv = Path(sys.executable).with_name("uv")
