@@ -15,11 +15,10 @@ use std::sync::Arc;
 
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
-use sqlwa_workloads::engine::{Closing, RunInfo, WroteNothing};
-use sqlwa_workloads::sqllog::{is_sql_log, SqlLog};
+use sqlwa_workloads::engine::{Closing, WroteNothing};
 use sqlwa_workloads::{
-    builtin_names, replay_into, run_with_stop, CommitRecord, EngineError, FileKind, KindCounts,
-    ReplaySummary, RunSettings, Scenario, Stop,
+    builtin_names, commit_columns, Column, CommitRecord, EngineError, ErrorClass, ReplaySummary,
+    RunSettings, Scenario, Stop, Workload,
 };
 
 const HELP: &str = "\
@@ -120,24 +119,15 @@ impl From<lexopt::Error> for Failure {
     }
 }
 
-/// The exit status of an engine error: the classes the native module raises them as
-/// (analyzer/native/src/workloads.rs `to_pyerr`).
+/// The exit status of an engine error: one per kind, as the native module raises one
+/// exception class per kind.
 fn engine_status(err: &EngineError) -> u8 {
-    match err {
-        EngineError::UnknownScenario { .. }
-        | EngineError::ScenarioParse { .. }
-        | EngineError::InvalidScenario { .. }
-        | EngineError::UnreadableScenario { .. }
-        | EngineError::LogParse { .. }
-        | EngineError::ReplayFailed { .. }
-        | EngineError::ReplayConfined { .. }
-        | EngineError::NothingReplayed { .. } => 3,
-        EngineError::InvalidSetting { .. }
-        | EngineError::BadSetting { .. }
-        | EngineError::PragmaConflict { .. } => 4,
+    match err.class() {
+        ErrorClass::Workload => 3,
+        ErrorClass::Settings => 4,
         // the signal's own status, set by main
-        EngineError::Interrupted => 130,
-        _ => 5,
+        ErrorClass::Interrupted => 130,
+        ErrorClass::Run => 5,
     }
 }
 
@@ -246,25 +236,15 @@ fn load_settings(source: &SettingsSource) -> Result<RunSettings, Failure> {
     Ok(settings)
 }
 
-/// What a run runs: a scenario, or a recorded SQL log to replay.
-enum Workload {
-    Scenario(Scenario),
-    Replay(SqlLog),
-}
-
-/// As the Python side decides (`sqlwa.measure.engine.looks_like_path`): a path is a file;
-/// a file whose first line is a SQL log header is a log, whatever its name.
+/// As the Python side decides (`sqlwa.measure.engine.looks_like_path`): a path is a file
+/// (a SQL log or a scenario, [`Workload::from_file`]), anything else a built-in's name.
 fn load_workload(name: &str, stop: &Stop) -> Result<Workload, EngineError> {
     let path = Path::new(name);
     let is_path = name.contains('/') || name.ends_with(".toml") || path.is_file();
     if !is_path {
         return Scenario::builtin(name).map(Workload::Scenario);
     }
-    if is_sql_log(path) {
-        SqlLog::load(path, stop).map(Workload::Replay)
-    } else {
-        Scenario::from_file_with(path, stop).map(Workload::Scenario)
-    }
+    Workload::from_file(path, stop)
 }
 
 /// `PRAGMA`s read back, as a JSON object in their order.
@@ -302,32 +282,16 @@ struct Info<'a> {
     replay: Option<&'a ReplaySummary>,
 }
 
-/// Commit records as columns, as the native module's `commit_columns`.
+/// Commit records as columns ([`commit_columns`]: the native module's names and order).
 struct Columns<'a>(&'a [CommitRecord]);
 
 impl Serialize for Columns<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let commits = self.0;
         let mut map = serializer.serialize_map(None)?;
-        let column = |f: fn(&CommitRecord) -> u64| commits.iter().map(f).collect::<Vec<_>>();
-        map.serialize_entry("index", &column(|c| c.index))?;
-        map.serialize_entry(
-            "warmup",
-            &commits.iter().map(|c| c.warmup).collect::<Vec<_>>(),
-        )?;
-        map.serialize_entry("start_ns", &column(|c| c.start_ns))?;
-        map.serialize_entry("end_ns", &column(|c| c.end_ns))?;
-        map.serialize_entry("logical_bytes", &column(|c| c.logical_bytes))?;
-        map.serialize_entry("statements", &column(|c| c.statements))?;
-        map.serialize_entry("cpu_user_ns", &column(|c| c.cpu.user_ns))?;
-        map.serialize_entry("cpu_sys_ns", &column(|c| c.cpu.sys_ns))?;
-        for kind in FileKind::ALL {
-            for (i, (field, _)) in KindCounts::default().fields().into_iter().enumerate() {
-                let values: Vec<u64> = commits
-                    .iter()
-                    .map(|c| c.vfs.get(kind).fields()[i].1)
-                    .collect();
-                map.serialize_entry(&format!("vfs_{}_{field}", kind.as_str()), &values)?;
+        for (name, column) in commit_columns(self.0) {
+            match column {
+                Column::U64(values) => map.serialize_entry(&name, &values)?,
+                Column::Bool(values) => map.serialize_entry(&name, &values)?,
             }
         }
         map.end()
@@ -407,33 +371,16 @@ fn run(args: &Args, signals: &Signals) -> Result<u8, Failure> {
     let workload = load_workload(&args.workload, &stop).map_err(Failure::Engine)?;
     let markers = args.markers.as_deref();
     let mut progress = |_| !stop.requested();
-    let (info, commits, summary): (RunInfo, Vec<CommitRecord>, Option<ReplaySummary>) =
-        match &workload {
-            Workload::Scenario(scenario) => run_with_stop(
-                scenario,
-                &settings,
-                &args.dir,
-                markers,
-                &mut progress,
-                &stop,
-            )
-            .map(|out| (out.info, out.commits, None)),
-            // replay_into, as the native module runs it: its summary's commit_database
-            // is left empty, as in run_workload's
-            Workload::Replay(log) => {
-                let mut commits = Vec::new();
-                replay_into(
-                    log,
-                    &settings,
-                    &args.dir,
-                    markers,
-                    &mut progress,
-                    &stop,
-                    &mut commits,
-                )
-                .map(|(info, summary)| (info, commits, Some(summary)))
-            }
-        }
+    let mut commits: Vec<CommitRecord> = Vec::new();
+    let (info, summary) = workload
+        .run_into(
+            &settings,
+            &args.dir,
+            markers,
+            &mut progress,
+            &stop,
+            &mut commits,
+        )
         .map_err(Failure::Engine)?;
     let interrupted = info.stopped_by == "interrupted";
     let (interruption, status) = if interrupted {

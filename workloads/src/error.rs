@@ -186,7 +186,41 @@ pub enum EngineError {
     Interrupted,
 }
 
+/// What an [`EngineError`] is about, as its callers tell users apart: the PyO3 module
+/// raises one exception class per kind, `sqlwa-engine` exits with one status per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The workload: an unknown scenario, one that does not load, a SQL log that does
+    /// not load or fails on replay.
+    Workload,
+    /// The settings: an unknown or mistyped setting, a value not allowed.
+    Settings,
+    /// A stop asked for (Ctrl-C, SIGTERM) ended the run.
+    Interrupted,
+    /// The run itself failed: a file, a statement, the storage, the CPU clock.
+    Run,
+}
+
 impl EngineError {
+    /// What the error is about ([`ErrorClass`]).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            EngineError::UnknownScenario { .. }
+            | EngineError::ScenarioParse { .. }
+            | EngineError::InvalidScenario { .. }
+            | EngineError::UnreadableScenario { .. }
+            | EngineError::LogParse { .. }
+            | EngineError::ReplayFailed { .. }
+            | EngineError::ReplayConfined { .. }
+            | EngineError::NothingReplayed { .. } => ErrorClass::Workload,
+            EngineError::InvalidSetting { .. }
+            | EngineError::BadSetting { .. }
+            | EngineError::PragmaConflict { .. } => ErrorClass::Settings,
+            EngineError::Interrupted => ErrorClass::Interrupted,
+            _ => ErrorClass::Run,
+        }
+    }
+
     /// The one-line fix shown to the user below the error.
     pub fn hint(&self) -> String {
         match self {

@@ -135,6 +135,7 @@ pub mod settings;
 pub mod sqllog;
 pub(crate) mod stop;
 pub mod vfs;
+pub mod workload;
 
 pub use counts::{FileKind, KindCounts, VfsCounts};
 pub use cpu::CpuTime;
@@ -142,7 +143,7 @@ pub use engine::{
     run, run_into, run_with_stop, Closing, CommitRecord, CommitSink, EmptyTransaction, Progress,
     RunInfo, RunOutput, WroteNothing,
 };
-pub use error::EngineError;
+pub use error::{EngineError, ErrorClass};
 pub use replay::{
     replay, replay_into, ReplayOutput, ReplaySummary, APP_FUNCTION_KIND, UNBUILT_FUNCTION_KIND,
 };
@@ -150,3 +151,4 @@ pub use scenario::{builtin_names, Scenario};
 pub use settings::{JournalMode, LockingMode, RunSettings, SyncMode};
 pub use sqllog::{is_sql_log, SqlLog};
 pub use stop::Stop;
+pub use workload::{commit_columns, Column, Workload};

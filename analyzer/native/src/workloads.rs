@@ -6,22 +6,17 @@ use std::path::PathBuf;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
-use sqlwa_workloads::engine::{self, Progress};
-use sqlwa_workloads::error::EngineError;
+use sqlwa_workloads::engine::Progress;
+use sqlwa_workloads::error::{EngineError, ErrorClass};
 use sqlwa_workloads::scenario::{self, Scenario};
 use sqlwa_workloads::settings::{
     JournalMode, LockingMode, RunSettings, SyncMode, MAX_DURATION_S, MAX_THINK_TIME_MS,
 };
-use sqlwa_workloads::sqllog::{is_sql_log, SqlLog};
-use sqlwa_workloads::{replay, CommitRecord, CommitSink, FileKind, KindCounts, RunInfo, Stop};
+use sqlwa_workloads::{
+    Column, CommitRecord, CommitSink, FileKind, KindCounts, RunInfo, Stop, Workload,
+};
 
 use crate::{ConfigError, Interrupted, Raised, ScenarioError, WorkloadError};
-
-/// What a run runs: a scenario, or a recorded SQL log to replay.
-enum Workload {
-    Scenario(Scenario),
-    Replay(SqlLog),
-}
 
 /// A loaded, validated scenario, or a checked SQL log (a recorded workload).
 #[pyclass(name = "Scenario", module = "sqlwa._native", frozen)]
@@ -75,20 +70,11 @@ impl PyScenario {
 /// Raise the exception class that matches the engine error, with (message, hint).
 fn to_pyerr(err: EngineError) -> PyErr {
     let args = (err.to_string(), err.hint());
-    match err {
-        EngineError::UnknownScenario { .. }
-        | EngineError::ScenarioParse { .. }
-        | EngineError::InvalidScenario { .. }
-        | EngineError::UnreadableScenario { .. }
-        | EngineError::LogParse { .. }
-        | EngineError::ReplayFailed { .. }
-        | EngineError::ReplayConfined { .. }
-        | EngineError::NothingReplayed { .. } => ScenarioError::new_err(args),
-        EngineError::InvalidSetting { .. }
-        | EngineError::BadSetting { .. }
-        | EngineError::PragmaConflict { .. } => ConfigError::new_err(args),
-        EngineError::Interrupted => Interrupted::new_err(args),
-        _ => WorkloadError::new_err(args),
+    match err.class() {
+        ErrorClass::Workload => ScenarioError::new_err(args),
+        ErrorClass::Settings => ConfigError::new_err(args),
+        ErrorClass::Interrupted => Interrupted::new_err(args),
+        ErrorClass::Run => WorkloadError::new_err(args),
     }
 }
 
@@ -114,13 +100,7 @@ fn builtin_scenario(name: &str) -> PyResult<PyScenario> {
 fn scenario_from_file(py: Python<'_>, path: PathBuf) -> PyResult<PyScenario> {
     let raised = Raised::default();
     let stop = stop_hook(&raised);
-    let loaded = py.detach(|| {
-        if is_sql_log(&path) {
-            SqlLog::load(&path, &stop).map(Workload::Replay)
-        } else {
-            Scenario::from_file_with(&path, &stop).map(Workload::Scenario)
-        }
-    });
+    let loaded = py.detach(|| Workload::from_file(&path, &stop));
     raised
         .result(loaded, to_pyerr)
         .map(|inner| PyScenario { inner })
@@ -219,42 +199,10 @@ fn settings_fields(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 /// counter.
 fn commit_columns<'py>(py: Python<'py>, commits: &[CommitRecord]) -> PyResult<Bound<'py, PyDict>> {
     let cols = PyDict::new(py);
-    cols.set_item("index", commits.iter().map(|c| c.index).collect::<Vec<_>>())?;
-    cols.set_item(
-        "warmup",
-        commits.iter().map(|c| c.warmup).collect::<Vec<_>>(),
-    )?;
-    cols.set_item(
-        "start_ns",
-        commits.iter().map(|c| c.start_ns).collect::<Vec<_>>(),
-    )?;
-    cols.set_item(
-        "end_ns",
-        commits.iter().map(|c| c.end_ns).collect::<Vec<_>>(),
-    )?;
-    cols.set_item(
-        "logical_bytes",
-        commits.iter().map(|c| c.logical_bytes).collect::<Vec<_>>(),
-    )?;
-    cols.set_item(
-        "statements",
-        commits.iter().map(|c| c.statements).collect::<Vec<_>>(),
-    )?;
-    cols.set_item(
-        "cpu_user_ns",
-        commits.iter().map(|c| c.cpu.user_ns).collect::<Vec<_>>(),
-    )?;
-    cols.set_item(
-        "cpu_sys_ns",
-        commits.iter().map(|c| c.cpu.sys_ns).collect::<Vec<_>>(),
-    )?;
-    for kind in FileKind::ALL {
-        for (i, (field, _)) in KindCounts::default().fields().into_iter().enumerate() {
-            let values: Vec<u64> = commits
-                .iter()
-                .map(|c| c.vfs.get(kind).fields()[i].1)
-                .collect();
-            cols.set_item(format!("vfs_{}_{field}", kind.as_str()), values)?;
+    for (name, column) in sqlwa_workloads::commit_columns(commits) {
+        match column {
+            Column::U64(values) => cols.set_item(name, values)?,
+            Column::Bool(values) => cols.set_item(name, values)?,
         }
     }
     Ok(cols)
@@ -365,28 +313,14 @@ fn run_workload<'py>(
             Some(chunks) => chunks,
             None => &mut kept,
         };
-        let ran = match &scenario.inner {
-            Workload::Scenario(s) => engine::run_into(
-                s,
-                &settings,
-                &dir,
-                marker_path.as_deref(),
-                &mut report,
-                &stop,
-                sink,
-            )
-            .map(|info| (info, None)),
-            Workload::Replay(log) => replay::replay_into(
-                log,
-                &settings,
-                &dir,
-                marker_path.as_deref(),
-                &mut report,
-                &stop,
-                sink,
-            )
-            .map(|(info, summary)| (info, Some(summary))),
-        }?;
+        let ran = scenario.inner.run_into(
+            &settings,
+            &dir,
+            marker_path.as_deref(),
+            &mut report,
+            &stop,
+            sink,
+        )?;
         // the last chunk, once the run has ended well (or was stopped and kept)
         chunks.as_mut().map_or(Ok(()), ChunkSink::flush)?;
         Ok(ran)
