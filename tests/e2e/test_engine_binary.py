@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from sqlwa import _native
 from sqlwa.analysis import traceparse, windows
 from sqlwa.measure.engine import JOURNAL_MODES, SYNC_MODES
@@ -27,23 +28,9 @@ ARCHES = ("aarch64", "x86_64")
 QEMU = "qemu-aarch64-static"
 TXNS, WARMUP = 12, 3
 
-#: One 100-byte row per autocommit insert, 4 KiB pages: sync_sequence.rs's scenario.
-SCENARIO = """\
-name = "single-row-insert"
-description = "one 100-byte row per autocommit insert"
-txns = 12
-warmup = 3
-autocommit = true
-[pragmas]
-page_size = 4096
-[[table]]
-name = "t"
-columns = ["id INTEGER PRIMARY KEY", "v TEXT NOT NULL"]
-[[txn]]
-op = "insert"
-table = "t"
-values = { v = { kind = "text", size = 100 } }
-"""
+#: One 100-byte row per autocommit insert, 4 KiB pages: sync_sequence.rs's scenario (run
+#: shorter here: the aarch64 build runs under qemu).
+SCENARIO = REPO / "workloads" / "tests" / "data" / "single-row-insert.toml"
 
 #: xSyncs of (journal, database, WAL) per steady-state commit, by journal × sync, from
 #: docs/reference/sqlite-commit-syncs.md at the VFS: the directory syncs happen inside
@@ -86,14 +73,12 @@ def command(arch: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def scenario_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("scenario") / "single-row-insert.toml"
-    path.write_text(SCENARIO)
-    return path
+def scenario_file() -> Path:
+    return SCENARIO
 
 
 def settings(journal: str, sync: str) -> dict:
-    return {"journal": journal, "sync": sync}
+    return {"journal": journal, "sync": sync, "txns": TXNS, "warmup": WARMUP}
 
 
 def run_binary(cmd: list[str], scenario: Path, journal: str, sync: str, directory: Path) -> dict:
@@ -220,7 +205,7 @@ def test_a_signal_stops_it_and_keeps_what_was_measured(
 ) -> None:
     out, markers = tmp_path / "result.json", tmp_path / "markers.txt"
     # a think time: the run lasts minutes unless stopped
-    slow = {"journal": "wal", "txns": 100000, "think_time_ms": 20}
+    slow = {"journal": "wal", "txns": 100000, "warmup": WARMUP, "think_time_ms": 20}
     proc = subprocess.Popen(
         [*command("x86_64"), "--dir", str(tmp_path / "run"), "--settings-json", json.dumps(slow)]
         + ["--markers", str(markers), "--out", str(out), str(scenario_file)],

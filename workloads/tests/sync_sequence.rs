@@ -7,21 +7,7 @@ use sqlwa_workloads::{CommitRecord, JournalMode, RunSettings, Scenario, SyncMode
 mod common;
 
 /// One 100-byte row per autocommit insert into a plain rowid table, 4 KiB pages.
-const SINGLE_ROW_INSERT: &str = r#"
-name = "single-row-insert"
-txns = 20
-warmup = 5
-autocommit = true
-[pragmas]
-page_size = 4096
-[[table]]
-name = "t"
-columns = ["id INTEGER PRIMARY KEY", "v TEXT NOT NULL"]
-[[txn]]
-op = "insert"
-table = "t"
-values = { v = { kind = "text", size = 100 } }
-"#;
+const SINGLE_ROW_INSERT: &str = include_str!("data/single-row-insert.toml");
 
 fn measured(journal: JournalMode, sync: SyncMode) -> Vec<CommitRecord> {
     let scenario = Scenario::from_toml_str(SINGLE_ROW_INSERT, "test").unwrap();
