@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # sqlwa's events table, only in annotations: helpers loads no polars
+    import polars as pl
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -245,3 +250,20 @@ def numbers_in(value: object) -> list[float]:
     if isinstance(value, list):
         return [n for v in value for n in numbers_in(v)]
     return [value] if isinstance(value, int | float) and not isinstance(value, bool) else []
+
+
+def tally_parsed(events: pl.DataFrame, dev: str) -> Counter:
+    """Commit 1's write requests, bytes and flushes issued on ``dev``, from sqlwa's events."""
+    major, minor = map(int, dev.split(","))
+    tally: Counter = Counter()
+    inside = False
+    for row in events.iter_rows(named=True):
+        if row["kind"] == "marker":
+            inside = (row["text"] or "").startswith("sqlwa txn_begin i=1")
+        elif inside and row["name"] == "block_rq_issue" and (row["dev_major"], row["dev_minor"]) == (major, minor):
+            rwbs = row["rwbs"] or ""
+            tally["flush"] += rwbs.startswith("F")
+            if "W" in rwbs:
+                tally["writes"] += 1
+                tally["bytes"] += row["bytes"]
+    return +tally

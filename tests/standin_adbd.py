@@ -339,30 +339,9 @@ class Device:
 
     # -- device paths
     def host_path(self, device_path: str, *, follow: bool = True) -> Path:
-        """Where a device path lives under ROOT, ROOT standing as the device's ``/``: ``..``
-        stops there and a symlink's absolute target is a device path too, so no path, however
-        its links run, leads out. The last part is not followed unless ``follow``."""
-        pending = [part for part in device_path.split("/") if part not in ("", ".")]
-        parts: list[str] = []
-        links = 0
-        while pending:
-            part = pending.pop(0)
-            if part == "..":
-                if parts:
-                    parts.pop()
-                continue
-            here = self.root.joinpath(*parts, part)
-            if (pending or follow) and here.is_symlink():
-                links += 1
-                if links > 40:
-                    raise OSError(errno.ELOOP, "Too many levels of symbolic links", device_path)
-                target = os.readlink(here)
-                if target.startswith("/"):
-                    parts = []
-                pending[:0] = [p for p in target.split("/") if p not in ("", ".")]
-                continue
-            parts.append(part)
-        return self.root.joinpath(*parts)
+        """Where a device path lives under ROOT, ROOT standing as the device's ``/``
+        (:func:`resolve_in_root`)."""
+        return resolve_in_root(self.root, device_path, follow=follow)
 
     # -- processes
     def env(self) -> dict[str, str]:
@@ -546,6 +525,61 @@ def _mount(source: str | None, target: str | Path | None, flags: int) -> None:
     if libc.mount(as_bytes[0], as_bytes[1], None, ctypes.c_ulong(flags), None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def resolve_in_root(root: Path, device_path: str, *, follow: bool = True) -> Path:
+    """Where ``device_path`` lies under ``root``, ``root`` standing as the device's ``/``:
+    ``..`` stops there and a symlink's absolute target is a device path too, so no path,
+    however its links run, leads out. The last part is not followed unless ``follow``.
+    OSError(ELOOP) after 40 links."""
+    pending = [part for part in device_path.split("/") if part not in ("", ".")]
+    parts: list[str] = []
+    links = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        here = root.joinpath(*parts, part)
+        if (pending or follow) and here.is_symlink():
+            links += 1
+            if links > 40:
+                raise OSError(errno.ELOOP, "Too many levels of symbolic links", device_path)
+            target = os.readlink(here)
+            if target.startswith("/"):
+                parts = []
+            pending[:0] = [p for p in target.split("/") if p not in ("", ".")]
+            continue
+        parts.append(part)
+    return root.joinpath(*parts)
+
+
+def namespace_processes(ns: str) -> list[int]:
+    """The processes in the mount namespace ``ns`` (a ``/proc/PID/ns/mnt`` link's text)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{entry}/ns/mnt") == ns:
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+def kill_namespace(ns: str, spare: int, pause_s: float = 0.05) -> None:
+    """SIGKILL every process in the mount namespace ``ns`` but ``spare``, again while
+    they fork (up to 50 rounds), until none is left."""
+    for _ in range(50):
+        pids = [pid for pid in namespace_processes(ns) if pid != spare]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(pause_s)
 
 
 def copied_mounts() -> list[str]:

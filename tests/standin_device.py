@@ -51,17 +51,17 @@ mounts go; waits until the loop device has auto-cleared; removes the tracefs ins
 
 from __future__ import annotations
 
-import errno
 import os
 import secrets
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from standin_adbd import kill_namespace, resolve_in_root
 
 from sqlwa.lab.profiles import ANDROID_EXT4  # /data's options, after cuttlefish's fstab
 
@@ -131,27 +131,13 @@ exec @PYTHON@ @SCRIPT@ client --socket @SOCKET@ "$@"
 # device auto-clears), removes the tracefs instance (retried while busy) and the files.
 HOLDER = """
 import os, shutil, signal, subprocess, sys, time
-parent, root, instance, tmp = int(sys.argv[1]), *sys.argv[2:]
+parent, root, instance, tmp, tests = int(sys.argv[1]), *sys.argv[2:]
+sys.path.insert(0, tests)
+from standin_adbd import kill_namespace
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
 while os.getppid() == parent:
     time.sleep(0.2)
-ns = os.readlink("/proc/self/ns/mnt")
-for _ in range(50):
-    pids = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if int(entry) != os.getpid() and os.readlink(f"/proc/{entry}/ns/mnt") == ns:
-                pids.append(int(entry))
-        except OSError:
-            pass
-    if not pids:
-        break
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    time.sleep(0.1)
+kill_namespace(os.readlink("/proc/self/ns/mnt"), spare=os.getpid(), pause_s=0.1)
 subprocess.run(["umount", "-R", root], check=False)
 for _ in range(100):
     try:
@@ -229,31 +215,11 @@ class StandinDevice:
 
     def host_path(self, device_path: str, *, follow: bool = True) -> Path:
         """Where ``device_path`` is on the host: through the holder's root, in the
-        device's mount namespace (readable and writable by root). Symlinks are resolved
-        as the device resolves them, inside its root (an absolute target starts at the
-        device's ``/``, ``..`` stops there), so no device path reaches outside; the last
-        part is not followed unless ``follow``. OSError(ELOOP) after 40 links."""
+        device's mount namespace (readable and writable by root), symlinks resolved as
+        the device resolves them, inside its root (:func:`standin_adbd.resolve_in_root`)."""
         assert self.holder is not None, "the device is not started"
         base = Path(f"/proc/{self.holder.pid}/root") / str(self.root).lstrip("/")
-        todo = [p for p in device_path.split("/") if p not in ("", ".")]
-        done: list[str] = []
-        links = 0
-        while todo:
-            part = todo.pop(0)
-            if part == "..":
-                done = done[:-1]
-                continue
-            candidate = base.joinpath(*done, part)
-            if (follow or todo) and candidate.is_symlink():
-                links += 1
-                if links > 40:
-                    raise OSError(errno.ELOOP, "Too many levels of symbolic links", device_path)
-                target = os.readlink(candidate)
-                done = [] if target.startswith("/") else done
-                todo = [p for p in target.split("/") if p not in ("", ".")] + todo
-            else:
-                done.append(part)
-        return base.joinpath(*done)
+        return resolve_in_root(base, device_path, follow=follow)
 
     def shell(self, command: str, as_root: bool = False, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
         """Run ``command`` in the device (text output, not checked)."""
@@ -287,6 +253,7 @@ class StandinDevice:
         subprocess.run(mkfs, check=True, capture_output=True)
         self.instance.mkdir()
         holder = [sys.executable, "-c", HOLDER, str(os.getpid()), str(self.root), str(self.instance), str(self.tmp)]
+        holder.append(str(REPO / "tests"))
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", *holder], stdin=subprocess.DEVNULL
         )
@@ -442,17 +409,6 @@ class StandinDevice:
 
     # ------------------------------------------------------------ teardown
 
-    def namespace_processes(self, ns: str) -> list[int]:
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    if os.readlink(f"/proc/{entry}/ns/mnt") == ns:
-                        found.append(int(entry))
-                except OSError:
-                    pass
-        return found
-
     def close(self) -> None:
         """Everything of the device gone: its processes, namespace, mounts, loop device,
         tracefs instance and files. Safe to call more than once, and after a failed start."""
@@ -463,16 +419,7 @@ class StandinDevice:
             except OSError:
                 ns = None
             if ns is not None and ns != os.readlink("/proc/self/ns/mnt"):
-                for _ in range(50):  # processes forking while we kill: until none is left
-                    pids = [p for p in self.namespace_processes(ns) if p != self.holder.pid]
-                    if not pids:
-                        break
-                    for pid in pids:
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
-                    time.sleep(0.05)
+                kill_namespace(ns, spare=self.holder.pid)  # also what they fork meanwhile
             self.holder.kill()
         for proc in (self.traced, self.holder):
             if proc is not None:

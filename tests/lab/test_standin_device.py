@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 from standin_device import SHELL_UID, StandinDevice
 
-from helpers import REPO, sqlwa
+from helpers import REPO, sqlwa, tally_parsed
 from trace_truth import tally_block_per_commit
 
 pytestmark = [pytest.mark.root, pytest.mark.tracefs]
@@ -143,23 +143,6 @@ def test_an_fsync_recorded_by_perfetto_parses_to_the_raw_text_s_tally(tmp_path):
     assert tally_parsed(events, dev) == truth
     raw_markers = text.read_text().count(": tracing_mark_write: ")
     assert events.filter(pl.col("kind") == "marker").height == raw_markers == 2
-
-
-def tally_parsed(events: pl.DataFrame, dev: str) -> Counter:
-    """Commit 1's write requests, bytes and flushes issued on ``dev``, from sqlwa's events."""
-    major, minor = map(int, dev.split(","))
-    tally: Counter = Counter()
-    inside = False
-    for row in events.iter_rows(named=True):
-        if row["kind"] == "marker":
-            inside = (row["text"] or "").startswith("sqlwa txn_begin i=1")
-        elif inside and row["name"] == "block_rq_issue" and (row["dev_major"], row["dev_minor"]) == (major, minor):
-            rwbs = row["rwbs"] or ""
-            tally["flush"] += rwbs.startswith("F")
-            if "W" in rwbs:
-                tally["writes"] += 1
-                tally["bytes"] += row["bytes"]
-    return +tally
 
 
 def test_two_devices_record_only_their_own_markers(tmp_path):
