@@ -24,6 +24,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from sqlwa._system import tools
 from sqlwa.errors import DeviceError, UsageError
@@ -58,6 +59,17 @@ class Completed:
     returncode: int
     stdout: str
     stderr: str
+
+
+class Device(Protocol):
+    """What the phone's modules need of a device (:class:`Adb` is the one there is):
+    commands in its shell, and files pulled from it."""
+
+    def shell(self, argv: Sequence[str], timeout: float = ..., check: bool = ...) -> Completed: ...
+
+    def shell_text(self, command: str, timeout: float = ..., check: bool = ...) -> Completed: ...
+
+    def pull(self, remote: str, local: Path, timeout: float = ...) -> None: ...
 
 
 def client() -> str:

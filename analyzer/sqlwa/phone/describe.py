@@ -14,10 +14,9 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
 
 from sqlwa.errors import DeviceError
-from sqlwa.phone.adb import Completed
+from sqlwa.phone.adb import Completed, Device
 
 DATA = "/data"
 #: Where the framework's SQLite lies: 64-bit builds first (AOSP: external/sqlite/dist, libsqlite).
@@ -25,14 +24,6 @@ FRAMEWORK_SQLITE = ("/system/lib64/libsqlite.so", "/system/lib/libsqlite.so")
 #: Mount options that change what an fsync promises or what a write costs (f2fs, ext4).
 DURABILITY_OPTIONS = ("nobarrier", "barrier=0", "fsync_mode=nobarrier", "fsync_mode=strict", "data=writeback")
 SQLITE_VERSION = re.compile(rb"\x003\.(\d{1,2})\.(\d{1,2})\x00")
-
-
-class Shell(Protocol):
-    """What describing needs of a device: its shell and a file pulled from it."""
-
-    def shell(self, argv: list[str], timeout: float = ..., check: bool = ...) -> Completed: ...
-
-    def pull(self, remote: str, local: Path, timeout: float = ...) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -79,13 +70,13 @@ class Phone:
         return asdict(self)
 
 
-def properties(device: Shell) -> dict[str, str]:
+def properties(device: Device) -> dict[str, str]:
     """Every system property, from ``getprop``'s ``[name]: [value]`` lines."""
     listing = device.shell(["getprop"]).stdout
     return dict(re.findall(r"^\[([^\]]+)\]: \[(.*)\]$", listing, flags=re.MULTILINE))
 
 
-def data_partition(device: Shell) -> DataPartition:
+def data_partition(device: Device) -> DataPartition:
     """/data's entry of the mount table (the last one: what is mounted over the others)
     and its size and free room from ``df``."""
     mounts = device.shell(["cat", "/proc/mounts"]).stdout
@@ -119,7 +110,7 @@ def room(df: Completed) -> tuple[int | None, int | None]:
         return None, None
 
 
-def framework_sqlite(device: Shell) -> str | None:
+def framework_sqlite(device: Device) -> str | None:
     """The version of the SQLite the framework links, read from its library's
     ``sqlite3_version`` string (the library is pulled, not run)."""
     with tempfile.TemporaryDirectory(prefix="sqlwa-libsqlite-") as scratch:
@@ -142,7 +133,7 @@ def sqlite_version_in(library: bytes) -> str | None:
     return f"3.{int(found[1])}.{int(found[2])}" if found else None
 
 
-def describe(device: Shell, serial: str) -> Phone:
+def describe(device: Device, serial: str) -> Phone:
     """The phone behind ``device``, as the shell user can read it."""
     props = properties(device)
     maker, model = props.get("ro.product.manufacturer", ""), props.get("ro.product.model", "unknown")

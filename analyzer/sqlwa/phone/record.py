@@ -24,10 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from sqlwa.errors import DeviceError
-from sqlwa.phone.adb import Completed
+from sqlwa.phone.adb import Device
 
 TRACE_DIR = "/data/misc/perfetto-traces"
 MARKER_FILES = ("/sys/kernel/tracing/trace_marker", "/sys/kernel/debug/tracing/trace_marker")
@@ -65,16 +64,6 @@ BUFFER_KB = 65536  # the ring for the whole run (block and syscall events come f
 PER_CPU_KB = 16384
 STOP_WAIT_S = 60.0  # perfetto writes the trace out after SIGTERM: a long run's takes a while
 OLD_CLIENT_PAUSE_S = 2.0  # --background on a client without --background-wait
-
-
-class Device(Protocol):
-    """What recording needs of a device: its shell and files pulled from it."""
-
-    def shell(self, argv: list[str], timeout: float = ..., check: bool = ...) -> Completed: ...
-
-    def shell_text(self, command: str, timeout: float = ..., check: bool = ...) -> Completed: ...
-
-    def pull(self, remote: str, local: Path, timeout: float = ...) -> None: ...
 
 
 def trace_config(duration_ms: int) -> str:
@@ -120,11 +109,16 @@ def start(device: Device, name: str, duration_ms: int) -> Recording:
     """Start recording into :func:`trace_path`; returns once the trace has begun."""
     trace = trace_path(name)
     config = trace_config(duration_ms)
-    command = f"perfetto --txt -c - -o {trace} {{}} <<'SQLWA_CONFIG'\n{config}SQLWA_CONFIG"
-    done = device.shell_text(command.format("--background-wait"), check=False)
-    waited = done.returncode == 0
+
+    def command(background: str) -> str:
+        return f"perfetto --txt -c - -o {trace} {background} <<'SQLWA_CONFIG'\n{config}SQLWA_CONFIG"
+
+    done = device.shell_text(command("--background-wait"), check=False)
+    # a client older than v19 refuses the option by name (getopt's "unrecognized option");
+    # any other failure is perfetto's own, said as it is
+    waited = "background-wait" not in done.stderr + done.stdout
     if not waited:
-        done = device.shell_text(command.format("--background"), check=False)
+        done = device.shell_text(command("--background"), check=False)
     pid = done.stdout.split()[-1] if done.stdout.split() else ""
     if done.returncode != 0 or not pid.isdigit():
         raise DeviceError(f"the phone's perfetto did not start: {(done.stderr or done.stdout).strip()[:300]}")

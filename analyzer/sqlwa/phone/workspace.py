@@ -21,23 +21,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from sqlwa._system import processes
 from sqlwa.phone import record
-from sqlwa.phone.adb import Completed
+from sqlwa.phone.adb import Device
 
 BASE = "/data/local/tmp"
 PREFIX = "sqlwa-"
 OWNER_FILE = "owner"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 MACHINE_ID = Path("/etc/machine-id")
-
-
-class Device(Protocol):
-    """What a workspace needs of a device: commands in its shell."""
-
-    def shell(self, argv: list[str], timeout: float = ..., check: bool = ...) -> Completed: ...
 
 
 @dataclass(frozen=True)
