@@ -47,3 +47,13 @@ def test_start_daemon_finds_a_tool_that_only_sbin_has(path_without_sbin: None, t
 def test_a_tool_found_nowhere_is_still_named_in_the_error(path_without_sbin: None) -> None:
     with pytest.raises(ToolError, match=r"^checking: sqlwa-no-such-tool not found$"):
         _system.tools.run_tool(["sqlwa-no-such-tool"], "checking")
+
+
+def test_a_tool_that_prints_bytes_not_utf8_keeps_them() -> None:
+    """A path or a phone's property in a tool's output need not be UTF-8: kept as the
+    bytes they were (surrogate escapes, as os.fsdecode), never a UnicodeDecodeError."""
+    argv = ["sh", "-c", r"printf 'caf\351\n'; printf 'err\377\n' >&2"]
+    done = _system.tools.try_tool(argv)
+    assert done is not None
+    assert done.stdout.encode("utf-8", "surrogateescape") == b"caf\xe9\n"
+    assert _system.tools.run_tool(argv, "printing").stderr.encode("utf-8", "surrogateescape") == b"err\xff\n"

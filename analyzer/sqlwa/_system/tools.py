@@ -61,6 +61,7 @@ def run_tool(
             check=True,
             capture_output=True,
             text=True,
+            errors="surrogateescape",  # a byte that is not UTF-8 (a path, a phone's prop) kept, not a traceback
             timeout=timeout,
             start_new_session=True,
             cwd=cwd,
@@ -147,6 +148,7 @@ def try_tool(argv: Sequence[str], timeout: float | None = None) -> subprocess.Co
             executable=_executable(args[0]),
             capture_output=True,
             text=True,
+            errors="surrogateescape",  # a byte that is not UTF-8 (a path, a phone's prop) kept, not a traceback
             timeout=timeout,
             start_new_session=True,
         )
